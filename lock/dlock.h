@@ -1,0 +1,157 @@
+/* dlock.h - a Redis distributed lock: leases, waiting, watchdog renewal,
+ * interruption after max renewals, fencing tokens.
+ *
+ * One dlock_client per process is the intended use: it owns a pool of Redis
+ * connections and one watchdog thread that renews every lock held through it.
+ *
+ *     dlock_client *c;
+ *     dlock_config cfg; dlock_config_defaults(&cfg);
+ *     if (dlock_client_new(&cfg, &c) != DLOCK_OK) die(dlock_errstr());
+ *     dlock_handle *h;
+ *     if (dlock_acquire(c, "stock:lock:{42}", NULL, &h) == DLOCK_OK) {
+ *         ... work, calling dlock_check(h) before anything irreversible ...
+ *         dlock_release(h);
+ *     }
+ *
+ * Thread safety: every function may be called from any number of threads at
+ * once on one client. A handle belongs to the thread that acquired it; only
+ * dlock_release() ends its life.
+ *
+ * Errors: functions return DLOCK_OK (0) or a negative DLOCK_ERR_* code;
+ * dlock_errstr() gives the details of the calling thread's last failure. */
+#ifndef DLOCK_H
+#define DLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DLOCK_KEY_MAX 512  /* longest key accepted, in bytes */
+#define DLOCK_TOKEN_LEN 32 /* owner token: 128 random bits as lower-case hex */
+
+enum dlock_code {
+    DLOCK_OK = 0,
+    DLOCK_ERR_TIMEOUT = -1,     /* waited wait_ms; the lock is still held by another owner */
+    DLOCK_ERR_REDIS = -2,       /* Redis unreachable, too slow, or it answered an error */
+    DLOCK_ERR_LOST = -3,        /* the lease expired or another owner holds the key */
+    DLOCK_ERR_INTERRUPTED = -4, /* the watchdog stopped renewing after max_renewals */
+    DLOCK_ERR_INVALID = -5,     /* bad key, config or options; nothing was sent */
+    DLOCK_ERR_NOMEM = -6,       /* out of memory or threads */
+};
+
+/* Where Redis is and how long to wait for it. */
+typedef struct dlock_config {
+    const char *host;       /* default "127.0.0.1"; copied by dlock_client_new */
+    int port;               /* default 6379 */
+    int connect_timeout_ms; /* default 500: bound on opening a connection */
+    int command_timeout_ms; /* default 1000: bound on one command's round trip */
+} dlock_config;
+
+/* Per-acquisition behaviour. dlock_opts_defaults() gives the values below;
+ * passing NULL where options are expected means exactly those defaults. */
+typedef struct dlock_opts {
+    int lease_ms;     /* 30000: the key's TTL (PX); renewed at lease_ms/3 while held */
+    int wait_ms;      /* 10000: how long acquire keeps trying; 0 = try exactly once */
+    int retry_ms;     /* 100: pause between tries, randomised to 0.5x..1.5x */
+    int max_renewals; /* 30: renewals before the holder is interrupted; 0 = never */
+    int watchdog;     /* 1: renew while held; 0: the lease simply runs out */
+} dlock_opts;
+
+typedef struct dlock_client dlock_client;
+typedef struct dlock_handle dlock_handle;
+
+/* Counters since dlock_client_new; a consistent-enough snapshot, not atomic as a whole. */
+#define DLOCK_WAIT_BUCKETS 12
+extern const int dlock_wait_bucket_ms[DLOCK_WAIT_BUCKETS]; /* upper bounds; last is +Inf */
+
+typedef struct dlock_stats {
+    uint64_t acquired;      /* acquisitions that succeeded */
+    uint64_t timeouts;      /* acquisitions that gave up after wait_ms */
+    uint64_t renewals;      /* successful lease renewals */
+    uint64_t interrupts;    /* holders interrupted after max_renewals */
+    uint64_t lost;          /* holders that found their lease gone */
+    uint64_t redis_errors;  /* commands that failed on the Redis side or the wire */
+    uint64_t wait_count;    /* acquisitions that ended (acquired or timed out) */
+    uint64_t wait_sum_ms;   /* total time they spent waiting */
+    uint64_t wait_buckets[DLOCK_WAIT_BUCKETS]; /* non-cumulative counts per bucket */
+} dlock_stats;
+
+void dlock_config_defaults(dlock_config *cfg);
+void dlock_opts_defaults(dlock_opts *opts);
+
+/* Creates a client and starts its watchdog thread. Redis is contacted lazily,
+ * so this succeeds while Redis is down. Returns DLOCK_OK with *out set, or
+ * DLOCK_ERR_INVALID / DLOCK_ERR_NOMEM with *out NULL. Free with dlock_client_free. */
+int dlock_client_new(const dlock_config *cfg, dlock_client **out);
+
+/* Stops the watchdog and closes every connection. All handles must have been
+ * released; NULL is a no-op. */
+void dlock_client_free(dlock_client *c);
+
+/* Returns DLOCK_OK when Redis answers PING within the command timeout, else DLOCK_ERR_REDIS. */
+int dlock_ping(dlock_client *c);
+
+/* Checks a key: 1..DLOCK_KEY_MAX bytes, no NUL or other control byte.
+ * Returns DLOCK_OK or DLOCK_ERR_INVALID (with dlock_errstr() saying why). */
+int dlock_key_check(const char *key, size_t len);
+
+/* Acquires key for a new random owner token (SET NX PX inside a Lua script that
+ * also issues the fencing token), waiting up to opts->wait_ms.
+ * Returns DLOCK_OK with *out set to a handle owned by the caller until
+ * dlock_release(); or DLOCK_ERR_TIMEOUT, DLOCK_ERR_REDIS, DLOCK_ERR_INVALID,
+ * DLOCK_ERR_NOMEM with *out NULL. Never waits longer than wait_ms plus one
+ * command timeout. */
+int dlock_acquire(dlock_client *c, const char *key, const dlock_opts *opts, dlock_handle **out);
+
+/* Releases the lock and frees h. The watchdog forgets h first, so no renewal can
+ * follow. Deletes the key only if it still holds h's token.
+ * Returns DLOCK_OK; DLOCK_ERR_LOST when the lease had expired or another owner
+ * held the key (which is left untouched); DLOCK_ERR_INTERRUPTED when h was
+ * interrupted (the key is still deleted if ours); DLOCK_ERR_REDIS when Redis
+ * did not answer (the lease then expires on its own). NULL is a no-op. */
+int dlock_release(dlock_handle *h);
+
+/* Whether the holder may still act: DLOCK_OK, DLOCK_ERR_INTERRUPTED, or
+ * DLOCK_ERR_LOST (renewal found the key gone or taken, or the local lease
+ * deadline - last renewal + lease - drift allowance - passed). Local only: no
+ * Redis round trip. Call it just before committing anything. */
+int dlock_check(dlock_handle *h);
+
+/* Sleeps ms milliseconds while holding h, the interruptible way: returns
+ * DLOCK_OK after the full time, or at once DLOCK_ERR_INTERRUPTED / DLOCK_ERR_LOST
+ * when that happens to h. */
+int dlock_sleep(dlock_handle *h, int ms);
+
+/* The fencing token of this acquisition: strictly greater than every token
+ * issued earlier for the same key, also across Redis restarts (the counter is
+ * seeded from Redis's clock in microseconds when missing). */
+int64_t dlock_fence(const dlock_handle *h);
+
+const char *dlock_token(const dlock_handle *h); /* owned by h */
+const char *dlock_key(const dlock_handle *h);   /* owned by h */
+int dlock_renewals(const dlock_handle *h);      /* renewals since this holder got the lock */
+
+/* Work done under a lock: gets the live handle (for dlock_check / dlock_sleep /
+ * dlock_fence) and the caller's argument; its return value is passed back. */
+typedef int (*dlock_fn)(dlock_handle *h, void *arg);
+
+/* The C counterpart of a @DistributedLock annotation: acquires key, runs fn,
+ * and always releases. Returns:
+ *   DLOCK_ERR_TIMEOUT, DLOCK_ERR_REDIS, DLOCK_ERR_INVALID, DLOCK_ERR_NOMEM:
+ *       fn did not run; *fn_rc is left alone;
+ *   DLOCK_OK: fn ran and the lock was still ours when released;
+ *   DLOCK_ERR_INTERRUPTED, DLOCK_ERR_LOST: fn ran (*fn_rc is its result) but
+ *       the holder was interrupted or lost the lock at some point: fn must have
+ *       called dlock_check() before committing anything.
+ * fn_rc may be NULL. */
+int dlock_run(dlock_client *c, const char *key, const dlock_opts *opts, dlock_fn fn, void *arg,
+              int *fn_rc);
+
+void dlock_stats_read(dlock_client *c, dlock_stats *out);
+
+/* Static text for a code ("lock wait timed out", ...). */
+const char *dlock_strerror(int code);
+
+/* Details of the calling thread's last failure; valid until its next dlock call. */
+const char *dlock_errstr(void);
+
+#endif

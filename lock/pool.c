@@ -1,0 +1,217 @@
+/* pool.c - Redis connections for the lock library: a thread-safe free list that
+ * grows on demand, and the lock's Lua scripts run by SHA (EVAL as fallback). */
+#include <stdio.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define POOL_IDLE_MAX 256 /* idle connections kept; more are closed on return */
+
+/* Acquire: SET NX PX and the fencing token in one step. The fence counter never
+ * expires; when it is missing (first use, or Redis lost its data in a restart)
+ * it is seeded from Redis's clock in microseconds, so tokens keep growing across
+ * restarts as long as the key saw fewer than a million acquisitions a second. */
+static const char acquire_lua[] =
+    "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
+    "  local fence = redis.call('incr', KEYS[2])\n"
+    "  if fence == 1 then\n"
+    "    local t = redis.call('time')\n"
+    "    local seed = t[1] .. string.format('%06d', tonumber(t[2]))\n"
+    "    redis.call('set', KEYS[2], seed)\n"
+    "    fence = tonumber(seed)\n"
+    "  end\n"
+    "  return {1, fence}\n"
+    "end\n"
+    "return {0, redis.call('pttl', KEYS[1])}\n";
+
+static const char release_lua[] =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then\n"
+    "  return redis.call('del', KEYS[1])\n"
+    "end\n"
+    "return 0\n";
+
+static const char renew_lua[] =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then\n"
+    "  return redis.call('pexpire', KEYS[1], ARGV[2])\n"
+    "end\n"
+    "return 0\n";
+
+static const char *const script_body[DLOCK_SCRIPT_COUNT] = {acquire_lua, release_lua, renew_lua};
+
+struct dlock_pool {
+    char *host;
+    int port;
+    struct timeval connect_tv, command_tv;
+    pthread_mutex_t mu; /* guards idle, nidle and sha */
+    redisContext *idle[POOL_IDLE_MAX];
+    int nidle;
+    char sha[DLOCK_SCRIPT_COUNT][41]; /* "" until SCRIPT LOAD answered */
+};
+
+static struct timeval ms_to_tv(int ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    return tv;
+}
+
+dlock_pool *dlock_pool_new(const char *host, int port, int connect_ms, int command_ms)
+{
+    dlock_pool *p = calloc(1, sizeof(*p));
+    if (p == NULL || (p->host = strdup(host)) == NULL) {
+        free(p);
+        return NULL;
+    }
+    p->port = port;
+    p->connect_tv = ms_to_tv(connect_ms);
+    p->command_tv = ms_to_tv(command_ms);
+    pthread_mutex_init(&p->mu, NULL);
+    return p;
+}
+
+void dlock_pool_free(dlock_pool *p)
+{
+    if (p == NULL)
+        return;
+    for (int i = 0; i < p->nidle; i++)
+        redisFree(p->idle[i]);
+    pthread_mutex_destroy(&p->mu);
+    free(p->host);
+    free(p);
+}
+
+redisContext *dlock_pool_connect(dlock_pool *p)
+{
+    redisContext *ctx = redisConnectWithTimeout(p->host, p->port, p->connect_tv);
+    if (ctx == NULL) {
+        dlock_fail(DLOCK_ERR_NOMEM, "out of memory connecting to Redis");
+        return NULL;
+    }
+    if (ctx->err) {
+        dlock_fail(DLOCK_ERR_REDIS, "cannot connect to Redis at %s:%d: %s", p->host, p->port,
+                   ctx->errstr);
+        redisFree(ctx);
+        return NULL;
+    }
+    if (redisSetTimeout(ctx, p->command_tv) != REDIS_OK) {
+        dlock_fail(DLOCK_ERR_REDIS, "cannot set Redis command timeout: %s", ctx->errstr);
+        redisFree(ctx);
+        return NULL;
+    }
+    redisEnableKeepAlive(ctx);
+    return ctx;
+}
+
+redisContext *dlock_pool_get(dlock_pool *p)
+{
+    redisContext *ctx = NULL;
+    pthread_mutex_lock(&p->mu);
+    if (p->nidle > 0)
+        ctx = p->idle[--p->nidle];
+    pthread_mutex_unlock(&p->mu);
+    return ctx != NULL ? ctx : dlock_pool_connect(p);
+}
+
+void dlock_pool_put(dlock_pool *p, redisContext *ctx)
+{
+    redisContext *drop[POOL_IDLE_MAX + 1];
+    int ndrop = 0;
+
+    pthread_mutex_lock(&p->mu);
+    if (ctx->err) {
+        drop[ndrop++] = ctx;
+        while (p->nidle > 0)
+            drop[ndrop++] = p->idle[--p->nidle];
+    } else if (p->nidle < POOL_IDLE_MAX) {
+        p->idle[p->nidle++] = ctx;
+    } else {
+        drop[ndrop++] = ctx;
+    }
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < ndrop; i++)
+        redisFree(drop[i]); /* outside the mutex: closing sockets can be slow */
+}
+
+/* Passes r through, or frees it and returns NULL with the error recorded when
+ * the connection failed (ctx->err set) or Redis answered an error (ctx usable). */
+static redisReply *checked(redisContext *ctx, redisReply *r)
+{
+    if (r == NULL) {
+        dlock_fail(DLOCK_ERR_REDIS, "Redis connection failed: %s",
+                   ctx->err ? ctx->errstr : "no reply");
+        return NULL;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        dlock_fail(DLOCK_ERR_REDIS, "Redis error: %.*s", (int)r->len, r->str);
+        freeReplyObject(r);
+        return NULL;
+    }
+    return r;
+}
+
+static redisReply *command(redisContext *ctx, int argc, const char **argv, const size_t *lens)
+{
+    return checked(ctx, redisCommandArgv(ctx, argc, argv, lens));
+}
+
+/* Loads the script once per pool; the SHA stays valid for every connection. */
+static int script_sha(dlock_pool *p, redisContext *ctx, enum dlock_script s, char sha[41])
+{
+    pthread_mutex_lock(&p->mu);
+    memcpy(sha, p->sha[s], 41);
+    pthread_mutex_unlock(&p->mu);
+    if (sha[0] != '\0')
+        return 0;
+
+    const char *argv[] = {"SCRIPT", "LOAD", script_body[s]};
+    size_t lens[] = {6, 4, strlen(script_body[s])};
+    redisReply *r = command(ctx, 3, argv, lens);
+    if (r == NULL)
+        return -1;
+    if (r->type != REDIS_REPLY_STRING || r->len != 40) {
+        dlock_fail(DLOCK_ERR_REDIS, "unexpected SCRIPT LOAD reply");
+        freeReplyObject(r);
+        return -1;
+    }
+    memcpy(sha, r->str, 40);
+    sha[40] = '\0';
+    freeReplyObject(r);
+    pthread_mutex_lock(&p->mu);
+    memcpy(p->sha[s], sha, 41);
+    pthread_mutex_unlock(&p->mu);
+    return 0;
+}
+
+#define SCRIPT_ARGS_MAX 8
+
+redisReply *dlock_pool_script(dlock_pool *p, redisContext *ctx, enum dlock_script s, int nkeys,
+                              int nargs, const char **args, const size_t *arg_lens)
+{
+    const char *argv[3 + SCRIPT_ARGS_MAX];
+    size_t lens[3 + SCRIPT_ARGS_MAX];
+    char sha[41], nkeys_str[16];
+
+    if (nargs > SCRIPT_ARGS_MAX) {
+        dlock_fail(DLOCK_ERR_INVALID, "too many script arguments");
+        return NULL;
+    }
+    if (script_sha(p, ctx, s, sha) != 0)
+        return NULL;
+    int n = snprintf(nkeys_str, sizeof(nkeys_str), "%d", nkeys);
+    argv[0] = "EVALSHA", lens[0] = 7;
+    argv[1] = sha, lens[1] = 40;
+    argv[2] = nkeys_str, lens[2] = (size_t)n;
+    memcpy(argv + 3, args, (size_t)nargs * sizeof(*args));
+    memcpy(lens + 3, arg_lens, (size_t)nargs * sizeof(*arg_lens));
+
+    redisReply *r = redisCommandArgv(ctx, 3 + nargs, argv, lens);
+    if (r != NULL && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
+        /* Redis restarted or flushed its script cache: send the body, which reloads it. */
+        freeReplyObject(r);
+        argv[0] = "EVAL", lens[0] = 4;
+        argv[1] = script_body[s], lens[1] = strlen(script_body[s]);
+        r = redisCommandArgv(ctx, 3 + nargs, argv, lens);
+    }
+    return checked(ctx, r);
+}

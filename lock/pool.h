@@ -1,0 +1,40 @@
+/* pool.h - Redis connections for the lock library: a thread-safe free list that
+ * grows on demand, and the lock's Lua scripts run by SHA. */
+#ifndef DLOCK_POOL_H
+#define DLOCK_POOL_H
+
+#include <hiredis/hiredis.h>
+
+typedef struct dlock_pool dlock_pool;
+
+enum dlock_script {
+    DLOCK_SCRIPT_ACQUIRE, /* KEYS: lock, fence; ARGV: token, lease_ms -> {1,fence} | {0,pttl} */
+    DLOCK_SCRIPT_RELEASE, /* KEYS: lock; ARGV: token -> 1 deleted | 0 not ours */
+    DLOCK_SCRIPT_RENEW,   /* KEYS: lock; ARGV: token, lease_ms -> 1 renewed | 0 not ours */
+    DLOCK_SCRIPT_COUNT
+};
+
+/* Returns a pool (no connection opened yet) or NULL when out of memory.
+ * host is copied. */
+dlock_pool *dlock_pool_new(const char *host, int port, int connect_ms, int command_ms);
+void dlock_pool_free(dlock_pool *p);
+
+/* Takes an idle connection or opens one. Returns NULL (dlock_errstr set) when
+ * Redis can't be reached. Give it back with dlock_pool_put. */
+redisContext *dlock_pool_get(dlock_pool *p);
+
+/* Returns ctx to the pool. A broken ctx (ctx->err) is closed instead, together
+ * with every idle connection: they most likely broke the same way. */
+void dlock_pool_put(dlock_pool *p, redisContext *ctx);
+
+/* Opens a connection outside the pool (the watchdog's own). NULL on failure. */
+redisContext *dlock_pool_connect(dlock_pool *p);
+
+/* Runs script with argv: nkeys keys then the script's arguments, nargs in all
+ * (binary-safe, at most 8). Returns the reply,
+ * owned by the caller (freeReplyObject), or NULL with dlock_errstr set when the
+ * connection failed (ctx->err is then set) or Redis answered an error. */
+redisReply *dlock_pool_script(dlock_pool *p, redisContext *ctx, enum dlock_script script,
+                              int nkeys, int nargs, const char **argv, const size_t *lens);
+
+#endif

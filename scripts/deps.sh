@@ -1,0 +1,42 @@
+#!/bin/sh
+# deps.sh - installs the Debian packages that building, testing and the demo
+# need (plus the benchmark tools with "bench"); does nothing when all are there.
+set -eu
+
+need=""
+want_cmd() { command -v "$1" >/dev/null 2>&1 || need="$need $2"; }
+want_pc() { pkg-config --exists "$1" 2>/dev/null || need="$need $2"; }
+
+want_cmd cc gcc
+want_cmd make make
+want_cmd pkg-config pkg-config
+want_pc hiredis libhiredis-dev
+want_pc libmicrohttpd libmicrohttpd-dev
+want_pc sqlite3 libsqlite3-dev
+want_pc jansson libjansson-dev
+want_pc cmocka libcmocka-dev
+want_pc libcurl libcurl4-openssl-dev
+want_cmd redis-server redis-server
+want_cmd redis-cli redis-tools
+want_cmd curl curl
+if [ "${1:-}" = bench ]; then
+    want_cmd wrk wrk
+    want_cmd redis-benchmark redis-tools
+fi
+
+if [ -z "$need" ]; then
+    echo "deps: everything is installed"
+    exit 0
+fi
+echo "deps: installing:$need"
+if [ "$(id -u)" -eq 0 ]; then
+    sudo=""
+elif command -v sudo >/dev/null 2>&1; then
+    sudo="sudo"
+else
+    echo "deps: not root and no sudo; install as root: apt-get install$need" >&2
+    exit 1
+fi
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
+# shellcheck disable=SC2086 # word splitting of the package list is intended
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $need

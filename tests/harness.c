@@ -1,0 +1,249 @@
+/* harness.c - starts and stops the real processes tests run against, by PID,
+ * also when a test fails or the test binary dies. */
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_CHILDREN 64
+#define MAX_DIRS 32
+
+static pid_t children[MAX_CHILDREN];
+static char tempdirs[MAX_DIRS][64];
+static int registered;
+
+int64_t th_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void th_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static void cleanup(void)
+{
+    for (int i = 0; i < MAX_CHILDREN; i++)
+        if (children[i] > 0) {
+            kill(children[i], SIGCONT); /* a stopped process would ignore SIGKILL's reaping */
+            kill(children[i], SIGKILL);
+            waitpid(children[i], NULL, 0);
+            children[i] = 0;
+        }
+    for (int i = 0; i < MAX_DIRS; i++)
+        if (tempdirs[i][0]) {
+            nftw(tempdirs[i], rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+            tempdirs[i][0] = '\0';
+        }
+}
+
+static void on_signal(int sig)
+{
+    cleanup();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void register_cleanup(void)
+{
+    if (registered)
+        return;
+    registered = 1;
+    atexit(cleanup);
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+int th_tempdir(const char *prefix, char *buf, size_t size)
+{
+    register_cleanup();
+    snprintf(buf, size, "/tmp/%s-XXXXXX", prefix);
+    if (mkdtemp(buf) == NULL)
+        return -1;
+    for (int i = 0; i < MAX_DIRS; i++)
+        if (!tempdirs[i][0]) {
+            snprintf(tempdirs[i], sizeof(tempdirs[i]), "%s", buf);
+            break;
+        }
+    return 0;
+}
+
+const char *th_build_dir(void)
+{
+    const char *d = getenv("TEST_BUILD_DIR");
+    return d && *d ? d : "build";
+}
+
+int th_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+pid_t th_spawn(char *const argv[], const char *log_path)
+{
+    register_cleanup();
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        if (log_path) {
+            int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+            if (fd >= 0) {
+                dup2(fd, STDOUT_FILENO);
+                dup2(fd, STDERR_FILENO);
+                close(fd);
+            }
+        }
+        execv(argv[0], argv);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    if (pid > 0)
+        for (int i = 0; i < MAX_CHILDREN; i++)
+            if (children[i] == 0) {
+                children[i] = pid;
+                break;
+            }
+    return pid;
+}
+
+static void forget(pid_t pid)
+{
+    for (int i = 0; i < MAX_CHILDREN; i++)
+        if (children[i] == pid)
+            children[i] = 0;
+}
+
+void th_signal(pid_t pid, int sig, int wait_ms)
+{
+    if (pid <= 0)
+        return;
+    kill(pid, sig);
+    if (sig == SIGSTOP || sig == SIGCONT)
+        return;
+    int64_t end = th_now_ms() + wait_ms;
+    while (waitpid(pid, NULL, WNOHANG) == 0) {
+        if (th_now_ms() >= end) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            break;
+        }
+        th_sleep_ms(5);
+    }
+    forget(pid);
+}
+
+redisContext *th_redis_connect(const th_redis *r)
+{
+    struct timeval tv = {1, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", r->port, tv);
+    if (c && !c->err)
+        redisSetTimeout(c, tv);
+    return c;
+}
+
+int th_redis_start(th_redis *r)
+{
+    if (r->port == 0)
+        r->port = th_free_port();
+    if (!r->dir[0] && th_tempdir("dlock-redis", r->dir, sizeof(r->dir)) != 0)
+        return -1;
+    char port[16], log[128];
+    snprintf(port, sizeof(port), "%d", r->port);
+    snprintf(log, sizeof(log), "%s/redis.log", r->dir);
+    char *argv[] = {"redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
+                    "--appendonly", "no", "--dir", r->dir, "--daemonize", "no",
+                    "--logfile", log, NULL};
+    r->pid = th_spawn(argv, NULL);
+    for (int64_t end = th_now_ms() + 5000; r->pid > 0 && th_now_ms() < end; th_sleep_ms(10)) {
+        redisContext *c = th_redis_connect(r);
+        redisReply *rep = (c && !c->err) ? redisCommand(c, "PING") : NULL;
+        int ok = rep && rep->type == REDIS_REPLY_STATUS;
+        freeReplyObject(rep);
+        redisFree(c);
+        if (ok)
+            return 0;
+    }
+    fprintf(stderr, "harness: redis-server did not start on port %d (see %s)\n", r->port, log);
+    return -1;
+}
+
+void th_redis_stop(th_redis *r, int hard)
+{
+    th_signal(r->pid, hard ? SIGKILL : SIGTERM, 5000);
+    r->pid = 0;
+}
+
+long long th_redis_int(const th_redis *r, const char *fmt, ...)
+{
+    redisContext *c = th_redis_connect(r);
+    if (c == NULL || c->err) {
+        redisFree(c);
+        return -2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *rep = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    long long v = -2;
+    if (rep && rep->type == REDIS_REPLY_INTEGER)
+        v = rep->integer;
+    else if (rep && rep->type == REDIS_REPLY_NIL)
+        v = -1;
+    else if (rep && rep->type == REDIS_REPLY_STATUS)
+        v = 0;
+    else if (rep && rep->type == REDIS_REPLY_STRING)
+        v = strtoll(rep->str, NULL, 10);
+    freeReplyObject(rep);
+    redisFree(c);
+    return v;
+}
+
+const char *th_redis_get(const th_redis *r, const char *key, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    redisContext *c = th_redis_connect(r);
+    redisReply *rep = (c && !c->err) ? redisCommand(c, "GET %s", key) : NULL;
+    if (rep && rep->type == REDIS_REPLY_STRING)
+        snprintf(buf, size, "%s", rep->str);
+    freeReplyObject(rep);
+    redisFree(c);
+    return buf;
+}

@@ -1,0 +1,58 @@
+/* harness.h - the real processes tests run against: a private redis-server and
+ * stockd replicas on free loopback ports, each stopped by its PID when the test
+ * stops it, when the test binary exits (atexit) or dies (the child gets
+ * PR_SET_PDEATHSIG). Test helpers only; they abort the test on set-up failure. */
+#ifndef TEST_HARNESS_H
+#define TEST_HARNESS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <hiredis/hiredis.h>
+
+typedef struct th_redis {
+    pid_t pid;
+    int port;
+    char dir[64]; /* private temp dir, removed by th_redis_stop */
+} th_redis;
+
+/* A port nobody listens on right now (bound then released). */
+int th_free_port(void);
+
+/* Starts redis-server without persistence on a free port (or on r->port when it
+ * is non-zero, for restarts) and waits until it answers PING. 0 or -1. */
+int th_redis_start(th_redis *r);
+
+/* SIGKILL (hard) or SIGTERM (soft), then waits for the PID. Keeps r->port. */
+void th_redis_stop(th_redis *r, int hard);
+
+/* A fresh connection to r; the test owns it (redisFree). */
+redisContext *th_redis_connect(const th_redis *r);
+
+/* Runs one Redis command (printf-style, hiredis format) and returns the reply
+ * as an integer: the integer or number string itself, 0 for a status (OK),
+ * -1 for nil, -2 on error. For checks like EXISTS / PTTL / GET counter. */
+long long th_redis_int(const th_redis *r, const char *fmt, ...);
+
+/* The string value of key (into buf), or "" when missing. */
+const char *th_redis_get(const th_redis *r, const char *key, char *buf, size_t size);
+
+/* Starts a process by argv (argv[0] is a path) with stderr to log_path (NULL:
+ * inherit), registered for clean-up. Returns the PID or -1. */
+pid_t th_spawn(char *const argv[], const char *log_path);
+
+/* Sends sig to pid and, unless sig is SIGSTOP/SIGCONT, reaps it (waiting at
+ * most wait_ms, then SIGKILL). Forgets the PID once it is gone. */
+void th_signal(pid_t pid, int sig, int wait_ms);
+
+/* Monotonic milliseconds, for the generous hang-detecting bounds tests use. */
+int64_t th_now_ms(void);
+void th_sleep_ms(int ms);
+
+/* Makes a private temp dir ("/tmp/<prefix>-XXXXXX") into buf; removes it at exit. */
+int th_tempdir(const char *prefix, char *buf, size_t size);
+
+/* The build directory the binaries under test live in ($TEST_BUILD_DIR, "build"). */
+const char *th_build_dir(void);
+
+#endif

@@ -1,0 +1,392 @@
+/* test_lock.c - the lock library against a real, private redis-server:
+ * acquisition and waiting, owner-checked release, watchdog renewal,
+ * interruption, fencing, contention, and Redis going away. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "lock/dlock.h"
+#include "tests/harness.h"
+
+static th_redis redis;
+static dlock_client *client;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    if (th_redis_start(&redis) != 0)
+        return -1;
+    dlock_config cfg;
+    dlock_config_defaults(&cfg);
+    cfg.port = redis.port;
+    return dlock_client_new(&cfg, &client) == DLOCK_OK ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    dlock_client_free(client);
+    th_redis_stop(&redis, 0);
+    return 0;
+}
+
+/* Options for a test: short lease and quick retries unless the test says otherwise. */
+static dlock_opts opts(int lease_ms, int wait_ms)
+{
+    dlock_opts o;
+    dlock_opts_defaults(&o);
+    o.lease_ms = lease_ms;
+    o.wait_ms = wait_ms;
+    o.retry_ms = 10;
+    return o;
+}
+
+static void test_acquire_release_and_reacquire(void **state)
+{
+    (void)state;
+    dlock_opts o = opts(5000, 0);
+    dlock_handle *h;
+    char buf[64];
+    assert_int_equal(dlock_acquire(client, "t:basic", &o, &h), DLOCK_OK);
+    assert_int_equal(strlen(dlock_token(h)), DLOCK_TOKEN_LEN);
+    assert_string_equal(th_redis_get(&redis, "t:basic", buf, sizeof(buf)), dlock_token(h));
+    long long pttl = th_redis_int(&redis, "PTTL t:basic");
+    assert_true(pttl > 4000 && pttl <= 5000);
+    assert_int_equal(dlock_check(h), DLOCK_OK);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    assert_int_equal(th_redis_int(&redis, "EXISTS t:basic"), 0);
+    assert_int_equal(dlock_acquire(client, "t:basic", &o, &h), DLOCK_OK);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+}
+
+static void test_tokens_are_unique_per_acquisition(void **state)
+{
+    (void)state;
+    dlock_opts o = opts(5000, 0);
+    dlock_handle *a, *b;
+    assert_int_equal(dlock_acquire(client, "t:tok1", &o, &a), DLOCK_OK);
+    assert_int_equal(dlock_acquire(client, "t:tok2", &o, &b), DLOCK_OK);
+    assert_string_not_equal(dlock_token(a), dlock_token(b));
+    dlock_release(a);
+    dlock_release(b);
+}
+
+static void test_second_owner_fails_fast_with_zero_wait(void **state)
+{
+    (void)state;
+    dlock_opts o = opts(5000, 0);
+    dlock_handle *h, *h2 = (dlock_handle *)1;
+    assert_int_equal(dlock_acquire(client, "t:busy", &o, &h), DLOCK_OK);
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_acquire(client, "t:busy", &o, &h2), DLOCK_ERR_TIMEOUT);
+    assert_true(th_now_ms() - t0 < 1000); /* one try, no waiting (hang bound only) */
+    assert_null(h2);
+    assert_non_null(strstr(dlock_errstr(), "t:busy"));
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+}
+
+static void test_wait_times_out_after_wait_ms(void **state)
+{
+    (void)state;
+    dlock_opts o = opts(5000, 0);
+    dlock_handle *h, *h2;
+    assert_int_equal(dlock_acquire(client, "t:wait", &o, &h), DLOCK_OK);
+    o.wait_ms = 300;
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_acquire(client, "t:wait", &o, &h2), DLOCK_ERR_TIMEOUT);
+    int64_t waited = th_now_ms() - t0;
+    assert_true(waited >= 300);
+    assert_true(waited < 300 + 1000); /* wait_ms plus at most one command timeout */
+    dlock_release(h);
+}
+
+struct holder {
+    const char *key;
+    int hold_ms;
+    int released;
+};
+
+static void *hold_then_release(void *arg)
+{
+    struct holder *ho = arg;
+    dlock_opts o = opts(5000, 0);
+    dlock_handle *h;
+    if (dlock_acquire(client, ho->key, &o, &h) != DLOCK_OK)
+        return NULL;
+    th_sleep_ms(ho->hold_ms);
+    ho->released = dlock_release(h) == DLOCK_OK;
+    return NULL;
+}
+
+static void test_waiter_gets_lock_when_holder_releases(void **state)
+{
+    (void)state;
+    struct holder ho = {"t:handover", 200, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, hold_then_release, &ho);
+    while (th_redis_int(&redis, "EXISTS t:handover") != 1)
+        th_sleep_ms(1);
+    dlock_opts o = opts(5000, 3000);
+    dlock_handle *h;
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_acquire(client, "t:handover", &o, &h), DLOCK_OK);
+    int64_t waited = th_now_ms() - t0;
+    pthread_join(t, NULL);
+    assert_true(ho.released);
+    assert_true(waited >= 100 && waited < 3000);
+    dlock_release(h);
+}
+
+static void test_release_of_expired_lock_reports_lost_and_keeps_new_owner(void **state)
+{
+    (void)state;
+    dlock_opts o = opts(100, 0);
+    o.watchdog = 0;
+    dlock_handle *old, *new;
+    char buf[64];
+    assert_int_equal(dlock_acquire(client, "t:expire", &o, &old), DLOCK_OK);
+    th_sleep_ms(250);
+    assert_int_equal(dlock_check(old), DLOCK_ERR_LOST); /* local deadline passed */
+    o.lease_ms = 5000;
+    assert_int_equal(dlock_acquire(client, "t:expire", &o, &new), DLOCK_OK);
+    assert_int_equal(dlock_release(old), DLOCK_ERR_LOST);
+    assert_string_equal(th_redis_get(&redis, "t:expire", buf, sizeof(buf)), dlock_token(new));
+    assert_int_equal(dlock_release(new), DLOCK_OK);
+}
+
+static void test_watchdog_keeps_short_lease_alive(void **state)
+{
+    (void)state;
+    dlock_opts o = opts(300, 0);
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire(client, "t:renew", &o, &h), DLOCK_OK);
+    assert_int_equal(dlock_sleep(h, 1500), DLOCK_OK);
+    assert_int_equal(th_redis_int(&redis, "EXISTS t:renew"), 1);
+    assert_true(dlock_renewals(h) >= 3);
+    assert_int_equal(dlock_check(h), DLOCK_OK);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+}
+
+static void test_without_watchdog_the_lease_expires(void **state)
+{
+    (void)state;
+    dlock_opts o = opts(300, 0);
+    o.watchdog = 0;
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire(client, "t:norenew", &o, &h), DLOCK_OK);
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_sleep(h, 1500), DLOCK_ERR_LOST); /* woken at the local deadline, */
+    assert_true(th_now_ms() - t0 < 300);                    /* a little before Redis expires it */
+    th_sleep_ms(50);
+    assert_int_equal(th_redis_int(&redis, "EXISTS t:norenew"), 0);
+    assert_int_equal(dlock_renewals(h), 0);
+    assert_int_equal(dlock_release(h), DLOCK_ERR_LOST);
+}
+
+static void test_holder_is_interrupted_after_max_renewals(void **state)
+{
+    (void)state;
+    dlock_opts o = opts(300, 0);
+    o.max_renewals = 2;
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire(client, "t:interrupt", &o, &h), DLOCK_OK);
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_sleep(h, 5000), DLOCK_ERR_INTERRUPTED);
+    assert_true(th_now_ms() - t0 < 2000); /* due at about 300 ms */
+    assert_int_equal(dlock_renewals(h), 2);
+    assert_int_equal(dlock_check(h), DLOCK_ERR_INTERRUPTED);
+    th_sleep_ms(450); /* longer than the lease: never renewed again, so it expired */
+    assert_int_equal(th_redis_int(&redis, "EXISTS t:interrupt"), 0);
+    assert_int_equal(dlock_renewals(h), 2);
+    assert_int_equal(dlock_release(h), DLOCK_ERR_LOST);
+}
+
+static void test_renewal_finding_key_stolen_marks_handle_lost(void **state)
+{
+    (void)state;
+    dlock_opts o = opts(300, 0);
+    dlock_handle *h;
+    char buf[64];
+    assert_int_equal(dlock_acquire(client, "t:stolen", &o, &h), DLOCK_OK);
+    assert_int_equal(th_redis_int(&redis, "SET t:stolen intruder PX 10000"), 0);
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_sleep(h, 3000), DLOCK_ERR_LOST); /* next renewal (~100 ms) sees it */
+    assert_true(th_now_ms() - t0 < 1000);
+    assert_int_equal(dlock_release(h), DLOCK_ERR_LOST);
+    assert_string_equal(th_redis_get(&redis, "t:stolen", buf, sizeof(buf)), "intruder");
+}
+
+static int count_fn(dlock_handle *h, void *arg)
+{
+    (void)h;
+    return ++*(int *)arg;
+}
+
+static int sleep_fn(dlock_handle *h, void *arg)
+{
+    return dlock_sleep(h, *(int *)arg);
+}
+
+static void test_run_helper_runs_and_always_releases(void **state)
+{
+    (void)state;
+    dlock_opts o = opts(5000, 0);
+    int calls = 0, rc = -100;
+    assert_int_equal(dlock_run(client, "t:run", &o, count_fn, &calls, &rc), DLOCK_OK);
+    assert_int_equal(rc, 1);
+    assert_int_equal(th_redis_int(&redis, "EXISTS t:run"), 0);
+
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire(client, "t:run", &o, &h), DLOCK_OK);
+    rc = -100;
+    assert_int_equal(dlock_run(client, "t:run", &o, count_fn, &calls, &rc), DLOCK_ERR_TIMEOUT);
+    assert_int_equal(calls, 1); /* fn did not run */
+    assert_int_equal(rc, -100);
+    dlock_release(h);
+
+    o.lease_ms = 300;
+    o.max_renewals = 1;
+    int work = 5000;
+    assert_int_equal(dlock_run(client, "t:run", &o, sleep_fn, &work, &rc),
+                     DLOCK_ERR_INTERRUPTED);
+    assert_int_equal(rc, DLOCK_ERR_INTERRUPTED);
+    assert_int_equal(th_redis_int(&redis, "EXISTS t:run"), 0); /* released at once */
+}
+
+static void test_fence_grows_with_each_acquisition(void **state)
+{
+    (void)state;
+    dlock_opts o = opts(5000, 0);
+    int64_t last = 0;
+    for (int i = 0; i < 5; i++) {
+        dlock_handle *h;
+        assert_int_equal(dlock_acquire(client, "t:fence", &o, &h), DLOCK_OK);
+        assert_true(dlock_fence(h) > last);
+        assert_true(dlock_fence(h) > 1000000000000000LL); /* seeded from Redis TIME in us */
+        last = dlock_fence(h);
+        dlock_release(h);
+    }
+}
+
+static void test_invalid_keys_and_options_are_refused(void **state)
+{
+    (void)state;
+    dlock_handle *h;
+    char longkey[DLOCK_KEY_MAX + 2];
+    memset(longkey, 'k', sizeof(longkey) - 1);
+    longkey[sizeof(longkey) - 1] = '\0';
+    assert_int_equal(dlock_acquire(client, longkey, NULL, &h), DLOCK_ERR_INVALID);
+    assert_non_null(strstr(dlock_errstr(), "limit"));
+    assert_int_equal(dlock_acquire(client, "", NULL, &h), DLOCK_ERR_INVALID);
+    assert_int_equal(dlock_acquire(client, "bad\nkey", NULL, &h), DLOCK_ERR_INVALID);
+    assert_int_equal(dlock_key_check("with\0nul", 8), DLOCK_ERR_INVALID);
+    assert_int_equal(dlock_key_check("stock:lock:{1}", 14), DLOCK_OK);
+    dlock_opts o = opts(5, 0);
+    assert_int_equal(dlock_acquire(client, "t:opts", &o, &h), DLOCK_ERR_INVALID);
+    o = opts(1000, -1);
+    assert_int_equal(dlock_acquire(client, "t:opts", &o, &h), DLOCK_ERR_INVALID);
+}
+
+#define THREADS 8
+#define ROUNDS 200
+
+static int plain_counter; /* protected only by the distributed lock */
+
+static void *increment_loop(void *arg)
+{
+    redisContext *rc = th_redis_connect(&redis);
+    long failures = 0;
+    dlock_opts o = opts(5000, 10000);
+    o.retry_ms = 2;
+    for (int i = 0; i < ROUNDS; i++) {
+        dlock_handle *h;
+        if (dlock_acquire(client, "t:counter", &o, &h) != DLOCK_OK) {
+            failures++;
+            continue;
+        }
+        redisReply *r = redisCommand(rc, "GET t:count");
+        long long v = (r && r->type == REDIS_REPLY_STRING) ? atoll(r->str) : 0;
+        freeReplyObject(r);
+        int local = plain_counter;
+        freeReplyObject(redisCommand(rc, "SET t:count %lld", v + 1));
+        plain_counter = local + 1;
+        if (dlock_release(h) != DLOCK_OK)
+            failures++;
+    }
+    redisFree(rc);
+    *(long *)arg = failures;
+    return NULL;
+}
+
+static void test_threads_increment_shared_counter_without_lost_update(void **state)
+{
+    (void)state;
+    pthread_t t[THREADS];
+    long failures[THREADS];
+    plain_counter = 0;
+    for (int i = 0; i < THREADS; i++)
+        pthread_create(&t[i], NULL, increment_loop, &failures[i]);
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(failures[i], 0);
+    }
+    assert_int_equal(th_redis_int(&redis, "GET t:count"), THREADS * ROUNDS);
+    assert_int_equal(plain_counter, THREADS * ROUNDS);
+    dlock_stats s;
+    dlock_stats_read(client, &s);
+    assert_true(s.acquired >= THREADS * ROUNDS);
+}
+
+static void test_redis_down_fails_fast_then_recovers(void **state)
+{
+    (void)state;
+    dlock_opts o = opts(5000, 2000);
+    dlock_handle *h;
+    assert_int_equal(dlock_ping(client), DLOCK_OK);
+    assert_int_equal(dlock_acquire(client, "t:down", &o, &h), DLOCK_OK);
+    int64_t fence_before = dlock_fence(h);
+    th_redis_stop(&redis, 1); /* kill -9: no persistence, every key is gone */
+    assert_int_equal(dlock_release(h), DLOCK_ERR_REDIS);
+
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_acquire(client, "t:down", &o, &h), DLOCK_ERR_REDIS);
+    assert_true(th_now_ms() - t0 < 1500); /* prompt: no waiting out wait_ms */
+    assert_int_equal(dlock_ping(client), DLOCK_ERR_REDIS);
+
+    assert_int_equal(th_redis_start(&redis), 0); /* same port */
+    assert_int_equal(dlock_acquire(client, "t:down", &o, &h), DLOCK_OK);
+    /* the fence counter was lost with the data, yet tokens still grow */
+    assert_true(dlock_fence(h) > fence_before);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    dlock_stats s;
+    dlock_stats_read(client, &s);
+    assert_true(s.redis_errors >= 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_acquire_release_and_reacquire),
+        cmocka_unit_test(test_tokens_are_unique_per_acquisition),
+        cmocka_unit_test(test_second_owner_fails_fast_with_zero_wait),
+        cmocka_unit_test(test_wait_times_out_after_wait_ms),
+        cmocka_unit_test(test_waiter_gets_lock_when_holder_releases),
+        cmocka_unit_test(test_release_of_expired_lock_reports_lost_and_keeps_new_owner),
+        cmocka_unit_test(test_watchdog_keeps_short_lease_alive),
+        cmocka_unit_test(test_without_watchdog_the_lease_expires),
+        cmocka_unit_test(test_holder_is_interrupted_after_max_renewals),
+        cmocka_unit_test(test_renewal_finding_key_stolen_marks_handle_lost),
+        cmocka_unit_test(test_run_helper_runs_and_always_releases),
+        cmocka_unit_test(test_fence_grows_with_each_acquisition),
+        cmocka_unit_test(test_invalid_keys_and_options_are_refused),
+        cmocka_unit_test(test_threads_increment_shared_counter_without_lost_update),
+        cmocka_unit_test(test_redis_down_fails_fast_then_recovers),
+    };
+    return cmocka_run_group_tests_name("lock", tests, group_setup, group_teardown);
+}

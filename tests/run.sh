@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# run.sh - runs every test binary (unit, then integration) and every shell
+# test, prints their output, and ends with one line "N passed, N failed" over
+# all of them. Exit status is non-zero when anything failed.
+# Usage: tests/run.sh BUILD_DIR
+set -uo pipefail
+
+build=${1:-build}
+export TEST_BUILD_DIR=$build
+passed=0 failed=0 skipped=0
+
+# Counts cmocka-style lines: "[ RUN      ]" starts a test, "[       OK ]" passes
+# it, "[  SKIPPED ]" skips it; a test that started and did neither failed (also
+# when the binary crashed). A suite that exits non-zero with no failed test
+# counts one failure (e.g. its set-up failed).
+run_suite() {
+    local name=$1; shift
+    local out rc runs oks skips
+    echo "=== $name"
+    out=$("$@" 2>&1)
+    rc=$?
+    printf '%s\n' "$out"
+    runs=$(grep -c '^\[ RUN      \]' <<<"$out")
+    oks=$(grep -c '^\[       OK \]' <<<"$out")
+    skips=$(grep -c '^\[  SKIPPED \]' <<<"$out")
+    local bad=$((runs - oks - skips))
+    if [ "$rc" -ne 0 ] && [ "$bad" -eq 0 ]; then
+        echo "=== $name exited with status $rc"
+        bad=1
+    fi
+    passed=$((passed + oks)) failed=$((failed + bad)) skipped=$((skipped + skips))
+}
+
+for t in "$build"/tests/unit/test_* "$build"/tests/it/test_*; do
+    [ -x "$t" ] && run_suite "$(basename "$t")" "$t"
+done
+for t in tests/sh/test_*.sh; do
+    [ -f "$t" ] && run_suite "$(basename "$t")" bash "$t"
+done
+
+[ "$skipped" -gt 0 ] && echo "($skipped skipped)"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
