@@ -3,15 +3,18 @@
 #include "harness.h"
 
 #include <arpa/inet.h>
+#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <netinet/in.h>
+#include <sys/time.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -114,7 +117,7 @@ int th_free_port(void)
     return ntohs(a.sin_port);
 }
 
-pid_t th_spawn(char *const argv[], const char *log_path)
+pid_t th_spawn(const char *const argv[], const char *log_path)
 {
     register_cleanup();
     pid_t parent = getpid();
@@ -131,8 +134,8 @@ pid_t th_spawn(char *const argv[], const char *log_path)
                 close(fd);
             }
         }
-        execv(argv[0], argv);
-        execvp(argv[0], argv);
+        execv(argv[0], (char *const *)argv); /* exec never writes to argv */
+        execvp(argv[0], (char *const *)argv);
         _exit(127);
     }
     if (pid > 0)
@@ -188,7 +191,7 @@ int th_redis_start(th_redis *r)
     char port[16], log[128];
     snprintf(port, sizeof(port), "%d", r->port);
     snprintf(log, sizeof(log), "%s/redis.log", r->dir);
-    char *argv[] = {"redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
+    const char *argv[] = {"redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
                     "--appendonly", "no", "--dir", r->dir, "--daemonize", "no",
                     "--logfile", log, NULL};
     r->pid = th_spawn(argv, NULL);
@@ -245,5 +248,174 @@ const char *th_redis_get(const th_redis *r, const char *key, char *buf, size_t s
         snprintf(buf, size, "%s", rep->str);
     freeReplyObject(rep);
     redisFree(c);
+    return buf;
+}
+
+int th_stockd_start(th_stockd *s, const th_redis *r, const char *db, const char *log_dir,
+                    const char *const extra[])
+{
+    char bin[256], port[16], rport[16];
+    s->port = th_free_port();
+    snprintf(bin, sizeof(bin), "%s/stockd", th_build_dir());
+    snprintf(port, sizeof(port), "%d", s->port);
+    snprintf(rport, sizeof(rport), "%d", r ? r->port : th_free_port());
+    snprintf(s->url, sizeof(s->url), "http://127.0.0.1:%d", s->port);
+    snprintf(s->log, sizeof(s->log), "%s/stockd-%d.log", log_dir, s->port);
+
+    const char *argv[64] = {bin, "--port", port, "--db", db, "--redis-port", rport};
+    int n = 7;
+    for (int i = 0; extra && extra[i] && n < 63; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    s->pid = th_spawn(argv, s->log);
+    for (int64_t end = th_now_ms() + 10000; s->pid > 0 && th_now_ms() < end; th_sleep_ms(10)) {
+        if (waitpid(s->pid, NULL, WNOHANG) == s->pid) {
+            forget(s->pid);
+            break;
+        }
+        char buf[64];
+        if (th_raw(s->port, "GET /health HTTP/1.0\r\n\r\n", 24, 0, buf, sizeof(buf), 2000) > 0)
+            return 0;
+    }
+    fprintf(stderr, "harness: stockd did not start on port %d (see %s)\n", s->port, s->log);
+    s->pid = 0;
+    return -1;
+}
+
+void th_stockd_stop(th_stockd *s, int sig)
+{
+    th_signal(s->pid, sig, 15000);
+    s->pid = 0;
+}
+
+static size_t on_body(char *data, size_t size, size_t n, void *arg)
+{
+    th_resp *r = arg;
+    size_t len = size * n;
+    char *grown = realloc(r->body, r->len + len + 1);
+    if (grown == NULL)
+        return 0;
+    r->body = grown;
+    memcpy(r->body + r->len, data, len);
+    r->len += len;
+    r->body[r->len] = '\0';
+    return len;
+}
+
+static size_t on_header(char *data, size_t size, size_t n, void *arg)
+{
+    th_resp *r = arg;
+    size_t len = size * n;
+    if (len > 13 && strncasecmp(data, "Retry-After: ", 13) == 0)
+        snprintf(r->retry_after, sizeof(r->retry_after), "%.*s", (int)strcspn(data + 13, "\r\n"),
+                 data + 13);
+    if (len > 14 && strncasecmp(data, "Content-Type: ", 14) == 0)
+        snprintf(r->content_type, sizeof(r->content_type), "%.*s",
+                 (int)strcspn(data + 14, "\r\n"), data + 14);
+    return len;
+}
+
+int th_http(const char *method, const char *url, const char *req_body, th_resp *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->body = calloc(1, 1);
+    CURL *c = curl_easy_init();
+    struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+    if (req_body)
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, req_body);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, out);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    CURLcode rc = curl_easy_perform(c);
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
+    else
+        snprintf(out->error, sizeof(out->error), "%s", curl_easy_strerror(rc));
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(c);
+    return rc == CURLE_OK ? 0 : -1;
+}
+
+void th_resp_free(th_resp *r)
+{
+    free(r->body);
+    r->body = NULL;
+}
+
+int th_raw(int port, const char *req, size_t len, int shut_write, char *out, size_t size,
+           int timeout_ms)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    for (size_t sent = 0; sent < len;) {
+        ssize_t n = send(fd, req + sent, len - sent, MSG_NOSIGNAL);
+        if (n <= 0)
+            break;
+        sent += (size_t)n;
+    }
+    if (shut_write)
+        shutdown(fd, SHUT_WR);
+    size_t got = 0;
+    int64_t end = th_now_ms() + timeout_ms;
+    while (got + 1 < size && th_now_ms() < end) {
+        ssize_t n = recv(fd, out + got, size - 1 - got, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    out[got] = '\0';
+    close(fd);
+    return (int)got;
+}
+
+int th_run(const char *const argv[], const char *out_path, int timeout_ms)
+{
+    pid_t pid = th_spawn(argv, out_path);
+    if (pid < 0)
+        return -1;
+    int status = 0;
+    int64_t end = th_now_ms() + timeout_ms;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (th_now_ms() >= end) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            break;
+        }
+        th_sleep_ms(10);
+    }
+    forget(pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+char *th_read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    if (buf)
+        buf[n] = '\0';
+    fclose(f);
     return buf;
 }

@@ -39,11 +39,58 @@ const char *th_redis_get(const th_redis *r, const char *key, char *buf, size_t s
 
 /* Starts a process by argv (argv[0] is a path) with stderr to log_path (NULL:
  * inherit), registered for clean-up. Returns the PID or -1. */
-pid_t th_spawn(char *const argv[], const char *log_path);
+pid_t th_spawn(const char *const argv[], const char *log_path);
 
 /* Sends sig to pid and, unless sig is SIGSTOP/SIGCONT, reaps it (waiting at
  * most wait_ms, then SIGKILL). Forgets the PID once it is gone. */
 void th_signal(pid_t pid, int sig, int wait_ms);
+
+/* A stockd replica under test. */
+typedef struct th_stockd {
+    pid_t pid;
+    int port;
+    char url[64]; /* "http://127.0.0.1:<port>" */
+    char log[128];
+} th_stockd;
+
+/* Starts <build>/stockd on a free port against redis r (NULL: a port where
+ * nothing listens) and the SQLite file db, with extra flags (NULL-terminated
+ * list, may be NULL). Logs go to log_dir/stockd-<port>.log. Waits until it
+ * answers HTTP. Returns 0, or -1 (the log says why). */
+int th_stockd_start(th_stockd *s, const th_redis *r, const char *db, const char *log_dir,
+                    const char *const extra[]);
+
+/* Sends sig (SIGTERM for a graceful stop, SIGKILL for a crash) and reaps it. */
+void th_stockd_stop(th_stockd *s, int sig);
+
+/* An HTTP exchange done with libcurl. body is NUL-terminated and owned by the
+ * response (th_resp_free). status is 0 on a transport error (see error). */
+typedef struct th_resp {
+    long status;
+    char *body;
+    size_t len;
+    char retry_after[16]; /* Retry-After header, "" when absent */
+    char content_type[64];
+    char error[256];
+} th_resp;
+
+/* method "GET"/"POST"/...; req_body may be NULL. Returns 0, or -1 on a
+ * transport error (out->status 0). Times out after 30 s. */
+int th_http(const char *method, const char *url, const char *req_body, th_resp *out);
+void th_resp_free(th_resp *r);
+
+/* Sends raw bytes to 127.0.0.1:port, half-closes when shut_write, and reads
+ * until the peer closes or timeout_ms passes. Returns bytes read into out
+ * (NUL-terminated), or -1 when it could not connect. */
+int th_raw(int port, const char *req, size_t len, int shut_write, char *out, size_t size,
+           int timeout_ms);
+
+/* Runs argv to completion (stdout+stderr to out_path when given), killing it
+ * after timeout_ms. Returns its exit status, 128+signal, or -1. */
+int th_run(const char *const argv[], const char *out_path, int timeout_ms);
+
+/* Reads a whole file (NUL-terminated, caller frees) or NULL. */
+char *th_read_file(const char *path);
 
 /* Monotonic milliseconds, for the generous hang-detecting bounds tests use. */
 int64_t th_now_ms(void);
