@@ -19,6 +19,7 @@ LIBS_TEST = $(LIBS_SERVER) $(LIBS_LOADGEN) $(shell $(PKG_CONFIG) --libs cmocka)
 
 LOCK_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard lock/*.c))
 SERVER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out server/main.c,$(wildcard server/*.c)))
+SERVER_OBJ += $(if $(SERVER_OBJ),$(BUILD)/obj/gen/migrations.o)
 LOADGEN_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out loadgen/main.c,$(wildcard loadgen/*.c)))
 HARNESS_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/*.c))
 TESTS := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/unit/test_*.c tests/it/test_*.c))
@@ -65,6 +66,15 @@ tsan: deps
 	@$(MAKE) --no-print-directory check BUILD=build/tsan SANFLAGS="-fsanitize=thread"
 
 $(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+# The schema travels inside the binary (see scripts/embed-sql.sh).
+$(BUILD)/gen/migrations.c: $(SCHEMA) scripts/embed-sql.sh
+	@mkdir -p $(@D)
+	scripts/embed-sql.sh $@ $(SCHEMA)
+
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 

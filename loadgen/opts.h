@@ -1,0 +1,57 @@
+/* opts.h - loadgen's command line: the options struct with its defaults, the
+ * parser (scenario defaults first, then flags, so every scenario value can be
+ * overridden) and the --help text. */
+#ifndef LG_OPTS_H
+#define LG_OPTS_H
+
+#include "loadgen/err.h"
+
+#define LG_MAX_TARGETS 64
+#define LG_URL_MAX 200
+#define LG_LABEL_MAX 32
+#define LG_PATH_MAX 256
+
+typedef struct lg_target {
+    char label[LG_LABEL_MAX]; /* "" or the LABEL in --target LABEL=URL (compare groups) */
+    char url[LG_URL_MAX];     /* "http://host:port", no trailing slash */
+} lg_target;
+
+typedef struct lg_opts {
+    lg_target targets[LG_MAX_TARGETS];
+    int ntargets;
+    char scenario[32];   /* "" when none */
+    int list;            /* --list: print the scenarios and exit */
+    int help;            /* --help: print usage and exit */
+    long long requests;  /* total requests; 0 = no limit (then duration_s is set) */
+    double duration_s;   /* run length; 0 = until requests are done */
+    int concurrency;     /* connections, spread round-robin over the targets */
+    int threads;         /* event loops (one libcurl multi handle each) */
+    double rate;         /* requests/s over all connections (open loop); 0 = closed loop */
+    long long stock;     /* stock of each item created */
+    long long item_id;   /* use this existing item instead of creating; 0 = create */
+    int items;           /* items to spread the load over */
+    int qmin, qmax;      /* quantity per request, uniform in [qmin, qmax] */
+    int work_ms;         /* workMs sent with each request; 0 = not sent */
+    int retries;         /* resends of a request that timed out (same requestId) */
+    int timeout_ms;      /* per request attempt */
+    char json_path[LG_PATH_MAX]; /* --json FILE, "" when not asked */
+    char get_path[LG_PATH_MAX];  /* --get PATH: raw mode, "" for /reduceStock */
+} lg_opts;
+
+/* Sets every field to its default (see --help). */
+void lg_opts_defaults(lg_opts *o);
+
+/* Parses argv into o (which it first resets to the defaults, then to the
+ * scenario's values when --scenario is given) and validates the result.
+ * Returns 0, or LG_ERR_USAGE with err->msg naming the flag and what it expects.
+ * Not thread-safe (uses getopt). */
+int lg_opts_parse(lg_opts *o, int argc, char **argv, lg_err *err);
+
+/* Adds targets from one --target value: "URL[,URL...]", each optionally
+ * "LABEL=URL". Returns 0 or LG_ERR_USAGE. */
+int lg_opts_add_targets(lg_opts *o, const char *value, lg_err *err);
+
+/* The --help text (static). */
+const char *lg_usage_text(void);
+
+#endif

@@ -1,0 +1,123 @@
+/* scenario.c - the named contention scenarios: defaults sized to run in a few
+ * seconds on a laptop against 2-3 replicas, and the expectations that make a
+ * scenario fail when it did not exercise what it claims to. */
+#include "loadgen/scenario.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const lg_scenario scenarios[] = {
+    {"hot", "flash sale: 64 connections, 1000 requests for one item with stock 100",
+     "", "the stock runs out: some requests get insufficient_stock"},
+    {"spread", "5000 requests of 1-3 units over 50 items of stock 1000 (little contention)",
+     "", "nothing beyond the invariants"},
+    {"renew", "workMs 1500 longer than the lease: the watchdog must renew (16 requests, 8 items)",
+     "--allow-work-ms --lease-ms 500 (any lease below workMs; lease x max-renewals above it)",
+     "200s, no lock_lost / lock_interrupted, and 200s no faster than workMs"},
+    {"interrupt",
+     "workMs 3000 beyond lease x max renewals: holders are interrupted (16 requests, 8 items)",
+     "--allow-work-ms --lease-ms 300 --max-renewals 2",
+     "lock_interrupted answers, none of which deducted (checked in the ledger)"},
+    {"compare",
+     "hot (600 requests, workMs 2) against servers in lock modes redis, none, atomic, "
+     "side by side",
+     "--allow-work-ms on each; pass --target redis=URL --target none=URL --target atomic=URL",
+     "redis and atomic PASS; none is expected to FAIL (no lock: the race shows)"},
+};
+
+#define NSCENARIOS ((int)(sizeof(scenarios) / sizeof(scenarios[0])))
+
+const lg_scenario *lg_scenario_at(int i)
+{
+    return i >= 0 && i < NSCENARIOS ? &scenarios[i] : NULL;
+}
+
+const lg_scenario *lg_scenario_find(const char *name)
+{
+    for (int i = 0; i < NSCENARIOS; i++)
+        if (strcmp(scenarios[i].name, name) == 0)
+            return &scenarios[i];
+    return NULL;
+}
+
+static void set_load(lg_opts *o, int conc, long long requests, int items, long long stock)
+{
+    o->concurrency = conc;
+    o->requests = requests;
+    o->items = items;
+    o->stock = stock;
+}
+
+void lg_scenario_apply(const lg_scenario *s, lg_opts *o)
+{
+    snprintf(o->scenario, sizeof(o->scenario), "%s", s->name);
+    if (strcmp(s->name, "hot") == 0) {
+        set_load(o, 64, 1000, 1, 100);
+    } else if (strcmp(s->name, "spread") == 0) {
+        set_load(o, 64, 5000, 50, 1000);
+        o->qmin = 1, o->qmax = 3;
+    } else if (strcmp(s->name, "renew") == 0) {
+        set_load(o, 8, 16, 8, 100);
+        o->work_ms = 1500;
+    } else if (strcmp(s->name, "interrupt") == 0) {
+        set_load(o, 8, 16, 8, 100);
+        o->work_ms = 3000;
+    } else if (strcmp(s->name, "compare") == 0) {
+        /* a little work widens the read-to-write window so `none` shows its race */
+        set_load(o, 64, 600, 1, 100);
+        o->work_ms = 2;
+    }
+}
+
+/* The flash sale must actually run past the stock, or it showed nothing. */
+static int expect_hot(const lg_expect_in *in, char out[LG_EXPECT_MAX][LG_EXPECT_TEXT], int n)
+{
+    if (in->counts[LG_OUT_INSUFFICIENT] == 0)
+        snprintf(out[n++], LG_EXPECT_TEXT,
+                 "hot: the stock never ran out (no insufficient_stock answer): raise "
+                 "--requests or lower --stock");
+    return n;
+}
+
+/* Work longer than the lease succeeds only when the watchdog renews it. */
+static int expect_renew(const lg_expect_in *in, char out[LG_EXPECT_MAX][LG_EXPECT_TEXT], int n)
+{
+    const uint64_t *c = in->counts;
+    if (c[LG_OUT_OK] == 0)
+        snprintf(out[n++], LG_EXPECT_TEXT, "renew: no request succeeded");
+    if (c[LG_OUT_LOCK_LOST] + c[LG_OUT_LOCK_INTERRUPTED] > 0)
+        snprintf(out[n++], LG_EXPECT_TEXT,
+                 "renew: %llu lock_lost and %llu lock_interrupted answers: the lease was not "
+                 "renewed through workMs %d (is lease x max-renewals above it?)",
+                 (unsigned long long)c[LG_OUT_LOCK_LOST],
+                 (unsigned long long)c[LG_OUT_LOCK_INTERRUPTED], in->work_ms);
+    if (c[LG_OUT_OK] > 0 && in->ok_min_us < (uint64_t)in->work_ms * 1000)
+        snprintf(out[n++], LG_EXPECT_TEXT,
+                 "renew: a 200 came after %.1f ms, faster than workMs %d: stockd ignores "
+                 "workMs (start it with --allow-work-ms)",
+                 (double)in->ok_min_us / 1000.0, in->work_ms);
+    return n;
+}
+
+static int expect_interrupt(const lg_expect_in *in, char out[LG_EXPECT_MAX][LG_EXPECT_TEXT],
+                            int n)
+{
+    if (in->counts[LG_OUT_LOCK_INTERRUPTED] == 0)
+        snprintf(out[n++], LG_EXPECT_TEXT,
+                 "interrupt: no lock_interrupted answer: start stockd with --allow-work-ms and "
+                 "lease x max-renewals below workMs %d (e.g. --lease-ms 300 --max-renewals 2)",
+                 in->work_ms);
+    return n;
+}
+
+int lg_scenario_expect(const char *name, const lg_expect_in *in,
+                       char out[LG_EXPECT_MAX][LG_EXPECT_TEXT])
+{
+    if (strcmp(name, "hot") == 0 || strcmp(name, "compare") == 0)
+        return expect_hot(in, out, 0);
+    if (strcmp(name, "renew") == 0)
+        return expect_renew(in, out, 0);
+    if (strcmp(name, "interrupt") == 0)
+        return expect_interrupt(in, out, 0);
+    return 0;
+}

@@ -1,0 +1,255 @@
+/* config.c - stockd's settings from one table: defaults, STOCKD_* environment
+ * variables, flags, and the --help text all come from it. */
+#include "config.h"
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+enum opt_type { OPT_INT, OPT_STR, OPT_BOOL, OPT_CHOICE };
+
+struct opt {
+    const char *flag; /* without the leading "--" */
+    const char *env;
+    enum opt_type type;
+    size_t offset;
+    int min, max;        /* OPT_INT bounds */
+    const char *choices; /* OPT_CHOICE: "a|b|c", stored as the index */
+    const char *help;
+};
+
+#define F(field) offsetof(stockd_config, field)
+static const struct opt opts[] = {
+    {"bind", "STOCKD_BIND", OPT_STR, F(bind), 0, 0, NULL, "listen address"},
+    {"port", "STOCKD_PORT", OPT_INT, F(port), 1, 65535, NULL, "HTTP port"},
+    {"db", "STOCKD_DB", OPT_STR, F(db), 0, 0, NULL, "SQLite database file (shared by replicas)"},
+    {"sync", "STOCKD_SYNC", OPT_CHOICE, F(sync), 0, 0, "full|normal",
+     "SQLite synchronous: full fsyncs every commit; normal survives a process crash only"},
+    {"busy-timeout-ms", "STOCKD_BUSY_TIMEOUT_MS", OPT_INT, F(busy_timeout_ms), 0, 600000, NULL,
+     "how long a write waits for a locked database before 503 storage_busy"},
+    {"redis-host", "STOCKD_REDIS_HOST", OPT_STR, F(redis_host), 0, 0, NULL, "Redis host"},
+    {"redis-port", "STOCKD_REDIS_PORT", OPT_INT, F(redis_port), 1, 65535, NULL, "Redis port"},
+    {"redis-timeout-ms", "STOCKD_REDIS_TIMEOUT_MS", OPT_INT, F(redis_timeout_ms), 2, 60000,
+     NULL, "bound on one Redis command"},
+    {"lock", "STOCKD_LOCK", OPT_CHOICE, F(lock_mode), 0, 0, "redis|none|atomic",
+     "redis: read-work-write under the distributed lock; none: the same without a lock (races); "
+     "atomic: one conditional UPDATE, no lock"},
+    {"lock-prefix", "STOCKD_LOCK_PREFIX", OPT_STR, F(lock_prefix), 0, 0, NULL,
+     "lock key prefix; the key is <prefix>{<itemId>}"},
+    {"lease-ms", "STOCKD_LEASE_MS", OPT_INT, F(lease_ms), 10, 86400000, NULL,
+     "lock lease (TTL); renewed every lease/3"},
+    {"wait-ms", "STOCKD_WAIT_MS", OPT_INT, F(wait_ms), 0, 600000, NULL,
+     "how long a request waits for the lock before 503 lock_timeout; 0 = try once"},
+    {"retry-ms", "STOCKD_RETRY_MS", OPT_INT, F(retry_ms), 1, 60000, NULL,
+     "pause between lock attempts (jittered 0.5x..1.5x)"},
+    {"max-renewals", "STOCKD_MAX_RENEWALS", OPT_INT, F(max_renewals), 0, 1000000, NULL,
+     "renewals before the holder is interrupted; 0 = never"},
+    {"no-fencing", "STOCKD_NO_FENCING", OPT_BOOL, F(no_fencing), 0, 0, NULL,
+     "TEST ONLY: skip the fencing-token check on writes (lets a stale holder oversell)"},
+    {"allow-work-ms", "STOCKD_ALLOW_WORK_MS", OPT_BOOL, F(allow_work_ms), 0, 0, NULL,
+     "honour workMs (simulated work while holding the lock) in requests"},
+    {"max-work-ms", "STOCKD_MAX_WORK_MS", OPT_INT, F(max_work_ms), 0, 3600000, NULL,
+     "cap on workMs"},
+    {"instance-id", "STOCKD_INSTANCE_ID", OPT_STR, F(instance_id), 0, 0, NULL,
+     "name recorded in the ledger (default <hostname>:<port>)"},
+    {"max-connections", "STOCKD_MAX_CONNECTIONS", OPT_INT, F(max_connections), 1, 100000, NULL,
+     "concurrent HTTP connections, one thread each; more are refused"},
+    {"idle-timeout-s", "STOCKD_IDLE_TIMEOUT_S", OPT_INT, F(idle_timeout_s), 1, 3600, NULL,
+     "close a connection that sends nothing for this long"},
+    {"drain-ms", "STOCKD_DRAIN_MS", OPT_INT, F(drain_ms), 0, 3600000, NULL,
+     "on SIGTERM/SIGINT, how long to let in-flight requests finish"},
+    {"log-level", "STOCKD_LOG_LEVEL", OPT_CHOICE, F(log_level), 0, 0, "debug|info|warn|error",
+     "lowest level logged"},
+};
+#define NOPTS (sizeof(opts) / sizeof(opts[0]))
+
+void cfg_defaults(stockd_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->bind = "127.0.0.1";
+    c->port = 8080;
+    c->db = "stock.db";
+    c->sync = CFG_SYNC_FULL;
+    c->busy_timeout_ms = 5000;
+    c->redis_host = "127.0.0.1";
+    c->redis_port = 6379;
+    c->redis_timeout_ms = 1000;
+    c->lock_mode = CFG_LOCK_REDIS;
+    c->lock_prefix = "stock:lock:";
+    c->lease_ms = 30000;
+    c->wait_ms = 10000;
+    c->retry_ms = 100;
+    c->max_renewals = 30;
+    c->max_work_ms = 60000;
+    c->instance_id = NULL; /* resolved after the port is known */
+    c->max_connections = 1024;
+    c->idle_timeout_s = 60;
+    c->drain_ms = 30000;
+    c->log_level = LOG_INFO;
+}
+
+const char *cfg_lock_mode_name(int mode)
+{
+    static const char *const names[] = {"redis", "none", "atomic"};
+    return mode >= 0 && mode <= 2 ? names[mode] : "?";
+}
+
+/* Index of value in "a|b|c", or -1. */
+static int choice_index(const char *choices, const char *value)
+{
+    size_t vlen = strlen(value);
+    int i = 0;
+    for (const char *p = choices; *p; i++) {
+        size_t len = strcspn(p, "|");
+        if (len == vlen && strncmp(p, value, len) == 0)
+            return i;
+        p += len + (p[len] == '|');
+    }
+    return -1;
+}
+
+static int set_opt(stockd_config *c, const struct opt *o, const char *value, const char *source, char *err,
+                   size_t errlen)
+{
+    char *field = (char *)c + o->offset;
+    char *end;
+    long v;
+    switch (o->type) {
+    case OPT_STR:
+        if (*value == '\0')
+            break;
+        *(const char **)field = value;
+        return 0;
+    case OPT_BOOL:
+        if ((v = choice_index("0|1|false|true|no|yes", value)) < 0)
+            break;
+        *(int *)field = (int)(v % 2);
+        return 0;
+    case OPT_CHOICE:
+        if ((v = choice_index(o->choices, value)) < 0)
+            break;
+        *(int *)field = (int)v;
+        return 0;
+    case OPT_INT:
+        v = strtol(value, &end, 10);
+        if (*value == '\0' || *end != '\0' || v < o->min || v > o->max)
+            break;
+        *(int *)field = (int)v;
+        return 0;
+    }
+    const char *want = o->type == OPT_INT      ? "an integer in range"
+                       : o->type == OPT_CHOICE ? o->choices
+                       : o->type == OPT_BOOL   ? "0 or 1"
+                                               : "a non-empty string";
+    if (o->type == OPT_INT)
+        snprintf(err, errlen, "%s: bad value '%s' (want an integer %d..%d)", source, value, o->min,
+                 o->max);
+    else
+        snprintf(err, errlen, "%s: bad value '%s' (want %s)", source, value, want);
+    return -1;
+}
+
+static const struct opt *find_flag(const char *name, size_t len)
+{
+    for (size_t i = 0; i < NOPTS; i++)
+        if (strlen(opts[i].flag) == len && strncmp(opts[i].flag, name, len) == 0)
+            return &opts[i];
+    return NULL;
+}
+
+static int apply_flags(stockd_config *c, int argc, char **argv, char *err, size_t errlen)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0)
+            return 1;
+        if (strncmp(arg, "--", 2) != 0) {
+            snprintf(err, errlen, "unexpected argument '%s' (see --help)", arg);
+            return -1;
+        }
+        const char *name = arg + 2, *eq = strchr(name, '=');
+        const struct opt *o = find_flag(name, eq ? (size_t)(eq - name) : strlen(name));
+        if (o == NULL) {
+            snprintf(err, errlen, "unknown flag '%s' (see --help)", arg);
+            return -1;
+        }
+        const char *value = eq ? eq + 1 : NULL;
+        if (value == NULL && o->type == OPT_BOOL)
+            value = "1";
+        if (value == NULL && (value = i + 1 < argc ? argv[++i] : NULL) == NULL) {
+            snprintf(err, errlen, "flag '%s' needs a value", arg);
+            return -1;
+        }
+        if (set_opt(c, o, value, arg, err, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int cfg_load(stockd_config *c, int argc, char **argv, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < NOPTS; i++) {
+        const char *v = getenv(opts[i].env);
+        if (v && set_opt(c, &opts[i], v, opts[i].env, err, errlen) != 0)
+            return -1;
+    }
+    int rc = apply_flags(c, argc, argv, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (c->instance_id == NULL) {
+        char host[256] = "stockd";
+        gethostname(host, sizeof(host) - 1);
+        snprintf(c->instance_buf, sizeof(c->instance_buf), "%s:%d", host, c->port);
+        c->instance_id = c->instance_buf;
+    }
+    if (strlen(c->instance_id) > 128 || strlen(c->lock_prefix) > 256) {
+        snprintf(err, errlen, "instance id (128) or lock prefix (256) too long");
+        return -1;
+    }
+    return 0;
+}
+
+static void print_default(FILE *out, const stockd_config *d, const struct opt *o)
+{
+    const char *field = (const char *)d + o->offset;
+    int v = *(const int *)field;
+    switch (o->type) {
+    case OPT_STR: {
+        const char *s = *(const char *const *)field;
+        fprintf(out, "%s", s ? s : "(see text)");
+        break;
+    }
+    case OPT_BOOL: fprintf(out, "%s", v ? "on" : "off"); break;
+    case OPT_INT: fprintf(out, "%d", v); break;
+    case OPT_CHOICE: {
+        const char *p = o->choices;
+        for (int i = 0; i < v; i++)
+            p += strcspn(p, "|") + 1;
+        fprintf(out, "%.*s", (int)strcspn(p, "|"), p);
+        break;
+    }
+    }
+}
+
+void cfg_usage(FILE *out)
+{
+    stockd_config d;
+    cfg_defaults(&d);
+    fprintf(out, "usage: stockd [flags]\n"
+                 "Inventory service: POST /reduceStock guarded by a Redis distributed lock.\n"
+                 "Every flag can also be set by its environment variable; flags win.\n\n");
+    for (size_t i = 0; i < NOPTS; i++) {
+        const struct opt *o = &opts[i];
+        char flag[64];
+        snprintf(flag, sizeof(flag), "--%s%s", o->flag,
+                 o->type == OPT_BOOL ? "" : o->type == OPT_INT ? " N" : " VALUE");
+        fprintf(out, "  %-26s %-26s default: ", flag, o->env);
+        print_default(out, &d, o);
+        fprintf(out, "\n      %s%s%s\n", o->help, o->choices ? "; one of " : "",
+                o->choices ? o->choices : "");
+    }
+}

@@ -1,0 +1,47 @@
+/* config.h - stockd's settings: defaults, then STOCKD_* environment variables,
+ * then command-line flags. Filled once at start-up, read-only afterwards. */
+#ifndef CONFIG_H
+#define CONFIG_H
+
+#include <stdio.h>
+
+enum cfg_lock_mode { CFG_LOCK_REDIS, CFG_LOCK_NONE, CFG_LOCK_ATOMIC };
+enum cfg_sync { CFG_SYNC_FULL, CFG_SYNC_NORMAL };
+
+typedef struct stockd_config {
+    const char *bind;        /* listen address */
+    int port;
+    const char *db;          /* SQLite file, shared by replicas */
+    int sync;                /* enum cfg_sync */
+    int busy_timeout_ms;     /* SQLite waits this long for a locked database */
+    const char *redis_host;
+    int redis_port;
+    int redis_timeout_ms;    /* per Redis command; connects get half of it */
+    int lock_mode;           /* enum cfg_lock_mode */
+    const char *lock_prefix; /* key = prefix + "{" + itemId + "}" */
+    int lease_ms, wait_ms, retry_ms, max_renewals;
+    int no_fencing;          /* test-only: write without the fencing check */
+    int allow_work_ms;       /* honour the request's workMs */
+    int max_work_ms;         /* cap on workMs */
+    const char *instance_id; /* recorded in the ledger; default host:port */
+    int max_connections;     /* concurrent HTTP connections (one thread each) */
+    int idle_timeout_s;      /* close a connection idle this long */
+    int drain_ms;            /* on SIGTERM, wait this long for in-flight requests */
+    int log_level;           /* enum log_level */
+    char instance_buf[300];  /* storage for the default instance_id */
+} stockd_config;
+
+/* Sets every field to its default. */
+void cfg_defaults(stockd_config *c);
+
+/* Applies STOCKD_* variables, then flags (argv[1..]). argv and the environment
+ * must outlive c (strings are referenced, not copied).
+ * Returns 0, 1 when --help was asked (nothing else done), or -1 with err set. */
+int cfg_load(stockd_config *c, int argc, char **argv, char *err, size_t errlen);
+
+/* Prints every flag with its variable, default and meaning. */
+void cfg_usage(FILE *out);
+
+const char *cfg_lock_mode_name(int mode);
+
+#endif

@@ -1,0 +1,169 @@
+/* request.c - parsing and validation of request bodies and path/query values,
+ * with messages that tell the client exactly which field is wrong. */
+#include "request.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Parses body as a JSON object. Returns it (caller json_decref) or NULL with err set. */
+static json_t *load_object(const char *body, size_t len, int *code, char *err, size_t errlen)
+{
+    json_error_t e;
+    json_t *root = len ? json_loadb(body, len, JSON_REJECT_DUPLICATES, &e) : NULL;
+    *code = REQ_ERR_JSON;
+    if (len == 0) {
+        snprintf(err, errlen, "request body is empty; expected a JSON object");
+    } else if (root == NULL) {
+        if (json_error_code(&e) == json_error_numeric_overflow)
+            *code = REQ_ERR_INVALID;
+        snprintf(err, errlen, "%s: %s at byte %d",
+                 *code == REQ_ERR_INVALID ? "number out of range" : "malformed JSON", e.text,
+                 e.position);
+    } else if (!json_is_object(root)) {
+        snprintf(err, errlen, "request body must be a JSON object");
+        json_decref(root);
+        root = NULL;
+    }
+    return root;
+}
+
+/* Reads an integer field. Returns 1 when present and valid, 0 when absent and
+ * optional, -1 with err set otherwise. */
+static int int_field(json_t *obj, const char *key, int required, int64_t min, int64_t max,
+                     int64_t *out, char *err, size_t errlen)
+{
+    json_t *v = json_object_get(obj, key);
+    if (v == NULL || (!required && json_is_null(v))) {
+        if (!required)
+            return 0;
+        snprintf(err, errlen, "missing field \"%s\"", key);
+        return -1;
+    }
+    if (!json_is_integer(v)) {
+        snprintf(err, errlen, "field \"%s\" must be an integer", key);
+        return -1;
+    }
+    json_int_t n = json_integer_value(v);
+    if (n < min || n > max) {
+        snprintf(err, errlen, "field \"%s\" must be between %lld and %lld", key, (long long)min,
+                 (long long)max);
+        return -1;
+    }
+    *out = n;
+    return 1;
+}
+
+static int valid_request_id(const char *s, size_t len)
+{
+    if (len < 1 || len > REQ_REQUEST_ID_MAX)
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        if (s[i] < 0x20 || s[i] > 0x7e)
+            return 0;
+    return 1;
+}
+
+int req_parse_reduce(const char *body, size_t len, req_reduce *out, char *err, size_t errlen)
+{
+    int code;
+    memset(out, 0, sizeof(*out));
+    json_t *root = load_object(body, len, &code, err, errlen);
+    if (root == NULL)
+        return code;
+    int rc = REQ_ERR_INVALID;
+    json_t *rid = json_object_get(root, "requestId");
+    if (int_field(root, "itemId", 1, 1, INT64_MAX, &out->item_id, err, errlen) < 0 ||
+        int_field(root, "quantity", 1, 1, REQ_QUANTITY_MAX, &out->quantity, err, errlen) < 0 ||
+        int_field(root, "workMs", 0, 0, REQ_WORK_MS_MAX, &out->work_ms, err, errlen) < 0)
+        goto done;
+    if (rid != NULL && !json_is_null(rid)) {
+        if (!json_is_string(rid) || !valid_request_id(json_string_value(rid),
+                                                      json_string_length(rid))) {
+            snprintf(err, errlen, "field \"requestId\" must be a string of 1-%d printable "
+                     "ASCII characters", REQ_REQUEST_ID_MAX);
+            goto done;
+        }
+        memcpy(out->request_id, json_string_value(rid), json_string_length(rid) + 1);
+        out->has_request_id = 1;
+    }
+    rc = REQ_OK;
+done:
+    json_decref(root);
+    return rc;
+}
+
+/* Counts UTF-8 characters (jansson has already checked the encoding) and
+ * refuses control characters. */
+static int valid_name(const char *s, size_t len)
+{
+    size_t chars = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f)
+            return 0;
+        chars += (c & 0xc0) != 0x80;
+    }
+    return chars >= 1 && chars <= REQ_NAME_MAX;
+}
+
+int req_parse_item(const char *body, size_t len, int need_name, req_item *out, char *err,
+                   size_t errlen)
+{
+    int code;
+    memset(out, 0, sizeof(*out));
+    json_t *root = load_object(body, len, &code, err, errlen);
+    if (root == NULL)
+        return code;
+    int rc = REQ_ERR_INVALID;
+    if (int_field(root, "stock", 1, 0, REQ_STOCK_MAX, &out->stock, err, errlen) < 0)
+        goto done;
+    out->has_stock = 1;
+    if (need_name) {
+        json_t *name = json_object_get(root, "name");
+        if (!json_is_string(name) || !valid_name(json_string_value(name),
+                                                 json_string_length(name))) {
+            snprintf(err, errlen, "field \"name\" must be a string of 1-%d characters without "
+                     "control characters", REQ_NAME_MAX);
+            goto done;
+        }
+        memcpy(out->name, json_string_value(name), json_string_length(name) + 1);
+        out->has_name = 1;
+    }
+    rc = REQ_OK;
+done:
+    json_decref(root);
+    return rc;
+}
+
+int req_parse_id(const char *s, int64_t *out)
+{
+    if (s == NULL || s[0] < '1' || s[0] > '9' || strlen(s) > 19)
+        return -1;
+    for (const char *p = s; *p; p++)
+        if (*p < '0' || *p > '9')
+            return -1;
+    errno = 0;
+    long long v = strtoll(s, NULL, 10);
+    if (errno == ERANGE)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int req_parse_int_arg(const char *s, int64_t def, int64_t min, int64_t max, int64_t *out)
+{
+    if (s == NULL) {
+        *out = def;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || errno == ERANGE || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}

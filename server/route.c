@@ -1,0 +1,58 @@
+/* route.c - maps an HTTP method and path to one of stockd's routes. */
+#include "route.h"
+
+#include <string.h>
+
+#include "request.h"
+
+struct path_rule {
+    enum route_id id;
+    const char *path;  /* exact path; for ROUTE_ITEM the prefix before the id */
+    const char *allow; /* allowed methods; HEAD goes with GET */
+};
+
+static const struct path_rule rules[] = {
+    {ROUTE_REDUCE, "/reduceStock", "POST"},
+    {ROUTE_ITEMS, "/items", "GET, HEAD, POST"},
+    {ROUTE_ITEM, "/items/", "GET, HEAD, PUT"},
+    {ROUTE_HEALTH, "/health", "GET, HEAD"},
+    {ROUTE_METRICS, "/metrics", "GET, HEAD"},
+};
+
+static int method_allowed(const char *allow, const char *method)
+{
+    size_t len = strlen(method);
+    for (const char *p = allow; (p = strstr(p, method)) != NULL; p += len)
+        if ((p == allow || p[-1] == ' ') && (p[len] == ',' || p[len] == '\0'))
+            return 1;
+    return 0;
+}
+
+void route_match(const char *method, const char *path, route_result *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->id = ROUTE_NOT_FOUND;
+    for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++) {
+        const struct path_rule *r = &rules[i];
+        if (r->id == ROUTE_ITEM) {
+            size_t n = strlen(r->path);
+            const char *id = path + n;
+            if (strncmp(path, r->path, n) != 0 || *id == '\0' || strchr(id, '/'))
+                continue;
+            out->bad_id = req_parse_id(id, &out->item_id) != 0;
+        } else if (strcmp(path, r->path) != 0) {
+            continue;
+        }
+        out->id = r->id;
+        out->allow = r->allow;
+        out->method_ok = method_allowed(r->allow, method);
+        return;
+    }
+}
+
+const char *route_name(enum route_id id)
+{
+    static const char *const names[ROUTE_COUNT] = {"other", "reduceStock", "items",
+                                                  "item", "health", "metrics"};
+    return id < ROUTE_COUNT ? names[id] : "other";
+}

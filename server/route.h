@@ -1,0 +1,32 @@
+/* route.h - maps an HTTP method and path to one of stockd's routes.
+ * Pure (no I/O, no globals), so it can be fuzzed. */
+#ifndef ROUTE_H
+#define ROUTE_H
+
+#include <stdint.h>
+
+enum route_id {
+    ROUTE_NOT_FOUND, /* no such path: 404 not_found */
+    ROUTE_REDUCE,    /* POST /reduceStock */
+    ROUTE_ITEMS,     /* GET, POST /items */
+    ROUTE_ITEM,      /* GET, PUT /items/{id} */
+    ROUTE_HEALTH,    /* GET /health */
+    ROUTE_METRICS,   /* GET /metrics */
+    ROUTE_COUNT
+};
+
+typedef struct route_result {
+    enum route_id id;
+    int method_ok;     /* 0: the path exists but not for this method (405) */
+    const char *allow; /* the path's methods, for the Allow header */
+    int bad_id;        /* ROUTE_ITEM whose id is not 1..INT64_MAX (400) */
+    int64_t item_id;   /* ROUTE_ITEM */
+} route_result;
+
+/* Matches method (GET, HEAD, POST, PUT, ...) and path (no query string). */
+void route_match(const char *method, const char *path, route_result *out);
+
+/* Short name of a route for logs and metrics labels ("reduceStock", ...). */
+const char *route_name(enum route_id id);
+
+#endif

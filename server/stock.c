@@ -1,0 +1,201 @@
+/* stock.c - stockd's business operations. /reduceStock reads the stock, does
+ * the (simulated) work, then writes the new stock and a ledger row: separate
+ * steps on purpose, as in the classic findById / modify / save. In redis mode
+ * the three run under the item's distributed lock, and the read claims the
+ * row with the lock's fencing token so a holder whose lease ran out can never
+ * write after a newer holder has started. */
+#include "stock.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "config.h"
+#include "log.h"
+
+const char *stock_outcome_name(enum stock_outcome o)
+{
+    static const char *const names[STOCK_OUTCOME_COUNT] = {
+        "ok", "replayed", "item_not_found", "insufficient_stock", "request_id_conflict",
+        "lock_timeout", "lock_interrupted", "lock_lost", "redis_unavailable", "storage_busy",
+        "storage_error"};
+    return o < STOCK_OUTCOME_COUNT ? names[o] : "storage_error";
+}
+
+static int set_outcome(stock_result *out, enum stock_outcome o, const char *fmt, const char *detail)
+{
+    out->outcome = o;
+    snprintf(out->message, sizeof(out->message), fmt, detail);
+    return o;
+}
+
+/* Maps a store result; on STORE_ERR_DUPLICATE out->order holds the earlier order. */
+static int from_store(stock_result *out, int rc, const store_conn *c, const req_reduce *r)
+{
+    switch (rc) {
+    case STORE_OK: return out->outcome = STOCK_OK;
+    case STORE_ERR_NOT_FOUND: return set_outcome(out, STOCK_NOT_FOUND, "no item with this id%s", "");
+    case STORE_ERR_STALE:
+        return set_outcome(out, STOCK_LOCK_LOST,
+                           "stale lock holder refused by fencing (%s); nothing deducted",
+                           store_errstr(c));
+    case STORE_ERR_BUSY:
+        return set_outcome(out, STOCK_STORAGE_BUSY, "database busy: %s", store_errstr(c));
+    case STORE_ERR_DUPLICATE:
+        if (r && out->order.item_id == r->item_id && out->order.quantity == r->quantity)
+            return out->outcome = STOCK_REPLAYED;
+        return set_outcome(out, STOCK_CONFLICT,
+                           "requestId \"%s\" was already used for another itemId or quantity",
+                           r ? r->request_id : "");
+    default: return set_outcome(out, STOCK_STORAGE_ERROR, "storage error: %s", store_errstr(c));
+    }
+}
+
+static int from_lock(stock_result *out, int rc, const char *key)
+{
+    switch (rc) {
+    case DLOCK_ERR_TIMEOUT:
+        return set_outcome(out, STOCK_LOCK_TIMEOUT, "lock %s is busy; try again", key);
+    case DLOCK_ERR_INTERRUPTED:
+        return set_outcome(out, STOCK_LOCK_INTERRUPTED,
+                           "lock %s: work outlasted the maximum renewals; rolled back, nothing "
+                           "deducted", key);
+    case DLOCK_ERR_LOST:
+        return set_outcome(out, STOCK_LOCK_LOST, "lock %s was lost; rolled back, nothing deducted",
+                           key);
+    case DLOCK_ERR_REDIS:
+        return set_outcome(out, STOCK_REDIS_DOWN, "Redis unavailable: %s", dlock_errstr());
+    default: return set_outcome(out, STOCK_STORAGE_ERROR, "lock error: %s", dlock_errstr());
+    }
+}
+
+struct rmw {
+    const stock_config *cfg;
+    store_conn *c;
+    const req_reduce *r;
+    stock_result *out;
+    const char *key;
+};
+
+static int plain_sleep(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+    return DLOCK_OK;
+}
+
+/* Read, work, write. h is the held lock, or NULL in mode none. */
+static int read_modify_write(dlock_handle *h, void *arg)
+{
+    struct rmw *x = arg;
+    const req_reduce *r = x->r;
+    int64_t stock, fence = (h && x->cfg->fencing) ? dlock_fence(h) : 0;
+    int rc = fence ? store_stock_claim(x->c, r->item_id, fence, &stock)
+                   : store_stock_read(x->c, r->item_id, &stock);
+    if (rc != STORE_OK)
+        return from_store(x->out, rc, x->c, r);
+    if (stock < r->quantity) {
+        x->out->remaining = stock;
+        return set_outcome(x->out, STOCK_INSUFFICIENT, "not enough stock%s; nothing deducted", "");
+    }
+    int work = x->cfg->allow_work_ms ? (int)(r->work_ms < x->cfg->max_work_ms ? r->work_ms
+                                                                               : x->cfg->max_work_ms)
+                                     : 0;
+    if (work > 0 && (rc = h ? dlock_sleep(h, work) : plain_sleep(work)) != DLOCK_OK)
+        return from_lock(x->out, rc, x->key);
+    if (h && (rc = dlock_check(h)) != DLOCK_OK) /* the last moment to back out */
+        return from_lock(x->out, rc, x->key);
+    store_deduction d = {
+        .item_id = r->item_id, .quantity = r->quantity, .new_stock = stock - r->quantity,
+        .request_id = r->has_request_id ? r->request_id : NULL, .instance = x->cfg->instance_id,
+        .lock_mode = cfg_lock_mode_name(x->cfg->lock_mode), .fence = fence,
+        .lock_token = h ? dlock_token(h) : NULL};
+    return from_store(x->out, store_deduct_write(x->c, &d, &x->out->order), x->c, r);
+}
+
+static void lock_key(const stock_config *cfg, int64_t item_id, char *key, size_t size)
+{
+    snprintf(key, size, "%s{%lld}", cfg->lock_prefix, (long long)item_id);
+}
+
+/* Runs fn(arg) under the item's lock and folds the lock's result into x->out. */
+static void under_lock(const stock_config *cfg, dlock_client *locks, struct rmw *x, dlock_fn fn,
+                       void *arg)
+{
+    int fn_rc = -1;
+    int rc = dlock_run(locks, x->key, &cfg->lock, fn, arg, &fn_rc);
+    if (rc == DLOCK_OK)
+        return; /* fn's outcome stands */
+    if (fn_rc < 0) { /* fn did not run */
+        from_lock(x->out, rc, x->key);
+    } else if (x->out->outcome == STOCK_OK) {
+        /* committed while still ours (dlock_check and the fence agreed); the
+         * loss came after, so the answer stands */
+        log_event(LOG_WARN, "lock lost after commit", "key=%s result=%s", x->key,
+                  dlock_strerror(rc));
+    }
+    if (x->out->outcome == STOCK_LOCK_INTERRUPTED || x->out->outcome == STOCK_LOCK_LOST)
+        log_event(LOG_WARN, "deduction rolled back", "key=%s outcome=%s detail=\"%s\"", x->key,
+                  stock_outcome_name(x->out->outcome), x->out->message);
+}
+
+void stock_reduce(const stock_config *cfg, dlock_client *locks, store_conn *c,
+                  const req_reduce *r, stock_result *out)
+{
+    char key[512];
+    struct rmw x = {cfg, c, r, out, key};
+    memset(out, 0, sizeof(*out));
+    if (r->has_request_id) { /* a retry needs no lock: answer from the ledger */
+        int rc = store_order_by_request(c, r->request_id, &out->order);
+        if (rc != STORE_ERR_NOT_FOUND) {
+            from_store(out, rc == STORE_OK ? STORE_ERR_DUPLICATE : rc, c, r);
+            return;
+        }
+    }
+    lock_key(cfg, r->item_id, key, sizeof(key));
+    if (cfg->lock_mode == CFG_LOCK_REDIS) {
+        under_lock(cfg, locks, &x, read_modify_write, &x);
+    } else if (cfg->lock_mode == CFG_LOCK_NONE) {
+        read_modify_write(NULL, &x);
+    } else {
+        store_deduction d = {
+            .item_id = r->item_id, .quantity = r->quantity,
+            .request_id = r->has_request_id ? r->request_id : NULL,
+            .instance = cfg->instance_id, .lock_mode = cfg_lock_mode_name(cfg->lock_mode)};
+        int rc = store_deduct_atomic(c, &d, &out->order, &out->remaining);
+        if (rc == STORE_ERR_INSUFFICIENT)
+            set_outcome(out, STOCK_INSUFFICIENT, "not enough stock%s; nothing deducted", "");
+        else
+            from_store(out, rc, c, r);
+    }
+}
+
+struct set_args {
+    struct rmw x;
+    int64_t stock;
+};
+
+static int set_stock(dlock_handle *h, void *arg)
+{
+    struct set_args *a = arg;
+    int64_t fence = (h && a->x.cfg->fencing) ? dlock_fence(h) : 0;
+    int rc = store_item_set_stock(a->x.c, a->x.r->item_id, a->stock, fence);
+    if (rc == STORE_OK)
+        rc = store_item_get(a->x.c, a->x.r->item_id, &a->x.out->item);
+    return from_store(a->x.out, rc, a->x.c, NULL);
+}
+
+void stock_set(const stock_config *cfg, dlock_client *locks, store_conn *c, int64_t item_id,
+               int64_t stock, stock_result *out)
+{
+    char key[512];
+    req_reduce r = {.item_id = item_id};
+    struct set_args a = {{cfg, c, &r, out, key}, stock};
+    memset(out, 0, sizeof(*out));
+    lock_key(cfg, item_id, key, sizeof(key));
+    if (cfg->lock_mode == CFG_LOCK_REDIS)
+        under_lock(cfg, locks, &a.x, set_stock, &a);
+    else
+        set_stock(NULL, &a);
+}
