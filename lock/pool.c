@@ -1,6 +1,7 @@
 /* pool.c - Redis connections for the lock library: a thread-safe free list that
  * grows on demand, and the lock's Lua scripts run by SHA (EVAL as fallback). */
 #include <stdio.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,14 +104,28 @@ redisContext *dlock_pool_connect(dlock_pool *p)
     return ctx;
 }
 
+/* An idle connection has nothing to read; if its socket is readable, the
+ * server closed it (restart, timeout) and a command on it would fail. */
+static int looks_closed(const redisContext *ctx)
+{
+    struct pollfd pfd = {.fd = ctx->fd, .events = POLLIN};
+    return poll(&pfd, 1, 0) != 0;
+}
+
 redisContext *dlock_pool_get(dlock_pool *p)
 {
-    redisContext *ctx = NULL;
-    pthread_mutex_lock(&p->mu);
-    if (p->nidle > 0)
-        ctx = p->idle[--p->nidle];
-    pthread_mutex_unlock(&p->mu);
-    return ctx != NULL ? ctx : dlock_pool_connect(p);
+    for (;;) {
+        redisContext *ctx = NULL;
+        pthread_mutex_lock(&p->mu);
+        if (p->nidle > 0)
+            ctx = p->idle[--p->nidle];
+        pthread_mutex_unlock(&p->mu);
+        if (ctx == NULL)
+            return dlock_pool_connect(p);
+        if (!looks_closed(ctx))
+            return ctx;
+        redisFree(ctx);
+    }
 }
 
 void dlock_pool_put(dlock_pool *p, redisContext *ctx)

@@ -154,23 +154,30 @@ static void forget(pid_t pid)
             children[i] = 0;
 }
 
-void th_signal(pid_t pid, int sig, int wait_ms)
+static int exit_status(int status)
+{
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int th_signal(pid_t pid, int sig, int wait_ms)
 {
     if (pid <= 0)
-        return;
+        return -1;
     kill(pid, sig);
     if (sig == SIGSTOP || sig == SIGCONT)
-        return;
+        return -1;
+    int status = 0;
     int64_t end = th_now_ms() + wait_ms;
-    while (waitpid(pid, NULL, WNOHANG) == 0) {
+    while (waitpid(pid, &status, WNOHANG) == 0) {
         if (th_now_ms() >= end) {
             kill(pid, SIGKILL);
-            waitpid(pid, NULL, 0);
+            waitpid(pid, &status, 0);
             break;
         }
         th_sleep_ms(5);
     }
     forget(pid);
+    return exit_status(status);
 }
 
 redisContext *th_redis_connect(const th_redis *r)
@@ -282,10 +289,29 @@ int th_stockd_start(th_stockd *s, const th_redis *r, const char *db, const char 
     return -1;
 }
 
-void th_stockd_stop(th_stockd *s, int sig)
+int th_stockd_stop(th_stockd *s, int sig)
 {
-    th_signal(s->pid, sig, 15000);
+    int status = th_signal(s->pid, sig, 15000);
     s->pid = 0;
+    return status;
+}
+
+int th_stockd_stop_clean(th_stockd *s)
+{
+    if (s->pid <= 0)
+        return 0;
+    int status = th_stockd_stop(s, SIGTERM);
+    char *log = th_read_file(s->log);
+    const char *report = NULL;
+    static const char *const marks[] = {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                                        "WARNING: ThreadSanitizer", "runtime error:", NULL};
+    for (int i = 0; log && marks[i] && !report; i++)
+        report = strstr(log, marks[i]);
+    if (status != 0 || report)
+        fprintf(stderr, "harness: stockd on port %d exited %d%s\n%.4000s\n", s->port, status,
+                report ? " with a sanitizer report:" : "", report ? report : "");
+    free(log);
+    return status == 0 && report == NULL ? 0 : -1;
 }
 
 static size_t on_body(char *data, size_t size, size_t n, void *arg)
@@ -398,7 +424,7 @@ int th_run(const char *const argv[], const char *out_path, int timeout_ms)
         th_sleep_ms(10);
     }
     forget(pid);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return exit_status(status);
 }
 
 char *th_read_file(const char *path)

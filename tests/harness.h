@@ -42,8 +42,9 @@ const char *th_redis_get(const th_redis *r, const char *key, char *buf, size_t s
 pid_t th_spawn(const char *const argv[], const char *log_path);
 
 /* Sends sig to pid and, unless sig is SIGSTOP/SIGCONT, reaps it (waiting at
- * most wait_ms, then SIGKILL). Forgets the PID once it is gone. */
-void th_signal(pid_t pid, int sig, int wait_ms);
+ * most wait_ms, then SIGKILL). Forgets the PID once it is gone. Returns the
+ * exit status (128+signal when killed), or -1 when not reaped. */
+int th_signal(pid_t pid, int sig, int wait_ms);
 
 /* A stockd replica under test. */
 typedef struct th_stockd {
@@ -60,8 +61,13 @@ typedef struct th_stockd {
 int th_stockd_start(th_stockd *s, const th_redis *r, const char *db, const char *log_dir,
                     const char *const extra[]);
 
-/* Sends sig (SIGTERM for a graceful stop, SIGKILL for a crash) and reaps it. */
-void th_stockd_stop(th_stockd *s, int sig);
+/* Sends sig (SIGTERM for a graceful stop, SIGKILL for a crash) and reaps it.
+ * Returns its exit status as th_signal does. */
+int th_stockd_stop(th_stockd *s, int sig);
+
+/* Stops s with SIGTERM and checks that it exited 0 and that its log holds no
+ * sanitizer report; prints the offending log lines otherwise. 0 or -1. */
+int th_stockd_stop_clean(th_stockd *s);
 
 /* An HTTP exchange done with libcurl. body is NUL-terminated and owned by the
  * response (th_resp_free). status is 0 on a transport error (see error). */

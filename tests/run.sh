@@ -11,8 +11,9 @@ passed=0 failed=0 skipped=0
 
 # Counts cmocka-style lines: "[ RUN      ]" starts a test, "[       OK ]" passes
 # it, "[  SKIPPED ]" skips it; a test that started and did neither failed (also
-# when the binary crashed). A suite that exits non-zero with no failed test
-# counts one failure (e.g. its set-up failed).
+# when the binary crashed). A failed group set-up or tear-down counts one
+# failure (cmocka 1.1 still exits 0 after a failed tear-down), and so does a
+# suite that exits non-zero with no failed test.
 run_suite() {
     local name=$1; shift
     local out rc runs oks skips
@@ -23,7 +24,9 @@ run_suite() {
     runs=$(grep -c '^\[ RUN      \]' <<<"$out")
     oks=$(grep -c '^\[       OK \]' <<<"$out")
     skips=$(grep -c '^\[  SKIPPED \]' <<<"$out")
-    local bad=$((runs - oks - skips))
+    local groups
+    groups=$(grep -c '^\[  FAILED  \] GROUP ' <<<"$out")
+    local bad=$((runs - oks - skips + groups))
     if [ "$rc" -ne 0 ] && [ "$bad" -eq 0 ]; then
         echo "=== $name exited with status $rc"
         bad=1

@@ -1,0 +1,550 @@
+/* test_server.c - stockd end to end: real redis-server, real stockd replicas
+ * sharing one SQLite file, driven over HTTP. Every status code of the API,
+ * a table of malformed requests that must leave stock alone, renewal,
+ * interruption, lock waits that don't stall other items, Redis going away
+ * and coming back, and a graceful SIGTERM. */
+#include <jansson.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+
+#include "tests/harness.h"
+
+static th_redis redis;
+static th_stockd a, b, atomic_srv; /* a, b: redis mode on one database; atomic_srv too */
+static char dir[64], db[128];
+
+#define LOCK_FLAGS "--lease-ms", "300", "--max-renewals", "12", "--wait-ms", "300", \
+                   "--retry-ms", "20", "--allow-work-ms"
+
+static int group_setup(void **state)
+{
+    (void)state;
+    curl_global_init(CURL_GLOBAL_ALL);
+    if (th_tempdir("stockd-it", dir, sizeof(dir)) != 0 || th_redis_start(&redis) != 0)
+        return -1;
+    snprintf(db, sizeof(db), "%s/stock.db", dir);
+    const char *redis_flags[] = {LOCK_FLAGS, "--instance-id", "replica-a", NULL};
+    const char *redis_flags_b[] = {LOCK_FLAGS, "--instance-id", "replica-b", NULL};
+    const char *atomic_flags[] = {"--lock", "atomic", NULL};
+    if (th_stockd_start(&a, &redis, db, dir, redis_flags) != 0 ||
+        th_stockd_start(&b, &redis, db, dir, redis_flags_b) != 0 ||
+        th_stockd_start(&atomic_srv, NULL, db, dir, atomic_flags) != 0)
+        return -1;
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    int rc = th_stockd_stop_clean(&a) | th_stockd_stop_clean(&b) |
+             th_stockd_stop_clean(&atomic_srv);
+    th_redis_stop(&redis, 0);
+    return rc;
+}
+
+/* One request; asserts the status and that the answer is JSON; returns it. */
+static json_t *call(const th_stockd *s, const char *method, const char *path, const char *body,
+                    long expect)
+{
+    char url[256];
+    th_resp r;
+    snprintf(url, sizeof(url), "%s%s", s->url, path);
+    th_http(method, url, body, &r);
+    if (r.status != expect)
+        fail_msg("%s %s %s: status %ld (want %ld) body %s %s", method, path, body ? body : "",
+                 r.status, expect, r.body, r.error);
+    json_t *j = json_loads(r.body, 0, NULL);
+    if (j == NULL && strcmp(method, "HEAD") != 0)
+        fail_msg("%s %s: answer is not JSON: %s", method, path, r.body);
+    th_resp_free(&r);
+    return j;
+}
+
+static long long jint(json_t *j, const char *key)
+{
+    json_t *v = json_object_get(j, key);
+    if (!json_is_integer(v))
+        fail_msg("no integer \"%s\" in %s", key, json_dumps(j, JSON_COMPACT));
+    return json_integer_value(v);
+}
+
+static const char *jstr(json_t *j, const char *key)
+{
+    const char *v = json_string_value(json_object_get(j, key));
+    return v ? v : "";
+}
+
+static long long new_item(const th_stockd *s, long long stock)
+{
+    char body[64];
+    snprintf(body, sizeof(body), "{\"name\":\"it\",\"stock\":%lld}", stock);
+    json_t *j = call(s, "POST", "/items", body, 201);
+    long long id = jint(j, "id");
+    json_decref(j);
+    return id;
+}
+
+/* The item's stock and the number of ledger rows, read back over HTTP. */
+static void item_state(const th_stockd *s, long long id, long long *stock, long long *orders)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/items/%lld", id);
+    json_t *j = call(s, "GET", path, NULL, 200);
+    *stock = jint(j, "stock");
+    *orders = jint(j, "orderCount");
+    assert_int_equal(jint(j, "stock") + jint(j, "sold"), *stock + jint(j, "sold"));
+    json_decref(j);
+}
+
+static json_t *reduce(const th_stockd *s, long long item, int qty, const char *rid, int work_ms,
+                      long expect)
+{
+    char body[256];
+    if (rid)
+        snprintf(body, sizeof(body), "{\"itemId\":%lld,\"quantity\":%d,\"requestId\":\"%s\","
+                 "\"workMs\":%d}", item, qty, rid, work_ms);
+    else
+        snprintf(body, sizeof(body), "{\"itemId\":%lld,\"quantity\":%d,\"workMs\":%d}", item, qty,
+                 work_ms);
+    return call(s, "POST", "/reduceStock", body, expect);
+}
+
+static void test_create_reduce_and_read_back(void **state)
+{
+    (void)state;
+    long long id = new_item(&a, 42), stock, orders;
+    json_t *j = reduce(&a, id, 1, NULL, 0, 200);
+    assert_int_equal(jint(j, "remaining"), 41);
+    assert_int_equal(jint(j, "itemId"), id);
+    assert_true(jint(j, "orderId") > 0);
+    assert_false(json_is_true(json_object_get(j, "replayed")));
+    json_decref(j);
+    char path[64];
+    snprintf(path, sizeof(path), "/items/%lld", id);
+    j = call(&b, "GET", path, NULL, 200); /* the other replica sees the same database */
+    assert_int_equal(jint(j, "stock"), 41);
+    assert_int_equal(jint(j, "sold"), 1);
+    json_t *ord = json_array_get(json_object_get(j, "orders"), 0);
+    assert_string_equal(jstr(ord, "instance"), "replica-a");
+    assert_string_equal(jstr(ord, "lockMode"), "redis");
+    assert_true(jint(ord, "fence") > 0);
+    json_decref(j);
+    j = call(&a, "GET", "/items", NULL, 200);
+    assert_true(json_array_size(json_object_get(j, "items")) >= 1);
+    json_decref(j);
+    item_state(&a, id, &stock, &orders);
+    assert_int_equal(orders, 1);
+}
+
+static void test_same_request_id_deducts_once(void **state)
+{
+    (void)state;
+    long long id = new_item(&a, 10), stock, orders;
+    json_t *first = reduce(&a, id, 3, "order-77", 0, 200);
+    json_t *again = reduce(&b, id, 3, "order-77", 0, 200); /* a retry through another replica */
+    assert_int_equal(jint(again, "orderId"), jint(first, "orderId"));
+    assert_int_equal(jint(again, "remaining"), 7);
+    assert_true(json_is_true(json_object_get(again, "replayed")));
+    json_decref(first);
+    json_decref(again);
+    json_t *conflict = reduce(&a, id, 4, "order-77", 0, 409);
+    assert_string_equal(jstr(conflict, "error"), "request_id_conflict");
+    json_decref(conflict);
+    item_state(&a, id, &stock, &orders);
+    assert_int_equal(stock, 7);
+    assert_int_equal(orders, 1);
+}
+
+static void test_insufficient_stock_and_unknown_item(void **state)
+{
+    (void)state;
+    long long id = new_item(&a, 2), stock, orders;
+    json_t *j = reduce(&a, id, 3, NULL, 0, 409);
+    assert_string_equal(jstr(j, "error"), "insufficient_stock");
+    assert_int_equal(jint(j, "remaining"), 2);
+    assert_int_equal(jint(j, "requested"), 3);
+    json_decref(j);
+    j = reduce(&a, id + 100000, 1, NULL, 0, 404);
+    assert_string_equal(jstr(j, "error"), "item_not_found");
+    json_decref(j);
+    item_state(&a, id, &stock, &orders);
+    assert_int_equal(stock, 2);
+    assert_int_equal(orders, 0);
+}
+
+static void test_put_sets_stock_under_the_lock(void **state)
+{
+    (void)state;
+    long long id = new_item(&a, 2);
+    char path[64];
+    snprintf(path, sizeof(path), "/items/%lld", id);
+    json_t *j = call(&a, "PUT", path, "{\"stock\":50}", 200);
+    assert_int_equal(jint(j, "stock"), 50);
+    json_decref(j);
+    json_decref(call(&a, "PUT", "/items/999999999", "{\"stock\":5}", 404));
+    j = reduce(&b, id, 5, NULL, 0, 200); /* the PUT's fence doesn't block later holders */
+    assert_int_equal(jint(j, "remaining"), 45);
+    json_decref(j);
+}
+
+struct bad_request {
+    const char *method, *path, *body;
+    long status;
+    const char *error;
+};
+
+static void test_malformed_requests_get_json_errors_and_leave_stock_alone(void **state)
+{
+    (void)state;
+    long long id = new_item(&a, 100), stock, orders;
+    char item_path[64], missing[128], big_id[128], long_rid[400], oversized[20000];
+    snprintf(item_path, sizeof(item_path), "/items/%lld", id);
+    snprintf(missing, sizeof(missing), "{\"itemId\":%lld,\"quantity\":1}", id + 100000);
+    snprintf(big_id, sizeof(big_id), "{\"itemId\":%lld,\"quantity\":99999999999999999999}", id);
+    char rid[200];
+    memset(rid, 'r', 129);
+    rid[129] = '\0';
+    snprintf(long_rid, sizeof(long_rid), "{\"itemId\":%lld,\"quantity\":1,\"requestId\":\"%s\"}",
+             id, rid);
+    int n = snprintf(oversized, sizeof(oversized), "{\"itemId\":%lld,\"quantity\":1,\"pad\":\"", id);
+    memset(oversized + n, 'x', 17000);
+    strcpy(oversized + n + 17000, "\"}");
+
+    char bodies[16][160];
+    const char *fmt[] = {
+        "{\"itemId\":\"%lld\",\"quantity\":1}", "{\"itemId\":%lld,\"quantity\":\"1\"}",
+        "{\"itemId\":%lld}", "{\"itemId\":%lld,\"quantity\":0}",
+        "{\"itemId\":%lld,\"quantity\":-5}", "{\"itemId\":%lld,\"quantity\":1e3}",
+        "{\"itemId\":%lld,\"quantity\":2000000}", "{\"itemId\":%lld,\"quantity\":1,\"workMs\":-3}",
+        "{\"itemId\":%lld,\"quantity\":1,\"requestId\":\"\"}",
+        "{\"itemId\":%lld,\"quantity\":1,\"quantity\":2}",
+        "{\"itemId\":%lld,\"quantity\":\"\xc3\x28\"}", "{\"itemId\":%lld,\"quantity\":true}",
+    };
+    for (int i = 0; i < 12; i++)
+        snprintf(bodies[i], sizeof(bodies[i]), fmt[i], id);
+
+    const struct bad_request table[] = {
+        {"POST", "/reduceStock", NULL, 400, "invalid_json"},
+        {"POST", "/reduceStock", "{", 400, "invalid_json"},
+        {"POST", "/reduceStock", "null", 400, "invalid_json"},
+        {"POST", "/reduceStock", "[1]", 400, "invalid_json"},
+        {"POST", "/reduceStock", "{\"quantity\":1}", 400, "invalid_request"},
+        {"POST", "/reduceStock", bodies[0], 400, "invalid_request"},
+        {"POST", "/reduceStock", bodies[1], 400, "invalid_request"},
+        {"POST", "/reduceStock", bodies[2], 400, "invalid_request"},
+        {"POST", "/reduceStock", bodies[3], 400, "invalid_request"},
+        {"POST", "/reduceStock", bodies[4], 400, "invalid_request"},
+        {"POST", "/reduceStock", bodies[5], 400, "invalid_request"},
+        {"POST", "/reduceStock", bodies[6], 400, "invalid_request"},
+        {"POST", "/reduceStock", bodies[7], 400, "invalid_request"},
+        {"POST", "/reduceStock", bodies[8], 400, "invalid_request"},
+        {"POST", "/reduceStock", bodies[9], 400, "invalid_json"},
+        {"POST", "/reduceStock", bodies[10], 400, "invalid_json"},
+        {"POST", "/reduceStock", bodies[11], 400, "invalid_request"},
+        {"POST", "/reduceStock", big_id, 400, "invalid_request"},
+        {"POST", "/reduceStock", long_rid, 400, "invalid_request"},
+        {"POST", "/reduceStock", missing, 404, "item_not_found"},
+        {"POST", "/reduceStock", oversized, 413, "body_too_large"},
+        {"GET", "/reduceStock", NULL, 405, "method_not_allowed"},
+        {"DELETE", item_path, NULL, 405, "method_not_allowed"},
+        {"PUT", item_path, "{\"stock\":-1}", 400, "invalid_request"},
+        {"PUT", item_path, "{\"stock\":\"5\"}", 400, "invalid_request"},
+        {"POST", "/items", "{\"name\":\"\",\"stock\":1}", 400, "invalid_request"},
+        {"GET", "/items/abc", NULL, 400, "invalid_request"},
+        {"GET", "/items/0", NULL, 400, "invalid_request"},
+        {"GET", "/items/99999999999999999999", NULL, 400, "invalid_request"},
+        {"GET", "/items/-1", NULL, 400, "invalid_request"},
+        {"GET", "/nope", NULL, 404, "not_found"},
+        {"GET", "/items?limit=-1", NULL, 400, "invalid_request"},
+    };
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+        json_t *j = call(&a, table[i].method, table[i].path, table[i].body, table[i].status);
+        if (strcmp(jstr(j, "error"), table[i].error) != 0 || !*jstr(j, "message"))
+            fail_msg("%s %s: error %s (want %s)", table[i].method, table[i].path, jstr(j, "error"),
+                     table[i].error);
+        json_decref(j);
+    }
+    item_state(&a, id, &stock, &orders);
+    assert_int_equal(stock, 100);
+    assert_int_equal(orders, 0);
+}
+
+/* What curl would normalise away, and what only a raw socket can send. */
+static void test_raw_protocol_abuse_is_refused_without_touching_stock(void **state)
+{
+    (void)state;
+    long long id = new_item(&a, 100), stock, orders;
+    char req[512], out[4096];
+    snprintf(req, sizeof(req), "GET /items/..%%2F..%%2Fetc%%2Fpasswd HTTP/1.1\r\nHost: x\r\n"
+             "Connection: close\r\n\r\n");
+    assert_true(th_raw(a.port, req, strlen(req), 0, out, sizeof(out), 3000) > 0);
+    assert_non_null(strstr(out, " 404 "));
+    assert_non_null(strstr(out, "not_found"));
+
+    /* a declared length shorter than the body: the body is cut, then refused */
+    const char *body = "{\"itemId\":1,\"quantity\":1}";
+    snprintf(req, sizeof(req), "POST /reduceStock HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+             "Connection: close\r\n\r\n%s", body);
+    assert_true(th_raw(a.port, req, strlen(req), 0, out, sizeof(out), 3000) > 0);
+    assert_non_null(strstr(out, " 400 "));
+    assert_non_null(strstr(out, "invalid_json"));
+
+    /* a declared oversized body is refused before it is read */
+    snprintf(req, sizeof(req), "POST /reduceStock HTTP/1.1\r\nHost: x\r\n"
+             "Content-Length: 100000000\r\n\r\n{");
+    assert_true(th_raw(a.port, req, strlen(req), 0, out, sizeof(out), 3000) > 0);
+    assert_non_null(strstr(out, " 413 "));
+    assert_non_null(strstr(out, "body_too_large"));
+
+    /* a body cut short by the client: no answer is possible, nothing written */
+    snprintf(req, sizeof(req), "POST /reduceStock HTTP/1.1\r\nHost: x\r\nContent-Length: 200\r\n"
+             "\r\n{\"itemId\":%lld,\"quantity\":1}", id);
+    th_raw(a.port, req, strlen(req), 1, out, sizeof(out), 3000);
+    assert_null(strstr(out, " 200 "));
+
+    /* garbage instead of HTTP */
+    const char garbage[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 not http\r\n\r\n";
+    th_raw(a.port, garbage, sizeof(garbage) - 1, 1, out, sizeof(out), 3000);
+    assert_null(strstr(out, " 200 "));
+    item_state(&a, id, &stock, &orders);
+    assert_int_equal(stock, 100);
+    assert_int_equal(orders, 0);
+}
+
+static void test_watchdog_renews_during_long_work(void **state)
+{
+    (void)state;
+    long long id = new_item(&a, 5), stock, orders;
+    json_t *j = reduce(&a, id, 1, NULL, 900, 200); /* lease 300 ms: about 8 renewals */
+    assert_int_equal(jint(j, "remaining"), 4);
+    json_decref(j);
+    char url[128];
+    th_resp r;
+    snprintf(url, sizeof(url), "%s/metrics", a.url);
+    th_http("GET", url, NULL, &r);
+    const char *line = strstr(r.body, "\nstockd_lock_renewals_total ");
+    assert_non_null(line);
+    assert_true(atoll(line + 28) >= 2);
+    assert_non_null(strstr(r.content_type, "text/plain"));
+    th_resp_free(&r);
+    item_state(&a, id, &stock, &orders);
+    assert_int_equal(orders, 1);
+}
+
+static void test_interrupted_holder_rolls_back(void **state)
+{
+    (void)state;
+    long long id = new_item(&a, 5), stock, orders;
+    int64_t t0 = th_now_ms();
+    json_t *j = reduce(&a, id, 1, "interrupt-me", 10000, 503); /* 12 renewals of 100 ms: ~1.3 s */
+    assert_true(th_now_ms() - t0 < 5000);
+    assert_string_equal(jstr(j, "error"), "lock_interrupted");
+    json_decref(j);
+    item_state(&a, id, &stock, &orders);
+    assert_int_equal(stock, 5);
+    assert_int_equal(orders, 0);
+    char key[64];
+    snprintf(key, sizeof(key), "EXISTS stock:lock:{%lld}", id);
+    assert_int_equal(th_redis_int(&redis, key), 0); /* released at once */
+    j = reduce(&a, id, 1, "interrupt-me", 0, 200); /* the same requestId works afterwards */
+    json_decref(j);
+}
+
+struct bg_call {
+    const th_stockd *s;
+    long long item;
+    int work_ms;
+    long status;
+    char error[64];
+};
+
+static void *bg_reduce(void *arg)
+{
+    struct bg_call *c = arg;
+    char url[128], body[128];
+    th_resp r;
+    snprintf(url, sizeof(url), "%s/reduceStock", c->s->url);
+    snprintf(body, sizeof(body), "{\"itemId\":%lld,\"quantity\":1,\"workMs\":%d}", c->item,
+             c->work_ms);
+    th_http("POST", url, body, &r);
+    c->status = r.status;
+    json_t *j = json_loads(r.body, 0, NULL);
+    snprintf(c->error, sizeof(c->error), "%s", j ? jstr(j, "error") : "");
+    json_decref(j);
+    th_resp_free(&r);
+    return NULL;
+}
+
+static void test_busy_lock_times_out_without_stalling_other_items(void **state)
+{
+    (void)state;
+    long long hot = new_item(&a, 5), cold = new_item(&a, 5);
+    struct bg_call holder = {&a, hot, 1000, 0, ""};
+    pthread_t t;
+    pthread_create(&t, NULL, bg_reduce, &holder);
+    char key[64];
+    snprintf(key, sizeof(key), "EXISTS stock:lock:{%lld}", hot);
+    while (th_redis_int(&redis, key) != 1)
+        th_sleep_ms(5);
+
+    char url[128];
+    th_resp r;
+    snprintf(url, sizeof(url), "%s/reduceStock", b.url);
+    char body[96];
+    snprintf(body, sizeof(body), "{\"itemId\":%lld,\"quantity\":1}", hot);
+    th_http("POST", url, body, &r); /* waits wait-ms (300), then gives up */
+    assert_int_equal(r.status, 503);
+    assert_non_null(strstr(r.body, "lock_timeout"));
+    assert_string_equal(r.retry_after, "1");
+    th_resp_free(&r);
+
+    int64_t t0 = th_now_ms(); /* the same replica still serves other items and /health */
+    json_decref(reduce(&a, cold, 1, NULL, 0, 200));
+    json_decref(call(&a, "GET", "/health", NULL, 200));
+    assert_true(th_now_ms() - t0 < 1000);
+    pthread_join(t, NULL);
+    assert_int_equal(holder.status, 200);
+}
+
+#define WORKERS 8
+#define PER_WORKER 15
+
+static void *hammer(void *arg)
+{
+    struct bg_call *c = arg;
+    int ok = 0;
+    for (int i = 0; i < PER_WORKER; i++) {
+        bg_reduce(c);
+        ok += c->status == 200;
+    }
+    c->status = ok;
+    return NULL;
+}
+
+static void test_two_replicas_never_oversell(void **state)
+{
+    (void)state;
+    long long id = new_item(&a, 50), stock, orders;
+    pthread_t t[WORKERS];
+    struct bg_call calls[WORKERS];
+    for (int i = 0; i < WORKERS; i++) {
+        calls[i] = (struct bg_call){i % 2 ? &a : &b, id, 1, 0, ""};
+        pthread_create(&t[i], NULL, hammer, &calls[i]);
+    }
+    long ok = 0;
+    for (int i = 0; i < WORKERS; i++) {
+        pthread_join(t[i], NULL);
+        ok += calls[i].status;
+    }
+    item_state(&a, id, &stock, &orders);
+    assert_int_equal(orders, ok);
+    assert_int_equal(stock + ok, 50);
+    assert_true(stock >= 0);
+}
+
+static void test_atomic_mode_deducts_without_a_lock(void **state)
+{
+    (void)state;
+    long long id = new_item(&atomic_srv, 3), stock, orders;
+    json_t *j = reduce(&atomic_srv, id, 2, "atomic-1", 0, 200);
+    assert_int_equal(jint(j, "remaining"), 1);
+    json_decref(j);
+    j = reduce(&atomic_srv, id, 2, NULL, 0, 409);
+    assert_int_equal(jint(j, "remaining"), 1);
+    json_decref(j);
+    j = reduce(&atomic_srv, id, 2, "atomic-1", 0, 200);
+    assert_true(json_is_true(json_object_get(j, "replayed")));
+    json_decref(j);
+    j = call(&atomic_srv, "GET", "/health", NULL, 200);
+    assert_non_null(strstr(jstr(j, "redis"), "unused"));
+    json_decref(j);
+    item_state(&atomic_srv, id, &stock, &orders);
+    assert_int_equal(stock, 1);
+    assert_int_equal(orders, 1);
+}
+
+static void test_redis_down_gives_503_then_recovers(void **state)
+{
+    (void)state;
+    long long id = new_item(&a, 5), stock, orders;
+    th_redis_stop(&redis, 1);
+    int64_t t0 = th_now_ms();
+    json_t *j = reduce(&a, id, 1, NULL, 0, 503);
+    assert_string_equal(jstr(j, "error"), "redis_unavailable");
+    json_decref(j);
+    assert_true(th_now_ms() - t0 < 3000);
+    j = call(&a, "GET", "/health", NULL, 503);
+    assert_string_equal(jstr(j, "status"), "unavailable");
+    assert_string_equal(jstr(j, "sqlite"), "ok");
+    json_decref(j);
+    item_state(&a, id, &stock, &orders);
+    assert_int_equal(stock, 5);
+
+    assert_int_equal(th_redis_start(&redis), 0);
+    json_decref(call(&a, "GET", "/health", NULL, 200));
+    j = reduce(&a, id, 1, NULL, 0, 200); /* fences restart above the stored ones */
+    assert_int_equal(jint(j, "remaining"), 4);
+    json_decref(j);
+    json_decref(reduce(&b, id, 1, NULL, 0, 200));
+}
+
+static void test_sigterm_finishes_in_flight_requests_and_releases_locks(void **state)
+{
+    (void)state;
+    th_stockd d;
+    const char *flags[] = {LOCK_FLAGS, NULL};
+    assert_int_equal(th_stockd_start(&d, &redis, db, dir, flags), 0);
+    long long id = new_item(&d, 5), stock, orders;
+    struct bg_call inflight = {&d, id, 700, 0, ""};
+    pthread_t t;
+    pthread_create(&t, NULL, bg_reduce, &inflight);
+    char key[64];
+    snprintf(key, sizeof(key), "EXISTS stock:lock:{%lld}", id);
+    while (th_redis_int(&redis, key) != 1)
+        th_sleep_ms(5);
+    kill(d.pid, SIGTERM);
+    th_sleep_ms(100);
+    char out[256]; /* no longer accepting: a new client is refused, not half-answered */
+    assert_int_equal(th_raw(d.port, "GET /health HTTP/1.0\r\n\r\n", 24, 0, out, sizeof(out),
+                            1000), -1);
+    pthread_join(t, NULL);
+    assert_int_equal(inflight.status, 200);
+    assert_int_equal(th_stockd_stop_clean(&d), 0);
+    assert_int_equal(th_redis_int(&redis, key), 0);
+    item_state(&a, id, &stock, &orders);
+    assert_int_equal(stock, 4);
+    assert_int_equal(orders, 1);
+    char *log = th_read_file(d.log);
+    assert_non_null(strstr(log, "msg=\"stopped\""));
+    free(log);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_create_reduce_and_read_back),
+        cmocka_unit_test(test_same_request_id_deducts_once),
+        cmocka_unit_test(test_insufficient_stock_and_unknown_item),
+        cmocka_unit_test(test_put_sets_stock_under_the_lock),
+        cmocka_unit_test(test_malformed_requests_get_json_errors_and_leave_stock_alone),
+        cmocka_unit_test(test_raw_protocol_abuse_is_refused_without_touching_stock),
+        cmocka_unit_test(test_watchdog_renews_during_long_work),
+        cmocka_unit_test(test_interrupted_holder_rolls_back),
+        cmocka_unit_test(test_busy_lock_times_out_without_stalling_other_items),
+        cmocka_unit_test(test_two_replicas_never_oversell),
+        cmocka_unit_test(test_atomic_mode_deducts_without_a_lock),
+        cmocka_unit_test(test_redis_down_gives_503_then_recovers),
+        cmocka_unit_test(test_sigterm_finishes_in_flight_requests_and_releases_locks),
+    };
+    return cmocka_run_group_tests_name("server", tests, group_setup, group_teardown);
+}

@@ -1,0 +1,284 @@
+/* test_store.c - the SQLite store on a real database file: migrations, items,
+ * the ledger, idempotency, the three ways of writing, fencing of stale
+ * holders, and a busy database. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include "server/store.h"
+#include "tests/harness.h"
+
+static char dir[64], path[128];
+
+static int setup(void **state)
+{
+    static int n;
+    if (!dir[0] && th_tempdir("store-test", dir, sizeof(dir)) != 0)
+        return -1;
+    snprintf(path, sizeof(path), "%s/t%d.db", dir, n++); /* a fresh file per test */
+    store_config cfg = {path, 1, 200};
+    char err[256];
+    store *s;
+    if (store_open(&cfg, &s, err, sizeof(err)) != STORE_OK) {
+        fprintf(stderr, "store_open: %s\n", err);
+        return -1;
+    }
+    *state = s;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    store_close(*state);
+    return 0;
+}
+
+static store_conn *conn(void **state)
+{
+    char err[256];
+    store_conn *c = store_get(*state, err, sizeof(err));
+    assert_non_null(c);
+    return c;
+}
+
+static int64_t new_item(store_conn *c, int64_t stock)
+{
+    store_item it;
+    assert_int_equal(store_item_create(c, "widget", stock, &it), STORE_OK);
+    return it.id;
+}
+
+static store_deduction deduction(int64_t item, int64_t qty, int64_t new_stock, int64_t fence,
+                                 const char *request_id)
+{
+    store_deduction d = {.item_id = item, .quantity = qty, .new_stock = new_stock,
+                         .request_id = request_id, .instance = "test", .lock_mode = "redis",
+                         .fence = fence, .lock_token = fence ? "tok" : NULL};
+    return d;
+}
+
+static void test_reopening_applies_the_schema_once(void **state)
+{
+    store_conn *c = conn(state);
+    new_item(c, 5);
+    store_put(*state, c);
+    store_config cfg = {path, 1, 200};
+    char err[256];
+    store *again;
+    assert_int_equal(store_open(&cfg, &again, err, sizeof(err)), STORE_OK);
+    c = store_get(again, err, sizeof(err));
+    store_item it;
+    assert_int_equal(store_item_get(c, 1, &it), STORE_OK); /* data kept, no re-creation */
+    store_put(again, c);
+    store_close(again);
+
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_true(sqlite3_column_int(st, 0) >= 1);
+    sqlite3_finalize(st);
+    sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), "wal");
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+static void test_items_are_created_read_and_listed(void **state)
+{
+    store_conn *c = conn(state);
+    store_item it;
+    int64_t a = new_item(c, 5), b = new_item(c, 0);
+    assert_int_equal(store_item_get(c, a, &it), STORE_OK);
+    assert_string_equal(it.name, "widget");
+    assert_int_equal(it.stock, 5);
+    assert_int_equal(it.sold, 0);
+    assert_int_equal(store_item_get(c, b + 100, &it), STORE_ERR_NOT_FOUND);
+    assert_int_equal(store_item_set_stock(c, b, 9, 0), STORE_OK);
+    assert_int_equal(store_item_get(c, b, &it), STORE_OK);
+    assert_int_equal(it.stock, 9);
+    assert_int_equal(store_item_set_stock(c, b + 100, 9, 0), STORE_ERR_NOT_FOUND);
+    store_put(*state, c);
+}
+
+static void test_deduction_writes_stock_and_ledger_together(void **state)
+{
+    store_conn *c = conn(state);
+    int64_t id = new_item(c, 10);
+    store_deduction d = deduction(id, 3, 7, 0, "req-1");
+    store_order o;
+    assert_int_equal(store_deduct_write(c, &d, &o), STORE_OK);
+    assert_true(o.order_id > 0);
+    assert_int_equal(o.remaining, 7);
+    store_item it;
+    assert_int_equal(store_item_get(c, id, &it), STORE_OK);
+    assert_int_equal(it.stock, 7);
+    assert_int_equal(it.sold, 3);
+    assert_int_equal(it.order_count, 1);
+    store_order found;
+    assert_int_equal(store_order_by_request(c, "req-1", &found), STORE_OK);
+    assert_int_equal(found.order_id, o.order_id);
+    assert_int_equal(found.quantity, 3);
+    assert_string_equal(found.instance, "test");
+    assert_int_equal(store_order_by_request(c, "nope", &found), STORE_ERR_NOT_FOUND);
+    store_put(*state, c);
+}
+
+static void test_same_request_id_is_written_once(void **state)
+{
+    store_conn *c = conn(state);
+    int64_t id = new_item(c, 10);
+    store_deduction d = deduction(id, 2, 8, 0, "once");
+    store_order first, second;
+    assert_int_equal(store_deduct_write(c, &d, &first), STORE_OK);
+    d.new_stock = 6;
+    assert_int_equal(store_deduct_write(c, &d, &second), STORE_ERR_DUPLICATE);
+    assert_int_equal(second.order_id, first.order_id);
+    assert_int_equal(store_deduct_atomic(c, &d, &second, &(int64_t){0}), STORE_ERR_DUPLICATE);
+    store_item it;
+    assert_int_equal(store_item_get(c, id, &it), STORE_OK);
+    assert_int_equal(it.stock, 8);
+    assert_int_equal(it.order_count, 1);
+    store_put(*state, c);
+}
+
+static void test_atomic_deduction_never_goes_below_zero(void **state)
+{
+    store_conn *c = conn(state);
+    int64_t id = new_item(c, 5);
+    store_deduction d = deduction(id, 3, 0, 0, NULL);
+    store_order o;
+    int64_t left = -1;
+    assert_int_equal(store_deduct_atomic(c, &d, &o, &left), STORE_OK);
+    assert_int_equal(left, 2);
+    assert_int_equal(o.remaining, 2);
+    assert_int_equal(store_deduct_atomic(c, &d, &o, &left), STORE_ERR_INSUFFICIENT);
+    assert_int_equal(left, 2);
+    d.item_id = id + 100;
+    assert_int_equal(store_deduct_atomic(c, &d, &o, &left), STORE_ERR_NOT_FOUND);
+    store_item it;
+    assert_int_equal(store_item_get(c, id, &it), STORE_OK);
+    assert_int_equal(it.stock, 2);
+    assert_int_equal(it.sold, 3);
+    store_put(*state, c);
+}
+
+/* The failure fencing exists for: holder A (fence 10) reads, stalls past its
+ * lease; B (fence 11) takes the lock and reads; A wakes and writes; B writes.
+ * Without the claim, A's write lands and B's overwrites it: one sale lost. */
+static void test_stale_holder_cannot_write_after_newer_holder_read(void **state)
+{
+    store_conn *c = conn(state);
+    int64_t id = new_item(c, 10), stock_a, stock_b;
+    assert_int_equal(store_stock_claim(c, id, 10, &stock_a), STORE_OK);
+    assert_int_equal(store_stock_claim(c, id, 11, &stock_b), STORE_OK);
+    assert_int_equal(stock_a, 10);
+    assert_int_equal(stock_b, 10);
+
+    store_deduction a = deduction(id, 1, stock_a - 1, 10, NULL);
+    store_order o;
+    assert_int_equal(store_deduct_write(c, &a, &o), STORE_ERR_STALE);
+    assert_non_null(strstr(store_errstr(c), "newer"));
+    store_deduction b = deduction(id, 1, stock_b - 1, 11, NULL);
+    assert_int_equal(store_deduct_write(c, &b, &o), STORE_OK);
+
+    store_item it;
+    assert_int_equal(store_item_get(c, id, &it), STORE_OK);
+    assert_int_equal(it.stock + it.sold, 10); /* nothing lost */
+    assert_int_equal(it.order_count, 1);
+    /* an older token can't even claim the row any more */
+    assert_int_equal(store_stock_claim(c, id, 10, &stock_a), STORE_ERR_STALE);
+    assert_int_equal(store_item_set_stock(c, id, 50, 10), STORE_ERR_STALE);
+    assert_int_equal(store_item_set_stock(c, id, 50, 12), STORE_OK);
+    assert_int_equal(store_stock_claim(c, id + 100, 13, &stock_a), STORE_ERR_NOT_FOUND);
+    store_put(*state, c);
+}
+
+static void test_unfenced_read_modify_write_loses_updates(void **state)
+{
+    /* what mode none does, and why the lock is needed at all */
+    store_conn *c = conn(state);
+    int64_t id = new_item(c, 10), s1, s2;
+    assert_int_equal(store_stock_read(c, id, &s1), STORE_OK);
+    assert_int_equal(store_stock_read(c, id, &s2), STORE_OK);
+    store_deduction d1 = deduction(id, 1, s1 - 1, 0, NULL), d2 = deduction(id, 1, s2 - 1, 0, NULL);
+    store_order o;
+    assert_int_equal(store_deduct_write(c, &d1, &o), STORE_OK);
+    assert_int_equal(store_deduct_write(c, &d2, &o), STORE_OK);
+    store_item it;
+    assert_int_equal(store_item_get(c, id, &it), STORE_OK);
+    assert_int_equal(it.stock, 9);
+    assert_int_equal(it.sold, 2); /* stock + sold = 11: one update lost */
+    store_put(*state, c);
+}
+
+static void test_locked_database_reports_busy_and_writes_nothing(void **state)
+{
+    store_conn *c = conn(state);
+    int64_t id = new_item(c, 10);
+    sqlite3 *other;
+    assert_int_equal(sqlite3_open(path, &other), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    store_deduction d = deduction(id, 1, 9, 0, NULL);
+    store_order o;
+    int64_t t0 = th_now_ms();
+    assert_int_equal(store_deduct_write(c, &d, &o), STORE_ERR_BUSY); /* after the 200 ms timeout */
+    assert_true(th_now_ms() - t0 >= 150);
+    assert_int_equal(sqlite3_exec(other, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(other);
+    store_item it;
+    assert_int_equal(store_item_get(c, id, &it), STORE_OK);
+    assert_int_equal(it.stock, 10);
+    assert_int_equal(it.order_count, 0);
+    assert_int_equal(store_deduct_write(c, &d, &o), STORE_OK); /* and works again after */
+    store_put(*state, c);
+}
+
+static void count_order(const store_order *o, void *arg)
+{
+    (void)o;
+    ++*(int *)arg;
+}
+
+static void test_orders_listing_honours_limit(void **state)
+{
+    store_conn *c = conn(state);
+    int64_t id = new_item(c, 10);
+    store_order o;
+    for (int i = 0; i < 5; i++) {
+        store_deduction d = deduction(id, 1, 9 - i, 0, NULL);
+        assert_int_equal(store_deduct_write(c, &d, &o), STORE_OK);
+    }
+    int n = 0;
+    assert_int_equal(store_orders(c, id, 3, count_order, &n), STORE_OK);
+    assert_int_equal(n, 3);
+    n = 0;
+    assert_int_equal(store_orders(c, id, 100, count_order, &n), STORE_OK);
+    assert_int_equal(n, 5);
+    store_put(*state, c);
+}
+
+int main(void)
+{
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_reopening_applies_the_schema_once),
+        T(test_items_are_created_read_and_listed),
+        T(test_deduction_writes_stock_and_ledger_together),
+        T(test_same_request_id_is_written_once),
+        T(test_atomic_deduction_never_goes_below_zero),
+        T(test_stale_holder_cannot_write_after_newer_holder_read),
+        T(test_unfenced_read_modify_write_loses_updates),
+        T(test_locked_database_reports_busy_and_writes_nothing),
+        T(test_orders_listing_honours_limit),
+    };
+    return cmocka_run_group_tests_name("store", tests, NULL, NULL);
+}
