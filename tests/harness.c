@@ -374,38 +374,81 @@ void th_resp_free(th_resp *r)
     r->body = NULL;
 }
 
-int th_raw(int port, const char *req, size_t len, int shut_write, char *out, size_t size,
-           int timeout_ms)
+int th_connect(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        close(fd);
+        fd = -1;
     }
-    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+static void send_all(int fd, const char *data, size_t len)
+{
     for (size_t sent = 0; sent < len;) {
-        ssize_t n = send(fd, req + sent, len - sent, MSG_NOSIGNAL);
+        ssize_t n = send(fd, data + sent, len - sent, MSG_NOSIGNAL);
         if (n <= 0)
             break;
         sent += (size_t)n;
     }
+}
+
+/* Reads into out until stop(out) says a whole answer is in, the peer closes,
+ * or timeout_ms passes. */
+static int read_until(int fd, char *out, size_t size, int timeout_ms,
+                      int (*complete)(const char *buf, size_t len))
+{
+    struct timeval tv = {0, 50 * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    size_t got = 0;
+    out[0] = '\0';
+    for (int64_t end = th_now_ms() + timeout_ms; got + 1 < size && th_now_ms() < end;) {
+        ssize_t n = recv(fd, out + got, size - 1 - got, 0);
+        if (n == 0)
+            break;
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                continue;
+            return got ? (int)got : -1;
+        }
+        got += (size_t)n;
+        out[got] = '\0';
+        if (complete && complete(out, got))
+            break;
+    }
+    return (int)got;
+}
+
+static int response_complete(const char *buf, size_t len)
+{
+    const char *end = strstr(buf, "\r\n\r\n");
+    const char *cl = strcasestr(buf, "\r\nContent-Length:");
+    if (end == NULL || cl == NULL || cl > end)
+        return end != NULL && cl == NULL;
+    return len >= (size_t)(end + 4 - buf) + strtoul(cl + 17, NULL, 10);
+}
+
+int th_exchange(int fd, const char *req, char *out, size_t size, int timeout_ms)
+{
+    send_all(fd, req, strlen(req));
+    return read_until(fd, out, size, timeout_ms, response_complete);
+}
+
+int th_raw(int port, const char *req, size_t len, int shut_write, char *out, size_t size,
+           int timeout_ms)
+{
+    int fd = th_connect(port);
+    if (fd < 0)
+        return -1;
+    send_all(fd, req, len);
     if (shut_write)
         shutdown(fd, SHUT_WR);
-    size_t got = 0;
-    int64_t end = th_now_ms() + timeout_ms;
-    while (got + 1 < size && th_now_ms() < end) {
-        ssize_t n = recv(fd, out + got, size - 1 - got, 0);
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    out[got] = '\0';
+    int got = read_until(fd, out, size, timeout_ms, NULL);
     close(fd);
-    return (int)got;
+    return got < 0 ? 0 : got;
 }
 
 int th_run(const char *const argv[], const char *out_path, int timeout_ms)

@@ -91,6 +91,13 @@ void th_resp_free(th_resp *r);
 int th_raw(int port, const char *req, size_t len, int shut_write, char *out, size_t size,
            int timeout_ms);
 
+/* A raw keep-alive connection: th_connect returns a socket (or -1);
+ * th_exchange sends req and reads one response (headers, then Content-Length
+ * bytes of body) into out, NUL-terminated. Returns bytes read, 0 when the peer
+ * closed, -1 on error. */
+int th_connect(int port);
+int th_exchange(int fd, const char *req, char *out, size_t size, int timeout_ms);
+
 /* Runs argv to completion (stdout+stderr to out_path when given), killing it
  * after timeout_ms. Returns its exit status, 128+signal, or -1. */
 int th_run(const char *const argv[], const char *out_path, int timeout_ms);

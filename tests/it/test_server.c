@@ -13,9 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <curl/curl.h>
+#include <sqlite3.h>
 
 #include "tests/harness.h"
 
@@ -24,7 +26,7 @@ static th_stockd a, b, atomic_srv; /* a, b: redis mode on one database; atomic_s
 static char dir[64], db[128];
 
 #define LOCK_FLAGS "--lease-ms", "300", "--max-renewals", "12", "--wait-ms", "300", \
-                   "--retry-ms", "20", "--allow-work-ms"
+                   "--retry-ms", "20", "--allow-work-ms", "--busy-timeout-ms", "300"
 
 static int group_setup(void **state)
 {
@@ -473,6 +475,78 @@ static void test_atomic_mode_deducts_without_a_lock(void **state)
     assert_int_equal(orders, 1);
 }
 
+static void test_stolen_lock_is_reported_lost_and_rolled_back(void **state)
+{
+    (void)state;
+    long long id = new_item(&a, 5), stock, orders;
+    struct bg_call holder = {&a, id, 1000, 0, ""};
+    pthread_t t;
+    pthread_create(&t, NULL, bg_reduce, &holder);
+    char cmd[96];
+    snprintf(cmd, sizeof(cmd), "EXISTS stock:lock:{%lld}", id);
+    while (th_redis_int(&redis, cmd) != 1)
+        th_sleep_ms(5);
+    snprintf(cmd, sizeof(cmd), "SET stock:lock:{%lld} intruder PX 10000", id);
+    assert_int_equal(th_redis_int(&redis, cmd), 0); /* the next renewal finds it taken */
+    pthread_join(t, NULL);
+    assert_int_equal(holder.status, 503);
+    assert_string_equal(holder.error, "lock_lost");
+    item_state(&a, id, &stock, &orders);
+    assert_int_equal(stock, 5);
+    assert_int_equal(orders, 0);
+    snprintf(cmd, sizeof(cmd), "DEL stock:lock:{%lld}", id);
+    th_redis_int(&redis, cmd);
+}
+
+/* Another process holds SQLite's write lock past --busy-timeout-ms (300 ms). */
+static void test_locked_database_gives_storage_busy(void **state)
+{
+    (void)state;
+    long long id = new_item(&a, 5), stock, orders;
+    sqlite3 *other;
+    assert_int_equal(sqlite3_open(db, &other), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    char url[128], body[96];
+    th_resp r;
+    snprintf(url, sizeof(url), "%s/reduceStock", a.url);
+    snprintf(body, sizeof(body), "{\"itemId\":%lld,\"quantity\":1}", id);
+    th_http("POST", url, body, &r);
+    sqlite3_exec(other, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(other);
+    assert_int_equal(r.status, 503);
+    assert_non_null(strstr(r.body, "storage_busy"));
+    assert_string_equal(r.retry_after, "1");
+    th_resp_free(&r);
+    item_state(&a, id, &stock, &orders);
+    assert_int_equal(stock, 5);
+    assert_int_equal(orders, 0);
+}
+
+/* A real storage fault, injected through SQLite itself: a trigger that aborts
+ * the ledger insert. The stock update in the same transaction must roll back. */
+static void test_storage_fault_gives_500_and_writes_nothing(void **state)
+{
+    (void)state;
+    long long id = new_item(&a, 1000), stock, orders;
+    sqlite3 *other;
+    assert_int_equal(sqlite3_open(db, &other), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(other, "CREATE TRIGGER injected_fault BEFORE INSERT ON "
+                                         "deductions WHEN NEW.quantity = 777 BEGIN SELECT "
+                                         "RAISE(ABORT, 'injected fault'); END;",
+                                  NULL, NULL, NULL), SQLITE_OK);
+    json_t *j = reduce(&a, id, 777, NULL, 0, 500);
+    assert_string_equal(jstr(j, "error"), "storage_error");
+    assert_non_null(strstr(jstr(j, "message"), "injected fault"));
+    json_decref(j);
+    json_decref(reduce(&atomic_srv, id, 777, NULL, 0, 500)); /* same fault, atomic mode */
+    sqlite3_exec(other, "DROP TRIGGER injected_fault", NULL, NULL, NULL);
+    sqlite3_close(other);
+    item_state(&a, id, &stock, &orders);
+    assert_int_equal(stock, 1000);
+    assert_int_equal(orders, 0);
+    json_decref(reduce(&a, id, 777, NULL, 0, 200));
+}
+
 static void test_redis_down_gives_503_then_recovers(void **state)
 {
     (void)state;
@@ -505,6 +579,11 @@ static void test_sigterm_finishes_in_flight_requests_and_releases_locks(void **s
     const char *flags[] = {LOCK_FLAGS, NULL};
     assert_int_equal(th_stockd_start(&d, &redis, db, dir, flags), 0);
     long long id = new_item(&d, 5), stock, orders;
+    char resp[2048];
+    int keepalive = th_connect(d.port);
+    const char *health = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    assert_true(th_exchange(keepalive, health, resp, sizeof(resp), 3000) > 0);
+    assert_non_null(strstr(resp, " 200 "));
     struct bg_call inflight = {&d, id, 700, 0, ""};
     pthread_t t;
     pthread_create(&t, NULL, bg_reduce, &inflight);
@@ -517,6 +596,12 @@ static void test_sigterm_finishes_in_flight_requests_and_releases_locks(void **s
     char out[256]; /* no longer accepting: a new client is refused, not half-answered */
     assert_int_equal(th_raw(d.port, "GET /health HTTP/1.0\r\n\r\n", 24, 0, out, sizeof(out),
                             1000), -1);
+    /* an open keep-alive connection gets a whole answer telling it to go elsewhere */
+    assert_true(th_exchange(keepalive, health, resp, sizeof(resp), 3000) > 0);
+    assert_non_null(strstr(resp, " 503 "));
+    assert_non_null(strstr(resp, "shutting_down"));
+    assert_non_null(strcasestr(resp, "Connection: close"));
+    close(keepalive);
     pthread_join(t, NULL);
     assert_int_equal(inflight.status, 200);
     assert_int_equal(th_stockd_stop_clean(&d), 0);
@@ -543,6 +628,9 @@ int main(void)
         cmocka_unit_test(test_busy_lock_times_out_without_stalling_other_items),
         cmocka_unit_test(test_two_replicas_never_oversell),
         cmocka_unit_test(test_atomic_mode_deducts_without_a_lock),
+        cmocka_unit_test(test_stolen_lock_is_reported_lost_and_rolled_back),
+        cmocka_unit_test(test_locked_database_gives_storage_busy),
+        cmocka_unit_test(test_storage_fault_gives_500_and_writes_nothing),
         cmocka_unit_test(test_redis_down_gives_503_then_recovers),
         cmocka_unit_test(test_sigterm_finishes_in_flight_requests_and_releases_locks),
     };
