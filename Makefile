@@ -1,6 +1,7 @@
 # Makefile - builds the lock library, stockd, loadgen and the tests into build/.
 # `make help` lists the targets. GNU make.
 
+SHELL := /bin/bash
 PKG_CONFIG ?= pkg-config
 BUILD ?= build
 CFLAGS ?= -O2 -g
@@ -34,7 +35,7 @@ BINS += $(BUILD)/loadgen
 endif
 
 .SECONDARY:
-.PHONY: all deps test check asan tsan demo demo-up demo-down bench clean help
+.PHONY: all deps test check asan tsan fuzz demo demo-up demo-down bench clean help
 
 all: $(BINS)
 
@@ -44,6 +45,7 @@ help:
 	@echo "make test       deps, build, run every unit and integration test"
 	@echo "make asan       the same tests built with AddressSanitizer + UBSan (build/asan)"
 	@echo "make tsan       the same tests built with ThreadSanitizer (build/tsan)"
+	@echo "make fuzz       libFuzzer on the request parser and the router (FUZZ_SECONDS=60 each)"
 	@echo "make demo       three stockd replicas + redis-server, loadgen scenarios, verdicts"
 	@echo "make demo-up    start the demo stack and leave it running; make demo-down stops it"
 	@echo "make bench      benchmarks (see bench/README.md)"
@@ -64,6 +66,34 @@ asan: deps
 
 tsan: deps
 	@$(MAKE) --no-print-directory check BUILD=build/tsan SANFLAGS="-fsanitize=thread"
+
+# libFuzzer targets (clang): new inputs go to build/fuzz/corpus-*, the seeds in
+# tests/fuzz/corpus/ are only read; a crash leaves build/fuzz/crash-* and fails.
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+FUZZ_FLAGS := -std=c11 -g -O1 -D_GNU_SOURCE -I. -fsanitize=fuzzer,address,undefined \
+              -fno-sanitize-recover=undefined
+FUZZ_TARGETS := request route
+
+fuzz:
+	@scripts/deps.sh fuzz
+	@$(MAKE) --no-print-directory $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	    mkdir -p $(BUILD)/fuzz/corpus-$$t; \
+	    echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
+	    $(BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 \
+	        -artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus-$$t tests/fuzz/corpus/$$t \
+	        2>&1 | grep -E '^(INFO: seed|#[0-9]+ +DONE|stat::number_of_executed_units|==[0-9]+==|SUMMARY)' ; \
+	    test "$${PIPESTATUS[0]}" -eq 0; \
+	done
+
+$(BUILD)/fuzz/fuzz_request: tests/fuzz/fuzz_request.c server/request.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^ $(shell $(PKG_CONFIG) --libs jansson)
+
+$(BUILD)/fuzz/fuzz_route: tests/fuzz/fuzz_route.c server/route.c server/request.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^ $(shell $(PKG_CONFIG) --libs jansson)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)

@@ -1,6 +1,7 @@
 #!/bin/sh
 # deps.sh - installs the Debian packages that building, testing and the demo
-# need (plus the benchmark tools with "bench"); does nothing when all are there.
+# need (plus clang with "fuzz", the benchmark tools with "bench"); does nothing
+# when all are there.
 set -eu
 
 need=""
@@ -19,6 +20,9 @@ want_pc libcurl libcurl4-openssl-dev
 want_cmd redis-server redis-server
 want_cmd redis-cli redis-tools
 want_cmd curl curl
+if [ "${1:-}" = fuzz ]; then
+    want_cmd clang clang
+fi
 if [ "${1:-}" = bench ]; then
     want_cmd wrk wrk
     want_cmd redis-benchmark redis-tools

@@ -22,6 +22,8 @@ static const struct path_rule rules[] = {
 static int method_allowed(const char *allow, const char *method)
 {
     size_t len = strlen(method);
+    if (len == 0)
+        return 0;
     for (const char *p = allow; (p = strstr(p, method)) != NULL; p += len)
         if ((p == allow || p[-1] == ' ') && (p[len] == ',' || p[len] == '\0'))
             return 1;

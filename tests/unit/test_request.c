@@ -193,6 +193,8 @@ static void test_routes_match_methods_and_ids(void **state)
     assert_false(r.method_ok);
     route_match("ET", "/health", &r);
     assert_false(r.method_ok);
+    route_match("", "/health", &r); /* found by fuzzing: used to loop forever */
+    assert_false(r.method_ok);
 }
 
 int main(void)
