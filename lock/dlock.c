@@ -1,5 +1,6 @@
-/* dlock.c - the lock library's public API: clients, acquire with waiting,
- * owner-checked release, the run-under-lock helper, counters and errors. */
+/* dlock.c - the lock library's public API: clients, acquisition (spin mode
+ * here, notify mode in queue.c), owner-checked release, the run-under-lock
+ * helper, counters and errors. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,9 @@ void dlock_opts_defaults(dlock_opts *o)
     o->retry_ms = 100;
     o->max_renewals = 30;
     o->watchdog = 1;
+    o->wait_mode = DLOCK_WAIT_NOTIFY;
+    o->handoff_max = 8;
+    o->handoff_ms = 100;
 }
 
 #define DLOCK_LEASE_MAX (24 * 3600 * 1000)
@@ -62,9 +66,12 @@ static int opts_check(const dlock_opts *o)
     if (o->lease_ms < 10 || o->lease_ms > DLOCK_LEASE_MAX)
         return dlock_fail(DLOCK_ERR_INVALID, "lease_ms must be 10..%d, got %d", DLOCK_LEASE_MAX,
                           o->lease_ms);
-    if (o->wait_ms < 0 || o->retry_ms < 1 || o->max_renewals < 0)
-        return dlock_fail(DLOCK_ERR_INVALID,
-                          "wait_ms and max_renewals must be >= 0, retry_ms >= 1");
+    if (o->wait_ms < 0 || o->retry_ms < 1 || o->max_renewals < 0 || o->handoff_max < 0 ||
+        o->handoff_ms < 0)
+        return dlock_fail(DLOCK_ERR_INVALID, "wait_ms, max_renewals and the hand-off bounds "
+                                             "must be >= 0, retry_ms >= 1");
+    if (o->wait_mode != DLOCK_WAIT_NOTIFY && o->wait_mode != DLOCK_WAIT_SPIN)
+        return dlock_fail(DLOCK_ERR_INVALID, "wait_mode must be DLOCK_WAIT_NOTIFY or _SPIN");
     return DLOCK_OK;
 }
 
@@ -77,23 +84,30 @@ int dlock_client_new(const dlock_config *cfg, dlock_client **out)
     dlock_client *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+    pthread_mutex_init(&c->mu, NULL);
     c->pool = dlock_pool_new(cfg->host, cfg->port, cfg->connect_timeout_ms,
                              cfg->command_timeout_ms);
-    if (c->pool == NULL || (c->wd = dlock_wd_start(c)) == NULL) {
-        dlock_pool_free(c->pool);
-        free(c);
-        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory or threads");
+    c->keys = dlock_keytab_new();
+    if (c->pool && c->keys && (c->wd = dlock_wd_start(c)) != NULL &&
+        (c->sub = dlock_sub_start(c)) != NULL) {
+        *out = c;
+        return DLOCK_OK;
     }
-    *out = c;
-    return DLOCK_OK;
+    dlock_client_free(c);
+    return dlock_fail(DLOCK_ERR_NOMEM, "out of memory or threads");
 }
 
 void dlock_client_free(dlock_client *c)
 {
     if (c == NULL)
         return;
-    dlock_wd_stop(c->wd);
+    if (c->sub)
+        dlock_sub_stop(c->sub);
+    if (c->wd)
+        dlock_wd_stop(c->wd);
+    dlock_keytab_free(c->keys);
     dlock_pool_free(c->pool);
+    pthread_mutex_destroy(&c->mu);
     free(c);
 }
 
@@ -155,8 +169,7 @@ static void make_token(char out[DLOCK_TOKEN_LEN + 1])
     out[DLOCK_TOKEN_LEN] = '\0';
 }
 
-/* A pause of 0.5x..1.5x retry_ms, so waiters drift apart instead of retrying in step. */
-static int jittered(int retry_ms)
+int dlock_jitter_ms(int retry_ms)
 {
     static _Thread_local uint64_t state;
     while (state == 0)
@@ -183,18 +196,32 @@ static void record_wait(dlock_client *c, int64_t waited_ms)
     atomic_fetch_add(&c->stats.wait_sum_ms, (uint64_t)waited_ms);
 }
 
-/* One SET NX attempt. Returns DLOCK_OK (h->fence set), DLOCK_ERR_TIMEOUT when
- * another owner holds the key, or DLOCK_ERR_REDIS. */
-static int try_acquire(dlock_client *c, dlock_handle *h)
+struct dlock_lease *dlock_lease_new(dlock_client *c, const char *key, const dlock_opts *o)
+{
+    size_t klen = strlen(key);
+    struct dlock_lease *l = calloc(1, sizeof(*l) + klen + 1);
+    if (l == NULL)
+        return NULL;
+    l->client = c;
+    l->lease_ms = o->lease_ms;
+    l->handoff_max = o->handoff_max;
+    l->handoff_ms = o->handoff_ms;
+    memcpy(l->key, key, klen + 1);
+    make_token(l->token);
+    return l;
+}
+
+int dlock_try_acquire(dlock_client *c, struct dlock_lease *l, int64_t *pttl)
 {
     char fence_key[DLOCK_KEY_MAX + 8], lease[16];
-    size_t klen = strlen(h->key);
-    memcpy(fence_key, h->key, klen);
+    size_t klen = strlen(l->key);
+    memcpy(fence_key, l->key, klen);
     memcpy(fence_key + klen, ":fence", 7);
-    int n = snprintf(lease, sizeof(lease), "%d", h->lease_ms);
-    const char *argv[] = {h->key, fence_key, h->token, lease};
+    int n = snprintf(lease, sizeof(lease), "%d", l->lease_ms);
+    const char *argv[] = {l->key, fence_key, l->token, lease};
     size_t lens[] = {klen, klen + 6, DLOCK_TOKEN_LEN, (size_t)n};
 
+    int64_t sent = dlock_now_ms(); /* the lease can't have started before this */
     redisReply *r = script(c, DLOCK_SCRIPT_ACQUIRE, 2, 4, argv, lens);
     if (r == NULL)
         return DLOCK_ERR_REDIS;
@@ -203,7 +230,9 @@ static int try_acquire(dlock_client *c, dlock_handle *h)
         r->element[0]->type == REDIS_REPLY_INTEGER && r->element[1]->type == REDIS_REPLY_INTEGER) {
         rc = r->element[0]->integer == 1 ? DLOCK_OK : DLOCK_ERR_TIMEOUT;
         if (rc == DLOCK_OK)
-            h->fence = r->element[1]->integer;
+            l->fence = r->element[1]->integer, l->acquired_ms = sent;
+        else
+            *pttl = r->element[1]->integer;
     } else {
         dlock_fail(rc, "unexpected reply to the acquire script");
     }
@@ -211,18 +240,50 @@ static int try_acquire(dlock_client *c, dlock_handle *h)
     return rc;
 }
 
-static dlock_handle *handle_new(dlock_client *c, const char *key, size_t klen, const dlock_opts *o)
+void dlock_hold(dlock_client *c, struct dlock_handle *h, struct dlock_lease *l, int renew)
 {
-    dlock_handle *h = calloc(1, sizeof(*h) + klen + 1);
+    h->lease = l;
+    h->seq = 0;
+    h->renewals_at_start = 0;
+    l->holder = h;
+    dlock_wd_watch(c->wd, l, renew);
+}
+
+/* Spin mode: this thread alone retries every jittered retry_ms. */
+static int acquire_spin(dlock_client *c, dlock_handle *h, const char *key, const dlock_opts *o,
+                        int64_t deadline)
+{
+    struct dlock_lease *l = dlock_lease_new(c, key, o);
+    if (l == NULL)
+        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+    for (;;) {
+        int64_t pttl;
+        int rc = dlock_try_acquire(c, l, &pttl);
+        if (rc == DLOCK_OK) {
+            pthread_mutex_lock(&c->mu);
+            dlock_hold(c, h, l, o->watchdog);
+            pthread_mutex_unlock(&c->mu);
+            return DLOCK_OK;
+        }
+        int64_t now = dlock_now_ms();
+        if (rc != DLOCK_ERR_TIMEOUT || now >= deadline) {
+            free(l);
+            return rc;
+        }
+        int64_t pause = dlock_jitter_ms(o->retry_ms);
+        sleep_ms(pause < deadline - now ? pause : deadline - now);
+    }
+}
+
+static dlock_handle *handle_new(dlock_client *c, const dlock_opts *o)
+{
+    dlock_handle *h = calloc(1, sizeof(*h));
     if (h == NULL || dlock_cond_init(&h->wake) != 0) {
         free(h);
         return NULL;
     }
     h->client = c;
-    h->lease_ms = o->lease_ms;
     h->max_renewals = o->max_renewals;
-    memcpy(h->key, key, klen + 1);
-    make_token(h->token);
     return h;
 }
 
@@ -243,56 +304,80 @@ int dlock_acquire(dlock_client *c, const char *key, const dlock_opts *opts, dloc
     size_t klen = key ? strnlen(key, DLOCK_KEY_MAX + 1) : 0;
     if (opts_check(&o) != DLOCK_OK || dlock_key_check(key, klen) != DLOCK_OK)
         return DLOCK_ERR_INVALID;
-    dlock_handle *h = handle_new(c, key, klen, &o);
+    dlock_handle *h = handle_new(c, &o);
     if (h == NULL)
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
 
     int64_t start = dlock_now_ms(), deadline = start + o.wait_ms;
-    for (;;) {
-        int64_t sent = dlock_now_ms(); /* the lease can't have started before this */
-        int rc = try_acquire(c, h);
-        int64_t now = dlock_now_ms();
-        if (rc == DLOCK_OK) {
-            record_wait(c, now - start);
-            atomic_fetch_add(&c->stats.acquired, 1);
-            dlock_wd_watch(c->wd, h, sent, o.watchdog);
-            *out = h;
-            return DLOCK_OK;
-        }
-        if (rc == DLOCK_ERR_TIMEOUT && now >= deadline) {
-            record_wait(c, now - start);
-            atomic_fetch_add(&c->stats.timeouts, 1);
-            rc = dlock_fail(rc, "lock %s still held by another owner after %d ms", key, o.wait_ms);
-        }
-        if (rc != DLOCK_ERR_TIMEOUT || now >= deadline) {
-            handle_free(h);
-            return rc;
-        }
-        int64_t pause = jittered(o.retry_ms);
-        sleep_ms(pause < deadline - now ? pause : deadline - now);
+    int rc = o.wait_mode == DLOCK_WAIT_SPIN ? acquire_spin(c, h, key, &o, deadline)
+                                            : dlock_queue_acquire(c, h, key, &o, deadline);
+    if (rc == DLOCK_OK || rc == DLOCK_ERR_TIMEOUT)
+        record_wait(c, dlock_now_ms() - start);
+    if (rc == DLOCK_OK) {
+        atomic_fetch_add(&c->stats.acquired, 1);
+        *out = h;
+        return DLOCK_OK;
     }
+    if (rc == DLOCK_ERR_TIMEOUT) {
+        atomic_fetch_add(&c->stats.timeouts, 1);
+        dlock_fail(rc, "lock %s still held by another owner after %d ms", key, o.wait_ms);
+    }
+    handle_free(h);
+    return rc;
 }
 
-/* Forgets h in the watchdog, runs the owner-checked delete, frees h. Returns
- * what dlock_release documents; *local gets the holder's own view at release
- * (OK, INTERRUPTED or LOST), which stands when Redis can't be asked. */
+/* Deletes the key if it still holds l's token and publishes the release. */
+static int release_in_redis(dlock_client *c, const struct dlock_lease *l)
+{
+    char channel[DLOCK_CHANNEL_MAX];
+    size_t clen = dlock_channel(l->key, channel);
+    const char *argv[] = {l->key, l->token, channel};
+    size_t lens[] = {strlen(l->key), DLOCK_TOKEN_LEN, clen};
+    redisReply *r = script(c, DLOCK_SCRIPT_RELEASE, 1, 3, argv, lens);
+    if (r == NULL)
+        return DLOCK_ERR_REDIS; /* the lease runs out on its own */
+    int rc = (r->type == REDIS_REPLY_INTEGER && r->integer == 1) ? DLOCK_OK : DLOCK_ERR_LOST;
+    if (rc == DLOCK_ERR_LOST)
+        dlock_fail(rc, "lock %s was no longer ours at release", l->key);
+    freeReplyObject(r);
+    return rc;
+}
+
+/* Hands h's lease to a local waiter, or gives it back to Redis. Frees h.
+ * Returns what dlock_release documents; *local gets the holder's own view at
+ * release (OK, INTERRUPTED or LOST), which stands when Redis can't be asked. */
 static int release(dlock_handle *h, int *local)
 {
     dlock_client *c = h->client;
-    *local = dlock_wd_forget(c->wd, h);
-    const char *argv[] = {h->key, h->token};
-    size_t lens[] = {strlen(h->key), DLOCK_TOKEN_LEN};
-    redisReply *r = script(c, DLOCK_SCRIPT_RELEASE, 1, 2, argv, lens);
-    int rc;
-    if (r == NULL)
-        rc = DLOCK_ERR_REDIS; /* the lease runs out on its own */
-    else if (r->type == REDIS_REPLY_INTEGER && r->integer == 1)
-        rc = *local == DLOCK_ERR_INTERRUPTED ? DLOCK_ERR_INTERRUPTED : DLOCK_OK;
-    else
-        rc = dlock_fail(DLOCK_ERR_LOST, "lock %s was no longer ours at release", h->key);
+    struct dlock_lease *l = h->lease;
+    struct dlock_entry *e = h->entry;
+    pthread_mutex_lock(&c->mu);
+    *local = dlock_holder_state(h, dlock_now_ms());
+    if (e && *local == DLOCK_OK && dlock_queue_handoff(c, h)) {
+        pthread_mutex_unlock(&c->mu);
+        handle_free(h);
+        return DLOCK_OK;
+    }
+    l->holder = NULL;
+    dlock_wd_forget(c->wd, l);
+    if (e && e->holder == h) { /* not when a waiter took over our expired lease */
+        e->holder = NULL;
+        if (e->head)
+            pthread_cond_signal(&e->head->cv); /* it contends, and our PUBLISH wakes it */
+    }
+    pthread_mutex_unlock(&c->mu);
+
+    int rc = release_in_redis(c, l);
+    if (rc == DLOCK_OK && *local == DLOCK_ERR_INTERRUPTED)
+        rc = DLOCK_ERR_INTERRUPTED;
     if (rc == DLOCK_ERR_LOST || (rc == DLOCK_ERR_REDIS && *local == DLOCK_ERR_LOST))
         atomic_fetch_add(&c->stats.lost, 1);
-    freeReplyObject(r);
+    if (e) {
+        pthread_mutex_lock(&c->mu);
+        dlock_queue_leave(c, e);
+        pthread_mutex_unlock(&c->mu);
+    }
+    free(l);
     handle_free(h);
     return rc;
 }
@@ -303,15 +388,42 @@ int dlock_release(dlock_handle *h)
     return h ? release(h, &local) : DLOCK_OK;
 }
 
-int dlock_check(dlock_handle *h) { return dlock_wd_check(h->client->wd, h); }
+int dlock_check(dlock_handle *h)
+{
+    pthread_mutex_lock(&h->client->mu);
+    int st = dlock_holder_state(h, dlock_now_ms());
+    pthread_mutex_unlock(&h->client->mu);
+    return st;
+}
 
-int dlock_sleep(dlock_handle *h, int ms) { return dlock_wd_sleep(h->client->wd, h, ms); }
+int dlock_sleep(dlock_handle *h, int ms)
+{
+    dlock_client *c = h->client;
+    int64_t now = dlock_now_ms(), end = now + (ms > 0 ? ms : 0);
+    int st;
+    pthread_mutex_lock(&c->mu);
+    while ((st = dlock_holder_state(h, now)) == DLOCK_OK && now < end) {
+        /* also wake when the local lease deadline passes: that is a loss too */
+        int64_t until = h->lease->valid_until_ms;
+        dlock_cond_wait_until(&h->wake, &c->mu, end < until ? end : until);
+        now = dlock_now_ms();
+    }
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}
 
-int64_t dlock_fence(const dlock_handle *h) { return h->fence; }
-const char *dlock_token(const dlock_handle *h) { return h->token; }
-const char *dlock_key(const dlock_handle *h) { return h->key; }
+int64_t dlock_fence(const dlock_handle *h) { return h->lease->fence; }
+int dlock_handoff_seq(const dlock_handle *h) { return h->seq; }
+const char *dlock_token(const dlock_handle *h) { return h->lease->token; }
+const char *dlock_key(const dlock_handle *h) { return h->lease->key; }
 
-int dlock_renewals(const dlock_handle *h) { return dlock_wd_renewals(h->client->wd, h); }
+int dlock_renewals(const dlock_handle *h)
+{
+    pthread_mutex_lock(&h->client->mu);
+    int n = h->lease->renewals - h->renewals_at_start;
+    pthread_mutex_unlock(&h->client->mu);
+    return n;
+}
 
 int dlock_run(dlock_client *c, const char *key, const dlock_opts *opts, dlock_fn fn, void *arg,
               int *fn_rc)
@@ -333,6 +445,7 @@ int dlock_run(dlock_client *c, const char *key, const dlock_opts *opts, dlock_fn
 void dlock_stats_read(dlock_client *c, dlock_stats *s)
 {
     s->acquired = atomic_load(&c->stats.acquired);
+    s->handoffs = atomic_load(&c->stats.handoffs);
     s->timeouts = atomic_load(&c->stats.timeouts);
     s->renewals = atomic_load(&c->stats.renewals);
     s->interrupts = atomic_load(&c->stats.interrupts);

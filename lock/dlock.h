@@ -38,6 +38,13 @@ enum dlock_code {
     DLOCK_ERR_NOMEM = -6,       /* out of memory or threads */
 };
 
+/* How a waiter learns that the lock it wants was released. */
+enum dlock_wait_mode {
+    DLOCK_WAIT_NOTIFY = 0, /* local FIFO per key; the head is woken by the release's PUBLISH
+                            * (retry_ms stays a safety net); hand-offs between local holders */
+    DLOCK_WAIT_SPIN = 1,   /* every thread retries every retry_ms (jittered) on its own */
+};
+
 /* Where Redis is and how long to wait for it. */
 typedef struct dlock_config {
     const char *host;       /* default "127.0.0.1"; copied by dlock_client_new */
@@ -54,6 +61,11 @@ typedef struct dlock_opts {
     int retry_ms;     /* 100: pause between tries, randomised to 0.5x..1.5x */
     int max_renewals; /* 30: renewals before the holder is interrupted; 0 = never */
     int watchdog;     /* 1: renew while held; 0: the lease simply runs out */
+    int wait_mode;    /* DLOCK_WAIT_NOTIFY (default) or DLOCK_WAIT_SPIN */
+    int handoff_max;  /* 8: notify mode: consecutive hand-offs of one lease to local
+                       * waiters before it goes back through Redis; 0 = never */
+    int handoff_ms;   /* 100: ... and no hand-off once the lease is this old, so other
+                       * processes get their turn */
 } dlock_opts;
 
 typedef struct dlock_client dlock_client;
@@ -64,7 +76,8 @@ typedef struct dlock_handle dlock_handle;
 extern const int dlock_wait_bucket_ms[DLOCK_WAIT_BUCKETS]; /* upper bounds; last is +Inf */
 
 typedef struct dlock_stats {
-    uint64_t acquired;      /* acquisitions that succeeded */
+    uint64_t acquired;      /* acquisitions that succeeded, through Redis or hand-off */
+    uint64_t handoffs;      /* of which handed over locally, without Redis */
     uint64_t timeouts;      /* acquisitions that gave up after wait_ms */
     uint64_t renewals;      /* successful lease renewals */
     uint64_t interrupts;    /* holders interrupted after max_renewals */
@@ -95,15 +108,20 @@ int dlock_ping(dlock_client *c);
 int dlock_key_check(const char *key, size_t len);
 
 /* Acquires key for a new random owner token (SET NX PX inside a Lua script that
- * also issues the fencing token), waiting up to opts->wait_ms.
+ * also issues the fencing token), waiting up to opts->wait_ms. In notify mode
+ * the lock may instead be handed over by a local holder of the same key: the
+ * lease (token, fence, TTL) is then shared, and dlock_handoff_seq() > 0.
  * Returns DLOCK_OK with *out set to a handle owned by the caller until
  * dlock_release(); or DLOCK_ERR_TIMEOUT, DLOCK_ERR_REDIS, DLOCK_ERR_INVALID,
  * DLOCK_ERR_NOMEM with *out NULL. Never waits longer than wait_ms plus one
  * command timeout. */
 int dlock_acquire(dlock_client *c, const char *key, const dlock_opts *opts, dlock_handle **out);
 
-/* Releases the lock and frees h. The watchdog forgets h first, so no renewal can
- * follow. Deletes the key only if it still holds h's token.
+/* Releases the lock and frees h. In notify mode, when a local thread waits for
+ * the key and the hand-off bounds allow, the lease passes to it without a
+ * Redis round trip. Otherwise the watchdog forgets the lease first, so no
+ * renewal can follow, and a script deletes the key only if it still holds our
+ * token, then publishes on the key's release channel.
  * Returns DLOCK_OK; DLOCK_ERR_LOST when the lease had expired or another owner
  * held the key (which is left untouched); DLOCK_ERR_INTERRUPTED when h was
  * interrupted (the key is still deleted if ours); DLOCK_ERR_REDIS when Redis
@@ -123,8 +141,13 @@ int dlock_sleep(dlock_handle *h, int ms);
 
 /* The fencing token of this acquisition: strictly greater than every token
  * issued earlier for the same key, also across Redis restarts (the counter is
- * seeded from Redis's clock in microseconds when missing). */
+ * seeded from Redis's clock in microseconds when missing). Holders that got
+ * the lease by hand-off share its fence and differ in dlock_handoff_seq(). */
 int64_t dlock_fence(const dlock_handle *h);
+
+/* 0 when the lease came from Redis, n for the n-th local hand-off of it.
+ * (fence, seq) pairs of one key strictly increase in the order of holding. */
+int dlock_handoff_seq(const dlock_handle *h);
 
 const char *dlock_token(const dlock_handle *h); /* owned by h */
 const char *dlock_key(const dlock_handle *h);   /* owned by h */

@@ -27,9 +27,12 @@ static const char acquire_lua[] =
     "end\n"
     "return {0, redis.call('pttl', KEYS[1])}\n";
 
+/* Release: delete only our own key, and tell waiters on the key's channel. */
 static const char release_lua[] =
     "if redis.call('get', KEYS[1]) == ARGV[1] then\n"
-    "  return redis.call('del', KEYS[1])\n"
+    "  redis.call('del', KEYS[1])\n"
+    "  redis.call('publish', ARGV[2], '1')\n"
+    "  return 1\n"
     "end\n"
     "return 0\n";
 

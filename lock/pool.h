@@ -9,7 +9,7 @@ typedef struct dlock_pool dlock_pool;
 
 enum dlock_script {
     DLOCK_SCRIPT_ACQUIRE, /* KEYS: lock, fence; ARGV: token, lease_ms -> {1,fence} | {0,pttl} */
-    DLOCK_SCRIPT_RELEASE, /* KEYS: lock; ARGV: token -> 1 deleted | 0 not ours */
+    DLOCK_SCRIPT_RELEASE, /* KEYS: lock; ARGV: token, channel -> 1 deleted+published | 0 not ours */
     DLOCK_SCRIPT_RENEW,   /* KEYS: lock; ARGV: token, lease_ms -> 1 renewed | 0 not ours */
     DLOCK_SCRIPT_COUNT
 };

@@ -163,12 +163,12 @@ static void add_item(const store_item *it, void *arr) { json_array_append_new(ar
 static void add_order(const store_order *o, void *arr)
 {
     json_array_append_new(
-        arr, json_pack("{s:I, s:I, s:I, s:o, s:s, s:s, s:I, s:s}", "orderId",
+        arr, json_pack("{s:I, s:I, s:I, s:o, s:s, s:s, s:I, s:i, s:s}", "orderId",
                        (json_int_t)o->order_id, "quantity", (json_int_t)o->quantity, "remaining",
                        (json_int_t)o->remaining, "requestId",
                        o->has_request_id ? json_string(o->request_id) : json_null(), "instance",
                        o->instance, "lockMode", o->lock_mode, "fence", (json_int_t)o->fence,
-                       "createdAt", o->created_at));
+                       "fenceSeq", o->fence_seq, "createdAt", o->created_at));
 }
 
 static void reply_store_error(struct reply *r, int rc, store_conn *c)

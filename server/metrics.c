@@ -72,6 +72,8 @@ static void render_lock(struct buf *b, dlock_client *locks)
     dlock_stats s;
     dlock_stats_read(locks, &s);
     put_counter(b, "stockd_lock_acquired_total", "Lock acquisitions that succeeded.", s.acquired);
+    put_counter(b, "stockd_lock_handoffs_total",
+                "Acquisitions handed over by a local holder, without Redis.", s.handoffs);
     put_counter(b, "stockd_lock_wait_timeouts_total", "Lock waits that gave up after wait-ms.",
                 s.timeouts);
     put_counter(b, "stockd_lock_renewals_total", "Watchdog lease renewals.", s.renewals);

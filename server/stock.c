@@ -85,14 +85,24 @@ static int plain_sleep(int ms)
     return DLOCK_OK;
 }
 
+/* The fencing token of the held lock, or a zero token when unfenced. */
+static store_fence token_of(dlock_handle *h, const stock_config *cfg)
+{
+    store_fence f = {0, 0};
+    if (h && cfg->fencing)
+        f.fence = dlock_fence(h), f.seq = dlock_handoff_seq(h);
+    return f;
+}
+
 /* Read, work, write. h is the held lock, or NULL in mode none. */
 static int read_modify_write(dlock_handle *h, void *arg)
 {
     struct rmw *x = arg;
     const req_reduce *r = x->r;
-    int64_t stock, fence = (h && x->cfg->fencing) ? dlock_fence(h) : 0;
-    int rc = fence ? store_stock_claim(x->c, r->item_id, fence, &stock)
-                   : store_stock_read(x->c, r->item_id, &stock);
+    int64_t stock;
+    store_fence fence = token_of(h, x->cfg);
+    int rc = fence.fence ? store_stock_claim(x->c, r->item_id, &fence, &stock)
+                         : store_stock_read(x->c, r->item_id, &stock);
     if (rc != STORE_OK)
         return from_store(x->out, rc, x->c, r);
     if (stock < r->quantity) {
@@ -179,8 +189,8 @@ struct set_args {
 static int set_stock(dlock_handle *h, void *arg)
 {
     struct set_args *a = arg;
-    int64_t fence = (h && a->x.cfg->fencing) ? dlock_fence(h) : 0;
-    int rc = store_item_set_stock(a->x.c, a->x.r->item_id, a->stock, fence);
+    store_fence fence = token_of(h, a->x.cfg);
+    int rc = store_item_set_stock(a->x.c, a->x.r->item_id, a->stock, fence.fence ? &fence : NULL);
     if (rc == STORE_OK)
         rc = store_item_get(a->x.c, a->x.r->item_id, &a->x.out->item);
     return from_store(a->x.out, rc, a->x.c, NULL);

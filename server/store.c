@@ -15,7 +15,7 @@
 #define NOW_SQL "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
 #define ORDER_COLS                                                                     \
     "id, item_id, quantity, remaining, COALESCE(fence, 0), request_id, instance_id, " \
-    "lock_mode, created_at"
+    "lock_mode, created_at, COALESCE(fence_seq, 0)"
 #define ITEM_SELECT                                                                   \
     "SELECT i.id, i.name, i.stock, COALESCE(SUM(d.quantity), 0), COUNT(d.id) "       \
     "FROM items i LEFT JOIN deductions d ON d.item_id = i.id "
@@ -36,17 +36,18 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_ITEM_GET] = ITEM_SELECT "WHERE i.id = ?1 GROUP BY i.id",
     [ST_ITEM_LIST] = ITEM_SELECT "GROUP BY i.id ORDER BY i.id LIMIT ?1",
     [ST_SET_STOCK] = "UPDATE items SET stock = ?2, updated_at = " NOW_SQL " WHERE id = ?1",
-    [ST_SET_STOCK_FENCED] = "UPDATE items SET stock = ?2, fence = ?3, updated_at = " NOW_SQL
-                            " WHERE id = ?1 AND fence < ?3",
+    [ST_SET_STOCK_FENCED] = "UPDATE items SET stock = ?2, fence = ?3, fence_seq = ?4, "
+                            "updated_at = " NOW_SQL " WHERE id = ?1 AND (fence, fence_seq) < (?3, ?4)",
     [ST_STOCK_READ] = "SELECT stock FROM items WHERE id = ?1",
-    [ST_STOCK_CLAIM] = "UPDATE items SET fence = ?2 WHERE id = ?1 AND fence < ?2 RETURNING stock",
+    [ST_STOCK_CLAIM] = "UPDATE items SET fence = ?3, fence_seq = ?4 WHERE id = ?1 AND "
+                       "(fence, fence_seq) < (?3, ?4) RETURNING stock", /* ?2 unused */
     [ST_STOCK_WRITE_CLAIMED] = "UPDATE items SET stock = ?2, updated_at = " NOW_SQL
-                               " WHERE id = ?1 AND fence = ?3",
+                               " WHERE id = ?1 AND fence = ?3 AND fence_seq = ?4",
     [ST_STOCK_ATOMIC] = "UPDATE items SET stock = stock - ?2, updated_at = " NOW_SQL
                         " WHERE id = ?1 AND stock >= ?2 RETURNING stock",
     [ST_ORDER_INSERT] = "INSERT INTO deductions (item_id, quantity, remaining, request_id, "
-                        "instance_id, lock_mode, fence, lock_token) "
-                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id, created_at",
+                        "instance_id, lock_mode, fence, lock_token, fence_seq) "
+                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING id, created_at",
     [ST_ORDER_BY_REQUEST] = "SELECT " ORDER_COLS " FROM deductions WHERE request_id = ?1",
     [ST_ORDERS_OF_ITEM] = "SELECT " ORDER_COLS
                           " FROM deductions WHERE item_id = ?1 ORDER BY id DESC LIMIT ?2",
@@ -135,6 +136,7 @@ static void read_order(sqlite3_stmt *st, store_order *o)
     copy_text(o->instance, sizeof(o->instance), st, 6);
     copy_text(o->lock_mode, sizeof(o->lock_mode), st, 7);
     copy_text(o->created_at, sizeof(o->created_at), st, 8);
+    o->fence_seq = sqlite3_column_int(st, 9);
 }
 
 static void conn_close(store_conn *c)
@@ -368,19 +370,21 @@ int store_stock_read(store_conn *c, int64_t item_id, int64_t *stock)
     return rc;
 }
 
-/* Runs an UPDATE on one item bound as (id, value, fence). When it changes
- * nothing the item is missing (NOT_FOUND) or, when fenced, another holder's
- * token is on the row (STALE). With RETURNING, *ret gets the first column. */
+/* Runs an UPDATE on one item bound as (id, value, fence, seq). When it
+ * changes nothing the item is missing (NOT_FOUND) or, when fenced, another
+ * holder's token is on the row (STALE). With RETURNING, *ret gets column 0. */
 static int update_item(store_conn *c, enum stmt_id id_stmt, int64_t id, int64_t value,
-                       int64_t fence, int64_t *ret)
+                       const store_fence *f, int64_t *ret)
 {
     sqlite3_stmt *st = stmt(c, id_stmt);
     if (st == NULL)
         return STORE_ERR_IO;
     sqlite3_bind_int64(st, 1, id);
     sqlite3_bind_int64(st, 2, value);
-    if (fence > 0 && id_stmt != ST_STOCK_CLAIM)
-        sqlite3_bind_int64(st, 3, fence);
+    if (f) {
+        sqlite3_bind_int64(st, 3, f->fence);
+        sqlite3_bind_int(st, 4, f->seq);
+    }
     int step = sqlite3_step(st), rc = STORE_OK, changed = 0;
     if (step == SQLITE_ROW && ret)
         *ret = sqlite3_column_int64(st, 0);
@@ -393,29 +397,30 @@ static int update_item(store_conn *c, enum stmt_id id_stmt, int64_t id, int64_t 
         int64_t ignored;
         rc = store_stock_read(c, id, &ignored);
         if (rc == STORE_OK) {
-            snprintf(c->err, sizeof(c->err), "item %lld carries a newer lock's fence than %lld",
-                     (long long)id, (long long)fence);
+            snprintf(c->err, sizeof(c->err), "item %lld carries a newer lock's token than "
+                     "(%lld, %d)", (long long)id, (long long)f->fence, f->seq);
             rc = STORE_ERR_STALE;
         }
     }
     return rc;
 }
 
-int store_stock_claim(store_conn *c, int64_t item_id, int64_t fence, int64_t *stock)
+int store_stock_claim(store_conn *c, int64_t item_id, const store_fence *f, int64_t *stock)
 {
-    return update_item(c, ST_STOCK_CLAIM, item_id, fence, fence, stock);
+    return update_item(c, ST_STOCK_CLAIM, item_id, 0, f, stock);
 }
 
-int store_item_set_stock(store_conn *c, int64_t id, int64_t stock, int64_t fence)
+int store_item_set_stock(store_conn *c, int64_t id, int64_t stock, const store_fence *f)
 {
-    return update_item(c, fence > 0 ? ST_SET_STOCK_FENCED : ST_SET_STOCK, id, stock, fence, NULL);
+    return update_item(c, f ? ST_SET_STOCK_FENCED : ST_SET_STOCK, id, stock, f, NULL);
 }
 
-/* The write half of read-modify-write; with a fence, only while our claim stands. */
+/* The write half of read-modify-write; fenced, only while our claim stands. */
 static int write_stock(store_conn *c, const store_deduction *d)
 {
-    return update_item(c, d->fence > 0 ? ST_STOCK_WRITE_CLAIMED : ST_SET_STOCK, d->item_id,
-                       d->new_stock, d->fence, NULL);
+    const store_fence *f = d->fence.fence > 0 ? &d->fence : NULL;
+    return update_item(c, f ? ST_STOCK_WRITE_CLAIMED : ST_SET_STOCK, d->item_id, d->new_stock, f,
+                       NULL);
 }
 
 /* stock = stock - quantity where enough is left; *left is the new stock, or
@@ -454,8 +459,10 @@ static int insert_order(store_conn *c, const store_deduction *d, int64_t remaini
         sqlite3_bind_text(st, 4, d->request_id, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 5, d->instance, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 6, d->lock_mode, -1, SQLITE_STATIC);
-    if (d->fence > 0)
-        sqlite3_bind_int64(st, 7, d->fence);
+    if (d->fence.fence > 0) {
+        sqlite3_bind_int64(st, 7, d->fence.fence);
+        sqlite3_bind_int(st, 9, d->fence.seq);
+    }
     if (d->lock_token)
         sqlite3_bind_text(st, 8, d->lock_token, -1, SQLITE_STATIC);
     int rc = STORE_OK;
@@ -472,7 +479,8 @@ static int insert_order(store_conn *c, const store_deduction *d, int64_t remaini
     out->item_id = d->item_id;
     out->quantity = d->quantity;
     out->remaining = remaining;
-    out->fence = d->fence;
+    out->fence = d->fence.fence;
+    out->fence_seq = d->fence.seq;
     out->has_request_id = d->request_id != NULL;
     snprintf(out->request_id, sizeof(out->request_id), "%s", d->request_id ? d->request_id : "");
     snprintf(out->instance, sizeof(out->instance), "%s", d->instance);

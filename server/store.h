@@ -32,6 +32,13 @@ typedef struct store_config {
 typedef struct store store;
 typedef struct store_conn store_conn;
 
+/* A lock's fencing token: (fence, seq), compared as a pair. seq counts the
+ * local hand-offs of one lease. */
+typedef struct store_fence {
+    int64_t fence;
+    int seq;
+} store_fence;
+
 typedef struct store_item {
     int64_t id;
     char name[STORE_NAME_MAX + 1];
@@ -43,6 +50,7 @@ typedef struct store_item {
 typedef struct store_order {
     int64_t order_id, item_id, quantity, remaining;
     int64_t fence; /* 0 when written without a lock */
+    int fence_seq;
     int has_request_id;
     char request_id[STORE_REQUEST_ID_MAX + 1];
     char instance[129];
@@ -56,7 +64,7 @@ typedef struct store_deduction {
     int64_t new_stock;      /* read-modify-write: stock computed from the earlier read */
     const char *request_id; /* NULL when the client sent none */
     const char *instance, *lock_mode;
-    int64_t fence;          /* > 0: fenced write, only while the row carries this fence */
+    store_fence fence;      /* fence > 0: fenced write, only while the row carries it */
     const char *lock_token; /* NULL without a lock */
 } store_deduction;
 
@@ -86,9 +94,9 @@ int store_item_get(store_conn *c, int64_t id, store_item *out);
 typedef void (*store_item_fn)(const store_item *item, void *arg);
 int store_item_list(store_conn *c, int limit, store_item_fn fn, void *arg);
 
-/* Sets an item's stock. fence > 0 makes it a fenced write that also claims the
- * row: STORE_ERR_STALE when the row carries this or a newer token. */
-int store_item_set_stock(store_conn *c, int64_t id, int64_t stock, int64_t fence);
+/* Sets an item's stock. A fence (non-NULL) makes it a fenced write that also
+ * claims the row: STORE_ERR_STALE when the row carries this or a newer token. */
+int store_item_set_stock(store_conn *c, int64_t id, int64_t stock, const store_fence *f);
 
 /* Calls fn for the item's newest orders, at most limit. */
 typedef void (*store_order_fn)(const store_order *order, void *arg);
@@ -100,14 +108,15 @@ int store_order_by_request(store_conn *c, const char *request_id, store_order *o
 /* The read half of read-modify-write: a plain SELECT, no transaction held. */
 int store_stock_read(store_conn *c, int64_t item_id, int64_t *stock);
 
-/* The fenced read: claims the row for fence (sets items.fence when it is
- * lower) and returns its stock. From then on, a holder with an older token can
- * no longer write it, even one that read before us. STORE_OK, STORE_ERR_STALE
- * (a newer token is on the row), STORE_ERR_NOT_FOUND, STORE_ERR_BUSY, STORE_ERR_IO. */
-int store_stock_claim(store_conn *c, int64_t item_id, int64_t fence, int64_t *stock);
+/* The fenced read: claims the row for token f (sets items.fence, fence_seq
+ * when the row's pair is lower) and returns its stock. From then on a holder
+ * with an older token can no longer write it, even one that read before us.
+ * STORE_OK, STORE_ERR_STALE (this or a newer token is on the row),
+ * STORE_ERR_NOT_FOUND, STORE_ERR_BUSY, STORE_ERR_IO. */
+int store_stock_claim(store_conn *c, int64_t item_id, const store_fence *f, int64_t *stock);
 
 /* The write half: in one transaction, sets the item's stock to d->new_stock
- * (when d->fence > 0, only if the row still carries that fence, i.e. our claim
+ * (when fenced, only if the row still carries d->fence, i.e. our claim
  * stands) and appends the ledger row. Returns STORE_OK with
  * *out; STORE_ERR_DUPLICATE with the earlier order in *out (nothing written);
  * STORE_ERR_STALE, STORE_ERR_NOT_FOUND, STORE_ERR_BUSY, STORE_ERR_IO with

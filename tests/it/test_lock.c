@@ -1,6 +1,8 @@
 /* test_lock.c - the lock library against a real, private redis-server:
  * acquisition and waiting, owner-checked release, watchdog renewal,
- * interruption, fencing, contention, and Redis going away. */
+ * interruption, fencing, contention, and Redis going away - all of it in both
+ * wait modes - then what only notify mode does: wake-ups by the release,
+ * local queueing and hand-off. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,11 +18,12 @@
 
 static th_redis redis;
 static dlock_client *client;
+static int wait_mode; /* the mode the current group runs in */
 
 static int group_setup(void **state)
 {
     (void)state;
-    if (th_redis_start(&redis) != 0)
+    if (redis.pid == 0 && th_redis_start(&redis) != 0)
         return -1;
     dlock_config cfg;
     dlock_config_defaults(&cfg);
@@ -32,8 +35,19 @@ static int group_teardown(void **state)
 {
     (void)state;
     dlock_client_free(client);
-    th_redis_stop(&redis, 0);
+    client = NULL;
     return 0;
+}
+
+/* A second client: another process, as far as the lock can tell. */
+static dlock_client *other_client(void)
+{
+    dlock_config cfg;
+    dlock_config_defaults(&cfg);
+    cfg.port = redis.port;
+    dlock_client *c;
+    assert_int_equal(dlock_client_new(&cfg, &c), DLOCK_OK);
+    return c;
 }
 
 /* Options for a test: short lease and quick retries unless the test says otherwise. */
@@ -44,6 +58,7 @@ static dlock_opts opts(int lease_ms, int wait_ms)
     o.lease_ms = lease_ms;
     o.wait_ms = wait_ms;
     o.retry_ms = 10;
+    o.wait_mode = wait_mode;
     return o;
 }
 
@@ -369,9 +384,218 @@ static void test_redis_down_fails_fast_then_recovers(void **state)
     assert_true(s.redis_errors >= 2);
 }
 
+/* ---- notify mode only ---- */
+
+struct timed_holder {
+    dlock_client *c;
+    const char *key;
+    int hold_ms;
+    int raw_delete; /* end the hold with a bare DEL: no release notification */
+};
+
+static void *hold_for(void *arg)
+{
+    struct timed_holder *t = arg;
+    dlock_opts o = opts(5000, 0);
+    dlock_handle *h;
+    if (dlock_acquire(t->c, t->key, &o, &h) != DLOCK_OK)
+        return NULL;
+    th_sleep_ms(t->hold_ms);
+    if (t->raw_delete) {
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "DEL %s", t->key);
+        th_redis_int(&redis, cmd);
+    }
+    dlock_release(h);
+    return NULL;
+}
+
+/* Waits with retry_ms 2000 (so the first retry is at least 1 s away) for a
+ * lock another client releases after 100 ms. Returns the wait in ms. */
+static int64_t wait_for_release_by_other(int raw_delete, int retry_ms)
+{
+    dlock_client *other = other_client();
+    struct timed_holder t = {other, raw_delete ? "t:missed" : "t:notified", 100, raw_delete};
+    pthread_t th;
+    pthread_create(&th, NULL, hold_for, &t);
+    char cmd[64];
+    snprintf(cmd, sizeof(cmd), "EXISTS %s", t.key);
+    while (th_redis_int(&redis, cmd) != 1)
+        th_sleep_ms(1);
+    dlock_opts o = opts(5000, 10000);
+    o.retry_ms = retry_ms;
+    dlock_handle *h;
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_acquire(client, t.key, &o, &h), DLOCK_OK);
+    int64_t waited = th_now_ms() - t0;
+    dlock_release(h);
+    pthread_join(th, NULL);
+    dlock_client_free(other);
+    return waited;
+}
+
+static void test_waiter_is_woken_by_the_release_not_its_retry(void **state)
+{
+    (void)state;
+    int64_t waited = wait_for_release_by_other(0, 2000);
+    assert_true(waited >= 50);   /* it did wait for the holder */
+    assert_true(waited < 1000);  /* a retry could not have come before 1000 ms */
+}
+
+static void test_missed_notification_costs_at_most_one_retry_interval(void **state)
+{
+    (void)state;
+    int64_t waited = wait_for_release_by_other(1, 300); /* DEL publishes nothing */
+    assert_true(waited >= 100);
+    assert_true(waited <= 100 + 450 + 300); /* hold + one jittered interval (<= 1.5x) + slack */
+}
+
+static long long acquire_script_calls(void)
+{
+    redisContext *rc = th_redis_connect(&redis);
+    redisReply *r = redisCommand(rc, "INFO commandstats");
+    long long calls = 0;
+    const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "cmdstat_evalsha:calls=")
+                                                        : NULL;
+    if (p)
+        calls = atoll(p + 22);
+    freeReplyObject(r);
+    redisFree(rc);
+    return calls;
+}
+
+struct waiter_arg {
+    int mode;
+    int ok;
+};
+
+static void *wait_long(void *arg)
+{
+    struct waiter_arg *w = arg;
+    dlock_opts o = opts(5000, 5000);
+    o.wait_mode = w->mode;
+    dlock_handle *h;
+    w->ok = dlock_acquire(client, "t:queue", &o, &h) == DLOCK_OK;
+    if (w->ok)
+        dlock_release(h);
+    return NULL;
+}
+
+/* 6 threads wait 400 ms for a key held elsewhere, retrying every 10 ms: in
+ * spin mode each of them polls Redis (~240 attempts); queued, only the head
+ * does (its retry interval is a safety net that still ticks). */
+static long long script_calls_while_six_threads_wait(int mode)
+{
+    dlock_client *other = other_client();
+    struct timed_holder t = {other, "t:queue", 400, 0};
+    pthread_t holder, th[6];
+    struct waiter_arg w[6];
+    pthread_create(&holder, NULL, hold_for, &t);
+    while (th_redis_int(&redis, "EXISTS t:queue") != 1)
+        th_sleep_ms(1);
+    long long before = acquire_script_calls();
+    for (int i = 0; i < 6; i++) {
+        w[i] = (struct waiter_arg){mode, 0};
+        pthread_create(&th[i], NULL, wait_long, &w[i]);
+    }
+    pthread_join(holder, NULL);
+    for (int i = 0; i < 6; i++) {
+        pthread_join(th[i], NULL);
+        assert_true(w[i].ok);
+    }
+    dlock_client_free(other);
+    return acquire_script_calls() - before;
+}
+
+static void test_local_queue_keeps_redis_traffic_per_process_not_per_thread(void **state)
+{
+    (void)state;
+    long long spin = script_calls_while_six_threads_wait(DLOCK_WAIT_SPIN);
+    long long notify = script_calls_while_six_threads_wait(DLOCK_WAIT_NOTIFY);
+    print_message("acquire+release scripts while 6 threads waited: spin %lld, notify %lld\n",
+                  spin, notify);
+    assert_true(spin > 100);
+    assert_true(notify * 3 < spin); /* traffic per process, not per thread (6 here) */
+}
+
+#define HOT_THREADS 4
+#define HOT_ROUNDS 100
+
+struct token_log {
+    pthread_mutex_t mu;
+    int64_t fence[2 * HOT_THREADS * HOT_ROUNDS];
+    int seq[2 * HOT_THREADS * HOT_ROUNDS];
+    int n, max_seq, remote_ok;
+};
+
+struct hot_arg {
+    dlock_client *c;
+    struct token_log *log;
+    int rounds;
+};
+
+static void *hot_loop(void *arg)
+{
+    struct hot_arg *a = arg;
+    dlock_opts o = opts(5000, 10000);
+    o.handoff_max = 2;
+    for (int i = 0; i < a->rounds; i++) {
+        dlock_handle *h;
+        if (dlock_acquire(a->c, "t:handoff", &o, &h) != DLOCK_OK)
+            continue;
+        pthread_mutex_lock(&a->log->mu); /* in holding order: we hold the lock */
+        int n = a->log->n++;
+        a->log->fence[n] = dlock_fence(h);
+        a->log->seq[n] = dlock_handoff_seq(h);
+        if (a->log->seq[n] > a->log->max_seq)
+            a->log->max_seq = a->log->seq[n];
+        pthread_mutex_unlock(&a->log->mu);
+        th_sleep_ms(1);
+        dlock_release(h);
+    }
+    return NULL;
+}
+
+static void test_handoff_is_bounded_and_tokens_keep_growing(void **state)
+{
+    (void)state;
+    static struct token_log log = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    dlock_client *remote = other_client();
+    pthread_t th[HOT_THREADS + 1];
+    struct hot_arg local = {client, &log, HOT_ROUNDS}, far = {remote, &log, HOT_ROUNDS};
+    for (int i = 0; i < HOT_THREADS; i++)
+        pthread_create(&th[i], NULL, hot_loop, &local);
+    pthread_create(&th[HOT_THREADS], NULL, hot_loop, &far); /* a remote waiter */
+    for (int i = 0; i <= HOT_THREADS; i++)
+        pthread_join(th[i], NULL);
+    dlock_stats s;
+    dlock_stats_read(client, &s);
+    dlock_client_free(remote);
+    assert_int_equal(log.n, (HOT_THREADS + 1) * HOT_ROUNDS); /* the remote one got every turn */
+    assert_true(s.handoffs > 0);
+    assert_true(log.max_seq <= 2); /* handoff_max */
+    for (int i = 1; i < log.n; i++)
+        if (log.fence[i] < log.fence[i - 1] ||
+            (log.fence[i] == log.fence[i - 1] && log.seq[i] <= log.seq[i - 1]))
+            fail_msg("token %d (%lld, %d) not above (%lld, %d)", i, (long long)log.fence[i],
+                     log.seq[i], (long long)log.fence[i - 1], log.seq[i - 1]);
+}
+
+static int notify_setup(void **state)
+{
+    wait_mode = DLOCK_WAIT_NOTIFY;
+    return group_setup(state);
+}
+
+static int spin_setup(void **state)
+{
+    wait_mode = DLOCK_WAIT_SPIN;
+    return group_setup(state);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
+    const struct CMUnitTest common[] = {
         cmocka_unit_test(test_acquire_release_and_reacquire),
         cmocka_unit_test(test_tokens_are_unique_per_acquisition),
         cmocka_unit_test(test_second_owner_fails_fast_with_zero_wait),
@@ -388,5 +612,18 @@ int main(void)
         cmocka_unit_test(test_threads_increment_shared_counter_without_lost_update),
         cmocka_unit_test(test_redis_down_fails_fast_then_recovers),
     };
-    return cmocka_run_group_tests_name("lock", tests, group_setup, group_teardown);
+    const struct CMUnitTest notify_only[] = {
+        cmocka_unit_test(test_waiter_is_woken_by_the_release_not_its_retry),
+        cmocka_unit_test(test_missed_notification_costs_at_most_one_retry_interval),
+        cmocka_unit_test(test_local_queue_keeps_redis_traffic_per_process_not_per_thread),
+        cmocka_unit_test(test_handoff_is_bounded_and_tokens_keep_growing),
+    };
+    int failed = cmocka_run_group_tests_name("lock, spin mode", common, spin_setup,
+                                             group_teardown);
+    failed += cmocka_run_group_tests_name("lock, notify mode", common, notify_setup,
+                                          group_teardown);
+    failed += cmocka_run_group_tests_name("lock, notify only", notify_only, notify_setup,
+                                          group_teardown);
+    th_redis_stop(&redis, 0);
+    return failed;
 }

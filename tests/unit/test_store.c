@@ -59,8 +59,17 @@ static store_deduction deduction(int64_t item, int64_t qty, int64_t new_stock, i
 {
     store_deduction d = {.item_id = item, .quantity = qty, .new_stock = new_stock,
                          .request_id = request_id, .instance = "test", .lock_mode = "redis",
-                         .fence = fence, .lock_token = fence ? "tok" : NULL};
+                         .fence = {fence, 0}, .lock_token = fence ? "tok" : NULL};
     return d;
+}
+
+static const store_fence *token(int64_t fence, int seq)
+{
+    static _Thread_local store_fence slots[4];
+    static _Thread_local int next;
+    store_fence *f = &slots[next++ % 4];
+    f->fence = fence, f->seq = seq;
+    return f;
 }
 
 static void test_reopening_applies_the_schema_once(void **state)
@@ -102,10 +111,10 @@ static void test_items_are_created_read_and_listed(void **state)
     assert_int_equal(it.stock, 5);
     assert_int_equal(it.sold, 0);
     assert_int_equal(store_item_get(c, b + 100, &it), STORE_ERR_NOT_FOUND);
-    assert_int_equal(store_item_set_stock(c, b, 9, 0), STORE_OK);
+    assert_int_equal(store_item_set_stock(c, b, 9, NULL), STORE_OK);
     assert_int_equal(store_item_get(c, b, &it), STORE_OK);
     assert_int_equal(it.stock, 9);
-    assert_int_equal(store_item_set_stock(c, b + 100, 9, 0), STORE_ERR_NOT_FOUND);
+    assert_int_equal(store_item_set_stock(c, b + 100, 9, NULL), STORE_ERR_NOT_FOUND);
     store_put(*state, c);
 }
 
@@ -178,8 +187,8 @@ static void test_stale_holder_cannot_write_after_newer_holder_read(void **state)
 {
     store_conn *c = conn(state);
     int64_t id = new_item(c, 10), stock_a, stock_b;
-    assert_int_equal(store_stock_claim(c, id, 10, &stock_a), STORE_OK);
-    assert_int_equal(store_stock_claim(c, id, 11, &stock_b), STORE_OK);
+    assert_int_equal(store_stock_claim(c, id, token(10, 0), &stock_a), STORE_OK);
+    assert_int_equal(store_stock_claim(c, id, token(11, 0), &stock_b), STORE_OK);
     assert_int_equal(stock_a, 10);
     assert_int_equal(stock_b, 10);
 
@@ -195,10 +204,35 @@ static void test_stale_holder_cannot_write_after_newer_holder_read(void **state)
     assert_int_equal(it.stock + it.sold, 10); /* nothing lost */
     assert_int_equal(it.order_count, 1);
     /* an older token can't even claim the row any more */
-    assert_int_equal(store_stock_claim(c, id, 10, &stock_a), STORE_ERR_STALE);
-    assert_int_equal(store_item_set_stock(c, id, 50, 10), STORE_ERR_STALE);
-    assert_int_equal(store_item_set_stock(c, id, 50, 12), STORE_OK);
-    assert_int_equal(store_stock_claim(c, id + 100, 13, &stock_a), STORE_ERR_NOT_FOUND);
+    assert_int_equal(store_stock_claim(c, id, token(10, 0), &stock_a), STORE_ERR_STALE);
+    assert_int_equal(store_item_set_stock(c, id, 50, token(10, 5)), STORE_ERR_STALE);
+    assert_int_equal(store_item_set_stock(c, id, 50, token(12, 0)), STORE_OK);
+    assert_int_equal(store_stock_claim(c, id + 100, token(13, 0), &stock_a), STORE_ERR_NOT_FOUND);
+    store_put(*state, c);
+}
+
+/* Hand-offs share a lease's fence; the seq orders its holders. */
+static void test_handed_off_holders_are_ordered_by_seq(void **state)
+{
+    store_conn *c = conn(state);
+    int64_t id = new_item(c, 10), stock;
+    store_order o;
+    assert_int_equal(store_stock_claim(c, id, token(20, 0), &stock), STORE_OK);
+    store_deduction d = deduction(id, 1, stock - 1, 20, NULL);
+    assert_int_equal(store_deduct_write(c, &d, &o), STORE_OK);
+    assert_int_equal(store_stock_claim(c, id, token(20, 1), &stock), STORE_OK); /* next holder */
+    d = deduction(id, 1, stock - 1, 20, NULL);
+    d.fence.seq = 1;
+    assert_int_equal(store_deduct_write(c, &d, &o), STORE_OK);
+    assert_int_equal(o.fence_seq, 1);
+    d.fence.seq = 0; /* the first holder, late: its claim was superseded */
+    assert_int_equal(store_deduct_write(c, &d, &o), STORE_ERR_STALE);
+    assert_int_equal(store_stock_claim(c, id, token(20, 1), &stock), STORE_ERR_STALE);
+    assert_int_equal(store_stock_claim(c, id, token(21, 0), &stock), STORE_OK); /* new lease */
+    store_item it;
+    assert_int_equal(store_item_get(c, id, &it), STORE_OK);
+    assert_int_equal(it.stock, 8);
+    assert_int_equal(it.sold, 2);
     store_put(*state, c);
 }
 
@@ -276,6 +310,7 @@ int main(void)
         T(test_same_request_id_is_written_once),
         T(test_atomic_deduction_never_goes_below_zero),
         T(test_stale_holder_cannot_write_after_newer_holder_read),
+        T(test_handed_off_holders_are_ordered_by_seq),
         T(test_unfenced_read_modify_write_loses_updates),
         T(test_locked_database_reports_busy_and_writes_nothing),
         T(test_orders_listing_honours_limit),

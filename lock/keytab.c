@@ -1,0 +1,92 @@
+/* keytab.c - per-key state for notify mode, in a chained hash table. Entries
+ * live only while a thread holds or waits for the key, so the table stays as
+ * small as the process's concurrency. */
+#include "keytab.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BUCKETS 1024
+
+struct dlock_keytab {
+    struct dlock_entry *bucket[BUCKETS];
+};
+
+static size_t hash(const char *key, size_t len)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)key[i]) * 1099511628211ULL;
+    return (size_t)(h % BUCKETS);
+}
+
+dlock_keytab *dlock_keytab_new(void) { return calloc(1, sizeof(dlock_keytab)); }
+
+void dlock_keytab_free(dlock_keytab *t) { free(t); }
+
+struct dlock_entry *dlock_keytab_find(dlock_keytab *t, const char *key, size_t len)
+{
+    for (struct dlock_entry *e = t->bucket[hash(key, len)]; e; e = e->hnext)
+        if (strncmp(e->key, key, len) == 0 && e->key[len] == '\0')
+            return e;
+    return NULL;
+}
+
+struct dlock_entry *dlock_keytab_ref(dlock_keytab *t, const char *key)
+{
+    size_t len = strlen(key);
+    struct dlock_entry *e = dlock_keytab_find(t, key, len);
+    if (e == NULL) {
+        if ((e = calloc(1, sizeof(*e) + len + 1)) == NULL)
+            return NULL;
+        memcpy(e->key, key, len + 1);
+        size_t b = hash(key, len);
+        e->hnext = t->bucket[b];
+        t->bucket[b] = e;
+    }
+    e->refs++;
+    return e;
+}
+
+void dlock_keytab_unref(dlock_keytab *t, struct dlock_entry *e)
+{
+    if (--e->refs > 0)
+        return;
+    struct dlock_entry **p = &t->bucket[hash(e->key, strlen(e->key))];
+    while (*p != e)
+        p = &(*p)->hnext;
+    *p = e->hnext;
+    free(e);
+}
+
+void dlock_keytab_each(dlock_keytab *t, void (*fn)(struct dlock_entry *e, void *arg), void *arg)
+{
+    for (size_t b = 0; b < BUCKETS; b++)
+        for (struct dlock_entry *e = t->bucket[b]; e; e = e->hnext)
+            fn(e, arg);
+}
+
+void dlock_queue_push(struct dlock_entry *e, struct dlock_waiter *w)
+{
+    w->next = NULL;
+    w->prev = e->tail;
+    if (e->tail)
+        e->tail->next = w;
+    else
+        e->head = w;
+    e->tail = w;
+}
+
+void dlock_queue_remove(struct dlock_entry *e, struct dlock_waiter *w)
+{
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        e->head = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    else
+        e->tail = w->prev;
+    w->prev = w->next = NULL;
+}

@@ -1,0 +1,57 @@
+/* keytab.h - per-key state for notify mode: the FIFO of local waiters, the
+ * local holder, and the key's release-channel subscription. Every function is
+ * called with the client's mutex held. */
+#ifndef DLOCK_KEYTAB_H
+#define DLOCK_KEYTAB_H
+
+#include <pthread.h>
+
+struct dlock_handle;
+
+enum dlock_sub_state {
+    DLOCK_SUB_NONE,    /* not asked for */
+    DLOCK_SUB_PENDING, /* SUBSCRIBE sent, not confirmed yet */
+    DLOCK_SUB_ACTIVE,  /* confirmed: releases from now on wake the queue head */
+    DLOCK_SUB_FAILED,  /* no subscriber connection: waiters poll every retry_ms */
+};
+
+/* A thread waiting for a key, in its FIFO. */
+struct dlock_waiter {
+    struct dlock_waiter *prev, *next;
+    struct dlock_handle *h; /* the handle it will hold */
+    int granted;            /* set by a holder that handed its lease to h */
+    pthread_cond_t cv;
+};
+
+struct dlock_entry {
+    struct dlock_entry *hnext; /* hash chain */
+    int refs;                  /* the holder and the waiters */
+    struct dlock_waiter *head, *tail;
+    struct dlock_handle *holder; /* the local holder, NULL when none */
+    int sub_state;               /* enum dlock_sub_state */
+    char key[];
+};
+
+typedef struct dlock_keytab dlock_keytab;
+
+dlock_keytab *dlock_keytab_new(void);     /* NULL when out of memory */
+void dlock_keytab_free(dlock_keytab *t);  /* every entry must be gone */
+
+/* The key's entry, created when missing, with one more reference. NULL when
+ * out of memory. */
+struct dlock_entry *dlock_keytab_ref(dlock_keytab *t, const char *key);
+
+/* Drops a reference; the entry is freed at zero. */
+void dlock_keytab_unref(dlock_keytab *t, struct dlock_entry *e);
+
+/* The key's entry or NULL (no reference taken). */
+struct dlock_entry *dlock_keytab_find(dlock_keytab *t, const char *key, size_t len);
+
+/* Calls fn for every entry. */
+void dlock_keytab_each(dlock_keytab *t, void (*fn)(struct dlock_entry *e, void *arg), void *arg);
+
+/* FIFO of waiters. */
+void dlock_queue_push(struct dlock_entry *e, struct dlock_waiter *w);
+void dlock_queue_remove(struct dlock_entry *e, struct dlock_waiter *w);
+
+#endif
