@@ -48,6 +48,17 @@ static const struct opt opts[] = {
      "pause between lock attempts (jittered 0.5x..1.5x)"},
     {"max-renewals", "STOCKD_MAX_RENEWALS", OPT_INT, F(max_renewals), 0, 1000000, NULL,
      "renewals before the holder is interrupted; 0 = never"},
+    {"wait-mode", "STOCKD_WAIT_MODE", OPT_CHOICE, F(wait_mode), 0, 0, "notify|spin",
+     "notify: waiters queue per item and wake on the release's PUBLISH; spin: each request "
+     "polls Redis every retry-ms"},
+    {"handoff-max", "STOCKD_HANDOFF_MAX", OPT_INT, F(handoff_max), 0, 1000000, NULL,
+     "notify mode: hand the lock to a waiting request of this replica up to N times in a row "
+     "before releasing it through Redis; 0 = never"},
+    {"handoff-ms", "STOCKD_HANDOFF_MS", OPT_INT, F(handoff_ms), 0, 600000, NULL,
+     "...and no hand-off once the lease is this old, so other replicas get their turn"},
+    {"batch", "STOCKD_BATCH", OPT_CHOICE, F(batch), 0, 0, "off|on",
+     "group commit: requests for one item (without workMs) are applied under one lock hold "
+     "in one transaction (redis mode)"},
     {"no-fencing", "STOCKD_NO_FENCING", OPT_BOOL, F(no_fencing), 0, 0, NULL,
      "TEST ONLY: skip the fencing-token check on writes (lets a stale holder oversell)"},
     {"allow-work-ms", "STOCKD_ALLOW_WORK_MS", OPT_BOOL, F(allow_work_ms), 0, 0, NULL,
@@ -84,6 +95,10 @@ void cfg_defaults(stockd_config *c)
     c->wait_ms = 10000;
     c->retry_ms = 100;
     c->max_renewals = 30;
+    c->wait_mode = 0; /* notify */
+    c->handoff_max = 8;
+    c->handoff_ms = 100;
+    c->batch = 1;
     c->max_work_ms = 60000;
     c->instance_id = NULL; /* resolved after the port is known */
     c->max_connections = 1024;

@@ -20,6 +20,9 @@ typedef struct stockd_config {
     int lock_mode;           /* enum cfg_lock_mode */
     const char *lock_prefix; /* key = prefix + "{" + itemId + "}" */
     int lease_ms, wait_ms, retry_ms, max_renewals;
+    int wait_mode;           /* 0 notify, 1 spin: enum dlock_wait_mode */
+    int handoff_max, handoff_ms;
+    int batch;               /* group commit per hot item (redis mode) */
     int no_fencing;          /* test-only: write without the fencing check */
     int allow_work_ms;       /* honour the request's workMs */
     int max_work_ms;         /* cap on workMs */

@@ -145,7 +145,7 @@ static void handle_reduce(http_server *s, store_conn *c, const struct request *r
         return;
     }
     stock_result res;
-    stock_reduce(s->deps.stock, s->deps.locks, c, &req, &res);
+    stock_reduce(s->deps.stock, s->deps.locks, s->deps.batches, c, &req, &res);
     metrics_outcome(res.outcome, req.quantity);
     reply_outcome(r, &res, &req);
 }

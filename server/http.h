@@ -20,12 +20,13 @@
 typedef struct http_server http_server;
 
 /* What the routes use; all must outlive the server. locks is NULL unless the
- * lock mode is redis. */
+ * lock mode is redis; batches unless it is redis with --batch on. */
 typedef struct http_deps {
     const stockd_config *cfg;
     const stock_config *stock;
     store *store;
     dlock_client *locks;
+    batch_queues *batches; /* NULL: no group commit */
 } http_deps;
 
 /* Starts listening on cfg->bind:cfg->port. Returns 0 with *out set, or -1

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "batch.h"
 #include "config.h"
 #include "http.h"
 #include "lock/dlock.h"
@@ -54,6 +55,9 @@ static void stock_config_from(const stockd_config *c, stock_config *sc)
     sc->lock.wait_ms = c->wait_ms;
     sc->lock.retry_ms = c->retry_ms;
     sc->lock.max_renewals = c->max_renewals;
+    sc->lock.wait_mode = c->wait_mode;
+    sc->lock.handoff_max = c->handoff_max;
+    sc->lock.handoff_ms = c->handoff_ms;
     sc->fencing = !c->no_fencing;
     sc->allow_work_ms = c->allow_work_ms;
     sc->max_work_ms = c->max_work_ms;
@@ -94,6 +98,7 @@ int main(int argc, char **argv)
 
     store *db = NULL;
     dlock_client *locks = NULL;
+    batch_queues *batches = NULL;
     http_server *srv = NULL;
     stock_config sc;
     store_config stc = {c.db, c.sync == CFG_SYNC_FULL, c.busy_timeout_ms};
@@ -102,18 +107,21 @@ int main(int argc, char **argv)
         return 1;
     }
     stock_config_from(&c, &sc);
-    http_deps deps = {&c, &sc, db, NULL};
+    http_deps deps = {&c, &sc, db, NULL, NULL};
     if (open_locks(&c, &locks) != 0)
         goto fail;
     deps.locks = locks;
+    if (locks && c.batch && (deps.batches = batches = batch_new()) == NULL)
+        goto fail;
     if (http_start(&deps, &srv, err, sizeof(err)) != 0) {
         log_event(LOG_ERROR, "cannot start HTTP server", "detail=\"%s\"", err);
         goto fail;
     }
-    log_event(LOG_INFO, "listening", "bind=%s port=%d lock=%s db=%s sync=%s instance=%s%s",
-              c.bind, c.port, cfg_lock_mode_name(c.lock_mode), c.db,
-              c.sync == CFG_SYNC_FULL ? "full" : "normal", c.instance_id,
-              c.no_fencing ? " fencing=OFF(test-only)" : "");
+    log_event(LOG_INFO, "listening",
+              "bind=%s port=%d lock=%s wait=%s batch=%s db=%s sync=%s instance=%s%s", c.bind,
+              c.port, cfg_lock_mode_name(c.lock_mode), c.wait_mode ? "spin" : "notify",
+              batches ? "on" : "off", c.db, c.sync == CFG_SYNC_FULL ? "full" : "normal",
+              c.instance_id, c.no_fencing ? " fencing=OFF(test-only)" : "");
 
     int sig = wait_for_stop(&stop_signals);
     log_event(LOG_INFO, "stopping", "signal=%s drain_ms=%d", sig == SIGINT ? "INT" : "TERM",
@@ -123,11 +131,13 @@ int main(int argc, char **argv)
     if (left > 0)
         log_event(LOG_WARN, "requests still running at the drain deadline", "count=%d", left);
     http_stop(srv);
+    batch_free(batches);
     dlock_client_free(locks);
     store_close(db);
     log_event(LOG_INFO, "stopped", NULL);
     return 0;
 fail:
+    batch_free(batches);
     dlock_client_free(locks);
     store_close(db);
     return 1;

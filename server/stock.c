@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "batch.h"
 #include "config.h"
 #include "log.h"
 
@@ -94,6 +95,36 @@ static store_fence token_of(dlock_handle *h, const stock_config *cfg)
     return f;
 }
 
+/* workMs as honoured: only with --allow-work-ms, and capped. */
+static int work_ms_of(const stock_config *cfg, const req_reduce *r)
+{
+    if (!cfg->allow_work_ms)
+        return 0;
+    return (int)(r->work_ms < cfg->max_work_ms ? r->work_ms : cfg->max_work_ms);
+}
+
+static store_deduction deduction_of(const stock_config *cfg, const req_reduce *r,
+                                    int64_t new_stock, store_fence fence, dlock_handle *h)
+{
+    store_deduction d = {
+        .item_id = r->item_id, .quantity = r->quantity, .new_stock = new_stock,
+        .request_id = r->has_request_id ? r->request_id : NULL, .instance = cfg->instance_id,
+        .lock_mode = cfg_lock_mode_name(cfg->lock_mode), .fence = fence,
+        .lock_token = h ? dlock_token(h) : NULL};
+    return d;
+}
+
+/* A retry whose first attempt committed while it waited for the lock gets that
+ * first answer, before any stock check: STORE_ERR_DUPLICATE (the order in
+ * out), STORE_ERR_NOT_FOUND when new, or a storage error. */
+static int replayed(store_conn *c, const req_reduce *r, stock_result *out)
+{
+    if (!r->has_request_id)
+        return STORE_ERR_NOT_FOUND;
+    int rc = store_order_by_request(c, r->request_id, &out->order);
+    return rc == STORE_OK ? STORE_ERR_DUPLICATE : rc;
+}
+
 /* Read, work, write. h is the held lock, or NULL in mode none. */
 static int read_modify_write(dlock_handle *h, void *arg)
 {
@@ -105,22 +136,18 @@ static int read_modify_write(dlock_handle *h, void *arg)
                          : store_stock_read(x->c, r->item_id, &stock);
     if (rc != STORE_OK)
         return from_store(x->out, rc, x->c, r);
+    if ((rc = replayed(x->c, r, x->out)) != STORE_ERR_NOT_FOUND)
+        return from_store(x->out, rc, x->c, r);
     if (stock < r->quantity) {
         x->out->remaining = stock;
         return set_outcome(x->out, STOCK_INSUFFICIENT, "not enough stock%s; nothing deducted", "");
     }
-    int work = x->cfg->allow_work_ms ? (int)(r->work_ms < x->cfg->max_work_ms ? r->work_ms
-                                                                               : x->cfg->max_work_ms)
-                                     : 0;
+    int work = work_ms_of(x->cfg, r);
     if (work > 0 && (rc = h ? dlock_sleep(h, work) : plain_sleep(work)) != DLOCK_OK)
         return from_lock(x->out, rc, x->key);
     if (h && (rc = dlock_check(h)) != DLOCK_OK) /* the last moment to back out */
         return from_lock(x->out, rc, x->key);
-    store_deduction d = {
-        .item_id = r->item_id, .quantity = r->quantity, .new_stock = stock - r->quantity,
-        .request_id = r->has_request_id ? r->request_id : NULL, .instance = x->cfg->instance_id,
-        .lock_mode = cfg_lock_mode_name(x->cfg->lock_mode), .fence = fence,
-        .lock_token = h ? dlock_token(h) : NULL};
+    store_deduction d = deduction_of(x->cfg, r, stock - r->quantity, fence, h);
     return from_store(x->out, store_deduct_write(x->c, &d, &x->out->order), x->c, r);
 }
 
@@ -150,21 +177,118 @@ static void under_lock(const stock_config *cfg, dlock_client *locks, struct rmw 
                   stock_outcome_name(x->out->outcome), x->out->message);
 }
 
-void stock_reduce(const stock_config *cfg, dlock_client *locks, store_conn *c,
-                  const req_reduce *r, stock_result *out)
+/* ---- group commit (redis mode, --batch on) ---- */
+
+#define BATCH_MAX 64
+
+static void fail_jobs(batch_job **jobs, int n, const stock_result *res)
+{
+    for (int i = 0; i < n; i++)
+        *jobs[i]->out = *res;
+}
+
+/* The batch was rolled back: answers that were going to be ok get res, and so
+ * do replays of orders written earlier in this same batch. */
+static void undo_jobs(batch_job **jobs, int n, int64_t first_order, const stock_result *res)
+{
+    for (int i = 0; i < n; i++) {
+        const stock_result *o = jobs[i]->out;
+        if (o->outcome == STOCK_OK ||
+            (o->outcome == STOCK_REPLAYED && first_order && o->order.order_id >= first_order))
+            *jobs[i]->out = *res;
+    }
+}
+
+/* One transaction for the whole batch: claim the row once, check each
+ * deduction against the stock left, in arrival order, commit once. */
+static void apply_batch(const stock_config *cfg, store_conn *c, dlock_handle *h, const char *key,
+                        batch_job **jobs, int n)
+{
+    store_fence f = token_of(h, cfg);
+    int64_t stock, first_order = 0, item = jobs[0]->req->item_id;
+    stock_result fail = {0};
+    int rc = store_batch_begin(c, item, f.fence ? &f : NULL, &stock);
+    if (rc != STORE_OK) {
+        from_store(&fail, rc, c, NULL);
+        fail_jobs(jobs, n, &fail);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        const req_reduce *r = jobs[i]->req;
+        stock_result *out = jobs[i]->out;
+        memset(out, 0, sizeof(*out));
+        if ((rc = replayed(c, r, out)) != STORE_ERR_NOT_FOUND) {
+            from_store(out, rc, c, r);
+            continue;
+        }
+        if (stock < r->quantity) {
+            out->remaining = stock;
+            set_outcome(out, STOCK_INSUFFICIENT, "not enough stock%s; nothing deducted", "");
+            continue;
+        }
+        store_deduction d = deduction_of(cfg, r, stock - r->quantity, f, h);
+        rc = store_batch_add(c, &d, &out->order);
+        from_store(out, rc, c, r);
+        if (rc == STORE_OK) {
+            stock -= r->quantity;
+            first_order = first_order ? first_order : out->order.order_id;
+        }
+    }
+    if ((rc = dlock_check(h)) != DLOCK_OK) {
+        store_batch_abort(c);
+        from_lock(&fail, rc, key);
+        undo_jobs(jobs, n, first_order, &fail);
+    } else if ((rc = store_batch_commit(c, item, stock, f.fence ? &f : NULL)) != STORE_OK) {
+        from_store(&fail, rc, c, NULL);
+        undo_jobs(jobs, n, first_order, &fail);
+    }
+}
+
+/* The leader: takes the item's lock, then the batch queued meanwhile. The next
+ * leader is promoted by batch_take and waits for the lock while we work, so
+ * our release hands the lock over inside the process. */
+static void lead_batch(const stock_config *cfg, dlock_client *locks, batch_queues *bq,
+                       store_conn *c, int64_t item_id)
+{
+    char key[512];
+    batch_job *jobs[BATCH_MAX];
+    dlock_handle *h;
+    lock_key(cfg, item_id, key, sizeof(key));
+    int rc = dlock_acquire(locks, key, &cfg->lock, &h);
+    int n = batch_take(bq, item_id, jobs, BATCH_MAX);
+    if (rc == DLOCK_OK) {
+        apply_batch(cfg, c, h, key, jobs, n);
+        if ((rc = dlock_release(h)) != DLOCK_OK) /* after the commit: the answers stand */
+            log_event(LOG_WARN, "lock lost after commit", "key=%s result=%s batch=%d", key,
+                      dlock_strerror(rc), n);
+    } else {
+        stock_result fail = {0};
+        from_lock(&fail, rc, key);
+        fail_jobs(jobs, n, &fail);
+    }
+    batch_finish(bq, jobs, n);
+}
+
+void stock_reduce(const stock_config *cfg, dlock_client *locks, batch_queues *batches,
+                  store_conn *c, const req_reduce *r, stock_result *out)
 {
     char key[512];
     struct rmw x = {cfg, c, r, out, key};
     memset(out, 0, sizeof(*out));
-    if (r->has_request_id) { /* a retry needs no lock: answer from the ledger */
-        int rc = store_order_by_request(c, r->request_id, &out->order);
-        if (rc != STORE_ERR_NOT_FOUND) {
-            from_store(out, rc == STORE_OK ? STORE_ERR_DUPLICATE : rc, c, r);
-            return;
-        }
+    int rc = replayed(c, r, out); /* a retry of a committed request needs no lock */
+    if (rc != STORE_ERR_NOT_FOUND) {
+        from_store(out, rc, c, r);
+        return;
     }
     lock_key(cfg, r->item_id, key, sizeof(key));
-    if (cfg->lock_mode == CFG_LOCK_REDIS) {
+    if (cfg->lock_mode == CFG_LOCK_REDIS && batches && work_ms_of(cfg, r) == 0) {
+        batch_job job = {.req = r, .out = out};
+        int lead = batch_enter(batches, &job);
+        if (lead > 0)
+            lead_batch(cfg, locks, batches, c, r->item_id);
+        else if (lead < 0)
+            under_lock(cfg, locks, &x, read_modify_write, &x);
+    } else if (cfg->lock_mode == CFG_LOCK_REDIS) {
         under_lock(cfg, locks, &x, read_modify_write, &x);
     } else if (cfg->lock_mode == CFG_LOCK_NONE) {
         read_modify_write(NULL, &x);
@@ -173,7 +297,7 @@ void stock_reduce(const stock_config *cfg, dlock_client *locks, store_conn *c,
             .item_id = r->item_id, .quantity = r->quantity,
             .request_id = r->has_request_id ? r->request_id : NULL,
             .instance = cfg->instance_id, .lock_mode = cfg_lock_mode_name(cfg->lock_mode)};
-        int rc = store_deduct_atomic(c, &d, &out->order, &out->remaining);
+        rc = store_deduct_atomic(c, &d, &out->order, &out->remaining);
         if (rc == STORE_ERR_INSUFFICIENT)
             set_outcome(out, STOCK_INSUFFICIENT, "not enough stock%s; nothing deducted", "");
         else

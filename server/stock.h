@@ -41,10 +41,14 @@ typedef struct stock_result {
     char message[256]; /* for the client, when not OK */
 } stock_result;
 
+typedef struct batch_queues batch_queues;
+
 /* Deducts r->quantity from r->item_id. locks may be NULL unless the mode is
- * redis. c is the calling thread's store connection. Fills *out. */
-void stock_reduce(const stock_config *cfg, dlock_client *locks, store_conn *c,
-                  const req_reduce *r, stock_result *out);
+ * redis. With batches (redis mode only), requests without work are served in
+ * batches per item, one transaction each (group commit); NULL serves every
+ * request alone. c is the calling thread's store connection. Fills *out. */
+void stock_reduce(const stock_config *cfg, dlock_client *locks, batch_queues *batches,
+                  store_conn *c, const req_reduce *r, stock_result *out);
 
 /* Sets an item's stock (PUT /items/{id}); under the item's lock in redis mode,
  * so it never interleaves with a deduction. Fills out->item on success. */

@@ -524,3 +524,47 @@ int store_deduct_atomic(store_conn *c, const store_deduction *d, store_order *ou
 {
     return deduct(c, d, 1, out, remaining);
 }
+
+int store_batch_begin(store_conn *c, int64_t item_id, const store_fence *f, int64_t *stock)
+{
+    int rc = run(c, ST_BEGIN);
+    if (rc == STORE_OK)
+        rc = f ? store_stock_claim(c, item_id, f, stock) : store_stock_read(c, item_id, stock);
+    if (rc != STORE_OK)
+        rollback(c);
+    return rc;
+}
+
+int store_batch_add(store_conn *c, const store_deduction *d, store_order *out)
+{
+    if (sqlite3_get_autocommit(c->db)) { /* an earlier failure ended the transaction */
+        snprintf(c->err, sizeof(c->err), "the batch transaction is no longer open");
+        return STORE_ERR_IO;
+    }
+    if (d->request_id) {
+        int rc = store_order_by_request(c, d->request_id, out);
+        if (rc != STORE_ERR_NOT_FOUND)
+            return rc == STORE_OK ? STORE_ERR_DUPLICATE : rc;
+    }
+    /* a failed INSERT undoes only itself; the transaction goes on */
+    return insert_order(c, d, d->new_stock, out);
+}
+
+int store_batch_commit(store_conn *c, int64_t item_id, int64_t stock, const store_fence *f)
+{
+    store_deduction d = {.item_id = item_id, .new_stock = stock};
+    if (f)
+        d.fence = *f;
+    if (sqlite3_get_autocommit(c->db)) {
+        snprintf(c->err, sizeof(c->err), "the batch transaction is no longer open");
+        return STORE_ERR_IO;
+    }
+    int rc = write_stock(c, &d);
+    if (rc == STORE_OK)
+        rc = run(c, ST_COMMIT);
+    if (rc != STORE_OK)
+        rollback(c);
+    return rc;
+}
+
+void store_batch_abort(store_conn *c) { rollback(c); }

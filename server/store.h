@@ -129,4 +129,21 @@ int store_deduct_write(store_conn *c, const store_deduction *d, store_order *out
 int store_deduct_atomic(store_conn *c, const store_deduction *d, store_order *out,
                         int64_t *remaining);
 
+/* Group commit: many deductions of one item in one transaction.
+ *
+ * store_batch_begin opens the transaction (BEGIN IMMEDIATE) and reads the
+ * stock, claiming the row with f when given (NULL: plain read). Errors as
+ * store_stock_claim; nothing stays open on failure.
+ * store_batch_add appends one ledger row (d->new_stock is the stock after it):
+ * STORE_OK with *out; STORE_ERR_DUPLICATE with the earlier order in *out
+ * (nothing added; that order may be one of this batch); or an error, after
+ * which the caller must abort. It refuses to run outside the transaction.
+ * store_batch_commit writes the final stock (only while the claim stands, when
+ * fenced) and commits; on failure everything is rolled back.
+ * store_batch_abort rolls back. */
+int store_batch_begin(store_conn *c, int64_t item_id, const store_fence *f, int64_t *stock);
+int store_batch_add(store_conn *c, const store_deduction *d, store_order *out);
+int store_batch_commit(store_conn *c, int64_t item_id, int64_t stock, const store_fence *f);
+void store_batch_abort(store_conn *c);
+
 #endif

@@ -454,6 +454,74 @@ static void test_two_replicas_never_oversell(void **state)
     assert_true(stock >= 0);
 }
 
+#define BATCH_THREADS 12
+#define BATCH_CALLS 25
+
+struct batch_worker {
+    const th_stockd *s;
+    long long item;
+    int qty;
+    const char *rid; /* every call with this requestId, or NULL for fresh ones */
+    long ok_units, ok_calls, replayed;
+};
+
+static void *batch_worker(void *arg)
+{
+    struct batch_worker *w = arg;
+    char url[128], body[160];
+    snprintf(url, sizeof(url), "%s/reduceStock", w->s->url);
+    for (int i = 0; i < BATCH_CALLS; i++) {
+        th_resp r;
+        if (w->rid)
+            snprintf(body, sizeof(body), "{\"itemId\":%lld,\"quantity\":%d,\"requestId\":\"%s\"}",
+                     w->item, w->qty, w->rid);
+        else
+            snprintf(body, sizeof(body), "{\"itemId\":%lld,\"quantity\":%d}", w->item, w->qty);
+        th_http("POST", url, body, &r);
+        if (r.status == 200 && strstr(r.body, "\"replayed\":true"))
+            w->replayed++;
+        else if (r.status == 200)
+            w->ok_units += w->qty, w->ok_calls++;
+        else if (r.status != 409)
+            fail_msg("unexpected answer %ld %s", r.status, r.body);
+        th_resp_free(&r);
+    }
+    return NULL;
+}
+
+/* Without workMs, requests for one item are applied in batches (group commit):
+ * each still checked against what is left, and a requestId still deducts once. */
+static void test_batched_requests_never_oversell_and_replay_once(void **state)
+{
+    (void)state;
+    long long id = new_item(&a, 100), stock, orders;
+    pthread_t t[BATCH_THREADS + 2];
+    struct batch_worker w[BATCH_THREADS + 2];
+    for (int i = 0; i < BATCH_THREADS + 2; i++) {
+        int dup = i >= BATCH_THREADS; /* two threads, one on each replica, share a requestId */
+        w[i] = (struct batch_worker){i % 2 ? &a : &b, id, dup ? 2 : 1 + i % 3,
+                                     dup ? "batch-dup" : NULL, 0, 0, 0};
+        pthread_create(&t[i], NULL, batch_worker, &w[i]);
+    }
+    long units = 0, calls = 0, replayed = 0;
+    for (int i = 0; i < BATCH_THREADS + 2; i++) {
+        pthread_join(t[i], NULL);
+        units += w[i].ok_units, calls += w[i].ok_calls, replayed += w[i].replayed;
+    }
+    item_state(&a, id, &stock, &orders);
+    assert_int_equal(stock, 0); /* 12 x 25 requests of 1-3 units: far more than 100 */
+    assert_int_equal(units, 100);
+    assert_int_equal(orders, calls);
+    assert_int_equal(replayed, 2 * BATCH_CALLS - 1); /* "batch-dup" deducted exactly once */
+    char url[128];
+    th_resp r;
+    snprintf(url, sizeof(url), "%s/metrics", a.url);
+    th_http("GET", url, NULL, &r);
+    const char *line = strstr(r.body, "\nstockd_lock_handoffs_total ");
+    assert_non_null(line);
+    th_resp_free(&r);
+}
+
 static void test_atomic_mode_deducts_without_a_lock(void **state)
 {
     (void)state;
@@ -627,6 +695,7 @@ int main(void)
         cmocka_unit_test(test_interrupted_holder_rolls_back),
         cmocka_unit_test(test_busy_lock_times_out_without_stalling_other_items),
         cmocka_unit_test(test_two_replicas_never_oversell),
+        cmocka_unit_test(test_batched_requests_never_oversell_and_replay_once),
         cmocka_unit_test(test_atomic_mode_deducts_without_a_lock),
         cmocka_unit_test(test_stolen_lock_is_reported_lost_and_rolled_back),
         cmocka_unit_test(test_locked_database_gives_storage_busy),

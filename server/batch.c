@@ -1,0 +1,104 @@
+/* batch.c - per-item queues of /reduceStock requests for group commit. */
+#include "batch.h"
+
+#include <stdlib.h>
+
+#define BUCKETS 256
+
+struct item_queue {
+    struct item_queue *hnext;
+    int64_t item_id;
+    batch_job *head, *tail;
+    int has_leader; /* a thread will take the next batch */
+};
+
+struct batch_queues {
+    pthread_mutex_t mu;
+    struct item_queue *bucket[BUCKETS];
+};
+
+batch_queues *batch_new(void)
+{
+    batch_queues *q = calloc(1, sizeof(*q));
+    if (q)
+        pthread_mutex_init(&q->mu, NULL);
+    return q;
+}
+
+void batch_free(batch_queues *q)
+{
+    if (q == NULL)
+        return;
+    pthread_mutex_destroy(&q->mu);
+    free(q);
+}
+
+static struct item_queue **slot(batch_queues *q, int64_t item_id)
+{
+    struct item_queue **p = &q->bucket[(uint64_t)item_id % BUCKETS];
+    while (*p && (*p)->item_id != item_id)
+        p = &(*p)->hnext;
+    return p;
+}
+
+int batch_enter(batch_queues *q, batch_job *job)
+{
+    job->next = NULL;
+    job->done = job->leader = 0;
+    pthread_cond_init(&job->cv, NULL);
+    pthread_mutex_lock(&q->mu);
+    struct item_queue **p = slot(q, job->req->item_id), *iq = *p;
+    if (iq == NULL && (iq = *p = calloc(1, sizeof(*iq))) != NULL)
+        iq->item_id = job->req->item_id;
+    if (iq == NULL) { /* out of memory: serve it alone */
+        pthread_mutex_unlock(&q->mu);
+        pthread_cond_destroy(&job->cv);
+        return -1;
+    }
+    if (iq->tail)
+        iq->tail->next = job;
+    else
+        iq->head = job;
+    iq->tail = job;
+    if (!iq->has_leader)
+        iq->has_leader = job->leader = 1; /* the queue was empty: we are its head */
+    while (!job->done && !job->leader)
+        pthread_cond_wait(&job->cv, &q->mu);
+    int lead = !job->done;
+    pthread_mutex_unlock(&q->mu);
+    if (!lead)
+        pthread_cond_destroy(&job->cv);
+    return lead;
+}
+
+int batch_take(batch_queues *q, int64_t item_id, batch_job **jobs, int max)
+{
+    pthread_mutex_lock(&q->mu);
+    struct item_queue **p = slot(q, item_id), *iq = *p;
+    int n = 0;
+    while (iq && iq->head && n < max) {
+        jobs[n++] = iq->head;
+        iq->head = iq->head->next;
+    }
+    if (iq && iq->head) { /* promote: it waits for the lock while we serve */
+        iq->head->leader = 1;
+        pthread_cond_signal(&iq->head->cv);
+    } else if (iq) {
+        *p = iq->hnext; /* nobody left: the next arrival leads */
+        free(iq);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+void batch_finish(batch_queues *q, batch_job **jobs, int n)
+{
+    pthread_mutex_lock(&q->mu);
+    for (int i = 0; i < n; i++) {
+        jobs[i]->done = 1;
+        pthread_cond_signal(&jobs[i]->cv);
+    }
+    pthread_mutex_unlock(&q->mu);
+    /* jobs[0] is the leader's own: its thread is here, not waiting */
+    pthread_cond_destroy(&jobs[0]->cv);
+}

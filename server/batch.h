@@ -1,0 +1,51 @@
+/* batch.h - group commit for hot items: requests for the same item queue up
+ * inside the process, and one thread at a time (the leader) serves a whole
+ * batch of them. Only the queueing lives here; stock.c decides what serving
+ * means (take the item's lock, apply the batch in one transaction).
+ *
+ *   if (batch_enter(q, &job)) {            // we lead
+ *       ...acquire the item's lock...
+ *       n = batch_take(q, item, jobs, max); // ours first; promotes the next leader
+ *       ...fill every jobs[i]->out...
+ *       batch_finish(q, jobs, n);
+ *   }                                       // else another leader filled job.out
+ *
+ * Thread-safe. The next leader is promoted while the current batch is still
+ * being served, so it is already waiting for the lock when it is released. */
+#ifndef BATCH_H
+#define BATCH_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "request.h"
+#include "stock.h"
+
+typedef struct batch_queues batch_queues;
+
+typedef struct batch_job {
+    const req_reduce *req;
+    stock_result *out;
+    /* owned by batch.c */
+    struct batch_job *next;
+    int done, leader;
+    pthread_cond_t cv;
+} batch_job;
+
+/* NULL when out of memory. */
+batch_queues *batch_new(void);
+void batch_free(batch_queues *q); /* no job may be queued */
+
+/* Queues job (req and out set) for req->item_id and waits. Returns 1 when the
+ * caller must lead a batch, 0 when another leader served the job, -1 when out
+ * of memory (nothing queued: serve the job alone). */
+int batch_enter(batch_queues *q, batch_job *job);
+
+/* Leader: dequeues up to max jobs of item, in arrival order (the leader's
+ * own first), and promotes the next queued job, if any, to lead. */
+int batch_take(batch_queues *q, int64_t item_id, batch_job **jobs, int max);
+
+/* Leader: marks the jobs served (their out filled) and wakes their threads. */
+void batch_finish(batch_queues *q, batch_job **jobs, int n);
+
+#endif
