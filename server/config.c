@@ -61,6 +61,10 @@ static const struct opt opts[] = {
      "in one transaction (redis mode)"},
     {"no-fencing", "STOCKD_NO_FENCING", OPT_BOOL, F(no_fencing), 0, 0, NULL,
      "TEST ONLY: skip the fencing-token check on writes (lets a stale holder oversell)"},
+    {"test-stop-before-write", "STOCKD_TEST_STOP_BEFORE_WRITE", OPT_BOOL, F(stop_before_write),
+     0, 0, NULL,
+     "TEST ONLY: once, stop this process (SIGSTOP) after the lock check and before the write, "
+     "as a GC pause or swap-in at the worst moment would"},
     {"allow-work-ms", "STOCKD_ALLOW_WORK_MS", OPT_BOOL, F(allow_work_ms), 0, 0, NULL,
      "honour workMs (simulated work while holding the lock) in requests"},
     {"max-work-ms", "STOCKD_MAX_WORK_MS", OPT_INT, F(max_work_ms), 0, 3600000, NULL,

@@ -24,6 +24,7 @@ typedef struct stockd_config {
     int handoff_max, handoff_ms;
     int batch;               /* group commit per hot item (redis mode) */
     int no_fencing;          /* test-only: write without the fencing check */
+    int stop_before_write;   /* test-only: SIGSTOP itself once between check and write */
     int allow_work_ms;       /* honour the request's workMs */
     int max_work_ms;         /* cap on workMs */
     const char *instance_id; /* recorded in the ledger; default host:port */

@@ -59,6 +59,7 @@ static void stock_config_from(const stockd_config *c, stock_config *sc)
     sc->lock.handoff_max = c->handoff_max;
     sc->lock.handoff_ms = c->handoff_ms;
     sc->fencing = !c->no_fencing;
+    sc->stop_before_write = c->stop_before_write;
     sc->allow_work_ms = c->allow_work_ms;
     sc->max_work_ms = c->max_work_ms;
     sc->instance_id = c->instance_id;
@@ -122,6 +123,8 @@ int main(int argc, char **argv)
               c.port, cfg_lock_mode_name(c.lock_mode), c.wait_mode ? "spin" : "notify",
               batches ? "on" : "off", c.db, c.sync == CFG_SYNC_FULL ? "full" : "normal",
               c.instance_id, c.no_fencing ? " fencing=OFF(test-only)" : "");
+    if (c.stop_before_write)
+        log_event(LOG_WARN, "test fault armed: SIGSTOP once before a write", NULL);
 
     int sig = wait_for_stop(&stop_signals);
     log_event(LOG_INFO, "stopping", "signal=%s drain_ms=%d", sig == SIGINT ? "INT" : "TERM",

@@ -6,6 +6,8 @@
  * write after a newer holder has started. */
 #include "stock.h"
 
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -114,6 +116,19 @@ static store_deduction deduction_of(const stock_config *cfg, const req_reduce *r
     return d;
 }
 
+/* Test-only fault injection (--test-stop-before-write): the process stops
+ * itself once, after the holder's last check and before its write, the window
+ * no lease check can cover. The flag is this module's only state. */
+static _Atomic int stopped_once;
+
+static void fault_point(const stock_config *cfg)
+{
+    if (cfg->stop_before_write && atomic_exchange(&stopped_once, 1) == 0) {
+        log_event(LOG_WARN, "test fault: stopping before the write", NULL);
+        raise(SIGSTOP);
+    }
+}
+
 /* A retry whose first attempt committed while it waited for the lock gets that
  * first answer, before any stock check: STORE_ERR_DUPLICATE (the order in
  * out), STORE_ERR_NOT_FOUND when new, or a storage error. */
@@ -147,6 +162,7 @@ static int read_modify_write(dlock_handle *h, void *arg)
         return from_lock(x->out, rc, x->key);
     if (h && (rc = dlock_check(h)) != DLOCK_OK) /* the last moment to back out */
         return from_lock(x->out, rc, x->key);
+    fault_point(x->cfg);
     store_deduction d = deduction_of(x->cfg, r, stock - r->quantity, fence, h);
     return from_store(x->out, store_deduct_write(x->c, &d, &x->out->order), x->c, r);
 }
@@ -234,7 +250,9 @@ static void apply_batch(const stock_config *cfg, store_conn *c, dlock_handle *h,
             first_order = first_order ? first_order : out->order.order_id;
         }
     }
-    if ((rc = dlock_check(h)) != DLOCK_OK) {
+    if ((rc = dlock_check(h)) == DLOCK_OK)
+        fault_point(cfg);
+    if (rc != DLOCK_OK) {
         store_batch_abort(c);
         from_lock(&fail, rc, key);
         undo_jobs(jobs, n, first_order, &fail);

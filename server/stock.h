@@ -13,6 +13,7 @@ typedef struct stock_config {
     const char *lock_prefix; /* key = prefix + "{" + itemId + "}" */
     dlock_opts lock;         /* lease, wait, retry, max renewals */
     int fencing;             /* 1: claim the row with the lock's fence before reading */
+    int stop_before_write;   /* test-only fault: SIGSTOP the process once before a write */
     int allow_work_ms;
     int max_work_ms;
     const char *instance_id;

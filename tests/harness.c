@@ -451,11 +451,8 @@ int th_raw(int port, const char *req, size_t len, int shut_write, char *out, siz
     return got < 0 ? 0 : got;
 }
 
-int th_run(const char *const argv[], const char *out_path, int timeout_ms)
+int th_wait(pid_t pid, int timeout_ms)
 {
-    pid_t pid = th_spawn(argv, out_path);
-    if (pid < 0)
-        return -1;
     int status = 0;
     int64_t end = th_now_ms() + timeout_ms;
     while (waitpid(pid, &status, WNOHANG) == 0) {
@@ -468,6 +465,39 @@ int th_run(const char *const argv[], const char *out_path, int timeout_ms)
     }
     forget(pid);
     return exit_status(status);
+}
+
+int th_run(const char *const argv[], const char *out_path, int timeout_ms)
+{
+    pid_t pid = th_spawn(argv, out_path);
+    return pid < 0 ? -1 : th_wait(pid, timeout_ms);
+}
+
+char th_proc_state(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* after "pid (comm)" */
+    return p && p[1] == ' ' ? p[2] : 0;
+}
+
+long th_rss_kb(pid_t pid)
+{
+    char path[64], line[256];
+    long kb = -1;
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb;
 }
 
 char *th_read_file(const char *path)

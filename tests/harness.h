@@ -102,6 +102,16 @@ int th_exchange(int fd, const char *req, char *out, size_t size, int timeout_ms)
  * after timeout_ms. Returns its exit status, 128+signal, or -1. */
 int th_run(const char *const argv[], const char *out_path, int timeout_ms);
 
+/* Waits for a process started with th_spawn, killing it after timeout_ms.
+ * Returns its exit status as th_run does. */
+int th_wait(pid_t pid, int timeout_ms);
+
+/* The process's state letter from /proc (R, S, T for stopped...), or 0. */
+char th_proc_state(pid_t pid);
+
+/* The process's resident memory in KiB, or -1. */
+long th_rss_kb(pid_t pid);
+
 /* Reads a whole file (NUL-terminated, caller frees) or NULL. */
 char *th_read_file(const char *path);
 
