@@ -109,8 +109,9 @@ uint64_t hist_percentile(const hist *h, double p)
         return h->min;
     if (p >= 100)
         return h->max;
-    /* rank of the value wanted, 1-based: ceil(p% of count) */
-    long double exact = (long double)p / 100.0L * (long double)h->count;
+    /* rank of the value wanted, 1-based: ceil(p% of count). The small allowance
+     * keeps 99.9 % of 1000 at rank 999: 99.9 is not exact in binary. */
+    long double exact = (long double)p / 100.0L * (long double)h->count - 1e-6L;
     uint64_t rank = (uint64_t)exact;
     if ((long double)rank < exact)
         rank++;

@@ -56,6 +56,16 @@ static const char usage[] =
     "                          verdict; 2xx counts as ok. E.g. --get /health\n"
     "  -h, --help              this text\n"
     "\n"
+    "Verdict (read back after the load: GET /items/{id} with the ledger rows of the run)\n"
+    "  oversold by X     stock < 0, or more sold or acknowledged than the initial stock\n"
+    "  lost updates Y    initial stock != stock + sold, or two 200s report the same\n"
+    "                    remaining stock, or one reports less than the final stock\n"
+    "  unacknowledged Z  ledger rows of this run's requests that got no 200 (e.g. a\n"
+    "                    lock_interrupted request that deducted) or of no request at all\n"
+    "  unrecorded W      200s with no ledger row; and insufficient_stock answers that\n"
+    "                    were false. A request whose answer was lost in transport is\n"
+    "                    noted, not a violation (--retry settles it).\n"
+    "\n"
     "A live progress line goes to stderr when it is a terminal.\n"
     "Exit status: 0 VERDICT: PASS, 1 VERDICT: FAIL (a broken invariant or an unmet scenario\n"
     "expectation), 2 usage or set-up error (bad flag, target unreachable, item not created).\n"
@@ -352,7 +362,8 @@ static int second_pass(lg_opts *o, int argc, char **argv, lg_err *err)
 static int validate_targets(const lg_opts *o, int compare, lg_err *err)
 {
     if (o->ntargets == 0)
-        return lg_errf(err, LG_ERR_USAGE, "no --target given (e.g. --target http://127.0.0.1:8080)");
+        return lg_errf(err, LG_ERR_USAGE,
+                       "no --target given (e.g. --target http://127.0.0.1:8080)");
     int per_group_max = 0;
     for (int i = 0; i < o->ntargets; i++) {
         if (compare != (o->targets[i].label[0] != '\0'))

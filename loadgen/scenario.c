@@ -10,7 +10,7 @@ static const lg_scenario scenarios[] = {
     {"hot", "flash sale: 64 connections, 1000 requests for one item with stock 100",
      "", "the stock runs out: some requests get insufficient_stock"},
     {"spread", "5000 requests of 1-3 units over 50 items of stock 1000 (little contention)",
-     "", "nothing beyond the invariants"},
+     "", ""},
     {"renew", "workMs 1500 longer than the lease: the watchdog must renew (16 requests, 8 items)",
      "--allow-work-ms --lease-ms 500 (any lease below workMs; lease x max-renewals above it)",
      "200s, no lock_lost / lock_interrupted, and 200s no faster than workMs"},

@@ -8,6 +8,8 @@
  * each request counted once even when replayed):
  *   stock1 >= 0 and nothing sold or acknowledged beyond stock0   (else OVERSOLD)
  *   stock0 == stock1 + sold                        (else LOST_UPDATES / STOCK_LEAK)
+ *   no two 200s report the same remaining stock, none below the final stock
+ *                                                  (else LOST_UPDATES)
  *   acked == sold, row by row when the ledger was read        (else UNACKED /
  *                                                               UNRECORDED)
  *   every insufficient_stock answer was true       (else FALSE_REFUSAL)
@@ -45,6 +47,7 @@ typedef struct lg_item_check {
     long long undetermined_qty, undetermined_n; /* transport errors / malformed answers */
     long long refused_n;                        /* definitive error answers */
     long long dup_remaining;   /* 200s reporting a `remaining` that another 200 reported */
+    long long min_ok_remaining; /* lowest `remaining` in a 200, -1 if none */
     long long bad_409;         /* insufficient_stock answers with remaining >= requested */
     long long min_409_remaining; /* lowest `remaining` in an insufficient answer, -1 if none */
 
@@ -54,14 +57,15 @@ typedef struct lg_item_check {
     long long refused_rows_by[LG_OUT_COUNT]; /* rows of requests answered with that error */
     long long refused_rows_qty;
     long long undetermined_rows, undetermined_rows_qty; /* rows of requests with no answer */
-    long long foreign_rows, foreign_rows_qty; /* rows of no request of this run (or other item/qty) */
+    long long foreign_rows, foreign_rows_qty; /* rows of no request of this run, or whose
+                                                 item or quantity differ from the request's */
     long long dup_rows, dup_rows_qty;   /* a second row for the same requestId */
     long long missing_n, missing_qty;   /* 200s of this run with no ledger row */
 } lg_item_check;
 
 enum lg_finding_kind {
     LG_V_OVERSOLD,      /* negative stock, or more sold/acknowledged than the initial stock */
-    LG_V_LOST_UPDATES,  /* deductions in the ledger that the stock does not reflect */
+    LG_V_LOST_UPDATES,  /* deductions the stock does not reflect (stale reads or writes) */
     LG_V_STOCK_LEAK,    /* stock fell by more than the ledger records */
     LG_V_UNACKED,       /* ledger deductions no 200 of this run answered */
     LG_V_UNRECORDED,    /* 200 answers with no ledger row */
@@ -77,7 +81,7 @@ typedef struct lg_finding {
     char text[320];   /* one line, starting with "item <id>: " */
 } lg_finding;
 
-/* Zeroes c and sets its id and min_409_remaining (-1). */
+/* Zeroes c and sets its id, min_ok_remaining and min_409_remaining (-1). */
 void lg_item_check_init(lg_item_check *c, long long id);
 
 /* Tallies the records of nbatch arrays (one per load thread) into items[rec.item]

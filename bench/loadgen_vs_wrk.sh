@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# loadgen_vs_wrk.sh - loadgen's own ceiling next to wrk's: both hit GET /health
+# of one stockd with the same threads, connections and duration, alternating,
+# in one run; prints each round (with each tool's CPU time per request), the
+# medians and the ratio of the medians (target >= 0.8).
+#
+# Usage: bench/loadgen_vs_wrk.sh        (from the repository root, after make)
+# Knobs (environment): BUILD=build THREADS=2 CONNS=32 DURATION=10 ROUNDS=3
+# Exit status: 0 when the ratio meets the target, 1 when not, 2 on set-up errors.
+set -euo pipefail
+
+BUILD=${BUILD:-build}
+THREADS=${THREADS:-2}
+CONNS=${CONNS:-32}
+DURATION=${DURATION:-10}
+ROUNDS=${ROUNDS:-3}
+TARGET_RATIO=0.8
+
+die() { echo "loadgen_vs_wrk: $*" >&2; exit 2; }
+for bin in "$BUILD/stockd" "$BUILD/loadgen"; do
+    [ -x "$bin" ] || die "$bin not found: run make first"
+done
+command -v wrk >/dev/null || die "wrk not found (Debian package wrk)"
+command -v redis-server >/dev/null || die "redis-server not found"
+
+work=$(mktemp -d /tmp/loadgen-bench-XXXXXX)
+pids=()
+# Stops what this script started, by PID, whatever way it ends.
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+# A loopback port nobody answers on right now.
+free_port() {
+    local p
+    for _ in $(seq 100); do
+        p=$((20000 + RANDOM % 40000))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
+    done
+    die "no free port found"
+}
+
+wait_http() {
+    for _ in $(seq 200); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return; fi
+        sleep 0.05
+    done
+    die "nothing answers on port $1 (see $work/*.log)"
+}
+
+rport=$(free_port)
+redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no \
+    --dir "$work" --logfile "$work/redis.log" &
+pids+=($!)
+wait_http "$rport"
+sport=$(free_port)
+"$BUILD/stockd" --port "$sport" --db "$work/stock.db" --redis-port "$rport" \
+    --log-level warn 2>"$work/stockd.log" &
+pids+=($!)
+wait_http "$sport"
+url="http://127.0.0.1:$sport"
+curl -sf "$url/health" >/dev/null || die "$url/health does not answer 200 (see $work/stockd.log)"
+
+median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
+
+# Runs a tool, leaving its CPU seconds (user + system) in $work/cpu when
+# /usr/bin/time is there, so the report can show CPU per request.
+timed() {
+    if [ -x /usr/bin/time ]; then
+        /usr/bin/time -f '%U %S' -o "$work/cpu" "$@"
+    else
+        echo "" >"$work/cpu"; "$@"
+    fi
+}
+
+cpu_us_per_request() { # requests/s, seconds
+    awk -v rate="$1" -v secs="$2" '{ if (NF == 2) printf "%.1f", ($1 + $2) * 1e6 / (rate * secs);
+                                     else printf "?" }' "$work/cpu"
+}
+
+run_wrk() {
+    timed wrk -t "$THREADS" -c "$CONNS" -d "${DURATION}s" "$url/health" |
+        awk '/^Requests\/sec:/ {print $2}'
+}
+
+run_loadgen() {
+    timed "$BUILD/loadgen" --get /health -t "$THREADS" -c "$CONNS" -d "$DURATION" \
+        --target "$url" | sed -n 's/^.* requests in .* s = \([0-9.]*\) req\/s.*$/\1/p'
+}
+
+echo "loadgen vs wrk: GET /health of one stockd, $THREADS threads, $CONNS connections," \
+     "${DURATION}s per round, $ROUNDS rounds"
+echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+echo "versions: $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2), $(curl-config --version 2>/dev/null ||
+     echo libcurl ?)"
+wrk -t "$THREADS" -c "$CONNS" -d 1s "$url/health" >/dev/null # warm-up: connections, caches
+: >"$work/wrk" ; : >"$work/lg"
+for r in $(seq "$ROUNDS"); do
+    w=$(run_wrk); wcpu=$(cpu_us_per_request "${w:-0}" "$DURATION")
+    l=$(run_loadgen); lcpu=$(cpu_us_per_request "${l:-0}" "$DURATION")
+    [ -n "$w" ] && [ -n "$l" ] || die "round $r: could not read a rate (wrk '$w', loadgen '$l')"
+    echo "$w" >>"$work/wrk"; echo "$l" >>"$work/lg"
+    printf 'round %d: wrk %9.1f req/s (%s us CPU/req)   loadgen %9.1f req/s (%s us CPU/req)' \
+        "$r" "$w" "$wcpu" "$l" "$lcpu"
+    printf '   ratio %.3f\n' "$(echo "$l / $w" | bc -l)"
+done
+w=$(median <"$work/wrk"); l=$(median <"$work/lg")
+ratio=$(echo "$l / $w" | bc -l)
+printf 'median:  wrk %10.1f req/s   loadgen %10.1f req/s   ratio %.3f (target >= %s)\n' \
+    "$w" "$l" "$ratio" "$TARGET_RATIO"
+if [ "$(echo "$ratio >= $TARGET_RATIO" | bc -l)" = 1 ]; then
+    echo "RESULT: loadgen reaches the target"
+else
+    echo "RESULT: loadgen is below the target"
+    exit 1
+fi

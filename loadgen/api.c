@@ -1,0 +1,197 @@
+/* api.c - blocking libcurl calls for set-up (create items) and the verdict
+ * (read items and their ledger), with error text that names the URL and the
+ * answer, since these failures are what a user sees first. */
+#include "loadgen/api.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#define BODY_MAX (512L * 1024 * 1024) /* a million ledger rows fit comfortably */
+#define CALL_TIMEOUT_MS 60000L
+
+struct lg_ledger {
+    json_t *root;
+    lg_ledger_row *rows;
+    size_t n;
+};
+
+typedef struct buf {
+    char *data;
+    size_t len;
+} buf;
+
+static size_t on_body(char *data, size_t size, size_t n, void *arg)
+{
+    buf *b = arg;
+    size_t len = size * n;
+    if (b->len + len > (size_t)BODY_MAX)
+        return 0; /* aborts the transfer: CURLE_WRITE_ERROR */
+    char *grown = realloc(b->data, b->len + len + 1);
+    if (grown == NULL)
+        return 0;
+    b->data = grown;
+    memcpy(b->data + b->len, data, len);
+    b->len += len;
+    b->data[b->len] = '\0';
+    return len;
+}
+
+/* One exchange; *status 0 on transport failure. The caller frees out->data. */
+static int http(const char *method, const char *url, const char *body, long *status, buf *out,
+                lg_err *err)
+{
+    char errbuf[CURL_ERROR_SIZE] = "";
+    memset(out, 0, sizeof(*out));
+    *status = 0;
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    if (c == NULL || h == NULL) {
+        curl_easy_cleanup(c);
+        curl_slist_free_all(h);
+        return lg_errf(err, LG_ERR_NOMEM, "out of memory");
+    }
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    if (body)
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, CALL_TIMEOUT_MS);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_PROXY, "");
+    CURLcode rc = curl_easy_perform(c);
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    if (rc == CURLE_OK)
+        return LG_OK;
+    return lg_errf(err, LG_ERR_TRANSPORT, "%s %s: %s", method, url,
+                   errbuf[0] ? errbuf : curl_easy_strerror(rc));
+}
+
+/* "answered 404: {...}" with the start of the body, for error messages. */
+static int unexpected(lg_err *err, const char *method, const char *url, long status,
+                      const buf *b, const char *what)
+{
+    return lg_errf(err, LG_ERR_SETUP, "%s %s answered %ld (%s): %.200s", method, url, status,
+                   what, b->data ? b->data : "");
+}
+
+static int get_ll(json_t *o, const char *key, long long *v)
+{
+    json_t *j = json_object_get(o, key);
+    if (!json_is_integer(j))
+        return -1;
+    *v = (long long)json_integer_value(j);
+    return 0;
+}
+
+int lg_api_create_item(const char *base, const char *name, long long stock, long long *id,
+                       lg_err *err)
+{
+    char url[512];
+    snprintf(url, sizeof(url), "%s/items", base);
+    json_t *req = json_pack("{s:s, s:I}", "name", name, "stock", (json_int_t)stock);
+    char *body = req ? json_dumps(req, JSON_COMPACT) : NULL;
+    json_decref(req);
+    if (body == NULL)
+        return lg_errf(err, LG_ERR_NOMEM, "out of memory");
+    long status;
+    buf b;
+    int rc = http("POST", url, body, &status, &b, err);
+    free(body);
+    json_t *root = rc == LG_OK ? json_loadb(b.data ? b.data : "", b.len, 0, NULL) : NULL;
+    if (rc == LG_OK && (status != 201 || get_ll(root, "id", id) != 0))
+        rc = unexpected(err, "POST", url, status, &b, "expected 201 with an integer id");
+    json_decref(root);
+    free(b.data);
+    return rc;
+}
+
+/* Points the rows at the strings inside root, which the ledger keeps alive. */
+static int read_rows(json_t *root, lg_ledger **out, const char *url, lg_err *err)
+{
+    json_t *orders = json_object_get(root, "orders");
+    if (!json_is_array(orders))
+        return lg_errf(err, LG_ERR_SETUP, "GET %s: no \"orders\" array in the answer", url);
+    lg_ledger *l = calloc(1, sizeof(*l));
+    size_t n = json_array_size(orders);
+    if (l == NULL || (n && (l->rows = calloc(n, sizeof(*l->rows))) == NULL)) {
+        free(l);
+        return lg_errf(err, LG_ERR_NOMEM, "out of memory for %zu ledger rows", n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *row = json_array_get(orders, i);
+        json_t *rid = json_object_get(row, "requestId");
+        if (get_ll(row, "quantity", &l->rows[i].quantity) != 0 ||
+            (rid && !json_is_string(rid) && !json_is_null(rid))) {
+            lg_ledger_free(l);
+            return lg_errf(err, LG_ERR_SETUP,
+                           "GET %s: orders[%zu] lacks an integer quantity or has a "
+                           "non-string requestId", url, i);
+        }
+        l->rows[i].request_id = json_string_value(rid);
+    }
+    l->n = n;
+    l->root = json_incref(root);
+    *out = l;
+    return LG_OK;
+}
+
+int lg_api_get_item(const char *base, long long id, long long limit, lg_item_state *st,
+                    lg_ledger **ledger, lg_err *err)
+{
+    char url[512];
+    snprintf(url, sizeof(url), "%s/items/%lld?limit=%lld", base, id, limit);
+    if (ledger)
+        *ledger = NULL;
+    long status;
+    buf b;
+    int rc = http("GET", url, NULL, &status, &b, err);
+    json_t *root = rc == LG_OK ? json_loadb(b.data ? b.data : "", b.len, 0, NULL) : NULL;
+    st->id = id;
+    if (rc == LG_OK && status != 200)
+        rc = unexpected(err, "GET", url, status, &b, "expected 200");
+    else if (rc == LG_OK && (get_ll(root, "stock", &st->stock) != 0 ||
+                             get_ll(root, "sold", &st->sold) != 0 ||
+                             get_ll(root, "orderCount", &st->order_count) != 0))
+        rc = unexpected(err, "GET", url, status, &b, "expected integer stock, sold, orderCount");
+    if (rc == LG_OK && ledger)
+        rc = read_rows(root, ledger, url, err);
+    json_decref(root);
+    free(b.data);
+    return rc;
+}
+
+int lg_api_probe(const char *base, const char *path, long *status, lg_err *err)
+{
+    char url[512];
+    snprintf(url, sizeof(url), "%s%s", base, path);
+    buf b;
+    int rc = http("GET", url, NULL, status, &b, err);
+    free(b.data);
+    return rc;
+}
+
+const lg_ledger_row *lg_ledger_rows(const lg_ledger *l, size_t *n)
+{
+    *n = l->n;
+    return l->rows;
+}
+
+void lg_ledger_free(lg_ledger *l)
+{
+    if (l == NULL)
+        return;
+    json_decref(l->root);
+    free(l->rows);
+    free(l);
+}

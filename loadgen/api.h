@@ -1,0 +1,42 @@
+/* api.h - the few blocking calls loadgen makes outside the load: create an
+ * item, read an item with its ledger rows, probe a path. Each names the URL
+ * and what was wrong in err when the server is unreachable or answers
+ * something unexpected.
+ *
+ * Thread safety: every call is independent (its own libcurl easy handle). */
+#ifndef LG_API_H
+#define LG_API_H
+
+#include <stddef.h>
+
+#include "loadgen/err.h"
+#include "loadgen/verdict.h"
+
+typedef struct lg_item_state {
+    long long id, stock, sold, order_count;
+} lg_item_state;
+
+/* The ledger rows of one GET /items/{id}, newest first; owns their strings. */
+typedef struct lg_ledger lg_ledger;
+
+/* POST base/items {"name":name,"stock":stock}; *id gets the new item's id.
+ * Returns 0, LG_ERR_TRANSPORT (unreachable) or LG_ERR_SETUP (not a 201 with an
+ * integer id). */
+int lg_api_create_item(const char *base, const char *name, long long stock, long long *id,
+                       lg_err *err);
+
+/* GET base/items/{id}?limit=limit. Fills *st; when ledger is not NULL, *ledger
+ * gets the rows (the caller frees it with lg_ledger_free). limit 1..1000000.
+ * Returns 0, LG_ERR_TRANSPORT, or LG_ERR_SETUP (404, or fields missing). */
+int lg_api_get_item(const char *base, long long id, long long limit, lg_item_state *st,
+                    lg_ledger **ledger, lg_err *err);
+
+/* GET base/path; *status gets the HTTP status. 0 or LG_ERR_TRANSPORT. */
+int lg_api_probe(const char *base, const char *path, long *status, lg_err *err);
+
+/* The rows (valid until lg_ledger_free) and their number. */
+const lg_ledger_row *lg_ledger_rows(const lg_ledger *l, size_t *n);
+
+void lg_ledger_free(lg_ledger *l);
+
+#endif

@@ -1,0 +1,587 @@
+/* load.c - the load engine: per thread one libcurl multi handle driven by epoll
+ * through curl_multi_socket_action, a fixed set of connection slots that each
+ * carry one request at a time, and the closed/open-loop schedule. */
+#include "loadgen/load.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loadgen/evloop.h"
+
+#define RESP_MAX 16384          /* answer bytes kept; stockd's answers are far smaller */
+#define IDLE_WAKE_NS 50000000LL /* wake at least every 50 ms to notice stop and deadline */
+#define RETRY_BACKOFF_NS 50000000LL
+
+enum slot_state { SLOT_IDLE, SLOT_BUSY, SLOT_RETRY, SLOT_DONE };
+
+struct worker;
+
+/* One connection's worth of work: one request in flight at a time. */
+struct slot {
+    struct worker *w;
+    CURL *easy;
+    CURLU *url;      /* parsed once: libcurl would otherwise re-parse the URL string per request */
+    int target;
+    int state;       /* enum slot_state */
+    int attempt;     /* 0 for the first send of the current request */
+    size_t rec;      /* index of the current request's record */
+    int64_t origin_ns; /* latency counts from here: the intended send time */
+    int64_t next_ns;   /* open loop: this slot's next scheduled send */
+    int64_t retry_ns;  /* SLOT_RETRY: when to resend */
+    char *resp;
+    size_t resp_len, resp_cap;
+    char body[256];
+    size_t body_len;
+    char errbuf[CURL_ERROR_SIZE];
+};
+
+struct worker {
+    struct lg_load *load;
+    int id;
+    pthread_t tid;
+    int started;
+    lg_evloop *loop;
+    struct curl_slist *headers;
+    struct slot *slots;
+    int nslots, nlive; /* slots, and those not SLOT_DONE */
+    int first;         /* global index of slots[0] */
+    lg_tally *tally;   /* [ntargets] */
+    lg_rec *recs;
+    size_t nrecs, caprecs;
+    uint64_t rng;
+    int64_t last_ns;   /* last final answer */
+    int fail;          /* LG_ERR_* that ended this thread early, 0 otherwise */
+    char failmsg[200];
+    char example[LG_OUT_COUNT][LG_EXAMPLE_MAX];
+    _Atomic uint64_t done, errors; /* read by the progress line while running */
+    _Atomic int finished;
+};
+
+struct lg_load {
+    lg_load_cfg cfg;
+    char run_id[40];
+    struct worker *workers;
+    int nworkers;
+    int64_t start_ns, deadline_ns; /* deadline -1: none */
+    int64_t interval_ns;           /* open loop: time between one slot's sends; 0 closed */
+    atomic_llong tickets;          /* request numbers handed out so far */
+    atomic_int stop;               /* 0 run, 1 finish in-flight, 2 abandon in-flight */
+};
+
+static uint64_t next_rand(uint64_t *s)
+{
+    /* xorshift64*: quantities need spread, not cryptographic quality */
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 2685821657736338717ULL;
+}
+
+/* Whether no more requests may start: stopped, past the deadline, or all claimed. */
+static int exhausted(const lg_load *l, int64_t now)
+{
+    if (atomic_load_explicit(&l->stop, memory_order_relaxed))
+        return 1;
+    if (l->deadline_ns >= 0 && now >= l->deadline_ns)
+        return 1;
+    return l->cfg.requests > 0 &&
+           atomic_load_explicit(&l->tickets, memory_order_relaxed) >= l->cfg.requests;
+}
+
+/* The next request number, or -1 when the run allows no more. */
+static long long claim(lg_load *l, int64_t now)
+{
+    if (exhausted(l, now))
+        return -1;
+    long long t = atomic_fetch_add_explicit(&l->tickets, 1, memory_order_relaxed);
+    return l->cfg.requests > 0 && t >= l->cfg.requests ? -1 : t;
+}
+
+static size_t on_write(char *data, size_t size, size_t n, void *arg)
+{
+    struct slot *s = arg;
+    size_t len = size * n;
+    size_t room = s->resp_cap - s->resp_len;
+    if (room < len && s->resp_cap < RESP_MAX) {
+        size_t cap = s->resp_cap;
+        while (cap < RESP_MAX && cap - s->resp_len < len)
+            cap *= 2;
+        char *grown = realloc(s->resp, cap > RESP_MAX ? RESP_MAX : cap);
+        if (grown) {
+            s->resp = grown;
+            s->resp_cap = cap > RESP_MAX ? RESP_MAX : cap;
+        }
+        room = s->resp_cap - s->resp_len;
+    }
+    /* beyond the cap the answer is truncated, which makes it fail to parse: malformed */
+    size_t keep = len < room ? len : room;
+    memcpy(s->resp + s->resp_len, data, keep);
+    s->resp_len += keep;
+    return len;
+}
+
+/* Makes the record and body of request number ticket. 0 or LG_ERR_NOMEM. */
+static int prepare(struct slot *s, long long ticket)
+{
+    struct worker *w = s->w;
+    const lg_load_cfg *c = &w->load->cfg;
+    if (w->nrecs == w->caprecs) {
+        size_t cap = w->caprecs ? w->caprecs * 2 : 1024;
+        lg_rec *grown = realloc(w->recs, cap * sizeof(*grown));
+        if (grown == NULL)
+            return LG_ERR_NOMEM;
+        w->recs = grown;
+        w->caprecs = cap;
+    }
+    s->rec = w->nrecs++;
+    lg_rec *r = &w->recs[s->rec];
+    r->item = (int32_t)(ticket % c->nitems);
+    r->quantity = c->qmin + (int32_t)(next_rand(&w->rng) % (uint64_t)(c->qmax - c->qmin + 1));
+    r->outcome = LG_OUT_TRANSPORT; /* until an answer says otherwise */
+    r->remaining = -1;
+    r->seen = 0;
+    int n = snprintf(s->body, sizeof(s->body),
+                     "{\"itemId\":%lld,\"quantity\":%d,\"requestId\":\"%s-%d-%zu\"",
+                     c->item_ids[r->item], (int)r->quantity, w->load->run_id, w->id, s->rec);
+    if (c->work_ms > 0)
+        n += snprintf(s->body + n, sizeof(s->body) - (size_t)n, ",\"workMs\":%d", c->work_ms);
+    n += snprintf(s->body + n, sizeof(s->body) - (size_t)n, "}");
+    s->body_len = (size_t)n;
+    return LG_OK;
+}
+
+static int send_request(struct slot *s)
+{
+    s->resp_len = 0;
+    s->errbuf[0] = '\0';
+    if (!s->w->load->cfg.raw) {
+        curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, s->body);
+        curl_easy_setopt(s->easy, CURLOPT_POSTFIELDSIZE, (long)s->body_len);
+    }
+    if (lg_evloop_add(s->w->loop, s->easy) != LG_OK)
+        return LG_ERR_NOMEM;
+    s->state = SLOT_BUSY;
+    return LG_OK;
+}
+
+/* Books the final outcome of the slot's request and frees the slot. */
+static void complete(struct slot *s, const lg_answer *a, int64_t now)
+{
+    struct worker *w = s->w;
+    lg_tally *t = &w->tally[s->target];
+    t->counts[a->outcome]++;
+    if (a->outcome != LG_OUT_TRANSPORT) {
+        uint64_t us = (uint64_t)(now - s->origin_ns) / 1000;
+        hist_record(t->all, us);
+        if (a->outcome == LG_OUT_OK)
+            hist_record(t->ok, us);
+    }
+    if (!w->load->cfg.raw) {
+        lg_rec *r = &w->recs[s->rec];
+        r->outcome = (uint8_t)a->outcome;
+        r->remaining = a->remaining;
+    }
+    if (a->why[0] && !w->example[a->outcome][0])
+        snprintf(w->example[a->outcome], sizeof(w->example[0]), "%.200s%.100s: %.119s",
+                 w->load->cfg.targets[s->target].url, w->load->cfg.path, a->why);
+    atomic_fetch_add_explicit(&w->done, 1, memory_order_relaxed);
+    if (a->outcome != LG_OUT_OK)
+        atomic_fetch_add_explicit(&w->errors, 1, memory_order_relaxed);
+    w->last_ns = now;
+    s->state = SLOT_IDLE;
+    s->attempt = 0;
+}
+
+static void complete_transport(struct slot *s, const char *why, int64_t now)
+{
+    lg_answer a;
+    memset(&a, 0, sizeof(a));
+    a.outcome = LG_OUT_TRANSPORT;
+    a.remaining = a.quantity = -1;
+    snprintf(a.why, sizeof(a.why), "%.119s", why);
+    complete(s, &a, now);
+}
+
+/* A transfer ended: retry it, or classify the answer and complete it. */
+static void on_done(struct slot *s, CURLcode result, int64_t now)
+{
+    struct worker *w = s->w;
+    const lg_load_cfg *c = &w->load->cfg;
+    if (result != CURLE_OK) {
+        if (!c->raw && s->attempt < c->retries && !atomic_load(&w->load->stop)) {
+            s->attempt++;
+            w->tally[s->target].retries++;
+            s->state = SLOT_RETRY;
+            s->retry_ns = now + RETRY_BACKOFF_NS * s->attempt;
+            return;
+        }
+        complete_transport(s, s->errbuf[0] ? s->errbuf : curl_easy_strerror(result), now);
+        return;
+    }
+    long status = 0;
+    curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
+    lg_answer a;
+    if (c->raw) {
+        lg_answer_status(status, &a);
+    } else {
+        lg_answer_parse(status, s->resp, s->resp_len, &a);
+        long long asked = w->recs[s->rec].quantity;
+        if (a.outcome == LG_OUT_OK && a.quantity != asked) {
+            a.outcome = LG_OUT_MALFORMED;
+            snprintf(a.why, sizeof(a.why), "200 for quantity %lld, asked %lld", a.quantity, asked);
+        }
+    }
+    complete(s, &a, now);
+}
+
+/* Completes every finished transfer; returns how many there were. */
+static int drain(struct worker *w)
+{
+    CURL *e;
+    CURLcode result;
+    int n = 0;
+    while (lg_evloop_done(w->loop, &e, &result)) {
+        struct slot *s = NULL;
+        curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&s);
+        lg_evloop_remove(w->loop, e); /* the connection stays cached for the next request */
+        on_done(s, result, lg_now_ns());
+        n++;
+    }
+    return n;
+}
+
+static void fail(struct worker *w, int code, const char *msg)
+{
+    if (!w->fail) {
+        w->fail = code;
+        snprintf(w->failmsg, sizeof(w->failmsg), "thread %d: %s", w->id, msg);
+    }
+}
+
+/* Starts the next request on an idle slot when its time has come. */
+static void start_idle(struct slot *s, int64_t now, int64_t *wake)
+{
+    lg_load *l = s->w->load;
+    if (l->interval_ns && s->next_ns > now && !exhausted(l, now)) {
+        if (s->next_ns < *wake)
+            *wake = s->next_ns;
+        return;
+    }
+    long long ticket = claim(l, now);
+    if (ticket < 0) {
+        s->state = SLOT_DONE;
+        s->w->nlive--;
+        return;
+    }
+    /* open loop: latency starts at the planned time even when we are late */
+    s->origin_ns = l->interval_ns ? s->next_ns : now;
+    s->next_ns += l->interval_ns;
+    if (!l->cfg.raw && prepare(s, ticket) != LG_OK) {
+        fail(s->w, LG_ERR_NOMEM, "out of memory for request records");
+        return;
+    }
+    if (send_request(s) != LG_OK)
+        fail(s->w, LG_ERR_NOMEM, "libcurl could not add a transfer");
+}
+
+/* Walks the slots: starts due requests and retries; *wake gets the earliest
+ * time one of them has to act. */
+static void start_due(struct worker *w, int64_t now, int64_t *wake)
+{
+    int stopping = atomic_load_explicit(&w->load->stop, memory_order_relaxed) != 0;
+    for (int i = 0; i < w->nslots && !w->fail; i++) {
+        struct slot *s = &w->slots[i];
+        if (s->state == SLOT_RETRY) {
+            if (stopping)
+                complete_transport(s, "not retried: loadgen was stopped", now);
+            else if (s->retry_ns <= now && send_request(s) != LG_OK)
+                fail(w, LG_ERR_NOMEM, "libcurl could not add a transfer");
+            else if (s->retry_ns > now && s->retry_ns < *wake)
+                *wake = s->retry_ns;
+        }
+        if (s->state == SLOT_IDLE)
+            start_idle(s, now, wake);
+    }
+}
+
+/* Hard stop or thread failure: in-flight requests become transport errors. */
+static void abandon_all(struct worker *w, const char *why)
+{
+    int64_t now = lg_now_ns();
+    for (int i = 0; i < w->nslots; i++) {
+        struct slot *s = &w->slots[i];
+        if (s->state == SLOT_BUSY)
+            lg_evloop_remove(w->loop, s->easy);
+        if (s->state == SLOT_BUSY || s->state == SLOT_RETRY)
+            complete_transport(s, why, now);
+        if (s->state != SLOT_DONE) {
+            s->state = SLOT_DONE;
+            w->nlive--;
+        }
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    while (w->nlive > 0 && !w->fail) {
+        int64_t now = lg_now_ns();
+        if (atomic_load(&w->load->stop) == 2) {
+            abandon_all(w, "abandoned: loadgen was stopped");
+            break;
+        }
+        int64_t wake = now + IDLE_WAKE_NS;
+        start_due(w, now, &wake);
+        /* new transfers ask libcurl for an immediate timeout: run it at once so
+         * their requests are on the wire before we wait */
+        if (lg_evloop_timers(w->loop, lg_now_ns()) && drain(w))
+            continue;
+        if (w->nlive == 0)
+            break;
+        lg_evloop_wait(w->loop, lg_evloop_deadline(w->loop, wake));
+        drain(w);
+    }
+    if (w->fail)
+        abandon_all(w, "abandoned: loadgen thread failed");
+    atomic_store(&w->finished, 1);
+    return NULL;
+}
+
+static int slot_init(struct slot *s, struct worker *w, int global, lg_err *err)
+{
+    const lg_load *l = w->load;
+    char url[LG_URL_MAX + LG_PATH_MAX];
+    s->w = w;
+    s->target = global % l->cfg.ntargets;
+    s->state = SLOT_IDLE;
+    s->resp_cap = 1024;
+    s->resp = malloc(s->resp_cap);
+    s->easy = curl_easy_init();
+    if (s->resp == NULL || s->easy == NULL)
+        return lg_errf(err, LG_ERR_NOMEM, "out of memory setting up connection %d", global);
+    snprintf(url, sizeof(url), "%s%s", l->cfg.targets[s->target].url, l->cfg.path);
+    CURL *e = s->easy;
+    if ((s->url = curl_url()) == NULL || curl_url_set(s->url, CURLUPART_URL, url, 0) != CURLUE_OK)
+        return lg_errf(err, LG_ERR_USAGE, "libcurl cannot parse the URL %s", url);
+    curl_easy_setopt(e, CURLOPT_CURLU, s->url);
+    curl_easy_setopt(e, CURLOPT_NOPROXY, "*");
+    curl_easy_setopt(e, CURLOPT_PRIVATE, s);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, s);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, s->errbuf);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, w->headers);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)l->cfg.timeout_ms);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                     (long)(l->cfg.timeout_ms < 5000 ? l->cfg.timeout_ms : 5000));
+    curl_easy_setopt(e, CURLOPT_PROXY, ""); /* targets are direct; ignore *_proxy variables */
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    if (l->cfg.raw)
+        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    else
+        curl_easy_setopt(e, CURLOPT_POST, 1L);
+    return LG_OK;
+}
+
+static int worker_init(struct worker *w, lg_load *l, int id, lg_err *err)
+{
+    int C = l->cfg.concurrency, T = l->nworkers, ntargets = l->cfg.ntargets;
+    int first = (int)((long long)id * C / T), end = (int)((long long)(id + 1) * C / T);
+    w->load = l;
+    w->id = id;
+    w->rng = 0x9e3779b97f4a7c15ULL ^ ((uint64_t)lg_now_ns() + (uint64_t)id * 7919);
+    w->first = first;
+    w->nslots = w->nlive = end - first;
+    w->slots = calloc((size_t)w->nslots, sizeof(*w->slots));
+    w->tally = calloc((size_t)ntargets, sizeof(*w->tally));
+    /* no Accept (wrk sends none either); Expect: never wait for 100-continue */
+    w->headers = curl_slist_append(NULL, "Accept:");
+    w->headers = curl_slist_append(w->headers, "Expect:");
+    if (!l->cfg.raw)
+        w->headers = curl_slist_append(w->headers, "Content-Type: application/json");
+    if (!w->slots || !w->tally || !w->headers)
+        return lg_errf(err, LG_ERR_NOMEM, "out of memory setting up thread %d", id);
+    /* keep every connection of this thread open between requests */
+    int rc = lg_evloop_new(w->nslots + 1, &w->loop, err);
+    if (rc != LG_OK)
+        return rc;
+    for (int t = 0; t < ntargets; t++)
+        if (lg_tally_init(&w->tally[t]) != LG_OK)
+            return lg_errf(err, LG_ERR_NOMEM, "out of memory for histograms");
+    for (int i = 0; rc == LG_OK && i < w->nslots; i++)
+        rc = slot_init(&w->slots[i], w, first + i, err);
+    return rc;
+}
+
+static void worker_free(struct worker *w)
+{
+    for (int i = 0; w->slots && i < w->nslots; i++) {
+        if (w->slots[i].state == SLOT_BUSY && w->loop)
+            lg_evloop_remove(w->loop, w->slots[i].easy);
+        curl_easy_cleanup(w->slots[i].easy);
+        curl_url_cleanup(w->slots[i].url);
+        free(w->slots[i].resp);
+    }
+    free(w->slots);
+    lg_evloop_free(w->loop);
+    curl_slist_free_all(w->headers);
+    for (int t = 0; w->tally && t < w->load->cfg.ntargets; t++)
+        lg_tally_free(&w->tally[t]);
+    free(w->tally);
+    free(w->recs);
+}
+
+static void load_free(lg_load *l)
+{
+    for (int i = 0; l->workers && i < l->nworkers; i++)
+        worker_free(&l->workers[i]);
+    free(l->workers);
+    free(l);
+}
+
+/* Starts the clock after the (slow) set-up; staggers the open-loop connections
+ * evenly over one interval so the aggregate rate is smooth from the start. */
+static void schedule(lg_load *l)
+{
+    l->start_ns = lg_now_ns();
+    l->deadline_ns = l->cfg.duration_s > 0 ? l->start_ns + (int64_t)(l->cfg.duration_s * 1e9) : -1;
+    for (int i = 0; i < l->nworkers; i++)
+        for (int k = 0; k < l->workers[i].nslots; k++) {
+            int global = l->workers[i].first + k;
+            l->workers[i].slots[k].next_ns =
+                l->start_ns + (l->cfg.rate > 0 ? (int64_t)(global * 1e9 / l->cfg.rate) : 0);
+        }
+}
+
+static int check_cfg(const lg_load_cfg *c, lg_err *err)
+{
+    if (c->ntargets < 1 || c->concurrency < c->ntargets || c->threads < 1 ||
+        c->threads > c->concurrency || (!c->raw && c->nitems < 1) || c->qmin < 1 ||
+        c->qmax < c->qmin || (c->requests <= 0 && c->duration_s <= 0) ||
+        strlen(c->run_id) > 32 || c->timeout_ms < 1)
+        return lg_errf(err, LG_ERR_USAGE, "load: inconsistent configuration");
+    return LG_OK;
+}
+
+int lg_load_start(const lg_load_cfg *cfg, lg_load **out, lg_err *err)
+{
+    *out = NULL;
+    if (check_cfg(cfg, err) != LG_OK)
+        return LG_ERR_USAGE;
+    lg_load *l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return lg_errf(err, LG_ERR_NOMEM, "out of memory");
+    l->cfg = *cfg;
+    snprintf(l->run_id, sizeof(l->run_id), "%s", cfg->run_id);
+    l->cfg.run_id = l->run_id;
+    l->nworkers = cfg->threads;
+    l->interval_ns = cfg->rate > 0 ? (int64_t)(cfg->concurrency * 1e9 / cfg->rate) : 0;
+    if (cfg->rate > 0 && l->interval_ns < 1)
+        l->interval_ns = 1;
+    atomic_init(&l->tickets, 0);
+    atomic_init(&l->stop, 0);
+    l->workers = calloc((size_t)l->nworkers, sizeof(*l->workers));
+    if (l->workers == NULL) {
+        free(l);
+        return lg_errf(err, LG_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < l->nworkers; i++) {
+        l->workers[i].load = l;
+    }
+    int rc = LG_OK;
+    for (int i = 0; rc == LG_OK && i < l->nworkers; i++)
+        rc = worker_init(&l->workers[i], l, i, err);
+    if (rc == LG_OK)
+        schedule(l);
+    for (int i = 0; rc == LG_OK && i < l->nworkers; i++) {
+        int e = pthread_create(&l->workers[i].tid, NULL, worker_main, &l->workers[i]);
+        if (e != 0) {
+            rc = lg_errf(err, LG_ERR_SYS, "cannot start thread: %s", strerror(e));
+            atomic_store(&l->stop, 2);
+        } else {
+            l->workers[i].started = 1;
+        }
+    }
+    if (rc != LG_OK) {
+        for (int i = 0; i < l->nworkers; i++)
+            if (l->workers[i].started)
+                pthread_join(l->workers[i].tid, NULL);
+        load_free(l);
+        return rc;
+    }
+    *out = l;
+    return LG_OK;
+}
+
+void lg_load_progress(lg_load *l, lg_progress *p)
+{
+    p->done = p->errors = 0;
+    for (int i = 0; i < l->nworkers; i++) {
+        p->done += atomic_load_explicit(&l->workers[i].done, memory_order_relaxed);
+        p->errors += atomic_load_explicit(&l->workers[i].errors, memory_order_relaxed);
+    }
+    p->elapsed_s = (double)(lg_now_ns() - l->start_ns) / 1e9;
+}
+
+int lg_load_finished(lg_load *l)
+{
+    for (int i = 0; i < l->nworkers; i++)
+        if (!atomic_load(&l->workers[i].finished))
+            return 0;
+    return 1;
+}
+
+void lg_load_stop(lg_load *l, int hard)
+{
+    atomic_store(&l->stop, hard ? 2 : 1);
+}
+
+/* Moves a finished worker's counters and records into res. */
+static void collect(lg_result *res, struct worker *w, int b, int64_t *last)
+{
+    for (int t = 0; t < res->ntargets; t++) {
+        lg_tally_merge(&res->targets[t], &w->tally[t]);
+        lg_tally_merge(&res->total, &w->tally[t]);
+    }
+    res->recs[b] = w->recs;
+    res->nrecs[b] = w->nrecs;
+    w->recs = NULL;
+    for (int o = 0; o < LG_OUT_COUNT; o++)
+        if (!res->example[o][0] && w->example[o][0])
+            memcpy(res->example[o], w->example[o], sizeof(res->example[o]));
+    if (w->last_ns > *last)
+        *last = w->last_ns;
+}
+
+int lg_load_join(lg_load *l, lg_result *res, lg_err *err)
+{
+    memset(res, 0, sizeof(*res));
+    for (int i = 0; i < l->nworkers; i++)
+        pthread_join(l->workers[i].tid, NULL);
+    snprintf(res->run_id, sizeof(res->run_id), "%s", l->run_id);
+    res->ntargets = l->cfg.ntargets;
+    res->nbatch = l->nworkers;
+    res->targets = calloc((size_t)res->ntargets, sizeof(*res->targets));
+    res->recs = calloc((size_t)res->nbatch, sizeof(*res->recs));
+    res->nrecs = calloc((size_t)res->nbatch, sizeof(*res->nrecs));
+    int rc = res->targets && res->recs && res->nrecs ? lg_tally_init(&res->total) : LG_ERR_NOMEM;
+    for (int t = 0; rc == LG_OK && t < res->ntargets; t++)
+        rc = lg_tally_init(&res->targets[t]);
+    int64_t last = l->start_ns;
+    for (int i = 0; rc == LG_OK && i < l->nworkers; i++)
+        collect(res, &l->workers[i], i, &last);
+    res->elapsed_s = (double)(last - l->start_ns) / 1e9;
+    if (rc != LG_OK)
+        lg_errf(err, rc, "out of memory merging results");
+    for (int i = 0; rc == LG_OK && i < l->nworkers; i++)
+        if (l->workers[i].fail)
+            rc = lg_errf(err, l->workers[i].fail, "%s", l->workers[i].failmsg);
+    load_free(l);
+    return rc;
+}
+

@@ -1,0 +1,204 @@
+/* main.c - loadgen's entry point: parses flags, runs one run (or one per lock
+ * mode for compare), draws the progress line on a terminal, prints the report
+ * and turns the verdict into the exit status (0 PASS, 1 FAIL, 2 usage/set-up). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "loadgen/opts.h"
+#include "loadgen/report.h"
+#include "loadgen/run.h"
+#include "loadgen/scenario.h"
+
+#define EXIT_PASS 0
+#define EXIT_FAIL 1
+#define EXIT_USAGE 2
+
+/* Ctrl-C count: 1 = stop starting requests and finish the run (the verdict
+ * still holds for what ran), 2 = abandon requests in flight. The handler only
+ * counts; the run loop reads it through the tick callback. */
+static volatile sig_atomic_t stop_requests;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    if (stop_requests < 2)
+        stop_requests++;
+}
+
+typedef struct progress {
+    int tty;          /* draw only on a terminal */
+    long long total;  /* 0: duration-bound */
+    const char *label;
+} progress;
+
+static int tick(const lg_progress *p, void *arg)
+{
+    const progress *pr = arg;
+    if (pr->tty) {
+        char total[32] = "";
+        if (pr->total)
+            snprintf(total, sizeof(total), "/%lld", pr->total);
+        fprintf(stderr, "\r\033[K%s%s%llu%s requests  %.0f req/s  %llu errors  %.1f s%s",
+                pr->label, pr->label[0] ? ": " : "", (unsigned long long)p->done, total,
+                p->elapsed_s > 0 ? (double)p->done / p->elapsed_s : 0.0,
+                (unsigned long long)p->errors, p->elapsed_s,
+                stop_requests ? "  (stopping: Ctrl-C again abandons requests in flight)" : "");
+        fflush(stderr);
+    }
+    return stop_requests;
+}
+
+static void clear_progress(const progress *pr)
+{
+    if (pr->tty)
+        fprintf(stderr, "\r\033[K");
+}
+
+static void list_scenarios(void)
+{
+    printf("Scenarios (loadgen --scenario NAME --target URL ...; flags override the values):\n");
+    for (int i = 0; lg_scenario_at(i); i++) {
+        const lg_scenario *s = lg_scenario_at(i);
+        printf("\n  %-10s %s\n", s->name, s->summary);
+        printf("  %-10s stockd flags: %s\n", "", s->server_flags[0] ? s->server_flags : "none");
+        printf("  %-10s checks: the invariants%s%s\n", "", s->expects[0] ? "; " : "",
+               s->expects);
+    }
+}
+
+static int write_json(const char *path, FILE *f, json_t *j)
+{
+    int rc = j && json_dumpf(j, f, JSON_INDENT(2)) == 0 && fputc('\n', f) != EOF &&
+                     fflush(f) == 0
+                 ? 0
+                 : -1;
+    if (rc != 0)
+        fprintf(stderr, "loadgen: could not write the JSON report to %s\n", path);
+    json_decref(j);
+    return rc;
+}
+
+static int run_single(const lg_opts *o, FILE *json, const progress *pr_in)
+{
+    progress pr = *pr_in;
+    lg_run r;
+    lg_err err;
+    lg_err_clear(&err);
+    int rc = lg_run_exec(o, o->targets, o->ntargets, "", tick, &pr, &r, &err);
+    clear_progress(&pr);
+    if (rc != LG_OK) {
+        fprintf(stderr, "loadgen: %s\n", err.msg);
+        if (json) /* the file was opened (emptied) up front: say why it holds no report */
+            write_json(o->json_path, json, json_pack("{s:s}", "error", err.msg));
+        return EXIT_USAGE;
+    }
+    lg_report_text(stdout, o, &r);
+    fflush(stdout);
+    int status = r.verdict == LG_PASS ? EXIT_PASS : EXIT_FAIL;
+    if (r.verdict == LG_NO_VERDICT)
+        status = r.load.total.counts[LG_OUT_TRANSPORT] ? EXIT_FAIL : EXIT_PASS;
+    if (json && write_json(o->json_path, json, lg_report_json(o, &r)) != 0)
+        status = EXIT_USAGE;
+    lg_run_free(&r);
+    return status;
+}
+
+/* Splits the targets into groups by label, in order of first appearance. */
+static int group_targets(const lg_opts *o, lg_target groups[][LG_MAX_TARGETS], int *sizes)
+{
+    int n = 0;
+    for (int i = 0; i < o->ntargets; i++) {
+        int g = 0;
+        while (g < n && strcmp(groups[g][0].label, o->targets[i].label) != 0)
+            g++;
+        if (g == n)
+            sizes[n++] = 0;
+        groups[g][sizes[g]++] = o->targets[i];
+    }
+    return n;
+}
+
+static int run_compare(const lg_opts *o, FILE *json, const progress *pr_in)
+{
+    static lg_target groups[LG_MAX_TARGETS][LG_MAX_TARGETS]; /* too big for the stack */
+    int sizes[LG_MAX_TARGETS];
+    int n = group_targets(o, groups, sizes);
+    lg_run *runs = calloc((size_t)n, sizeof(*runs));
+    int done = 0, status = EXIT_USAGE;
+    if (runs == NULL) {
+        fprintf(stderr, "loadgen: out of memory\n");
+        return EXIT_USAGE;
+    }
+    for (; done < n && stop_requests < 2; done++) {
+        progress pr = *pr_in;
+        pr.label = groups[done][0].label;
+        lg_err err;
+        lg_err_clear(&err);
+        int rc = lg_run_exec(o, groups[done], sizes[done], pr.label, tick, &pr, &runs[done],
+                             &err);
+        clear_progress(&pr);
+        if (rc != LG_OK) {
+            fprintf(stderr, "loadgen: compare, %s: %s\n", pr.label, err.msg);
+            if (json)
+                write_json(o->json_path, json, json_pack("{s:s, s:s}", "error", err.msg, "label",
+                                                         pr.label));
+            goto out;
+        }
+    }
+    int verdict = lg_report_compare(stdout, o, runs, done);
+    fflush(stdout);
+    status = verdict == LG_PASS ? EXIT_PASS : EXIT_FAIL;
+    if (json && write_json(o->json_path, json, lg_report_compare_json(o, runs, done, verdict)))
+        status = EXIT_USAGE;
+out:
+    for (int i = 0; i < done; i++)
+        lg_run_free(&runs[i]);
+    free(runs);
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    lg_opts o;
+    lg_err err;
+    lg_err_clear(&err);
+    if (lg_opts_parse(&o, argc, argv, &err) != LG_OK) {
+        fprintf(stderr, "loadgen: %s\n", err.msg);
+        return EXIT_USAGE;
+    }
+    if (o.help || o.list) {
+        if (o.help)
+            fputs(lg_usage_text(), stdout);
+        else
+            list_scenarios();
+        return EXIT_PASS;
+    }
+    FILE *json = NULL;
+    if (o.json_path[0] && (json = fopen(o.json_path, "w")) == NULL) {
+        perror(o.json_path);
+        return EXIT_USAGE;
+    }
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        fprintf(stderr, "loadgen: libcurl failed to initialise\n");
+        return EXIT_USAGE;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    progress pr = {isatty(STDERR_FILENO), o.requests, ""};
+    int status = strcmp(o.scenario, "compare") == 0 ? run_compare(&o, json, &pr)
+                                                     : run_single(&o, json, &pr);
+    if (json)
+        fclose(json);
+    curl_global_cleanup();
+    return status;
+}

@@ -1,0 +1,367 @@
+/* report.c - formats a run for people (aligned text, latencies in ms) and for
+ * programs (JSON, latencies in integer microseconds). The verdict text comes
+ * from the checker; this file only lays it out. */
+#include "loadgen/report.h"
+
+#include <string.h>
+
+static const double pcts[] = {50, 90, 99, 99.9};
+static const char *const pct_names[] = {"p50", "p90", "p99", "p99.9"};
+#define NPCTS 4
+
+static double ms(uint64_t us)
+{
+    return (double)us / 1000.0;
+}
+
+static double rate(uint64_t n, double secs)
+{
+    return secs > 0 ? (double)n / secs : 0.0;
+}
+
+static void header(FILE *f, const lg_opts *o, const lg_run *r)
+{
+    if (o->get_path[0])
+        fprintf(f, "loadgen: raw GET %s", o->get_path);
+    else
+        fprintf(f, "loadgen: %s%s", o->scenario[0] ? "scenario " : "POST /reduceStock",
+                o->scenario);
+    fprintf(f, ", %d target%s, %d connections, %d threads, ", r->ntargets,
+            r->ntargets == 1 ? "" : "s", o->concurrency, o->threads);
+    if (o->rate > 0)
+        fprintf(f, "open loop at %.0f req/s, ", o->rate);
+    if (o->requests)
+        fprintf(f, "%lld requests", o->requests);
+    if (o->requests && o->duration_s)
+        fprintf(f, " or ");
+    if (o->duration_s)
+        fprintf(f, "%.1f s", o->duration_s);
+    if (!o->get_path[0]) {
+        fprintf(f, ", %d item%s of stock %lld, quantity %d", r->nitems,
+                r->nitems == 1 ? "" : "s", o->item_id ? r->items[0].stock0 : o->stock, o->qmin);
+        if (o->qmax != o->qmin)
+            fprintf(f, "-%d", o->qmax);
+        fprintf(f, ", workMs %d", o->work_ms);
+    }
+    fprintf(f, "\n");
+}
+
+static void outcomes(FILE *f, const lg_result *res)
+{
+    uint64_t total = lg_tally_requests(&res->total);
+    fprintf(f, "\n%llu requests in %.3f s = %.1f req/s (%llu retries)\n",
+            (unsigned long long)total, res->elapsed_s, rate(total, res->elapsed_s),
+            (unsigned long long)res->total.retries);
+    fprintf(f, "\n%-28s %8s\n", "outcome", "count");
+    for (int o = 0; o < LG_OUT_COUNT; o++)
+        fprintf(f, "%-28s %8llu\n", lg_outcome_name(o),
+                (unsigned long long)res->total.counts[o]);
+    for (int o = 0; o < LG_OUT_COUNT; o++)
+        if (res->example[o][0])
+            fprintf(f, "  first %s: %s\n", lg_outcome_name(o), res->example[o]);
+}
+
+static void latency_row(FILE *f, const char *name, const hist *h)
+{
+    fprintf(f, "%-28s %8llu %9.3f", name, (unsigned long long)hist_count(h), ms(hist_min(h)));
+    for (int i = 0; i < NPCTS; i++)
+        fprintf(f, " %9.3f", ms(hist_percentile(h, pcts[i])));
+    fprintf(f, " %9.3f\n", ms(hist_max(h)));
+}
+
+static void latencies(FILE *f, const lg_result *res)
+{
+    fprintf(f, "\n%-28s %8s %9s", "latency (ms)", "count", "min");
+    for (int i = 0; i < NPCTS; i++)
+        fprintf(f, " %9s", pct_names[i]);
+    fprintf(f, " %9s\n", "max");
+    latency_row(f, "all answers", res->total.all);
+    latency_row(f, "ok only", res->total.ok);
+}
+
+static void per_target(FILE *f, const lg_run *r)
+{
+    const lg_result *res = &r->load;
+    fprintf(f, "\n%-28s %9s %9s %9s %10s\n", "per target", "requests", "ok", "not ok",
+            "req/s");
+    for (int t = 0; t < res->ntargets; t++) {
+        const lg_tally *x = &res->targets[t];
+        uint64_t n = lg_tally_requests(x);
+        fprintf(f, "%-28s %9llu %9llu %9llu %10.1f\n", r->targets[t].url, (unsigned long long)n,
+                (unsigned long long)x->counts[LG_OUT_OK],
+                (unsigned long long)(n - x->counts[LG_OUT_OK]), rate(n, res->elapsed_s));
+    }
+    if (res->ntargets < 2)
+        return; /* the overall table already says it all */
+    fprintf(f, "\n%-28s %8s %9s", "latency by target (ms)", "count", "min");
+    for (int i = 0; i < NPCTS; i++)
+        fprintf(f, " %9s", pct_names[i]);
+    fprintf(f, " %9s\n", "max");
+    for (int t = 0; t < res->ntargets; t++)
+        latency_row(f, r->targets[t].url, res->targets[t].all);
+}
+
+static void item_line(FILE *f, const lg_item_check *c)
+{
+    fprintf(f, "  item %lld: stock %lld -> %lld, sold %lld, acknowledged %lld units in %lld "
+               "answers",
+            c->id, c->stock0, c->stock1, c->sold1 - c->sold0, c->acked_qty, c->acked_n);
+    if (c->ledger_checked)
+        fprintf(f, ", ledger rows %lld (%lld units matched)\n", c->rows, c->matched_qty);
+    else
+        fprintf(f, ", ledger not read row by row (too many rows)\n");
+}
+
+/* Few items: one line each; many: the totals. */
+static void items(FILE *f, const lg_run *r)
+{
+    fprintf(f, "\nitems\n");
+    if (r->nitems <= 5) {
+        for (int k = 0; k < r->nitems; k++)
+            item_line(f, &r->items[k]);
+        return;
+    }
+    lg_item_check sum;
+    lg_item_check_init(&sum, 0);
+    int checked = 0;
+    for (int k = 0; k < r->nitems; k++) {
+        const lg_item_check *c = &r->items[k];
+        sum.stock0 += c->stock0, sum.stock1 += c->stock1;
+        sum.sold1 += c->sold1 - c->sold0, sum.acked_qty += c->acked_qty;
+        sum.acked_n += c->acked_n, sum.rows += c->rows;
+        checked += c->ledger_checked;
+    }
+    fprintf(f, "  %d items: stock %lld -> %lld, sold %lld, acknowledged %lld units in %lld "
+               "answers, ledger read row by row for %d of them (%lld rows)\n",
+            r->nitems, sum.stock0, sum.stock1, sum.sold1, sum.acked_qty, sum.acked_n, checked,
+            sum.rows);
+}
+
+static void verdict(FILE *f, const lg_run *r)
+{
+    fprintf(f, "\nVERDICT: %s%s\n", r->verdict == LG_PASS ? "PASS" : "FAIL",
+            r->stopped ? " (the run was stopped early; the checks cover what ran)" : "");
+    for (int i = 0; i < r->nfindings; i++)
+        if (r->findings[i].violation)
+            fprintf(f, "  %s\n", r->findings[i].text);
+    for (int i = 0; i < r->nexpect; i++)
+        fprintf(f, "  expectation not met: %s\n", r->expect[i]);
+    for (int i = 0; i < r->nfindings; i++)
+        if (!r->findings[i].violation)
+            fprintf(f, "  %s\n", r->findings[i].text);
+}
+
+void lg_report_text(FILE *f, const lg_opts *o, const lg_run *r)
+{
+    header(f, o, r);
+    outcomes(f, &r->load);
+    latencies(f, &r->load);
+    per_target(f, r);
+    if (r->verdict != LG_NO_VERDICT) {
+        items(f, r);
+        verdict(f, r);
+    }
+}
+
+static uint64_t lock_errors(const lg_tally *t)
+{
+    return t->counts[LG_OUT_LOCK_TIMEOUT] + t->counts[LG_OUT_LOCK_INTERRUPTED] +
+           t->counts[LG_OUT_LOCK_LOST] + t->counts[LG_OUT_REDIS_UNAVAILABLE];
+}
+
+enum { ROW_REQUESTS, ROW_OK, ROW_INSUFFICIENT, ROW_LOCK, ROW_OTHER, ROW_RATE, ROW_P99, ROW_SOLD,
+       ROW_VERDICT, ROW_COUNT };
+static const char *const row_names[ROW_COUNT] = {
+    "requests", "ok", "insufficient_stock", "lock errors", "other errors",
+    "throughput req/s", "p99 ms", "sold/initial stock", "verdict",
+};
+
+static void compare_cell(const lg_run *run, int row, char *cell, size_t size)
+{
+    const lg_tally *t = &run->load.total;
+    uint64_t total = lg_tally_requests(t);
+    uint64_t ok = t->counts[LG_OUT_OK], no = t->counts[LG_OUT_INSUFFICIENT];
+    long long sold = 0, stock0 = 0;
+    for (int k = 0; k < run->nitems; k++) {
+        sold += run->items[k].sold1 - run->items[k].sold0;
+        stock0 += run->items[k].stock0;
+    }
+    uint64_t v = row == ROW_REQUESTS ? total
+                 : row == ROW_OK     ? ok
+                 : row == ROW_INSUFFICIENT ? no
+                 : row == ROW_LOCK   ? lock_errors(t)
+                                     : total - ok - no - lock_errors(t);
+    if (row == ROW_RATE)
+        snprintf(cell, size, "%.1f", rate(total, run->load.elapsed_s));
+    else if (row == ROW_P99)
+        snprintf(cell, size, "%.3f", ms(hist_percentile(t->all, 99)));
+    else if (row == ROW_SOLD)
+        snprintf(cell, size, "%lld/%lld", sold, stock0);
+    else if (row == ROW_VERDICT)
+        snprintf(cell, size, "%s", run->verdict == LG_PASS ? "PASS" : "FAIL");
+    else
+        snprintf(cell, size, "%llu", (unsigned long long)v);
+}
+
+static int expected_to_fail(const lg_run *run)
+{
+    return strcmp(run->label, "none") == 0;
+}
+
+/* Why each group ended as it did, in words; none's FAIL is the demonstration. */
+static void compare_notes(FILE *f, const lg_run *runs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const lg_run *r = &runs[i];
+        if (expected_to_fail(r) && r->verdict == LG_FAIL)
+            fprintf(f, "\n%s: FAIL, as expected. Without a lock, concurrent read-modify-write "
+                       "requests overwrite each other\nand sell stock that is not there. This is "
+                       "what the lock prevents, not a loadgen error:\n", r->label);
+        else if (expected_to_fail(r))
+            fprintf(f, "\n%s: PASS this time, although it is expected to FAIL: the race did not "
+                       "show up in this run.\nRaise --concurrency or --work-ms (the servers need "
+                       "--allow-work-ms) to widen it.\n", r->label);
+        else if (r->verdict == LG_FAIL)
+            fprintf(f, "\n%s: FAIL. This mode must hold the invariants; this is a real "
+                       "violation:\n", r->label);
+        for (int k = 0; k < r->nfindings; k++)
+            fprintf(f, "  %s\n", r->findings[k].text);
+        for (int k = 0; k < r->nexpect; k++)
+            fprintf(f, "  expectation not met: %s\n", r->expect[k]);
+    }
+}
+
+int lg_report_compare(FILE *f, const lg_opts *o, const lg_run *runs, int n)
+{
+    char qty[32];
+    snprintf(qty, sizeof(qty), o->qmin == o->qmax ? "%d" : "%d-%d", o->qmin, o->qmax);
+    fprintf(f, "compare: scenario hot against %d lock mode%s, each with a fresh item: %lld "
+               "requests, %d connections, stock %lld, quantity %s, workMs %d\n\n",
+            n, n == 1 ? "" : "s", o->requests, o->concurrency, o->stock, qty, o->work_ms);
+    fprintf(f, "%-20s", "");
+    for (int i = 0; i < n; i++)
+        fprintf(f, " %14s", runs[i].label);
+    fprintf(f, "\n");
+    for (int row = 0; row < ROW_COUNT; row++) {
+        fprintf(f, "%-20s", row_names[row]);
+        for (int i = 0; i < n; i++) {
+            char cell[48];
+            compare_cell(&runs[i], row, cell, sizeof(cell));
+            fprintf(f, " %14s", cell);
+        }
+        fprintf(f, "\n");
+    }
+    compare_notes(f, runs, n);
+    int pass = LG_PASS, none_failed = -1;
+    for (int i = 0; i < n; i++)
+        if (expected_to_fail(&runs[i]))
+            none_failed = runs[i].verdict == LG_FAIL;
+        else if (runs[i].verdict != LG_PASS)
+            pass = LG_FAIL;
+    fprintf(f, "\nVERDICT: %s (%s%s)\n", pass == LG_PASS ? "PASS" : "FAIL",
+            pass == LG_PASS ? "every locked mode held the invariants"
+                            : "a mode that must hold the invariants broke them",
+            none_failed == 1   ? "; none failed, as expected"
+            : none_failed == 0 ? "; none passed by luck this time"
+                               : "");
+    return pass;
+}
+
+static json_t *latency_json(const hist *h)
+{
+    json_t *j = json_pack("{s:I, s:I, s:I, s:f}", "count", (json_int_t)hist_count(h), "min",
+                          (json_int_t)hist_min(h), "max", (json_int_t)hist_max(h), "mean",
+                          hist_mean(h));
+    for (int i = 0; j && i < NPCTS; i++)
+        json_object_set_new(j, pct_names[i], json_integer((json_int_t)hist_percentile(h, pcts[i])));
+    return j;
+}
+
+static json_t *tally_json(const lg_tally *t, double elapsed_s)
+{
+    json_t *outs = json_object();
+    for (int o = 0; outs && o < LG_OUT_COUNT; o++)
+        json_object_set_new(outs, lg_outcome_name(o), json_integer((json_int_t)t->counts[o]));
+    uint64_t n = lg_tally_requests(t);
+    return json_pack("{s:I, s:f, s:I, s:o, s:{s:o, s:o}}", "requests", (json_int_t)n,
+                     "throughput", rate(n, elapsed_s), "retries", (json_int_t)t->retries,
+                     "outcomes", outs, "latencyUs", "all", latency_json(t->all), "ok",
+                     latency_json(t->ok));
+}
+
+static json_t *config_json(const lg_opts *o)
+{
+    return json_pack("{s:s, s:i, s:i, s:I, s:f, s:f, s:I, s:I, s:i, s:i, s:i, s:i, s:i, s:i, "
+                     "s:s?}",
+                     "scenario", o->scenario, "concurrency", o->concurrency, "threads",
+                     o->threads, "requests", (json_int_t)o->requests, "durationSec",
+                     o->duration_s, "rate", o->rate, "stock", (json_int_t)o->stock, "item",
+                     (json_int_t)o->item_id, "items", o->items, "quantityMin", o->qmin,
+                     "quantityMax", o->qmax, "workMs", o->work_ms, "retries", o->retries,
+                     "timeoutMs", o->timeout_ms, "get", o->get_path[0] ? o->get_path : NULL);
+}
+
+static json_t *item_json(const lg_item_check *c)
+{
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:I}", "id",
+                     (json_int_t)c->id, "stockBefore", (json_int_t)c->stock0, "soldBefore",
+                     (json_int_t)c->sold0, "stockAfter", (json_int_t)c->stock1, "soldAfter",
+                     (json_int_t)c->sold1, "acknowledged", (json_int_t)c->acked_qty,
+                     "acknowledgedAnswers", (json_int_t)c->acked_n, "ledgerChecked",
+                     c->ledger_checked, "ledgerRows", (json_int_t)c->rows, "undetermined",
+                     (json_int_t)c->undetermined_qty);
+}
+
+static json_t *verdict_json(const lg_run *r, json_t *j)
+{
+    json_t *items_j = json_array(), *viol = json_array(), *notes = json_array(),
+           *exp = json_array();
+    for (int k = 0; k < r->nitems; k++)
+        json_array_append_new(items_j, item_json(&r->items[k]));
+    for (int i = 0; i < r->nfindings; i++) {
+        const lg_finding *x = &r->findings[i];
+        json_array_append_new(x->violation ? viol : notes,
+                              json_pack("{s:s, s:I, s:s}", "kind", lg_finding_name(x->kind),
+                                        "amount", (json_int_t)x->amount, "text", x->text));
+    }
+    for (int i = 0; i < r->nexpect; i++)
+        json_array_append_new(exp, json_string(r->expect[i]));
+    json_object_set_new(j, "items", items_j);
+    json_object_set_new(j, "verdict", json_string(r->verdict == LG_PASS ? "PASS" : "FAIL"));
+    json_object_set_new(j, "violations", viol);
+    json_object_set_new(j, "expectationsUnmet", exp);
+    json_object_set_new(j, "notes", notes);
+    return j;
+}
+
+json_t *lg_report_json(const lg_opts *o, const lg_run *r)
+{
+    json_t *j = tally_json(&r->load.total, r->load.elapsed_s);
+    if (j == NULL)
+        return NULL;
+    json_t *targets = json_array();
+    for (int t = 0; t < r->load.ntargets; t++) {
+        json_t *tj = tally_json(&r->load.targets[t], r->load.elapsed_s);
+        json_object_set_new(tj, "url", json_string(r->targets[t].url));
+        json_array_append_new(targets, tj);
+    }
+    json_object_set_new(j, "label", json_string(r->label));
+    json_object_set_new(j, "config", config_json(o));
+    json_object_set_new(j, "elapsedSec", json_real(r->load.elapsed_s));
+    json_object_set_new(j, "stopped", json_boolean(r->stopped));
+    json_object_set_new(j, "perTarget", targets);
+    if (r->verdict == LG_NO_VERDICT)
+        json_object_set_new(j, "verdict", json_null());
+    else
+        verdict_json(r, j);
+    return j;
+}
+
+json_t *lg_report_compare_json(const lg_opts *o, const lg_run *runs, int n, int verdict)
+{
+    json_t *arr = json_array();
+    for (int i = 0; arr && i < n; i++)
+        json_array_append_new(arr, lg_report_json(o, &runs[i]));
+    return json_pack("{s:s, s:s, s:o}", "scenario", "compare", "verdict",
+                     verdict == LG_PASS ? "PASS" : "FAIL", "runs", arr);
+}

@@ -1,0 +1,55 @@
+/* result.h - what a load run measured: counts and latency histograms per
+ * target and in total, and one record per request for the verdict. Filled by
+ * lg_load_join (load.h); read by the verdict and the report. */
+#ifndef LG_RESULT_H
+#define LG_RESULT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "loadgen/answer.h"
+#include "loadgen/hist.h"
+#include "loadgen/verdict.h"
+
+#define LG_EXAMPLE_MAX 448
+
+/* Counts and latencies of one target (or of all of them). */
+typedef struct lg_tally {
+    uint64_t counts[LG_OUT_COUNT]; /* final outcome of each request */
+    uint64_t retries;              /* attempts beyond the first */
+    hist *all;                     /* us, every request that got an HTTP answer */
+    hist *ok;                      /* us, the LG_OUT_OK ones */
+} lg_tally;
+
+typedef struct lg_result {
+    double elapsed_s;  /* first send to last answer */
+    int ntargets;
+    lg_tally *targets; /* [ntargets], same order as the load's targets */
+    lg_tally total;
+    int nbatch;        /* one record array per load thread */
+    lg_rec **recs;     /* recs[b][0..nrecs[b]); empty in raw mode */
+    size_t *nrecs;
+    char run_id[40];   /* requestIds of the run are "<run_id>-<batch>-<seq>" */
+    char example[LG_OUT_COUNT][LG_EXAMPLE_MAX]; /* first explanation per outcome, or "" */
+} lg_result;
+
+/* Zeroes t and gives it empty histograms. 0 or LG_ERR_NOMEM (t then holds
+ * whatever was allocated; lg_tally_free releases it). */
+int lg_tally_init(lg_tally *t);
+
+/* Adds src's counts and histograms into dst. */
+void lg_tally_merge(lg_tally *dst, const lg_tally *src);
+
+void lg_tally_free(lg_tally *t);
+
+/* Total requests with a final outcome in t. */
+uint64_t lg_tally_requests(const lg_tally *t);
+
+/* Frees what res owns (not res itself) and zeroes it. */
+void lg_result_free(lg_result *res);
+
+/* The record of one of this run's requestIds, or NULL when request_id is not
+ * of this run (other prefix, batch or sequence out of range, trailing bytes). */
+lg_rec *lg_result_find(const lg_result *res, const char *request_id);
+
+#endif

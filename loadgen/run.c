@@ -1,0 +1,259 @@
+/* run.c - one loadgen run from set-up to verdict. The verdict reads the
+ * service's own state after every request has finished: nothing is concluded
+ * from loadgen's counters alone. */
+#include "loadgen/run.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LEDGER_LIMIT_MAX 1000000LL /* stockd's largest ?limit= */
+#define TICK_MS 250
+
+static void make_run_id(char *buf, size_t size)
+{
+    unsigned int r;
+    if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+        r = (unsigned int)time(NULL) ^ ((unsigned int)getpid() << 16);
+    snprintf(buf, size, "lg%08x", r);
+}
+
+/* Creates the run's items (or takes --item) and reads their initial state. */
+static int setup_items(const lg_opts *o, lg_run *r, const char *run_id, lg_err *err)
+{
+    const char *base = r->targets[0].url;
+    r->nitems = o->item_id ? 1 : o->items;
+    r->items = calloc((size_t)r->nitems, sizeof(*r->items));
+    if (r->items == NULL)
+        return lg_errf(err, LG_ERR_NOMEM, "out of memory for %d items", r->nitems);
+    for (int k = 0; k < r->nitems; k++) {
+        long long id = o->item_id;
+        char name[96];
+        snprintf(name, sizeof(name), "loadgen %s #%d", run_id, k + 1);
+        int rc = id ? LG_OK : lg_api_create_item(base, name, o->stock, &id, err);
+        lg_item_state st;
+        if (rc == LG_OK)
+            rc = lg_api_get_item(base, id, 1, &st, NULL, err);
+        if (rc != LG_OK)
+            return rc;
+        lg_item_check_init(&r->items[k], id);
+        r->items[k].stock0 = st.stock;
+        r->items[k].sold0 = st.sold;
+        r->items[k].orders0 = st.order_count;
+    }
+    return LG_OK;
+}
+
+/* Replicas must share one database, or the verdict would read a different
+ * inventory than the one the load changed. */
+static int check_shared(lg_run *r, lg_err *err)
+{
+    for (int t = 1; t < r->ntargets; t++) {
+        lg_item_state st;
+        lg_err e;
+        lg_err_clear(&e);
+        if (lg_api_get_item(r->targets[t].url, r->items[0].id, 1, &st, NULL, &e) != LG_OK)
+            return lg_errf(err, e.code,
+                           "%s does not see item %lld created through %s (do the replicas "
+                           "share one --db?): %s",
+                           r->targets[t].url, r->items[0].id, r->targets[0].url, e.msg);
+    }
+    return LG_OK;
+}
+
+static int probe_targets(const lg_opts *o, const lg_run *r, lg_err *err)
+{
+    for (int t = 0; t < r->ntargets; t++) {
+        long status;
+        int rc = lg_api_probe(r->targets[t].url, o->get_path, &status, err);
+        if (rc != LG_OK)
+            return rc;
+    }
+    return LG_OK;
+}
+
+static void load_cfg(const lg_opts *o, const lg_run *r, const long long *ids,
+                     const char *run_id, lg_load_cfg *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->targets = r->targets;
+    c->ntargets = r->ntargets;
+    c->raw = o->get_path[0] != '\0';
+    c->path = c->raw ? o->get_path : "/reduceStock";
+    c->concurrency = o->concurrency;
+    c->threads = o->threads;
+    c->requests = o->requests;
+    c->duration_s = o->duration_s;
+    c->rate = o->rate;
+    c->timeout_ms = o->timeout_ms;
+    c->retries = o->retries;
+    c->item_ids = ids;
+    c->nitems = r->nitems;
+    c->qmin = o->qmin;
+    c->qmax = o->qmax;
+    c->work_ms = o->work_ms;
+    c->run_id = run_id;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Runs the load to its end, ticking the caller a few times a second. */
+static int drive(const lg_load_cfg *c, lg_tick_fn tick, void *arg, lg_run *r, lg_err *err)
+{
+    lg_load *l;
+    int rc = lg_load_start(c, &l, err);
+    if (rc != LG_OK)
+        return rc;
+    int stop = 0, waited = 0;
+    while (!lg_load_finished(l)) {
+        sleep_ms(10);
+        if ((waited += 10) < TICK_MS)
+            continue;
+        waited = 0;
+        lg_progress p;
+        lg_load_progress(l, &p);
+        int want = tick ? tick(&p, arg) : 0;
+        if (want > stop) {
+            stop = want;
+            r->stopped = 1;
+            lg_load_stop(l, stop == 2);
+        }
+    }
+    if (tick) {
+        lg_progress p;
+        lg_load_progress(l, &p);
+        tick(&p, arg);
+    }
+    return lg_load_join(l, &r->load, err);
+}
+
+static lg_rec *find_rec(void *arg, const char *request_id)
+{
+    return lg_result_find(arg, request_id);
+}
+
+/* GET /items/{id} from the first target that answers: a replica may have
+ * been stopped or killed during the run (the fault scenarios do that), and
+ * every replica reads the same database. */
+static int get_item_any(const lg_run *r, long long id, long long limit, lg_item_state *st,
+                        lg_ledger **ledger, lg_err *err)
+{
+    int rc = LG_OK;
+    for (int t = 0; t < r->ntargets; t++)
+        if ((rc = lg_api_get_item(r->targets[t].url, id, limit, st, ledger, err)) == LG_OK)
+            break;
+    return rc;
+}
+
+/* Reads item k after the run and reconciles the ledger rows written during it,
+ * when there are few enough to read in one answer. */
+static int read_back(lg_run *r, int k, lg_err *err)
+{
+    lg_item_check *c = &r->items[k];
+    /* each request adds at most one row, so this limit usually gets them all at once */
+    long long asked = c->acked_n + c->undetermined_n + c->refused_n + 16;
+    long long limit = asked < LEDGER_LIMIT_MAX ? asked : LEDGER_LIMIT_MAX;
+    lg_item_state st;
+    lg_ledger *ledger = NULL;
+    int rc = get_item_any(r, c->id, limit, &st, &ledger, err);
+    long long delta = rc == LG_OK ? st.order_count - c->orders0 : 0;
+    if (rc == LG_OK && delta > limit && delta <= LEDGER_LIMIT_MAX) {
+        lg_ledger_free(ledger);
+        ledger = NULL;
+        rc = get_item_any(r, c->id, delta, &st, &ledger, err);
+        delta = rc == LG_OK ? st.order_count - c->orders0 : 0;
+    }
+    if (rc != LG_OK)
+        return rc;
+    c->stock1 = st.stock;
+    c->sold1 = st.sold;
+    c->orders1 = st.order_count;
+    size_t n;
+    const lg_ledger_row *rows = lg_ledger_rows(ledger, &n);
+    if (delta >= 0 && (size_t)delta <= n)
+        lg_verdict_ledger(c, k, rows, (size_t)delta, find_rec, &r->load);
+    lg_ledger_free(ledger);
+    return LG_OK;
+}
+
+static void expectations(const lg_opts *o, lg_run *r)
+{
+    lg_expect_in in;
+    memcpy(in.counts, r->load.total.counts, sizeof(in.counts));
+    in.ok_min_us = hist_count(r->load.total.ok) ? hist_min(r->load.total.ok) : 0;
+    in.work_ms = o->work_ms;
+    r->nexpect = lg_scenario_expect(o->scenario, &in, r->expect);
+}
+
+static int judge(const lg_opts *o, lg_run *r, lg_err *err)
+{
+    lg_result *res = &r->load;
+    if (lg_verdict_answers(r->items, r->nitems, res->recs, res->nrecs, res->nbatch) != LG_OK)
+        return lg_errf(err, LG_ERR_NOMEM, "out of memory checking the answers");
+    for (int k = 0; k < r->nitems; k++) {
+        int rc = read_back(r, k, err);
+        if (rc != LG_OK)
+            return rc;
+    }
+    lg_verdict_missing(r->items, r->nitems, res->recs, res->nrecs, res->nbatch);
+    r->findings = calloc((size_t)r->nitems * LG_FINDING_COUNT, sizeof(*r->findings));
+    if (r->findings == NULL)
+        return lg_errf(err, LG_ERR_NOMEM, "out of memory for findings");
+    for (int k = 0; k < r->nitems; k++) {
+        int v;
+        r->nfindings += lg_verdict_judge(&r->items[k], r->findings + r->nfindings,
+                                         LG_FINDING_COUNT, &v);
+        r->violations += v;
+    }
+    if (strcmp(r->label, "none") != 0) /* the race defeats any scenario premise */
+        expectations(o, r);
+    r->verdict = r->violations || r->nexpect ? LG_FAIL : LG_PASS;
+    return LG_OK;
+}
+
+int lg_run_exec(const lg_opts *o, const lg_target *targets, int ntargets, const char *label,
+                lg_tick_fn tick, void *arg, lg_run *out, lg_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    snprintf(out->label, sizeof(out->label), "%s", label ? label : "");
+    out->targets = targets;
+    out->ntargets = ntargets;
+    out->verdict = LG_NO_VERDICT;
+    char run_id[16];
+    make_run_id(run_id, sizeof(run_id));
+    int raw = o->get_path[0] != '\0';
+    int rc = raw ? probe_targets(o, out, err) : setup_items(o, out, run_id, err);
+    if (rc == LG_OK && !raw)
+        rc = check_shared(out, err);
+    long long *ids = calloc((size_t)(out->nitems ? out->nitems : 1), sizeof(*ids));
+    if (rc == LG_OK && ids == NULL)
+        rc = lg_errf(err, LG_ERR_NOMEM, "out of memory");
+    for (int k = 0; rc == LG_OK && k < out->nitems; k++)
+        ids[k] = out->items[k].id;
+    lg_load_cfg cfg;
+    load_cfg(o, out, ids, run_id, &cfg);
+    if (rc == LG_OK)
+        rc = drive(&cfg, tick, arg, out, err);
+    free(ids);
+    if (rc == LG_OK && !raw)
+        rc = judge(o, out, err);
+    if (rc != LG_OK)
+        lg_run_free(out);
+    return rc;
+}
+
+void lg_run_free(lg_run *r)
+{
+    lg_result_free(&r->load);
+    free(r->items);
+    free(r->findings);
+    r->items = NULL;
+    r->findings = NULL;
+}

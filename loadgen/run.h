@@ -1,0 +1,48 @@
+/* run.h - one complete loadgen run against a set of targets: set-up (fresh
+ * items, or the given one, visible from every target), the load, then the
+ * verdict read back from the service (item states and ledger rows) plus the
+ * scenario's expectations. main runs it once, or once per group for compare. */
+#ifndef LG_RUN_H
+#define LG_RUN_H
+
+#include "loadgen/api.h"
+#include "loadgen/err.h"
+#include "loadgen/load.h"
+#include "loadgen/opts.h"
+#include "loadgen/result.h"
+#include "loadgen/scenario.h"
+#include "loadgen/verdict.h"
+
+enum lg_verdict_value { LG_PASS = 0, LG_FAIL = 1, LG_NO_VERDICT = 2 /* raw mode */ };
+
+typedef struct lg_run {
+    char label[LG_LABEL_MAX];  /* compare group ("redis", "none", ...) or "" */
+    const lg_target *targets;  /* borrowed from the options */
+    int ntargets;
+    lg_result load;            /* what the load measured */
+    int nitems;
+    lg_item_check *items;      /* [nitems]: states before/after and the tallies */
+    lg_finding *findings;      /* every finding of every item */
+    int nfindings, violations;
+    char expect[LG_EXPECT_MAX][LG_EXPECT_TEXT]; /* unmet scenario expectations */
+    int nexpect;
+    int verdict;               /* enum lg_verdict_value */
+    int stopped;               /* the user stopped the load early (verdict still valid) */
+} lg_run;
+
+/* Called about four times a second while the load runs (from the calling
+ * thread). Returns 0 to go on, 1 to stop starting requests, 2 to also abandon
+ * those in flight. */
+typedef int (*lg_tick_fn)(const lg_progress *p, void *arg);
+
+/* Runs o against targets[0..ntargets) (set-up calls go to targets[0]; the
+ * verdict reads items back from the first target that answers, so a replica
+ * stopped during the run does not spoil it). Returns 0 with *out filled (free with lg_run_free), or
+ * LG_ERR_TRANSPORT / LG_ERR_SETUP / LG_ERR_NOMEM / LG_ERR_SYS with err set,
+ * in which case *out holds nothing to free. */
+int lg_run_exec(const lg_opts *o, const lg_target *targets, int ntargets, const char *label,
+                lg_tick_fn tick, void *arg, lg_run *out, lg_err *err);
+
+void lg_run_free(lg_run *r);
+
+#endif

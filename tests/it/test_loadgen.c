@@ -1,0 +1,291 @@
+/* test_loadgen.c - build/loadgen end to end against a real redis-server and
+ * real stockd replicas sharing one SQLite file: the hot, spread, renew and
+ * interrupt scenarios must PASS; the same hot run against replicas without a
+ * lock must FAIL (the checker can fail); compare says so side by side; and
+ * set-up mistakes exit 2 with a message. */
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+
+#include "tests/harness.h"
+
+static th_redis redis;
+static th_stockd locked[3]; /* --lock redis, lease 500 ms: renew works, interrupt needs more */
+static th_stockd brief[2];  /* --lock redis, lease 300 ms x 2 renewals: holders get interrupted */
+static th_stockd unlocked[2]; /* --lock none: the race */
+static th_stockd atomic_srv;
+static char dir[64], db[128], loadgen[256];
+
+#define RUN_TIMEOUT_MS 60000 /* hang detection only */
+
+static int start_all(th_stockd *s, int n, const char *const flags[])
+{
+    for (int i = 0; i < n; i++)
+        if (th_stockd_start(&s[i], &redis, db, dir, flags) != 0)
+            return -1;
+    return 0;
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    curl_global_init(CURL_GLOBAL_ALL);
+    snprintf(loadgen, sizeof(loadgen), "%s/loadgen", th_build_dir());
+    if (th_tempdir("loadgen-it", dir, sizeof(dir)) != 0 || th_redis_start(&redis) != 0)
+        return -1;
+    snprintf(db, sizeof(db), "%s/stock.db", dir);
+    const char *locked_flags[] = {"--allow-work-ms", "--lease-ms", "500", "--retry-ms", "20",
+                                  NULL};
+    const char *brief_flags[] = {"--allow-work-ms", "--lease-ms", "300", "--max-renewals", "2",
+                                 NULL};
+    const char *none_flags[] = {"--lock", "none", "--allow-work-ms", NULL};
+    const char *atomic_flags[] = {"--lock", "atomic", NULL};
+    if (start_all(locked, 3, locked_flags) || start_all(brief, 2, brief_flags) ||
+        start_all(unlocked, 2, none_flags) || start_all(&atomic_srv, 1, atomic_flags))
+        return -1;
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    int rc = 0;
+    for (int i = 0; i < 3; i++)
+        rc |= th_stockd_stop_clean(&locked[i]);
+    for (int i = 0; i < 2; i++)
+        rc |= th_stockd_stop_clean(&brief[i]) | th_stockd_stop_clean(&unlocked[i]);
+    rc |= th_stockd_stop_clean(&atomic_srv);
+    th_redis_stop(&redis, 0);
+    curl_global_cleanup();
+    return rc;
+}
+
+/* "http://a,http://b" for the replicas in s. */
+static const char *urls(const th_stockd *s, int n, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? "," : "", s[i].url);
+    return buf;
+}
+
+typedef struct outcome {
+    int status;  /* loadgen's exit status */
+    char *text;  /* its stdout + stderr */
+    json_t *json; /* its --json report, NULL when none was written */
+} outcome;
+
+/* Runs loadgen with args (NULL-terminated) plus --json; prints its output when
+ * the exit status is not the expected one, so a failure explains itself. */
+static outcome run_loadgen(int expect, const char *const args[])
+{
+    static int seq;
+    char out[160], json_path[160];
+    snprintf(out, sizeof(out), "%s/loadgen-%d.out", dir, seq);
+    snprintf(json_path, sizeof(json_path), "%s/loadgen-%d.json", dir, seq++);
+    const char *argv[48] = {loadgen, "--json", json_path};
+    int n = 3;
+    while (*args && n < 47)
+        argv[n++] = *args++;
+    argv[n] = NULL;
+    outcome o = {th_run(argv, out, RUN_TIMEOUT_MS), th_read_file(out), NULL};
+    o.json = json_load_file(json_path, 0, NULL);
+    if (o.status != expect)
+        fprintf(stderr, "loadgen exited %d, expected %d; its output:\n%s\n", o.status, expect,
+                o.text ? o.text : "(none)");
+    assert_non_null(o.text);
+    return o;
+}
+
+static void outcome_free(outcome *o)
+{
+    free(o->text);
+    json_decref(o->json);
+}
+
+static long long jint(json_t *j, const char *path)
+{
+    /* "a.b.c": nested object members */
+    char key[64];
+    for (const char *p = path; j && *p;) {
+        size_t len = strcspn(p, ".");
+        snprintf(key, sizeof(key), "%.*s", (int)len, p);
+        j = json_object_get(j, key);
+        p += len + (p[len] == '.');
+    }
+    assert_true(json_is_integer(j));
+    return (long long)json_integer_value(j);
+}
+
+static json_t *first_item(json_t *report)
+{
+    json_t *item = json_array_get(json_object_get(report, "items"), 0);
+    assert_non_null(item);
+    return item;
+}
+
+static void test_hot_scenario_sells_exactly_the_stock_across_three_replicas(void **state)
+{
+    (void)state;
+    char t[512];
+    outcome o = run_loadgen(0, (const char *[]){"--scenario", "hot", "--target",
+                                                urls(locked, 3, t, sizeof(t)), NULL});
+    assert_int_equal(o.status, 0);
+    assert_non_null(strstr(o.text, "VERDICT: PASS"));
+    assert_string_equal(json_string_value(json_object_get(o.json, "verdict")), "PASS");
+    assert_int_equal(jint(o.json, "outcomes.ok"), 100);
+    assert_int_equal(jint(o.json, "outcomes.insufficient_stock"), 900);
+    assert_int_equal(jint(first_item(o.json), "stockAfter"), 0);
+    assert_int_equal(jint(first_item(o.json), "soldAfter"), 100);
+    json_t *targets = json_object_get(o.json, "perTarget");
+    assert_int_equal(json_array_size(targets), 3);
+    for (size_t i = 0; i < 3; i++) /* every replica took part */
+        assert_true(jint(json_array_get(targets, i), "requests") > 0);
+    outcome_free(&o);
+}
+
+static void test_spread_scenario_passes(void **state)
+{
+    (void)state;
+    char t[512];
+    outcome o = run_loadgen(0, (const char *[]){"-s", "spread", "-n", "1500", "--items", "20",
+                                                "--target", urls(locked, 3, t, sizeof(t)), NULL});
+    assert_int_equal(o.status, 0);
+    assert_int_equal(jint(o.json, "outcomes.ok"), 1500);
+    assert_int_equal(json_array_size(json_object_get(o.json, "items")), 20);
+    outcome_free(&o);
+}
+
+static void test_renew_scenario_passes_with_work_longer_than_the_lease(void **state)
+{
+    (void)state;
+    char t[512];
+    outcome o = run_loadgen(0, (const char *[]){"-s", "renew", "--work-ms", "1200", "--target",
+                                                urls(locked, 3, t, sizeof(t)), NULL});
+    assert_int_equal(o.status, 0);
+    assert_int_equal(jint(o.json, "outcomes.ok"), 16);
+    assert_true(jint(o.json, "latencyUs.ok.min") >= 1200000);
+    outcome_free(&o);
+}
+
+static void test_interrupt_scenario_passes_and_no_interrupted_holder_deducted(void **state)
+{
+    (void)state;
+    char t[512];
+    outcome o = run_loadgen(0, (const char *[]){"-s", "interrupt", "--work-ms", "2000",
+                                                "--target", urls(brief, 2, t, sizeof(t)), NULL});
+    assert_int_equal(o.status, 0);
+    assert_int_equal(jint(o.json, "outcomes.lock_interrupted"), 16);
+    json_t *items = json_object_get(o.json, "items");
+    for (size_t i = 0; i < json_array_size(items); i++) {
+        json_t *it = json_array_get(items, i);
+        assert_int_equal(jint(it, "soldAfter"), jint(it, "soldBefore"));
+        assert_true(json_is_true(json_object_get(it, "ledgerChecked")));
+    }
+    outcome_free(&o);
+}
+
+static void test_interrupt_scenario_fails_when_nothing_was_interrupted(void **state)
+{
+    (void)state;
+    /* the long-lease replicas renew through 400 ms: the scenario proved nothing */
+    outcome o = run_loadgen(1, (const char *[]){"-s", "interrupt", "--work-ms", "400", "-n",
+                                                "4", "--target", locked[0].url, NULL});
+    assert_int_equal(o.status, 1);
+    assert_non_null(strstr(o.text, "expectation not met: interrupt: no lock_interrupted"));
+    outcome_free(&o);
+}
+
+static void test_checker_fails_replicas_without_a_lock(void **state)
+{
+    (void)state;
+    char t[512];
+    outcome o = run_loadgen(1, (const char *[]){"-s", "hot", "--work-ms", "5", "-n", "400",
+                                                "--target", urls(unlocked, 2, t, sizeof(t)),
+                                                NULL});
+    assert_int_equal(o.status, 1);
+    assert_non_null(strstr(o.text, "VERDICT: FAIL"));
+    assert_non_null(strstr(o.text, "oversold by"));
+    assert_non_null(strstr(o.text, "lost updates"));
+    json_t *v = json_object_get(o.json, "violations");
+    assert_true(json_array_size(v) >= 2);
+    assert_true(jint(first_item(o.json), "acknowledged") > 100); /* more 200s than stock */
+    outcome_free(&o);
+}
+
+static void test_compare_puts_the_modes_side_by_side_and_names_none_failing(void **state)
+{
+    (void)state;
+    char r[128], n[128], a[128];
+    snprintf(r, sizeof(r), "redis=%s", locked[0].url);
+    snprintf(n, sizeof(n), "none=%s", unlocked[0].url);
+    snprintf(a, sizeof(a), "atomic=%s", atomic_srv.url);
+    outcome o = run_loadgen(0, (const char *[]){"-s", "compare", "-n", "300", "--target", r,
+                                                "--target", n, "--target", a, NULL});
+    assert_int_equal(o.status, 0);
+    assert_non_null(strstr(o.text, "none: FAIL, as expected"));
+    assert_non_null(strstr(o.text, "throughput req/s"));
+    json_t *runs = json_object_get(o.json, "runs");
+    assert_int_equal(json_array_size(runs), 3);
+    const char *want[] = {"PASS", "FAIL", "PASS"};
+    for (size_t i = 0; i < 3; i++)
+        assert_string_equal(
+            json_string_value(json_object_get(json_array_get(runs, i), "verdict")), want[i]);
+    outcome_free(&o);
+}
+
+static void test_raw_mode_measures_a_path_without_a_verdict(void **state)
+{
+    (void)state;
+    outcome o = run_loadgen(0, (const char *[]){"--get", "/health", "-n", "200", "-c", "4",
+                                                "--target", locked[1].url, NULL});
+    assert_int_equal(o.status, 0);
+    assert_int_equal(jint(o.json, "outcomes.ok"), 200);
+    assert_true(json_is_null(json_object_get(o.json, "verdict")));
+    assert_null(strstr(o.text, "VERDICT"));
+    outcome_free(&o);
+}
+
+static void test_set_up_errors_exit_2_with_a_message(void **state)
+{
+    (void)state;
+    char nowhere[64];
+    snprintf(nowhere, sizeof(nowhere), "http://127.0.0.1:%d", th_free_port());
+    outcome o = run_loadgen(2, (const char *[]){"--target", nowhere, NULL});
+    assert_int_equal(o.status, 2);
+    assert_non_null(strstr(o.text, "/items"));
+    outcome_free(&o);
+    o = run_loadgen(2, (const char *[]){"--item", "999999", "--target", locked[0].url, NULL});
+    assert_int_equal(o.status, 2);
+    assert_non_null(strstr(o.text, "item_not_found"));
+    outcome_free(&o);
+    o = run_loadgen(2, (const char *[]){"--concurrency", "0", "--target", locked[0].url, NULL});
+    assert_int_equal(o.status, 2);
+    assert_non_null(strstr(o.text, "--concurrency"));
+    outcome_free(&o);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hot_scenario_sells_exactly_the_stock_across_three_replicas),
+        cmocka_unit_test(test_spread_scenario_passes),
+        cmocka_unit_test(test_renew_scenario_passes_with_work_longer_than_the_lease),
+        cmocka_unit_test(test_interrupt_scenario_passes_and_no_interrupted_holder_deducted),
+        cmocka_unit_test(test_interrupt_scenario_fails_when_nothing_was_interrupted),
+        cmocka_unit_test(test_checker_fails_replicas_without_a_lock),
+        cmocka_unit_test(test_compare_puts_the_modes_side_by_side_and_names_none_failing),
+        cmocka_unit_test(test_raw_mode_measures_a_path_without_a_verdict),
+        cmocka_unit_test(test_set_up_errors_exit_2_with_a_message),
+    };
+    return cmocka_run_group_tests_name("loadgen", tests, group_setup, group_teardown);
+}

@@ -1,0 +1,246 @@
+/* test_lg_opts.c - loadgen's command line and scenarios: defaults, scenario
+ * values overridden by flags, the duration/requests rule, compare labels, and
+ * a clear usage error for each bad value. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "loadgen/opts.h"
+#include "loadgen/scenario.h"
+
+#define T1 "--target", "http://127.0.0.1:8080"
+
+/* Parses a NULL-terminated argument list (argv[0] added). */
+static int parse_list(lg_opts *o, lg_err *err, const char *const *args)
+{
+    char *argv[64];
+    int argc = 0;
+    argv[argc++] = (char *)"loadgen"; /* getopt permutes argv, never writes the strings */
+    while (*args && argc < 63)
+        argv[argc++] = (char *)*args++;
+    argv[argc] = NULL;
+    lg_err_clear(err);
+    return lg_opts_parse(o, argc, argv, err);
+}
+
+#define PARSE(o, err, ...) parse_list((o), (err), (const char *const[]){__VA_ARGS__, NULL})
+
+static void test_defaults_need_only_a_target(void **state)
+{
+    (void)state;
+    lg_opts o;
+    lg_err err;
+    assert_int_equal(PARSE(&o, &err, T1), LG_OK);
+    assert_int_equal(o.ntargets, 1);
+    assert_string_equal(o.targets[0].url, "http://127.0.0.1:8080");
+    assert_int_equal(o.requests, 1000);
+    assert_int_equal(o.concurrency, 32);
+    assert_int_equal(o.threads, 2);
+    assert_int_equal(o.qmin, 1);
+    assert_int_equal(o.qmax, 1);
+    assert_string_equal(o.scenario, "");
+}
+
+static void test_targets_repeat_split_on_commas_and_lose_trailing_slashes(void **state)
+{
+    (void)state;
+    lg_opts o;
+    lg_err err;
+    assert_int_equal(PARSE(&o, &err, "--target", "http://a:1/,http://b:2", "--target",
+                           "http://c:3"),
+                     LG_OK);
+    assert_int_equal(o.ntargets, 3);
+    assert_string_equal(o.targets[0].url, "http://a:1");
+    assert_string_equal(o.targets[2].url, "http://c:3");
+}
+
+static void test_scenario_values_are_defaults_that_flags_override(void **state)
+{
+    (void)state;
+    lg_opts o;
+    lg_err err;
+    /* the flag comes before --scenario and still wins */
+    assert_int_equal(PARSE(&o, &err, "-c", "5", "--scenario", "hot", T1), LG_OK);
+    assert_string_equal(o.scenario, "hot");
+    assert_int_equal(o.concurrency, 5);
+    assert_int_equal(o.stock, 100);
+    assert_int_equal(o.requests, 1000);
+    assert_int_equal(PARSE(&o, &err, "-s", "spread", T1), LG_OK);
+    assert_int_equal(o.items, 50);
+    assert_int_equal(o.qmax, 3);
+    assert_int_equal(PARSE(&o, &err, "-s", "renew", T1, "--work-ms", "900"), LG_OK);
+    assert_int_equal(o.work_ms, 900);
+}
+
+static void test_duration_alone_lifts_the_request_limit(void **state)
+{
+    (void)state;
+    lg_opts o;
+    lg_err err;
+    assert_int_equal(PARSE(&o, &err, T1, "-d", "500ms"), LG_OK);
+    assert_int_equal(o.requests, 0);
+    assert_true(o.duration_s > 0.49 && o.duration_s < 0.51);
+    assert_int_equal(PARSE(&o, &err, T1, "-d", "2m", "-n", "10"), LG_OK);
+    assert_int_equal(o.requests, 10);
+    assert_true(o.duration_s == 120);
+}
+
+static void test_quantity_range_retry_and_rate(void **state)
+{
+    (void)state;
+    lg_opts o;
+    lg_err err;
+    assert_int_equal(PARSE(&o, &err, T1, "--quantity", "2-5", "--retry", "--rate", "250.5"),
+                     LG_OK);
+    assert_int_equal(o.qmin, 2);
+    assert_int_equal(o.qmax, 5);
+    assert_int_equal(o.retries, 3);
+    assert_true(o.rate == 250.5);
+    assert_int_equal(PARSE(&o, &err, T1, "--retry=7", "--quantity", "4"), LG_OK);
+    assert_int_equal(o.retries, 7);
+    assert_int_equal(o.qmax, 4);
+}
+
+static void test_threads_are_capped_by_connections(void **state)
+{
+    (void)state;
+    lg_opts o;
+    lg_err err;
+    assert_int_equal(PARSE(&o, &err, T1, "-c", "3", "-t", "8"), LG_OK);
+    assert_int_equal(o.threads, 3);
+}
+
+static void test_bad_values_are_usage_errors_naming_the_flag(void **state)
+{
+    (void)state;
+    const struct {
+        const char *flag, *value, *says;
+    } cases[] = {
+        {"-c", "0", "--concurrency"}, {"-c", "x", "--concurrency"}, {"-n", "-1", "--requests"},
+        {"-d", "soon", "--duration"}, {"-d", "0", "--duration"}, {"-R", "0", "--rate"},
+        {"--quantity", "5-2", "backwards"}, {"--quantity", "0", "--quantity"},
+        {"--stock", "1e3", "--stock"}, {"--get", "health", "'/'"},
+        {"--target", "localhost:8080", "http://host:port"},
+        {"--target", "http://a:1/items", "no path"}, {"-s", "cold", "unknown scenario"},
+        {"--timeout-ms", "0", "--timeout-ms"}, {"--retry=x", NULL, "--retry"},
+        {"--nope", NULL, "unknown option"}, {"-c", NULL, "needs a value"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        lg_opts o;
+        lg_err err;
+        int rc = cases[i].value ? PARSE(&o, &err, T1, cases[i].flag, cases[i].value)
+                                : PARSE(&o, &err, T1, cases[i].flag);
+        assert_int_equal(rc, LG_ERR_USAGE);
+        if (strstr(err.msg, cases[i].says) == NULL)
+            fail_msg("'%s' gave \"%s\", expected it to mention %s", cases[i].flag, err.msg,
+                     cases[i].says);
+    }
+}
+
+static void test_inconsistent_combinations_are_refused(void **state)
+{
+    (void)state;
+    lg_opts o;
+    lg_err err;
+    assert_int_equal(PARSE(&o, &err, "-n", "5"), LG_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "no --target"));
+    assert_int_equal(PARSE(&o, &err, T1, "-n", "0"), LG_ERR_USAGE);
+    assert_int_equal(PARSE(&o, &err, T1, "--item", "3", "--items", "2"), LG_ERR_USAGE);
+    assert_int_equal(PARSE(&o, &err, "--target", "http://a:1,http://b:2,http://c:3", "-c", "2"),
+                     LG_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "at least one connection"));
+    assert_int_equal(PARSE(&o, &err, T1, "-s", "hot", "--get", "/health"), LG_ERR_USAGE);
+    assert_int_equal(PARSE(&o, &err, T1, "stray"), LG_ERR_USAGE);
+}
+
+static void test_compare_needs_labels_and_only_compare_takes_them(void **state)
+{
+    (void)state;
+    lg_opts o;
+    lg_err err;
+    assert_int_equal(PARSE(&o, &err, "-s", "compare", "--target", "redis=http://a:1",
+                           "--target", "none=http://b:2,atomic=http://c:3"),
+                     LG_OK);
+    assert_int_equal(o.ntargets, 3);
+    assert_string_equal(o.targets[1].label, "none");
+    assert_string_equal(o.targets[1].url, "http://b:2");
+    assert_int_equal(PARSE(&o, &err, "-s", "compare", T1), LG_ERR_USAGE);
+    assert_int_equal(PARSE(&o, &err, "--target", "redis=http://a:1"), LG_ERR_USAGE);
+    assert_int_equal(PARSE(&o, &err, "-s", "compare", "--target", "redis=http://a:1", "--item",
+                           "4"),
+                     LG_ERR_USAGE);
+}
+
+static void test_help_and_list_need_nothing_else(void **state)
+{
+    (void)state;
+    lg_opts o;
+    lg_err err;
+    assert_int_equal(PARSE(&o, &err, "--help"), LG_OK);
+    assert_true(o.help);
+    assert_int_equal(PARSE(&o, &err, "--list", "--bogus"), LG_OK);
+    assert_true(o.list);
+    assert_non_null(strstr(lg_usage_text(), "--scenario"));
+}
+
+static void test_every_scenario_is_listed_and_found(void **state)
+{
+    (void)state;
+    const char *names[] = {"hot", "spread", "renew", "interrupt", "compare"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const lg_scenario *s = lg_scenario_find(names[i]);
+        assert_non_null(s);
+        assert_ptr_equal(lg_scenario_at((int)i), s);
+        assert_true(strlen(s->summary) > 10);
+    }
+    assert_null(lg_scenario_at(5));
+    assert_null(lg_scenario_find("warm"));
+}
+
+static void test_scenario_expectations(void **state)
+{
+    (void)state;
+    char out[LG_EXPECT_MAX][LG_EXPECT_TEXT];
+    lg_expect_in in;
+    memset(&in, 0, sizeof(in));
+    in.work_ms = 1500;
+    in.counts[LG_OUT_OK] = 100;
+    assert_int_equal(lg_scenario_expect("hot", &in, out), 1); /* never ran out */
+    in.counts[LG_OUT_INSUFFICIENT] = 900;
+    assert_int_equal(lg_scenario_expect("hot", &in, out), 0);
+    in.ok_min_us = 1500000;
+    assert_int_equal(lg_scenario_expect("renew", &in, out), 0);
+    in.ok_min_us = 2000; /* answered long before workMs: the server ignored it */
+    assert_int_equal(lg_scenario_expect("renew", &in, out), 1);
+    assert_non_null(strstr(out[0], "--allow-work-ms"));
+    in.counts[LG_OUT_LOCK_LOST] = 1;
+    assert_int_equal(lg_scenario_expect("renew", &in, out), 2);
+    assert_int_equal(lg_scenario_expect("interrupt", &in, out), 1);
+    in.counts[LG_OUT_LOCK_INTERRUPTED] = 3;
+    assert_int_equal(lg_scenario_expect("interrupt", &in, out), 0);
+    assert_int_equal(lg_scenario_expect("spread", &in, out), 0);
+    assert_int_equal(lg_scenario_expect("", &in, out), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults_need_only_a_target),
+        cmocka_unit_test(test_targets_repeat_split_on_commas_and_lose_trailing_slashes),
+        cmocka_unit_test(test_scenario_values_are_defaults_that_flags_override),
+        cmocka_unit_test(test_duration_alone_lifts_the_request_limit),
+        cmocka_unit_test(test_quantity_range_retry_and_rate),
+        cmocka_unit_test(test_threads_are_capped_by_connections),
+        cmocka_unit_test(test_bad_values_are_usage_errors_naming_the_flag),
+        cmocka_unit_test(test_inconsistent_combinations_are_refused),
+        cmocka_unit_test(test_compare_needs_labels_and_only_compare_takes_them),
+        cmocka_unit_test(test_help_and_list_need_nothing_else),
+        cmocka_unit_test(test_every_scenario_is_listed_and_found),
+        cmocka_unit_test(test_scenario_expectations),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
