@@ -164,20 +164,7 @@ int th_signal(pid_t pid, int sig, int wait_ms)
     if (pid <= 0)
         return -1;
     kill(pid, sig);
-    if (sig == SIGSTOP || sig == SIGCONT)
-        return -1;
-    int status = 0;
-    int64_t end = th_now_ms() + wait_ms;
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-        if (th_now_ms() >= end) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            break;
-        }
-        th_sleep_ms(5);
-    }
-    forget(pid);
-    return exit_status(status);
+    return sig == SIGSTOP || sig == SIGCONT ? -1 : th_wait(pid, wait_ms);
 }
 
 redisContext *th_redis_connect(const th_redis *r)
@@ -373,6 +360,37 @@ void th_resp_free(th_resp *r)
     free(r->body);
     r->body = NULL;
 }
+
+long th_reduce(const char *base_url, long long item, int quantity, int work_ms, char *body,
+               size_t size)
+{
+    char url[256], req[160];
+    th_resp r;
+    snprintf(url, sizeof(url), "%s/reduceStock", base_url);
+    snprintf(req, sizeof(req), "{\"itemId\":%lld,\"quantity\":%d,\"workMs\":%d}", item,
+             quantity, work_ms);
+    th_http("POST", url, req, &r);
+    if (body)
+        snprintf(body, size, "%s", r.body ? r.body : "");
+    th_resp_free(&r);
+    return r.status;
+}
+
+static void *bg_reduce(void *arg)
+{
+    th_bg_reduce *b = arg;
+    b->status = th_reduce(b->url, b->item, 1, b->work_ms, b->body, sizeof(b->body));
+    return NULL;
+}
+
+void th_bg_reduce_start(th_bg_reduce *b)
+{
+    b->status = -1;
+    b->body[0] = '\0';
+    pthread_create(&b->thread, NULL, bg_reduce, b);
+}
+
+void th_bg_reduce_join(th_bg_reduce *b) { pthread_join(b->thread, NULL); }
 
 int th_connect(int port)
 {

@@ -5,6 +5,8 @@
 #ifndef TEST_HARNESS_H
 #define TEST_HARNESS_H
 
+#include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -84,6 +86,24 @@ typedef struct th_resp {
  * transport error (out->status 0). Times out after 30 s. */
 int th_http(const char *method, const char *url, const char *req_body, th_resp *out);
 void th_resp_free(th_resp *r);
+
+/* POST /reduceStock {"itemId","quantity","workMs"} to base_url; the answer's
+ * body is copied to body when given. Returns the status (0: transport error). */
+long th_reduce(const char *base_url, long long item, int quantity, int work_ms, char *body,
+               size_t size);
+
+/* The same on a thread of its own, for tests that act while it holds a lock. */
+typedef struct th_bg_reduce {
+    const char *url; /* in: base URL */
+    long long item;
+    int work_ms;
+    long status;    /* out, after th_bg_reduce_join */
+    char body[512];
+    pthread_t thread;
+} th_bg_reduce;
+
+void th_bg_reduce_start(th_bg_reduce *b);
+void th_bg_reduce_join(th_bg_reduce *b);
 
 /* Sends raw bytes to 127.0.0.1:port, half-closes when shut_write, and reads
  * until the peer closes or timeout_ms passes. Returns bytes read into out

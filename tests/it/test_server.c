@@ -362,38 +362,12 @@ static void test_interrupted_holder_rolls_back(void **state)
     json_decref(j);
 }
 
-struct bg_call {
-    const th_stockd *s;
-    long long item;
-    int work_ms;
-    long status;
-    char error[64];
-};
-
-static void *bg_reduce(void *arg)
-{
-    struct bg_call *c = arg;
-    char url[128], body[128];
-    th_resp r;
-    snprintf(url, sizeof(url), "%s/reduceStock", c->s->url);
-    snprintf(body, sizeof(body), "{\"itemId\":%lld,\"quantity\":1,\"workMs\":%d}", c->item,
-             c->work_ms);
-    th_http("POST", url, body, &r);
-    c->status = r.status;
-    json_t *j = json_loads(r.body, 0, NULL);
-    snprintf(c->error, sizeof(c->error), "%s", j ? jstr(j, "error") : "");
-    json_decref(j);
-    th_resp_free(&r);
-    return NULL;
-}
-
 static void test_busy_lock_times_out_without_stalling_other_items(void **state)
 {
     (void)state;
     long long hot = new_item(&a, 5), cold = new_item(&a, 5);
-    struct bg_call holder = {&a, hot, 1000, 0, ""};
-    pthread_t t;
-    pthread_create(&t, NULL, bg_reduce, &holder);
+    th_bg_reduce holder = {.url = a.url, .item = hot, .work_ms = 1000};
+    th_bg_reduce_start(&holder);
     char key[64];
     snprintf(key, sizeof(key), "EXISTS stock:lock:{%lld}", hot);
     while (th_redis_int(&redis, key) != 1)
@@ -414,22 +388,24 @@ static void test_busy_lock_times_out_without_stalling_other_items(void **state)
     json_decref(reduce(&a, cold, 1, NULL, 0, 200));
     json_decref(call(&a, "GET", "/health", NULL, 200));
     assert_true(th_now_ms() - t0 < 1000);
-    pthread_join(t, NULL);
+    th_bg_reduce_join(&holder);
     assert_int_equal(holder.status, 200);
 }
 
 #define WORKERS 8
 #define PER_WORKER 15
 
+struct hammer_arg {
+    const th_stockd *s;
+    long long item;
+    long ok;
+};
+
 static void *hammer(void *arg)
 {
-    struct bg_call *c = arg;
-    int ok = 0;
-    for (int i = 0; i < PER_WORKER; i++) {
-        bg_reduce(c);
-        ok += c->status == 200;
-    }
-    c->status = ok;
+    struct hammer_arg *h = arg;
+    for (int i = 0; i < PER_WORKER; i++)
+        h->ok += th_reduce(h->s->url, h->item, 1, 1, NULL, 0) == 200;
     return NULL;
 }
 
@@ -438,15 +414,15 @@ static void test_two_replicas_never_oversell(void **state)
     (void)state;
     long long id = new_item(&a, 50), stock, orders;
     pthread_t t[WORKERS];
-    struct bg_call calls[WORKERS];
+    struct hammer_arg calls[WORKERS];
     for (int i = 0; i < WORKERS; i++) {
-        calls[i] = (struct bg_call){i % 2 ? &a : &b, id, 1, 0, ""};
+        calls[i] = (struct hammer_arg){i % 2 ? &a : &b, id, 0};
         pthread_create(&t[i], NULL, hammer, &calls[i]);
     }
     long ok = 0;
     for (int i = 0; i < WORKERS; i++) {
         pthread_join(t[i], NULL);
-        ok += calls[i].status;
+        ok += calls[i].ok;
     }
     item_state(&a, id, &stock, &orders);
     assert_int_equal(orders, ok);
@@ -547,18 +523,17 @@ static void test_stolen_lock_is_reported_lost_and_rolled_back(void **state)
 {
     (void)state;
     long long id = new_item(&a, 5), stock, orders;
-    struct bg_call holder = {&a, id, 1000, 0, ""};
-    pthread_t t;
-    pthread_create(&t, NULL, bg_reduce, &holder);
+    th_bg_reduce holder = {.url = a.url, .item = id, .work_ms = 1000};
+    th_bg_reduce_start(&holder);
     char cmd[96];
     snprintf(cmd, sizeof(cmd), "EXISTS stock:lock:{%lld}", id);
     while (th_redis_int(&redis, cmd) != 1)
         th_sleep_ms(5);
     snprintf(cmd, sizeof(cmd), "SET stock:lock:{%lld} intruder PX 10000", id);
     assert_int_equal(th_redis_int(&redis, cmd), 0); /* the next renewal finds it taken */
-    pthread_join(t, NULL);
+    th_bg_reduce_join(&holder);
     assert_int_equal(holder.status, 503);
-    assert_string_equal(holder.error, "lock_lost");
+    assert_non_null(strstr(holder.body, "\"lock_lost\""));
     item_state(&a, id, &stock, &orders);
     assert_int_equal(stock, 5);
     assert_int_equal(orders, 0);
@@ -652,9 +627,8 @@ static void test_sigterm_finishes_in_flight_requests_and_releases_locks(void **s
     const char *health = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
     assert_true(th_exchange(keepalive, health, resp, sizeof(resp), 3000) > 0);
     assert_non_null(strstr(resp, " 200 "));
-    struct bg_call inflight = {&d, id, 700, 0, ""};
-    pthread_t t;
-    pthread_create(&t, NULL, bg_reduce, &inflight);
+    th_bg_reduce inflight = {.url = d.url, .item = id, .work_ms = 700};
+    th_bg_reduce_start(&inflight);
     char key[64];
     snprintf(key, sizeof(key), "EXISTS stock:lock:{%lld}", id);
     while (th_redis_int(&redis, key) != 1)
@@ -670,7 +644,7 @@ static void test_sigterm_finishes_in_flight_requests_and_releases_locks(void **s
     assert_non_null(strstr(resp, "shutting_down"));
     assert_non_null(strcasestr(resp, "Connection: close"));
     close(keepalive);
-    pthread_join(t, NULL);
+    th_bg_reduce_join(&inflight);
     assert_int_equal(inflight.status, 200);
     assert_int_equal(th_stockd_stop_clean(&d), 0);
     assert_int_equal(th_redis_int(&redis, key), 0);

@@ -1,0 +1,320 @@
+/* test_faults.c - never oversell under faults. Each scenario runs real
+ * processes (redis-server, three stockd replicas on one SQLite file), injects
+ * a fault while loadgen drives them, and ends with loadgen's verdict: a
+ * crashed holder, a holder stalled past its lease (with and without fencing),
+ * a Redis restart, a locked database, idle and slow connections, and SIGTERM. */
+#include <jansson.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+#include <sqlite3.h>
+
+#include "tests/harness.h"
+
+#define REPLICAS 3
+
+static th_redis redis;
+static char dir[64];
+
+struct stack {
+    th_stockd r[REPLICAS];
+    char db[128];
+    char targets[256]; /* comma-separated, for loadgen */
+    long long item;
+};
+
+static int group_setup(void **state)
+{
+    (void)state;
+    curl_global_init(CURL_GLOBAL_ALL);
+    return th_tempdir("faults-it", dir, sizeof(dir)) == 0 && th_redis_start(&redis) == 0 ? 0
+                                                                                         : -1;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    th_redis_stop(&redis, 0);
+    return 0;
+}
+
+/* Three replicas on a fresh database, with common lock flags plus extra
+ * flags for replica 0 (may be NULL), and one item of the given stock. */
+static void stack_start(struct stack *s, const char *name, const char *const first[],
+                        long long stock)
+{
+    const char *common[] = {"--lease-ms", "1000", "--wait-ms", "8000", "--retry-ms", "20",
+                            "--allow-work-ms", "--busy-timeout-ms", "300", NULL};
+    snprintf(s->db, sizeof(s->db), "%s/%s.db", dir, name);
+    s->targets[0] = '\0';
+    for (int i = 0; i < REPLICAS; i++) {
+        const char *flags[24];
+        int n = 0;
+        for (int k = 0; common[k]; k++)
+            flags[n++] = common[k];
+        for (int k = 0; i == 0 && first && first[k]; k++)
+            flags[n++] = first[k];
+        flags[n] = NULL;
+        assert_int_equal(th_stockd_start(&s->r[i], &redis, s->db, dir, flags), 0);
+        if (i > 0) /* replica 0 is the one faults happen to; loadgen drives the others */
+            snprintf(s->targets + strlen(s->targets), sizeof(s->targets) - strlen(s->targets),
+                     "%s%s", s->targets[0] ? "," : "", s->r[i].url);
+    }
+    char url[128], body[64];
+    th_resp r;
+    snprintf(url, sizeof(url), "%s/items", s->r[1].url);
+    snprintf(body, sizeof(body), "{\"name\":\"%s\",\"stock\":%lld}", name, stock);
+    th_http("POST", url, body, &r);
+    assert_int_equal(r.status, 201);
+    json_t *j = json_loads(r.body, 0, NULL);
+    s->item = json_integer_value(json_object_get(j, "id"));
+    json_decref(j);
+    th_resp_free(&r);
+}
+
+static void stack_stop(struct stack *s)
+{
+    for (int i = 0; i < REPLICAS; i++)
+        if (s->r[i].pid > 0)
+            th_stockd_stop(&s->r[i], SIGTERM);
+}
+
+/* Starts loadgen in the background on the stack's item; its report goes to
+ * <dir>/<name>.json and its output to <dir>/<name>.out. */
+static pid_t loadgen_start(const struct stack *s, const char *name, const char *targets,
+                           const char *duration, const char *concurrency, const char *work_ms)
+{
+    static char bin[256], item[32], json[160], out[160];
+    snprintf(bin, sizeof(bin), "%s/loadgen", th_build_dir());
+    snprintf(item, sizeof(item), "%lld", s->item);
+    snprintf(json, sizeof(json), "%s/%s.json", dir, name);
+    snprintf(out, sizeof(out), "%s/%s.out", dir, name);
+    const char *argv[] = {bin,   "--target", targets,    "--item",      item,
+                          "-d",  duration,   "-n",       "0",           "-c",
+                          concurrency, "--work-ms", work_ms, "--json", json,
+                          "--timeout-ms", "20000", NULL};
+    return th_spawn(argv, out);
+}
+
+/* Waits for loadgen; prints its output when the status is not the expected one. */
+static void loadgen_expect(pid_t pid, const char *name, int expected)
+{
+    int status = th_wait(pid, 60000);
+    if (status != expected) {
+        char path[160];
+        snprintf(path, sizeof(path), "%s/%s.out", dir, name);
+        char *out = th_read_file(path);
+        fail_msg("loadgen %s exited %d, expected %d:\n%s", name, status, expected,
+                 out ? out : "(no output)");
+    }
+}
+
+/* outcomes.<key> from loadgen's JSON report. */
+static long long outcome(const char *name, const char *key)
+{
+    char path[160];
+    snprintf(path, sizeof(path), "%s/%s.json", dir, name);
+    json_t *j = json_load_file(path, 0, NULL);
+    long long v = json_integer_value(json_object_get(json_object_get(j, "outcomes"), key));
+    json_decref(j);
+    return v;
+}
+
+static void wait_for_lock_key(long long item)
+{
+    char cmd[64];
+    snprintf(cmd, sizeof(cmd), "EXISTS stock:lock:{%lld}", item);
+    for (int64_t end = th_now_ms() + 5000; th_redis_int(&redis, cmd) != 1;) {
+        assert_true(th_now_ms() < end);
+        th_sleep_ms(2);
+    }
+}
+
+/* 1. kill -9 of a replica while it holds the item's lock: the others wait for
+ *    the lease (1 s) to run out, then go on; nothing is lost. */
+static void test_crashed_holder_delays_others_by_about_one_lease(void **state)
+{
+    (void)state;
+    struct stack s;
+    stack_start(&s, "crash", NULL, 100000);
+    th_bg_reduce holder = {.url = s.r[0].url, .item = s.item, .work_ms = 5000};
+    th_bg_reduce_start(&holder);
+    wait_for_lock_key(s.item);
+    pid_t lg = loadgen_start(&s, "crash", s.targets, "3s", "8", "5");
+    th_sleep_ms(300);
+    th_stockd_stop(&s.r[0], SIGKILL);
+    loadgen_expect(lg, "crash", 0);
+    th_bg_reduce_join(&holder);
+    assert_int_equal(holder.status, 0); /* its connection died with it */
+    assert_true(outcome("crash", "ok") > 0);
+    assert_int_equal(outcome("crash", "lock_timeout"), 0); /* waits stayed well under 8 s */
+    stack_stop(&s);
+}
+
+/* 2. A replica stops (SIGSTOP) right after its last lease check, before its
+ *    write, for longer than the lease; the others take the lock and sell;
+ *    then it continues. Fencing must refuse its stale write - and without
+ *    fencing the same run must fail, or this test proves nothing. */
+static void stalled_holder_scenario(int fencing)
+{
+    const char *name = fencing ? "stall-fenced" : "stall-unfenced";
+    /* only replica 0, the stale writer, runs without fencing in the second case */
+    const char *flags[] = {"--test-stop-before-write", fencing ? NULL : "--no-fencing", NULL};
+    struct stack s;
+    stack_start(&s, name, flags, 100000);
+    th_bg_reduce stale = {.url = s.r[0].url, .item = s.item, .work_ms = 1}; /* not batched */
+    th_bg_reduce_start(&stale);
+    for (int64_t end = th_now_ms() + 5000; th_proc_state(s.r[0].pid) != 'T';) {
+        assert_true(th_now_ms() < end);
+        th_sleep_ms(2);
+    }
+    pid_t lg = loadgen_start(&s, name, s.targets, "3s", "4", "0");
+    th_sleep_ms(1500); /* past the 1 s lease: the others hold the lock and deduct */
+    th_signal(s.r[0].pid, SIGCONT, 0);
+    th_bg_reduce_join(&stale);
+    if (fencing) {
+        loadgen_expect(lg, name, 0);
+        assert_int_equal(stale.status, 503);
+        assert_non_null(strstr(stale.body, "lock_lost"));
+    } else {
+        loadgen_expect(lg, name, 1); /* the stale write overwrote others' deductions */
+        assert_int_equal(stale.status, 200);
+    }
+    assert_true(outcome(name, "ok") > 0);
+    stack_stop(&s);
+}
+
+static void test_stalled_holder_is_refused_by_fencing(void **state)
+{
+    (void)state;
+    stalled_holder_scenario(1);
+}
+
+static void test_stalled_holder_without_fencing_oversells(void **state)
+{
+    (void)state;
+    stalled_holder_scenario(0);
+}
+
+/* 3. Redis restarts without persistence mid-run: 503 while it is down, back
+ *    to normal after (fences keep growing: the counter is seeded from time). */
+static void test_redis_restart_mid_run(void **state)
+{
+    (void)state;
+    struct stack s;
+    stack_start(&s, "redis-restart", NULL, 100000);
+    snprintf(s.targets + strlen(s.targets), sizeof(s.targets) - strlen(s.targets), ",%s",
+             s.r[0].url);
+    pid_t lg = loadgen_start(&s, "redis-restart", s.targets, "4s", "12", "0");
+    th_sleep_ms(1000);
+    th_redis_stop(&redis, 1);
+    th_sleep_ms(1000);
+    assert_int_equal(th_redis_start(&redis), 0);
+    loadgen_expect(lg, "redis-restart", 0);
+    assert_true(outcome("redis-restart", "redis_unavailable") > 0);
+    assert_true(outcome("redis-restart", "ok") > 0);
+    stack_stop(&s);
+}
+
+/* 4. Another process holds SQLite's write lock for 1.2 s (busy timeout 300
+ *    ms): requests wait or get 503 storage_busy; nothing is half-written. */
+static void test_locked_database_mid_run(void **state)
+{
+    (void)state;
+    struct stack s;
+    stack_start(&s, "sqlite-busy", NULL, 100000);
+    pid_t lg = loadgen_start(&s, "sqlite-busy", s.targets, "3s", "12", "0");
+    th_sleep_ms(800);
+    sqlite3 *other;
+    assert_int_equal(sqlite3_open(s.db, &other), SQLITE_OK);
+    sqlite3_busy_timeout(other, 5000);
+    assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    th_sleep_ms(1200);
+    sqlite3_exec(other, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(other);
+    loadgen_expect(lg, "sqlite-busy", 0);
+    assert_true(outcome("sqlite-busy", "other_5xx") > 0); /* 503 storage_busy */
+    assert_true(outcome("sqlite-busy", "ok") > 0);
+    stack_stop(&s);
+}
+
+/* 5. 500 idle keep-alive connections and 20 slow clients trickling a body on
+ *    one replica, plus load on it: it keeps serving, in bounded memory. */
+static void test_idle_and_slow_connections_do_not_starve_the_replica(void **state)
+{
+    (void)state;
+    enum { IDLE = 500, SLOW = 20 };
+    struct stack s;
+    stack_start(&s, "idle", NULL, 100000);
+    long rss_before = th_rss_kb(s.r[1].pid);
+    int fds[IDLE + SLOW];
+    const char *slow_head = "POST /reduceStock HTTP/1.1\r\nHost: x\r\nContent-Length: 64\r\n\r\n{";
+    for (int i = 0; i < IDLE + SLOW; i++) {
+        fds[i] = th_connect(s.r[1].port);
+        assert_true(fds[i] >= 0);
+        if (i >= IDLE)
+            assert_true(write(fds[i], slow_head, strlen(slow_head)) > 0);
+    }
+    pid_t lg = loadgen_start(&s, "idle", s.r[1].url, "2s", "16", "0");
+    for (int tick = 0; tick < 10; tick++) { /* a byte every 200 ms: never completes */
+        for (int i = IDLE; i < IDLE + SLOW; i++)
+            assert_true(write(fds[i], " ", 1) == 1);
+        th_sleep_ms(200);
+    }
+    loadgen_expect(lg, "idle", 0);
+    long rss_after = th_rss_kb(s.r[1].pid);
+    print_message("replica RSS with %d open connections: %ld KiB (was %ld KiB)\n", IDLE + SLOW,
+                  rss_after, rss_before);
+    assert_true(outcome("idle", "ok") > 0);
+    assert_true(rss_after < 256 * 1024);
+    for (int i = 0; i < IDLE + SLOW; i++)
+        close(fds[i]);
+    stack_stop(&s);
+}
+
+/* 6. SIGTERM to a replica during load: in-flight requests finish, its locks
+ *    are released, later requests are refused at connect; verdict PASS. */
+static void test_sigterm_during_load(void **state)
+{
+    (void)state;
+    struct stack s;
+    stack_start(&s, "sigterm", NULL, 100000);
+    char all[sizeof(s.targets) + sizeof(s.r[0].url) + 1];
+    snprintf(all, sizeof(all), "%s,%s", s.r[0].url, s.targets);
+    pid_t lg = loadgen_start(&s, "sigterm", all, "3s", "12", "20");
+    th_sleep_ms(1000);
+    assert_int_equal(th_stockd_stop(&s.r[0], SIGTERM), 0);
+    loadgen_expect(lg, "sigterm", 0);
+    assert_true(outcome("sigterm", "ok") > 0);
+    char cmd[64];
+    snprintf(cmd, sizeof(cmd), "EXISTS stock:lock:{%lld}", s.item);
+    stack_stop(&s);
+    assert_int_equal(th_redis_int(&redis, cmd), 0); /* no lock left behind */
+    char *log = th_read_file(s.r[0].log);
+    assert_non_null(strstr(log, "msg=\"stopped\""));
+    free(log);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_crashed_holder_delays_others_by_about_one_lease),
+        cmocka_unit_test(test_stalled_holder_is_refused_by_fencing),
+        cmocka_unit_test(test_stalled_holder_without_fencing_oversells),
+        cmocka_unit_test(test_redis_restart_mid_run),
+        cmocka_unit_test(test_locked_database_mid_run),
+        cmocka_unit_test(test_idle_and_slow_connections_do_not_starve_the_replica),
+        cmocka_unit_test(test_sigterm_during_load),
+    };
+    return cmocka_run_group_tests_name("faults", tests, group_setup, group_teardown);
+}
