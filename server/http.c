@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -416,6 +417,16 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     *req_cls = NULL;
 }
 
+/* libmicrohttpd's messages, one log line each, except that a message
+ * repeating within a second (a connection flood hitting the limit) is
+ * counted and logged once a second with the count. */
+static struct {
+    pthread_mutex_t mu;
+    char last[512];
+    time_t at;
+    long suppressed;
+} mhd_log = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
@@ -425,7 +436,20 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     for (char *p = msg; *p; p++)
         if (*p == '"')
             *p = '\'';
-    log_event(LOG_WARN, "libmicrohttpd", "detail=\"%s\"", msg);
+    time_t now = time(NULL);
+    pthread_mutex_lock(&mhd_log.mu);
+    int repeat = strcmp(msg, mhd_log.last) == 0 && now == mhd_log.at;
+    long suppressed = mhd_log.suppressed;
+    if (repeat) {
+        mhd_log.suppressed++;
+    } else {
+        snprintf(mhd_log.last, sizeof(mhd_log.last), "%s", msg);
+        mhd_log.at = now;
+        mhd_log.suppressed = 0;
+    }
+    pthread_mutex_unlock(&mhd_log.mu);
+    if (!repeat)
+        log_event(LOG_WARN, "libmicrohttpd", "detail=\"%s\" repeats_before=%ld", msg, suppressed);
 }
 
 int http_start(const http_deps *deps, http_server **out, char *err, size_t errlen)

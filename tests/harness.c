@@ -404,6 +404,18 @@ int th_connect(int port)
     return fd;
 }
 
+int th_connect_nonblocking(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0 && errno != EINPROGRESS) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
 static void send_all(int fd, const char *data, size_t len)
 {
     for (size_t sent = 0; sent < len;) {

@@ -116,6 +116,9 @@ int th_raw(int port, const char *req, size_t len, int shut_write, char *out, siz
  * bytes of body) into out, NUL-terminated. Returns bytes read, 0 when the peer
  * closed, -1 on error. */
 int th_connect(int port);
+
+/* Starts a non-blocking connect to 127.0.0.1:port; the socket, or -1. */
+int th_connect_nonblocking(int port);
 int th_exchange(int fd, const char *req, char *out, size_t size, int timeout_ms);
 
 /* Runs argv to completion (stdout+stderr to out_path when given), killing it

@@ -2,7 +2,8 @@
  * processes (redis-server, three stockd replicas on one SQLite file), injects
  * a fault while loadgen drives them, and ends with loadgen's verdict: a
  * crashed holder, a holder stalled past its lease (with and without fencing),
- * a Redis restart, a locked database, idle and slow connections, and SIGTERM. */
+ * a Redis restart, a locked database, idle and slow connections, SIGTERM;
+ * and abuse: huge headers and a flood of connection attempts. */
 #include <jansson.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -36,6 +38,11 @@ struct stack {
 static int group_setup(void **state)
 {
     (void)state;
+    struct rlimit rl; /* the connection flood needs 10,000 descriptors */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
     curl_global_init(CURL_GLOBAL_ALL);
     return th_tempdir("faults-it", dir, sizeof(dir)) == 0 && th_redis_start(&redis) == 0 ? 0
                                                                                          : -1;
@@ -305,6 +312,66 @@ static void test_sigterm_during_load(void **state)
     free(log);
 }
 
+/* Reads the item's stock back over HTTP. */
+static long long stock_of(const struct stack *s)
+{
+    char url[128];
+    th_resp r;
+    snprintf(url, sizeof(url), "%s/items/%lld?limit=0", s->r[1].url, s->item);
+    th_http("GET", url, NULL, &r);
+    json_t *j = json_loads(r.body, 0, NULL);
+    long long v = json_integer_value(json_object_get(j, "stock"));
+    json_decref(j);
+    th_resp_free(&r);
+    return v;
+}
+
+/* Huge headers and a flood of 10,000 connection attempts: refused or timed
+ * out, never a crash, never a change to stock, and the log stays readable. */
+static void test_huge_headers_and_connection_flood_are_refused(void **state)
+{
+    (void)state;
+    struct stack s;
+    stack_start(&s, "abuse", NULL, 1000);
+    size_t big = 100 * 1000;
+    char *req = malloc(big + 256), out[512];
+    int n = snprintf(req, 256, "POST /reduceStock HTTP/1.1\r\nHost: x\r\nX-Big: ");
+    memset(req + n, 'a', big);
+    snprintf(req + n + big, 256, "\r\nContent-Length: 2\r\n\r\n{}");
+    assert_true(th_raw(s.r[0].port, req, strlen(req), 0, out, sizeof(out), 5000) > 0);
+    assert_non_null(strstr(out, " 431 "));
+    free(req);
+
+    enum { FLOOD = 10000 };
+    static int fds[FLOOD];
+    int opened = 0;
+    for (int i = 0; i < FLOOD; i++) /* non-blocking connects: all at once */
+        if ((fds[i] = th_connect_nonblocking(s.r[0].port)) >= 0)
+            opened++;
+    th_sleep_ms(1000);
+    for (int i = 0; i < FLOOD; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    print_message("%d of %d connection attempts opened a socket\n", opened, FLOOD);
+    th_resp r;
+    char url[128];
+    snprintf(url, sizeof(url), "%s/health", s.r[0].url);
+    for (int64_t end = th_now_ms() + 10000; th_http("GET", url, NULL, &r) != 0 || r.status != 200;) {
+        th_resp_free(&r);
+        assert_true(th_now_ms() < end); /* it recovers once the flood is gone */
+        th_sleep_ms(100);
+    }
+    th_resp_free(&r);
+    assert_int_equal(stock_of(&s), 1000);
+    char *log = th_read_file(s.r[0].log);
+    int lines = 0;
+    for (const char *p = log; (p = strstr(p, "libmicrohttpd")) != NULL; p++)
+        lines++;
+    free(log);
+    assert_true(lines < 50); /* repeats are counted, not printed one by one */
+    stack_stop(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -315,6 +382,7 @@ int main(void)
         cmocka_unit_test(test_locked_database_mid_run),
         cmocka_unit_test(test_idle_and_slow_connections_do_not_starve_the_replica),
         cmocka_unit_test(test_sigterm_during_load),
+        cmocka_unit_test(test_huge_headers_and_connection_flood_are_refused),
     };
     return cmocka_run_group_tests_name("faults", tests, group_setup, group_teardown);
 }
