@@ -325,7 +325,7 @@ static int first_pass(lg_opts *o, int argc, char **argv, lg_err *err)
             o->help = 1;
         else if (c == OPT_LIST)
             o->list = 1;
-        else if (c == 's' && !(o->help || o->list)) {
+        else if (c == 's') {
             const lg_scenario *s = lg_scenario_find(optarg);
             if (s == NULL)
                 return lg_errf(err, LG_ERR_USAGE,
@@ -408,8 +408,10 @@ static int validate(lg_opts *o, lg_err *err)
 int lg_opts_parse(lg_opts *o, int argc, char **argv, lg_err *err)
 {
     lg_opts_defaults(o);
+    /* every flag is parsed even with --help, so `loadgen <flags> --help` checks
+     * the flags (tests/it/test_docker.c does that for the compose file) */
     int rc = first_pass(o, argc, argv, err);
-    if (rc == LG_OK && !o->help && !o->list)
+    if (rc == LG_OK)
         rc = second_pass(o, argc, argv, err);
     if (rc == LG_OK && !o->help && !o->list)
         rc = validate(o, err);

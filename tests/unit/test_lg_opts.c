@@ -175,15 +175,18 @@ static void test_compare_needs_labels_and_only_compare_takes_them(void **state)
                      LG_ERR_USAGE);
 }
 
-static void test_help_and_list_need_nothing_else(void **state)
+static void test_help_and_list_need_no_target_but_check_every_flag(void **state)
 {
     (void)state;
     lg_opts o;
     lg_err err;
     assert_int_equal(PARSE(&o, &err, "--help"), LG_OK);
     assert_true(o.help);
-    assert_int_equal(PARSE(&o, &err, "--list", "--bogus"), LG_OK);
+    assert_int_equal(PARSE(&o, &err, "--list"), LG_OK);
     assert_true(o.list);
+    assert_int_equal(PARSE(&o, &err, "-s", "hot", "-c", "8", "--help"), LG_OK);
+    assert_int_equal(PARSE(&o, &err, "--list", "--bogus"), LG_ERR_USAGE);
+    assert_int_equal(PARSE(&o, &err, "-c", "many", "--help"), LG_ERR_USAGE);
     assert_non_null(strstr(lg_usage_text(), "--scenario"));
 }
 
@@ -238,7 +241,7 @@ int main(void)
         cmocka_unit_test(test_bad_values_are_usage_errors_naming_the_flag),
         cmocka_unit_test(test_inconsistent_combinations_are_refused),
         cmocka_unit_test(test_compare_needs_labels_and_only_compare_takes_them),
-        cmocka_unit_test(test_help_and_list_need_nothing_else),
+        cmocka_unit_test(test_help_and_list_need_no_target_but_check_every_flag),
         cmocka_unit_test(test_every_scenario_is_listed_and_found),
         cmocka_unit_test(test_scenario_expectations),
     };
