@@ -36,7 +36,7 @@ BINS += $(BUILD)/loadgen
 endif
 
 .SECONDARY:
-.PHONY: all deps test check asan tsan fuzz demo demo-up demo-down bench clean help
+.PHONY: all deps test check asan tsan fuzz valgrind demo demo-up demo-down bench clean help
 
 all: $(BINS)
 
@@ -47,6 +47,7 @@ help:
 	@echo "make asan       the same tests built with AddressSanitizer + UBSan (build/asan)"
 	@echo "make tsan       the same tests built with ThreadSanitizer (build/tsan)"
 	@echo "make fuzz       libFuzzer on the request parser and the router (FUZZ_SECONDS=60 each)"
+	@echo "make valgrind   a replica under valgrind through a short load; fails on a definite leak"
 	@echo "make demo       three stockd replicas + redis-server, loadgen scenarios, verdicts"
 	@echo "make demo-up    start the demo stack and leave it running; make demo-down stops it"
 	@echo "make bench      benchmarks (see bench/README.md)"
@@ -67,6 +68,11 @@ asan: deps
 
 tsan: deps
 	@$(MAKE) --no-print-directory check BUILD=build/tsan SANFLAGS="-fsanitize=thread"
+
+valgrind: deps
+	@scripts/deps.sh valgrind
+	@$(MAKE) --no-print-directory all
+	@scripts/valgrind.sh
 
 demo: deps
 	@$(MAKE) --no-print-directory all

@@ -1,7 +1,7 @@
 #!/bin/sh
 # deps.sh - installs the Debian packages that building, testing and the demo
-# need (plus clang with "fuzz", the benchmark tools with "bench"); does nothing
-# when all are there.
+# need (plus clang with "fuzz", valgrind with "valgrind", docker-compose with
+# "docker", the benchmark tools with "bench"); does nothing when all are there.
 set -eu
 
 need=""
@@ -22,6 +22,12 @@ want_cmd redis-cli redis-tools
 want_cmd curl curl
 if [ "${1:-}" = fuzz ]; then
     want_cmd clang clang
+fi
+if [ "${1:-}" = valgrind ]; then
+    want_cmd valgrind valgrind
+fi
+if [ "${1:-}" = docker ]; then
+    want_cmd docker-compose docker-compose
 fi
 if [ "${1:-}" = bench ]; then
     want_cmd wrk wrk

@@ -175,8 +175,10 @@ static void test_crashed_holder_delays_others_by_about_one_lease(void **state)
 static void stalled_holder_scenario(int fencing)
 {
     const char *name = fencing ? "stall-fenced" : "stall-unfenced";
-    /* only replica 0, the stale writer, runs without fencing in the second case */
-    const char *flags[] = {"--test-stop-before-write", fencing ? NULL : "--no-fencing", NULL};
+    /* only replica 0, the stale writer, runs without fencing in the second case;
+     * its long busy timeout makes sure its write is attempted, not timed out */
+    const char *flags[] = {"--test-stop-before-write", "--busy-timeout-ms", "20000",
+                           fencing ? NULL : "--no-fencing", NULL};
     struct stack s;
     stack_start(&s, name, flags, 100000);
     th_bg_reduce stale = {.url = s.r[0].url, .item = s.item, .work_ms = 1}; /* not batched */
@@ -191,8 +193,9 @@ static void stalled_holder_scenario(int fencing)
     th_bg_reduce_join(&stale);
     if (fencing) {
         loadgen_expect(lg, name, 0);
-        assert_int_equal(stale.status, 503);
-        assert_non_null(strstr(stale.body, "lock_lost"));
+        if (stale.status != 503 || strstr(stale.body, "\"lock_lost\"") == NULL)
+            fail_msg("the stale write was not refused by fencing: %ld %s", stale.status,
+                     stale.body);
     } else {
         loadgen_expect(lg, name, 1); /* the stale write overwrote others' deductions */
         assert_int_equal(stale.status, 200);
@@ -283,7 +286,11 @@ static void test_idle_and_slow_connections_do_not_starve_the_replica(void **stat
     print_message("replica RSS with %d open connections: %ld KiB (was %ld KiB)\n", IDLE + SLOW,
                   rss_after, rss_before);
     assert_true(outcome("idle", "ok") > 0);
-    assert_true(rss_after < 256 * 1024);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    /* a thread per connection, little of its stack touched: well under 128 KiB
+     * each (sanitizer builds add shadow memory per thread, so only here) */
+    assert_true(rss_after - rss_before < (IDLE + SLOW) * 128L);
+#endif
     for (int i = 0; i < IDLE + SLOW; i++)
         close(fds[i]);
     stack_stop(&s);
