@@ -152,6 +152,10 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(HARNESS_OBJ) $(TEST_LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_TEST)
 
+$(BUILD)/bench/lockbench: bench/lockbench.c $(BUILD)/libdlock.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libdlock.a $(LIBS_LOCK)
+
 clean:
 	rm -rf build
 

@@ -4,16 +4,19 @@
 # in one run; prints each round (with each tool's CPU time per request), the
 # medians and the ratio of the medians (target >= 0.8).
 #
-# Usage: bench/loadgen_vs_wrk.sh        (from the repository root, after make)
-# Knobs (environment): BUILD=build THREADS=2 CONNS=32 DURATION=10 ROUNDS=3
+# Usage: bench/loadgen_vs_wrk.sh        (from the repository root, after make;
+#        make bench runs it)
+# Knobs (environment): BUILD=build THREADS=2 CONNS=32 DURATION=10 ROUNDS=3 PIN=0
 # Exit status: 0 when the ratio meets the target, 1 when not, 2 on set-up errors.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 BUILD=${BUILD:-build}
 THREADS=${THREADS:-2}
 CONNS=${CONNS:-32}
 DURATION=${DURATION:-10}
 ROUNDS=${ROUNDS:-3}
+PIN=${PIN:-0} # 1: stockd on CPU 0, the load tool on CPU 1 (taskset), so neither takes the other's
 TARGET_RATIO=0.8
 
 die() { echo "loadgen_vs_wrk: $*" >&2; exit 2; }
@@ -21,48 +24,21 @@ for bin in "$BUILD/stockd" "$BUILD/loadgen"; do
     [ -x "$bin" ] || die "$bin not found: run make first"
 done
 command -v wrk >/dev/null || die "wrk not found (Debian package wrk)"
-command -v redis-server >/dev/null || die "redis-server not found"
-
-work=$(mktemp -d /tmp/loadgen-bench-XXXXXX)
-pids=()
-# Stops what this script started, by PID, whatever way it ends.
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
-
-# A loopback port nobody answers on right now.
-free_port() {
-    local p
-    for _ in $(seq 100); do
-        p=$((20000 + RANDOM % 40000))
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
-    done
-    die "no free port found"
-}
-
-wait_http() {
-    for _ in $(seq 200); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return; fi
-        sleep 0.05
-    done
-    die "nothing answers on port $1 (see $work/*.log)"
-}
+. scripts/stack.sh
+STACK_DIR=$(mktemp -d "${TMPDIR:-/tmp}/loadgen-bench.XXXXXX")
+trap 'stack_stop; rm -rf "$STACK_DIR"' EXIT
+trap 'exit 130' INT TERM
+work=$STACK_DIR
+server_cpu=() tool_cpu=()
+if [ "$PIN" = 1 ]; then
+    server_cpu=(taskset -c 0) tool_cpu=(taskset -c 1)
+fi
 
 rport=$(free_port)
-redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no \
-    --dir "$work" --logfile "$work/redis.log" &
-pids+=($!)
-wait_http "$rport"
+stack_redis "$rport"
 sport=$(free_port)
-"$BUILD/stockd" --port "$sport" --db "$work/stock.db" --redis-port "$rport" \
-    --log-level warn 2>"$work/stockd.log" &
-pids+=($!)
-wait_http "$sport"
+STOCKD_WRAPPER="${server_cpu[*]}" stack_stockd bench "$sport" "$rport" --log-level warn
 url="http://127.0.0.1:$sport"
-curl -sf "$url/health" >/dev/null || die "$url/health does not answer 200 (see $work/stockd.log)"
 
 median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 
@@ -82,17 +58,17 @@ cpu_us_per_request() { # requests/s, seconds
 }
 
 run_wrk() {
-    timed wrk -t "$THREADS" -c "$CONNS" -d "${DURATION}s" "$url/health" |
+    timed "${tool_cpu[@]}" wrk -t "$THREADS" -c "$CONNS" -d "${DURATION}s" "$url/health" |
         awk '/^Requests\/sec:/ {print $2}'
 }
 
 run_loadgen() {
-    timed "$BUILD/loadgen" --get /health -t "$THREADS" -c "$CONNS" -d "$DURATION" \
+    timed "${tool_cpu[@]}" "$BUILD/loadgen" --get /health -t "$THREADS" -c "$CONNS" -d "$DURATION" \
         --target "$url" | sed -n 's/^.* requests in .* s = \([0-9.]*\) req\/s.*$/\1/p'
 }
 
 echo "loadgen vs wrk: GET /health of one stockd, $THREADS threads, $CONNS connections," \
-     "${DURATION}s per round, $ROUNDS rounds"
+     "${DURATION}s per round, $ROUNDS rounds$([ "$PIN" = 1 ] && echo ', stockd on CPU 0, tool on CPU 1')"
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
 echo "versions: $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2), $(curl-config --version 2>/dev/null ||
      echo libcurl ?)"

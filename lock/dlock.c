@@ -204,6 +204,7 @@ struct dlock_lease *dlock_lease_new(dlock_client *c, const char *key, const dloc
         return NULL;
     l->client = c;
     l->lease_ms = o->lease_ms;
+    l->retry_ms = o->retry_ms;
     l->handoff_max = o->handoff_max;
     l->handoff_ms = o->handoff_ms;
     memcpy(l->key, key, klen + 1);
@@ -211,18 +212,34 @@ struct dlock_lease *dlock_lease_new(dlock_client *c, const char *key, const dloc
     return l;
 }
 
-int dlock_try_acquire(dlock_client *c, struct dlock_lease *l, int64_t *pttl)
+/* The four keys a lock uses, derived from its name. */
+struct keys {
+    char fence[DLOCK_KEY_MAX + 8], queue[DLOCK_KEY_MAX + 8], alive[DLOCK_KEY_MAX + 8];
+    size_t len[4];
+};
+
+static void keys_of(const char *key, struct keys *k)
 {
-    char fence_key[DLOCK_KEY_MAX + 8], lease[16];
-    size_t klen = strlen(l->key);
-    memcpy(fence_key, l->key, klen);
-    memcpy(fence_key + klen, ":fence", 7);
+    size_t n = strlen(key);
+    k->len[0] = n;
+    k->len[1] = (size_t)snprintf(k->fence, sizeof(k->fence), "%s:fence", key);
+    k->len[2] = (size_t)snprintf(k->queue, sizeof(k->queue), "%s:queue", key);
+    k->len[3] = (size_t)snprintf(k->alive, sizeof(k->alive), "%s:alive", key);
+}
+
+int dlock_try_acquire(dlock_client *c, struct dlock_lease *l, int queue, int64_t *pttl)
+{
+    struct keys k;
+    char lease[16], queue_ms[16];
+    keys_of(l->key, &k);
     int n = snprintf(lease, sizeof(lease), "%d", l->lease_ms);
-    const char *argv[] = {l->key, fence_key, l->token, lease};
-    size_t lens[] = {klen, klen + 6, DLOCK_TOKEN_LEN, (size_t)n};
+    int q = snprintf(queue_ms, sizeof(queue_ms), "%d", queue ? dlock_grace_ms(l->retry_ms) : 0);
+    const char *argv[] = {l->key, k.fence, k.queue, k.alive, l->token, lease, queue_ms};
+    size_t lens[] = {k.len[0], k.len[1], k.len[2], k.len[3], DLOCK_TOKEN_LEN, (size_t)n,
+                     (size_t)q};
 
     int64_t sent = dlock_now_ms(); /* the lease can't have started before this */
-    redisReply *r = script(c, DLOCK_SCRIPT_ACQUIRE, 2, 4, argv, lens);
+    redisReply *r = script(c, DLOCK_SCRIPT_ACQUIRE, 4, 7, argv, lens);
     if (r == NULL)
         return DLOCK_ERR_REDIS;
     int rc = DLOCK_ERR_REDIS;
@@ -236,6 +253,27 @@ int dlock_try_acquire(dlock_client *c, struct dlock_lease *l, int64_t *pttl)
     } else {
         dlock_fail(rc, "unexpected reply to the acquire script");
     }
+    freeReplyObject(r);
+    return rc;
+}
+
+int dlock_release_in_redis(dlock_client *c, const struct dlock_lease *l, int leaving)
+{
+    struct keys k;
+    char channel[DLOCK_CHANNEL_MAX], grant[16];
+    keys_of(l->key, &k);
+    size_t clen = dlock_channel(l->key, channel);
+    int grace = dlock_grace_ms(l->retry_ms);
+    int g = snprintf(grant, sizeof(grant), "%d", grace < l->lease_ms ? grace : l->lease_ms);
+    const char *argv[] = {l->key, k.fence, k.queue, k.alive, l->token, channel, grant,
+                          leaving ? "1" : "0"};
+    size_t lens[] = {k.len[0], k.len[1], k.len[2], k.len[3], DLOCK_TOKEN_LEN, clen, (size_t)g, 1};
+    redisReply *r = script(c, DLOCK_SCRIPT_RELEASE, 4, 8, argv, lens);
+    if (r == NULL)
+        return DLOCK_ERR_REDIS; /* the lease runs out on its own */
+    int rc = (r->type == REDIS_REPLY_INTEGER && r->integer == 1) ? DLOCK_OK : DLOCK_ERR_LOST;
+    if (rc == DLOCK_ERR_LOST && !leaving)
+        dlock_fail(rc, "lock %s was no longer ours at release", l->key);
     freeReplyObject(r);
     return rc;
 }
@@ -258,7 +296,7 @@ static int acquire_spin(dlock_client *c, dlock_handle *h, const char *key, const
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
     for (;;) {
         int64_t pttl;
-        int rc = dlock_try_acquire(c, l, &pttl);
+        int rc = dlock_try_acquire(c, l, 0, &pttl); /* spin: polls, never queues */
         if (rc == DLOCK_OK) {
             pthread_mutex_lock(&c->mu);
             dlock_hold(c, h, l, o->watchdog);
@@ -326,23 +364,6 @@ int dlock_acquire(dlock_client *c, const char *key, const dlock_opts *opts, dloc
     return rc;
 }
 
-/* Deletes the key if it still holds l's token and publishes the release. */
-static int release_in_redis(dlock_client *c, const struct dlock_lease *l)
-{
-    char channel[DLOCK_CHANNEL_MAX];
-    size_t clen = dlock_channel(l->key, channel);
-    const char *argv[] = {l->key, l->token, channel};
-    size_t lens[] = {strlen(l->key), DLOCK_TOKEN_LEN, clen};
-    redisReply *r = script(c, DLOCK_SCRIPT_RELEASE, 1, 3, argv, lens);
-    if (r == NULL)
-        return DLOCK_ERR_REDIS; /* the lease runs out on its own */
-    int rc = (r->type == REDIS_REPLY_INTEGER && r->integer == 1) ? DLOCK_OK : DLOCK_ERR_LOST;
-    if (rc == DLOCK_ERR_LOST)
-        dlock_fail(rc, "lock %s was no longer ours at release", l->key);
-    freeReplyObject(r);
-    return rc;
-}
-
 /* Hands h's lease to a local waiter, or gives it back to Redis. Frees h.
  * Returns what dlock_release documents; *local gets the holder's own view at
  * release (OK, INTERRUPTED or LOST), which stands when Redis can't be asked. */
@@ -362,12 +383,13 @@ static int release(dlock_handle *h, int *local)
     dlock_wd_forget(c->wd, l);
     if (e && e->holder == h) { /* not when a waiter took over our expired lease */
         e->holder = NULL;
+        e->releases++;
         if (e->head)
             pthread_cond_signal(&e->head->cv); /* it contends, and our PUBLISH wakes it */
     }
     pthread_mutex_unlock(&c->mu);
 
-    int rc = release_in_redis(c, l);
+    int rc = dlock_release_in_redis(c, l, 0);
     if (rc == DLOCK_OK && *local == DLOCK_ERR_INTERRUPTED)
         rc = DLOCK_ERR_INTERRUPTED;
     if (rc == DLOCK_ERR_LOST || (rc == DLOCK_ERR_REDIS && *local == DLOCK_ERR_LOST))

@@ -40,9 +40,11 @@ enum dlock_code {
 
 /* How a waiter learns that the lock it wants was released. */
 enum dlock_wait_mode {
-    DLOCK_WAIT_NOTIFY = 0, /* local FIFO per key; the head is woken by the release's PUBLISH
-                            * (retry_ms stays a safety net); hand-offs between local holders */
-    DLOCK_WAIT_SPIN = 1,   /* every thread retries every retry_ms (jittered) on its own */
+    DLOCK_WAIT_NOTIFY = 0, /* local FIFO per key, whose head queues in Redis: a release grants
+                            * the key to the first live waiter and PUBLISHes it (retry_ms stays
+                            * a safety net); hand-offs between local holders */
+    DLOCK_WAIT_SPIN = 1,   /* every thread retries every retry_ms (jittered) on its own; it
+                            * never queues (don't mix the modes on one key: it would starve) */
 };
 
 /* Where Redis is and how long to wait for it. */

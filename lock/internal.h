@@ -36,6 +36,7 @@ struct dlock_client {
 struct dlock_lease {
     dlock_client *client;
     int lease_ms;
+    int retry_ms;                /* sizes the queue deadline and a release's grant */
     int handoff_max, handoff_ms; /* from the options of the thread that took it from Redis */
     int64_t fence;
     int64_t acquired_ms;  /* when the SET NX was sent */
@@ -92,10 +93,21 @@ int dlock_holder_state(const struct dlock_handle *h, int64_t now);
 /* A new lease for key with a fresh token, not yet acquired. NULL when out of memory. */
 struct dlock_lease *dlock_lease_new(dlock_client *c, const char *key, const dlock_opts *o);
 
-/* One SET NX attempt for l. Returns DLOCK_OK (l->fence and l->acquired_ms
- * set), DLOCK_ERR_TIMEOUT when another owner holds the key (*pttl: its TTL in
- * ms, negative when unknown), or DLOCK_ERR_REDIS. */
-int dlock_try_acquire(dlock_client *c, struct dlock_lease *l, int64_t *pttl);
+/* How long a queued waiter stays in line without trying again, and how long a
+ * release's grant waits to be claimed: two jittered retry intervals and some. */
+static inline int dlock_grace_ms(int retry_ms) { return 2 * retry_ms + 100; }
+
+/* One acquisition attempt for l (SET NX PX, or claiming a grant). When queue
+ * is set, a failed attempt also takes (or keeps) a place in the key's Redis
+ * queue. Returns DLOCK_OK (l->fence and l->acquired_ms set),
+ * DLOCK_ERR_TIMEOUT when another owner holds the key or comes first (*pttl:
+ * the key's TTL in ms, negative when unknown), or DLOCK_ERR_REDIS. */
+int dlock_try_acquire(dlock_client *c, struct dlock_lease *l, int queue, int64_t *pttl);
+
+/* The release script for l's token: the key, if ours, goes to the first live
+ * waiter or is deleted. leaving also takes l's token out of the queue (a
+ * waiter giving up). DLOCK_OK, DLOCK_ERR_LOST (not ours) or DLOCK_ERR_REDIS. */
+int dlock_release_in_redis(dlock_client *c, const struct dlock_lease *l, int leaving);
 
 /* Makes h the holder of the lease it just took from Redis (mu held). */
 void dlock_hold(dlock_client *c, struct dlock_handle *h, struct dlock_lease *l, int renew);

@@ -29,6 +29,9 @@ struct dlock_entry {
     struct dlock_waiter *head, *tail;
     struct dlock_handle *holder; /* the local holder, NULL when none */
     int sub_state;               /* enum dlock_sub_state */
+    unsigned long releases;      /* bumped on every release heard of (published or local),
+                                  * so a head busy in Redis doesn't miss one */
+    char wait_token[33];         /* the token the head waits in Redis's queue with */
     char key[];
 };
 

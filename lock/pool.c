@@ -9,32 +9,96 @@
 #include "internal.h"
 
 #define POOL_IDLE_MAX 256 /* idle connections kept; more are closed on return */
+#define STALE_CHECK_MS 50 /* idle longer than this: check it was not closed meanwhile */
 
-/* Acquire: SET NX PX and the fencing token in one step. The fence counter never
- * expires; when it is missing (first use, or Redis lost its data in a restart)
- * it is seeded from Redis's clock in microseconds, so tokens keep growing across
- * restarts as long as the key saw fewer than a million acquisitions a second. */
-static const char acquire_lua[] =
-    "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
-    "  local fence = redis.call('incr', KEYS[2])\n"
-    "  if fence == 1 then\n"
-    "    local t = redis.call('time')\n"
-    "    local seed = t[1] .. string.format('%06d', tonumber(t[2]))\n"
-    "    redis.call('set', KEYS[2], seed)\n"
-    "    fence = tonumber(seed)\n"
-    "  end\n"
-    "  return {1, fence}\n"
+/* Shared Lua pieces. KEYS: lock, fence counter, queue (ZSET of waiting tokens
+ * by arrival), alive (HASH token -> deadline in Redis ms).
+ *
+ * The fence counter never expires; when it is missing (first use, or Redis
+ * lost its data in a restart) it is seeded from Redis's clock in microseconds,
+ * so tokens keep growing across restarts as long as the key saw fewer than a
+ * million acquisitions a second.
+ *
+ * Waiters that registered in the queue get the lock in arrival order: a
+ * release grants it to the first one whose deadline has not passed (a waiter
+ * refreshes it on every try, so a crashed one drops out quickly). */
+#define LUA_HELPERS                                                                \
+    "local function now_ms()\n"                                                    \
+    "  local t = redis.call('time')\n"                                             \
+    "  return t[1] * 1000 + math.floor(t[2] / 1000)\n"                             \
+    "end\n"                                                                        \
+    "local function next_fence()\n"                                                \
+    "  local fence = redis.call('incr', KEYS[2])\n"                                \
+    "  if fence == 1 then\n"                                                       \
+    "    local t = redis.call('time')\n"                                           \
+    "    local seed = t[1] .. string.format('%06d', tonumber(t[2]))\n"             \
+    "    redis.call('set', KEYS[2], seed)\n"                                       \
+    "    fence = tonumber(seed)\n"                                                 \
+    "  end\n"                                                                      \
+    "  return fence\n"                                                             \
+    "end\n"                                                                        \
+    "local function dequeue(token)\n"                                              \
+    "  redis.call('zrem', KEYS[3], token)\n"                                       \
+    "  redis.call('hdel', KEYS[4], token)\n"                                       \
+    "end\n"                                                                        \
+    "local function first_live()\n"                                                \
+    "  local now = nil\n"                                                          \
+    "  while true do\n"                                                            \
+    "    local first = redis.call('zrange', KEYS[3], 0, 0)[1]\n"                   \
+    "    if not first then return false end\n"                                     \
+    "    now = now or now_ms()\n"                                                  \
+    "    local deadline = tonumber(redis.call('hget', KEYS[4], first))\n"          \
+    "    if deadline and deadline > now then return first end\n"                   \
+    "    dequeue(first)\n"                                                         \
+    "  end\n"                                                                      \
     "end\n"
+
+/* Acquire. ARGV: token, lease_ms, queue_ms (0: don't queue). Returns
+ * {1, fence} when the key is ours (taken now, or granted to us by a release:
+ * then the lease is restarted), or {0, pttl} (pttl -1: free, but another
+ * waiter is first in line). Never SETNX then EXPIRE: one atomic step. */
+static const char acquire_lua[] =
+    LUA_HELPERS
+    "local holder = redis.call('get', KEYS[1])\n"
+    "if holder == ARGV[1] then\n" /* the release that granted it dequeued us */
+    "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
+    "  return {1, tonumber(redis.call('get', KEYS[2]))}\n"
+    "end\n"
+    "if not holder then\n"
+    "  local first = first_live()\n"
+    "  if not first or first == ARGV[1] then\n"
+    "    redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+    "    if first then dequeue(ARGV[1]) end\n"
+    "    return {1, next_fence()}\n"
+    "  end\n"
+    "end\n"
+    "if tonumber(ARGV[3]) > 0 then\n"
+    "  local now = now_ms()\n"
+    "  redis.call('zadd', KEYS[3], 'NX', now, ARGV[1])\n"
+    "  redis.call('hset', KEYS[4], ARGV[1], now + tonumber(ARGV[3]))\n"
+    "end\n"
+    "if not holder then return {0, -1} end\n"
     "return {0, redis.call('pttl', KEYS[1])}\n";
 
-/* Release: delete only our own key, and tell waiters on the key's channel. */
+/* Release. ARGV: token, channel, grant_ms, leaving (1: a waiter giving up,
+ * which also leaves the queue). Only our own key is touched: it goes to the
+ * first live waiter for grant_ms (it restarts the lease when it claims it)
+ * or is deleted; the channel gets the new holder's token, or "" for nobody. */
 static const char release_lua[] =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then\n"
+    LUA_HELPERS
+    "if ARGV[4] == '1' then dequeue(ARGV[1]) end\n"
+    "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+    "local next = first_live()\n"
+    "if next then\n"
+    "  redis.call('set', KEYS[1], next, 'PX', ARGV[3])\n"
+    "  next_fence()\n"
+    "  dequeue(next)\n"
+    "  redis.call('publish', ARGV[2], next)\n"
+    "else\n"
     "  redis.call('del', KEYS[1])\n"
-    "  redis.call('publish', ARGV[2], '1')\n"
-    "  return 1\n"
+    "  redis.call('publish', ARGV[2], '')\n"
     "end\n"
-    "return 0\n";
+    "return 1\n";
 
 static const char renew_lua[] =
     "if redis.call('get', KEYS[1]) == ARGV[1] then\n"
@@ -50,6 +114,7 @@ struct dlock_pool {
     struct timeval connect_tv, command_tv;
     pthread_mutex_t mu; /* guards idle, nidle and sha */
     redisContext *idle[POOL_IDLE_MAX];
+    int64_t idle_since[POOL_IDLE_MAX]; /* CLOCK_MONOTONIC ms */
     int nidle;
     char sha[DLOCK_SCRIPT_COUNT][41]; /* "" until SCRIPT LOAD answered */
 };
@@ -108,9 +173,14 @@ redisContext *dlock_pool_connect(dlock_pool *p)
 }
 
 /* An idle connection has nothing to read; if its socket is readable, the
- * server closed it (restart, timeout) and a command on it would fail. */
-static int looks_closed(const redisContext *ctx)
+ * server closed it (restart, timeout) and a command on it would fail. Only
+ * worth a syscall after a pause: a Redis restart takes far longer than
+ * STALE_CHECK_MS, and the free list is LIFO, so under load the connection
+ * handed out was given back microseconds ago. */
+static int looks_closed(const redisContext *ctx, int64_t idle_since)
 {
+    if (dlock_now_ms() - idle_since < STALE_CHECK_MS)
+        return 0;
     struct pollfd pfd = {.fd = ctx->fd, .events = POLLIN};
     return poll(&pfd, 1, 0) != 0;
 }
@@ -119,13 +189,16 @@ redisContext *dlock_pool_get(dlock_pool *p)
 {
     for (;;) {
         redisContext *ctx = NULL;
+        int64_t since = 0;
         pthread_mutex_lock(&p->mu);
-        if (p->nidle > 0)
+        if (p->nidle > 0) {
             ctx = p->idle[--p->nidle];
+            since = p->idle_since[p->nidle];
+        }
         pthread_mutex_unlock(&p->mu);
         if (ctx == NULL)
             return dlock_pool_connect(p);
-        if (!looks_closed(ctx))
+        if (!looks_closed(ctx, since))
             return ctx;
         redisFree(ctx);
     }
@@ -142,6 +215,7 @@ void dlock_pool_put(dlock_pool *p, redisContext *ctx)
         while (p->nidle > 0)
             drop[ndrop++] = p->idle[--p->nidle];
     } else if (p->nidle < POOL_IDLE_MAX) {
+        p->idle_since[p->nidle] = dlock_now_ms();
         p->idle[p->nidle++] = ctx;
     } else {
         drop[ndrop++] = ctx;

@@ -7,9 +7,11 @@
 
 typedef struct dlock_pool dlock_pool;
 
+/* The scripts (pool.c documents each). Acquire and release take KEYS lock,
+ * fence, queue, alive - see dlock_keys in internal.h. */
 enum dlock_script {
-    DLOCK_SCRIPT_ACQUIRE, /* KEYS: lock, fence; ARGV: token, lease_ms -> {1,fence} | {0,pttl} */
-    DLOCK_SCRIPT_RELEASE, /* KEYS: lock; ARGV: token, channel -> 1 deleted+published | 0 not ours */
+    DLOCK_SCRIPT_ACQUIRE, /* ARGV: token, lease_ms, queue_ms -> {1,fence} | {0,pttl} */
+    DLOCK_SCRIPT_RELEASE, /* ARGV: token, channel, grant_ms, leaving -> 1 released | 0 not ours */
     DLOCK_SCRIPT_RENEW,   /* KEYS: lock; ARGV: token, lease_ms -> 1 renewed | 0 not ours */
     DLOCK_SCRIPT_COUNT
 };

@@ -1,11 +1,16 @@
 /* queue.c - notify mode: threads of one process that want the same key wait
- * in a local FIFO, and only its head contends in Redis, woken by the release
- * channel (subscribed *before* its next attempt, so a release in between is
- * seen by that attempt) or at the earlier of retry_ms and the key's TTL. A
- * releasing holder hands its lease straight to the next local waiter, up to
- * handoff_max times or handoff_ms, then lets it go through Redis so other
- * processes get their turn. */
+ * in a local FIFO, and only its head contends in Redis. A failed attempt puts
+ * the head in the key's Redis queue, so processes get the key in arrival
+ * order: a release grants it straight to the first live waiter and publishes
+ * that waiter's token on the key's channel, which wakes only its process (a
+ * release to nobody wakes every head). The head subscribes *before* its next
+ * attempt, so a release in between is seen by that attempt, and also wakes
+ * at the earlier of retry_ms and the key's TTL, so a lost message costs at
+ * most one interval. A releasing holder hands its lease straight to the next
+ * local waiter, up to handoff_max times or handoff_ms, then lets it go
+ * through Redis so other processes get their turn. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -31,8 +36,10 @@ static int contend(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *
     int64_t pttl;
     if (*lp == NULL && (*lp = dlock_lease_new(c, e->key, o)) == NULL)
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
-    pthread_mutex_unlock(&c->mu); /* w stays head: nobody else here contends meanwhile */
-    int rc = dlock_try_acquire(c, *lp, &pttl);
+    unsigned long seen = e->releases; /* a release during the attempt must not be missed */
+    memcpy(e->wait_token, (*lp)->token, sizeof(e->wait_token));
+    pthread_mutex_unlock(&c->mu);     /* w stays head: nobody else here contends meanwhile */
+    int rc = dlock_try_acquire(c, *lp, 1, &pttl);
     pthread_mutex_lock(&c->mu);
     if (rc == DLOCK_OK) {
         dlock_queue_remove(e, w);
@@ -44,6 +51,8 @@ static int contend(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *
     int64_t now = dlock_now_ms();
     if (rc != DLOCK_ERR_TIMEOUT || now >= deadline)
         return rc;
+    if (e->releases != seen)
+        return AGAIN; /* released while we asked: ask again at once */
     if (e->sub_state == DLOCK_SUB_NONE || e->sub_state == DLOCK_SUB_FAILED) {
         dlock_sub_subscribe(c->sub, e);
         if (e->sub_state == DLOCK_SUB_PENDING) {
@@ -54,7 +63,10 @@ static int contend(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *
     int64_t wake = now + dlock_jitter_ms(o->retry_ms);
     if (pttl >= 0 && now + pttl + 1 < wake)
         wake = now + pttl + 1; /* the key expires before the next retry: be there */
-    dlock_cond_wait_until(&w->cv, &c->mu, wake < deadline ? wake : deadline);
+    if (wake > deadline)
+        wake = deadline;
+    while (e->releases == seen && !w->granted && dlock_now_ms() < wake)
+        dlock_cond_wait_until(&w->cv, &c->mu, wake);
     return AGAIN;
 }
 
@@ -117,6 +129,8 @@ int dlock_queue_acquire(dlock_client *c, struct dlock_handle *h, const char *key
         }
     }
     pthread_mutex_unlock(&c->mu);
+    if (spare && rc == DLOCK_ERR_TIMEOUT) /* leave Redis's queue, and pass on a grant */
+        dlock_release_in_redis(c, spare, 1);
     free(spare);
     pthread_cond_destroy(&w.cv);
     return e ? rc : dlock_fail(rc, "out of memory");

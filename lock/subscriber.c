@@ -1,7 +1,12 @@
 /* subscriber.c - one Redis pub/sub connection per client, on its own thread,
  * that turns release notifications into condition-variable signals for the
  * local waiters of that key. Waiters never depend on it alone: they also wake
- * at their retry interval, so a lost message costs at most one interval. */
+ * at their retry interval, so a lost message costs at most one interval.
+ *
+ * A channel stays subscribed for UNUSED_MS after the last waiter for its key
+ * has gone: a hot key's entry comes and goes between acquisitions, and
+ * unsubscribing each time would cost two commands and open a window in which
+ * a release goes unheard. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -12,6 +17,17 @@
 #include "internal.h"
 
 #define RECONNECT_MS 250
+#define SWEEP_MS 1000
+#define UNUSED_MS 5000
+#define CHANNEL_BUCKETS 256
+
+/* A channel we asked Redis for. */
+struct channel {
+    struct channel *next;
+    int state;            /* DLOCK_SUB_PENDING or DLOCK_SUB_ACTIVE */
+    int64_t unused_since; /* 0 while a key entry uses it */
+    char key[];
+};
 
 struct op {
     char *channel;
@@ -23,12 +39,35 @@ struct dlock_subscriber {
     pthread_t thread;
     int wake[2];        /* pipe: new ops, or stop */
     redisContext *conn; /* the thread's alone */
+    int64_t swept_ms;
     /* c->mu */
     struct op *ops;
     size_t nops, cap;
+    struct channel *channels[CHANNEL_BUCKETS];
     int connected;
     int stop;
 };
+
+static struct channel **channel_slot(dlock_subscriber *s, const char *key, size_t len)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)key[i]) * 1099511628211ULL;
+    struct channel **p = &s->channels[h % CHANNEL_BUCKETS];
+    while (*p && !(strncmp((*p)->key, key, len) == 0 && (*p)->key[len] == '\0'))
+        p = &(*p)->next;
+    return p;
+}
+
+static void drop_channels(dlock_subscriber *s)
+{
+    for (int b = 0; b < CHANNEL_BUCKETS; b++)
+        while (s->channels[b]) {
+            struct channel *ch = s->channels[b];
+            s->channels[b] = ch->next;
+            free(ch);
+        }
+}
 
 size_t dlock_channel(const char *key, char *buf)
 {
@@ -70,18 +109,47 @@ static int push_op(dlock_subscriber *s, const char *key, int subscribe)
 
 void dlock_sub_subscribe(dlock_subscriber *s, struct dlock_entry *e)
 {
-    if (s->connected && push_op(s, e->key, 1) == 0) {
-        e->sub_state = DLOCK_SUB_PENDING;
-    } else {
-        e->sub_state = DLOCK_SUB_FAILED;
-        poke(s); /* reconnect now rather than at the next back-off tick */
+    size_t len = strlen(e->key);
+    struct channel **p = channel_slot(s, e->key, len), *ch = *p;
+    if (ch) { /* still subscribed from an earlier wait */
+        ch->unused_since = 0;
+        e->sub_state = ch->state;
+        return;
     }
+    if (s->connected && (ch = calloc(1, sizeof(*ch) + len + 1)) != NULL) {
+        if (push_op(s, e->key, 1) == 0) {
+            memcpy(ch->key, e->key, len + 1);
+            ch->state = e->sub_state = DLOCK_SUB_PENDING;
+            *p = ch;
+            return;
+        }
+        free(ch);
+    }
+    e->sub_state = DLOCK_SUB_FAILED;
+    poke(s); /* reconnect now rather than at the next back-off tick */
 }
 
 void dlock_sub_unsubscribe(dlock_subscriber *s, const char *key)
 {
-    if (s->connected)
-        push_op(s, key, 0); /* out of memory: the channel stays subscribed, harmlessly */
+    struct channel *ch = *channel_slot(s, key, strlen(key));
+    if (ch)
+        ch->unused_since = dlock_now_ms(); /* the sweep unsubscribes it if it stays unused */
+}
+
+/* Unsubscribes channels nobody has waited on for UNUSED_MS (mutex held). */
+static void sweep(dlock_subscriber *s, int64_t now)
+{
+    for (int b = 0; b < CHANNEL_BUCKETS; b++)
+        for (struct channel **p = &s->channels[b]; *p;) {
+            struct channel *ch = *p;
+            if (ch->unused_since && now - ch->unused_since > UNUSED_MS &&
+                push_op(s, ch->key, 0) == 0) {
+                *p = ch->next;
+                free(ch);
+            } else {
+                p = &ch->next;
+            }
+        }
 }
 
 static void fail_entry(struct dlock_entry *e, void *arg)
@@ -100,6 +168,10 @@ static void disconnect(dlock_subscriber *s)
     s->conn = NULL;
     pthread_mutex_lock(&s->c->mu);
     s->connected = 0;
+    drop_channels(s);
+    for (size_t i = 0; i < s->nops; i++) /* meant for the connection that is gone */
+        free(s->ops[i].channel);
+    s->nops = 0;
     dlock_keytab_each(s->c->keys, fail_entry, NULL);
     pthread_mutex_unlock(&s->c->mu);
 }
@@ -135,13 +207,24 @@ static void handle_reply(dlock_subscriber *s, redisReply *r)
     size_t len = r->element[1]->len, suffix = sizeof(DLOCK_CHANNEL_SUFFIX) - 1;
     if (len <= suffix)
         return;
+    int subscribed = strcmp(kind, "subscribe") == 0;
+    struct channel *ch = *channel_slot(s, channel, len - suffix);
+    if (subscribed && ch)
+        ch->state = DLOCK_SUB_ACTIVE;
     struct dlock_entry *e = dlock_keytab_find(s->c->keys, channel, len - suffix);
     if (e == NULL)
         return;
-    if (strcmp(kind, "subscribe") == 0 && e->sub_state == DLOCK_SUB_PENDING)
+    if (subscribed && ch && e->sub_state == DLOCK_SUB_PENDING)
         e->sub_state = DLOCK_SUB_ACTIVE;
-    if (strcmp(kind, "subscribe") == 0 || strcmp(kind, "message") == 0)
+    if (subscribed) {
         signal_head(e);
+    } else if (strcmp(kind, "message") == 0 && r->element[2]->type == REDIS_REPLY_STRING &&
+               (r->element[2]->len == 0 ||
+                (r->element[2]->len == DLOCK_TOKEN_LEN &&
+                 memcmp(r->element[2]->str, e->wait_token, DLOCK_TOKEN_LEN) == 0))) {
+        e->releases++; /* released to nobody, or granted to our head: try now */
+        signal_head(e);
+    }
 }
 
 static int read_replies(dlock_subscriber *s)
@@ -179,8 +262,15 @@ static void turn(dlock_subscriber *s)
         disconnect(s);
     if (s->conn)
         p[1].fd = s->conn->fd;
-    if (poll(p, 2, s->conn ? -1 : RECONNECT_MS) < 0 && errno != EINTR)
+    if (poll(p, 2, s->conn ? SWEEP_MS : RECONNECT_MS) < 0 && errno != EINTR)
         return;
+    int64_t now = dlock_now_ms();
+    if (s->conn && now - s->swept_ms >= SWEEP_MS) {
+        pthread_mutex_lock(&s->c->mu);
+        sweep(s, now);
+        pthread_mutex_unlock(&s->c->mu);
+        s->swept_ms = now;
+    }
     if (p[0].revents)
         drain(s->wake[0]);
     if (s->conn && p[1].revents && read_replies(s) != REDIS_OK)
@@ -231,6 +321,7 @@ void dlock_sub_stop(dlock_subscriber *s)
     for (size_t i = 0; i < s->nops; i++)
         free(s->ops[i].channel);
     free(s->ops);
+    drop_channels(s);
     close(s->wake[0]);
     close(s->wake[1]);
     free(s);

@@ -21,12 +21,14 @@ dlock_subscriber *dlock_sub_start(dlock_client *c);
 void dlock_sub_stop(dlock_subscriber *s);
 
 /* With the client's mutex held: asks for e's release channel. e->sub_state
- * becomes PENDING now, then ACTIVE once Redis confirms (FAILED when there is no
- * connection). The head of e's queue is signalled on each change and on each
- * release notification. */
+ * becomes ACTIVE at once when the channel is still subscribed from an earlier
+ * wait; otherwise PENDING, then ACTIVE once Redis confirms (FAILED when there
+ * is no connection). The head of e's queue is signalled on each change and on
+ * each release notification. */
 void dlock_sub_subscribe(dlock_subscriber *s, struct dlock_entry *e);
 
-/* With the client's mutex held: drops the channel of a key nobody waits for. */
+/* With the client's mutex held: nobody waits for key any more. Its channel
+ * stays subscribed a few seconds, in case the key is wanted again soon. */
 void dlock_sub_unsubscribe(dlock_subscriber *s, const char *key);
 
 /* Writes key's release channel name into buf (DLOCK_CHANNEL_MAX bytes); returns its length. */

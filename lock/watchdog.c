@@ -18,6 +18,7 @@ struct dlock_watchdog {
     pthread_cond_t idle; /* a renewal finished */
     /* c->mu */
     struct dlock_lease *head;
+    int64_t wake_at; /* when the thread wakes next on its own; INT64_MAX when idle */
     int stop;
     redisContext *conn; /* the watchdog thread's alone */
 };
@@ -166,16 +167,19 @@ static void *run(void *arg)
     while (!wd->stop) {
         struct dlock_lease *l = earliest(wd);
         int64_t now = dlock_now_ms();
-        if (l == NULL)
+        if (l == NULL) {
+            wd->wake_at = INT64_MAX;
             pthread_cond_wait(&wd->tick, &wd->c->mu);
-        else if (l->next_renew_ms > now)
+        } else if (l->next_renew_ms > now) {
+            wd->wake_at = l->next_renew_ms;
             dlock_cond_wait_until(&wd->tick, &wd->c->mu, l->next_renew_ms);
-        else if (now >= l->valid_until_ms)
+        } else if (now >= l->valid_until_ms) {
             retire(wd, l, 0); /* renewals kept failing until the lease ran out */
-        else if (holder_used_up(l))
+        } else if (holder_used_up(l)) {
             retire(wd, l, 1);
-        else
+        } else {
             renew(wd, l);
+        }
     }
     pthread_mutex_unlock(&wd->c->mu);
     return NULL;
@@ -187,6 +191,7 @@ dlock_watchdog *dlock_wd_start(dlock_client *c)
     if (wd == NULL)
         return NULL;
     wd->c = c;
+    wd->wake_at = INT64_MAX;
     dlock_cond_init(&wd->tick);
     dlock_cond_init(&wd->idle);
     if (pthread_create(&wd->thread, NULL, run, wd) != 0) {
@@ -225,7 +230,8 @@ void dlock_wd_watch(dlock_watchdog *wd, struct dlock_lease *l, int renew_it)
         wd->head->prev = l;
     wd->head = l;
     l->watched = 1;
-    pthread_cond_signal(&wd->tick);
+    if (l->next_renew_ms < wd->wake_at) /* otherwise it wakes early enough anyway */
+        pthread_cond_signal(&wd->tick);
 }
 
 void dlock_wd_forget(dlock_watchdog *wd, struct dlock_lease *l)

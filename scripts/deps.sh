@@ -32,6 +32,8 @@ fi
 if [ "${1:-}" = bench ]; then
     want_cmd wrk wrk
     want_cmd redis-benchmark redis-tools
+    want_cmd bc bc
+    [ -x /usr/bin/time ] || need="$need time"
 fi
 
 if [ -z "$need" ]; then

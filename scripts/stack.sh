@@ -5,9 +5,11 @@
 
 BUILD=${BUILD:-build}
 
-# A loopback port nobody listens on, searched from $1 (default: random in 20000-39999).
+# A loopback port nobody listens on, searched from $1 (default: random in
+# 20000-31999, below the kernel's ephemeral range, which outgoing connections
+# use without listening).
 free_port() {
-    local p=${1:-$((20000 + RANDOM % 20000))}
+    local p=${1:-$((20000 + RANDOM % 12000))}
     while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do
         p=$((p + 1))
     done

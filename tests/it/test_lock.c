@@ -410,7 +410,7 @@ static void *hold_for(void *arg)
     return NULL;
 }
 
-/* Waits with retry_ms 2000 (so the first retry is at least 1 s away) for a
+/* Waits with retry_ms (its first retry is at least retry_ms/2 away) for a
  * lock another client releases after 100 ms. Returns the wait in ms. */
 static int64_t wait_for_release_by_other(int raw_delete, int retry_ms)
 {
@@ -437,9 +437,9 @@ static int64_t wait_for_release_by_other(int raw_delete, int retry_ms)
 static void test_waiter_is_woken_by_the_release_not_its_retry(void **state)
 {
     (void)state;
-    int64_t waited = wait_for_release_by_other(0, 2000);
+    int64_t waited = wait_for_release_by_other(0, 10000);
     assert_true(waited >= 50);   /* it did wait for the holder */
-    assert_true(waited < 1000);  /* a retry could not have come before 1000 ms */
+    assert_true(waited < 4000);  /* a retry could not have come before 5000 ms */
 }
 
 static void test_missed_notification_costs_at_most_one_retry_interval(void **state)
@@ -581,6 +581,89 @@ static void test_handoff_is_bounded_and_tokens_keep_growing(void **state)
                      log.seq[i], (long long)log.fence[i - 1], log.seq[i - 1]);
 }
 
+#define FIFO_WAITERS 3
+
+struct fifo_waiter {
+    dlock_client *c;
+    int id;
+    int *order, *n;
+    pthread_mutex_t *mu;
+};
+
+static void *fifo_wait(void *arg)
+{
+    struct fifo_waiter *f = arg;
+    dlock_opts o = opts(5000, 10000);
+    o.retry_ms = 1000; /* only the grant should wake them */
+    dlock_handle *h;
+    if (dlock_acquire(f->c, "t:fifo", &o, &h) == DLOCK_OK) {
+        pthread_mutex_lock(f->mu);
+        f->order[(*f->n)++] = f->id;
+        pthread_mutex_unlock(f->mu);
+        th_sleep_ms(20);
+        dlock_release(h);
+    }
+    return NULL;
+}
+
+/* Each waiter is another process (its own client); they queue while the key
+ * is held and get it in the order they asked, granted by each release. */
+static void test_waiters_of_other_processes_get_the_key_in_arrival_order(void **state)
+{
+    (void)state;
+    dlock_opts o = opts(5000, 0);
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire(client, "t:fifo", &o, &h), DLOCK_OK);
+    dlock_client *others[FIFO_WAITERS];
+    pthread_t t[FIFO_WAITERS];
+    struct fifo_waiter f[FIFO_WAITERS];
+    int order[FIFO_WAITERS], n = 0;
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    for (int i = 0; i < FIFO_WAITERS; i++) {
+        others[i] = other_client();
+        f[i] = (struct fifo_waiter){others[i], i, order, &n, &mu};
+        pthread_create(&t[i], NULL, fifo_wait, &f[i]);
+        while (th_redis_int(&redis, "ZCARD t:fifo:queue") != i + 1) /* in line before the next */
+            th_sleep_ms(2);
+    }
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    for (int i = 0; i < FIFO_WAITERS; i++) {
+        pthread_join(t[i], NULL);
+        dlock_client_free(others[i]);
+    }
+    assert_int_equal(n, FIFO_WAITERS);
+    for (int i = 0; i < FIFO_WAITERS; i++)
+        assert_int_equal(order[i], i);
+    assert_int_equal(th_redis_int(&redis, "ZCARD t:fifo:queue"), 0);
+}
+
+/* A waiter that died while queued: once its deadline passes it is skipped;
+ * before that a release may grant it the key, which then lapses after the
+ * short grant lease. Either way the next waiter gets the key, soon. */
+static void test_a_dead_waiter_delays_the_key_at_most_briefly(void **state)
+{
+    (void)state;
+    redisContext *rc = th_redis_connect(&redis);
+    redisReply *t = redisCommand(rc, "TIME");
+    long long now_ms = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+    freeReplyObject(t);
+    freeReplyObject(redisCommand(rc, "ZADD t:dead:queue 1 %s", "dead-waiter-token-000000000000000"));
+    freeReplyObject(redisCommand(rc, "HSET t:dead:alive %s %lld",
+                                 "dead-waiter-token-000000000000000", now_ms + 300));
+    redisFree(rc);
+    dlock_opts o = opts(5000, 0);
+    o.retry_ms = 50;
+    dlock_handle *h;
+    /* the key is free but the dead waiter is first in line until its deadline */
+    assert_int_equal(dlock_acquire(client, "t:dead", &o, &h), DLOCK_ERR_TIMEOUT);
+    o.wait_ms = 3000;
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_acquire(client, "t:dead", &o, &h), DLOCK_OK);
+    assert_true(th_now_ms() - t0 < 1500); /* its 300 ms, plus at most a retry interval */
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    assert_int_equal(th_redis_int(&redis, "ZCARD t:dead:queue"), 0);
+}
+
 static int notify_setup(void **state)
 {
     wait_mode = DLOCK_WAIT_NOTIFY;
@@ -617,6 +700,8 @@ int main(void)
         cmocka_unit_test(test_missed_notification_costs_at_most_one_retry_interval),
         cmocka_unit_test(test_local_queue_keeps_redis_traffic_per_process_not_per_thread),
         cmocka_unit_test(test_handoff_is_bounded_and_tokens_keep_growing),
+        cmocka_unit_test(test_waiters_of_other_processes_get_the_key_in_arrival_order),
+        cmocka_unit_test(test_a_dead_waiter_delays_the_key_at_most_briefly),
     };
     int failed = cmocka_run_group_tests_name("lock, spin mode", common, spin_setup,
                                              group_teardown);
