@@ -50,7 +50,7 @@ help:
 	@echo "make valgrind   a replica under valgrind through a short load; fails on a definite leak"
 	@echo "make demo       three stockd replicas + redis-server, loadgen scenarios, verdicts"
 	@echo "make demo-up    start the demo stack and leave it running; make demo-down stops it"
-	@echo "make bench      benchmarks (see bench/README.md)"
+	@echo "make bench      every benchmark, about 6 minutes (see bench/README.md)"
 
 deps:
 	@scripts/deps.sh
@@ -73,6 +73,11 @@ valgrind: deps
 	@scripts/deps.sh valgrind
 	@$(MAKE) --no-print-directory all
 	@scripts/valgrind.sh
+
+bench: deps
+	@scripts/deps.sh bench
+	@$(MAKE) --no-print-directory all $(BUILD)/bench/lockbench
+	@bench/run.sh
 
 demo: deps
 	@$(MAKE) --no-print-directory all

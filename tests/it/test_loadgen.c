@@ -20,6 +20,8 @@
 static th_redis redis;
 static th_stockd locked[3]; /* --lock redis, lease 500 ms: renew works, interrupt needs more */
 static th_stockd brief[2];  /* --lock redis, lease 300 ms x 2 renewals: holders get interrupted */
+static th_stockd spinning[3];    /* as locked, but polling (--wait-mode spin, no batches) */
+static th_stockd brief_spin[2];  /* as brief, polling */
 static th_stockd unlocked[2]; /* --lock none: the race */
 static th_stockd atomic_srv;
 static char dir[64], db[128], loadgen[256];
@@ -48,8 +50,13 @@ static int group_setup(void **state)
                                  NULL};
     const char *none_flags[] = {"--lock", "none", "--allow-work-ms", NULL};
     const char *atomic_flags[] = {"--lock", "atomic", NULL};
+    const char *spin_flags[] = {"--allow-work-ms", "--lease-ms", "500", "--retry-ms", "20",
+                                "--wait-mode", "spin", "--batch", "off", NULL};
+    const char *brief_spin_flags[] = {"--allow-work-ms", "--lease-ms", "300", "--max-renewals",
+                                      "2", "--wait-mode", "spin", NULL};
     if (start_all(locked, 3, locked_flags) || start_all(brief, 2, brief_flags) ||
-        start_all(unlocked, 2, none_flags) || start_all(&atomic_srv, 1, atomic_flags))
+        start_all(unlocked, 2, none_flags) || start_all(&atomic_srv, 1, atomic_flags) ||
+        start_all(spinning, 3, spin_flags) || start_all(brief_spin, 2, brief_spin_flags))
         return -1;
     return 0;
 }
@@ -59,9 +66,10 @@ static int group_teardown(void **state)
     (void)state;
     int rc = 0;
     for (int i = 0; i < 3; i++)
-        rc |= th_stockd_stop_clean(&locked[i]);
+        rc |= th_stockd_stop_clean(&locked[i]) | th_stockd_stop_clean(&spinning[i]);
     for (int i = 0; i < 2; i++)
-        rc |= th_stockd_stop_clean(&brief[i]) | th_stockd_stop_clean(&unlocked[i]);
+        rc |= th_stockd_stop_clean(&brief[i]) | th_stockd_stop_clean(&unlocked[i]) |
+              th_stockd_stop_clean(&brief_spin[i]);
     rc |= th_stockd_stop_clean(&atomic_srv);
     th_redis_stop(&redis, 0);
     curl_global_cleanup();
@@ -133,12 +141,13 @@ static json_t *first_item(json_t *report)
     return item;
 }
 
-static void test_hot_scenario_sells_exactly_the_stock_across_three_replicas(void **state)
+/* The scenarios run against replicas in each wait mode: notify (the default,
+ * with hand-off and group commit) and spin. */
+static void hot_sells_exactly_the_stock(const th_stockd *replicas)
 {
-    (void)state;
     char t[512];
     outcome o = run_loadgen(0, (const char *[]){"--scenario", "hot", "--target",
-                                                urls(locked, 3, t, sizeof(t)), NULL});
+                                                urls(replicas, 3, t, sizeof(t)), NULL});
     assert_int_equal(o.status, 0);
     assert_non_null(strstr(o.text, "VERDICT: PASS"));
     assert_string_equal(json_string_value(json_object_get(o.json, "verdict")), "PASS");
@@ -153,36 +162,35 @@ static void test_hot_scenario_sells_exactly_the_stock_across_three_replicas(void
     outcome_free(&o);
 }
 
-static void test_spread_scenario_passes(void **state)
+static void spread_passes(const th_stockd *replicas)
 {
-    (void)state;
     char t[512];
     outcome o = run_loadgen(0, (const char *[]){"-s", "spread", "-n", "1500", "--items", "20",
-                                                "--target", urls(locked, 3, t, sizeof(t)), NULL});
+                                                "--target", urls(replicas, 3, t, sizeof(t)),
+                                                NULL});
     assert_int_equal(o.status, 0);
     assert_int_equal(jint(o.json, "outcomes.ok"), 1500);
     assert_int_equal(json_array_size(json_object_get(o.json, "items")), 20);
     outcome_free(&o);
 }
 
-static void test_renew_scenario_passes_with_work_longer_than_the_lease(void **state)
+static void renew_passes(const th_stockd *replicas)
 {
-    (void)state;
     char t[512];
     outcome o = run_loadgen(0, (const char *[]){"-s", "renew", "--work-ms", "1200", "--target",
-                                                urls(locked, 3, t, sizeof(t)), NULL});
+                                                urls(replicas, 3, t, sizeof(t)), NULL});
     assert_int_equal(o.status, 0);
     assert_int_equal(jint(o.json, "outcomes.ok"), 16);
     assert_true(jint(o.json, "latencyUs.ok.min") >= 1200000);
     outcome_free(&o);
 }
 
-static void test_interrupt_scenario_passes_and_no_interrupted_holder_deducted(void **state)
+static void interrupt_passes_and_nothing_interrupted_deducted(const th_stockd *replicas)
 {
-    (void)state;
     char t[512];
     outcome o = run_loadgen(0, (const char *[]){"-s", "interrupt", "--work-ms", "2000",
-                                                "--target", urls(brief, 2, t, sizeof(t)), NULL});
+                                                "--target", urls(replicas, 2, t, sizeof(t)),
+                                                NULL});
     assert_int_equal(o.status, 0);
     assert_int_equal(jint(o.json, "outcomes.lock_interrupted"), 16);
     json_t *items = json_object_get(o.json, "items");
@@ -193,6 +201,24 @@ static void test_interrupt_scenario_passes_and_no_interrupted_holder_deducted(vo
     }
     outcome_free(&o);
 }
+
+#define BOTH_MODES(name, fn, notify_replicas, spin_replicas)                                  \
+    static void test_##name##_notify(void **state)                                            \
+    {                                                                                          \
+        (void)state;                                                                           \
+        fn(notify_replicas);                                                                   \
+    }                                                                                          \
+    static void test_##name##_spin(void **state)                                              \
+    {                                                                                          \
+        (void)state;                                                                           \
+        fn(spin_replicas);                                                                     \
+    }
+BOTH_MODES(hot_scenario_sells_exactly_the_stock_across_three_replicas, hot_sells_exactly_the_stock,
+           locked, spinning)
+BOTH_MODES(spread_scenario_passes, spread_passes, locked, spinning)
+BOTH_MODES(renew_scenario_passes_with_work_longer_than_the_lease, renew_passes, locked, spinning)
+BOTH_MODES(interrupt_scenario_passes_and_no_interrupted_holder_deducted,
+           interrupt_passes_and_nothing_interrupted_deducted, brief, brief_spin)
 
 static void test_interrupt_scenario_fails_when_nothing_was_interrupted(void **state)
 {
@@ -277,10 +303,14 @@ static void test_set_up_errors_exit_2_with_a_message(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hot_scenario_sells_exactly_the_stock_across_three_replicas),
-        cmocka_unit_test(test_spread_scenario_passes),
-        cmocka_unit_test(test_renew_scenario_passes_with_work_longer_than_the_lease),
-        cmocka_unit_test(test_interrupt_scenario_passes_and_no_interrupted_holder_deducted),
+        cmocka_unit_test(test_hot_scenario_sells_exactly_the_stock_across_three_replicas_notify),
+        cmocka_unit_test(test_hot_scenario_sells_exactly_the_stock_across_three_replicas_spin),
+        cmocka_unit_test(test_spread_scenario_passes_notify),
+        cmocka_unit_test(test_spread_scenario_passes_spin),
+        cmocka_unit_test(test_renew_scenario_passes_with_work_longer_than_the_lease_notify),
+        cmocka_unit_test(test_renew_scenario_passes_with_work_longer_than_the_lease_spin),
+        cmocka_unit_test(test_interrupt_scenario_passes_and_no_interrupted_holder_deducted_notify),
+        cmocka_unit_test(test_interrupt_scenario_passes_and_no_interrupted_holder_deducted_spin),
         cmocka_unit_test(test_interrupt_scenario_fails_when_nothing_was_interrupted),
         cmocka_unit_test(test_checker_fails_replicas_without_a_lock),
         cmocka_unit_test(test_compare_puts_the_modes_side_by_side_and_names_none_failing),
