@@ -13,13 +13,15 @@ struct dlock_keytab {
     struct dlock_entry *bucket[BUCKETS];
 };
 
-static size_t hash(const char *key, size_t len)
+uint64_t dlock_hash(const char *key, size_t len)
 {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    uint64_t h = 1469598103934665603ULL;
     for (size_t i = 0; i < len; i++)
         h = (h ^ (unsigned char)key[i]) * 1099511628211ULL;
-    return (size_t)(h % BUCKETS);
+    return h;
 }
+
+static size_t hash(const char *key, size_t len) { return (size_t)(dlock_hash(key, len) % BUCKETS); }
 
 dlock_keytab *dlock_keytab_new(void) { return calloc(1, sizeof(dlock_keytab)); }
 

@@ -5,6 +5,8 @@
 #define DLOCK_KEYTAB_H
 
 #include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
 
 struct dlock_handle;
 
@@ -36,6 +38,10 @@ struct dlock_entry {
 };
 
 typedef struct dlock_keytab dlock_keytab;
+
+/* FNV-1a of len bytes of key: the bucket hash of this table and the
+ * subscriber's channel table. */
+uint64_t dlock_hash(const char *key, size_t len);
 
 dlock_keytab *dlock_keytab_new(void);     /* NULL when out of memory */
 void dlock_keytab_free(dlock_keytab *t);  /* every entry must be gone */

@@ -39,7 +39,8 @@ static int contend(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *
     unsigned long seen = e->releases; /* a release during the attempt must not be missed */
     memcpy(e->wait_token, (*lp)->token, sizeof(e->wait_token));
     pthread_mutex_unlock(&c->mu);     /* w stays head: nobody else here contends meanwhile */
-    int rc = dlock_try_acquire(c, *lp, 1, &pttl);
+    /* queue in Redis only when we mean to wait: a fail-fast try just looks */
+    int rc = dlock_try_acquire(c, *lp, o->wait_ms > 0, &pttl);
     pthread_mutex_lock(&c->mu);
     if (rc == DLOCK_OK) {
         dlock_queue_remove(e, w);
@@ -129,8 +130,8 @@ int dlock_queue_acquire(dlock_client *c, struct dlock_handle *h, const char *key
         }
     }
     pthread_mutex_unlock(&c->mu);
-    if (spare && rc == DLOCK_ERR_TIMEOUT) /* leave Redis's queue, and pass on a grant */
-        dlock_release_in_redis(c, spare, 1);
+    if (spare && rc == DLOCK_ERR_TIMEOUT && o->wait_ms > 0) /* leave Redis's queue, and */
+        dlock_release_in_redis(c, spare, 1);                /* pass on a grant if we got one */
     free(spare);
     pthread_cond_destroy(&w.cv);
     return e ? rc : dlock_fail(rc, "out of memory");

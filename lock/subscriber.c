@@ -50,10 +50,7 @@ struct dlock_subscriber {
 
 static struct channel **channel_slot(dlock_subscriber *s, const char *key, size_t len)
 {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)key[i]) * 1099511628211ULL;
-    struct channel **p = &s->channels[h % CHANNEL_BUCKETS];
+    struct channel **p = &s->channels[dlock_hash(key, len) % CHANNEL_BUCKETS];
     while (*p && !(strncmp((*p)->key, key, len) == 0 && (*p)->key[len] == '\0'))
         p = &(*p)->next;
     return p;
