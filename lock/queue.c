@@ -130,8 +130,11 @@ int dlock_queue_acquire(dlock_client *c, struct dlock_handle *h, const char *key
         }
     }
     pthread_mutex_unlock(&c->mu);
-    if (spare && rc == DLOCK_ERR_TIMEOUT && o->wait_ms > 0) /* leave Redis's queue, and */
-        dlock_release_in_redis(c, spare, 1);                /* pass on a grant if we got one */
+    /* A token we queued in Redis with but did not hold with (we timed out, or
+     * got the lease by hand-off) leaves the queue, passing on a grant it may
+     * have just received, so no release hands the key to nobody. */
+    if (spare && o->wait_ms > 0 && rc != DLOCK_ERR_REDIS)
+        dlock_release_in_redis(c, spare, 1);
     free(spare);
     pthread_cond_destroy(&w.cv);
     return e ? rc : dlock_fail(rc, "out of memory");
