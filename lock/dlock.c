@@ -304,6 +304,12 @@ static int acquire_spin(dlock_client *c, dlock_handle *h, const char *key, const
             return DLOCK_OK;
         }
         int64_t now = dlock_now_ms();
+        if (rc == DLOCK_ERR_REDIS) { /* the SET may have run: make sure it is undone */
+            pthread_mutex_lock(&c->mu);
+            dlock_wd_orphan(c->wd, l);
+            pthread_mutex_unlock(&c->mu);
+            return rc;
+        }
         if (rc != DLOCK_ERR_TIMEOUT || now >= deadline) {
             free(l);
             return rc;
@@ -394,12 +400,14 @@ static int release(dlock_handle *h, int *local)
         rc = DLOCK_ERR_INTERRUPTED;
     if (rc == DLOCK_ERR_LOST || (rc == DLOCK_ERR_REDIS && *local == DLOCK_ERR_LOST))
         atomic_fetch_add(&c->stats.lost, 1);
-    if (e) {
-        pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(&c->mu);
+    if (e)
         dlock_queue_leave(c, e);
-        pthread_mutex_unlock(&c->mu);
-    }
-    free(l);
+    if (rc == DLOCK_ERR_REDIS) /* the watchdog retries the release in the background */
+        dlock_wd_orphan(c->wd, l);
+    else
+        free(l);
+    pthread_mutex_unlock(&c->mu);
     handle_free(h);
     return rc;
 }

@@ -14,10 +14,11 @@
 /* Shared Lua pieces. KEYS: lock, fence counter, queue (ZSET of waiting tokens
  * by arrival), alive (HASH token -> deadline in Redis ms).
  *
- * The fence counter never expires; when it is missing (first use, or Redis
- * lost its data in a restart) it is seeded from Redis's clock in microseconds,
- * so tokens keep growing across restarts as long as the key saw fewer than a
- * million acquisitions a second.
+ * A fence is max(INCR of the counter, Redis's clock in microseconds), and the
+ * counter is moved up to it: tokens keep growing when Redis loses the counter
+ * (a restart without persistence) or brings back an older one (from an RDB or
+ * AOF file), as long as the key sees fewer than a million acquisitions a
+ * second on average and Redis's clock does not go back.
  *
  * Waiters that registered in the queue get the lock in arrival order: a
  * release grants it to the first one whose deadline has not passed (a waiter
@@ -28,12 +29,12 @@
     "  return t[1] * 1000 + math.floor(t[2] / 1000)\n"                             \
     "end\n"                                                                        \
     "local function next_fence()\n"                                                \
+    "  local t = redis.call('time')\n"                                             \
+    "  local now_us = t[1] .. string.format('%06d', tonumber(t[2]))\n"             \
     "  local fence = redis.call('incr', KEYS[2])\n"                                \
-    "  if fence == 1 then\n"                                                       \
-    "    local t = redis.call('time')\n"                                           \
-    "    local seed = t[1] .. string.format('%06d', tonumber(t[2]))\n"             \
-    "    redis.call('set', KEYS[2], seed)\n"                                       \
-    "    fence = tonumber(seed)\n"                                                 \
+    "  if fence < tonumber(now_us) then\n"                                         \
+    "    redis.call('set', KEYS[2], now_us)\n"                                     \
+    "    fence = tonumber(now_us)\n"                                               \
     "  end\n"                                                                      \
     "  return fence\n"                                                             \
     "end\n"                                                                        \
@@ -62,7 +63,8 @@ static const char acquire_lua[] =
     "local holder = redis.call('get', KEYS[1])\n"
     "if holder == ARGV[1] then\n" /* the release that granted it dequeued us */
     "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
-    "  return {1, tonumber(redis.call('get', KEYS[2]))}\n"
+    "  local fence = tonumber(redis.call('get', KEYS[2]))\n"
+    "  return {1, fence or next_fence()}\n" /* the counter can only be gone if evicted */
     "end\n"
     "if not holder then\n"
     "  local first = first_live()\n"

@@ -42,6 +42,8 @@ static int contend(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *
     /* queue in Redis only when we mean to wait: a fail-fast try just looks */
     int rc = dlock_try_acquire(c, *lp, o->wait_ms > 0, &pttl);
     pthread_mutex_lock(&c->mu);
+    if (w->granted) /* a holder whose lease came back to life handed it to us meanwhile; */
+        return DLOCK_OK; /* our own token, if it took the key, leaves in the clean-up */
     if (rc == DLOCK_OK) {
         dlock_queue_remove(e, w);
         e->holder = w->h;
@@ -129,12 +131,14 @@ int dlock_queue_acquire(dlock_client *c, struct dlock_handle *h, const char *key
             h->entry = NULL;
         }
     }
+    /* A token we asked Redis with but do not hold with (we timed out, got the
+     * lease by hand-off, or lost the reply) goes to the watchdog, which takes
+     * it out of the queue and undoes a SET or grant it may have got. */
+    if (spare && (o->wait_ms > 0 || rc == DLOCK_ERR_REDIS)) {
+        dlock_wd_orphan(c->wd, spare);
+        spare = NULL;
+    }
     pthread_mutex_unlock(&c->mu);
-    /* A token we queued in Redis with but did not hold with (we timed out, or
-     * got the lease by hand-off) leaves the queue, passing on a grant it may
-     * have just received, so no release hands the key to nobody. */
-    if (spare && o->wait_ms > 0 && rc != DLOCK_ERR_REDIS)
-        dlock_release_in_redis(c, spare, 1);
     free(spare);
     pthread_cond_destroy(&w.cv);
     return e ? rc : dlock_fail(rc, "out of memory");

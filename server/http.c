@@ -109,7 +109,7 @@ static const struct {
     [STOCK_CONFLICT] = {409, 0},     [STOCK_LOCK_TIMEOUT] = {503, 1},
     [STOCK_LOCK_INTERRUPTED] = {503, 0}, [STOCK_LOCK_LOST] = {503, 0},
     [STOCK_REDIS_DOWN] = {503, 1},   [STOCK_STORAGE_BUSY] = {503, 1},
-    [STOCK_STORAGE_ERROR] = {500, 0},
+    [STOCK_STORAGE_ERROR] = {500, 0},    [STOCK_SHUTTING_DOWN] = {503, 0},
 };
 
 static void reply_outcome(struct reply *r, const stock_result *res, const req_reduce *req)

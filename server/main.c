@@ -131,8 +131,11 @@ int main(int argc, char **argv)
               c.drain_ms);
     http_quiesce(srv);
     int left = http_drain(srv, c.drain_ms);
-    if (left > 0)
-        log_event(LOG_WARN, "requests still running at the drain deadline", "count=%d", left);
+    if (left > 0) { /* their answers can't be sent any more: don't let them commit */
+        stock_refuse_commits();
+        log_event(LOG_WARN, "requests still running at the drain deadline; they will not "
+                            "commit", "count=%d", left);
+    }
     http_stop(srv);
     batch_free(batches);
     dlock_client_free(locks);

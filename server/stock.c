@@ -21,7 +21,7 @@ const char *stock_outcome_name(enum stock_outcome o)
     static const char *const names[STOCK_OUTCOME_COUNT] = {
         "ok", "replayed", "item_not_found", "insufficient_stock", "request_id_conflict",
         "lock_timeout", "lock_interrupted", "lock_lost", "redis_unavailable", "storage_busy",
-        "storage_error"};
+        "storage_error", "shutting_down"};
     return o < STOCK_OUTCOME_COUNT ? names[o] : "storage_error";
 }
 
@@ -116,10 +116,23 @@ static store_deduction deduction_of(const stock_config *cfg, const req_reduce *r
     return d;
 }
 
-/* Test-only fault injection (--test-stop-before-write): the process stops
- * itself once, after the holder's last check and before its write, the window
- * no lease check can cover. The flag is this module's only state. */
+/* This module's only state: a stop flag for commits, set past the SIGTERM
+ * drain deadline, and the test-only fault injection (--test-stop-before-write):
+ * the process stops itself once, after the holder's last check and before its
+ * write, the window no lease check can cover. */
+static _Atomic int commits_refused;
 static _Atomic int stopped_once;
+
+void stock_refuse_commits(void) { atomic_store(&commits_refused, 1); }
+
+/* Whether a commit may still happen; otherwise out says why not. */
+static int may_commit(stock_result *out)
+{
+    if (!atomic_load(&commits_refused))
+        return 1;
+    set_outcome(out, STOCK_SHUTTING_DOWN, "server is shutting down%s; nothing deducted", "");
+    return 0;
+}
 
 static void fault_point(const stock_config *cfg)
 {
@@ -163,6 +176,8 @@ static int read_modify_write(dlock_handle *h, void *arg)
     if (h && (rc = dlock_check(h)) != DLOCK_OK) /* the last moment to back out */
         return from_lock(x->out, rc, x->key);
     fault_point(x->cfg);
+    if (!may_commit(x->out))
+        return x->out->outcome;
     store_deduction d = deduction_of(x->cfg, r, stock - r->quantity, fence, h);
     return from_store(x->out, store_deduct_write(x->c, &d, &x->out->order), x->c, r);
 }
@@ -203,14 +218,15 @@ static void fail_jobs(batch_job **jobs, int n, const stock_result *res)
         *jobs[i]->out = *res;
 }
 
-/* The batch was rolled back: answers that were going to be ok get res, and so
- * do replays of orders written earlier in this same batch. */
+/* The batch was rolled back: every answer gets res, except replays of orders
+ * committed before this batch, which stay true. (Refusals too: an
+ * insufficient_stock or a requestId conflict may have come from a deduction
+ * of this batch that no longer exists.) */
 static void undo_jobs(batch_job **jobs, int n, int64_t first_order, const stock_result *res)
 {
     for (int i = 0; i < n; i++) {
         const stock_result *o = jobs[i]->out;
-        if (o->outcome == STOCK_OK ||
-            (o->outcome == STOCK_REPLAYED && first_order && o->order.order_id >= first_order))
+        if (!(o->outcome == STOCK_REPLAYED && (!first_order || o->order.order_id < first_order)))
             *jobs[i]->out = *res;
     }
 }
@@ -255,6 +271,9 @@ static void apply_batch(const stock_config *cfg, store_conn *c, dlock_handle *h,
     if (rc != DLOCK_OK) {
         store_batch_abort(c);
         from_lock(&fail, rc, key);
+        undo_jobs(jobs, n, first_order, &fail);
+    } else if (!may_commit(&fail)) {
+        store_batch_abort(c);
         undo_jobs(jobs, n, first_order, &fail);
     } else if ((rc = store_batch_commit(c, item, stock, f.fence ? &f : NULL)) != STORE_OK) {
         from_store(&fail, rc, c, NULL);
@@ -310,7 +329,7 @@ void stock_reduce(const stock_config *cfg, dlock_client *locks, batch_queues *ba
         under_lock(cfg, locks, &x, read_modify_write, &x);
     } else if (cfg->lock_mode == CFG_LOCK_NONE) {
         read_modify_write(NULL, &x);
-    } else {
+    } else if (may_commit(out)) {
         store_deduction d = {
             .item_id = r->item_id, .quantity = r->quantity,
             .request_id = r->has_request_id ? r->request_id : NULL,
@@ -331,6 +350,8 @@ struct set_args {
 static int set_stock(dlock_handle *h, void *arg)
 {
     struct set_args *a = arg;
+    if (!may_commit(a->x.out))
+        return a->x.out->outcome;
     store_fence fence = token_of(h, a->x.cfg);
     int rc = store_item_set_stock(a->x.c, a->x.r->item_id, a->stock, fence.fence ? &fence : NULL);
     if (rc == STORE_OK)

@@ -31,6 +31,7 @@ enum stock_outcome {
     STOCK_REDIS_DOWN,
     STOCK_STORAGE_BUSY,
     STOCK_STORAGE_ERROR,
+    STOCK_SHUTTING_DOWN,    /* past the drain deadline: not committed */
     STOCK_OUTCOME_COUNT
 };
 
@@ -55,6 +56,12 @@ void stock_reduce(const stock_config *cfg, dlock_client *locks, batch_queues *ba
  * so it never interleaves with a deduction. Fills out->item on success. */
 void stock_set(const stock_config *cfg, dlock_client *locks, store_conn *c, int64_t item_id,
                int64_t stock, stock_result *out);
+
+/* From now on no deduction or stock change commits in this process: those
+ * still running roll back (STOCK_SHUTTING_DOWN). Called once the SIGTERM
+ * drain deadline has passed, so nothing commits whose answer can no longer be
+ * sent. Thread-safe; there is no way back. */
+void stock_refuse_commits(void);
 
 /* "ok", "insufficient_stock", ... : the error codes of the HTTP API. */
 const char *stock_outcome_name(enum stock_outcome outcome);

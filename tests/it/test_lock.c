@@ -4,6 +4,7 @@
  * wait modes - then what only notify mode does: wake-ups by the release,
  * local queueing and hand-off. */
 #include <pthread.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -306,6 +307,48 @@ static void test_invalid_keys_and_options_are_refused(void **state)
     assert_int_equal(dlock_acquire(client, "t:opts", &o, &h), DLOCK_ERR_INVALID);
     o = opts(1000, -1);
     assert_int_equal(dlock_acquire(client, "t:opts", &o, &h), DLOCK_ERR_INVALID);
+}
+
+/* An acquire whose reply never came (Redis stalled past the command timeout)
+ * may still have set the key. It must not stay locked for the whole lease. */
+static void test_a_timed_out_acquire_does_not_leave_the_key_locked(void **state)
+{
+    (void)state;
+    dlock_config cfg;
+    dlock_config_defaults(&cfg);
+    cfg.port = redis.port;
+    cfg.command_timeout_ms = 200;
+    dlock_client *impatient;
+    assert_int_equal(dlock_client_new(&cfg, &impatient), DLOCK_OK);
+    dlock_opts o = opts(30000, 0);
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire(impatient, "t:orphan", &o, &h), DLOCK_OK); /* warm pool */
+    dlock_release(h);
+    th_signal(redis.pid, SIGSTOP, 0);
+    assert_int_equal(dlock_acquire(impatient, "t:orphan", &o, &h), DLOCK_ERR_REDIS);
+    th_signal(redis.pid, SIGCONT, 0); /* now Redis runs the SET nobody will hear about */
+    o.wait_ms = 3000;
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_acquire(client, "t:orphan", &o, &h), DLOCK_OK);
+    assert_true(th_now_ms() - t0 < 2000); /* not the 30 s lease */
+    dlock_release(h);
+    dlock_client_free(impatient);
+}
+
+/* Redis restarted from an old RDB or AOF brings back an older fence counter;
+ * tokens must still grow (they follow Redis's clock when the counter lags). */
+static void test_fence_grows_even_when_an_older_counter_comes_back(void **state)
+{
+    (void)state;
+    dlock_opts o = opts(5000, 0);
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire(client, "t:restore", &o, &h), DLOCK_OK);
+    int64_t before = dlock_fence(h);
+    dlock_release(h);
+    assert_int_equal(th_redis_int(&redis, "SET t:restore:fence 42"), 0);
+    assert_int_equal(dlock_acquire(client, "t:restore", &o, &h), DLOCK_OK);
+    assert_true(dlock_fence(h) > before);
+    dlock_release(h);
 }
 
 #define THREADS 8
@@ -691,6 +734,8 @@ int main(void)
         cmocka_unit_test(test_renewal_finding_key_stolen_marks_handle_lost),
         cmocka_unit_test(test_run_helper_runs_and_always_releases),
         cmocka_unit_test(test_fence_grows_with_each_acquisition),
+        cmocka_unit_test(test_fence_grows_even_when_an_older_counter_comes_back),
+        cmocka_unit_test(test_a_timed_out_acquire_does_not_leave_the_key_locked),
         cmocka_unit_test(test_invalid_keys_and_options_are_refused),
         cmocka_unit_test(test_threads_increment_shared_counter_without_lost_update),
         cmocka_unit_test(test_redis_down_fails_fast_then_recovers),

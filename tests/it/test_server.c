@@ -656,6 +656,69 @@ static void test_sigterm_finishes_in_flight_requests_and_releases_locks(void **s
     free(log);
 }
 
+/* A request still running when the drain deadline passes must not commit:
+ * its answer could no longer be sent. */
+static void test_requests_past_the_drain_deadline_do_not_commit(void **state)
+{
+    (void)state;
+    th_stockd d;
+    const char *flags[] = {LOCK_FLAGS, "--drain-ms", "300", NULL};
+    assert_int_equal(th_stockd_start(&d, &redis, db, dir, flags), 0);
+    long long id = new_item(&a, 5), stock, orders;
+    th_bg_reduce late = {.url = d.url, .item = id, .work_ms = 1000};
+    th_bg_reduce_start(&late);
+    char key[64];
+    snprintf(key, sizeof(key), "EXISTS stock:lock:{%lld}", id);
+    while (th_redis_int(&redis, key) != 1)
+        th_sleep_ms(5);
+    assert_int_equal(th_stockd_stop_clean(&d), 0); /* SIGTERM; drains 300 ms of the 1000 */
+    th_bg_reduce_join(&late);
+    assert_int_not_equal(late.status, 200);
+    item_state(&a, id, &stock, &orders);
+    assert_int_equal(stock, 5);
+    assert_int_equal(orders, 0);
+}
+
+#define ROLLBACK_THREADS 12
+
+static void *take_all(void *arg)
+{
+    th_bg_reduce *call = arg;
+    call->status = th_reduce(call->url, call->item, 5, 0, call->body, sizeof(call->body));
+    return NULL;
+}
+
+/* A storage fault at commit rolls the whole batch back: the deduction that
+ * took everything is gone, so no answer may say the stock ran out. */
+static void test_a_rolled_back_batch_leaves_no_false_refusal(void **state)
+{
+    (void)state;
+    long long id = new_item(&a, 5), stock, orders;
+    sqlite3 *other;
+    char sql[200];
+    assert_int_equal(sqlite3_open(db, &other), SQLITE_OK);
+    snprintf(sql, sizeof(sql), "CREATE TRIGGER batch_fault BEFORE UPDATE OF stock ON items "
+             "WHEN OLD.id = %lld AND NEW.stock = 0 BEGIN SELECT RAISE(ABORT, 'injected'); END",
+             id);
+    assert_int_equal(sqlite3_exec(other, sql, NULL, NULL, NULL), SQLITE_OK);
+    pthread_t t[ROLLBACK_THREADS];
+    th_bg_reduce calls[ROLLBACK_THREADS];
+    for (int i = 0; i < ROLLBACK_THREADS; i++) {
+        calls[i] = (th_bg_reduce){.url = i % 2 ? a.url : b.url, .item = id};
+        pthread_create(&t[i], NULL, take_all, &calls[i]);
+    }
+    for (int i = 0; i < ROLLBACK_THREADS; i++) {
+        pthread_join(t[i], NULL);
+        if (calls[i].status != 500)
+            fail_msg("answer %d: %ld %s", i, calls[i].status, calls[i].body);
+    }
+    sqlite3_exec(other, "DROP TRIGGER batch_fault", NULL, NULL, NULL);
+    sqlite3_close(other);
+    item_state(&a, id, &stock, &orders);
+    assert_int_equal(stock, 5);
+    assert_int_equal(orders, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -676,6 +739,8 @@ int main(void)
         cmocka_unit_test(test_storage_fault_gives_500_and_writes_nothing),
         cmocka_unit_test(test_redis_down_gives_503_then_recovers),
         cmocka_unit_test(test_sigterm_finishes_in_flight_requests_and_releases_locks),
+        cmocka_unit_test(test_requests_past_the_drain_deadline_do_not_commit),
+        cmocka_unit_test(test_a_rolled_back_batch_leaves_no_false_refusal),
     };
     return cmocka_run_group_tests_name("server", tests, group_setup, group_teardown);
 }
