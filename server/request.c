@@ -56,6 +56,29 @@ static int int_field(json_t *obj, const char *key, int required, int64_t min, in
     return 1;
 }
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define REQUEST_ID_RULE "a string of 1-" STR(REQ_REQUEST_ID_MAX) " printable ASCII characters"
+#define NAME_RULE "a string of 1-" STR(REQ_NAME_MAX) " characters without control characters"
+
+/* Reads a string field that valid() accepts into out (room for all it
+ * accepts, plus the NUL). Returns 1 when read, 0 when absent or null and
+ * optional, -1 with err set ("field ... must be <rule>") otherwise. */
+static int string_field(json_t *obj, const char *key, int required,
+                        int (*valid)(const char *s, size_t len), char *out, const char *rule,
+                        char *err, size_t errlen)
+{
+    json_t *v = json_object_get(obj, key);
+    if ((v == NULL || json_is_null(v)) && !required)
+        return 0;
+    if (!json_is_string(v) || !valid(json_string_value(v), json_string_length(v))) {
+        snprintf(err, errlen, "field \"%s\" must be %s", key, rule);
+        return -1;
+    }
+    memcpy(out, json_string_value(v), json_string_length(v) + 1);
+    return 1;
+}
+
 static int valid_request_id(const char *s, size_t len)
 {
     if (len < 1 || len > REQ_REQUEST_ID_MAX)
@@ -74,23 +97,14 @@ int req_parse_reduce(const char *body, size_t len, req_reduce *out, char *err, s
     if (root == NULL)
         return code;
     int rc = REQ_ERR_INVALID;
-    json_t *rid = json_object_get(root, "requestId");
-    if (int_field(root, "itemId", 1, 1, INT64_MAX, &out->item_id, err, errlen) < 0 ||
-        int_field(root, "quantity", 1, 1, REQ_QUANTITY_MAX, &out->quantity, err, errlen) < 0 ||
-        int_field(root, "workMs", 0, 0, REQ_WORK_MS_MAX, &out->work_ms, err, errlen) < 0)
-        goto done;
-    if (rid != NULL && !json_is_null(rid)) {
-        if (!json_is_string(rid) || !valid_request_id(json_string_value(rid),
-                                                      json_string_length(rid))) {
-            snprintf(err, errlen, "field \"requestId\" must be a string of 1-%d printable "
-                     "ASCII characters", REQ_REQUEST_ID_MAX);
-            goto done;
-        }
-        memcpy(out->request_id, json_string_value(rid), json_string_length(rid) + 1);
-        out->has_request_id = 1;
+    if (int_field(root, "itemId", 1, 1, INT64_MAX, &out->item_id, err, errlen) >= 0 &&
+        int_field(root, "quantity", 1, 1, REQ_QUANTITY_MAX, &out->quantity, err, errlen) >= 0 &&
+        int_field(root, "workMs", 0, 0, REQ_WORK_MS_MAX, &out->work_ms, err, errlen) >= 0) {
+        int rid = string_field(root, "requestId", 0, valid_request_id, out->request_id,
+                               REQUEST_ID_RULE, err, errlen);
+        out->has_request_id = rid > 0;
+        rc = rid >= 0 ? REQ_OK : REQ_ERR_INVALID;
     }
-    rc = REQ_OK;
-done:
     json_decref(root);
     return rc;
 }
@@ -118,22 +132,14 @@ int req_parse_item(const char *body, size_t len, int need_name, req_item *out, c
     if (root == NULL)
         return code;
     int rc = REQ_ERR_INVALID;
-    if (int_field(root, "stock", 1, 0, REQ_STOCK_MAX, &out->stock, err, errlen) < 0)
-        goto done;
-    out->has_stock = 1;
-    if (need_name) {
-        json_t *name = json_object_get(root, "name");
-        if (!json_is_string(name) || !valid_name(json_string_value(name),
-                                                 json_string_length(name))) {
-            snprintf(err, errlen, "field \"name\" must be a string of 1-%d characters without "
-                     "control characters", REQ_NAME_MAX);
-            goto done;
-        }
-        memcpy(out->name, json_string_value(name), json_string_length(name) + 1);
-        out->has_name = 1;
+    if (int_field(root, "stock", 1, 0, REQ_STOCK_MAX, &out->stock, err, errlen) >= 0) {
+        out->has_stock = 1;
+        int name = need_name ? string_field(root, "name", 1, valid_name, out->name, NAME_RULE,
+                                            err, errlen)
+                             : 0;
+        out->has_name = name > 0;
+        rc = name >= 0 ? REQ_OK : REQ_ERR_INVALID;
     }
-    rc = REQ_OK;
-done:
     json_decref(root);
     return rc;
 }
