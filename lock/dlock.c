@@ -270,7 +270,7 @@ int dlock_release_in_redis(dlock_client *c, const struct dlock_lease *l, int lea
     size_t lens[] = {k.len[0], k.len[1], k.len[2], k.len[3], DLOCK_TOKEN_LEN, clen, (size_t)g, 1};
     redisReply *r = script(c, DLOCK_SCRIPT_RELEASE, 4, 8, argv, lens);
     if (r == NULL)
-        return DLOCK_ERR_REDIS; /* the lease runs out on its own */
+        return DLOCK_ERR_REDIS; /* the caller hands the lease to the watchdog */
     int rc = (r->type == REDIS_REPLY_INTEGER && r->integer == 1) ? DLOCK_OK : DLOCK_ERR_LOST;
     if (rc == DLOCK_ERR_LOST && !leaving)
         dlock_fail(rc, "lock %s was no longer ours at release", l->key);

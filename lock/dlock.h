@@ -122,12 +122,14 @@ int dlock_acquire(dlock_client *c, const char *key, const dlock_opts *opts, dloc
 /* Releases the lock and frees h. In notify mode, when a local thread waits for
  * the key and the hand-off bounds allow, the lease passes to it without a
  * Redis round trip. Otherwise the watchdog forgets the lease first, so no
- * renewal can follow, and a script deletes the key only if it still holds our
- * token, then publishes on the key's release channel.
+ * renewal can follow, and a script, only if the key still holds our token,
+ * grants it to the first live waiter in the key's Redis queue or deletes it,
+ * then publishes on the key's release channel.
  * Returns DLOCK_OK; DLOCK_ERR_LOST when the lease had expired or another owner
  * held the key (which is left untouched); DLOCK_ERR_INTERRUPTED when h was
  * interrupted (the key is still deleted if ours); DLOCK_ERR_REDIS when Redis
- * did not answer (the lease then expires on its own). NULL is a no-op. */
+ * did not answer (the watchdog then retries the release in the background, and
+ * the lease expires on its own at the latest). NULL is a no-op. */
 int dlock_release(dlock_handle *h);
 
 /* Whether the holder may still act: DLOCK_OK, DLOCK_ERR_INTERRUPTED, or

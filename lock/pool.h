@@ -8,7 +8,7 @@
 typedef struct dlock_pool dlock_pool;
 
 /* The scripts (pool.c documents each). Acquire and release take KEYS lock,
- * fence, queue, alive - see dlock_keys in internal.h. */
+ * fence, queue, alive (keys_of in dlock.c derives them from the lock key). */
 enum dlock_script {
     DLOCK_SCRIPT_ACQUIRE, /* ARGV: token, lease_ms, queue_ms -> {1,fence} | {0,pttl} */
     DLOCK_SCRIPT_RELEASE, /* ARGV: token, channel, grant_ms, leaving -> 1 released | 0 not ours */
