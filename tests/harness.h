@@ -138,6 +138,17 @@ long th_rss_kb(pid_t pid);
 /* Reads a whole file (NUL-terminated, caller frees) or NULL. */
 char *th_read_file(const char *path);
 
+/* Skips the running cmocka test with a reason, printed as its last line so
+ * that tests/run.sh lists it ("skip: <reason>"). Use where the test needs a
+ * tool that `make deps` does not install. */
+#define th_skip(...)                                                                   \
+    do {                                                                               \
+        printf("skip: " __VA_ARGS__);                                                  \
+        printf("\n");                                                                  \
+        fflush(stdout);                                                                \
+        skip();                                                                        \
+    } while (0)
+
 /* Monotonic milliseconds, for the generous hang-detecting bounds tests use. */
 int64_t th_now_ms(void);
 void th_sleep_ms(int ms);

@@ -101,7 +101,7 @@ static void test_compose_file_validates(void **state)
 {
     (void)state;
     if (!have("docker-compose"))
-        skip(); /* Debian's docker-compose package; no engine is needed for this */
+        th_skip("docker-compose is not installed (make docker-demo installs Debian's package)");
     const char *argv[] = {"docker-compose", "-f", COMPOSE, "config", "-q", NULL};
     assert_int_equal(th_run(argv, NULL, 60000), 0);
     const char *with_profile[] = {"docker-compose", "-f", COMPOSE, "--profile", "loadgen",
@@ -174,7 +174,7 @@ static void test_runtime_image_installs_every_library_the_binaries_need(void **s
 {
     (void)state;
     if (!have("dpkg") || !have("ldd"))
-        skip();
+        th_skip("needs dpkg and ldd to map libraries to Debian packages");
     char *dockerfile = th_read_file(DOCKERFILE);
     const char *runtime = strstr(dockerfile, "\nFROM debian:bookworm-slim\n");
     assert_non_null(runtime); /* the second, unnamed stage */
