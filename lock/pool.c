@@ -12,7 +12,9 @@
 #define STALE_CHECK_MS 50 /* idle longer than this: check it was not closed meanwhile */
 
 /* Shared Lua pieces. KEYS: lock, fence counter, queue (ZSET of waiting tokens
- * by arrival), alive (HASH token -> deadline in Redis ms).
+ * by arrival: each newcomer scores one more than the last, so two that
+ * arrive within one millisecond keep their order), alive (HASH token ->
+ * deadline in Redis ms).
  *
  * A fence is max(INCR of the counter, Redis's clock in microseconds), and the
  * counter is moved up to it: tokens keep growing when Redis loses the counter
@@ -75,9 +77,11 @@ static const char acquire_lua[] =
     "  end\n"
     "end\n"
     "if tonumber(ARGV[3]) > 0 then\n"
-    "  local now = now_ms()\n"
-    "  redis.call('zadd', KEYS[3], 'NX', now, ARGV[1])\n"
-    "  redis.call('hset', KEYS[4], ARGV[1], now + tonumber(ARGV[3]))\n"
+    "  if not redis.call('zscore', KEYS[3], ARGV[1]) then\n"
+    "    local last = redis.call('zrange', KEYS[3], -1, -1, 'WITHSCORES')[2]\n"
+    "    redis.call('zadd', KEYS[3], last and tonumber(last) + 1 or 0, ARGV[1])\n"
+    "  end\n"
+    "  redis.call('hset', KEYS[4], ARGV[1], now_ms() + tonumber(ARGV[3]))\n"
     "end\n"
     "if not holder then return {0, -1} end\n"
     "return {0, redis.call('pttl', KEYS[1])}\n";
