@@ -13,10 +13,12 @@ const int dlock_wait_bucket_ms[DLOCK_WAIT_BUCKETS] = {1,   5,    10,   25,   50,
                                                       250, 500, 1000, 2500, 10000, -1};
 
 static _Thread_local char errbuf[256];
+static _Thread_local int errcode;
 
 int dlock_fail(int code, const char *fmt, ...)
 {
     va_list ap;
+    errcode = code;
     va_start(ap, fmt);
     vsnprintf(errbuf, sizeof(errbuf), fmt, ap);
     va_end(ap);
@@ -24,6 +26,8 @@ int dlock_fail(int code, const char *fmt, ...)
 }
 
 const char *dlock_errstr(void) { return errbuf; }
+
+int dlock_redis_failure(void) { return errcode == DLOCK_ERR_AUTH ? DLOCK_ERR_AUTH : DLOCK_ERR_REDIS; }
 
 const char *dlock_strerror(int code)
 {
@@ -35,12 +39,14 @@ const char *dlock_strerror(int code)
     case DLOCK_ERR_INTERRUPTED: return "lock holder interrupted after max renewals";
     case DLOCK_ERR_INVALID: return "invalid argument";
     case DLOCK_ERR_NOMEM: return "out of memory";
+    case DLOCK_ERR_AUTH: return "Redis authentication failed";
     default: return "unknown lock error";
     }
 }
 
 void dlock_config_defaults(dlock_config *cfg)
 {
+    memset(cfg, 0, sizeof(*cfg));
     cfg->host = "127.0.0.1";
     cfg->port = 6379;
     cfg->connect_timeout_ms = 500;
@@ -85,8 +91,7 @@ int dlock_client_new(const dlock_config *cfg, dlock_client **out)
     if (c == NULL)
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&c->mu, NULL);
-    c->pool = dlock_pool_new(cfg->host, cfg->port, cfg->connect_timeout_ms,
-                             cfg->command_timeout_ms);
+    c->pool = dlock_pool_new(cfg);
     c->keys = dlock_keytab_new();
     if (c->pool && c->keys && (c->wd = dlock_wd_start(c)) != NULL &&
         (c->sub = dlock_sub_start(c)) != NULL) {
@@ -128,12 +133,8 @@ int dlock_ping(dlock_client *c)
 {
     redisContext *ctx = dlock_pool_get(c->pool);
     if (ctx == NULL)
-        return DLOCK_ERR_REDIS;
-    redisReply *r = redisCommand(ctx, "PING");
-    int rc = (r != NULL && r->type == REDIS_REPLY_STATUS) ? DLOCK_OK : DLOCK_ERR_REDIS;
-    if (rc != DLOCK_OK)
-        dlock_fail(rc, "Redis did not answer PING: %s", ctx->err ? ctx->errstr : "error reply");
-    freeReplyObject(r);
+        return dlock_redis_failure();
+    int rc = dlock_pool_ping(ctx);
     dlock_pool_put(c->pool, ctx);
     return rc;
 }
@@ -241,7 +242,7 @@ int dlock_try_acquire(dlock_client *c, struct dlock_lease *l, int queue, int64_t
     int64_t sent = dlock_now_ms(); /* the lease can't have started before this */
     redisReply *r = script(c, DLOCK_SCRIPT_ACQUIRE, 4, 7, argv, lens);
     if (r == NULL)
-        return DLOCK_ERR_REDIS;
+        return dlock_redis_failure();
     int rc = DLOCK_ERR_REDIS;
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
         r->element[0]->type == REDIS_REPLY_INTEGER && r->element[1]->type == REDIS_REPLY_INTEGER) {
@@ -269,8 +270,8 @@ int dlock_release_in_redis(dlock_client *c, const struct dlock_lease *l, int lea
                           leaving ? "1" : "0"};
     size_t lens[] = {k.len[0], k.len[1], k.len[2], k.len[3], DLOCK_TOKEN_LEN, clen, (size_t)g, 1};
     redisReply *r = script(c, DLOCK_SCRIPT_RELEASE, 4, 8, argv, lens);
-    if (r == NULL)
-        return DLOCK_ERR_REDIS; /* the caller hands the lease to the watchdog */
+    if (r == NULL) /* on DLOCK_ERR_REDIS the caller hands the lease to the watchdog */
+        return dlock_redis_failure();
     int rc = (r->type == REDIS_REPLY_INTEGER && r->integer == 1) ? DLOCK_OK : DLOCK_ERR_LOST;
     if (rc == DLOCK_ERR_LOST && !leaving)
         dlock_fail(rc, "lock %s was no longer ours at release", l->key);
@@ -469,7 +470,7 @@ int dlock_run(dlock_client *c, const char *key, const dlock_opts *opts, dlock_fn
     rc = release(h, &local);
     /* fn already ran: a release that could not reach Redis leaves the lease to
      * expire, and what the holder knew at the end is the honest answer */
-    return rc == DLOCK_ERR_REDIS ? local : rc;
+    return rc == DLOCK_ERR_REDIS || rc == DLOCK_ERR_AUTH ? local : rc;
 }
 
 void dlock_stats_read(dlock_client *c, dlock_stats *s)

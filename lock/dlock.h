@@ -36,6 +36,8 @@ enum dlock_code {
     DLOCK_ERR_INTERRUPTED = -4, /* the watchdog stopped renewing after max_renewals */
     DLOCK_ERR_INVALID = -5,     /* bad key, config or options; nothing was sent */
     DLOCK_ERR_NOMEM = -6,       /* out of memory or threads */
+    DLOCK_ERR_AUTH = -7,        /* Redis refused our credentials (AUTH failed, NOAUTH, or the
+                                 * ACL user lacks a command, key or channel): nothing was done */
 };
 
 /* How a waiter learns that the lock it wants was released. */
@@ -47,13 +49,25 @@ enum dlock_wait_mode {
                             * never queues (don't mix the modes on one key: it would starve) */
 };
 
-/* Where Redis is and how long to wait for it. */
+/* Where Redis is, how long to wait for it, and who we are to it. Strings are
+ * copied by dlock_client_new. */
 typedef struct dlock_config {
-    const char *host;       /* default "127.0.0.1"; copied by dlock_client_new */
+    const char *host;       /* default "127.0.0.1" */
     int port;               /* default 6379 */
     int connect_timeout_ms; /* default 500: bound on opening a connection */
     int command_timeout_ms; /* default 1000: bound on one command's round trip */
+    const char *username;   /* default NULL: Redis's default user; else an ACL user */
+    const char *password;   /* default NULL: no AUTH. Every connection (the pool's, the
+                             * watchdog's, the subscriber's) sends AUTH when it opens. The
+                             * password never appears in an error text. */
 } dlock_config;
+
+/* What an ACL user needs (ACL SETUSER name on >password ~<prefix>* &<prefix>*
+ * DLOCK_ACL_COMMANDS): the commands the client sends and those its Lua
+ * scripts call, for keys and channels under the lock keys' prefix. */
+#define DLOCK_ACL_COMMANDS                                                                \
+    "-@all +ping +evalsha +eval +script|load +subscribe +unsubscribe +get +set +del "    \
+    "+pexpire +pttl +incr +time +zadd +zrange +zrem +zscore +hset +hget +hdel +publish"
 
 /* Per-acquisition behaviour. dlock_opts_defaults() gives the values below;
  * passing NULL where options are expected means exactly those defaults. */
@@ -102,7 +116,8 @@ int dlock_client_new(const dlock_config *cfg, dlock_client **out);
  * released; NULL is a no-op. */
 void dlock_client_free(dlock_client *c);
 
-/* Returns DLOCK_OK when Redis answers PING within the command timeout, else DLOCK_ERR_REDIS. */
+/* Returns DLOCK_OK when Redis answers PING within the command timeout, else
+ * DLOCK_ERR_AUTH when it refused our credentials, or DLOCK_ERR_REDIS. */
 int dlock_ping(dlock_client *c);
 
 /* Checks a key: 1..DLOCK_KEY_MAX bytes, no NUL or other control byte.
@@ -114,8 +129,8 @@ int dlock_key_check(const char *key, size_t len);
  * the lock may instead be handed over by a local holder of the same key: the
  * lease (token, fence, TTL) is then shared, and dlock_handoff_seq() > 0.
  * Returns DLOCK_OK with *out set to a handle owned by the caller until
- * dlock_release(); or DLOCK_ERR_TIMEOUT, DLOCK_ERR_REDIS, DLOCK_ERR_INVALID,
- * DLOCK_ERR_NOMEM with *out NULL. Never waits longer than wait_ms plus one
+ * dlock_release(); or DLOCK_ERR_TIMEOUT, DLOCK_ERR_REDIS, DLOCK_ERR_AUTH,
+ * DLOCK_ERR_INVALID, DLOCK_ERR_NOMEM with *out NULL. Never waits longer than wait_ms plus one
  * command timeout. */
 int dlock_acquire(dlock_client *c, const char *key, const dlock_opts *opts, dlock_handle **out);
 
@@ -129,7 +144,8 @@ int dlock_acquire(dlock_client *c, const char *key, const dlock_opts *opts, dloc
  * held the key (which is left untouched); DLOCK_ERR_INTERRUPTED when h was
  * interrupted (the key is still deleted if ours); DLOCK_ERR_REDIS when Redis
  * did not answer (the watchdog then retries the release in the background, and
- * the lease expires on its own at the latest). NULL is a no-op. */
+ * the lease expires on its own at the latest); DLOCK_ERR_AUTH when Redis now
+ * refuses our credentials (the lease expires on its own). NULL is a no-op. */
 int dlock_release(dlock_handle *h);
 
 /* Whether the holder may still act: DLOCK_OK, DLOCK_ERR_INTERRUPTED, or
@@ -163,8 +179,8 @@ typedef int (*dlock_fn)(dlock_handle *h, void *arg);
 
 /* The C counterpart of a @DistributedLock annotation: acquires key, runs fn,
  * and always releases. Returns:
- *   DLOCK_ERR_TIMEOUT, DLOCK_ERR_REDIS, DLOCK_ERR_INVALID, DLOCK_ERR_NOMEM:
- *       fn did not run; *fn_rc is left alone;
+ *   DLOCK_ERR_TIMEOUT, DLOCK_ERR_REDIS, DLOCK_ERR_AUTH, DLOCK_ERR_INVALID,
+ *   DLOCK_ERR_NOMEM: fn did not run; *fn_rc is left alone;
  *   DLOCK_OK: fn ran and the lock was still ours when released;
  *   DLOCK_ERR_INTERRUPTED, DLOCK_ERR_LOST: fn ran (*fn_rc is its result) but
  *       the holder was interrupted or lost the lock at some point: fn must have

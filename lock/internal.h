@@ -64,8 +64,12 @@ struct dlock_handle {
     pthread_cond_t wake;    /* dlock_sleep waits here */
 };
 
-/* Sets the calling thread's error text (printf-style) and returns code. */
+/* Sets the calling thread's error text (printf-style) and code; returns code. */
 int dlock_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* After a Redis call failed: DLOCK_ERR_AUTH when the calling thread's last
+ * failure was one of credentials (nothing ran), else DLOCK_ERR_REDIS. */
+int dlock_redis_failure(void);
 
 /* How much earlier than Redis the holder considers its lease over: clock drift
  * between this host and Redis, as the Redlock paper budgets it (1% + 2 ms). */

@@ -117,6 +117,7 @@ static const char *const script_body[DLOCK_SCRIPT_COUNT] = {acquire_lua, release
 struct dlock_pool {
     char *host;
     int port;
+    char *username, *password; /* NULL: no AUTH */
     struct timeval connect_tv, command_tv;
     pthread_mutex_t mu; /* guards idle, nidle and sha */
     redisContext *idle[POOL_IDLE_MAX];
@@ -131,18 +132,12 @@ static struct timeval ms_to_tv(int ms)
     return tv;
 }
 
-dlock_pool *dlock_pool_new(const char *host, int port, int connect_ms, int command_ms)
+/* Frees a secret after overwriting it, so it does not linger in freed memory. */
+static void free_secret(char *s)
 {
-    dlock_pool *p = calloc(1, sizeof(*p));
-    if (p == NULL || (p->host = strdup(host)) == NULL) {
-        free(p);
-        return NULL;
-    }
-    p->port = port;
-    p->connect_tv = ms_to_tv(connect_ms);
-    p->command_tv = ms_to_tv(command_ms);
-    pthread_mutex_init(&p->mu, NULL);
-    return p;
+    if (s)
+        explicit_bzero(s, strlen(s));
+    free(s);
 }
 
 void dlock_pool_free(dlock_pool *p)
@@ -153,7 +148,47 @@ void dlock_pool_free(dlock_pool *p)
         redisFree(p->idle[i]);
     pthread_mutex_destroy(&p->mu);
     free(p->host);
+    free(p->username);
+    free_secret(p->password);
     free(p);
+}
+
+dlock_pool *dlock_pool_new(const dlock_config *cfg)
+{
+    dlock_pool *p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return NULL;
+    pthread_mutex_init(&p->mu, NULL);
+    p->host = strdup(cfg->host);
+    p->username = cfg->username ? strdup(cfg->username) : NULL;
+    p->password = cfg->password ? strdup(cfg->password) : NULL;
+    if (p->host == NULL || (cfg->username && !p->username) || (cfg->password && !p->password)) {
+        dlock_pool_free(p);
+        return NULL;
+    }
+    p->port = cfg->port;
+    p->connect_tv = ms_to_tv(cfg->connect_timeout_ms);
+    p->command_tv = ms_to_tv(cfg->command_timeout_ms);
+    return p;
+}
+
+static redisReply *checked(redisContext *ctx, redisReply *r);
+
+/* AUTH [username] password on a new connection. 0, or -1 with the error set. */
+static int authenticate(dlock_pool *p, redisContext *ctx)
+{
+    const char *argv[3];
+    size_t lens[3];
+    int n = 0;
+    argv[n] = "AUTH", lens[n++] = 4;
+    if (p->username)
+        argv[n] = p->username, lens[n++] = strlen(p->username);
+    argv[n] = p->password, lens[n++] = strlen(p->password);
+    redisReply *r = checked(ctx, redisCommandArgv(ctx, n, argv, lens));
+    if (r == NULL)
+        return -1;
+    freeReplyObject(r);
+    return 0;
 }
 
 redisContext *dlock_pool_connect(dlock_pool *p)
@@ -175,6 +210,10 @@ redisContext *dlock_pool_connect(dlock_pool *p)
         return NULL;
     }
     redisEnableKeepAlive(ctx);
+    if (p->password && authenticate(p, ctx) != 0) {
+        redisFree(ctx);
+        return NULL;
+    }
     return ctx;
 }
 
@@ -231,6 +270,16 @@ void dlock_pool_put(dlock_pool *p, redisContext *ctx)
         redisFree(drop[i]); /* outside the mutex: closing sockets can be slow */
 }
 
+/* Whether an error reply is about who we are: a wrong or missing password
+ * (WRONGPASS, NOAUTH) or an ACL user that may not run a command or touch a
+ * key or channel (NOPERM, also when a script's redis.call hits it). */
+static int is_auth_error(const redisReply *r)
+{
+    return strncmp(r->str, "WRONGPASS", 9) == 0 || strncmp(r->str, "NOAUTH", 6) == 0 ||
+           strstr(r->str, "NOPERM") != NULL ||
+           strstr(r->str, "The user executing the script can't") != NULL;
+}
+
 /* Passes r through, or frees it and returns NULL with the error recorded when
  * the connection failed (ctx->err set) or Redis answered an error (ctx usable). */
 static redisReply *checked(redisContext *ctx, redisReply *r)
@@ -241,11 +290,22 @@ static redisReply *checked(redisContext *ctx, redisReply *r)
         return NULL;
     }
     if (r->type == REDIS_REPLY_ERROR) {
-        dlock_fail(DLOCK_ERR_REDIS, "Redis error: %.*s", (int)r->len, r->str);
+        int len = (int)r->len - (r->len > 0 && r->str[r->len - 1] == '.');
+        if (is_auth_error(r))
+            dlock_fail(DLOCK_ERR_AUTH, "Redis authentication failed: %.*s", len, r->str);
+        else
+            dlock_fail(DLOCK_ERR_REDIS, "Redis error: %.*s", len, r->str);
         freeReplyObject(r);
         return NULL;
     }
     return r;
+}
+
+int dlock_pool_ping(redisContext *ctx)
+{
+    redisReply *r = checked(ctx, redisCommand(ctx, "PING"));
+    freeReplyObject(r);
+    return r ? DLOCK_OK : dlock_redis_failure();
 }
 
 static redisReply *command(redisContext *ctx, int argc, const char **argv, const size_t *lens)

@@ -5,6 +5,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "dlock.h"
+
 typedef struct dlock_pool dlock_pool;
 
 /* The scripts (pool.c documents each). Acquire and release take KEYS lock,
@@ -16,9 +18,9 @@ enum dlock_script {
     DLOCK_SCRIPT_COUNT
 };
 
-/* Returns a pool (no connection opened yet) or NULL when out of memory.
- * host is copied. */
-dlock_pool *dlock_pool_new(const char *host, int port, int connect_ms, int command_ms);
+/* Returns a pool (no connection opened yet) for cfg's Redis, or NULL when out
+ * of memory. Strings are copied. */
+dlock_pool *dlock_pool_new(const dlock_config *cfg);
 void dlock_pool_free(dlock_pool *p);
 
 /* Takes an idle connection or opens one. Returns NULL (dlock_errstr set) when
@@ -29,8 +31,13 @@ redisContext *dlock_pool_get(dlock_pool *p);
  * with every idle connection: they most likely broke the same way. */
 void dlock_pool_put(dlock_pool *p, redisContext *ctx);
 
-/* Opens a connection outside the pool (the watchdog's own). NULL on failure. */
+/* Opens a connection outside the pool (the watchdog's own), authenticated
+ * when a password is configured. NULL on failure (dlock_errstr set; the code
+ * is DLOCK_ERR_AUTH when Redis refused the credentials). */
 redisContext *dlock_pool_connect(dlock_pool *p);
+
+/* PING on ctx: DLOCK_OK, DLOCK_ERR_AUTH or DLOCK_ERR_REDIS (errstr set). */
+int dlock_pool_ping(redisContext *ctx);
 
 /* Runs script with argv: nkeys keys then the script's arguments, nargs in all
  * (binary-safe, at most 8). Returns the reply,

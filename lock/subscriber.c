@@ -194,9 +194,41 @@ static int send_ops(dlock_subscriber *s)
     return rc;
 }
 
+static void fail_pending_entry(struct dlock_entry *e, void *arg)
+{
+    (void)arg;
+    if (e->sub_state == DLOCK_SUB_PENDING) {
+        e->sub_state = DLOCK_SUB_FAILED;
+        signal_head(e);
+    }
+}
+
+/* Redis refused a SUBSCRIBE (an ACL user without the channel, say). The
+ * error does not name the channel: every pending one is given up, and their
+ * waiters poll every retry_ms. Counted as a Redis error. */
+static void refused(dlock_subscriber *s)
+{
+    atomic_fetch_add(&s->c->stats.redis_errors, 1);
+    for (int b = 0; b < CHANNEL_BUCKETS; b++)
+        for (struct channel **p = &s->channels[b]; *p;) {
+            struct channel *ch = *p;
+            if (ch->state == DLOCK_SUB_PENDING) {
+                *p = ch->next;
+                free(ch);
+            } else {
+                p = &ch->next;
+            }
+        }
+    dlock_keytab_each(s->c->keys, fail_pending_entry, NULL);
+}
+
 /* A pub/sub reply: ["message", channel, payload] or ["subscribe", channel, n]. */
 static void handle_reply(dlock_subscriber *s, redisReply *r)
 {
+    if (r->type == REDIS_REPLY_ERROR) {
+        refused(s);
+        return;
+    }
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
         r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING)
         return;

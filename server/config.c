@@ -2,6 +2,7 @@
  * variables, flags, and the --help text all come from it. */
 #include "config.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -33,6 +34,11 @@ static const struct opt opts[] = {
      "how long a write waits for a locked database before 503 storage_busy"},
     {"redis-host", "STOCKD_REDIS_HOST", OPT_STR, F(redis_host), 0, 0, NULL, "Redis host"},
     {"redis-port", "STOCKD_REDIS_PORT", OPT_INT, F(redis_port), 1, 65535, NULL, "Redis port"},
+    {"redis-user", "STOCKD_REDIS_USER", OPT_STR, F(redis_user), 0, 0, NULL,
+     "Redis ACL user to authenticate as (default: Redis's default user)"},
+    {"redis-password-file", "STOCKD_REDIS_PASSWORD_FILE", OPT_STR, F(redis_password_file), 0, 0,
+     NULL, "file holding the Redis password (one line); without it, STOCKD_REDIS_PASSWORD from "
+     "the environment, if set. Every Redis connection sends AUTH"},
     {"redis-timeout-ms", "STOCKD_REDIS_TIMEOUT_MS", OPT_INT, F(redis_timeout_ms), 2, 60000,
      NULL, "bound on one Redis command"},
     {"lock", "STOCKD_LOCK", OPT_CHOICE, F(lock_mode), 0, 0, "redis|none|atomic",
@@ -209,6 +215,45 @@ static int apply_flags(stockd_config *c, int argc, char **argv, char *err, size_
     return 0;
 }
 
+/* The password's one line, without its line ending, into c->redis_password. */
+static int read_password_file(stockd_config *c, char *err, size_t errlen)
+{
+    FILE *f = fopen(c->redis_password_file, "r");
+    if (f == NULL) {
+        snprintf(err, errlen, "--redis-password-file %s: %s", c->redis_password_file,
+                 strerror(errno));
+        return -1;
+    }
+    size_t n = fread(c->redis_password, 1, CFG_SECRET_MAX + 1, f);
+    fclose(f);
+    while (n > 0 && (c->redis_password[n - 1] == '\n' || c->redis_password[n - 1] == '\r'))
+        n--;
+    if (n == 0 || n > CFG_SECRET_MAX || memchr(c->redis_password, '\n', n)) {
+        explicit_bzero(c->redis_password, sizeof(c->redis_password));
+        snprintf(err, errlen, "--redis-password-file %s: want one line of 1..%d bytes",
+                 c->redis_password_file, CFG_SECRET_MAX);
+        return -1;
+    }
+    c->redis_password[n] = '\0';
+    return 0;
+}
+
+static int read_redis_password(stockd_config *c, char *err, size_t errlen)
+{
+    const char *env = getenv("STOCKD_REDIS_PASSWORD");
+    if (c->redis_password_file)
+        return read_password_file(c, err, errlen);
+    if (env == NULL)
+        return 0;
+    if (*env == '\0' || strlen(env) > CFG_SECRET_MAX) {
+        snprintf(err, errlen, "STOCKD_REDIS_PASSWORD: want 1..%d bytes", CFG_SECRET_MAX);
+        return -1;
+    }
+    snprintf(c->redis_password, sizeof(c->redis_password), "%s", env);
+    unsetenv("STOCKD_REDIS_PASSWORD");
+    return 0;
+}
+
 int cfg_load(stockd_config *c, int argc, char **argv, char *err, size_t errlen)
 {
     for (size_t i = 0; i < NOPTS; i++) {
@@ -229,7 +274,7 @@ int cfg_load(stockd_config *c, int argc, char **argv, char *err, size_t errlen)
         snprintf(err, errlen, "instance id (128) or lock prefix (256) too long");
         return -1;
     }
-    return 0;
+    return read_redis_password(c, err, errlen);
 }
 
 static void print_default(FILE *out, const stockd_config *d, const struct opt *o)
@@ -239,7 +284,7 @@ static void print_default(FILE *out, const stockd_config *d, const struct opt *o
     switch (o->type) {
     case OPT_STR: {
         const char *s = *(const char *const *)field;
-        fprintf(out, "%s", s ? s : "(see text)");
+        fprintf(out, "%s", s ? s : "(unset)");
         break;
     }
     case OPT_BOOL: fprintf(out, "%s", v ? "on" : "off"); break;

@@ -8,6 +8,8 @@
 enum cfg_lock_mode { CFG_LOCK_REDIS, CFG_LOCK_NONE, CFG_LOCK_ATOMIC };
 enum cfg_sync { CFG_SYNC_FULL, CFG_SYNC_NORMAL };
 
+#define CFG_SECRET_MAX 1024 /* longest password read from a file or the environment */
+
 typedef struct stockd_config {
     const char *bind;        /* listen address */
     int port;
@@ -16,6 +18,8 @@ typedef struct stockd_config {
     int busy_timeout_ms;     /* SQLite waits this long for a locked database */
     const char *redis_host;
     int redis_port;
+    const char *redis_user;          /* ACL user; NULL: Redis's default user */
+    const char *redis_password_file; /* the password's file; else STOCKD_REDIS_PASSWORD */
     int redis_timeout_ms;    /* per Redis command; connects get half of it */
     int lock_mode;           /* enum cfg_lock_mode */
     const char *lock_prefix; /* key = prefix + "{" + itemId + "}" */
@@ -33,12 +37,15 @@ typedef struct stockd_config {
     int drain_ms;            /* on SIGTERM, wait this long for in-flight requests */
     int log_level;           /* enum log_level */
     char instance_buf[300];  /* storage for the default instance_id */
+    char redis_password[CFG_SECRET_MAX + 1]; /* "" when none; never logged or shown */
 } stockd_config;
 
 /* Sets every field to its default. */
 void cfg_defaults(stockd_config *c);
 
-/* Applies STOCKD_* variables, then flags (argv[1..]). argv and the environment
+/* Applies STOCKD_* variables, then flags (argv[1..]), then reads the Redis
+ * password from redis_password_file or, without one, STOCKD_REDIS_PASSWORD
+ * (which is then removed from the environment). argv and the environment
  * must outlive c (strings are referenced, not copied).
  * Returns 0, 1 when --help was asked (nothing else done), or -1 with err set. */
 int cfg_load(stockd_config *c, int argc, char **argv, char *err, size_t errlen);

@@ -275,13 +275,15 @@ static void handle_item(http_server *s, struct MHD_Connection *conn, store_conn 
 static void handle_health(http_server *s, store_conn *c, struct reply *r)
 {
     int db_ok = c && store_ping(c) == STORE_OK;
-    int redis_ok = s->deps.locks == NULL || dlock_ping(s->deps.locks) == DLOCK_OK;
+    int ping = s->deps.locks ? dlock_ping(s->deps.locks) : DLOCK_OK, redis_ok = ping == DLOCK_OK;
     char redis_state[300];
     if (s->deps.locks == NULL)
         snprintf(redis_state, sizeof(redis_state), "unused (lock mode %s)",
                  cfg_lock_mode_name(s->deps.cfg->lock_mode));
     else
         snprintf(redis_state, sizeof(redis_state), "%s", redis_ok ? "ok" : dlock_errstr());
+    if (s->deps.locks)
+        stock_note_redis(ping);
     r->status = db_ok && redis_ok ? 200 : 503;
     r->json = json_pack("{s:s, s:s, s:s, s:s, s:s}", "status", r->status == 200 ? "ok" : "unavailable",
                         "sqlite", db_ok ? "ok" : (c ? store_errstr(c) : "cannot open database"),

@@ -25,7 +25,7 @@ static void raise_fd_limit(void)
     }
 }
 
-static int open_locks(const stockd_config *c, dlock_client **locks)
+static int open_locks(stockd_config *c, dlock_client **locks)
 {
     *locks = NULL;
     if (c->lock_mode != CFG_LOCK_REDIS)
@@ -36,12 +36,17 @@ static int open_locks(const stockd_config *c, dlock_client **locks)
     dc.port = c->redis_port;
     dc.command_timeout_ms = c->redis_timeout_ms;
     dc.connect_timeout_ms = c->redis_timeout_ms / 2;
-    if (dlock_client_new(&dc, locks) != DLOCK_OK) {
+    dc.username = c->redis_user;
+    dc.password = c->redis_password[0] ? c->redis_password : NULL;
+    int rc = dlock_client_new(&dc, locks);
+    explicit_bzero(c->redis_password, sizeof(c->redis_password)); /* the client has its copy */
+    if (rc != DLOCK_OK) {
         log_event(LOG_ERROR, "cannot create lock client", "detail=\"%s\"", dlock_errstr());
         return -1;
     }
-    if (dlock_ping(*locks) != DLOCK_OK) /* not fatal: /health says so, requests get 503 */
-        log_event(LOG_WARN, "Redis not reachable yet", "detail=\"%s\"", dlock_errstr());
+    /* not fatal: /health says so, requests get 503 (an auth failure is logged there) */
+    if ((rc = dlock_ping(*locks)) != DLOCK_OK)
+        stock_note_redis(rc);
     return 0;
 }
 

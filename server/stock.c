@@ -54,8 +54,31 @@ static int from_store(stock_result *out, int rc, const store_conn *c, const req_
     }
 }
 
+/* What Redis last told us, so that a change is logged once, not per request. */
+enum redis_state { REDIS_UNKNOWN, REDIS_UP, REDIS_DOWN, REDIS_AUTH_FAILED };
+static _Atomic int redis_state;
+
+void stock_note_redis(int rc)
+{
+    int now = rc == DLOCK_ERR_AUTH    ? REDIS_AUTH_FAILED
+              : rc == DLOCK_ERR_REDIS ? REDIS_DOWN
+                                      : REDIS_UP;
+    int was = atomic_exchange(&redis_state, now);
+    if (now == was)
+        return;
+    if (now == REDIS_AUTH_FAILED)
+        log_event(LOG_ERROR, "Redis refuses our credentials; every deduction fails until the "
+                  "password or ACL user is fixed", "detail=\"%s\"", dlock_errstr());
+    else if (now == REDIS_DOWN)
+        log_event(LOG_WARN, "Redis unreachable", "detail=\"%s\"", dlock_errstr());
+    else if (was != REDIS_UNKNOWN)
+        log_event(LOG_INFO, "Redis reachable again", NULL);
+}
+
 static int from_lock(stock_result *out, int rc, const char *key)
 {
+    if (rc == DLOCK_ERR_REDIS || rc == DLOCK_ERR_AUTH)
+        stock_note_redis(rc);
     switch (rc) {
     case DLOCK_ERR_TIMEOUT:
         return set_outcome(out, STOCK_LOCK_TIMEOUT, "lock %s is busy; try again", key);
@@ -68,6 +91,8 @@ static int from_lock(stock_result *out, int rc, const char *key)
                            key);
     case DLOCK_ERR_REDIS:
         return set_outcome(out, STOCK_REDIS_DOWN, "Redis unavailable: %s", dlock_errstr());
+    case DLOCK_ERR_AUTH: /* dlock_errstr says "Redis authentication failed: ..." */
+        return set_outcome(out, STOCK_REDIS_DOWN, "%s; nothing deducted", dlock_errstr());
     default: return set_outcome(out, STOCK_STORAGE_ERROR, "lock error: %s", dlock_errstr());
     }
 }
@@ -193,6 +218,8 @@ static void under_lock(const stock_config *cfg, dlock_client *locks, struct rmw 
 {
     int fn_rc = -1;
     int rc = dlock_run(locks, x->key, &cfg->lock, fn, arg, &fn_rc);
+    if (fn_rc >= 0)
+        stock_note_redis(DLOCK_OK); /* it granted the lock */
     if (rc == DLOCK_OK)
         return; /* fn's outcome stands */
     if (fn_rc < 0) { /* fn did not run */
@@ -294,6 +321,7 @@ static void lead_batch(const stock_config *cfg, dlock_client *locks, batch_queue
     int rc = dlock_acquire(locks, key, &cfg->lock, &h);
     int n = batch_take(bq, item_id, jobs, BATCH_MAX);
     if (rc == DLOCK_OK) {
+        stock_note_redis(rc);
         apply_batch(cfg, c, h, key, jobs, n);
         if ((rc = dlock_release(h)) != DLOCK_OK) /* after the commit: the answers stand */
             log_event(LOG_WARN, "lock lost after commit", "key=%s result=%s batch=%d", key,

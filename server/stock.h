@@ -63,6 +63,11 @@ void stock_set(const stock_config *cfg, dlock_client *locks, store_conn *c, int6
  * sent. Thread-safe; there is no way back. */
 void stock_refuse_commits(void);
 
+/* Records what a Redis call returned (a DLOCK_* code) and logs one line when
+ * that changes Redis's state: reachable, unreachable, or refusing our
+ * credentials. Thread-safe. */
+void stock_note_redis(int dlock_rc);
+
 /* "ok", "insufficient_stock", ... : the error codes of the HTTP API. */
 const char *stock_outcome_name(enum stock_outcome outcome);
 

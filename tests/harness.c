@@ -173,6 +173,8 @@ redisContext *th_redis_connect(const th_redis *r)
     redisContext *c = redisConnectWithTimeout("127.0.0.1", r->port, tv);
     if (c && !c->err)
         redisSetTimeout(c, tv);
+    if (c && !c->err && r->password[0])
+        freeReplyObject(redisCommand(c, "AUTH %s", r->password));
     return c;
 }
 
@@ -187,7 +189,8 @@ int th_redis_start(th_redis *r)
     snprintf(log, sizeof(log), "%s/redis.log", r->dir);
     const char *argv[] = {"redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
                     "--appendonly", "no", "--dir", r->dir, "--daemonize", "no",
-                    "--logfile", log, NULL};
+                    "--logfile", log, r->password[0] ? "--requirepass" : NULL, r->password,
+                    NULL};
     r->pid = th_spawn(argv, NULL);
     for (int64_t end = th_now_ms() + 5000; r->pid > 0 && th_now_ms() < end; th_sleep_ms(10)) {
         redisContext *c = th_redis_connect(r);

@@ -15,7 +15,9 @@
 typedef struct th_redis {
     pid_t pid;
     int port;
-    char dir[64]; /* private temp dir, removed by th_redis_stop */
+    char dir[64];      /* private temp dir, removed by th_redis_stop */
+    char password[64]; /* set before th_redis_start: --requirepass, and the harness's own
+                        * connections authenticate with it */
 } th_redis;
 
 /* A port nobody listens on right now (bound then released). */
@@ -28,7 +30,8 @@ int th_redis_start(th_redis *r);
 /* SIGKILL (hard) or SIGTERM (soft), then waits for the PID. Keeps r->port. */
 void th_redis_stop(th_redis *r, int hard);
 
-/* A fresh connection to r; the test owns it (redisFree). */
+/* A fresh connection to r, authenticated when r->password is set; the test
+ * owns it (redisFree). */
 redisContext *th_redis_connect(const th_redis *r);
 
 /* Runs one Redis command (printf-style, hiredis format) and returns the reply
