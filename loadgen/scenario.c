@@ -12,11 +12,12 @@ static const lg_scenario scenarios[] = {
     {"spread", "5000 requests of 1-3 units over 50 items of stock 1000 (little contention)",
      "", ""},
     {"renew", "workMs 1500 longer than the lease: the watchdog must renew (16 requests, 8 items)",
-     "--allow-work-ms --lease-ms 500 (any lease below workMs; lease x max-renewals above it)",
+     "--allow-work-ms --lease-ms 500 --redis-timeout-ms 80 (any lease below workMs; lease x "
+     "max-renewals above it; Redis timeout at most lease/6)",
      "200s, no lock_lost / lock_interrupted, and 200s no faster than workMs"},
     {"interrupt",
      "workMs 3000 beyond lease x max renewals: holders are interrupted (16 requests, 8 items)",
-     "--allow-work-ms --lease-ms 300 --max-renewals 2",
+     "--allow-work-ms --lease-ms 300 --redis-timeout-ms 50 --max-renewals 2",
      "lock_interrupted answers, none of which deducted (checked in the ledger)"},
     {"compare",
      "hot (600 requests, workMs 2) against servers in lock modes redis, none, atomic, "
@@ -105,7 +106,8 @@ static int expect_interrupt(const lg_expect_in *in, char out[LG_EXPECT_MAX][LG_E
     if (in->counts[LG_OUT_LOCK_INTERRUPTED] == 0)
         snprintf(out[n++], LG_EXPECT_TEXT,
                  "interrupt: no lock_interrupted answer: start stockd with --allow-work-ms and "
-                 "lease x max-renewals below workMs %d (e.g. --lease-ms 300 --max-renewals 2)",
+                 "lease x max-renewals below workMs %d (e.g. --lease-ms 300 --redis-timeout-ms 50 "
+                 "--max-renewals 2)",
                  in->work_ms);
     return n;
 }

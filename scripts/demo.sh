@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 . scripts/stack.sh
 
 base=${DEMO_PORT:-8081}
-replica_flags=(--allow-work-ms --lease-ms 500)
+replica_flags=(--allow-work-ms --lease-ms 500 --redis-timeout-ms 80)
 
 start_stack() {
     local redis_port

@@ -15,7 +15,7 @@ stack_redis "$redis_port"
 port=$(free_port)
 STOCKD_WRAPPER="valgrind --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99
     --log-file=$log" stack_stockd vg "$port" "$redis_port" \
-    --allow-work-ms --lease-ms 300 --max-renewals 2 --wait-ms 5000
+    --allow-work-ms --lease-ms 300 --redis-timeout-ms 50 --max-renewals 2 --wait-ms 5000
 pid=$(tail -n 1 "$STACK_DIR/pids")
 base=http://127.0.0.1:$port
 

@@ -40,7 +40,7 @@ static const struct opt opts[] = {
      NULL, "file holding the Redis password (one line); without it, STOCKD_REDIS_PASSWORD from "
      "the environment, if set. Every Redis connection sends AUTH"},
     {"redis-timeout-ms", "STOCKD_REDIS_TIMEOUT_MS", OPT_INT, F(redis_timeout_ms), 2, 60000,
-     NULL, "bound on one Redis command"},
+     NULL, "bound on one Redis command (connects get half); at most lease-ms / 6"},
     {"lock", "STOCKD_LOCK", OPT_CHOICE, F(lock_mode), 0, 0, "redis|none|atomic",
      "redis: read-work-write under the distributed lock; none: the same without a lock (races); "
      "atomic: one conditional UPDATE, no lock"},
@@ -272,6 +272,13 @@ int cfg_load(stockd_config *c, int argc, char **argv, char *err, size_t errlen)
     }
     if (strlen(c->instance_id) > 128 || strlen(c->lock_prefix) > 256) {
         snprintf(err, errlen, "instance id (128) or lock prefix (256) too long");
+        return -1;
+    }
+    if (c->lock_mode == CFG_LOCK_REDIS && c->redis_timeout_ms > c->lease_ms / CFG_RENEWAL_ROOM) {
+        snprintf(err, errlen, "--redis-timeout-ms %d is too long for --lease-ms %d: a renewal is "
+                 "due at lease/3 and must be able to time out and be retried before the lease "
+                 "ends; use --redis-timeout-ms %d or less, or a longer lease",
+                 c->redis_timeout_ms, c->lease_ms, c->lease_ms / CFG_RENEWAL_ROOM);
         return -1;
     }
     return read_redis_password(c, err, errlen);

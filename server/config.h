@@ -10,6 +10,10 @@ enum cfg_sync { CFG_SYNC_FULL, CFG_SYNC_NORMAL };
 
 #define CFG_SECRET_MAX 1024 /* longest password read from a file or the environment */
 
+/* A Redis command may take at most lease / CFG_RENEWAL_ROOM: a renewal is due
+ * at lease/3, and one that times out must leave room for another. */
+#define CFG_RENEWAL_ROOM 6
+
 typedef struct stockd_config {
     const char *bind;        /* listen address */
     int port;

@@ -44,6 +44,9 @@ static int from_store(stock_result *out, int rc, const store_conn *c, const req_
                            store_errstr(c));
     case STORE_ERR_BUSY:
         return set_outcome(out, STOCK_STORAGE_BUSY, "database busy: %s", store_errstr(c));
+    case STORE_ERR_VETOED: /* only drain_check vetoes */
+        return set_outcome(out, STOCK_SHUTTING_DOWN, "server is shutting down%s; nothing deducted",
+                           "");
     case STORE_ERR_DUPLICATE:
         if (r && out->order.item_id == r->item_id && out->order.quantity == r->quantity)
             return out->outcome = STOCK_REPLAYED;
@@ -130,17 +133,6 @@ static int work_ms_of(const stock_config *cfg, const req_reduce *r)
     return (int)(r->work_ms < cfg->max_work_ms ? r->work_ms : cfg->max_work_ms);
 }
 
-static store_deduction deduction_of(const stock_config *cfg, const req_reduce *r,
-                                    int64_t new_stock, store_fence fence, dlock_handle *h)
-{
-    store_deduction d = {
-        .item_id = r->item_id, .quantity = r->quantity, .new_stock = new_stock,
-        .request_id = r->has_request_id ? r->request_id : NULL, .instance = cfg->instance_id,
-        .lock_mode = cfg_lock_mode_name(cfg->lock_mode), .fence = fence,
-        .lock_token = h ? dlock_token(h) : NULL};
-    return d;
-}
-
 /* This module's only state: a stop flag for commits, set past the SIGTERM
  * drain deadline, and the test-only fault injection (--test-stop-before-write):
  * the process stops itself once, after the holder's last check and before its
@@ -157,6 +149,28 @@ static int may_commit(stock_result *out)
         return 1;
     set_outcome(out, STOCK_SHUTTING_DOWN, "server is shutting down%s; nothing deducted", "");
     return 0;
+}
+
+/* Asked by the store inside a single write's transaction, once it holds the
+ * write lock: a wait for it (up to --busy-timeout-ms) may have outlasted the
+ * drain deadline, after which the answer could not be sent. */
+static int commits_allowed(void *arg)
+{
+    (void)arg;
+    return !atomic_load(&commits_refused);
+}
+
+static const store_commit_check drain_check = {commits_allowed, NULL};
+
+static store_deduction deduction_of(const stock_config *cfg, const req_reduce *r,
+                                    int64_t new_stock, store_fence fence, dlock_handle *h)
+{
+    store_deduction d = {
+        .item_id = r->item_id, .quantity = r->quantity, .new_stock = new_stock,
+        .request_id = r->has_request_id ? r->request_id : NULL, .instance = cfg->instance_id,
+        .lock_mode = cfg_lock_mode_name(cfg->lock_mode), .fence = fence,
+        .lock_token = h ? dlock_token(h) : NULL, .check = &drain_check};
+    return d;
 }
 
 static void fault_point(const stock_config *cfg)
@@ -201,8 +215,6 @@ static int read_modify_write(dlock_handle *h, void *arg)
     if (h && (rc = dlock_check(h)) != DLOCK_OK) /* the last moment to back out */
         return from_lock(x->out, rc, x->key);
     fault_point(x->cfg);
-    if (!may_commit(x->out))
-        return x->out->outcome;
     store_deduction d = deduction_of(x->cfg, r, stock - r->quantity, fence, h);
     return from_store(x->out, store_deduct_write(x->c, &d, &x->out->order), x->c, r);
 }
@@ -357,11 +369,12 @@ void stock_reduce(const stock_config *cfg, dlock_client *locks, batch_queues *ba
         under_lock(cfg, locks, &x, read_modify_write, &x);
     } else if (cfg->lock_mode == CFG_LOCK_NONE) {
         read_modify_write(NULL, &x);
-    } else if (may_commit(out)) {
+    } else {
         store_deduction d = {
             .item_id = r->item_id, .quantity = r->quantity,
             .request_id = r->has_request_id ? r->request_id : NULL,
-            .instance = cfg->instance_id, .lock_mode = cfg_lock_mode_name(cfg->lock_mode)};
+            .instance = cfg->instance_id, .lock_mode = cfg_lock_mode_name(cfg->lock_mode),
+            .check = &drain_check};
         rc = store_deduct_atomic(c, &d, &out->order, &out->remaining);
         if (rc == STORE_ERR_INSUFFICIENT)
             set_outcome(out, STOCK_INSUFFICIENT, "not enough stock%s; nothing deducted", "");
@@ -378,10 +391,9 @@ struct set_args {
 static int set_stock(dlock_handle *h, void *arg)
 {
     struct set_args *a = arg;
-    if (!may_commit(a->x.out))
-        return a->x.out->outcome;
     store_fence fence = token_of(h, a->x.cfg);
-    int rc = store_item_set_stock(a->x.c, a->x.r->item_id, a->stock, fence.fence ? &fence : NULL);
+    int rc = store_item_set_stock(a->x.c, a->x.r->item_id, a->stock, fence.fence ? &fence : NULL,
+                                  &drain_check);
     if (rc == STORE_OK)
         rc = store_item_get(a->x.c, a->x.r->item_id, &a->x.out->item);
     return from_store(a->x.out, rc, a->x.c, NULL);

@@ -109,6 +109,16 @@ static void rollback(store_conn *c)
         run(c, ST_ROLLBACK);
 }
 
+/* Commits the open transaction unless check vetoes it (then the caller rolls back). */
+static int commit(store_conn *c, const store_commit_check *check)
+{
+    if (check && !check->ok(check->arg)) {
+        snprintf(c->err, sizeof(c->err), "commit vetoed by the caller");
+        return STORE_ERR_VETOED;
+    }
+    return run(c, ST_COMMIT);
+}
+
 static void copy_text(char *dst, size_t size, sqlite3_stmt *st, int col)
 {
     const unsigned char *t = sqlite3_column_text(st, col);
@@ -410,9 +420,17 @@ int store_stock_claim(store_conn *c, int64_t item_id, const store_fence *f, int6
     return update_item(c, ST_STOCK_CLAIM, item_id, 0, f, stock);
 }
 
-int store_item_set_stock(store_conn *c, int64_t id, int64_t stock, const store_fence *f)
+int store_item_set_stock(store_conn *c, int64_t id, int64_t stock, const store_fence *f,
+                         const store_commit_check *check)
 {
-    return update_item(c, f ? ST_SET_STOCK_FENCED : ST_SET_STOCK, id, stock, f, NULL);
+    int rc = run(c, ST_BEGIN);
+    if (rc == STORE_OK)
+        rc = update_item(c, f ? ST_SET_STOCK_FENCED : ST_SET_STOCK, id, stock, f, NULL);
+    if (rc == STORE_OK)
+        rc = commit(c, check);
+    if (rc != STORE_OK)
+        rollback(c);
+    return rc;
 }
 
 /* The write half of read-modify-write; fenced, only while our claim stands. */
@@ -507,7 +525,7 @@ static int deduct(store_conn *c, const store_deduction *d, int atomic, store_ord
     if (rc == STORE_OK)
         rc = insert_order(c, d, *left, out);
     if (rc == STORE_OK)
-        rc = run(c, ST_COMMIT);
+        rc = commit(c, d->check);
     if (rc != STORE_OK)
         rollback(c);
     return rc;

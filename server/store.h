@@ -21,7 +21,17 @@ enum store_code {
     STORE_ERR_DUPLICATE = -4,    /* requestId already in the ledger; that order is returned */
     STORE_ERR_BUSY = -5,         /* database stayed locked past the busy timeout */
     STORE_ERR_IO = -6,           /* any other SQLite failure (the conn's errstr says which) */
+    STORE_ERR_VETOED = -7,       /* the write's commit_ok said no; nothing written */
 };
+
+/* Asked inside a write transaction, once it holds the database's write lock
+ * and just before COMMIT: 1 to commit, 0 to roll back (STORE_ERR_VETOED).
+ * A late decision on purpose: waiting for the lock can take up to the busy
+ * timeout, and what the caller knew before may no longer hold. */
+typedef struct store_commit_check {
+    int (*ok)(void *arg);
+    void *arg;
+} store_commit_check;
 
 typedef struct store_config {
     const char *path;
@@ -66,6 +76,7 @@ typedef struct store_deduction {
     const char *instance, *lock_mode;
     store_fence fence;      /* fence > 0: fenced write, only while the row carries it */
     const char *lock_token; /* NULL without a lock */
+    const store_commit_check *check; /* NULL: always commit */
 } store_deduction;
 
 /* Opens the database, sets WAL, and applies the embedded schema files newer
@@ -94,9 +105,11 @@ int store_item_get(store_conn *c, int64_t id, store_item *out);
 typedef void (*store_item_fn)(const store_item *item, void *arg);
 int store_item_list(store_conn *c, int limit, store_item_fn fn, void *arg);
 
-/* Sets an item's stock. A fence (non-NULL) makes it a fenced write that also
- * claims the row: STORE_ERR_STALE when the row carries this or a newer token. */
-int store_item_set_stock(store_conn *c, int64_t id, int64_t stock, const store_fence *f);
+/* Sets an item's stock, in a transaction that check (may be NULL) may veto. A
+ * fence (non-NULL) makes it a fenced write that also claims the row:
+ * STORE_ERR_STALE when the row carries this or a newer token. */
+int store_item_set_stock(store_conn *c, int64_t id, int64_t stock, const store_fence *f,
+                         const store_commit_check *check);
 
 /* Calls fn for the item's newest orders, at most limit. */
 typedef void (*store_order_fn)(const store_order *order, void *arg);
@@ -117,10 +130,10 @@ int store_stock_claim(store_conn *c, int64_t item_id, const store_fence *f, int6
 
 /* The write half: in one transaction, sets the item's stock to d->new_stock
  * (when fenced, only if the row still carries d->fence, i.e. our claim
- * stands) and appends the ledger row. Returns STORE_OK with
- * *out; STORE_ERR_DUPLICATE with the earlier order in *out (nothing written);
- * STORE_ERR_STALE, STORE_ERR_NOT_FOUND, STORE_ERR_BUSY, STORE_ERR_IO with
- * nothing written. */
+ * stands) and appends the ledger row; d->check decides last. Returns STORE_OK
+ * with *out; STORE_ERR_DUPLICATE with the earlier order in *out (nothing
+ * written); STORE_ERR_STALE, STORE_ERR_NOT_FOUND, STORE_ERR_BUSY,
+ * STORE_ERR_IO, STORE_ERR_VETOED with nothing written. */
 int store_deduct_write(store_conn *c, const store_deduction *d, store_order *out);
 
 /* The lock-free way: one conditional UPDATE ... WHERE stock >= quantity plus

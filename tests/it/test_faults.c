@@ -60,8 +60,9 @@ static int group_teardown(void **state)
 static void stack_start(struct stack *s, const char *name, const char *const first[],
                         long long stock)
 {
-    const char *common[] = {"--lease-ms", "1000", "--wait-ms", "8000", "--retry-ms", "20",
-                            "--allow-work-ms", "--busy-timeout-ms", "300", NULL};
+    const char *common[] = {"--lease-ms", "1000", "--redis-timeout-ms", "150", "--wait-ms",
+                            "8000", "--retry-ms", "20", "--allow-work-ms", "--busy-timeout-ms",
+                            "300", NULL};
     snprintf(s->db, sizeof(s->db), "%s/%s.db", dir, name);
     s->targets[0] = '\0';
     for (int i = 0; i < REPLICAS; i++) {

@@ -25,8 +25,9 @@ static th_redis redis;
 static th_stockd a, b, atomic_srv; /* a, b: redis mode on one database; atomic_srv too */
 static char dir[64], db[128];
 
-#define LOCK_FLAGS "--lease-ms", "300", "--max-renewals", "12", "--wait-ms", "300", \
-                   "--retry-ms", "20", "--allow-work-ms", "--busy-timeout-ms", "300"
+#define LOCK_FLAGS "--lease-ms", "300", "--redis-timeout-ms", "50", "--max-renewals", "12", \
+                   "--wait-ms", "300", "--retry-ms", "20", "--allow-work-ms", \
+                   "--busy-timeout-ms", "300"
 
 static int group_setup(void **state)
 {
@@ -679,6 +680,62 @@ static void test_requests_past_the_drain_deadline_do_not_commit(void **state)
     assert_int_equal(orders, 0);
 }
 
+/* The drain deadline passes while a single write waits for the database's
+ * write lock: the decision is taken inside the transaction, so it rolls back
+ * instead of committing a deduction whose answer can no longer be sent. */
+static void test_a_write_that_waits_past_the_drain_deadline_does_not_commit(void **state)
+{
+    (void)state;
+    th_stockd d;
+    const char *flags[] = {LOCK_FLAGS, "--batch", "off", "--drain-ms", "500",
+                           "--busy-timeout-ms", "5000", NULL};
+    assert_int_equal(th_stockd_start(&d, &redis, db, dir, flags), 0);
+    long long id = new_item(&a, 5), stock, orders;
+    th_bg_reduce late = {.url = d.url, .item = id, .work_ms = 1000};
+    th_bg_reduce_start(&late);
+    char key[64];
+    snprintf(key, sizeof(key), "EXISTS stock:lock:{%lld}", id);
+    while (th_redis_int(&redis, key) != 1)
+        th_sleep_ms(5);
+    sqlite3 *other;
+    assert_int_equal(sqlite3_open(db, &other), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    th_sleep_ms(700);
+    kill(d.pid, SIGTERM); /* the drain ends at 1.2 s, after the work (1 s) began its write */
+    th_sleep_ms(2300);
+    sqlite3_exec(other, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(other);
+    assert_int_equal(th_stockd_stop(&d, SIGTERM), 0);
+    th_bg_reduce_join(&late);
+    assert_int_not_equal(late.status, 200);
+    item_state(&a, id, &stock, &orders);
+    assert_int_equal(stock, 5);
+    assert_int_equal(orders, 0);
+}
+
+/* One Redis command must not outlast the room a renewal has: the renew
+ * scenario's 500 ms lease with the default 1000 ms timeout is refused. */
+static void test_a_redis_timeout_too_long_for_the_lease_stops_start_up(void **state)
+{
+    (void)state;
+    char bin[256], out[160];
+    snprintf(bin, sizeof(bin), "%s/stockd", th_build_dir());
+    snprintf(out, sizeof(out), "%s/config.out", dir);
+    const char *too_long[] = {bin, "--lease-ms", "500", "--db", db, NULL};
+    assert_int_equal(th_run(too_long, out, 10000), 2);
+    char *text = th_read_file(out);
+    assert_non_null(strstr(text, "--redis-timeout-ms 1000 is too long for --lease-ms 500"));
+    assert_non_null(strstr(text, "use --redis-timeout-ms 83 or less"));
+    free(text);
+    th_stockd d;
+    const char *fits[] = {"--lease-ms", "500", "--redis-timeout-ms", "83", NULL};
+    assert_int_equal(th_stockd_start(&d, &redis, db, dir, fits), 0);
+    assert_int_equal(th_stockd_stop_clean(&d), 0);
+    const char *no_redis[] = {"--lease-ms", "500", "--lock", "atomic", NULL};
+    assert_int_equal(th_stockd_start(&d, NULL, db, dir, no_redis), 0);
+    assert_int_equal(th_stockd_stop_clean(&d), 0);
+}
+
 #define ROLLBACK_THREADS 12
 
 static void *take_all(void *arg)
@@ -740,6 +797,8 @@ int main(void)
         cmocka_unit_test(test_redis_down_gives_503_then_recovers),
         cmocka_unit_test(test_sigterm_finishes_in_flight_requests_and_releases_locks),
         cmocka_unit_test(test_requests_past_the_drain_deadline_do_not_commit),
+        cmocka_unit_test(test_a_write_that_waits_past_the_drain_deadline_does_not_commit),
+        cmocka_unit_test(test_a_redis_timeout_too_long_for_the_lease_stops_start_up),
         cmocka_unit_test(test_a_rolled_back_batch_leaves_no_false_refusal),
     };
     return cmocka_run_group_tests_name("server", tests, group_setup, group_teardown);

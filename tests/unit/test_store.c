@@ -111,10 +111,10 @@ static void test_items_are_created_read_and_listed(void **state)
     assert_int_equal(it.stock, 5);
     assert_int_equal(it.sold, 0);
     assert_int_equal(store_item_get(c, b + 100, &it), STORE_ERR_NOT_FOUND);
-    assert_int_equal(store_item_set_stock(c, b, 9, NULL), STORE_OK);
+    assert_int_equal(store_item_set_stock(c, b, 9, NULL, NULL), STORE_OK);
     assert_int_equal(store_item_get(c, b, &it), STORE_OK);
     assert_int_equal(it.stock, 9);
-    assert_int_equal(store_item_set_stock(c, b + 100, 9, NULL), STORE_ERR_NOT_FOUND);
+    assert_int_equal(store_item_set_stock(c, b + 100, 9, NULL, NULL), STORE_ERR_NOT_FOUND);
     store_put(*state, c);
 }
 
@@ -205,8 +205,8 @@ static void test_stale_holder_cannot_write_after_newer_holder_read(void **state)
     assert_int_equal(it.order_count, 1);
     /* an older token can't even claim the row any more */
     assert_int_equal(store_stock_claim(c, id, token(10, 0), &stock_a), STORE_ERR_STALE);
-    assert_int_equal(store_item_set_stock(c, id, 50, token(10, 5)), STORE_ERR_STALE);
-    assert_int_equal(store_item_set_stock(c, id, 50, token(12, 0)), STORE_OK);
+    assert_int_equal(store_item_set_stock(c, id, 50, token(10, 5), NULL), STORE_ERR_STALE);
+    assert_int_equal(store_item_set_stock(c, id, 50, token(12, 0), NULL), STORE_OK);
     assert_int_equal(store_stock_claim(c, id + 100, token(13, 0), &stock_a), STORE_ERR_NOT_FOUND);
     store_put(*state, c);
 }
@@ -300,6 +300,35 @@ static void test_orders_listing_honours_limit(void **state)
     store_put(*state, c);
 }
 
+static int never(void *arg)
+{
+    ++*(int *)arg;
+    return 0;
+}
+
+/* The caller's last word comes inside the transaction, and a no writes nothing. */
+static void test_a_vetoed_commit_writes_nothing(void **state)
+{
+    store_conn *c = conn(state);
+    int64_t id = new_item(c, 10);
+    int asked = 0;
+    store_commit_check veto = {never, &asked};
+    store_deduction d = deduction(id, 3, 7, 0, "req-vetoed");
+    d.check = &veto;
+    store_order o;
+    int64_t left;
+    assert_int_equal(store_deduct_write(c, &d, &o), STORE_ERR_VETOED);
+    assert_int_equal(store_deduct_atomic(c, &d, &o, &left), STORE_ERR_VETOED);
+    assert_int_equal(store_item_set_stock(c, id, 1, NULL, &veto), STORE_ERR_VETOED);
+    assert_int_equal(asked, 3);
+    store_item it;
+    assert_int_equal(store_item_get(c, id, &it), STORE_OK);
+    assert_int_equal(it.stock, 10);
+    assert_int_equal(it.order_count, 0);
+    assert_int_equal(store_order_by_request(c, "req-vetoed", &o), STORE_ERR_NOT_FOUND);
+    store_put(*state, c);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -314,6 +343,7 @@ int main(void)
         T(test_unfenced_read_modify_write_loses_updates),
         T(test_locked_database_reports_busy_and_writes_nothing),
         T(test_orders_listing_honours_limit),
+        T(test_a_vetoed_commit_writes_nothing),
     };
     return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }
