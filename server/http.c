@@ -51,6 +51,47 @@ struct reply {
     const char *allow; /* 405 */
 };
 
+/* Length of the well-formed UTF-8 sequence at s (n bytes left): 1..4, or 0
+ * when it is not one (a stray or truncated byte, an overlong form, a
+ * surrogate, beyond U+10FFFF). */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    if (s[0] < 0x80)
+        return 1;
+    size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+    if (len == 0 || len > n || s[0] > 0xf4)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) ||
+        (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f))
+        return 0; /* overlong, surrogate, or past U+10FFFF */
+    return len;
+}
+
+/* A JSON string of s with every byte that is not part of valid UTF-8 (raw
+ * bytes from a URL, a message cut mid-character) replaced by U+FFFD: jansson
+ * refuses invalid UTF-8, and an answer must never fail to build for it. */
+static json_t *json_text(const char *s)
+{
+    size_t n = strlen(s), used = 0;
+    char *out = malloc(3 * n + 1);
+    if (out == NULL)
+        return NULL;
+    for (size_t i = 0; i < n;) {
+        size_t len = utf8_len((const unsigned char *)s + i, n - i);
+        if (len == 0) {
+            memcpy(out + used, "\xef\xbf\xbd", 3), used += 3, i++;
+        } else {
+            memcpy(out + used, s + i, len), used += len, i += len;
+        }
+    }
+    json_t *j = json_stringn_nocheck(out, used);
+    free(out);
+    return j;
+}
+
 static void reply_error(struct reply *r, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static void reply_error(struct reply *r, int status, const char *code, const char *fmt, ...)
@@ -62,7 +103,7 @@ static void reply_error(struct reply *r, int status, const char *code, const cha
     va_end(ap);
     json_decref(r->json);
     r->status = status;
-    r->json = json_pack("{s:s, s:s}", "error", code, "message", msg);
+    r->json = json_pack("{s:s, s:o}", "error", code, "message", json_text(msg));
 }
 
 static enum MHD_Result send_reply(struct MHD_Connection *conn, struct reply *r, int closing)
@@ -123,11 +164,12 @@ static void reply_outcome(struct reply *r, const stock_result *res, const req_re
                             "quantity", (json_int_t)ord->quantity, "remaining",
                             (json_int_t)ord->remaining, "orderId", (json_int_t)ord->order_id,
                             "requestId",
-                            ord->has_request_id ? json_string(ord->request_id) : json_null(),
+                            ord->has_request_id ? json_text(ord->request_id) : json_null(),
                             "replayed", o == STOCK_REPLAYED);
         return;
     }
-    r->json = json_pack("{s:s, s:s}", "error", stock_outcome_name(o), "message", res->message);
+    r->json = json_pack("{s:s, s:o}", "error", stock_outcome_name(o), "message",
+                        json_text(res->message));
     if (o == STOCK_INSUFFICIENT && req) {
         json_object_set_new(r->json, "itemId", json_integer(req->item_id));
         json_object_set_new(r->json, "remaining", json_integer(res->remaining));
@@ -155,8 +197,9 @@ static void handle_reduce(http_server *s, store_conn *c, const struct request *r
 
 static json_t *item_json(const store_item *it)
 {
-    return json_pack("{s:I, s:s, s:I, s:I}", "id", (json_int_t)it->id, "name", it->name, "stock",
-                     (json_int_t)it->stock, "sold", (json_int_t)it->sold);
+    return json_pack("{s:I, s:o, s:I, s:I}", "id", (json_int_t)it->id, "name",
+                     json_text(it->name), "stock", (json_int_t)it->stock, "sold",
+                     (json_int_t)it->sold);
 }
 
 static void add_item(const store_item *it, void *arr) { json_array_append_new(arr, item_json(it)); }
@@ -164,12 +207,13 @@ static void add_item(const store_item *it, void *arr) { json_array_append_new(ar
 static void add_order(const store_order *o, void *arr)
 {
     json_array_append_new(
-        arr, json_pack("{s:I, s:I, s:I, s:o, s:s, s:s, s:I, s:i, s:s}", "orderId",
+        arr, json_pack("{s:I, s:I, s:I, s:o, s:o, s:s, s:I, s:i, s:s}", "orderId",
                        (json_int_t)o->order_id, "quantity", (json_int_t)o->quantity, "remaining",
                        (json_int_t)o->remaining, "requestId",
-                       o->has_request_id ? json_string(o->request_id) : json_null(), "instance",
-                       o->instance, "lockMode", o->lock_mode, "fence", (json_int_t)o->fence,
-                       "fenceSeq", o->fence_seq, "createdAt", o->created_at));
+                       o->has_request_id ? json_text(o->request_id) : json_null(), "instance",
+                       json_text(o->instance), "lockMode", o->lock_mode, "fence",
+                       (json_int_t)o->fence, "fenceSeq", o->fence_seq, "createdAt",
+                       o->created_at));
 }
 
 static void reply_store_error(struct reply *r, int rc, store_conn *c)
@@ -285,10 +329,12 @@ static void handle_health(http_server *s, store_conn *c, struct reply *r)
     if (s->deps.locks)
         stock_note_redis(ping);
     r->status = db_ok && redis_ok ? 200 : 503;
-    r->json = json_pack("{s:s, s:s, s:s, s:s, s:s}", "status", r->status == 200 ? "ok" : "unavailable",
-                        "sqlite", db_ok ? "ok" : (c ? store_errstr(c) : "cannot open database"),
-                        "redis", redis_state, "lockMode", cfg_lock_mode_name(s->deps.cfg->lock_mode),
-                        "instance", s->deps.stock->instance_id);
+    r->json = json_pack("{s:s, s:o, s:o, s:s, s:o}", "status",
+                        r->status == 200 ? "ok" : "unavailable", "sqlite",
+                        json_text(db_ok ? "ok" : c ? store_errstr(c) : "cannot open database"),
+                        "redis", json_text(redis_state), "lockMode",
+                        cfg_lock_mode_name(s->deps.cfg->lock_mode), "instance",
+                        json_text(s->deps.stock->instance_id));
 }
 
 static void handle_metrics(http_server *s, struct reply *r)

@@ -223,6 +223,9 @@ static void test_malformed_requests_get_json_errors_and_leave_stock_alone(void *
     memset(oversized + n, 'x', 17000);
     strcpy(oversized + n + 17000, "\"}");
 
+    char cut_utf8[2000] = "/"; /* "no route GET /éé..." is cut mid-character at 512 bytes */
+    for (int i = 0; i < 300; i++)
+        strcat(cut_utf8, "%C3%A9");
     char bodies[16][160];
     const char *fmt[] = {
         "{\"itemId\":\"%lld\",\"quantity\":1}", "{\"itemId\":%lld,\"quantity\":\"1\"}",
@@ -268,6 +271,9 @@ static void test_malformed_requests_get_json_errors_and_leave_stock_alone(void *
         {"GET", "/items/99999999999999999999", NULL, 400, "invalid_request"},
         {"GET", "/items/-1", NULL, 400, "invalid_request"},
         {"GET", "/nope", NULL, 404, "not_found"},
+        {"GET", "/%FF", NULL, 404, "not_found"}, /* raw bytes that are not UTF-8 */
+        {"GET", "/%C3", NULL, 404, "not_found"}, /* a character cut short */
+        {"GET", cut_utf8, NULL, 404, "not_found"},
         {"GET", "/items?limit=-1", NULL, 400, "invalid_request"},
     };
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
