@@ -10,13 +10,14 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
-#define BODY_MAX (512L * 1024 * 1024) /* a million ledger rows fit comfortably */
+#define BODY_MAX (64L * 1024 * 1024) /* a page of ledger rows fits many times over */
 #define CALL_TIMEOUT_MS 60000L
+#define PAGE_ROWS 1000 /* stockd's largest ?limit=; further rows by ?after= */
 
 struct lg_ledger {
-    json_t *root;
+    json_t *pages;       /* the answers, which own the rows' strings */
     lg_ledger_row *rows;
-    size_t n;
+    size_t n, cap;
 };
 
 typedef struct buf {
@@ -116,58 +117,100 @@ int lg_api_create_item(const char *base, const char *name, long long stock, long
     return rc;
 }
 
-/* Points the rows at the strings inside root, which the ledger keeps alive. */
-static int read_rows(json_t *root, lg_ledger **out, const char *url, lg_err *err)
+/* Appends one page's rows, pointing at the strings inside root, which the
+ * ledger keeps alive. */
+static int add_rows(lg_ledger *l, json_t *root, const char *url, lg_err *err)
 {
     json_t *orders = json_object_get(root, "orders");
     if (!json_is_array(orders))
         return lg_errf(err, LG_ERR_SETUP, "GET %s: no \"orders\" array in the answer", url);
-    lg_ledger *l = calloc(1, sizeof(*l));
     size_t n = json_array_size(orders);
-    if (l == NULL || (n && (l->rows = calloc(n, sizeof(*l->rows))) == NULL)) {
-        free(l);
-        return lg_errf(err, LG_ERR_NOMEM, "out of memory for %zu ledger rows", n);
+    if (l->n + n > l->cap) {
+        size_t cap = (l->n + n) * 2;
+        lg_ledger_row *grown = realloc(l->rows, cap * sizeof(*grown));
+        if (grown == NULL)
+            return lg_errf(err, LG_ERR_NOMEM, "out of memory for %zu ledger rows", l->n + n);
+        l->rows = grown, l->cap = cap;
     }
     for (size_t i = 0; i < n; i++) {
         json_t *row = json_array_get(orders, i);
         json_t *rid = json_object_get(row, "requestId");
-        if (get_ll(row, "quantity", &l->rows[i].quantity) != 0 ||
-            (rid && !json_is_string(rid) && !json_is_null(rid))) {
-            lg_ledger_free(l);
+        lg_ledger_row *out = &l->rows[l->n + i];
+        if (get_ll(row, "quantity", &out->quantity) != 0 ||
+            (rid && !json_is_string(rid) && !json_is_null(rid)))
             return lg_errf(err, LG_ERR_SETUP,
                            "GET %s: orders[%zu] lacks an integer quantity or has a "
                            "non-string requestId", url, i);
-        }
-        l->rows[i].request_id = json_string_value(rid);
+        out->request_id = json_string_value(rid);
     }
-    l->n = n;
-    l->root = json_incref(root);
-    *out = l;
-    return LG_OK;
+    l->n += n;
+    return json_array_append(l->pages, root) == 0 ? LG_OK
+                                                    : lg_errf(err, LG_ERR_NOMEM, "out of memory");
 }
 
-int lg_api_get_item(const char *base, long long id, long long limit, lg_item_state *st,
-                    lg_ledger **ledger, lg_err *err)
+/* One page: GET base/items/{id}?limit=..&after=..; *root gets the answer. */
+static int get_page(const char *base, long long id, long long limit, long long after,
+                    json_t **root, char *url, size_t urlsize, lg_err *err)
 {
-    char url[512];
-    snprintf(url, sizeof(url), "%s/items/%lld?limit=%lld", base, id, limit);
-    if (ledger)
-        *ledger = NULL;
+    snprintf(url, urlsize, "%s/items/%lld?limit=%lld&after=%lld", base, id, limit, after);
     long status;
     buf b;
     int rc = http("GET", url, NULL, &status, &b, err);
-    json_t *root = rc == LG_OK ? json_loadb(b.data ? b.data : "", b.len, 0, NULL) : NULL;
-    st->id = id;
+    *root = rc == LG_OK ? json_loadb(b.data ? b.data : "", b.len, 0, NULL) : NULL;
     if (rc == LG_OK && status != 200)
         rc = unexpected(err, "GET", url, status, &b, "expected 200");
-    else if (rc == LG_OK && (get_ll(root, "stock", &st->stock) != 0 ||
-                             get_ll(root, "sold", &st->sold) != 0 ||
-                             get_ll(root, "orderCount", &st->order_count) != 0))
-        rc = unexpected(err, "GET", url, status, &b, "expected integer stock, sold, orderCount");
-    if (rc == LG_OK && ledger)
-        rc = read_rows(root, ledger, url, err);
-    json_decref(root);
+    else if (rc == LG_OK && !json_is_object(*root))
+        rc = unexpected(err, "GET", url, status, &b, "expected a JSON object");
     free(b.data);
+    return rc;
+}
+
+/* Follows "nextAfter" until rows rows are in l or there are no more. */
+static int read_ledger(const char *base, long long id, long long rows, json_t *first,
+                       lg_ledger *l, const char *url, lg_err *err)
+{
+    char next_url[512];
+    json_t *page = json_incref(first);
+    int rc = LG_OK;
+    while (rc == LG_OK && (rc = add_rows(l, page, url, err)) == LG_OK && (long long)l->n < rows) {
+        json_t *next = json_object_get(page, "nextAfter");
+        if (!json_is_integer(next))
+            break;
+        long long want = rows - (long long)l->n;
+        json_decref(page);
+        rc = get_page(base, id, want < PAGE_ROWS ? want : PAGE_ROWS, json_integer_value(next),
+                      &page, next_url, sizeof(next_url), err);
+        url = next_url;
+    }
+    json_decref(page);
+    return rc;
+}
+
+int lg_api_get_item(const char *base, long long id, long long rows, lg_item_state *st,
+                    lg_ledger **ledger, lg_err *err)
+{
+    char url[512];
+    json_t *root;
+    if (ledger)
+        *ledger = NULL;
+    int rc = get_page(base, id, rows < PAGE_ROWS ? rows : PAGE_ROWS, 0, &root, url, sizeof(url),
+                      err);
+    st->id = id;
+    if (rc == LG_OK && (get_ll(root, "stock", &st->stock) != 0 ||
+                        get_ll(root, "sold", &st->sold) != 0 ||
+                        get_ll(root, "orderCount", &st->order_count) != 0))
+        rc = lg_errf(err, LG_ERR_SETUP, "GET %s: expected integer stock, sold, orderCount", url);
+    lg_ledger *l = NULL;
+    if (rc == LG_OK && ledger && ((l = calloc(1, sizeof(*l))) == NULL ||
+                                  (l->pages = json_array()) == NULL))
+        rc = lg_errf(err, LG_ERR_NOMEM, "out of memory");
+    if (rc == LG_OK && ledger)
+        rc = read_ledger(base, id, rows, root, l, url, err);
+    json_decref(root);
+    if (rc == LG_OK && ledger)
+        *ledger = l;
+    else
+        lg_ledger_free(l);
     return rc;
 }
 
@@ -191,7 +234,7 @@ void lg_ledger_free(lg_ledger *l)
 {
     if (l == NULL)
         return;
-    json_decref(l->root);
+    json_decref(l->pages);
     free(l->rows);
     free(l);
 }

@@ -16,7 +16,8 @@ typedef struct lg_item_state {
     long long id, stock, sold, order_count;
 } lg_item_state;
 
-/* The ledger rows of one GET /items/{id}, newest first; owns their strings. */
+/* An item's ledger rows, newest first, read over one or more pages; owns
+ * their strings. */
 typedef struct lg_ledger lg_ledger;
 
 /* POST base/items {"name":name,"stock":stock}; *id gets the new item's id.
@@ -25,10 +26,12 @@ typedef struct lg_ledger lg_ledger;
 int lg_api_create_item(const char *base, const char *name, long long stock, long long *id,
                        lg_err *err);
 
-/* GET base/items/{id}?limit=limit. Fills *st; when ledger is not NULL, *ledger
- * gets the rows (the caller frees it with lg_ledger_free). limit 1..1000000.
- * Returns 0, LG_ERR_TRANSPORT, or LG_ERR_SETUP (404, or fields missing). */
-int lg_api_get_item(const char *base, long long id, long long limit, lg_item_state *st,
+/* GET base/items/{id}. Fills *st; when ledger is not NULL, *ledger gets the
+ * newest rows ledger rows (up to that many; stockd answers them in pages,
+ * which this follows by ?after=) and the caller frees it with lg_ledger_free.
+ * rows >= 1. Returns 0, LG_ERR_TRANSPORT, or LG_ERR_SETUP (404, or fields
+ * missing). */
+int lg_api_get_item(const char *base, long long id, long long rows, lg_item_state *st,
                     lg_ledger **ledger, lg_err *err);
 
 /* GET base/path; *status gets the HTTP status. 0 or LG_ERR_TRANSPORT. */

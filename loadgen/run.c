@@ -10,7 +10,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LEDGER_LIMIT_MAX 1000000LL /* stockd's largest ?limit= */
 #define TICK_MS 250
 
 static void make_run_id(char *buf, size_t size)
@@ -142,29 +141,27 @@ static lg_rec *find_rec(void *arg, const char *request_id)
 /* GET /items/{id} from the first target that answers: a replica may have
  * been stopped or killed during the run (the fault scenarios do that), and
  * every replica reads the same database. */
-static int get_item_any(const lg_run *r, long long id, long long limit, lg_item_state *st,
+static int get_item_any(const lg_run *r, long long id, long long rows, lg_item_state *st,
                         lg_ledger **ledger, lg_err *err)
 {
     int rc = LG_OK;
     for (int t = 0; t < r->ntargets; t++)
-        if ((rc = lg_api_get_item(r->targets[t].url, id, limit, st, ledger, err)) == LG_OK)
+        if ((rc = lg_api_get_item(r->targets[t].url, id, rows, st, ledger, err)) == LG_OK)
             break;
     return rc;
 }
 
-/* Reads item k after the run and reconciles the ledger rows written during it,
- * when there are few enough to read in one answer. */
+/* Reads item k after the run and reconciles the ledger rows written during it. */
 static int read_back(lg_run *r, int k, lg_err *err)
 {
     lg_item_check *c = &r->items[k];
-    /* each request adds at most one row, so this limit usually gets them all at once */
-    long long asked = c->acked_n + c->undetermined_n + c->refused_n + 16;
-    long long limit = asked < LEDGER_LIMIT_MAX ? asked : LEDGER_LIMIT_MAX;
+    /* each request adds at most one row, so this usually reads them all */
+    long long wanted = c->acked_n + c->undetermined_n + c->refused_n + 16;
     lg_item_state st;
     lg_ledger *ledger = NULL;
-    int rc = get_item_any(r, c->id, limit, &st, &ledger, err);
+    int rc = get_item_any(r, c->id, wanted, &st, &ledger, err);
     long long delta = rc == LG_OK ? st.order_count - c->orders0 : 0;
-    if (rc == LG_OK && delta > limit && delta <= LEDGER_LIMIT_MAX) {
+    if (rc == LG_OK && delta > wanted) {
         lg_ledger_free(ledger);
         ledger = NULL;
         rc = get_item_any(r, c->id, delta, &st, &ledger, err);

@@ -22,9 +22,8 @@
 
 #define DISCARD_MAX (1024 * 1024) /* past the limit, drop this much before closing */
 #define STACK_SIZE (512 * 1024)
+#define PAGE_MAX 1000     /* rows per answer of a listing; more by ?after= */
 #define ORDERS_DEFAULT 100
-#define ORDERS_MAX 1000000
-#define ITEMS_DEFAULT 1000
 
 struct http_server {
     http_deps deps;
@@ -228,19 +227,53 @@ static void reply_store_error(struct reply *r, int rc, store_conn *c)
     }
 }
 
+/* One page of a listing: ?limit= rows (at most PAGE_MAX) after the row whose
+ * id is ?after= in the listing's order. Memory per answer stays bounded
+ * however long the ledger grows. */
+struct page {
+    int64_t limit, after; /* after 0: from the start */
+};
+
+/* Reads ?limit= and ?after=. Returns 0, or -1 with a 400 in r. */
+static int page_args(struct MHD_Connection *conn, int64_t def, struct page *p, struct reply *r)
+{
+    const char *limit = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "limit");
+    const char *after = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "after");
+    if (req_parse_int_arg(limit, def, 0, PAGE_MAX, &p->limit) != 0) {
+        reply_error(r, 400, "invalid_request", "limit must be 0..%d; page on with ?after=",
+                    PAGE_MAX);
+        return -1;
+    }
+    if (req_parse_int_arg(after, 0, 0, INT64_MAX, &p->after) != 0) {
+        reply_error(r, 400, "invalid_request", "after must be an id 0..%lld", (long long)INT64_MAX);
+        return -1;
+    }
+    return 0;
+}
+
+/* The store was asked for limit + 1 rows: when it had more than limit, the
+ * last is dropped and "nextAfter" names the id to page on from (else null). */
+static void page_finish(json_t *obj, json_t *rows, const struct page *p, const char *id_key)
+{
+    json_t *next = json_null();
+    if (json_array_size(rows) > (size_t)p->limit) {
+        json_array_remove(rows, json_array_size(rows) - 1);
+        next = json_object_get(json_array_get(rows, json_array_size(rows) - 1), id_key);
+        next = next ? json_incref(next) : json_null();
+    }
+    json_object_set_new(obj, "nextAfter", next);
+}
+
 static void handle_items(http_server *s, struct MHD_Connection *conn, store_conn *c,
                          const char *method, const struct request *rq, struct reply *r)
 {
     static _Thread_local char location[64];
     if (strcmp(method, "POST") != 0) {
-        int64_t limit;
-        const char *arg = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "limit");
-        if (req_parse_int_arg(arg, ITEMS_DEFAULT, 0, ORDERS_MAX, &limit) != 0) {
-            reply_error(r, 400, "invalid_request", "limit must be 0..%d", ORDERS_MAX);
+        struct page p;
+        if (page_args(conn, PAGE_MAX, &p, r) != 0)
             return;
-        }
         json_t *items = json_array();
-        int rc = store_item_list(c, (int)limit, add_item, items);
+        int rc = store_item_list(c, p.after, (int)p.limit + 1, add_item, items);
         if (rc != STORE_OK) {
             json_decref(items);
             reply_store_error(r, rc, c);
@@ -248,6 +281,7 @@ static void handle_items(http_server *s, struct MHD_Connection *conn, store_conn
         }
         r->status = 200;
         r->json = json_pack("{s:o}", "items", items);
+        page_finish(r->json, items, &p, "id");
         return;
     }
     req_item req;
@@ -293,16 +327,13 @@ static void handle_item(http_server *s, struct MHD_Connection *conn, store_conn 
         r->json = item_json(&res.item);
         return;
     }
-    int64_t limit;
-    const char *arg = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "limit");
-    if (req_parse_int_arg(arg, ORDERS_DEFAULT, 0, ORDERS_MAX, &limit) != 0) {
-        reply_error(r, 400, "invalid_request", "limit must be 0..%d", ORDERS_MAX);
+    struct page p;
+    if (page_args(conn, ORDERS_DEFAULT, &p, r) != 0)
         return;
-    }
     int rc = store_item_get(c, rt->item_id, &it);
     json_t *orders = json_array();
     if (rc == STORE_OK)
-        rc = store_orders(c, rt->item_id, (int)limit, add_order, orders);
+        rc = store_orders(c, rt->item_id, p.after, (int)p.limit + 1, add_order, orders);
     if (rc != STORE_OK) {
         json_decref(orders);
         reply_store_error(r, rc, c);
@@ -312,6 +343,7 @@ static void handle_item(http_server *s, struct MHD_Connection *conn, store_conn 
     r->json = item_json(&it);
     json_object_set_new(r->json, "orderCount", json_integer(it.order_count));
     json_object_set_new(r->json, "orders", orders);
+    page_finish(r->json, orders, &p, "orderId");
 }
 
 /* ---- /health and /metrics ---- */

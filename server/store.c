@@ -34,7 +34,7 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_PING] = "SELECT 1",
     [ST_ITEM_INSERT] = "INSERT INTO items (name, stock) VALUES (?1, ?2)",
     [ST_ITEM_GET] = ITEM_SELECT "WHERE i.id = ?1 GROUP BY i.id",
-    [ST_ITEM_LIST] = ITEM_SELECT "GROUP BY i.id ORDER BY i.id LIMIT ?1",
+    [ST_ITEM_LIST] = ITEM_SELECT "WHERE i.id > ?1 GROUP BY i.id ORDER BY i.id LIMIT ?2",
     [ST_SET_STOCK] = "UPDATE items SET stock = ?2, updated_at = " NOW_SQL " WHERE id = ?1",
     [ST_SET_STOCK_FENCED] = "UPDATE items SET stock = ?2, fence = ?3, fence_seq = ?4, "
                             "updated_at = " NOW_SQL " WHERE id = ?1 AND (fence, fence_seq) < (?3, ?4)",
@@ -49,8 +49,8 @@ static const char *const stmt_sql[ST_COUNT] = {
                         "instance_id, lock_mode, fence, lock_token, fence_seq) "
                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING id, created_at",
     [ST_ORDER_BY_REQUEST] = "SELECT " ORDER_COLS " FROM deductions WHERE request_id = ?1",
-    [ST_ORDERS_OF_ITEM] = "SELECT " ORDER_COLS
-                          " FROM deductions WHERE item_id = ?1 ORDER BY id DESC LIMIT ?2",
+    [ST_ORDERS_OF_ITEM] = "SELECT " ORDER_COLS " FROM deductions WHERE item_id = ?1 AND id < ?2 "
+                          "ORDER BY id DESC LIMIT ?3",
 };
 
 struct store_conn {
@@ -311,12 +311,13 @@ int store_item_get(store_conn *c, int64_t id, store_item *out)
     return rc;
 }
 
-int store_item_list(store_conn *c, int limit, store_item_fn fn, void *arg)
+int store_item_list(store_conn *c, int64_t after, int limit, store_item_fn fn, void *arg)
 {
     sqlite3_stmt *st = stmt(c, ST_ITEM_LIST);
     if (st == NULL)
         return STORE_ERR_IO;
-    sqlite3_bind_int(st, 1, limit);
+    sqlite3_bind_int64(st, 1, after);
+    sqlite3_bind_int(st, 2, limit);
     int step;
     store_item it;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
@@ -328,13 +329,15 @@ int store_item_list(store_conn *c, int limit, store_item_fn fn, void *arg)
     return rc;
 }
 
-int store_orders(store_conn *c, int64_t item_id, int limit, store_order_fn fn, void *arg)
+int store_orders(store_conn *c, int64_t item_id, int64_t before, int limit, store_order_fn fn,
+                 void *arg)
 {
     sqlite3_stmt *st = stmt(c, ST_ORDERS_OF_ITEM);
     if (st == NULL)
         return STORE_ERR_IO;
     sqlite3_bind_int64(st, 1, item_id);
-    sqlite3_bind_int(st, 2, limit);
+    sqlite3_bind_int64(st, 2, before > 0 ? before : INT64_MAX);
+    sqlite3_bind_int(st, 3, limit);
     int step;
     store_order o;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {

@@ -101,9 +101,10 @@ int store_ping(store_conn *c);
 int store_item_create(store_conn *c, const char *name, int64_t stock, store_item *out);
 int store_item_get(store_conn *c, int64_t id, store_item *out);
 
-/* Calls fn for up to limit items in id order. */
+/* Calls fn for up to limit items with an id above after (0: from the first),
+ * in id order. */
 typedef void (*store_item_fn)(const store_item *item, void *arg);
-int store_item_list(store_conn *c, int limit, store_item_fn fn, void *arg);
+int store_item_list(store_conn *c, int64_t after, int limit, store_item_fn fn, void *arg);
 
 /* Sets an item's stock, in a transaction that check (may be NULL) may veto. A
  * fence (non-NULL) makes it a fenced write that also claims the row:
@@ -111,9 +112,11 @@ int store_item_list(store_conn *c, int limit, store_item_fn fn, void *arg);
 int store_item_set_stock(store_conn *c, int64_t id, int64_t stock, const store_fence *f,
                          const store_commit_check *check);
 
-/* Calls fn for the item's newest orders, at most limit. */
+/* Calls fn for up to limit of the item's orders with an id below before (0:
+ * from the newest), newest first. */
 typedef void (*store_order_fn)(const store_order *order, void *arg);
-int store_orders(store_conn *c, int64_t item_id, int limit, store_order_fn fn, void *arg);
+int store_orders(store_conn *c, int64_t item_id, int64_t before, int limit, store_order_fn fn,
+                 void *arg);
 
 /* The order a requestId produced: STORE_OK with *out, or STORE_ERR_NOT_FOUND. */
 int store_order_by_request(store_conn *c, const char *request_id, store_order *out);

@@ -176,6 +176,21 @@ static void spread_passes(const th_stockd *replicas)
     outcome_free(&o);
 }
 
+/* 2500 deductions of one item leave more ledger rows than stockd answers in
+ * one page (1000): the verdict reads them all, page after page. */
+static void test_a_ledger_longer_than_a_page_is_read_in_pages(void **state)
+{
+    (void)state;
+    char t[512];
+    outcome o = run_loadgen(0, (const char *[]){"-n", "2500", "--items", "1", "--stock", "5000",
+                                                "--target", urls(locked, 3, t, sizeof(t)), NULL});
+    assert_int_equal(o.status, 0);
+    assert_int_equal(jint(o.json, "outcomes.ok"), 2500);
+    assert_int_equal(jint(first_item(o.json), "ledgerRows"), 2500);
+    assert_true(json_is_true(json_object_get(first_item(o.json), "ledgerChecked")));
+    outcome_free(&o);
+}
+
 static void renew_passes(const th_stockd *replicas)
 {
     char t[512];
@@ -309,6 +324,7 @@ int main(void)
         cmocka_unit_test(test_hot_scenario_sells_exactly_the_stock_across_three_replicas_spin),
         cmocka_unit_test(test_spread_scenario_passes_notify),
         cmocka_unit_test(test_spread_scenario_passes_spin),
+        cmocka_unit_test(test_a_ledger_longer_than_a_page_is_read_in_pages),
         cmocka_unit_test(test_renew_scenario_passes_with_work_longer_than_the_lease_notify),
         cmocka_unit_test(test_renew_scenario_passes_with_work_longer_than_the_lease_spin),
         cmocka_unit_test(test_interrupt_scenario_passes_and_no_interrupted_holder_deducted_notify),

@@ -719,6 +719,80 @@ static void test_a_write_that_waits_past_the_drain_deadline_does_not_commit(void
     assert_int_equal(orders, 0);
 }
 
+#define BIG_LEDGER 300000
+
+/* Writes n ledger rows for item straight into the database (quantity 1,
+ * as if sold before), in one transaction. */
+static void fill_ledger(long long item, int n)
+{
+    sqlite3 *other;
+    char sql[512];
+    assert_int_equal(sqlite3_open(db, &other), SQLITE_OK);
+    sqlite3_busy_timeout(other, 5000);
+    snprintf(sql, sizeof(sql), "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+             "WHERE i < %d) INSERT INTO deductions (item_id, quantity, remaining, instance_id, "
+             "lock_mode) SELECT %lld, 1, 0, 'filled-by-test', 'none' FROM n", n, item);
+    assert_int_equal(sqlite3_exec(other, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(other);
+}
+
+/* A ledger of 300,000 rows: an answer is at most one page (1000 rows), a
+ * larger limit is refused, pages follow one another by ?after=, and the
+ * replica's memory stays about where it was. */
+static void test_a_long_ledger_is_read_in_bounded_pages(void **state)
+{
+    (void)state;
+    long long id = new_item(&a, 5);
+    fill_ledger(id, BIG_LEDGER);
+    char path[128];
+    snprintf(path, sizeof(path), "/items/%lld?limit=1000000", id);
+    json_decref(call(&a, "GET", path, NULL, 400));
+    snprintf(path, sizeof(path), "/items/%lld?limit=1000", id);
+    json_decref(call(&a, "GET", path, NULL, 200)); /* warm up: caches, arenas */
+    long before_kb = th_rss_kb(a.pid);
+    long long after = 0, last = 0;
+    for (int page = 0; page < 10; page++) {
+        snprintf(path, sizeof(path), "/items/%lld?limit=1000&after=%lld", id, after);
+        json_t *j = call(&a, "GET", path, NULL, 200);
+        json_t *orders = json_object_get(j, "orders");
+        assert_int_equal(json_array_size(orders), 1000);
+        assert_int_equal(jint(j, "orderCount"), BIG_LEDGER);
+        for (size_t i = 0; i < json_array_size(orders); i++) {
+            long long oid = jint(json_array_get(orders, i), "orderId");
+            assert_true(last == 0 || oid == last - 1); /* contiguous, newest first */
+            last = oid;
+        }
+        after = jint(j, "nextAfter");
+        assert_int_equal(after, last);
+        json_decref(j);
+    }
+    long grown_kb = th_rss_kb(a.pid) - before_kb;
+    if (grown_kb > 16 * 1024)
+        fail_msg("RSS grew by %ld KiB over ten pages of 1000 rows", grown_kb);
+}
+
+/* GET /items pages in id order; the last page says there is no next one. */
+static void test_items_are_listed_in_pages(void **state)
+{
+    (void)state;
+    long long first = new_item(&a, 1);
+    new_item(&a, 1);
+    long long third = new_item(&a, 1);
+    char path[64];
+    snprintf(path, sizeof(path), "/items?limit=2&after=%lld", first - 1);
+    json_t *j = call(&a, "GET", path, NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(j, "items")), 2);
+    long long next = jint(j, "nextAfter");
+    json_decref(j);
+    snprintf(path, sizeof(path), "/items?limit=2&after=%lld", next);
+    j = call(&a, "GET", path, NULL, 200);
+    assert_int_equal(jint(json_array_get(json_object_get(j, "items"), 0), "id"), third);
+    assert_true(json_is_null(json_object_get(j, "nextAfter")));
+    json_decref(j);
+    json_decref(call(&a, "GET", "/items?limit=1001", NULL, 400));
+    json_decref(call(&a, "GET", "/items?after=-1", NULL, 400));
+}
+
 /* One Redis command must not outlast the room a renewal has: the renew
  * scenario's 500 ms lease with the default 1000 ms timeout is refused. */
 static void test_a_redis_timeout_too_long_for_the_lease_stops_start_up(void **state)
@@ -805,6 +879,8 @@ int main(void)
         cmocka_unit_test(test_requests_past_the_drain_deadline_do_not_commit),
         cmocka_unit_test(test_a_write_that_waits_past_the_drain_deadline_does_not_commit),
         cmocka_unit_test(test_a_redis_timeout_too_long_for_the_lease_stops_start_up),
+        cmocka_unit_test(test_a_long_ledger_is_read_in_bounded_pages),
+        cmocka_unit_test(test_items_are_listed_in_pages),
         cmocka_unit_test(test_a_rolled_back_batch_leaves_no_false_refusal),
     };
     return cmocka_run_group_tests_name("server", tests, group_setup, group_teardown);

@@ -292,11 +292,50 @@ static void test_orders_listing_honours_limit(void **state)
         assert_int_equal(store_deduct_write(c, &d, &o), STORE_OK);
     }
     int n = 0;
-    assert_int_equal(store_orders(c, id, 3, count_order, &n), STORE_OK);
+    assert_int_equal(store_orders(c, id, 0, 3, count_order, &n), STORE_OK);
     assert_int_equal(n, 3);
     n = 0;
-    assert_int_equal(store_orders(c, id, 100, count_order, &n), STORE_OK);
+    assert_int_equal(store_orders(c, id, 0, 100, count_order, &n), STORE_OK);
     assert_int_equal(n, 5);
+    store_put(*state, c);
+}
+
+struct ids {
+    int64_t id[16];
+    int n;
+};
+
+static void collect_order(const store_order *o, void *arg)
+{
+    struct ids *ids = arg;
+    ids->id[ids->n++] = o->order_id;
+}
+
+static void collect_item(const store_item *it, void *arg)
+{
+    struct ids *ids = arg;
+    ids->id[ids->n++] = it->id;
+}
+
+/* Orders page newest first below a cursor; items page in id order above one. */
+static void test_listings_page_on_from_a_cursor(void **state)
+{
+    store_conn *c = conn(state);
+    int64_t id = new_item(c, 10), other = new_item(c, 10);
+    store_order o[6];
+    for (int i = 0; i < 6; i++) {
+        store_deduction d = deduction(i % 2 ? other : id, 1, 9 - i / 2, 0, NULL);
+        assert_int_equal(store_deduct_write(c, &d, &o[i]), STORE_OK);
+    }
+    struct ids page = {0};
+    assert_int_equal(store_orders(c, id, o[4].order_id, 10, collect_order, &page), STORE_OK);
+    assert_int_equal(page.n, 2); /* o[2] and o[0], newest first; none of the other item */
+    assert_int_equal(page.id[0], o[2].order_id);
+    assert_int_equal(page.id[1], o[0].order_id);
+    page.n = 0;
+    assert_int_equal(store_item_list(c, id, 10, collect_item, &page), STORE_OK);
+    assert_int_equal(page.n, 1);
+    assert_int_equal(page.id[0], other);
     store_put(*state, c);
 }
 
@@ -343,6 +382,7 @@ int main(void)
         T(test_unfenced_read_modify_write_loses_updates),
         T(test_locked_database_reports_busy_and_writes_nothing),
         T(test_orders_listing_honours_limit),
+        T(test_listings_page_on_from_a_cursor),
         T(test_a_vetoed_commit_writes_nothing),
     };
     return cmocka_run_group_tests_name("store", tests, NULL, NULL);
