@@ -36,7 +36,8 @@ BINS += $(BUILD)/loadgen
 endif
 
 .SECONDARY:
-.PHONY: all deps test check asan tsan fuzz valgrind demo demo-up demo-down bench clean help
+.PHONY: all deps test check asan tsan fuzz valgrind demo demo-up demo-down bench clean help \
+        test-fresh
 
 all: $(BINS)
 
@@ -51,6 +52,7 @@ help:
 	@echo "make demo       three stockd replicas + redis-server, loadgen scenarios, verdicts"
 	@echo "make demo-up    start the demo stack and leave it running; make demo-down stops it"
 	@echo "make bench      every benchmark, about 6 minutes (see bench/README.md)"
+	@echo "make test-fresh (root) make demo and make test in a fresh bookworm chroot"
 
 deps:
 	@scripts/deps.sh
@@ -89,6 +91,10 @@ demo-up: deps
 
 demo-down:
 	@scripts/demo.sh down
+
+# Installs what it needs itself (scripts/deps.sh fresh).
+test-fresh:
+	@scripts/test-fresh.sh
 
 # libFuzzer targets (clang): new inputs go to build/fuzz/corpus-*, the seeds in
 # tests/fuzz/corpus/ are only read; a crash leaves build/fuzz/crash-* and fails.

@@ -1,40 +1,54 @@
 #!/bin/sh
 # deps.sh - installs the Debian packages that building, testing and the demo
-# need (plus clang with "fuzz", valgrind with "valgrind", docker-compose with
-# "docker", the benchmark tools with "bench"); does nothing when all are there.
+# need (plus clang with "fuzz", valgrind with "valgrind", the benchmark tools
+# with "bench"); does nothing when all are there. Two purposes build nothing
+# here and need only their own: "docker" (make docker-demo: the engine, Debian's
+# docker-compose, debootstrap for a base image) and "fresh" (make test-fresh).
 set -eu
 
 need=""
 want_cmd() { command -v "$1" >/dev/null 2>&1 || need="$need $2"; }
 want_pc() { pkg-config --exists "$1" 2>/dev/null || need="$need $2"; }
 
-want_cmd cc gcc
-want_cmd make make
-want_cmd pkg-config pkg-config
-want_pc hiredis libhiredis-dev
-want_pc libmicrohttpd libmicrohttpd-dev
-want_pc sqlite3 libsqlite3-dev
-want_pc jansson libjansson-dev
-want_pc cmocka libcmocka-dev
-want_pc libcurl libcurl4-openssl-dev
-want_cmd redis-server redis-server
-want_cmd redis-cli redis-tools
-want_cmd curl curl
-if [ "${1:-}" = fuzz ]; then
-    want_cmd clang clang
-fi
-if [ "${1:-}" = valgrind ]; then
-    want_cmd valgrind valgrind
-fi
-if [ "${1:-}" = docker ]; then
-    want_cmd docker-compose docker-compose
-fi
-if [ "${1:-}" = bench ]; then
+# What building, testing and the demo need.
+want_base() {
+    want_cmd cc gcc
+    want_cmd make make
+    want_cmd pkg-config pkg-config
+    want_pc hiredis libhiredis-dev
+    want_pc libmicrohttpd libmicrohttpd-dev
+    want_pc sqlite3 libsqlite3-dev
+    want_pc jansson libjansson-dev
+    want_pc cmocka libcmocka-dev
+    want_pc libcurl libcurl4-openssl-dev
+    want_cmd redis-server redis-server
+    want_cmd redis-cli redis-tools
+    want_cmd curl curl
+}
+
+case "${1:-}" in
+"") want_base ;;
+fuzz) want_base; want_cmd clang clang ;;
+valgrind) want_base; want_cmd valgrind valgrind ;;
+bench)
+    want_base
     want_cmd wrk wrk
     want_cmd redis-benchmark redis-tools
     want_cmd bc bc
     [ -x /usr/bin/time ] || need="$need time"
-fi
+    ;;
+docker)
+    # dockerd, not docker: a docker client alone may come from elsewhere.
+    want_cmd dockerd docker.io
+    want_cmd docker-compose docker-compose
+    want_cmd debootstrap debootstrap
+    ;;
+fresh) want_cmd debootstrap debootstrap ;;
+*)
+    echo "usage: scripts/deps.sh [fuzz|valgrind|bench|docker|fresh]" >&2
+    exit 2
+    ;;
+esac
 
 if [ -z "$need" ]; then
     echo "deps: everything is installed"
