@@ -1,10 +1,15 @@
-/* test_docker.c - the Docker files, checked without a Docker engine: the
- * compose file validates (docker-compose config -q, when installed); every
- * command it runs exists and takes its flags (run here with --help appended,
- * under the same environment); and the runtime image installs the package of
- * every shared library the binaries link and the tools its health checks use. */
+/* test_docker.c - the Docker files, checked without a Docker engine (make
+ * docker-demo runs them in one): the compose file validates (docker-compose
+ * config -q, when installed); every image is ours and built FROM
+ * debian:bookworm-slim; the compose services run here as plain processes with
+ * their own commands, environment and secret: Redis through its image's
+ * entrypoint (password required, protected mode on, the password on no command
+ * line, its health check passing), the replicas healthy against it, and the
+ * loadgen service's command passing against them; and each runtime image
+ * installs what its binaries link and what its health check runs. */
 #include <jansson.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -18,19 +23,25 @@
 
 #define COMPOSE "docker/docker-compose.yml"
 #define DOCKERFILE "docker/Dockerfile"
+#define SECRETS "/run/secrets/" /* where compose mounts a service's secrets */
+#define STOCKD_PORT "8080"      /* the replicas' port inside their containers */
 #define MAX_SERVICES 16
 #define MAX_ARGS 32
+#define MAX_ENV 8
 
 struct service {
     char name[64];
+    char build[64];               /* "build: DIR": its image is docker/DIR/Dockerfile */
     json_t *entrypoint, *command; /* JSON arrays, NULL when not given */
     int from_template;            /* uses the x-stockd template (its environment) */
 };
 
 static struct service services[MAX_SERVICES];
 static int nservices;
-static char template_env[8][160]; /* "NAME=value" from the template's environment */
+static char template_env[MAX_ENV][2][128]; /* name, value from the template's environment */
 static int nenv;
+static char images[MAX_SERVICES + 1][64]; /* every "image:" value */
+static int nimages;
 
 static int have(const char *cmd)
 {
@@ -51,21 +62,29 @@ static int load_compose(void **state)
     int in_services = 0;
     struct service *cur = NULL;
     while (fgets(line, sizeof(line), f)) {
-        char name[64], value[64];
+        char name[64], value[128];
         if (strncmp(line, "services:", 9) == 0)
             in_services = 1;
+        else if (line[0] != ' ' && line[0] != '#' && line[0] != '\n')
+            in_services = 0, cur = NULL; /* top-level secrets:, volumes: */
         if (in_services && line[2] != ' ' && sscanf(line, "  %63[a-z0-9-]:", name) == 1 &&
             nservices < MAX_SERVICES) {
             cur = &services[nservices++];
             snprintf(cur->name, sizeof(cur->name), "%s", name);
         }
         /* the template's environment: "    STOCKD_NAME: value" before services: */
-        if (!in_services && sscanf(line, "    STOCKD_%40[A-Z_]: %63s", name, value) == 2 &&
-            nenv < 8)
-            snprintf(template_env[nenv++], sizeof(template_env[0]), "STOCKD_%s=%s", name, value);
+        if (!in_services && sscanf(line, "    %47[A-Z_]: %127s", name, value) == 2 &&
+            strncmp(name, "STOCKD_", 7) == 0 && nenv < MAX_ENV) {
+            snprintf(template_env[nenv][0], sizeof(template_env[0][0]), "%s", name);
+            snprintf(template_env[nenv++][1], sizeof(template_env[0][1]), "%s", value);
+        }
+        if (strstr(line, " image: ") && nimages <= MAX_SERVICES)
+            sscanf(strstr(line, " image: "), " image: %63s", images[nimages++]);
         const char *array = strchr(line, '[');
         if (cur && strstr(line, "<<: *stockd"))
             cur->from_template = 1;
+        if (cur && strncmp(line, "    build: ", 11) == 0)
+            sscanf(line + 11, "%63s", cur->build);
         if (cur && array && strstr(line, " command:"))
             cur->command = json_loads(array, 0, NULL);
         if (cur && array && strstr(line, " entrypoint:"))
@@ -85,16 +104,24 @@ static int free_compose(void **state)
     return 0;
 }
 
-/* The Dockerfile's ENTRYPOINT binary ("stockd"), into buf. */
-static const char *image_entrypoint(char *buf, size_t size)
+static const struct service *service_built_from(const char *dir)
 {
-    char *text = th_read_file(DOCKERFILE);
-    const char *p = text ? strstr(text, "ENTRYPOINT [\"") : NULL;
-    buf[0] = '\0';
-    if (p)
-        snprintf(buf, size, "%.*s", (int)strcspn(p + 13, "\""), p + 13);
+    for (int i = 0; i < nservices; i++)
+        if (strcmp(services[i].build, dir) == 0)
+            return &services[i];
+    return NULL;
+}
+
+/* The JSON array after `key` in a Dockerfile (e.g. "ENTRYPOINT [", or "CMD ["
+ * after "HEALTHCHECK"), or NULL. The caller owns it. */
+static json_t *dockerfile_array(const char *path, const char *after, const char *key)
+{
+    char *text = th_read_file(path);
+    const char *p = text ? strstr(text, after) : NULL;
+    p = p ? strstr(p, key) : NULL;
+    json_t *a = p ? json_loads(strchr(p, '['), JSON_DISABLE_EOF_CHECK, NULL) : NULL;
     free(text);
-    return buf;
+    return a;
 }
 
 static void test_compose_file_validates(void **state)
@@ -109,52 +136,286 @@ static void test_compose_file_validates(void **state)
     assert_int_equal(th_run(with_profile, NULL, 60000), 0);
 }
 
-/* Runs one service's command: our binaries with --help appended (they check
- * every flag before printing help), others with --version. */
-static void run_service(const struct service *s, const char *entry)
+/* Every FROM in a Dockerfile names debian:bookworm-slim or an earlier stage. */
+static void assert_from_bookworm_slim(const char *path)
 {
-    const char *argv[MAX_ARGS + 3];
-    char bin[256];
+    char *text = th_read_file(path);
+    assert_non_null(text);
+    char stages[8][64];
+    int nstages = 0, froms = 0;
+    for (const char *p = text; (p = strstr(p, "\nFROM ")) != NULL; p++, froms++) {
+        char image[64] = "", stage[64] = "";
+        sscanf(p, "\nFROM %63s AS %63s", image, stage);
+        int known = strcmp(image, "debian:bookworm-slim") == 0;
+        for (int i = 0; i < nstages; i++)
+            known |= strcmp(image, stages[i]) == 0;
+        if (!known)
+            fail_msg("%s: FROM %s: the demo's images need nothing but Debian's", path, image);
+        if (stage[0] && nstages < 8)
+            snprintf(stages[nstages++], sizeof(stages[0]), "%s", stage);
+    }
+    assert_true(froms > 0);
+    free(text);
+}
+
+static void test_every_image_is_ours_and_built_from_debian_bookworm_slim(void **state)
+{
+    (void)state;
+    assert_true(nimages >= 2);
+    for (int i = 0; i < nimages; i++)
+        if (strncmp(images[i], "stocklock", 9) != 0)
+            fail_msg("image %s is not one the demo builds (stocklock*)", images[i]);
+    assert_from_bookworm_slim(DOCKERFILE);
+    for (int i = 0; i < nservices; i++)
+        if (services[i].build[0]) {
+            char path[160];
+            snprintf(path, sizeof(path), "docker/%s/Dockerfile", services[i].build);
+            assert_from_bookworm_slim(path);
+        }
+}
+
+/* The compose file's services, run here: a secret file and a Redis. */
+struct local_stack {
+    char dir[64];
+    char secret[128];  /* the redis-password secret, as make docker-demo writes it */
+    char password[64];
+    th_redis redis;    /* port and password, for checks; started through redis.sh */
+    pid_t redis_pid;
+    char health[2][128]; /* the Redis image's HEALTHCHECK, as a local command */
+};
+
+/* A path inside a container, as it is here: secrets live in the stack's dir. */
+static const char *local_value(const struct local_stack *s, const char *value, char *buf,
+                               size_t size)
+{
+    if (strncmp(value, SECRETS, strlen(SECRETS)) == 0) {
+        snprintf(buf, size, "%s/%s", s->dir, value + strlen(SECRETS));
+        return buf;
+    }
+    for (int i = 0; i < nservices; i++) /* a service's host name is this machine */
+        if (strcmp(value, services[i].name) == 0)
+            return "127.0.0.1";
+    return value;
+}
+
+static int redis_healthy(const struct local_stack *s)
+{
+    const char *argv[] = {s->health[0], s->health[1], NULL};
+    return th_run(argv, "/dev/null", 5000) == 0;
+}
+
+/* The secret make docker-demo writes (a password on one line), in the stack's dir. */
+static void write_secret(struct local_stack *s)
+{
+    assert_int_equal(th_tempdir("compose", s->dir, sizeof(s->dir)), 0);
+    snprintf(s->password, sizeof(s->password), "test-%d-%lld", (int)getpid(),
+             (long long)th_now_ms());
+    local_value(s, SECRETS "redis-password", s->secret, sizeof(s->secret));
+    FILE *f = fopen(s->secret, "w");
+    assert_non_null(f);
+    fprintf(f, "%s\n", s->password);
+    fclose(f);
+}
+
+/* The Redis image's ENTRYPOINT (into script) and HEALTHCHECK (into s->health),
+ * as the files in docker/redis/ they are copied from. */
+static void redis_image_commands(struct local_stack *s, char *script, size_t size)
+{
+    json_t *entry = dockerfile_array("docker/redis/Dockerfile", "\nENTRYPOINT", "ENTRYPOINT [");
+    json_t *health = dockerfile_array("docker/redis/Dockerfile", "\nHEALTHCHECK", "CMD [");
+    assert_non_null(entry);
+    assert_non_null(health);
+    assert_int_equal(json_array_size(health), 2);
+    snprintf(script, size, "docker/redis/%s", json_string_value(json_array_get(entry, 0)));
+    snprintf(s->health[0], sizeof(s->health[0]), "docker/redis/%s",
+             json_string_value(json_array_get(health, 0)));
+    snprintf(s->health[1], sizeof(s->health[1]), "%s",
+             json_string_value(json_array_get(health, 1)));
+    json_decref(entry);
+    json_decref(health);
+}
+
+/* Starts the redis service's command through its image's entrypoint, with the
+ * secret at REDIS_PASSWORD_FILE, and waits for the image's health check. */
+static void start_redis_service(struct local_stack *s)
+{
+    const struct service *svc = service_built_from("redis");
+    assert_non_null(svc);
+    char script[128], port[16], log[128];
+    write_secret(s);
+    redis_image_commands(s, script, sizeof(script));
+    s->redis.port = th_free_port();
+    snprintf(s->redis.password, sizeof(s->redis.password), "%s", s->password);
+    snprintf(port, sizeof(port), "%d", s->redis.port);
+    setenv("REDIS_PASSWORD_FILE", s->secret, 1);
+    setenv("REDIS_PORT", port, 1);
+
+    const char *argv[MAX_ARGS + 6] = {script};
+    int n = 1;
+    json_t *v;
+    size_t i;
+    json_array_foreach(svc->command, i, v)
+        if (n < MAX_ARGS)
+            argv[n++] = json_string_value(v);
+    const char *local[] = {"--bind", "127.0.0.1", "--dir", s->dir}; /* only these are ours */
+    for (size_t k = 0; k < 4; k++)
+        argv[n++] = local[k];
+    argv[n] = NULL;
+    snprintf(log, sizeof(log), "%s/redis.log", s->dir);
+    s->redis_pid = th_spawn(argv, log);
+    assert_true(s->redis_pid > 0);
+    int64_t end = th_now_ms() + 10000;
+    while (!redis_healthy(s) && th_now_ms() < end)
+        th_sleep_ms(50);
+    if (!redis_healthy(s)) {
+        char *text = th_read_file(log);
+        fail_msg("the redis service never passed its health check:\n%s", text ? text : "");
+    }
+}
+
+static void stop_redis_service(struct local_stack *s)
+{
+    th_signal(s->redis_pid, SIGTERM, 5000);
+    unsetenv("REDIS_PASSWORD_FILE");
+    unsetenv("REDIS_PORT");
+}
+
+/* Whether /proc/<pid>/<file> (NUL-separated) contains text. */
+static int proc_file_has(pid_t pid, const char *file, const char *text)
+{
+    char path[64], buf[16384];
+    snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, sizeof(buf), f);
+    fclose(f);
+    return memmem(buf, n, text, strlen(text)) != NULL;
+}
+
+static void test_redis_service_requires_its_secret_password_with_protected_mode_on(void **state)
+{
+    (void)state;
+    struct local_stack s = {0};
+    start_redis_service(&s);
+
+    redisContext *c = redisConnect("127.0.0.1", s.redis.port); /* without the password */
+    assert_true(c && !c->err);
+    redisReply *rep = redisCommand(c, "PING");
+    assert_non_null(rep);
+    assert_int_equal(rep->type, REDIS_REPLY_ERROR);
+    assert_non_null(strstr(rep->str, "NOAUTH"));
+    freeReplyObject(rep);
+    redisFree(c);
+
+    c = th_redis_connect(&s.redis);
+    assert_true(c && !c->err);
+    rep = redisCommand(c, "CONFIG GET protected-mode");
+    assert_true(rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2);
+    assert_string_equal(rep->element[1]->str, "yes");
+    freeReplyObject(rep);
+    redisFree(c);
+
+    assert_false(proc_file_has(s.redis_pid, "cmdline", s.password)); /* ps shows it */
+    assert_false(proc_file_has(s.redis_pid, "environ", s.password));
+    stop_redis_service(&s);
+}
+
+/* Starts one replica service: its command and the template's environment,
+ * against the local Redis and a shared database. */
+static void start_replica(const struct local_stack *s, const struct service *svc, th_stockd *out)
+{
+    const char *extra[MAX_ARGS + 1];
     int n = 0;
     json_t *v;
     size_t i;
-    const char *exe = s->entrypoint ? json_string_value(json_array_get(s->entrypoint, 0))
-                      : s->from_template ? entry
-                                         : json_string_value(json_array_get(s->command, 0));
-    int ours = strcmp(exe, "stockd") == 0 || strcmp(exe, "loadgen") == 0;
-    snprintf(bin, sizeof(bin), "%s/%s", th_build_dir(), exe);
-    argv[n++] = ours ? bin : exe;
-    json_array_foreach(s->command, i, v)
-        if (ours && n < MAX_ARGS) /* redis-server's own flags are not ours to check */
-            argv[n++] = json_string_value(v);
-    argv[n++] = ours ? "--help" : "--version";
-    argv[n] = NULL;
-    for (int e = 0; s->from_template && e < nenv; e++)
-        putenv(template_env[e]);
-    char out[128];
-    snprintf(out, sizeof(out), "/tmp/compose-%s.out", s->name);
-    int status = th_run(argv, out, 30000);
-    if (status != 0) {
-        char *text = th_read_file(out);
-        fail_msg("service %s: %s exited %d:\n%s", s->name, exe, status, text ? text : "");
+    json_array_foreach(svc->command, i, v)
+        if (n < MAX_ARGS)
+            extra[n++] = json_string_value(v);
+    extra[n] = NULL;
+    for (int e = 0; e < nenv; e++) {
+        char buf[192];
+        setenv(template_env[e][0], local_value(s, template_env[e][1], buf, sizeof(buf)), 1);
     }
-    unlink(out);
+    char db[128];
+    snprintf(db, sizeof(db), "%s/stock.db", s->dir);
+    if (th_stockd_start(out, &s->redis, db, s->dir, extra) != 0) {
+        char *log = th_read_file(out->log);
+        fail_msg("service %s did not start:\n%s", svc->name, log ? log : "");
+    }
+    for (int e = 0; e < nenv; e++)
+        unsetenv(template_env[e][0]);
 }
 
-static void test_every_compose_command_exists_with_its_flags(void **state)
+/* The loadgen service's command, its targets (http://<service>:8080) pointed
+ * at the local replicas. */
+static int run_loadgen_service(const struct service *svc, struct service *const names[],
+                               const th_stockd *replicas, int nreplicas, const char *out)
+{
+    char bin[256], args[MAX_ARGS][512];
+    const char *argv[MAX_ARGS + 1] = {bin};
+    int n = 0;
+    snprintf(bin, sizeof(bin), "%s/%s", th_build_dir(),
+             json_string_value(json_array_get(svc->entrypoint, 0)));
+    json_t *v;
+    size_t i;
+    json_array_foreach(svc->command, i, v) {
+        if (n + 1 >= MAX_ARGS)
+            break;
+        char *a = args[n];
+        snprintf(a, sizeof(args[0]), "%s", json_string_value(v));
+        for (int r = 0; r < nreplicas; r++) {
+            char from[96], rest[512], *p;
+            snprintf(from, sizeof(from), "http://%s:%s", names[r]->name, STOCKD_PORT);
+            while ((p = strstr(a, from)) != NULL) {
+                snprintf(rest, sizeof(rest), "%s", p + strlen(from));
+                snprintf(p, sizeof(args[0]) - (size_t)(p - a), "%s%s", replicas[r].url, rest);
+            }
+        }
+        argv[++n] = a;
+    }
+    argv[n + 1] = NULL;
+    return th_run(argv, out, 120000);
+}
+
+static void test_replicas_and_loadgen_pass_with_the_compose_commands_and_secret(void **state)
 {
     (void)state;
-    char entry[64];
-    image_entrypoint(entry, sizeof(entry));
-    assert_string_equal(entry, "stockd");
-    int ran = 0;
-    for (int i = 0; i < nservices; i++)
-        if (services[i].command) {
-            run_service(&services[i], entry);
-            ran++;
+    struct local_stack s = {0};
+    start_redis_service(&s);
+    th_stockd replicas[MAX_SERVICES];
+    struct service *names[MAX_SERVICES];
+    const struct service *loadgen = NULL;
+    int n = 0;
+    for (int i = 0; i < nservices; i++) {
+        if (services[i].from_template) {
+            start_replica(&s, &services[i], &replicas[n]);
+            names[n++] = &services[i];
         }
-    assert_true(ran >= 5); /* redis, three replicas, loadgen */
-    assert_true(have("redis-cli")); /* redis's health check */
+        if (strcmp(services[i].name, "loadgen") == 0)
+            loadgen = &services[i];
+    }
+    assert_int_equal(n, 3);
+    assert_non_null(loadgen);
+    for (int r = 0; r < n; r++) { /* healthy: SQLite, and Redis with the password */
+        char url[96];
+        th_resp resp;
+        snprintf(url, sizeof(url), "%s/health", replicas[r].url);
+        assert_int_equal(th_http("GET", url, NULL, &resp), 0);
+        if (resp.status != 200)
+            fail_msg("service %s: /health %ld %s", names[r]->name, resp.status, resp.body);
+        th_resp_free(&resp);
+    }
+
+    char out[128];
+    snprintf(out, sizeof(out), "%s/loadgen.out", s.dir);
+    int status = run_loadgen_service(loadgen, names, replicas, n, out);
+    char *text = th_read_file(out);
+    if (status != 0 || !text || !strstr(text, "VERDICT: PASS"))
+        fail_msg("the loadgen service exited %d:\n%s", status, text ? text : "");
+    free(text);
+    for (int r = 0; r < n; r++)
+        assert_int_equal(th_stockd_stop_clean(&replicas[r]), 0);
+    stop_redis_service(&s);
 }
 
 /* The package that ships a shared library, e.g. libhiredis0.14, or "". */
@@ -170,7 +431,7 @@ static void package_of(const char *lib, char *pkg, size_t size)
         pclose(p);
 }
 
-static void test_runtime_image_installs_every_library_the_binaries_need(void **state)
+static void test_runtime_images_install_their_libraries_and_health_check_tools(void **state)
 {
     (void)state;
     if (!have("dpkg") || !have("ldd"))
@@ -208,14 +469,23 @@ static void test_runtime_image_installs_every_library_the_binaries_need(void **s
     assert_non_null(strstr(runtime, " curl ")); /* the HEALTHCHECK's tool */
     assert_non_null(strstr(runtime, "USER stockd"));
     free(dockerfile);
+
+    char *redis = th_read_file("docker/redis/Dockerfile");
+    assert_non_null(redis);
+    assert_non_null(strstr(redis, " redis-server "));
+    assert_non_null(strstr(redis, " redis-tools ")); /* redis-cli, for redis.sh --health */
+    assert_non_null(strstr(redis, "USER redis"));
+    free(redis);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compose_file_validates),
-        cmocka_unit_test(test_every_compose_command_exists_with_its_flags),
-        cmocka_unit_test(test_runtime_image_installs_every_library_the_binaries_need),
+        cmocka_unit_test(test_every_image_is_ours_and_built_from_debian_bookworm_slim),
+        cmocka_unit_test(test_redis_service_requires_its_secret_password_with_protected_mode_on),
+        cmocka_unit_test(test_replicas_and_loadgen_pass_with_the_compose_commands_and_secret),
+        cmocka_unit_test(test_runtime_images_install_their_libraries_and_health_check_tools),
     };
     return cmocka_run_group_tests_name("docker", tests, load_compose, free_compose);
 }
