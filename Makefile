@@ -37,7 +37,7 @@ endif
 
 .SECONDARY:
 .PHONY: all deps test check asan tsan fuzz valgrind demo demo-up demo-down bench clean help \
-        test-fresh
+        test-fresh docker-demo
 
 all: $(BINS)
 
@@ -53,6 +53,7 @@ help:
 	@echo "make demo-up    start the demo stack and leave it running; make demo-down stops it"
 	@echo "make bench      every benchmark, about 6 minutes (see bench/README.md)"
 	@echo "make test-fresh (root) make demo and make test in a fresh bookworm chroot"
+	@echo "make docker-demo (root) the compose demo in Docker: replicas, loadgen, a killed replica"
 
 deps:
 	@scripts/deps.sh
@@ -92,9 +93,12 @@ demo-up: deps
 demo-down:
 	@scripts/demo.sh down
 
-# Installs what it needs itself (scripts/deps.sh fresh).
+# Both install what they need themselves (scripts/deps.sh fresh / docker).
 test-fresh:
 	@scripts/test-fresh.sh
+
+docker-demo:
+	@scripts/docker-demo.sh
 
 # libFuzzer targets (clang): new inputs go to build/fuzz/corpus-*, the seeds in
 # tests/fuzz/corpus/ are only read; a crash leaves build/fuzz/crash-* and fails.

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # test_readme.sh - keeps the README true: every command in its ```sh blocks is
 # run here (against a fresh demo-up stack on free ports), or is one that CI
-# runs (.ci/run), or is listed below with the reason it can't run here. A
-# command in none of these fails, so the README can't rot. Prints cmocka-style
-# lines for tests/run.sh.
+# runs (.ci/run; docker compose commands through make docker-demo), or is
+# listed below with the reason it can't run here. A command in none of these
+# fails, so the README can't rot. Prints cmocka-style lines for tests/run.sh.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/stack.sh
@@ -14,9 +14,6 @@ export BUILD
 declare -A elsewhere=(
     ["make test"]="CI runs it (and this test is part of it)"
     ["make bench"]="takes minutes; its figures are recorded in bench/RESULTS.md"
-    ["docker compose -f docker/docker-compose.yml up --build -d"]="no Docker engine here; tests/it/test_docker.c checks the files"
-    ["docker compose -f docker/docker-compose.yml --profile loadgen run --rm loadgen"]="no Docker engine here; tests/it/test_docker.c runs loadgen with these flags"
-    ["docker compose -f docker/docker-compose.yml down -v"]="no Docker engine here"
 )
 
 run=0 ok=0
@@ -70,6 +67,11 @@ while IFS= read -r cmd; do
         else
             report "$cmd" 1 "exit $st: $out"
         fi
+        ;;
+    "docker compose -f docker/docker-compose.yml "*) # make docker-demo (CI) runs the same
+        args=${cmd#docker compose -f docker/docker-compose.yml }
+        grep -qF -- "compose $args" scripts/docker-demo.sh && grep -qE '^make docker-demo( |$)' .ci/run
+        report "$cmd" $? "scripts/docker-demo.sh (make docker-demo, in .ci/run) does not run it"
         ;;
     make\ *) # CI runs the target (its own arguments may differ, e.g. FUZZ_SECONDS)
         target=$(awk '{print $2}' <<<"$cmd")
