@@ -94,7 +94,7 @@ int dlock_client_new(const dlock_config *cfg, dlock_client **out)
     c->pool = dlock_pool_new(cfg);
     c->keys = dlock_keytab_new();
     if (c->pool && c->keys && (c->wd = dlock_wd_start(c)) != NULL &&
-        (c->sub = dlock_sub_start(c)) != NULL) {
+        (c->sub = dlock_sub_start(c)) != NULL && (c->orphans = dlock_orphans_start(c)) != NULL) {
         *out = c;
         return DLOCK_OK;
     }
@@ -106,6 +106,7 @@ void dlock_client_free(dlock_client *c)
 {
     if (c == NULL)
         return;
+    dlock_orphans_stop(c->orphans);
     if (c->sub)
         dlock_sub_stop(c->sub);
     if (c->wd)
@@ -116,12 +117,15 @@ void dlock_client_free(dlock_client *c)
     free(c);
 }
 
-/* Runs a script on a pooled connection; NULL (counted, errstr set) on failure. */
+/* Runs a script on a pooled connection; NULL (counted, errstr set) on
+ * failure. *sent tells whether it may have run: not when no connection could
+ * be had or Redis refused our credentials. */
 static redisReply *script(dlock_client *c, enum dlock_script s, int nkeys, int nargs,
-                          const char **argv, const size_t *lens)
+                          const char **argv, const size_t *lens, int *sent)
 {
     redisContext *ctx = dlock_pool_get(c->pool);
     redisReply *r = ctx ? dlock_pool_script(c->pool, ctx, s, nkeys, nargs, argv, lens) : NULL;
+    *sent = r != NULL || (ctx != NULL && dlock_redis_failure() != DLOCK_ERR_AUTH);
     if (ctx)
         dlock_pool_put(c->pool, ctx);
     if (r == NULL)
@@ -213,10 +217,11 @@ struct dlock_lease *dlock_lease_new(dlock_client *c, const char *key, const dloc
     return l;
 }
 
-/* The four keys a lock uses, derived from its name. */
+/* The five keys a lock uses, derived from its name. */
 struct keys {
-    char fence[DLOCK_KEY_MAX + 8], queue[DLOCK_KEY_MAX + 8], alive[DLOCK_KEY_MAX + 8];
-    size_t len[4];
+    char fence[DLOCK_KEY_MAX + 8], queue[DLOCK_KEY_MAX + 8], alive[DLOCK_KEY_MAX + 8],
+        gone[DLOCK_KEY_MAX + 8];
+    size_t len[5];
 };
 
 static void keys_of(const char *key, struct keys *k)
@@ -226,21 +231,33 @@ static void keys_of(const char *key, struct keys *k)
     k->len[1] = (size_t)snprintf(k->fence, sizeof(k->fence), "%s:fence", key);
     k->len[2] = (size_t)snprintf(k->queue, sizeof(k->queue), "%s:queue", key);
     k->len[3] = (size_t)snprintf(k->alive, sizeof(k->alive), "%s:alive", key);
+    k->len[4] = (size_t)snprintf(k->gone, sizeof(k->gone), "%s:gone", key);
+}
+
+/* How long the fence counter and the gone set outlive their last write. */
+static int keep_ms(int lease_ms)
+{
+    int64_t ms = (int64_t)lease_ms * DLOCK_KEEP_LEASES;
+    return ms < INT32_MAX ? (int)ms : INT32_MAX;
 }
 
 int dlock_try_acquire(dlock_client *c, struct dlock_lease *l, int queue, int64_t *pttl)
 {
     struct keys k;
-    char lease[16], queue_ms[16];
+    char lease[16], queue_ms[16], keep[16];
     keys_of(l->key, &k);
     int n = snprintf(lease, sizeof(lease), "%d", l->lease_ms);
     int q = snprintf(queue_ms, sizeof(queue_ms), "%d", queue ? dlock_grace_ms(l->retry_ms) : 0);
-    const char *argv[] = {l->key, k.fence, k.queue, k.alive, l->token, lease, queue_ms};
-    size_t lens[] = {k.len[0], k.len[1], k.len[2], k.len[3], DLOCK_TOKEN_LEN, (size_t)n,
-                     (size_t)q};
+    int kp = snprintf(keep, sizeof(keep), "%d", keep_ms(l->lease_ms));
+    const char *argv[] = {l->key, k.fence, k.queue, k.alive, k.gone, l->token, lease, queue_ms,
+                          keep};
+    size_t lens[] = {k.len[0], k.len[1], k.len[2], k.len[3], k.len[4], DLOCK_TOKEN_LEN,
+                     (size_t)n, (size_t)q, (size_t)kp};
 
-    int64_t sent = dlock_now_ms(); /* the lease can't have started before this */
-    redisReply *r = script(c, DLOCK_SCRIPT_ACQUIRE, 4, 7, argv, lens);
+    int64_t sent_at = dlock_now_ms(); /* the lease can't have started before this */
+    int sent;
+    redisReply *r = script(c, DLOCK_SCRIPT_ACQUIRE, 5, 9, argv, lens, &sent);
+    l->sent |= sent;
     if (r == NULL)
         return dlock_redis_failure();
     int rc = DLOCK_ERR_REDIS;
@@ -248,7 +265,7 @@ int dlock_try_acquire(dlock_client *c, struct dlock_lease *l, int queue, int64_t
         r->element[0]->type == REDIS_REPLY_INTEGER && r->element[1]->type == REDIS_REPLY_INTEGER) {
         rc = r->element[0]->integer == 1 ? DLOCK_OK : DLOCK_ERR_TIMEOUT;
         if (rc == DLOCK_OK)
-            l->fence = r->element[1]->integer, l->acquired_ms = sent;
+            l->fence = r->element[1]->integer, l->acquired_ms = sent_at;
         else
             *pttl = r->element[1]->integer;
     } else {
@@ -261,15 +278,18 @@ int dlock_try_acquire(dlock_client *c, struct dlock_lease *l, int queue, int64_t
 int dlock_release_in_redis(dlock_client *c, const struct dlock_lease *l, int leaving)
 {
     struct keys k;
-    char channel[DLOCK_CHANNEL_MAX], grant[16];
+    char channel[DLOCK_CHANNEL_MAX], grant[16], keep[16];
     keys_of(l->key, &k);
     size_t clen = dlock_channel(l->key, channel);
     int grace = dlock_grace_ms(l->retry_ms);
     int g = snprintf(grant, sizeof(grant), "%d", grace < l->lease_ms ? grace : l->lease_ms);
-    const char *argv[] = {l->key, k.fence, k.queue, k.alive, l->token, channel, grant,
-                          leaving ? "1" : "0"};
-    size_t lens[] = {k.len[0], k.len[1], k.len[2], k.len[3], DLOCK_TOKEN_LEN, clen, (size_t)g, 1};
-    redisReply *r = script(c, DLOCK_SCRIPT_RELEASE, 4, 8, argv, lens);
+    int kp = snprintf(keep, sizeof(keep), "%d", keep_ms(l->lease_ms));
+    const char *argv[] = {l->key, k.fence, k.queue, k.alive, k.gone, l->token, channel, grant,
+                          leaving ? "1" : "0", keep};
+    size_t lens[] = {k.len[0], k.len[1], k.len[2], k.len[3], k.len[4], DLOCK_TOKEN_LEN, clen,
+                     (size_t)g, 1, (size_t)kp};
+    int sent;
+    redisReply *r = script(c, DLOCK_SCRIPT_RELEASE, 5, 10, argv, lens, &sent);
     if (r == NULL) /* on DLOCK_ERR_REDIS the caller hands the lease to the watchdog */
         return dlock_redis_failure();
     int rc = (r->type == REDIS_REPLY_INTEGER && r->integer == 1) ? DLOCK_OK : DLOCK_ERR_LOST;
@@ -305,10 +325,8 @@ static int acquire_spin(dlock_client *c, dlock_handle *h, const char *key, const
             return DLOCK_OK;
         }
         int64_t now = dlock_now_ms();
-        if (rc == DLOCK_ERR_REDIS) { /* the SET may have run: make sure it is undone */
-            pthread_mutex_lock(&c->mu);
-            dlock_wd_orphan(c->wd, l);
-            pthread_mutex_unlock(&c->mu);
+        if (rc == DLOCK_ERR_REDIS && l->sent) { /* the SET may have run, or still run */
+            dlock_orphans_add(c->orphans, l);
             return rc;
         }
         if (rc != DLOCK_ERR_TIMEOUT || now >= deadline) {
@@ -404,8 +422,8 @@ static int release(dlock_handle *h, int *local)
     pthread_mutex_lock(&c->mu);
     if (e)
         dlock_queue_leave(c, e);
-    if (rc == DLOCK_ERR_REDIS) /* the watchdog retries the release in the background */
-        dlock_wd_orphan(c->wd, l);
+    if (rc == DLOCK_ERR_REDIS) /* retried in the background; the key is still ours */
+        dlock_orphans_add(c->orphans, l);
     else
         free(l);
     pthread_mutex_unlock(&c->mu);
@@ -430,7 +448,8 @@ int dlock_check(dlock_handle *h)
 int dlock_sleep(dlock_handle *h, int ms)
 {
     dlock_client *c = h->client;
-    int64_t now = dlock_now_ms(), end = now + (ms > 0 ? ms : 0);
+    /* now is cut to the millisecond: one more never sleeps short */
+    int64_t now = dlock_now_ms(), end = now + (ms > 0 ? ms + 1 : 0);
     int st;
     pthread_mutex_lock(&c->mu);
     while ((st = dlock_holder_state(h, now)) == DLOCK_OK && now < end) {
@@ -482,6 +501,9 @@ void dlock_stats_read(dlock_client *c, dlock_stats *s)
     s->interrupts = atomic_load(&c->stats.interrupts);
     s->lost = atomic_load(&c->stats.lost);
     s->redis_errors = atomic_load(&c->stats.redis_errors);
+    s->connects = dlock_pool_connects(c->pool);
+    s->orphaned = atomic_load(&c->stats.orphaned);
+    s->orphans_dropped = atomic_load(&c->stats.orphans_dropped);
     s->wait_count = atomic_load(&c->stats.wait_count);
     s->wait_sum_ms = atomic_load(&c->stats.wait_sum_ms);
     for (int i = 0; i < DLOCK_WAIT_BUCKETS; i++)

@@ -67,7 +67,8 @@ typedef struct dlock_config {
  * scripts call, for keys and channels under the lock keys' prefix. */
 #define DLOCK_ACL_COMMANDS                                                                \
     "-@all +ping +evalsha +eval +script|load +subscribe +unsubscribe +get +set +del "    \
-    "+pexpire +pttl +incr +time +zadd +zrange +zrem +zscore +hset +hget +hdel +publish"
+    "+pexpire +pttl +incr +time +zadd +zrange +zrem +zscore +zremrangebyscore +hset +hget "  \
+    "+hdel +publish"
 
 /* Per-acquisition behaviour. dlock_opts_defaults() gives the values below;
  * passing NULL where options are expected means exactly those defaults. */
@@ -99,6 +100,10 @@ typedef struct dlock_stats {
     uint64_t interrupts;    /* holders interrupted after max_renewals */
     uint64_t lost;          /* holders that found their lease gone */
     uint64_t redis_errors;  /* commands that failed on the Redis side or the wire */
+    uint64_t connects;      /* connections opened or attempted */
+    uint64_t orphaned;      /* tokens whose acquire or release may have run unanswered,
+                             * handed to background clean-up */
+    uint64_t orphans_dropped; /* of which dropped untried: too many in doubt at once */
     uint64_t wait_count;    /* acquisitions that ended (acquired or timed out) */
     uint64_t wait_sum_ms;   /* total time they spent waiting */
     uint64_t wait_buckets[DLOCK_WAIT_BUCKETS]; /* non-cumulative counts per bucket */

@@ -17,6 +17,7 @@
 
 #include "dlock.h"
 #include "keytab.h"
+#include "orphans.h"
 #include "pool.h"
 #include "subscriber.h"
 #include "watchdog.h"
@@ -27,8 +28,10 @@ struct dlock_client {
     dlock_keytab *keys;    /* mu: per-key queues (notify mode) */
     dlock_watchdog *wd;
     dlock_subscriber *sub; /* release notifications */
+    dlock_orphans *orphans; /* clean-up of tokens whose state in Redis is unknown */
     struct {
         _Atomic uint64_t acquired, handoffs, timeouts, renewals, interrupts, lost, redis_errors;
+        _Atomic uint64_t orphaned, orphans_dropped;
         _Atomic uint64_t wait_count, wait_sum_ms, wait_buckets[DLOCK_WAIT_BUCKETS];
     } stats;
 };
@@ -40,6 +43,7 @@ struct dlock_lease {
     int handoff_max, handoff_ms; /* from the options of the thread that took it from Redis */
     int64_t fence;
     int64_t acquired_ms;  /* when the SET NX was sent */
+    int sent;             /* an acquire with this token may have reached Redis */
     char token[DLOCK_TOKEN_LEN + 1];
     /* mu */
     struct dlock_lease *prev, *next; /* watchdog list, while watched */
@@ -96,6 +100,12 @@ int dlock_holder_state(const struct dlock_handle *h, int64_t now);
 
 /* A new lease for key with a fresh token, not yet acquired. NULL when out of memory. */
 struct dlock_lease *dlock_lease_new(dlock_client *c, const char *key, const dlock_opts *o);
+
+/* The fence counter and the set of given-up tokens expire this many leases
+ * after their last write: a token given up must stay refused longer than
+ * its acquire can still be on its way (delayed on a connection we gave up
+ * on), and the counter is seeded from Redis's clock when it is gone. */
+#define DLOCK_KEEP_LEASES 10
 
 /* How long a queued waiter stays in line without trying again, and how long a
  * release's grant waits to be claimed: two jittered retry intervals and some. */

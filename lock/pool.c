@@ -14,13 +14,18 @@
 /* Shared Lua pieces. KEYS: lock, fence counter, queue (ZSET of waiting tokens
  * by arrival: each newcomer scores one more than the last, so two that
  * arrive within one millisecond keep their order), alive (HASH token ->
- * deadline in Redis ms).
+ * deadline in Redis ms), gone (ZSET of given-up tokens -> until when, in
+ * Redis ms, they may not take the key).
  *
  * A fence is max(INCR of the counter, Redis's clock in microseconds), and the
  * counter is moved up to it: tokens keep growing when Redis loses the counter
- * (a restart without persistence) or brings back an older one (from an RDB or
- * AOF file), as long as the key sees fewer than a million acquisitions a
- * second on average and Redis's clock does not go back.
+ * (a restart without persistence, or its expiry) or brings back an older one
+ * (from an RDB or AOF file), as long as the key sees fewer than a million
+ * acquisitions a second on average and Redis's clock does not go back.
+ *
+ * No key lives forever: the lock has its lease, the counter and the gone set
+ * keep_ms (DLOCK_KEEP_LEASES leases) after their last write, the queue and
+ * alive keys until the last waiter's deadline.
  *
  * Waiters that registered in the queue get the lock in arrival order: a
  * release grants it to the first one whose deadline has not passed (a waiter
@@ -30,7 +35,12 @@
     "  local t = redis.call('time')\n"                                             \
     "  return t[1] * 1000 + math.floor(t[2] / 1000)\n"                             \
     "end\n"                                                                        \
-    "local function next_fence()\n"                                                \
+    "local function keep(key, ms)\n"                                                \
+    "  if redis.call('pttl', key) < tonumber(ms) then\n"                           \
+    "    redis.call('pexpire', key, ms)\n"                                         \
+    "  end\n"                                                                      \
+    "end\n"                                                                        \
+    "local function next_fence(keep_ms)\n"                                         \
     "  local t = redis.call('time')\n"                                             \
     "  local now_us = t[1] .. string.format('%06d', tonumber(t[2]))\n"             \
     "  local fence = redis.call('incr', KEYS[2])\n"                                \
@@ -38,6 +48,7 @@
     "    redis.call('set', KEYS[2], now_us)\n"                                     \
     "    fence = tonumber(now_us)\n"                                               \
     "  end\n"                                                                      \
+    "  redis.call('pexpire', KEYS[2], keep_ms)\n"                                  \
     "  return fence\n"                                                             \
     "end\n"                                                                        \
     "local function dequeue(token)\n"                                              \
@@ -56,24 +67,27 @@
     "  end\n"                                                                      \
     "end\n"
 
-/* Acquire. ARGV: token, lease_ms, queue_ms (0: don't queue). Returns
- * {1, fence} when the key is ours (taken now, or granted to us by a release:
- * then the lease is restarted), or {0, pttl} (pttl -1: free, but another
- * waiter is first in line). Never SETNX then EXPIRE: one atomic step. */
+/* Acquire. ARGV: token, lease_ms, queue_ms (0: don't queue), keep_ms.
+ * Returns {1, fence} when the key is ours (taken now, or granted to us by a
+ * release: then the lease is restarted), or {0, pttl} (pttl -1: free, but
+ * another waiter is first in line; -2: the token was given up, see release).
+ * Never SETNX then EXPIRE: one atomic step. */
 static const char acquire_lua[] =
     LUA_HELPERS
+    "local gone = redis.call('zscore', KEYS[5], ARGV[1])\n"
+    "if gone and tonumber(gone) > now_ms() then return {0, -2} end\n"
     "local holder = redis.call('get', KEYS[1])\n"
     "if holder == ARGV[1] then\n" /* the release that granted it dequeued us */
     "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
     "  local fence = tonumber(redis.call('get', KEYS[2]))\n"
-    "  return {1, fence or next_fence()}\n" /* the counter can only be gone if evicted */
+    "  return {1, fence or next_fence(ARGV[4])}\n" /* the counter expired or was evicted */
     "end\n"
     "if not holder then\n"
     "  local first = first_live()\n"
     "  if not first or first == ARGV[1] then\n"
     "    redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
     "    if first then dequeue(ARGV[1]) end\n"
-    "    return {1, next_fence()}\n"
+    "    return {1, next_fence(ARGV[4])}\n"
     "  end\n"
     "end\n"
     "if tonumber(ARGV[3]) > 0 then\n"
@@ -82,22 +96,34 @@ static const char acquire_lua[] =
     "    redis.call('zadd', KEYS[3], last and tonumber(last) + 1 or 0, ARGV[1])\n"
     "  end\n"
     "  redis.call('hset', KEYS[4], ARGV[1], now_ms() + tonumber(ARGV[3]))\n"
+    "  keep(KEYS[3], ARGV[3])\n"
+    "  keep(KEYS[4], ARGV[3])\n"
     "end\n"
     "if not holder then return {0, -1} end\n"
     "return {0, redis.call('pttl', KEYS[1])}\n";
 
-/* Release. ARGV: token, channel, grant_ms, leaving (1: a waiter giving up,
- * which also leaves the queue). Only our own key is touched: it goes to the
- * first live waiter for grant_ms (it restarts the lease when it claims it)
- * or is deleted; the channel gets the new holder's token, or "" for nobody. */
+/* Release. ARGV: token, channel, grant_ms, leaving, keep_ms. leaving is 1
+ * for a token given up (a waiter that stopped waiting, an acquire or release
+ * whose reply was lost): it leaves the queue and is marked gone for keep_ms,
+ * so that an acquire of it still on its way (a connection that timed out
+ * may deliver it later) can never take the key. Only our own key is touched:
+ * it goes to the first live waiter for grant_ms (it restarts the lease when
+ * it claims it) or is deleted; the channel gets the new holder's token, or
+ * "" for nobody. */
 static const char release_lua[] =
     LUA_HELPERS
-    "if ARGV[4] == '1' then dequeue(ARGV[1]) end\n"
+    "if ARGV[4] == '1' then\n"
+    "  dequeue(ARGV[1])\n"
+    "  local now = now_ms()\n"
+    "  redis.call('zremrangebyscore', KEYS[5], '-inf', now)\n"
+    "  redis.call('zadd', KEYS[5], now + tonumber(ARGV[5]), ARGV[1])\n"
+    "  keep(KEYS[5], ARGV[5])\n"
+    "end\n"
     "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
     "local next = first_live()\n"
     "if next then\n"
     "  redis.call('set', KEYS[1], next, 'PX', ARGV[3])\n"
-    "  next_fence()\n"
+    "  next_fence(ARGV[5])\n"
     "  dequeue(next)\n"
     "  redis.call('publish', ARGV[2], next)\n"
     "else\n"
@@ -124,6 +150,7 @@ struct dlock_pool {
     int64_t idle_since[POOL_IDLE_MAX]; /* CLOCK_MONOTONIC ms */
     int nidle;
     char sha[DLOCK_SCRIPT_COUNT][41]; /* "" until SCRIPT LOAD answered */
+    _Atomic uint64_t connects;        /* connections opened or attempted */
 };
 
 static struct timeval ms_to_tv(int ms)
@@ -191,8 +218,11 @@ static int authenticate(dlock_pool *p, redisContext *ctx)
     return 0;
 }
 
+uint64_t dlock_pool_connects(dlock_pool *p) { return atomic_load(&p->connects); }
+
 redisContext *dlock_pool_connect(dlock_pool *p)
 {
+    atomic_fetch_add(&p->connects, 1);
     redisContext *ctx = redisConnectWithTimeout(p->host, p->port, p->connect_tv);
     if (ctx == NULL) {
         dlock_fail(DLOCK_ERR_NOMEM, "out of memory connecting to Redis");
@@ -341,7 +371,7 @@ static int script_sha(dlock_pool *p, redisContext *ctx, enum dlock_script s, cha
     return 0;
 }
 
-#define SCRIPT_ARGS_MAX 8
+#define SCRIPT_ARGS_MAX 10
 
 redisReply *dlock_pool_script(dlock_pool *p, redisContext *ctx, enum dlock_script s, int nkeys,
                               int nargs, const char **args, const size_t *arg_lens)

@@ -132,10 +132,11 @@ int dlock_queue_acquire(dlock_client *c, struct dlock_handle *h, const char *key
         }
     }
     /* A token we asked Redis with but do not hold with (we timed out, got the
-     * lease by hand-off, or lost the reply) goes to the watchdog, which takes
-     * it out of the queue and undoes a SET or grant it may have got. */
-    if (spare && (o->wait_ms > 0 || rc == DLOCK_ERR_REDIS)) {
-        dlock_wd_orphan(c->wd, spare);
+     * lease by hand-off, or lost the reply) is given up in the background:
+     * out of the queue, a SET or grant it may have got undone, and refused
+     * should its acquire still arrive. Not when it never reached Redis. */
+    if (spare && spare->sent && (o->wait_ms > 0 || rc == DLOCK_ERR_REDIS)) {
+        dlock_orphans_add(c->orphans, spare);
         spare = NULL;
     }
     pthread_mutex_unlock(&c->mu);

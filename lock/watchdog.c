@@ -18,8 +18,6 @@ struct dlock_watchdog {
     pthread_cond_t idle; /* a renewal finished */
     /* c->mu */
     struct dlock_lease *head;
-    struct dlock_lease *orphans; /* linked through next; next_renew_ms = next try,
-                                  * valid_until_ms = give up */
     int64_t wake_at; /* when the thread wakes next on its own; INT64_MAX when idle */
     int stop;
     redisContext *conn; /* the watchdog thread's alone */
@@ -162,30 +160,6 @@ static int holder_used_up(const struct dlock_lease *l)
     return h && h->max_renewals > 0 && l->renewals - h->renewals_at_start >= h->max_renewals;
 }
 
-/* Tries one orphan's release (mutex released around the I/O); it is freed
- * once Redis answered or its lease must have expired. Returns 1 if it did. */
-static int clean_orphan(dlock_watchdog *wd, int64_t now)
-{
-    struct dlock_lease *l = wd->orphans;
-    if (l == NULL || l->next_renew_ms > now)
-        return 0;
-    wd->orphans = l->next;
-    pthread_mutex_unlock(&wd->c->mu);
-    int rc = dlock_release_in_redis(wd->c, l, 1);
-    pthread_mutex_lock(&wd->c->mu);
-    if (rc == DLOCK_ERR_REDIS && dlock_now_ms() < l->valid_until_ms) {
-        l->next_renew_ms = dlock_now_ms() + 100; /* at the back, try again soon */
-        l->next = NULL;
-        struct dlock_lease **p = &wd->orphans;
-        while (*p)
-            p = &(*p)->next;
-        *p = l;
-    } else {
-        free(l);
-    }
-    return 1;
-}
-
 static void *run(void *arg)
 {
     dlock_watchdog *wd = arg;
@@ -193,12 +167,7 @@ static void *run(void *arg)
     while (!wd->stop) {
         struct dlock_lease *l = earliest(wd);
         int64_t now = dlock_now_ms();
-        if (clean_orphan(wd, now))
-            continue;
-        if (wd->orphans && (l == NULL || wd->orphans->next_renew_ms < l->next_renew_ms)) {
-            wd->wake_at = wd->orphans->next_renew_ms;
-            dlock_cond_wait_until(&wd->tick, &wd->c->mu, wd->orphans->next_renew_ms);
-        } else if (l == NULL) {
+        if (l == NULL) {
             wd->wake_at = INT64_MAX;
             pthread_cond_wait(&wd->tick, &wd->c->mu);
         } else if (l->next_renew_ms > now) {
@@ -241,11 +210,6 @@ void dlock_wd_stop(dlock_watchdog *wd)
     pthread_cond_signal(&wd->tick);
     pthread_mutex_unlock(&wd->c->mu);
     pthread_join(wd->thread, NULL);
-    while (wd->orphans) { /* their leases expire on their own */
-        struct dlock_lease *l = wd->orphans;
-        wd->orphans = l->next;
-        free(l);
-    }
     if (wd->conn)
         redisFree(wd->conn);
     pthread_cond_destroy(&wd->idle);
@@ -275,15 +239,4 @@ void dlock_wd_forget(dlock_watchdog *wd, struct dlock_lease *l)
     unlink_lease(wd, l);
     while (l->renewing)
         pthread_cond_wait(&wd->idle, &wd->c->mu);
-}
-
-void dlock_wd_orphan(dlock_watchdog *wd, struct dlock_lease *l)
-{
-    int64_t now = dlock_now_ms();
-    l->next_renew_ms = now;                  /* first try: at once */
-    l->valid_until_ms = now + l->lease_ms;   /* after that the key expired anyway */
-    l->prev = NULL;
-    l->next = wd->orphans;
-    wd->orphans = l;
-    pthread_cond_signal(&wd->tick);
 }

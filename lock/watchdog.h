@@ -23,12 +23,4 @@ void dlock_wd_watch(dlock_watchdog *wd, struct dlock_lease *l, int renew);
  * (the mutex is released while waiting), so nothing renews l afterwards. */
 void dlock_wd_forget(dlock_watchdog *wd, struct dlock_lease *l);
 
-/* Takes over a lease whose Redis state is unknown (an acquire or release that
- * timed out may still have run): the thread runs the release script for its
- * token until Redis answers or the lease would have expired anyway, then
- * frees it. The script only touches a key holding that token, so this never
- * harms another owner; it keeps a lost reply from locking the key for a whole
- * lease. l must not be watched or held. */
-void dlock_wd_orphan(dlock_watchdog *wd, struct dlock_lease *l);
-
 #endif

@@ -82,6 +82,14 @@ static void render_lock(struct buf *b, dlock_client *locks)
     put_counter(b, "stockd_lock_lost_total", "Holders that lost their lease.", s.lost);
     put_counter(b, "stockd_lock_redis_errors_total", "Redis commands that failed.",
                 s.redis_errors);
+    put_counter(b, "stockd_lock_redis_connects_total", "Redis connections opened or attempted.",
+                s.connects);
+    put_counter(b, "stockd_lock_orphaned_total",
+                "Lock tokens whose acquire or release may have run unanswered, given up in the "
+                "background.", s.orphaned);
+    put_counter(b, "stockd_lock_orphans_dropped_total",
+                "Of those, dropped untried because too many were in doubt at once.",
+                s.orphans_dropped);
     put(b, "# HELP stockd_lock_wait_seconds Time spent acquiring a lock.\n"
            "# TYPE stockd_lock_wait_seconds histogram\n");
     uint64_t cumulative = 0;

@@ -346,6 +346,15 @@ static void lead_batch(const stock_config *cfg, dlock_client *locks, batch_queue
     batch_finish(bq, jobs, n);
 }
 
+/* Items are never deleted, so one that exists now exists under the lock: an
+ * absent one is answered before, and its lock never touches Redis (every
+ * itemId a client makes up would otherwise leave keys there). */
+static int item_exists(store_conn *c, int64_t item_id)
+{
+    int64_t stock;
+    return store_stock_read(c, item_id, &stock);
+}
+
 void stock_reduce(const stock_config *cfg, dlock_client *locks, batch_queues *batches,
                   store_conn *c, const req_reduce *r, stock_result *out)
 {
@@ -353,7 +362,9 @@ void stock_reduce(const stock_config *cfg, dlock_client *locks, batch_queues *ba
     struct rmw x = {cfg, c, r, out, key};
     memset(out, 0, sizeof(*out));
     int rc = replayed(c, r, out); /* a retry of a committed request needs no lock */
-    if (rc != STORE_ERR_NOT_FOUND) {
+    if (rc == STORE_ERR_NOT_FOUND)
+        rc = item_exists(c, r->item_id);
+    if (rc != STORE_OK) {
         from_store(out, rc, c, r);
         return;
     }
@@ -407,7 +418,10 @@ void stock_set(const stock_config *cfg, dlock_client *locks, store_conn *c, int6
     struct set_args a = {{cfg, c, &r, out, key}, stock};
     memset(out, 0, sizeof(*out));
     lock_key(cfg, item_id, key, sizeof(key));
-    if (cfg->lock_mode == CFG_LOCK_REDIS)
+    int rc = item_exists(c, item_id);
+    if (rc != STORE_OK)
+        from_store(out, rc, c, NULL);
+    else if (cfg->lock_mode == CFG_LOCK_REDIS)
         under_lock(cfg, locks, &a.x, set_stock, &a);
     else
         set_stock(NULL, &a);

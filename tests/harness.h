@@ -141,6 +141,28 @@ long th_rss_kb(pid_t pid);
 /* Reads a whole file (NUL-terminated, caller frees) or NULL. */
 char *th_read_file(const char *path);
 
+/* A TCP proxy on a free loopback port in front of 127.0.0.1:upstream, on
+ * threads of the test process: bytes pass both ways, except that the next
+ * client chunk containing an armed needle (th_proxy_delay_next) is held for
+ * a while, and everything the client sends after it on that connection
+ * waits behind it, as a slow network would. A client that gives up and
+ * closes still has its held bytes delivered: that is the fault it makes.
+ * For faults a real Redis can't produce on demand. */
+typedef struct th_proxy th_proxy;
+
+/* Starts the proxy; NULL on failure. th_proxy_port says where it listens. */
+th_proxy *th_proxy_start(int upstream_port);
+int th_proxy_port(const th_proxy *p);
+
+/* Holds the next client chunk that contains needle for delay_ms. */
+void th_proxy_delay_next(th_proxy *p, const char *needle, int delay_ms);
+
+/* Chunks held so far (each armed delay that fired counts one). */
+int th_proxy_delayed(th_proxy *p);
+
+/* Closes every connection and joins the threads. NULL is a no-op. */
+void th_proxy_stop(th_proxy *p);
+
 /* Skips the running cmocka test with a reason, printed as its last line so
  * that tests/run.sh lists it ("skip: <reason>"). Use where the test needs a
  * tool that `make deps` does not install. */

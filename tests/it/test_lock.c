@@ -335,6 +335,118 @@ static void test_a_timed_out_acquire_does_not_leave_the_key_locked(void **state)
     dlock_client_free(impatient);
 }
 
+/* The acquire's reply never came within the command timeout, but the command
+ * itself reaches Redis later (a slow network: the proxy holds it 1 s). The
+ * client gave that token up; it must never take the key, so the next
+ * acquirer gets it at once instead of after the 30 s lease. */
+static void test_an_acquire_that_arrives_after_its_timeout_never_takes_the_key(void **state)
+{
+    (void)state;
+    th_proxy *proxy = th_proxy_start(redis.port);
+    assert_non_null(proxy);
+    dlock_config cfg;
+    dlock_config_defaults(&cfg);
+    cfg.port = th_proxy_port(proxy);
+    cfg.command_timeout_ms = 300;
+    dlock_client *slow;
+    assert_int_equal(dlock_client_new(&cfg, &slow), DLOCK_OK);
+    assert_int_equal(dlock_ping(slow), DLOCK_OK);
+    dlock_opts o = opts(30000, 2000);
+    dlock_handle *h;
+    th_proxy_delay_next(proxy, "EVALSHA", 1000);
+    assert_int_equal(dlock_acquire(slow, "t:late", &o, &h), DLOCK_ERR_REDIS);
+    assert_int_equal(th_proxy_delayed(proxy), 1);
+    th_sleep_ms(1500); /* the held acquire has reached Redis and run by now */
+    o.wait_ms = 0;
+    assert_int_equal(dlock_acquire(client, "t:late", &o, &h), DLOCK_OK);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    dlock_stats s;
+    dlock_stats_read(slow, &s);
+    assert_int_equal(s.orphaned, 1);
+    dlock_client_free(slow);
+    th_proxy_stop(proxy);
+}
+
+/* Checks that every key matching pattern has a TTL; returns how many there are. */
+static long long keys_with_ttl(const char *pattern)
+{
+    long long keys = 0;
+    redisContext *rc = th_redis_connect(&redis);
+    redisReply *r = redisCommand(rc, "KEYS %s", pattern);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    for (size_t i = 0; i < r->elements; i++, keys++) {
+        redisReply *ttl = redisCommand(rc, "PTTL %s", r->element[i]->str);
+        if (ttl->integer <= 0)
+            fail_msg("%s has no TTL (%lld)", r->element[i]->str, ttl->integer);
+        freeReplyObject(ttl);
+    }
+    freeReplyObject(r);
+    redisFree(rc);
+    return keys;
+}
+
+struct waiter {
+    dlock_client *c;
+    dlock_opts o;
+    int rc;
+};
+
+static void *wait_in_line(void *arg)
+{
+    struct waiter *w = arg;
+    dlock_handle *h;
+    w->rc = dlock_acquire(w->c, "t:ttl", &w->o, &h);
+    return NULL;
+}
+
+/* Every key the lock writes (the lock, its fence counter, its queue, the
+ * waiters' deadlines, the given-up tokens) has a TTL: none lives forever. */
+static void test_every_key_the_lock_writes_expires(void **state)
+{
+    (void)state;
+    dlock_opts o = opts(2000, 0);
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire(client, "t:ttl", &o, &h), DLOCK_OK);
+    struct waiter w = {other_client(), opts(2000, 600), -1};
+    pthread_t t;
+    pthread_create(&t, NULL, wait_in_line, &w);
+    th_sleep_ms(300); /* in line: notify mode queues in Redis */
+    int notify = wait_mode == DLOCK_WAIT_NOTIFY;
+    assert_true(keys_with_ttl("t:ttl*") >= (notify ? 4 : 2)); /* lock, fence, queue, alive */
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_ERR_TIMEOUT);
+    th_sleep_ms(200); /* the given-up waiter's token is marked gone in the background */
+    assert_true(keys_with_ttl("t:ttl*") >= (notify ? 3 : 2)); /* lock, fence, gone */
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    dlock_client_free(w.c);
+}
+
+/* Redis is down (nothing listens): acquires fail fast, and since nothing
+ * reached Redis, nothing is left to clean up and nothing retries. */
+static void test_with_redis_down_failed_acquires_leave_nothing_to_retry(void **state)
+{
+    (void)state;
+    dlock_config cfg;
+    dlock_config_defaults(&cfg);
+    cfg.port = th_free_port();
+    dlock_client *c;
+    assert_int_equal(dlock_client_new(&cfg, &c), DLOCK_OK);
+    dlock_opts o = opts(30000, 2000);
+    dlock_handle *h;
+    for (int i = 0; i < 200; i++)
+        assert_int_equal(dlock_acquire(c, "t:nowhere", &o, &h), DLOCK_ERR_REDIS);
+    dlock_stats before, after;
+    dlock_stats_read(c, &before);
+    assert_int_equal(before.orphaned, 0);
+    th_sleep_ms(1000);
+    dlock_stats_read(c, &after);
+    /* the subscriber's reconnects only: a few a second */
+    if (after.connects - before.connects > 10)
+        fail_msg("%llu connection attempts in 1 s after the burst",
+                 (unsigned long long)(after.connects - before.connects));
+    dlock_client_free(c);
+}
+
 /* Redis restarted from an old RDB or AOF brings back an older fence counter;
  * tokens must still grow (they follow Redis's clock when the counter lags). */
 static void test_fence_grows_even_when_an_older_counter_comes_back(void **state)
@@ -736,6 +848,9 @@ int main(void)
         cmocka_unit_test(test_fence_grows_with_each_acquisition),
         cmocka_unit_test(test_fence_grows_even_when_an_older_counter_comes_back),
         cmocka_unit_test(test_a_timed_out_acquire_does_not_leave_the_key_locked),
+        cmocka_unit_test(test_an_acquire_that_arrives_after_its_timeout_never_takes_the_key),
+        cmocka_unit_test(test_every_key_the_lock_writes_expires),
+        cmocka_unit_test(test_with_redis_down_failed_acquires_leave_nothing_to_retry),
         cmocka_unit_test(test_invalid_keys_and_options_are_refused),
         cmocka_unit_test(test_threads_increment_shared_counter_without_lost_update),
         cmocka_unit_test(test_redis_down_fails_fast_then_recovers),

@@ -719,6 +719,25 @@ static void test_a_write_that_waits_past_the_drain_deadline_does_not_commit(void
     assert_int_equal(orders, 0);
 }
 
+/* 250 requests for items that do not exist leave Redis as it was: they are
+ * answered before any lock is taken. */
+static void test_requests_for_absent_items_touch_no_redis_key(void **state)
+{
+    (void)state;
+    long long before = th_redis_int(&redis, "DBSIZE");
+    char path[64], body[96];
+    for (int i = 0; i < 250; i++) {
+        long long absent = 900000000LL + i;
+        snprintf(body, sizeof(body), "{\"itemId\":%lld,\"quantity\":1}", absent);
+        json_decref(call(i % 2 ? &a : &b, "POST", "/reduceStock", body, 404));
+        if (i % 50 == 0) {
+            snprintf(path, sizeof(path), "/items/%lld", absent);
+            json_decref(call(&a, "PUT", path, "{\"stock\":5}", 404));
+        }
+    }
+    assert_true(th_redis_int(&redis, "DBSIZE") <= before);
+}
+
 #define BIG_LEDGER 300000
 
 /* Writes n ledger rows for item straight into the database (quantity 1,
@@ -879,6 +898,7 @@ int main(void)
         cmocka_unit_test(test_requests_past_the_drain_deadline_do_not_commit),
         cmocka_unit_test(test_a_write_that_waits_past_the_drain_deadline_does_not_commit),
         cmocka_unit_test(test_a_redis_timeout_too_long_for_the_lease_stops_start_up),
+        cmocka_unit_test(test_requests_for_absent_items_touch_no_redis_key),
         cmocka_unit_test(test_a_long_ledger_is_read_in_bounded_pages),
         cmocka_unit_test(test_items_are_listed_in_pages),
         cmocka_unit_test(test_a_rolled_back_batch_leaves_no_false_refusal),

@@ -1,0 +1,152 @@
+/* orphans.c - the clean-up thread for tokens whose state in Redis is unknown
+ * (see orphans.h). A pending token is a lease on a list of its own, with
+ * next_renew_ms as its next try, valid_until_ms as the time after which its
+ * key must have expired anyway, and renewals counting its tries. */
+#include "orphans.h"
+
+#include <stdlib.h>
+
+#include "internal.h"
+
+#define BACKOFF_FIRST_MS 50
+#define BACKOFF_MAX_MS 2000
+
+struct dlock_orphans {
+    dlock_client *c;
+    pthread_t thread;
+    pthread_mutex_t mu; /* guards the fields below */
+    pthread_cond_t wake;
+    struct dlock_lease *head; /* in arrival order; linked through next */
+    int count;
+    int stop;
+};
+
+/* 50 ms after the first failure, doubling up to 2 s: a Redis that is down
+ * gets a few attempts a second from this thread, however many tokens wait. */
+static int64_t backoff_ms(int tries)
+{
+    int64_t ms = BACKOFF_FIRST_MS;
+    while (--tries > 0 && ms < BACKOFF_MAX_MS)
+        ms *= 2;
+    return ms < BACKOFF_MAX_MS ? ms : BACKOFF_MAX_MS;
+}
+
+static struct dlock_lease *earliest(dlock_orphans *o)
+{
+    struct dlock_lease *best = NULL;
+    for (struct dlock_lease *l = o->head; l; l = l->next)
+        if (best == NULL || l->next_renew_ms < best->next_renew_ms)
+            best = l;
+    return best;
+}
+
+static void unlink_orphan(dlock_orphans *o, struct dlock_lease *l)
+{
+    struct dlock_lease **p = &o->head;
+    while (*p != l)
+        p = &(*p)->next;
+    *p = l->next;
+    l->next = NULL;
+    o->count--;
+}
+
+static void append(dlock_orphans *o, struct dlock_lease *l)
+{
+    struct dlock_lease **p = &o->head;
+    while (*p)
+        p = &(*p)->next;
+    *p = l;
+    l->next = NULL;
+    o->count++;
+}
+
+/* Tries l's release once, without the mutex; it goes back on the list with
+ * its next try when Redis could not be asked and its lease may still run. */
+static void try_one(dlock_orphans *o, struct dlock_lease *l)
+{
+    unlink_orphan(o, l);
+    pthread_mutex_unlock(&o->mu);
+    int rc = dlock_release_in_redis(o->c, l, 1);
+    pthread_mutex_lock(&o->mu);
+    int64_t now = dlock_now_ms();
+    if (rc == DLOCK_ERR_REDIS && now < l->valid_until_ms && !o->stop) {
+        l->next_renew_ms = now + backoff_ms(++l->renewals);
+        append(o, l);
+    } else {
+        free(l);
+    }
+}
+
+static void *run(void *arg)
+{
+    dlock_orphans *o = arg;
+    pthread_mutex_lock(&o->mu);
+    while (!o->stop) {
+        struct dlock_lease *l = earliest(o);
+        if (l == NULL)
+            pthread_cond_wait(&o->wake, &o->mu);
+        else if (l->next_renew_ms > dlock_now_ms())
+            dlock_cond_wait_until(&o->wake, &o->mu, l->next_renew_ms);
+        else
+            try_one(o, l);
+    }
+    pthread_mutex_unlock(&o->mu);
+    return NULL;
+}
+
+dlock_orphans *dlock_orphans_start(dlock_client *c)
+{
+    dlock_orphans *o = calloc(1, sizeof(*o));
+    if (o == NULL)
+        return NULL;
+    o->c = c;
+    pthread_mutex_init(&o->mu, NULL);
+    dlock_cond_init(&o->wake);
+    if (pthread_create(&o->thread, NULL, run, o) != 0) {
+        pthread_cond_destroy(&o->wake);
+        pthread_mutex_destroy(&o->mu);
+        free(o);
+        return NULL;
+    }
+    return o;
+}
+
+void dlock_orphans_stop(dlock_orphans *o)
+{
+    if (o == NULL)
+        return;
+    pthread_mutex_lock(&o->mu);
+    o->stop = 1;
+    pthread_cond_signal(&o->wake);
+    pthread_mutex_unlock(&o->mu);
+    pthread_join(o->thread, NULL);
+    while (o->head) {
+        struct dlock_lease *l = o->head;
+        o->head = l->next;
+        free(l);
+    }
+    pthread_cond_destroy(&o->wake);
+    pthread_mutex_destroy(&o->mu);
+    free(o);
+}
+
+void dlock_orphans_add(dlock_orphans *o, struct dlock_lease *l)
+{
+    int64_t now = dlock_now_ms();
+    l->next_renew_ms = now;                /* first try: at once */
+    l->valid_until_ms = now + l->lease_ms; /* after that the key expired anyway */
+    l->renewals = 0;
+    struct dlock_lease *dropped = NULL;
+    pthread_mutex_lock(&o->mu);
+    if (o->count >= DLOCK_ORPHANS_MAX) { /* Redis is in deep trouble; the oldest lease expires */
+        dropped = o->head;
+        unlink_orphan(o, dropped);
+    }
+    append(o, l);
+    pthread_cond_signal(&o->wake);
+    pthread_mutex_unlock(&o->mu);
+    atomic_fetch_add(&o->c->stats.orphaned, 1);
+    if (dropped)
+        atomic_fetch_add(&o->c->stats.orphans_dropped, 1);
+    free(dropped);
+}

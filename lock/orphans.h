@@ -1,0 +1,35 @@
+/* orphans.h - tokens whose state in Redis is unknown: an acquire or release
+ * that was sent but whose reply never came (a timeout, a broken connection)
+ * may still run, now or later. One thread per client runs the release
+ * script for each such token as "given up": if the key is ours it is
+ * released, and the token is marked gone, so an acquire of it still on its
+ * way can never take the key. It retries with backoff until Redis answers or
+ * the lease would have expired anyway, on connections of its own, so lease
+ * renewals never wait behind it.
+ *
+ * Only tokens that may have reached Redis belong here: when nothing was sent
+ * (Redis refused the connection) there is nothing to undo. */
+#ifndef DLOCK_ORPHANS_H
+#define DLOCK_ORPHANS_H
+
+#include <stddef.h>
+
+#include "dlock.h"
+
+#define DLOCK_ORPHANS_MAX 1024 /* tokens in doubt at once; beyond, the oldest is dropped */
+
+struct dlock_lease;
+typedef struct dlock_orphans dlock_orphans;
+
+/* Starts the thread. NULL when out of memory or threads. */
+dlock_orphans *dlock_orphans_start(dlock_client *c);
+
+/* Stops and joins the thread; tokens still pending are dropped (their leases
+ * expire on their own). NULL is a no-op. */
+void dlock_orphans_stop(dlock_orphans *o);
+
+/* Takes over l (not watched, not held; freed here): its first try is at
+ * once. Thread-safe; the client's mutex may be held. */
+void dlock_orphans_add(dlock_orphans *o, struct dlock_lease *l);
+
+#endif

@@ -1,0 +1,227 @@
+/* proxy.c - a loopback TCP proxy for fault tests: it can hold one client
+ * chunk (a Redis command) for a while, as a slow network would, and still
+ * deliver it after the client gave up. See tests/harness.h. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define MAX_CONNS 256
+#define TICK_MS 20
+#define DRAIN_MS 3000 /* after the client left: how long upstream may still answer */
+
+struct th_proxy {
+    int listen_fd, port, upstream;
+    pthread_t acceptor;
+    pthread_mutex_t mu; /* guards the fields below */
+    char needle[64];
+    int delay_ms, armed, delayed, stop;
+    pthread_t threads[MAX_CONNS];
+    int nthreads;
+};
+
+struct conn {
+    th_proxy *p;
+    int client, up;
+    char *held; /* client bytes not yet forwarded */
+    size_t nheld;
+    int64_t hold_until;
+};
+
+static int listen_loopback(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 64) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+static int stopping(th_proxy *p)
+{
+    pthread_mutex_lock(&p->mu);
+    int stop = p->stop;
+    pthread_mutex_unlock(&p->mu);
+    return stop;
+}
+
+static void write_all(int fd, const char *data, size_t len)
+{
+    for (size_t done = 0; done < len;) {
+        ssize_t n = send(fd, data + done, len - done, MSG_NOSIGNAL);
+        if (n <= 0 && errno != EINTR)
+            return;
+        done += n > 0 ? (size_t)n : 0;
+    }
+}
+
+/* A chunk from the client: held when it carries the armed needle, or when
+ * bytes before it are held (order is kept). */
+static void from_client(struct conn *c, const char *data, size_t len)
+{
+    th_proxy *p = c->p;
+    pthread_mutex_lock(&p->mu);
+    if (p->armed && memmem(data, len, p->needle, strlen(p->needle))) {
+        p->armed = 0;
+        p->delayed++;
+        c->hold_until = th_now_ms() + p->delay_ms;
+    }
+    pthread_mutex_unlock(&p->mu);
+    char *grown = realloc(c->held, c->nheld + len);
+    if (grown == NULL)
+        return;
+    c->held = grown;
+    memcpy(c->held + c->nheld, data, len);
+    c->nheld += len;
+}
+
+static void *relay(void *arg)
+{
+    struct conn *c = arg;
+    char buf[16384];
+    int client_open = 1;
+    int64_t give_up = 0;
+    while (!stopping(c->p)) {
+        int64_t now = th_now_ms();
+        if (c->nheld && now >= c->hold_until) {
+            write_all(c->up, c->held, c->nheld);
+            c->nheld = 0;
+        }
+        if (!client_open && c->nheld == 0 && give_up == 0) {
+            shutdown(c->up, SHUT_WR); /* the held command went out; let it be answered */
+            give_up = now + DRAIN_MS;
+        }
+        if (give_up && now >= give_up)
+            break;
+        struct pollfd fds[2] = {{client_open ? c->client : -1, POLLIN, 0}, {c->up, POLLIN, 0}};
+        if (poll(fds, 2, TICK_MS) < 0 && errno != EINTR)
+            break;
+        if (fds[0].revents) {
+            ssize_t n = recv(c->client, buf, sizeof(buf), 0);
+            if (n > 0)
+                from_client(c, buf, (size_t)n);
+            else
+                client_open = 0;
+        }
+        if (fds[1].revents) {
+            ssize_t n = recv(c->up, buf, sizeof(buf), 0);
+            if (n <= 0)
+                break;
+            if (client_open)
+                write_all(c->client, buf, (size_t)n);
+        }
+    }
+    close(c->client);
+    close(c->up);
+    free(c->held);
+    free(c);
+    return NULL;
+}
+
+static int connect_upstream(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+static void *accept_loop(void *arg)
+{
+    th_proxy *p = arg;
+    while (!stopping(p)) {
+        struct pollfd pfd = {p->listen_fd, POLLIN, 0};
+        if (poll(&pfd, 1, TICK_MS) <= 0)
+            continue;
+        int client = accept4(p->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        int up = client >= 0 ? connect_upstream(p->upstream) : -1;
+        struct conn *c = up >= 0 ? calloc(1, sizeof(*c)) : NULL;
+        pthread_mutex_lock(&p->mu);
+        int room = p->nthreads < MAX_CONNS;
+        if (c && room) {
+            *c = (struct conn){.p = p, .client = client, .up = up};
+            room = pthread_create(&p->threads[p->nthreads], NULL, relay, c) == 0;
+            p->nthreads += room;
+        }
+        pthread_mutex_unlock(&p->mu);
+        if (!c || !room) { /* upstream down or too many: the client sees a closed connection */
+            free(c);
+            if (client >= 0)
+                close(client);
+            if (up >= 0)
+                close(up);
+        }
+    }
+    return NULL;
+}
+
+th_proxy *th_proxy_start(int upstream_port)
+{
+    th_proxy *p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return NULL;
+    p->upstream = upstream_port;
+    pthread_mutex_init(&p->mu, NULL);
+    if ((p->listen_fd = listen_loopback(&p->port)) < 0 ||
+        pthread_create(&p->acceptor, NULL, accept_loop, p) != 0) {
+        if (p->listen_fd >= 0)
+            close(p->listen_fd);
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+int th_proxy_port(const th_proxy *p) { return p->port; }
+
+void th_proxy_delay_next(th_proxy *p, const char *needle, int delay_ms)
+{
+    pthread_mutex_lock(&p->mu);
+    snprintf(p->needle, sizeof(p->needle), "%s", needle);
+    p->delay_ms = delay_ms;
+    p->armed = 1;
+    pthread_mutex_unlock(&p->mu);
+}
+
+int th_proxy_delayed(th_proxy *p)
+{
+    pthread_mutex_lock(&p->mu);
+    int n = p->delayed;
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
+
+void th_proxy_stop(th_proxy *p)
+{
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->acceptor, NULL);
+    for (int i = 0; i < p->nthreads; i++)
+        pthread_join(p->threads[i], NULL);
+    close(p->listen_fd);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
