@@ -136,7 +136,9 @@ echo "docker-demo: ${compose_cmd[*]} $("${compose_cmd[@]}" version --short 2>/de
 
 echo "docker-demo: building the images and starting the stack (log: $state/up.log)"
 start=$SECONDS
-compose up --build -d >"$state/up.log" 2>&1 || { tail -n 40 "$state/up.log" >&2; exit 1; }
+# --force-rm: a failed build step must not leave its container behind.
+{ compose build --force-rm && compose up -d; } >"$state/up.log" 2>&1 ||
+    { tail -n 40 "$state/up.log" >&2; exit 1; }
 wait_healthy
 echo "docker-demo: up and healthy in $((SECONDS - start)) s"
 
