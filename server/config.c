@@ -79,8 +79,16 @@ static const struct opt opts[] = {
      "name recorded in the ledger (default <hostname>:<port>)"},
     {"max-connections", "STOCKD_MAX_CONNECTIONS", OPT_INT, F(max_connections), 1, 100000, NULL,
      "concurrent HTTP connections, one thread each; more are refused"},
+    {"max-connections-per-ip", "STOCKD_MAX_CONNECTIONS_PER_IP", OPT_INT, F(max_per_ip), 0,
+     100000, NULL, "concurrent HTTP connections from one client address; more are refused, so "
+     "one client can't take them all (behind a proxy every client has its address); 0 = no "
+     "limit"},
+    {"request-timeout-ms", "STOCKD_REQUEST_TIMEOUT_MS", OPT_INT, F(request_timeout_ms), 100,
+     3600000, NULL, "a request's headers and body must arrive within this of its request line, "
+     "however steadily they trickle; the connection is closed otherwise"},
     {"idle-timeout-s", "STOCKD_IDLE_TIMEOUT_S", OPT_INT, F(idle_timeout_s), 1, 3600, NULL,
-     "close a connection that sends nothing for this long"},
+     "close a connection that sends nothing for this long, or whose next request line takes "
+     "longer than this to arrive"},
     {"drain-ms", "STOCKD_DRAIN_MS", OPT_INT, F(drain_ms), 0, 3600000, NULL,
      "on SIGTERM/SIGINT, how long to let in-flight requests finish"},
     {"log-level", "STOCKD_LOG_LEVEL", OPT_CHOICE, F(log_level), 0, 0, "debug|info|warn|error",
@@ -112,7 +120,9 @@ void cfg_defaults(stockd_config *c)
     c->max_work_ms = 60000;
     c->instance_id = NULL; /* resolved after the port is known */
     c->max_connections = 1024;
+    c->max_per_ip = 256;
     c->idle_timeout_s = 60;
+    c->request_timeout_ms = 10000;
     c->drain_ms = 30000;
     c->log_level = LOG_INFO;
 }

@@ -37,7 +37,9 @@ typedef struct stockd_config {
     int max_work_ms;         /* cap on workMs */
     const char *instance_id; /* recorded in the ledger; default host:port */
     int max_connections;     /* concurrent HTTP connections (one thread each) */
+    int max_per_ip;          /* of which from one client address; 0 = no limit */
     int idle_timeout_s;      /* close a connection idle this long */
+    int request_timeout_ms;  /* a request's headers and body must arrive within this */
     int drain_ms;            /* on SIGTERM, wait this long for in-flight requests */
     int log_level;           /* enum log_level */
     char instance_buf[300];  /* storage for the default instance_id */

@@ -17,6 +17,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "reaper.h"
 #include "request.h"
 #include "route.h"
 
@@ -28,6 +29,7 @@
 struct http_server {
     http_deps deps;
     struct MHD_Daemon *daemon;
+    reaper *reaper; /* deadlines for slow senders */
     _Atomic int draining;
 };
 
@@ -371,7 +373,7 @@ static void handle_health(http_server *s, store_conn *c, struct reply *r)
 
 static void handle_metrics(http_server *s, struct reply *r)
 {
-    r->text = metrics_render(s->deps.locks, &r->text_len);
+    r->text = metrics_render(s->deps.locks, reaper_reaped(s->reaper), &r->text_len);
     if (r->text == NULL)
         reply_error(r, 500, "out_of_memory", "cannot render metrics");
     else
@@ -455,6 +457,14 @@ static enum MHD_Result take_chunk(struct request *rq, const char *data, size_t s
     return rq->discarded > DISCARD_MAX ? MHD_NO : MHD_YES;
 }
 
+/* The connection's deadlines (see reaper.h), kept as its socket context. */
+static reaper_conn *deadlines_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info ? info->socket_context : NULL;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -471,6 +481,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > HTTP_BODY_MAX) {
             rq->too_large = 1;
+            reaper_request_read(deadlines_of(conn));
             return respond(s, conn, url, method, rq); /* MHD drops the body and closes */
         }
         return MHD_YES;
@@ -480,14 +491,38 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0;
         return ok;
     }
+    reaper_request_read(deadlines_of(conn));
     return respond(s, conn, url, method, rq);
+}
+
+/* The request line is in (headers are not yet): its deadline starts. */
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    (void)cls, (void)uri;
+    reaper_request_line(deadlines_of(conn));
+    return NULL; /* on_request sets up the request state */
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    http_server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *info =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = info ? reaper_conn_started(s->reaper, info->connect_fd) : NULL;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) { /* before MHD closes the socket */
+        reaper_conn_closed(s->reaper, *socket_context);
+        *socket_context = NULL;
+    }
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)cls, (void)conn;
+    (void)cls;
     struct request *rq = *req_cls;
+    reaper_request_done(deadlines_of(conn));
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && toe != MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN)
         log_event(LOG_DEBUG, "request not completed", "reason=%d", (int)toe);
     if (rq) {
@@ -546,6 +581,12 @@ int http_start(const http_deps *deps, http_server **out, char *err, size_t errle
         return -1;
     }
     s->deps = *deps;
+    s->reaper = reaper_start(deps->cfg->idle_timeout_s * 1000, deps->cfg->request_timeout_ms);
+    if (s->reaper == NULL) {
+        snprintf(err, errlen, "out of memory or threads");
+        free(s);
+        return -1;
+    }
     s->daemon = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
             MHD_USE_ITC | MHD_USE_ERROR_LOG,
@@ -553,7 +594,10 @@ int http_start(const http_deps *deps, http_server **out, char *err, size_t errle
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, /* first, so it sees every message */
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned int)deps->cfg->max_connections,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)deps->cfg->max_per_ip,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)deps->cfg->idle_timeout_s,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+        MHD_OPTION_URI_LOG_CALLBACK, on_request_line, s,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_THREAD_STACK_SIZE, (size_t)STACK_SIZE,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024,
@@ -561,6 +605,7 @@ int http_start(const http_deps *deps, http_server **out, char *err, size_t errle
     if (s->daemon == NULL) {
         snprintf(err, errlen, "cannot listen on %s:%d (in use, or not permitted)",
                  deps->cfg->bind, deps->cfg->port);
+        reaper_stop(s->reaper);
         free(s);
         return -1;
     }
@@ -589,6 +634,7 @@ void http_stop(http_server *s)
 {
     if (s == NULL)
         return;
-    MHD_stop_daemon(s->daemon);
+    MHD_stop_daemon(s->daemon); /* every connection closed: the reaper has none left */
+    reaper_stop(s->reaper);
     free(s);
 }

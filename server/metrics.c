@@ -106,7 +106,7 @@ static void render_lock(struct buf *b, dlock_client *locks)
         s.wait_sum_ms / 1000.0, (unsigned long long)s.wait_count);
 }
 
-char *metrics_render(dlock_client *locks, size_t *len)
+char *metrics_render(dlock_client *locks, uint64_t reaped, size_t *len)
 {
     struct buf b = {malloc(4096), 0, 4096, 0};
     b.failed = b.data == NULL;
@@ -131,6 +131,9 @@ char *metrics_render(dlock_client *locks, size_t *len)
             (unsigned long long)atomic_load(&outcomes[o]));
     put_counter(&b, "stockd_units_deducted_total", "Units of stock deducted.",
                 atomic_load(&units_deducted));
+    put_counter(&b, "stockd_http_deadline_closed_total",
+                "Connections closed because a request line, headers or body came too slowly.",
+                reaped);
     put(&b, "# HELP stockd_inflight_requests Requests being handled.\n"
             "# TYPE stockd_inflight_requests gauge\nstockd_inflight_requests %lld\n",
         (long long)atomic_load(&inflight));

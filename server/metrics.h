@@ -21,8 +21,9 @@ void metrics_outcome(enum stock_outcome outcome, int64_t quantity);
 void metrics_inflight_add(int delta);
 int64_t metrics_inflight(void);
 
-/* Renders every metric, with the lock client's counters when locks is not NULL.
- * Returns a malloc'd NUL-terminated buffer (caller frees) or NULL when out of memory. */
-char *metrics_render(dlock_client *locks, size_t *len);
+/* Renders every metric, with the lock client's counters when locks is not
+ * NULL, and the number of connections closed at their deadline. Returns a
+ * malloc'd NUL-terminated buffer (caller frees) or NULL when out of memory. */
+char *metrics_render(dlock_client *locks, uint64_t reaped, size_t *len);
 
 #endif

@@ -407,6 +407,21 @@ int th_connect(int port)
     return fd;
 }
 
+int th_connect_from(const char *src, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in from = {.sin_family = AF_INET};
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd >= 0 && (inet_pton(AF_INET, src, &from.sin_addr) != 1 ||
+                    bind(fd, (struct sockaddr *)&from, sizeof(from)) != 0 ||
+                    connect(fd, (struct sockaddr *)&to, sizeof(to)) != 0)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
 int th_connect_nonblocking(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
@@ -531,6 +546,39 @@ long th_rss_kb(pid_t pid)
     if (f)
         fclose(f);
     return kb;
+}
+
+long th_cpu_ms(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* fields after "pid (comm)": state is field 3 */
+    unsigned long utime, stime;
+    if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+                            &utime, &stime) != 2)
+        return -1;
+    return (long)((utime + stime) * 1000 / (unsigned long)sysconf(_SC_CLK_TCK));
+}
+
+double th_metric(const char *base_url, const char *name)
+{
+    char url[256], pattern[160];
+    th_resp r;
+    snprintf(url, sizeof(url), "%s/metrics", base_url);
+    snprintf(pattern, sizeof(pattern), "\n%s ", name);
+    double v = -1;
+    if (th_http("GET", url, NULL, &r) == 0 && r.status == 200) {
+        const char *p = strstr(r.body, pattern);
+        if (p)
+            v = strtod(p + strlen(pattern), NULL);
+    }
+    th_resp_free(&r);
+    return v;
 }
 
 char *th_read_file(const char *path)

@@ -122,6 +122,10 @@ int th_connect(int port);
 
 /* Starts a non-blocking connect to 127.0.0.1:port; the socket, or -1. */
 int th_connect_nonblocking(int port);
+
+/* A connection to 127.0.0.1:port from the loopback address src (for example
+ * "127.0.0.2": another client, as far as the server can tell); -1 on failure. */
+int th_connect_from(const char *src, int port);
 int th_exchange(int fd, const char *req, char *out, size_t size, int timeout_ms);
 
 /* Runs argv to completion (stdout+stderr to out_path when given), killing it
@@ -137,6 +141,12 @@ char th_proc_state(pid_t pid);
 
 /* The process's resident memory in KiB, or -1. */
 long th_rss_kb(pid_t pid);
+
+/* CPU time the process has used (user + system), in ms, or -1. */
+long th_cpu_ms(pid_t pid);
+
+/* The value of an unlabelled metric in base_url/metrics, or -1. */
+double th_metric(const char *base_url, const char *name);
 
 /* Reads a whole file (NUL-terminated, caller frees) or NULL. */
 char *th_read_file(const char *path);

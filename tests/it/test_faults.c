@@ -3,7 +3,9 @@
  * a fault while loadgen drives them, and ends with loadgen's verdict: a
  * crashed holder, a holder stalled past its lease (with and without fencing),
  * a Redis restart, a locked database, idle and slow connections, SIGTERM;
- * and abuse: huge headers and a flood of connection attempts. */
+ * abuse: huge headers and a flood of connection attempts; lock commands that
+ * reach Redis after their timeout, slow senders from one address, and a
+ * burst against a dead Redis. */
 #include <jansson.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -15,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -260,30 +263,32 @@ static void test_locked_database_mid_run(void **state)
 }
 
 /* 5. 500 idle keep-alive connections and 20 slow clients trickling a body on
- *    one replica, plus load on it: it keeps serving, in bounded memory. */
+ *    one replica (no limit per address here), plus load on it: it keeps
+ *    serving, in bounded memory. */
 static void test_idle_and_slow_connections_do_not_starve_the_replica(void **state)
 {
     (void)state;
     enum { IDLE = 500, SLOW = 20 };
+    const char *flags[] = {"--max-connections-per-ip", "0", NULL};
     struct stack s;
-    stack_start(&s, "idle", NULL, 100000);
-    long rss_before = th_rss_kb(s.r[1].pid);
+    stack_start(&s, "idle", flags, 100000);
+    long rss_before = th_rss_kb(s.r[0].pid);
     int fds[IDLE + SLOW];
     const char *slow_head = "POST /reduceStock HTTP/1.1\r\nHost: x\r\nContent-Length: 64\r\n\r\n{";
     for (int i = 0; i < IDLE + SLOW; i++) {
-        fds[i] = th_connect(s.r[1].port);
+        fds[i] = th_connect(s.r[0].port);
         assert_true(fds[i] >= 0);
         if (i >= IDLE)
             assert_true(write(fds[i], slow_head, strlen(slow_head)) > 0);
     }
-    pid_t lg = loadgen_start(&s, "idle", s.r[1].url, "2s", "16", "0");
+    pid_t lg = loadgen_start(&s, "idle", s.r[0].url, "2s", "16", "0");
     for (int tick = 0; tick < 10; tick++) { /* a byte every 200 ms: never completes */
         for (int i = IDLE; i < IDLE + SLOW; i++)
             assert_true(write(fds[i], " ", 1) == 1);
         th_sleep_ms(200);
     }
     loadgen_expect(lg, "idle", 0);
-    long rss_after = th_rss_kb(s.r[1].pid);
+    long rss_after = th_rss_kb(s.r[0].pid);
     print_message("replica RSS with %d open connections: %ld KiB (was %ld KiB)\n", IDLE + SLOW,
                   rss_after, rss_before);
     assert_true(outcome("idle", "ok") > 0);
@@ -380,6 +385,143 @@ static void test_huge_headers_and_connection_flood_are_refused(void **state)
     stack_stop(&s);
 }
 
+/* 7. Replica 0 talks to Redis through a proxy that can hold a lock command
+ *    for 1 s, past its 300 ms Redis timeout; the command still reaches Redis
+ *    afterwards. First a lone request: its acquire is held, it gets 503, and
+ *    its acquire lands on a free key. Its 30 s lease would lock the item
+ *    that long if a late acquire could take the key: in the run that
+ *    follows, with more commands held now and then, nobody may time out. */
+static void test_late_lock_commands_never_lock_the_item(void **state)
+{
+    (void)state;
+    th_proxy *proxy = th_proxy_start(redis.port);
+    assert_non_null(proxy);
+    char port[16];
+    snprintf(port, sizeof(port), "%d", th_proxy_port(proxy));
+    const char *flags[] = {"--redis-port", port, "--redis-timeout-ms", "300", "--lease-ms",
+                           "30000", NULL};
+    struct stack s;
+    stack_start(&s, "late", flags, 100000);
+    th_proxy_delay_next(proxy, "EVALSHA", 1000);
+    char body[512];
+    assert_int_equal(th_reduce(s.r[0].url, s.item, 1, 0, body, sizeof(body)), 503);
+    assert_non_null(strstr(body, "redis_unavailable"));
+    th_sleep_ms(1500); /* the held acquire has run by now, on a free key */
+    char all[sizeof(s.targets) + sizeof(s.r[0].url) + 1];
+    snprintf(all, sizeof(all), "%s,%s", s.r[0].url, s.targets);
+    pid_t lg = loadgen_start(&s, "late", all, "4s", "12", "0");
+    for (int i = 0; i < 6; i++) {
+        th_sleep_ms(500);
+        th_proxy_delay_next(proxy, "EVALSHA", 1000);
+    }
+    loadgen_expect(lg, "late", 0);
+    print_message("%d lock commands held past their timeout\n", th_proxy_delayed(proxy));
+    assert_true(th_proxy_delayed(proxy) >= 4);
+    assert_true(outcome("late", "ok") > 0);
+    assert_int_equal(outcome("late", "lock_timeout"), 0);
+    stack_stop(&s);
+    th_proxy_stop(proxy);
+}
+
+/* One GET /health from 127.0.0.2; returns how long the answer took (ms), or
+ * -1 when there was none. */
+static long health_from_another_address(int port)
+{
+    char out[1024];
+    int64_t t0 = th_now_ms();
+    int fd = th_connect_from("127.0.0.2", port);
+    if (fd < 0)
+        return -1;
+    int n = th_exchange(fd, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n", out, sizeof(out), 5000);
+    close(fd);
+    return n > 0 && strstr(out, " 200 ") ? (long)(th_now_ms() - t0) : -1;
+}
+
+/* 8. 1000 sockets from 127.0.0.1 trickle a request's headers, a byte every
+ *    500 ms, at replica 0 (600 connections at most, 200 per address, 3 s to
+ *    send a request): a client at 127.0.0.2 is answered within 1 s
+ *    throughout, the trickling ones are closed at their deadline, and the
+ *    other replicas' load passes. */
+static void test_slow_senders_from_one_address_cannot_lock_others_out(void **state)
+{
+    (void)state;
+    enum { SLOW = 1000 };
+    const char *flags[] = {"--max-connections", "600", "--max-connections-per-ip", "200",
+                           "--request-timeout-ms", "3000", NULL};
+    struct stack s;
+    stack_start(&s, "slowloris", flags, 100000);
+    static int fds[SLOW];
+    for (int i = 0; i < SLOW; i++)
+        fds[i] = th_connect_nonblocking(s.r[0].port);
+    pid_t lg = loadgen_start(&s, "slowloris", s.targets, "5s", "8", "0");
+    const char *head = "GET /health HTTP/1.1\r\nX-Slow: ";
+    long worst = 0;
+    for (int tick = 0; tick < 10; tick++) {
+        for (int i = 0; i < SLOW; i++)
+            if (fds[i] >= 0 && send(fds[i], tick ? "a" : head, tick ? 1 : strlen(head),
+                                    MSG_NOSIGNAL) < 0)
+                close(fds[i]), fds[i] = -1; /* refused, or closed at its deadline */
+        long ms = health_from_another_address(s.r[0].port);
+        if (ms < 0 || ms > 1000)
+            fail_msg("GET /health from 127.0.0.2 took %ld ms at tick %d", ms, tick);
+        worst = ms > worst ? ms : worst;
+        th_sleep_ms(500);
+    }
+    loadgen_expect(lg, "slowloris", 0);
+    int open = 0;
+    for (int i = 0; i < SLOW; i++)
+        if (fds[i] >= 0)
+            open++, close(fds[i]);
+    double reaped = th_metric(s.r[0].url, "stockd_http_deadline_closed_total");
+    print_message("/health from 127.0.0.2: worst %ld ms; %d of %d slow sockets still open; "
+                  "%.0f closed at their deadline\n", worst, open, SLOW, reaped);
+    assert_true(reaped >= 100); /* those that got in were cut off after 3 s */
+    assert_int_equal(open, 0);
+    stack_stop(&s);
+}
+
+/* 9. Redis is down (nothing listens on its port) and 800 requests hit
+ *    replica 0: each fails fast, and since no command reached Redis there is
+ *    nothing to undo; afterwards the replica is idle (CPU, connection
+ *    attempts) instead of retrying. Then Redis comes up and a run passes. */
+static void test_a_burst_against_a_dead_redis_leaves_the_replica_idle(void **state)
+{
+    (void)state;
+    th_redis later = {.port = th_free_port()};
+    char port[16];
+    snprintf(port, sizeof(port), "%d", later.port);
+    const char *flags[] = {"--redis-port", port, "--lease-ms", "30000", NULL};
+    struct stack s;
+    stack_start(&s, "dead-redis", flags, 100000);
+    static char bin[256], item[32], out[160];
+    snprintf(bin, sizeof(bin), "%s/loadgen", th_build_dir());
+    snprintf(item, sizeof(item), "%lld", s.item);
+    snprintf(out, sizeof(out), "%s/dead-redis.out", dir);
+    const char *burst[] = {bin, "--target", s.r[0].url, "--item", item, "-n", "800", "-c", "32",
+                           NULL};
+    assert_int_equal(th_run(burst, out, 60000), 0);
+    th_sleep_ms(200);
+    const char *connects = "stockd_lock_redis_connects_total";
+    double c0 = th_metric(s.r[0].url, connects);
+    long cpu0 = th_cpu_ms(s.r[0].pid);
+    th_sleep_ms(2000);
+    double c1 = th_metric(s.r[0].url, connects);
+    long cpu1 = th_cpu_ms(s.r[0].pid);
+    print_message("after the burst: %.1f connection attempts/s, %ld ms CPU in 2 s, %.0f "
+                  "tokens given to clean-up\n", (c1 - c0) / 2, cpu1 - cpu0,
+                  th_metric(s.r[0].url, "stockd_lock_orphaned_total"));
+    assert_true((c1 - c0) / 2 < 10);  /* the subscriber's reconnects: 4 a second */
+    assert_true(cpu1 - cpu0 < 100);   /* under 5 % of a core */
+    assert_true(th_metric(s.r[0].url, "stockd_lock_orphaned_total") == 0);
+
+    assert_int_equal(th_redis_start(&later), 0);
+    pid_t lg = loadgen_start(&s, "dead-redis", s.r[0].url, "2s", "8", "0");
+    loadgen_expect(lg, "dead-redis", 0);
+    assert_true(outcome("dead-redis", "ok") > 0);
+    stack_stop(&s);
+    th_redis_stop(&later, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -391,6 +533,9 @@ int main(void)
         cmocka_unit_test(test_idle_and_slow_connections_do_not_starve_the_replica),
         cmocka_unit_test(test_sigterm_during_load),
         cmocka_unit_test(test_huge_headers_and_connection_flood_are_refused),
+        cmocka_unit_test(test_late_lock_commands_never_lock_the_item),
+        cmocka_unit_test(test_slow_senders_from_one_address_cannot_lock_others_out),
+        cmocka_unit_test(test_a_burst_against_a_dead_redis_leaves_the_replica_idle),
     };
     return cmocka_run_group_tests_name("faults", tests, group_setup, group_teardown);
 }
