@@ -14,14 +14,15 @@ cd "$(dirname "$0")/.."
 state=var/docker-demo # logs: the image builds, and dockerd when started here
 secret=docker/secrets/redis-password
 targets=http://stockd-1:8080,http://stockd-2:8080,http://stockd-3:8080
-project=stocklock # COMPOSE_PROJECT_NAME in docker/.env
+project=stocklock # also COMPOSE_PROJECT_NAME in docker/.env, for commands by hand
 
 mkdir -p "$state"
 scripts/deps.sh docker
 # Compose v2 when the engine has it; Debian bookworm ships only docker-compose 1.29.
 if docker compose version >/dev/null 2>&1; then compose_cmd=(docker compose)
 else compose_cmd=(docker-compose); fi
-compose() { "${compose_cmd[@]}" -f docker/docker-compose.yml "$@"; }
+# -p as in docker/.env, so that the leftovers check below can't miss the stack.
+compose() { "${compose_cmd[@]}" -p "$project" -f docker/docker-compose.yml "$@"; }
 
 need_root() {
     [ "$(id -u)" -eq 0 ] && return 0
