@@ -25,7 +25,7 @@ static th_redis redis;
 static th_stockd a, b, atomic_srv; /* a, b: redis mode on one database; atomic_srv too */
 static char dir[64], db[128];
 
-#define LOCK_FLAGS "--lease-ms", "300", "--redis-timeout-ms", "50", "--max-renewals", "12", \
+#define LOCK_FLAGS "--lease-ms", "600", "--redis-timeout-ms", "100", "--max-renewals", "12", \
                    "--wait-ms", "300", "--retry-ms", "20", "--allow-work-ms", \
                    "--busy-timeout-ms", "300"
 
@@ -334,7 +334,7 @@ static void test_watchdog_renews_during_long_work(void **state)
 {
     (void)state;
     long long id = new_item(&a, 5), stock, orders;
-    json_t *j = reduce(&a, id, 1, NULL, 900, 200); /* lease 300 ms: about 8 renewals */
+    json_t *j = reduce(&a, id, 1, NULL, 900, 200); /* lease 600 ms: about 4 renewals */
     assert_int_equal(jint(j, "remaining"), 4);
     json_decref(j);
     char url[128];
@@ -355,7 +355,8 @@ static void test_interrupted_holder_rolls_back(void **state)
     (void)state;
     long long id = new_item(&a, 5), stock, orders;
     int64_t t0 = th_now_ms();
-    json_t *j = reduce(&a, id, 1, "interrupt-me", 10000, 503); /* 12 renewals of 100 ms: ~1.3 s */
+    /* interrupted after 12 renewals, one every 200 ms: about 2.6 s */
+    json_t *j = reduce(&a, id, 1, "interrupt-me", 10000, 503);
     assert_true(th_now_ms() - t0 < 5000);
     assert_string_equal(jstr(j, "error"), "lock_interrupted");
     json_decref(j);
