@@ -46,15 +46,15 @@ static int group_setup(void **state)
     snprintf(db, sizeof(db), "%s/stock.db", dir);
     const char *locked_flags[] = {"--allow-work-ms", "--lease-ms", "500", "--redis-timeout-ms",
                                   "80", "--retry-ms", "20", NULL};
-    const char *brief_flags[] = {"--allow-work-ms", "--lease-ms", "300", "--redis-timeout-ms",
-                                 "50", "--max-renewals", "2", NULL};
+    const char *brief_flags[] = {"--allow-work-ms", "--lease-ms", "500", "--redis-timeout-ms",
+                                 "80", "--max-renewals", "2", NULL};
     const char *none_flags[] = {"--lock", "none", "--allow-work-ms", NULL};
     const char *atomic_flags[] = {"--lock", "atomic", NULL};
     const char *spin_flags[] = {"--allow-work-ms", "--lease-ms", "500", "--redis-timeout-ms",
                                 "80", "--retry-ms", "20", "--wait-mode", "spin", "--batch",
                                 "off", NULL};
-    const char *brief_spin_flags[] = {"--allow-work-ms", "--lease-ms", "300",
-                                      "--redis-timeout-ms", "50", "--max-renewals", "2",
+    const char *brief_spin_flags[] = {"--allow-work-ms", "--lease-ms", "500",
+                                      "--redis-timeout-ms", "80", "--max-renewals", "2",
                                       "--wait-mode", "spin", NULL};
     if (start_all(locked, 3, locked_flags) || start_all(brief, 2, brief_flags) ||
         start_all(unlocked, 2, none_flags) || start_all(&atomic_srv, 1, atomic_flags) ||

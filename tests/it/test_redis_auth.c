@@ -23,7 +23,7 @@
 #define PASSWORD "pw-4c7e1f0a9b"
 #define NEW_PASSWORD "pw-rotated-83d2"
 #define ACL_PASSWORD "acl-pw-5e61"
-#define LOCK_FLAGS "--lease-ms", "300", "--redis-timeout-ms", "50", "--wait-ms", "2000", \
+#define LOCK_FLAGS "--lease-ms", "600", "--redis-timeout-ms", "100", "--wait-ms", "2000", \
                    "--allow-work-ms"
 
 static th_redis redis = {.password = PASSWORD};
