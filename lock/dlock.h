@@ -27,6 +27,8 @@
 
 #define DLOCK_KEY_MAX 512  /* longest key accepted, in bytes */
 #define DLOCK_TOKEN_LEN 32 /* owner token: 128 random bits as lower-case hex */
+#define DLOCK_LEASE_MIN_MS 10                  /* shortest lease_ms accepted */
+#define DLOCK_LEASE_MAX_MS (24 * 3600 * 1000)  /* longest lease_ms accepted: a day */
 
 enum dlock_code {
     DLOCK_OK = 0,
@@ -195,6 +197,20 @@ int dlock_run(dlock_client *c, const char *key, const dlock_opts *opts, dlock_fn
               int *fn_rc);
 
 void dlock_stats_read(dlock_client *c, dlock_stats *out);
+
+/* The Redis keys and channel one lock uses besides key itself (the lease),
+ * all derived from key: for operators (ACLs, monitoring, clean-up) and
+ * tests. Each expires on its own (see the lock's README section). */
+typedef struct dlock_names {
+    char fence[DLOCK_KEY_MAX + 8];    /* key:fence, the fencing counter */
+    char queue[DLOCK_KEY_MAX + 8];    /* key:queue, waiting tokens in arrival order */
+    char alive[DLOCK_KEY_MAX + 8];    /* key:alive, each waiting token's deadline */
+    char gone[DLOCK_KEY_MAX + 8];     /* key:gone, tokens given up */
+    char channel[DLOCK_KEY_MAX + 16]; /* key:released, where releases are published */
+} dlock_names;
+
+/* Fills out for key (at most DLOCK_KEY_MAX bytes). */
+void dlock_names_of(const char *key, dlock_names *out);
 
 /* Static text for a code ("lock wait timed out", ...). */
 const char *dlock_strerror(int code);

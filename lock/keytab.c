@@ -80,6 +80,12 @@ void dlock_queue_push(struct dlock_entry *e, struct dlock_waiter *w)
     e->tail = w;
 }
 
+void dlock_entry_wake_head(struct dlock_entry *e)
+{
+    if (e->head)
+        pthread_cond_signal(&e->head->cv);
+}
+
 void dlock_queue_remove(struct dlock_entry *e, struct dlock_waiter *w)
 {
     if (w->prev)

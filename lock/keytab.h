@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dlock.h"
+
 struct dlock_handle;
 
 enum dlock_sub_state {
@@ -33,7 +35,7 @@ struct dlock_entry {
     int sub_state;               /* enum dlock_sub_state */
     unsigned long releases;      /* bumped on every release heard of (published or local),
                                   * so a head busy in Redis doesn't miss one */
-    char wait_token[33];         /* the token the head waits in Redis's queue with */
+    char wait_token[DLOCK_TOKEN_LEN + 1]; /* the token the head waits in Redis's queue with */
     char key[];
 };
 
@@ -62,5 +64,8 @@ void dlock_keytab_each(dlock_keytab *t, void (*fn)(struct dlock_entry *e, void *
 /* FIFO of waiters. */
 void dlock_queue_push(struct dlock_entry *e, struct dlock_waiter *w);
 void dlock_queue_remove(struct dlock_entry *e, struct dlock_waiter *w);
+
+/* Signals the head of e's queue, if any: it may be its turn to contend. */
+void dlock_entry_wake_head(struct dlock_entry *e);
 
 #endif

@@ -6,13 +6,14 @@
 
 #include <stdlib.h>
 
-#include "internal.h"
+#include "sync.h"
 
 #define BACKOFF_FIRST_MS 50
 #define BACKOFF_MAX_MS 2000
 
 struct dlock_orphans {
-    dlock_client *c;
+    dlock_node *node;
+    dlock_counters *counters;
     pthread_t thread;
     pthread_mutex_t mu; /* guards the fields below */
     pthread_cond_t wake;
@@ -66,7 +67,7 @@ static void try_one(dlock_orphans *o, struct dlock_lease *l)
 {
     unlink_orphan(o, l);
     pthread_mutex_unlock(&o->mu);
-    int rc = dlock_release_in_redis(o->c, l, 1);
+    int rc = dlock_lease_release(o->node, l, 1);
     pthread_mutex_lock(&o->mu);
     int64_t now = dlock_now_ms();
     if (rc == DLOCK_ERR_REDIS && now < l->valid_until_ms && !o->stop) {
@@ -94,12 +95,13 @@ static void *run(void *arg)
     return NULL;
 }
 
-dlock_orphans *dlock_orphans_start(dlock_client *c)
+dlock_orphans *dlock_orphans_start(dlock_node *node, dlock_counters *counters)
 {
     dlock_orphans *o = calloc(1, sizeof(*o));
     if (o == NULL)
         return NULL;
-    o->c = c;
+    o->node = node;
+    o->counters = counters;
     pthread_mutex_init(&o->mu, NULL);
     dlock_cond_init(&o->wake);
     if (pthread_create(&o->thread, NULL, run, o) != 0) {
@@ -145,8 +147,8 @@ void dlock_orphans_add(dlock_orphans *o, struct dlock_lease *l)
     append(o, l);
     pthread_cond_signal(&o->wake);
     pthread_mutex_unlock(&o->mu);
-    atomic_fetch_add(&o->c->stats.orphaned, 1);
+    dlock_count(&o->counters->orphaned);
     if (dropped)
-        atomic_fetch_add(&o->c->stats.orphans_dropped, 1);
+        dlock_count(&o->counters->orphans_dropped);
     free(dropped);
 }

@@ -12,24 +12,23 @@
 #ifndef DLOCK_ORPHANS_H
 #define DLOCK_ORPHANS_H
 
-#include <stddef.h>
-
-#include "dlock.h"
+#include "counters.h"
+#include "lease.h"
+#include "node.h"
 
 #define DLOCK_ORPHANS_MAX 1024 /* tokens in doubt at once; beyond, the oldest is dropped */
 
-struct dlock_lease;
 typedef struct dlock_orphans dlock_orphans;
 
-/* Starts the thread. NULL when out of memory or threads. */
-dlock_orphans *dlock_orphans_start(dlock_client *c);
+/* Starts the thread, releasing through node. NULL when out of memory or threads. */
+dlock_orphans *dlock_orphans_start(dlock_node *node, dlock_counters *counters);
 
 /* Stops and joins the thread; tokens still pending are dropped (their leases
  * expire on their own). NULL is a no-op. */
 void dlock_orphans_stop(dlock_orphans *o);
 
 /* Takes over l (not watched, not held; freed here): its first try is at
- * once. Thread-safe; the client's mutex may be held. */
+ * once. Thread-safe; the client's mutex may be held (this module has its own). */
 void dlock_orphans_add(dlock_orphans *o, struct dlock_lease *l);
 
 #endif

@@ -9,10 +9,13 @@
  * most one interval. A releasing holder hands its lease straight to the next
  * local waiter, up to handoff_max times or handoff_ms, then lets it go
  * through Redis so other processes get their turn. */
+#include "queue.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "err.h"
+#include "sync.h"
 
 enum { AGAIN = 1 }; /* contend() made no progress; look again */
 
@@ -34,20 +37,20 @@ static int contend(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *
                    const dlock_opts *o, int64_t deadline, struct dlock_lease **lp)
 {
     int64_t pttl;
-    if (*lp == NULL && (*lp = dlock_lease_new(c, e->key, o)) == NULL)
+    if (*lp == NULL && (*lp = dlock_lease_new(e->key, o)) == NULL)
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
     unsigned long seen = e->releases; /* a release during the attempt must not be missed */
     memcpy(e->wait_token, (*lp)->token, sizeof(e->wait_token));
     pthread_mutex_unlock(&c->mu);     /* w stays head: nobody else here contends meanwhile */
     /* queue in Redis only when we mean to wait: a fail-fast try just looks */
-    int rc = dlock_try_acquire(c, *lp, o->wait_ms > 0, &pttl);
+    int rc = dlock_lease_try(c->node, *lp, o->wait_ms > 0, &pttl);
     pthread_mutex_lock(&c->mu);
     if (w->granted) /* a holder whose lease came back to life handed it to us meanwhile; */
         return DLOCK_OK; /* our own token, if it took the key, leaves in the clean-up */
     if (rc == DLOCK_OK) {
         dlock_queue_remove(e, w);
         e->holder = w->h;
-        dlock_hold(c, w->h, *lp, o->watchdog);
+        dlock_wd_hold(c->wd, w->h, *lp, o->watchdog);
         *lp = NULL;
         return DLOCK_OK;
     }
@@ -104,14 +107,8 @@ static int wait_turn(dlock_client *c, struct dlock_entry *e, struct dlock_waiter
     }
 }
 
-static void wake_head(struct dlock_entry *e)
-{
-    if (e->head)
-        pthread_cond_signal(&e->head->cv);
-}
-
-int dlock_queue_acquire(dlock_client *c, struct dlock_handle *h, const char *key,
-                        const dlock_opts *o, int64_t deadline)
+int dlock_queue_acquire(dlock_client *c, dlock_handle *h, const char *key, const dlock_opts *o,
+                        int64_t deadline)
 {
     struct dlock_waiter w = {.h = h};
     struct dlock_lease *spare = NULL;
@@ -126,7 +123,7 @@ int dlock_queue_acquire(dlock_client *c, struct dlock_handle *h, const char *key
         rc = wait_turn(c, e, &w, o, deadline, &spare);
         if (rc != DLOCK_OK) {
             dlock_queue_remove(e, &w);
-            wake_head(e); /* the next in line may contend now */
+            dlock_entry_wake_head(e); /* the next in line may contend now */
             dlock_queue_leave(c, e);
             h->entry = NULL;
         }
@@ -145,7 +142,7 @@ int dlock_queue_acquire(dlock_client *c, struct dlock_handle *h, const char *key
     return e ? rc : dlock_fail(rc, "out of memory");
 }
 
-int dlock_queue_handoff(dlock_client *c, struct dlock_handle *h)
+int dlock_queue_handoff(dlock_client *c, dlock_handle *h)
 {
     struct dlock_entry *e = h->entry;
     struct dlock_lease *l = h->lease;
@@ -164,8 +161,19 @@ int dlock_queue_handoff(dlock_client *c, struct dlock_handle *h)
     pthread_cond_signal(&w->cv);
     dlock_queue_leave(c, e);
     h->entry = NULL;
-    atomic_fetch_add(&c->stats.handoffs, 1);
+    dlock_count(&c->counters.handoffs);
     return 1;
+}
+
+void dlock_queue_released(dlock_client *c, dlock_handle *h)
+{
+    (void)c;
+    struct dlock_entry *e = h->entry;
+    if (e && e->holder == h) { /* not when a waiter took over our expired lease */
+        e->holder = NULL;
+        e->releases++;
+        dlock_entry_wake_head(e); /* it contends, and our PUBLISH wakes it */
+    }
 }
 
 void dlock_queue_leave(dlock_client *c, struct dlock_entry *e)

@@ -7,6 +7,8 @@
  * has gone: a hot key's entry comes and goes between acquisitions, and
  * unsubscribing each time would cost two commands and open a window in which
  * a release goes unheard. */
+#include "subscriber.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -14,7 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "node.h"
+#include "sync.h"
 
 #define RECONNECT_MS 250
 #define SWEEP_MS 1000
@@ -30,17 +33,20 @@ struct channel {
 };
 
 struct op {
-    char *channel;
+    char *key;     /* whose release channel */
     int subscribe; /* 1 SUBSCRIBE, 0 UNSUBSCRIBE */
 };
 
 struct dlock_subscriber {
-    dlock_client *c;
+    pthread_mutex_t *mu; /* the client's */
+    dlock_keytab *keys;
+    dlock_node *node;
+    dlock_counters *counters;
     pthread_t thread;
     int wake[2];        /* pipe: new ops, or stop */
     redisContext *conn; /* the thread's alone */
     int64_t swept_ms;
-    /* c->mu */
+    /* mu */
     struct op *ops;
     size_t nops, cap;
     struct channel *channels[CHANNEL_BUCKETS];
@@ -66,24 +72,10 @@ static void drop_channels(dlock_subscriber *s)
         }
 }
 
-size_t dlock_channel(const char *key, char *buf)
-{
-    size_t len = strlen(key);
-    memcpy(buf, key, len);
-    memcpy(buf + len, DLOCK_CHANNEL_SUFFIX, sizeof(DLOCK_CHANNEL_SUFFIX));
-    return len + sizeof(DLOCK_CHANNEL_SUFFIX) - 1;
-}
-
 static void poke(dlock_subscriber *s)
 {
     ssize_t ignored = write(s->wake[1], "x", 1); /* a full pipe already means "wake up" */
     (void)ignored;
-}
-
-static void signal_head(struct dlock_entry *e)
-{
-    if (e->head)
-        pthread_cond_signal(&e->head->cv);
 }
 
 static int push_op(dlock_subscriber *s, const char *key, int subscribe)
@@ -95,9 +87,7 @@ static int push_op(dlock_subscriber *s, const char *key, int subscribe)
             return -1;
         s->ops = grown, s->cap = cap;
     }
-    char channel[DLOCK_CHANNEL_MAX];
-    dlock_channel(key, channel);
-    if ((s->ops[s->nops].channel = strdup(channel)) == NULL)
+    if ((s->ops[s->nops].key = strdup(key)) == NULL)
         return -1;
     s->ops[s->nops++].subscribe = subscribe;
     poke(s);
@@ -154,7 +144,7 @@ static void fail_entry(struct dlock_entry *e, void *arg)
     (void)arg;
     if (e->sub_state == DLOCK_SUB_PENDING || e->sub_state == DLOCK_SUB_ACTIVE) {
         e->sub_state = DLOCK_SUB_FAILED;
-        signal_head(e);
+        dlock_entry_wake_head(e);
     }
 }
 
@@ -163,30 +153,29 @@ static void disconnect(dlock_subscriber *s)
 {
     redisFree(s->conn);
     s->conn = NULL;
-    pthread_mutex_lock(&s->c->mu);
+    pthread_mutex_lock(s->mu);
     s->connected = 0;
     drop_channels(s);
     for (size_t i = 0; i < s->nops; i++) /* meant for the connection that is gone */
-        free(s->ops[i].channel);
+        free(s->ops[i].key);
     s->nops = 0;
-    dlock_keytab_each(s->c->keys, fail_entry, NULL);
-    pthread_mutex_unlock(&s->c->mu);
+    dlock_keytab_each(s->keys, fail_entry, NULL);
+    pthread_mutex_unlock(s->mu);
 }
 
 /* Sends the queued ops (taken under the mutex, written without it). */
 static int send_ops(dlock_subscriber *s)
 {
-    pthread_mutex_lock(&s->c->mu);
+    pthread_mutex_lock(s->mu);
     struct op *ops = s->ops;
     size_t n = s->nops;
     s->ops = NULL, s->nops = s->cap = 0;
-    pthread_mutex_unlock(&s->c->mu);
+    pthread_mutex_unlock(s->mu);
     int rc = REDIS_OK, done = 0;
     for (size_t i = 0; i < n; i++) {
         if (rc == REDIS_OK)
-            rc = redisAppendCommand(s->conn, ops[i].subscribe ? "SUBSCRIBE %s" : "UNSUBSCRIBE %s",
-                                    ops[i].channel);
-        free(ops[i].channel);
+            rc = dlock_node_sub_request(s->conn, ops[i].key, ops[i].subscribe);
+        free(ops[i].key);
     }
     free(ops);
     while (rc == REDIS_OK && !done)
@@ -199,7 +188,7 @@ static void fail_pending_entry(struct dlock_entry *e, void *arg)
     (void)arg;
     if (e->sub_state == DLOCK_SUB_PENDING) {
         e->sub_state = DLOCK_SUB_FAILED;
-        signal_head(e);
+        dlock_entry_wake_head(e);
     }
 }
 
@@ -208,7 +197,7 @@ static void fail_pending_entry(struct dlock_entry *e, void *arg)
  * waiters poll every retry_ms. Counted as a Redis error. */
 static void refused(dlock_subscriber *s)
 {
-    atomic_fetch_add(&s->c->stats.redis_errors, 1);
+    dlock_count(&s->counters->redis_errors);
     for (int b = 0; b < CHANNEL_BUCKETS; b++)
         for (struct channel **p = &s->channels[b]; *p;) {
             struct channel *ch = *p;
@@ -219,7 +208,7 @@ static void refused(dlock_subscriber *s)
                 p = &ch->next;
             }
         }
-    dlock_keytab_each(s->c->keys, fail_pending_entry, NULL);
+    dlock_keytab_each(s->keys, fail_pending_entry, NULL);
 }
 
 /* A pub/sub reply: ["message", channel, payload] or ["subscribe", channel, n]. */
@@ -240,19 +229,19 @@ static void handle_reply(dlock_subscriber *s, redisReply *r)
     struct channel *ch = *channel_slot(s, channel, len - suffix);
     if (subscribed && ch)
         ch->state = DLOCK_SUB_ACTIVE;
-    struct dlock_entry *e = dlock_keytab_find(s->c->keys, channel, len - suffix);
+    struct dlock_entry *e = dlock_keytab_find(s->keys, channel, len - suffix);
     if (e == NULL)
         return;
     if (subscribed && ch && e->sub_state == DLOCK_SUB_PENDING)
         e->sub_state = DLOCK_SUB_ACTIVE;
     if (subscribed) {
-        signal_head(e);
+        dlock_entry_wake_head(e);
     } else if (strcmp(kind, "message") == 0 && r->element[2]->type == REDIS_REPLY_STRING &&
                (r->element[2]->len == 0 ||
                 (r->element[2]->len == DLOCK_TOKEN_LEN &&
                  memcmp(r->element[2]->str, e->wait_token, DLOCK_TOKEN_LEN) == 0))) {
         e->releases++; /* released to nobody, or granted to our head: try now */
-        signal_head(e);
+        dlock_entry_wake_head(e);
     }
 }
 
@@ -262,12 +251,12 @@ static int read_replies(dlock_subscriber *s)
         return REDIS_ERR;
     void *reply;
     int rc;
-    pthread_mutex_lock(&s->c->mu);
+    pthread_mutex_lock(s->mu);
     while ((rc = redisGetReplyFromReader(s->conn, &reply)) == REDIS_OK && reply != NULL) {
         handle_reply(s, reply);
         freeReplyObject(reply);
     }
-    pthread_mutex_unlock(&s->c->mu);
+    pthread_mutex_unlock(s->mu);
     return rc;
 }
 
@@ -282,10 +271,10 @@ static void drain(int fd)
 static void turn(dlock_subscriber *s)
 {
     struct pollfd p[2] = {{.fd = s->wake[0], .events = POLLIN}, {.fd = -1, .events = POLLIN}};
-    if (s->conn == NULL && (s->conn = dlock_pool_connect(s->c->pool)) != NULL) {
-        pthread_mutex_lock(&s->c->mu);
+    if (s->conn == NULL && (s->conn = dlock_node_subscriber(s->node)) != NULL) {
+        pthread_mutex_lock(s->mu);
         s->connected = 1;
-        pthread_mutex_unlock(&s->c->mu);
+        pthread_mutex_unlock(s->mu);
     }
     if (s->conn && send_ops(s) != REDIS_OK)
         disconnect(s);
@@ -295,9 +284,9 @@ static void turn(dlock_subscriber *s)
         return;
     int64_t now = dlock_now_ms();
     if (s->conn && now - s->swept_ms >= SWEEP_MS) {
-        pthread_mutex_lock(&s->c->mu);
+        pthread_mutex_lock(s->mu);
         sweep(s, now);
-        pthread_mutex_unlock(&s->c->mu);
+        pthread_mutex_unlock(s->mu);
         s->swept_ms = now;
     }
     if (p[0].revents)
@@ -310,21 +299,25 @@ static void *run(void *arg)
 {
     dlock_subscriber *s = arg;
     for (;;) {
-        pthread_mutex_lock(&s->c->mu);
+        pthread_mutex_lock(s->mu);
         int stop = s->stop;
-        pthread_mutex_unlock(&s->c->mu);
+        pthread_mutex_unlock(s->mu);
         if (stop)
             return NULL;
         turn(s);
     }
 }
 
-dlock_subscriber *dlock_sub_start(dlock_client *c)
+dlock_subscriber *dlock_sub_start(pthread_mutex_t *mu, dlock_keytab *keys, dlock_node *node,
+                                  dlock_counters *counters)
 {
     dlock_subscriber *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return NULL;
-    s->c = c;
+    s->mu = mu;
+    s->keys = keys;
+    s->node = node;
+    s->counters = counters;
     if (pipe2(s->wake, O_NONBLOCK | O_CLOEXEC) != 0) {
         free(s);
         return NULL;
@@ -340,15 +333,15 @@ dlock_subscriber *dlock_sub_start(dlock_client *c)
 
 void dlock_sub_stop(dlock_subscriber *s)
 {
-    pthread_mutex_lock(&s->c->mu);
+    pthread_mutex_lock(s->mu);
     s->stop = 1;
-    pthread_mutex_unlock(&s->c->mu);
+    pthread_mutex_unlock(s->mu);
     poke(s);
     pthread_join(s->thread, NULL);
     if (s->conn)
         redisFree(s->conn);
     for (size_t i = 0; i < s->nops; i++)
-        free(s->ops[i].channel);
+        free(s->ops[i].key);
     free(s->ops);
     drop_channels(s);
     close(s->wake[0]);

@@ -5,60 +5,25 @@
  * takeover can never extend someone else's lease. The thread renews one lease
  * at a time on its own connection, outside the mutex; dlock_wd_forget waits
  * for that renewal to finish, so no renewal ever follows a release. */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "watchdog.h"
 
-#include "internal.h"
+#include <stdlib.h>
+
+#include "sync.h"
 
 struct dlock_watchdog {
-    dlock_client *c;
+    pthread_mutex_t *mu; /* the client's */
+    dlock_node *node;
+    dlock_counters *counters;
     pthread_t thread;
     pthread_cond_t tick; /* the schedule changed, or stop */
     pthread_cond_t idle; /* a renewal finished */
-    /* c->mu */
+    /* mu */
     struct dlock_lease *head;
     int64_t wake_at; /* when the thread wakes next on its own; INT64_MAX when idle */
     int stop;
     redisContext *conn; /* the watchdog thread's alone */
 };
-
-enum renew_outcome { RENEWED, NOT_OURS, FAILED };
-
-int dlock_cond_init(pthread_cond_t *cv)
-{
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    int rc = pthread_cond_init(cv, &attr);
-    pthread_condattr_destroy(&attr);
-    return rc;
-}
-
-void dlock_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t at_ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    int64_t ms = at_ms - dlock_now_ms();
-    if (ms < 0)
-        ms = 0;
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
-    pthread_cond_timedwait(cv, mu, &ts);
-}
-
-int dlock_holder_state(const struct dlock_handle *h, int64_t now)
-{
-    if (h->interrupted)
-        return DLOCK_ERR_INTERRUPTED;
-    if (h->lease->lost || now >= h->lease->valid_until_ms)
-        return DLOCK_ERR_LOST;
-    return DLOCK_OK;
-}
 
 static void unlink_lease(dlock_watchdog *wd, struct dlock_lease *l)
 {
@@ -81,7 +46,7 @@ static void retire(dlock_watchdog *wd, struct dlock_lease *l, int interrupt)
     unlink_lease(wd, l);
     if (interrupt) {
         l->holder->interrupted = 1;
-        atomic_fetch_add(&wd->c->stats.interrupts, 1);
+        dlock_count(&wd->counters->interrupts);
     } else {
         l->lost = 1;
     }
@@ -89,57 +54,25 @@ static void retire(dlock_watchdog *wd, struct dlock_lease *l, int interrupt)
         pthread_cond_broadcast(&l->holder->wake);
 }
 
-/* Sends the renewal; called without the mutex. */
-static enum renew_outcome send_renewal(dlock_watchdog *wd, const struct dlock_lease *l)
-{
-    char lease[16];
-    int n = snprintf(lease, sizeof(lease), "%d", l->lease_ms);
-    const char *argv[] = {l->key, l->token, lease};
-    size_t lens[] = {strlen(l->key), DLOCK_TOKEN_LEN, (size_t)n};
-
-    if (wd->conn == NULL && (wd->conn = dlock_pool_connect(wd->c->pool)) == NULL) {
-        atomic_fetch_add(&wd->c->stats.redis_errors, 1);
-        return FAILED;
-    }
-    redisReply *r = dlock_pool_script(wd->c->pool, wd->conn, DLOCK_SCRIPT_RENEW, 1, 3, argv, lens);
-    if (wd->conn->err) { /* reconnect on the next tick */
-        redisFree(wd->conn);
-        wd->conn = NULL;
-    }
-    if (r == NULL) {
-        atomic_fetch_add(&wd->c->stats.redis_errors, 1);
-        return FAILED;
-    }
-    enum renew_outcome out = (r->type == REDIS_REPLY_INTEGER && r->integer == 1) ? RENEWED
-                                                                                  : NOT_OURS;
-    freeReplyObject(r);
-    return out;
-}
-
-/* Renews l; entered and left with the mutex held, released around the I/O. */
+/* Renews l; entered and left with mu held, released around the I/O. */
 static void renew(dlock_watchdog *wd, struct dlock_lease *l)
 {
     int64_t sent = dlock_now_ms();
     l->renewing = 1;
-    pthread_mutex_unlock(&wd->c->mu);
-    enum renew_outcome out = send_renewal(wd, l);
-    pthread_mutex_lock(&wd->c->mu);
+    pthread_mutex_unlock(wd->mu);
+    int rc = dlock_node_renew(wd->node, &wd->conn, l->key, l->token, l->lease_ms);
+    pthread_mutex_lock(wd->mu);
 
-    switch (out) {
-    case RENEWED:
+    if (rc == DLOCK_OK) {
         l->renewals++;
         l->valid_until_ms = sent + l->lease_ms - dlock_drift_ms(l->lease_ms);
         l->next_renew_ms = sent + l->lease_ms / 3;
-        atomic_fetch_add(&wd->c->stats.renewals, 1);
-        break;
-    case NOT_OURS:
+        dlock_count(&wd->counters->renewals);
+    } else if (rc == DLOCK_ERR_LOST) {
         retire(wd, l, 0);
-        break;
-    case FAILED: { /* try again soon; the local deadline bounds how long */
+    } else { /* try again soon; the local deadline bounds how long */
         int retry = l->lease_ms / 10;
         l->next_renew_ms = dlock_now_ms() + (retry < 5 ? 5 : retry > 1000 ? 1000 : retry);
-        break;
-    }
     }
     l->renewing = 0;
     pthread_cond_broadcast(&wd->idle);
@@ -163,16 +96,16 @@ static int holder_used_up(const struct dlock_lease *l)
 static void *run(void *arg)
 {
     dlock_watchdog *wd = arg;
-    pthread_mutex_lock(&wd->c->mu);
+    pthread_mutex_lock(wd->mu);
     while (!wd->stop) {
         struct dlock_lease *l = earliest(wd);
         int64_t now = dlock_now_ms();
         if (l == NULL) {
             wd->wake_at = INT64_MAX;
-            pthread_cond_wait(&wd->tick, &wd->c->mu);
+            pthread_cond_wait(&wd->tick, wd->mu);
         } else if (l->next_renew_ms > now) {
             wd->wake_at = l->next_renew_ms;
-            dlock_cond_wait_until(&wd->tick, &wd->c->mu, l->next_renew_ms);
+            dlock_cond_wait_until(&wd->tick, wd->mu, l->next_renew_ms);
         } else if (now >= l->valid_until_ms) {
             retire(wd, l, 0); /* renewals kept failing until the lease ran out */
         } else if (holder_used_up(l)) {
@@ -181,16 +114,18 @@ static void *run(void *arg)
             renew(wd, l);
         }
     }
-    pthread_mutex_unlock(&wd->c->mu);
+    pthread_mutex_unlock(wd->mu);
     return NULL;
 }
 
-dlock_watchdog *dlock_wd_start(dlock_client *c)
+dlock_watchdog *dlock_wd_start(pthread_mutex_t *mu, dlock_node *node, dlock_counters *counters)
 {
     dlock_watchdog *wd = calloc(1, sizeof(*wd));
     if (wd == NULL)
         return NULL;
-    wd->c = c;
+    wd->mu = mu;
+    wd->node = node;
+    wd->counters = counters;
     wd->wake_at = INT64_MAX;
     dlock_cond_init(&wd->tick);
     dlock_cond_init(&wd->idle);
@@ -205,10 +140,10 @@ dlock_watchdog *dlock_wd_start(dlock_client *c)
 
 void dlock_wd_stop(dlock_watchdog *wd)
 {
-    pthread_mutex_lock(&wd->c->mu);
+    pthread_mutex_lock(wd->mu);
     wd->stop = 1;
     pthread_cond_signal(&wd->tick);
-    pthread_mutex_unlock(&wd->c->mu);
+    pthread_mutex_unlock(wd->mu);
     pthread_join(wd->thread, NULL);
     if (wd->conn)
         redisFree(wd->conn);
@@ -217,8 +152,12 @@ void dlock_wd_stop(dlock_watchdog *wd)
     free(wd);
 }
 
-void dlock_wd_watch(dlock_watchdog *wd, struct dlock_lease *l, int renew_it)
+void dlock_wd_hold(dlock_watchdog *wd, dlock_handle *h, struct dlock_lease *l, int renew_it)
 {
+    h->lease = l;
+    h->seq = 0;
+    h->renewals_at_start = 0;
+    l->holder = h;
     l->renewals = 0;
     l->valid_until_ms = l->acquired_ms + l->lease_ms - dlock_drift_ms(l->lease_ms);
     l->next_renew_ms = l->acquired_ms + l->lease_ms / 3;
@@ -238,5 +177,5 @@ void dlock_wd_forget(dlock_watchdog *wd, struct dlock_lease *l)
 {
     unlink_lease(wd, l);
     while (l->renewing)
-        pthread_cond_wait(&wd->idle, &wd->c->mu);
+        pthread_cond_wait(&wd->idle, wd->mu);
 }

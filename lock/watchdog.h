@@ -1,26 +1,32 @@
 /* watchdog.h - one thread per client that renews every held lease at
  * lease/3, marks lost leases, and interrupts holders after max_renewals.
- * Functions taking a lease are called with the client's mutex held. */
+ * It shares the client's mutex (mu), which guards leases and holders; the
+ * functions taking a lease are called with mu held. */
 #ifndef DLOCK_WATCHDOG_H
 #define DLOCK_WATCHDOG_H
 
-#include "dlock.h"
+#include <pthread.h>
 
-struct dlock_lease;
+#include "counters.h"
+#include "lease.h"
+#include "node.h"
+
 typedef struct dlock_watchdog dlock_watchdog;
 
-/* Starts the thread. Returns NULL when out of memory or threads. */
-dlock_watchdog *dlock_wd_start(dlock_client *c);
+/* Starts the thread, renewing through node (on a connection of its own).
+ * Returns NULL when out of memory or threads. */
+dlock_watchdog *dlock_wd_start(pthread_mutex_t *mu, dlock_node *node, dlock_counters *counters);
 
 /* Stops and joins the thread. Every lease must have been forgotten. */
 void dlock_wd_stop(dlock_watchdog *wd);
 
-/* Sets l's deadlines from l->acquired_ms and, when renew is set, adds it to
+/* Makes h the holder of l, just taken from Redis (h's hand-off number 0):
+ * sets l's deadlines from l->acquired_ms and, when renew is set, adds it to
  * the renewal schedule. */
-void dlock_wd_watch(dlock_watchdog *wd, struct dlock_lease *l, int renew);
+void dlock_wd_hold(dlock_watchdog *wd, dlock_handle *h, struct dlock_lease *l, int renew);
 
 /* Removes l from the schedule and waits for an in-flight renewal of l to end
- * (the mutex is released while waiting), so nothing renews l afterwards. */
+ * (mu is released while waiting), so nothing renews l afterwards. */
 void dlock_wd_forget(dlock_watchdog *wd, struct dlock_lease *l);
 
 #endif

@@ -1,0 +1,29 @@
+/* client.h - what a lock client is made of, for dlock.c (the public API) and
+ * queue.c (notify-mode waiting), the two layers that drive the others.
+ *
+ * One mutex per client (mu) guards the key table, waiter queues, lease and
+ * handle state, and the watchdog's schedule; the watchdog and subscriber
+ * threads share it. Nobody holds it across I/O. */
+#ifndef DLOCK_CLIENT_H
+#define DLOCK_CLIENT_H
+
+#include <pthread.h>
+
+#include "counters.h"
+#include "keytab.h"
+#include "node.h"
+#include "orphans.h"
+#include "subscriber.h"
+#include "watchdog.h"
+
+struct dlock_client {
+    pthread_mutex_t mu;
+    dlock_node *node;
+    dlock_keytab *keys;       /* mu: per-key queues (notify mode) */
+    dlock_watchdog *wd;
+    dlock_subscriber *sub;    /* release notifications */
+    dlock_orphans *orphans;   /* clean-up of tokens whose state in Redis is unknown */
+    dlock_counters counters;
+};
+
+#endif

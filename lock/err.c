@@ -1,0 +1,40 @@
+/* err.c - the lock library's error reporting: codes, their static texts, and
+ * the calling thread's last failure in detail. */
+#include "err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "dlock.h"
+
+static _Thread_local char errbuf[256];
+static _Thread_local int errcode;
+
+int dlock_fail(int code, const char *fmt, ...)
+{
+    va_list ap;
+    errcode = code;
+    va_start(ap, fmt);
+    vsnprintf(errbuf, sizeof(errbuf), fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+const char *dlock_errstr(void) { return errbuf; }
+
+int dlock_redis_failure(void) { return errcode == DLOCK_ERR_AUTH ? DLOCK_ERR_AUTH : DLOCK_ERR_REDIS; }
+
+const char *dlock_strerror(int code)
+{
+    switch (code) {
+    case DLOCK_OK: return "ok";
+    case DLOCK_ERR_TIMEOUT: return "lock wait timed out";
+    case DLOCK_ERR_REDIS: return "Redis unavailable";
+    case DLOCK_ERR_LOST: return "lock lost";
+    case DLOCK_ERR_INTERRUPTED: return "lock holder interrupted after max renewals";
+    case DLOCK_ERR_INVALID: return "invalid argument";
+    case DLOCK_ERR_NOMEM: return "out of memory";
+    case DLOCK_ERR_AUTH: return "Redis authentication failed";
+    default: return "unknown lock error";
+    }
+}

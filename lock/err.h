@@ -1,0 +1,13 @@
+/* err.h - the lock library's error reporting: a code returned, and the
+ * details in a per-thread buffer that dlock_errstr() reads (dlock.h). */
+#ifndef DLOCK_ERR_H
+#define DLOCK_ERR_H
+
+/* Sets the calling thread's error text (printf-style) and code; returns code. */
+int dlock_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* After a Redis call failed: DLOCK_ERR_AUTH when the calling thread's last
+ * failure was one of credentials (nothing ran), else DLOCK_ERR_REDIS. */
+int dlock_redis_failure(void);
+
+#endif

@@ -1,0 +1,95 @@
+/* lease.c - leases and their holders: owner tokens, the holder's state, and
+ * a lease's acquire and release in Redis. */
+#include "lease.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "sync.h"
+
+static void make_token(char out[DLOCK_TOKEN_LEN + 1])
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char raw[DLOCK_TOKEN_LEN / 2];
+    size_t got = 0;
+    while (got < sizeof(raw)) { /* getrandom only fails on EINTR here */
+        ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
+        if (n > 0)
+            got += (size_t)n;
+    }
+    for (size_t i = 0; i < sizeof(raw); i++) {
+        out[2 * i] = hex[raw[i] >> 4];
+        out[2 * i + 1] = hex[raw[i] & 15];
+    }
+    out[DLOCK_TOKEN_LEN] = '\0';
+}
+
+struct dlock_lease *dlock_lease_new(const char *key, const dlock_opts *o)
+{
+    size_t klen = strlen(key);
+    struct dlock_lease *l = calloc(1, sizeof(*l) + klen + 1);
+    if (l == NULL)
+        return NULL;
+    l->lease_ms = o->lease_ms;
+    l->retry_ms = o->retry_ms;
+    l->handoff_max = o->handoff_max;
+    l->handoff_ms = o->handoff_ms;
+    memcpy(l->key, key, klen + 1);
+    make_token(l->token);
+    return l;
+}
+
+dlock_handle *dlock_handle_new(dlock_client *c, const dlock_opts *o)
+{
+    dlock_handle *h = calloc(1, sizeof(*h));
+    if (h == NULL || dlock_cond_init(&h->wake) != 0) {
+        free(h);
+        return NULL;
+    }
+    h->client = c;
+    h->max_renewals = o->max_renewals;
+    return h;
+}
+
+void dlock_handle_free(dlock_handle *h)
+{
+    pthread_cond_destroy(&h->wake);
+    free(h);
+}
+
+int dlock_holder_state(const dlock_handle *h, int64_t now)
+{
+    if (h->interrupted)
+        return DLOCK_ERR_INTERRUPTED;
+    if (h->lease->lost || now >= h->lease->valid_until_ms)
+        return DLOCK_ERR_LOST;
+    return DLOCK_OK;
+}
+
+/* How long the fence counter and the gone set outlive their last write. */
+static int keep_ms(int lease_ms)
+{
+    int64_t ms = (int64_t)lease_ms * DLOCK_KEEP_LEASES;
+    return ms < INT32_MAX ? (int)ms : INT32_MAX;
+}
+
+int dlock_lease_try(dlock_node *n, struct dlock_lease *l, int queue, int64_t *pttl)
+{
+    dlock_node_acquire_args a = {l->key, l->token, l->lease_ms,
+                                 queue ? dlock_grace_ms(l->retry_ms) : 0, keep_ms(l->lease_ms)};
+    int64_t sent_at = dlock_now_ms(), fence; /* the lease can't have started before this */
+    int sent;
+    int rc = dlock_node_acquire(n, &a, &fence, pttl, &sent);
+    l->sent |= sent;
+    if (rc == DLOCK_OK)
+        l->fence = fence, l->acquired_ms = sent_at;
+    return rc;
+}
+
+int dlock_lease_release(dlock_node *n, const struct dlock_lease *l, int leaving)
+{
+    int grace = dlock_grace_ms(l->retry_ms);
+    return dlock_node_release(n, l->key, l->token, grace < l->lease_ms ? grace : l->lease_ms,
+                              leaving, keep_ms(l->lease_ms));
+}

@@ -1,0 +1,84 @@
+/* lease.h - leases and their holders. A *lease* is one successful acquire in
+ * Redis: the key holding our token. A *handle* is one holder of a lease. In
+ * notify mode a lease can pass from holder to holder inside the process
+ * (hand-off) before it goes back to Redis; in spin mode each handle has a
+ * lease of its own. Fields marked "mu" are guarded by the client's mutex,
+ * which nobody holds across I/O. */
+#ifndef DLOCK_LEASE_H
+#define DLOCK_LEASE_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "dlock.h"
+#include "node.h"
+
+/* The fence counter and the set of given-up tokens expire this many leases
+ * after their last write: a token given up must stay refused longer than
+ * its acquire can still be on its way (delayed on a connection we gave up
+ * on), and the counter is seeded from Redis's clock when it is gone. */
+#define DLOCK_KEEP_LEASES 10
+
+struct dlock_lease {
+    int lease_ms;
+    int retry_ms;                /* sizes the queue deadline and a release's grant */
+    int handoff_max, handoff_ms; /* from the options of the thread that took it from Redis */
+    int64_t fence;
+    int64_t acquired_ms; /* when the acquire was sent */
+    int sent;            /* an acquire with this token may have reached Redis */
+    char token[DLOCK_TOKEN_LEN + 1];
+    /* mu */
+    struct dlock_lease *prev, *next; /* the watchdog's list, or the orphans' */
+    int watched, renewing, lost;
+    int renewals;           /* successful renewals of this lease */
+    int handoffs;           /* local hand-offs so far */
+    int64_t next_renew_ms;  /* when the watchdog renews next */
+    int64_t valid_until_ms; /* local deadline: last renewal + lease - drift */
+    struct dlock_handle *holder;
+    char key[];
+};
+
+struct dlock_handle {
+    dlock_client *client;
+    struct dlock_lease *lease;
+    struct dlock_entry *entry; /* notify mode: the key's queue; NULL in spin mode */
+    int max_renewals;
+    /* mu */
+    int seq;                /* hand-off number within the lease; 0 = from Redis */
+    int renewals_at_start;  /* lease->renewals when this holder got it */
+    int interrupted;
+    pthread_cond_t wake;    /* dlock_sleep waits here */
+};
+
+/* How much earlier than Redis the holder considers its lease over: clock drift
+ * between this host and Redis, as the Redlock paper budgets it (1% + 2 ms). */
+static inline int dlock_drift_ms(int lease_ms) { return lease_ms / 100 + 2; }
+
+/* How long a queued waiter stays in line without trying again, and how long a
+ * release's grant waits to be claimed: two jittered retry intervals and some. */
+static inline int dlock_grace_ms(int retry_ms) { return 2 * retry_ms + 100; }
+
+/* A new lease for key (copied) with a fresh random token, not yet acquired.
+ * NULL when out of memory. Freed with free(). */
+struct dlock_lease *dlock_lease_new(const char *key, const dlock_opts *o);
+
+/* A handle with no lease yet, or NULL when out of memory. */
+dlock_handle *dlock_handle_new(dlock_client *c, const dlock_opts *o);
+void dlock_handle_free(dlock_handle *h);
+
+/* The holder's state (mu held): DLOCK_OK, DLOCK_ERR_INTERRUPTED or DLOCK_ERR_LOST. */
+int dlock_holder_state(const dlock_handle *h, int64_t now);
+
+/* One acquisition attempt for l on n. When queue is set, a failed attempt
+ * also takes (or keeps) a place in the key's Redis queue. Returns DLOCK_OK
+ * (l->fence and l->acquired_ms set), DLOCK_ERR_TIMEOUT when another owner
+ * holds the key or comes first (*pttl: the key's TTL in ms, negative when
+ * unknown), DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. Sets l->sent when the attempt
+ * may have reached Redis. */
+int dlock_lease_try(dlock_node *n, struct dlock_lease *l, int queue, int64_t *pttl);
+
+/* The release script for l's token (leaving: given up, see node.h). Returns
+ * DLOCK_OK, DLOCK_ERR_LOST (not ours), DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. */
+int dlock_lease_release(dlock_node *n, const struct dlock_lease *l, int leaving);
+
+#endif

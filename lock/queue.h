@@ -1,0 +1,28 @@
+/* queue.h - notify mode: the threads of one process that want a key wait in
+ * a local FIFO, only its head contends in Redis, and a releasing holder can
+ * hand its lease straight to the next local waiter. queue.c says how. */
+#ifndef DLOCK_QUEUE_H
+#define DLOCK_QUEUE_H
+
+#include <stdint.h>
+
+#include "client.h"
+#include "lease.h"
+
+/* Waits in key's local FIFO until h holds the lock (from Redis, or handed
+ * over) or deadline passes. Returns as dlock_acquire does. */
+int dlock_queue_acquire(dlock_client *c, dlock_handle *h, const char *key, const dlock_opts *o,
+                        int64_t deadline);
+
+/* mu held, h's state OK: hands h's lease to the key's next local waiter when
+ * the hand-off bounds allow. Returns 1 when handed over (h no longer holds). */
+int dlock_queue_handoff(dlock_client *c, dlock_handle *h);
+
+/* mu held: h gives its lease back (it goes to Redis next): the key's queue
+ * head may contend now, since a release is under way. */
+void dlock_queue_released(dlock_client *c, dlock_handle *h);
+
+/* mu held: drops the reference a holder or waiter had on e. */
+void dlock_queue_leave(dlock_client *c, struct dlock_entry *e);
+
+#endif

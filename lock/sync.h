@@ -1,0 +1,27 @@
+/* sync.h - the clock and waiting helpers the lock library's threads share:
+ * CLOCK_MONOTONIC milliseconds (wall-clock jumps must not stretch or cut a
+ * lease or a wait), condition variables on that clock, a sleep that does not
+ * end early, and the jitter that keeps waiters from retrying in step. */
+#ifndef DLOCK_SYNC_H
+#define DLOCK_SYNC_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+/* Milliseconds on CLOCK_MONOTONIC. */
+int64_t dlock_now_ms(void);
+
+/* Initialises a condition variable whose timed waits use CLOCK_MONOTONIC.
+ * Returns 0 or an errno value. */
+int dlock_cond_init(pthread_cond_t *cv);
+
+/* Waits on cv (mu held) until signalled or until the monotonic at_ms. */
+void dlock_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t at_ms);
+
+/* Sleeps ms milliseconds, resuming after signals. */
+void dlock_sleep_ms(int64_t ms);
+
+/* A pause of 0.5x..1.5x retry_ms, from a per-thread random generator. */
+int dlock_jitter_ms(int retry_ms);
+
+#endif
