@@ -21,11 +21,12 @@ LIBS_TEST = $(LIBS_SERVER) $(LIBS_LOADGEN) $(shell $(PKG_CONFIG) --libs cmocka)
 
 LOCK_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard lock/*.c))
 SERVER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out server/main.c,$(wildcard server/*.c)))
-SERVER_OBJ += $(if $(SERVER_OBJ),$(BUILD)/obj/gen/migrations.o)
+# Storage backends: each is server/store_<name>.c with its migrations in schema/<name>/.
+STORE_BACKENDS := sqlite
+SERVER_OBJ += $(STORE_BACKENDS:%=$(BUILD)/obj/gen/migrations_%.o)
 LOADGEN_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out loadgen/main.c,$(wildcard loadgen/*.c)))
 HARNESS_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/*.c))
 TESTS := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/unit/test_*.c tests/it/test_*.c))
-SCHEMA := $(sort $(wildcard schema/*.sql))
 
 BINS := $(BUILD)/libdlock.a
 ifneq ($(wildcard server/main.c),)
@@ -132,10 +133,11 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
-# The schema travels inside the binary (see scripts/embed-sql.sh).
-$(BUILD)/gen/migrations.c: $(SCHEMA) scripts/embed-sql.sh
+# Each backend's schema travels inside the binary (see scripts/embed-sql.sh).
+.SECONDEXPANSION:
+$(BUILD)/gen/migrations_%.c: $$(sort $$(wildcard schema/%/*.sql)) scripts/embed-sql.sh
 	@mkdir -p $(@D)
-	scripts/embed-sql.sh $@ $(SCHEMA)
+	scripts/embed-sql.sh $@ store_$*_migrations $(sort $(wildcard schema/$*/*.sql))
 
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(@D)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -41,9 +42,24 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
     return len;
 }
 
-/* One exchange; *status 0 on transport failure. The caller frees out->data. */
-static int http(const char *method, const char *url, const char *body, long *status, buf *out,
-                lg_err *err)
+/* Keeps the two headers an lg_answer_full reports. */
+static size_t on_header(char *data, size_t size, size_t n, void *arg)
+{
+    lg_answer_full *a = arg;
+    size_t len = size * n;
+    if (len > 13 && strncasecmp(data, "Retry-After: ", 13) == 0)
+        snprintf(a->retry_after, sizeof(a->retry_after), "%.*s", (int)strcspn(data + 13, "\r\n"),
+                 data + 13);
+    if (len > 14 && strncasecmp(data, "Content-Type: ", 14) == 0)
+        snprintf(a->content_type, sizeof(a->content_type), "%.*s",
+                 (int)strcspn(data + 14, "\r\n"), data + 14);
+    return len;
+}
+
+/* One exchange; *status 0 on transport failure. The caller frees out->data.
+ * headers, when not NULL, gets the headers lg_answer_full reports. */
+static int exchange(const char *method, const char *url, const char *body, long *status,
+                    buf *out, lg_answer_full *headers, lg_err *err)
 {
     char errbuf[CURL_ERROR_SIZE] = "";
     memset(out, 0, sizeof(*out));
@@ -62,6 +78,10 @@ static int http(const char *method, const char *url, const char *body, long *sta
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+    if (headers) {
+        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(c, CURLOPT_HEADERDATA, headers);
+    }
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, CALL_TIMEOUT_MS);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
@@ -76,6 +96,31 @@ static int http(const char *method, const char *url, const char *body, long *sta
         return LG_OK;
     return lg_errf(err, LG_ERR_TRANSPORT, "%s %s: %s", method, url,
                    errbuf[0] ? errbuf : curl_easy_strerror(rc));
+}
+
+static int http(const char *method, const char *url, const char *body, long *status, buf *out,
+                lg_err *err)
+{
+    return exchange(method, url, body, status, out, NULL, err);
+}
+
+int lg_api_call(const char *method, const char *url, const char *body, lg_answer_full *out,
+                lg_err *err)
+{
+    buf b;
+    memset(out, 0, sizeof(*out));
+    int rc = exchange(method, url, body, &out->status, &b, out, err);
+    out->body = b.data ? b.data : calloc(1, 1);
+    out->len = b.len;
+    if (out->body == NULL)
+        return lg_errf(err, LG_ERR_NOMEM, "out of memory");
+    return rc;
+}
+
+void lg_answer_full_free(lg_answer_full *a)
+{
+    free(a->body);
+    a->body = NULL;
 }
 
 /* "answered 404: {...}" with the start of the body, for error messages. */

@@ -12,6 +12,23 @@
 #include "loadgen/err.h"
 #include "loadgen/verdict.h"
 
+/* One answer of lg_api_call. */
+typedef struct lg_answer_full {
+    long status;            /* 0 on a transport error */
+    char *body;             /* NUL-terminated; free with lg_answer_full_free */
+    size_t len;
+    char retry_after[16];   /* the Retry-After header, "" when absent */
+    char content_type[64];  /* the Content-Type header */
+} lg_answer_full;
+
+/* One blocking exchange: method ("GET", "POST", ...) on url with body (may
+ * be NULL, sent as JSON). Returns 0 with *out filled (any status), or
+ * LG_ERR_TRANSPORT / LG_ERR_NOMEM with out->status 0. Times out after 60 s.
+ * The tests' harness uses it too. */
+int lg_api_call(const char *method, const char *url, const char *body, lg_answer_full *out,
+                lg_err *err);
+void lg_answer_full_free(lg_answer_full *a);
+
 typedef struct lg_item_state {
     long long id, stock, sold, order_count;
 } lg_item_state;

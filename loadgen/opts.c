@@ -313,6 +313,19 @@ static int bad_option(int c, int argc, char **argv, lg_err *err)
     return lg_errf(err, LG_ERR_USAGE, "unknown option '%s' (see --help)", arg);
 }
 
+/* Makes the scenario's load o's defaults (before any flag is applied). */
+static void apply_scenario(const lg_scenario *s, lg_opts *o)
+{
+    const lg_scenario_load *l = &s->load;
+    snprintf(o->scenario, sizeof(o->scenario), "%s", s->name);
+    o->concurrency = l->concurrency;
+    o->requests = l->requests;
+    o->items = l->items;
+    o->stock = l->stock;
+    o->qmin = l->qmin, o->qmax = l->qmax;
+    o->work_ms = l->work_ms;
+}
+
 /* First pass: only --scenario, --help and --list, so the scenario's values can
  * become the defaults before any other flag is applied. */
 static int first_pass(lg_opts *o, int argc, char **argv, lg_err *err)
@@ -331,7 +344,7 @@ static int first_pass(lg_opts *o, int argc, char **argv, lg_err *err)
                 return lg_errf(err, LG_ERR_USAGE,
                                "--scenario: unknown scenario '%s' (loadgen --list shows them)",
                                optarg);
-            lg_scenario_apply(s, o);
+            apply_scenario(s, o);
         }
     }
     return LG_OK;

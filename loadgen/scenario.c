@@ -8,22 +8,27 @@
 
 static const lg_scenario scenarios[] = {
     {"hot", "flash sale: 64 connections, 1000 requests for one item with stock 100",
-     "", "the stock runs out: some requests get insufficient_stock"},
+     "", "the stock runs out: some requests get insufficient_stock",
+     {64, 1000, 1, 100, 1, 1, 0}},
     {"spread", "5000 requests of 1-3 units over 50 items of stock 1000 (little contention)",
-     "", ""},
+     "", "", {64, 5000, 50, 1000, 1, 3, 0}},
     {"renew", "workMs 1500 longer than the lease: the watchdog must renew (16 requests, 8 items)",
      "--allow-work-ms --lease-ms 500 --redis-timeout-ms 80 (any lease below workMs; lease x "
      "max-renewals above it; Redis timeout at most lease/6)",
-     "200s, no lock_lost / lock_interrupted, and 200s no faster than workMs"},
+     "200s, no lock_lost / lock_interrupted, and 200s no faster than workMs",
+     {8, 16, 8, 100, 1, 1, 1500}},
     {"interrupt",
      "workMs 3000 beyond lease x max renewals: holders are interrupted (16 requests, 8 items)",
      "--allow-work-ms --lease-ms 300 --redis-timeout-ms 50 --max-renewals 2",
-     "lock_interrupted answers, none of which deducted (checked in the ledger)"},
+     "lock_interrupted answers, none of which deducted (checked in the ledger)",
+     {8, 16, 8, 100, 1, 1, 3000}},
+    /* a little work widens the read-to-write window so `none` shows its race */
     {"compare",
      "hot (600 requests, workMs 2) against servers in lock modes redis, none, atomic, "
      "side by side",
      "--allow-work-ms on each; pass --target redis=URL --target none=URL --target atomic=URL",
-     "redis and atomic PASS; none is expected to FAIL (no lock: the race shows)"},
+     "redis and atomic PASS; none is expected to FAIL (no lock: the race shows)",
+     {64, 600, 1, 100, 1, 1, 2}},
 };
 
 #define NSCENARIOS ((int)(sizeof(scenarios) / sizeof(scenarios[0])))
@@ -39,35 +44,6 @@ const lg_scenario *lg_scenario_find(const char *name)
         if (strcmp(scenarios[i].name, name) == 0)
             return &scenarios[i];
     return NULL;
-}
-
-static void set_load(lg_opts *o, int conc, long long requests, int items, long long stock)
-{
-    o->concurrency = conc;
-    o->requests = requests;
-    o->items = items;
-    o->stock = stock;
-}
-
-void lg_scenario_apply(const lg_scenario *s, lg_opts *o)
-{
-    snprintf(o->scenario, sizeof(o->scenario), "%s", s->name);
-    if (strcmp(s->name, "hot") == 0) {
-        set_load(o, 64, 1000, 1, 100);
-    } else if (strcmp(s->name, "spread") == 0) {
-        set_load(o, 64, 5000, 50, 1000);
-        o->qmin = 1, o->qmax = 3;
-    } else if (strcmp(s->name, "renew") == 0) {
-        set_load(o, 8, 16, 8, 100);
-        o->work_ms = 1500;
-    } else if (strcmp(s->name, "interrupt") == 0) {
-        set_load(o, 8, 16, 8, 100);
-        o->work_ms = 3000;
-    } else if (strcmp(s->name, "compare") == 0) {
-        /* a little work widens the read-to-write window so `none` shows its race */
-        set_load(o, 64, 600, 1, 100);
-        o->work_ms = 2;
-    }
 }
 
 /* The flash sale must actually run past the stock, or it showed nothing. */

@@ -8,13 +8,23 @@
 #include <stdint.h>
 
 #include "loadgen/answer.h"
-#include "loadgen/opts.h"
+
+/* The load a scenario runs unless flags say otherwise (lg_opts's fields). */
+typedef struct lg_scenario_load {
+    int concurrency;
+    long long requests;
+    int items;
+    long long stock;
+    int qmin, qmax; /* quantity per request */
+    int work_ms;
+} lg_scenario_load;
 
 typedef struct lg_scenario {
     const char *name;
     const char *summary;      /* one line */
     const char *server_flags; /* stockd flags the scenario needs, "" when none */
     const char *expects;      /* what it checks beyond the invariants */
+    lg_scenario_load load;
 } lg_scenario;
 
 /* The i-th scenario (0-based) or NULL past the end. */
@@ -22,9 +32,6 @@ const lg_scenario *lg_scenario_at(int i);
 
 /* The scenario called name, or NULL. */
 const lg_scenario *lg_scenario_find(const char *name);
-
-/* Sets the scenario's defaults in o (call on a defaulted o, before flags). */
-void lg_scenario_apply(const lg_scenario *s, lg_opts *o);
 
 /* What a run produced, as far as scenario expectations care. */
 typedef struct lg_expect_in {

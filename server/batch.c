@@ -47,9 +47,9 @@ int batch_enter(batch_queues *q, batch_job *job)
     job->done = job->leader = 0;
     pthread_cond_init(&job->cv, NULL);
     pthread_mutex_lock(&q->mu);
-    struct item_queue **p = slot(q, job->req->item_id), *iq = *p;
+    struct item_queue **p = slot(q, job->item_id), *iq = *p;
     if (iq == NULL && (iq = *p = calloc(1, sizeof(*iq))) != NULL)
-        iq->item_id = job->req->item_id;
+        iq->item_id = job->item_id;
     if (iq == NULL) { /* out of memory: serve it alone */
         pthread_mutex_unlock(&q->mu);
         pthread_cond_destroy(&job->cv);

@@ -1,14 +1,14 @@
 /* batch.h - group commit for hot items: requests for the same item queue up
  * inside the process, and one thread at a time (the leader) serves a whole
- * batch of them. Only the queueing lives here; stock.c decides what serving
- * means (take the item's lock, apply the batch in one transaction).
+ * batch of them. Only the queueing lives here; the service decides what
+ * serving means (take the item's lock, apply the batch in one transaction).
  *
  *   if (batch_enter(q, &job)) {            // we lead
  *       ...acquire the item's lock...
  *       n = batch_take(q, item, jobs, max); // ours first; promotes the next leader
- *       ...fill every jobs[i]->out...
+ *       ...answer every jobs[i]->arg...
  *       batch_finish(q, jobs, n);
- *   }                                       // else another leader filled job.out
+ *   }                                       // else another leader answered job.arg
  *
  * Thread-safe. The next leader is promoted while the current batch is still
  * being served, so it is already waiting for the lock when it is released. */
@@ -18,14 +18,11 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "request.h"
-#include "stock.h"
-
 typedef struct batch_queues batch_queues;
 
 typedef struct batch_job {
-    const req_reduce *req;
-    stock_result *out;
+    int64_t item_id;
+    void *arg; /* the caller's: the request and where its answer goes */
     /* owned by batch.c */
     struct batch_job *next;
     int done, leader;
@@ -36,7 +33,7 @@ typedef struct batch_job {
 batch_queues *batch_new(void);
 void batch_free(batch_queues *q); /* no job may be queued */
 
-/* Queues job (req and out set) for req->item_id and waits. Returns 1 when the
+/* Queues job (item_id and arg set) and waits. Returns 1 when the
  * caller must lead a batch, 0 when another leader served the job, -1 when out
  * of memory (nothing queued: serve the job alone). */
 int batch_enter(batch_queues *q, batch_job *job);

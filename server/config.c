@@ -19,79 +19,86 @@ struct opt {
     enum opt_type type;
     size_t offset;
     int min, max;        /* OPT_INT bounds */
-    const char *choices; /* OPT_CHOICE: "a|b|c", stored as the index */
+    const char *const *choices; /* OPT_CHOICE: NULL-terminated names, stored as the index */
     const char *help;
 };
 
 #define F(field) offsetof(stockd_config, field)
+static const char *const sync_modes[] = {"normal", "full", NULL}; /* stored: 1 = full */
+static const char *const wait_modes[] = {[DLOCK_WAIT_NOTIFY] = "notify",
+                                         [DLOCK_WAIT_SPIN] = "spin", NULL};
+static const char *const off_on[] = {"off", "on", NULL};
+
 static const struct opt opts[] = {
-    {"bind", "STOCKD_BIND", OPT_STR, F(bind), 0, 0, NULL, "listen address"},
-    {"port", "STOCKD_PORT", OPT_INT, F(port), 1, 65535, NULL, "HTTP port"},
-    {"db", "STOCKD_DB", OPT_STR, F(db), 0, 0, NULL, "SQLite database file (shared by replicas)"},
-    {"sync", "STOCKD_SYNC", OPT_CHOICE, F(sync), 0, 0, "full|normal",
-     "SQLite synchronous: full fsyncs every commit; normal survives a process crash only"},
-    {"busy-timeout-ms", "STOCKD_BUSY_TIMEOUT_MS", OPT_INT, F(busy_timeout_ms), 0, 600000, NULL,
-     "how long a write waits for a locked database before 503 storage_busy"},
-    {"redis-host", "STOCKD_REDIS_HOST", OPT_STR, F(redis_host), 0, 0, NULL, "Redis host"},
-    {"redis-port", "STOCKD_REDIS_PORT", OPT_INT, F(redis_port), 1, 65535, NULL, "Redis port"},
-    {"redis-user", "STOCKD_REDIS_USER", OPT_STR, F(redis_user), 0, 0, NULL,
+    {"bind", "STOCKD_BIND", OPT_STR, F(http.bind), 0, 0, NULL, "listen address"},
+    {"port", "STOCKD_PORT", OPT_INT, F(http.port), 1, 65535, NULL, "HTTP port"},
+    {"db", "STOCKD_DB", OPT_STR, F(service.store.db), 0, 0, NULL,
+     "the database: a SQLite file path (shared by the replicas of one host)"},
+    {"sync", "STOCKD_SYNC", OPT_CHOICE, F(service.store.sync_full), 0, 0, sync_modes,
+     "full fsyncs every commit; normal survives a process crash only"},
+    {"busy-timeout-ms", "STOCKD_BUSY_TIMEOUT_MS", OPT_INT, F(service.store.busy_timeout_ms), 0,
+     600000, NULL, "how long a write waits for a locked database before 503 storage_busy"},
+    {"redis-host", "STOCKD_REDIS_HOST", OPT_STR, F(service.redis.host), 0, 0, NULL, "Redis host"},
+    {"redis-port", "STOCKD_REDIS_PORT", OPT_INT, F(service.redis.port), 1, 65535, NULL,
+     "Redis port"},
+    {"redis-user", "STOCKD_REDIS_USER", OPT_STR, F(service.redis.username), 0, 0, NULL,
      "Redis ACL user to authenticate as (default: Redis's default user)"},
     {"redis-password-file", "STOCKD_REDIS_PASSWORD_FILE", OPT_STR, F(redis_password_file), 0, 0,
      NULL, "file holding the Redis password (one line); without it, STOCKD_REDIS_PASSWORD from "
      "the environment, if set. Every Redis connection sends AUTH"},
-    {"redis-timeout-ms", "STOCKD_REDIS_TIMEOUT_MS", OPT_INT, F(redis_timeout_ms), 2, 60000,
-     NULL, "bound on one Redis command (connects get half); at most lease-ms / 6"},
-    {"lock", "STOCKD_LOCK", OPT_CHOICE, F(lock_mode), 0, 0, "redis|none|atomic",
+    {"redis-timeout-ms", "STOCKD_REDIS_TIMEOUT_MS", OPT_INT, F(service.redis.command_timeout_ms),
+     2, 60000, NULL, "bound on one Redis command (connects get half); at most lease-ms / 6"},
+    {"lock", "STOCKD_LOCK", OPT_CHOICE, F(service.lock_mode), 0, 0, service_lock_mode_names,
      "redis: read-work-write under the distributed lock; none: the same without a lock (races); "
      "atomic: one conditional UPDATE, no lock"},
-    {"lock-prefix", "STOCKD_LOCK_PREFIX", OPT_STR, F(lock_prefix), 0, 0, NULL,
+    {"lock-prefix", "STOCKD_LOCK_PREFIX", OPT_STR, F(service.lock_prefix), 0, 0, NULL,
      "lock key prefix; the key is <prefix>{<itemId>}"},
-    {"lease-ms", "STOCKD_LEASE_MS", OPT_INT, F(lease_ms), 10, 86400000, NULL,
-     "lock lease (TTL); renewed every lease/3"},
-    {"wait-ms", "STOCKD_WAIT_MS", OPT_INT, F(wait_ms), 0, 600000, NULL,
+    {"lease-ms", "STOCKD_LEASE_MS", OPT_INT, F(service.lock.lease_ms), DLOCK_LEASE_MIN_MS,
+     DLOCK_LEASE_MAX_MS, NULL, "lock lease (TTL); renewed every lease/3"},
+    {"wait-ms", "STOCKD_WAIT_MS", OPT_INT, F(service.lock.wait_ms), 0, 600000, NULL,
      "how long a request waits for the lock before 503 lock_timeout; 0 = try once"},
-    {"retry-ms", "STOCKD_RETRY_MS", OPT_INT, F(retry_ms), 1, 60000, NULL,
+    {"retry-ms", "STOCKD_RETRY_MS", OPT_INT, F(service.lock.retry_ms), 1, 60000, NULL,
      "pause between lock attempts (jittered 0.5x..1.5x)"},
-    {"max-renewals", "STOCKD_MAX_RENEWALS", OPT_INT, F(max_renewals), 0, 1000000, NULL,
-     "renewals before the holder is interrupted; 0 = never"},
-    {"wait-mode", "STOCKD_WAIT_MODE", OPT_CHOICE, F(wait_mode), 0, 0, "notify|spin",
+    {"max-renewals", "STOCKD_MAX_RENEWALS", OPT_INT, F(service.lock.max_renewals), 0, 1000000,
+     NULL, "renewals before the holder is interrupted; 0 = never"},
+    {"wait-mode", "STOCKD_WAIT_MODE", OPT_CHOICE, F(service.lock.wait_mode), 0, 0, wait_modes,
      "notify: waiters queue per item and wake on the release's PUBLISH; spin: each request "
      "polls Redis every retry-ms"},
-    {"handoff-max", "STOCKD_HANDOFF_MAX", OPT_INT, F(handoff_max), 0, 1000000, NULL,
+    {"handoff-max", "STOCKD_HANDOFF_MAX", OPT_INT, F(service.lock.handoff_max), 0, 1000000, NULL,
      "notify mode: hand the lock to a waiting request of this replica up to N times in a row "
      "before releasing it through Redis; 0 = never"},
-    {"handoff-ms", "STOCKD_HANDOFF_MS", OPT_INT, F(handoff_ms), 0, 600000, NULL,
+    {"handoff-ms", "STOCKD_HANDOFF_MS", OPT_INT, F(service.lock.handoff_ms), 0, 600000, NULL,
      "...and no hand-off once the lease is this old, so other replicas get their turn"},
-    {"batch", "STOCKD_BATCH", OPT_CHOICE, F(batch), 0, 0, "off|on",
+    {"batch", "STOCKD_BATCH", OPT_CHOICE, F(service.batch), 0, 0, off_on,
      "group commit: requests for one item (without workMs) are applied under one lock hold "
      "in one transaction (redis mode)"},
     {"no-fencing", "STOCKD_NO_FENCING", OPT_BOOL, F(no_fencing), 0, 0, NULL,
      "TEST ONLY: skip the fencing-token check on writes (lets a stale holder oversell)"},
-    {"test-stop-before-write", "STOCKD_TEST_STOP_BEFORE_WRITE", OPT_BOOL, F(stop_before_write),
-     0, 0, NULL,
+    {"test-stop-before-write", "STOCKD_TEST_STOP_BEFORE_WRITE", OPT_BOOL,
+     F(service.stop_before_write), 0, 0, NULL,
      "TEST ONLY: once, stop this process (SIGSTOP) after the lock check and before the write, "
      "as a GC pause or swap-in at the worst moment would"},
-    {"allow-work-ms", "STOCKD_ALLOW_WORK_MS", OPT_BOOL, F(allow_work_ms), 0, 0, NULL,
+    {"allow-work-ms", "STOCKD_ALLOW_WORK_MS", OPT_BOOL, F(service.allow_work_ms), 0, 0, NULL,
      "honour workMs (simulated work while holding the lock) in requests"},
-    {"max-work-ms", "STOCKD_MAX_WORK_MS", OPT_INT, F(max_work_ms), 0, 3600000, NULL,
-     "cap on workMs"},
-    {"instance-id", "STOCKD_INSTANCE_ID", OPT_STR, F(instance_id), 0, 0, NULL,
+    {"max-work-ms", "STOCKD_MAX_WORK_MS", OPT_INT, F(service.max_work_ms), 0, RULE_WORK_MS_MAX,
+     NULL, "cap on workMs"},
+    {"instance-id", "STOCKD_INSTANCE_ID", OPT_STR, F(service.instance_id), 0, 0, NULL,
      "name recorded in the ledger (default <hostname>:<port>)"},
-    {"max-connections", "STOCKD_MAX_CONNECTIONS", OPT_INT, F(max_connections), 1, 100000, NULL,
-     "concurrent HTTP connections, one thread each; more are refused"},
-    {"max-connections-per-ip", "STOCKD_MAX_CONNECTIONS_PER_IP", OPT_INT, F(max_per_ip), 0,
+    {"max-connections", "STOCKD_MAX_CONNECTIONS", OPT_INT, F(http.max_connections), 1, 100000,
+     NULL, "concurrent HTTP connections, one thread each; more are refused"},
+    {"max-connections-per-ip", "STOCKD_MAX_CONNECTIONS_PER_IP", OPT_INT, F(http.max_per_ip), 0,
      100000, NULL, "concurrent HTTP connections from one client address; more are refused, so "
      "one client can't take them all (behind a proxy every client has its address); 0 = no "
      "limit"},
-    {"request-timeout-ms", "STOCKD_REQUEST_TIMEOUT_MS", OPT_INT, F(request_timeout_ms), 100,
+    {"request-timeout-ms", "STOCKD_REQUEST_TIMEOUT_MS", OPT_INT, F(http.request_timeout_ms), 100,
      3600000, NULL, "a request's headers and body must arrive within this of its request line, "
      "however steadily they trickle; the connection is closed otherwise"},
-    {"idle-timeout-s", "STOCKD_IDLE_TIMEOUT_S", OPT_INT, F(idle_timeout_s), 1, 3600, NULL,
+    {"idle-timeout-s", "STOCKD_IDLE_TIMEOUT_S", OPT_INT, F(http.idle_timeout_s), 1, 3600, NULL,
      "close a connection that sends nothing for this long, or whose next request line takes "
      "longer than this to arrive"},
     {"drain-ms", "STOCKD_DRAIN_MS", OPT_INT, F(drain_ms), 0, 3600000, NULL,
      "on SIGTERM/SIGINT, how long to let in-flight requests finish"},
-    {"log-level", "STOCKD_LOG_LEVEL", OPT_CHOICE, F(log_level), 0, 0, "debug|info|warn|error",
+    {"log-level", "STOCKD_LOG_LEVEL", OPT_CHOICE, F(log_level), 0, 0, log_level_names,
      "lowest level logged"},
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
@@ -99,59 +106,38 @@ static const struct opt opts[] = {
 void cfg_defaults(stockd_config *c)
 {
     memset(c, 0, sizeof(*c));
-    c->bind = "127.0.0.1";
-    c->port = 8080;
-    c->db = "stock.db";
-    c->sync = CFG_SYNC_FULL;
-    c->busy_timeout_ms = 5000;
-    c->redis_host = "127.0.0.1";
-    c->redis_port = 6379;
-    c->redis_timeout_ms = 1000;
-    c->lock_mode = CFG_LOCK_REDIS;
-    c->lock_prefix = "stock:lock:";
-    c->lease_ms = 30000;
-    c->wait_ms = 10000;
-    c->retry_ms = 100;
-    c->max_renewals = 30;
-    c->wait_mode = 0; /* notify */
-    c->handoff_max = 8;
-    c->handoff_ms = 100;
-    c->batch = 1;
-    c->max_work_ms = 60000;
-    c->instance_id = NULL; /* resolved after the port is known */
-    c->max_connections = 1024;
-    c->max_per_ip = 256;
-    c->idle_timeout_s = 60;
-    c->request_timeout_ms = 10000;
+    service_config_defaults(&c->service);
+    http_config_defaults(&c->http);
     c->drain_ms = 30000;
     c->log_level = LOG_INFO;
 }
 
-const char *cfg_lock_mode_name(int mode)
+/* Index of value in a NULL-terminated list of names, or -1. */
+static int choice_index(const char *const *choices, const char *value)
 {
-    static const char *const names[] = {"redis", "none", "atomic"};
-    return mode >= 0 && mode <= 2 ? names[mode] : "?";
-}
-
-/* Index of value in "a|b|c", or -1. */
-static int choice_index(const char *choices, const char *value)
-{
-    size_t vlen = strlen(value);
-    int i = 0;
-    for (const char *p = choices; *p; i++) {
-        size_t len = strcspn(p, "|");
-        if (len == vlen && strncmp(p, value, len) == 0)
+    for (int i = 0; choices[i]; i++)
+        if (strcmp(choices[i], value) == 0)
             return i;
-        p += len + (p[len] == '|');
-    }
     return -1;
 }
 
-static int set_opt(stockd_config *c, const struct opt *o, const char *value, const char *source, char *err,
-                   size_t errlen)
+/* "a|b|c" of a list of names, into buf. */
+static const char *choice_list(const char *const *choices, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; choices[i] && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? "|" : "", choices[i]);
+    return buf;
+}
+
+static const char *const booleans[] = {"0", "1", "false", "true", "no", "yes", NULL};
+
+static int set_opt(stockd_config *c, const struct opt *o, const char *value, const char *source,
+                   char *err, size_t errlen)
 {
     char *field = (char *)c + o->offset;
-    char *end;
+    char *end, list[128];
     long v;
     switch (o->type) {
     case OPT_STR:
@@ -160,7 +146,7 @@ static int set_opt(stockd_config *c, const struct opt *o, const char *value, con
         *(const char **)field = value;
         return 0;
     case OPT_BOOL:
-        if ((v = choice_index("0|1|false|true|no|yes", value)) < 0)
+        if ((v = choice_index(booleans, value)) < 0)
             break;
         *(int *)field = (int)(v % 2);
         return 0;
@@ -176,10 +162,9 @@ static int set_opt(stockd_config *c, const struct opt *o, const char *value, con
         *(int *)field = (int)v;
         return 0;
     }
-    const char *want = o->type == OPT_INT      ? "an integer in range"
-                       : o->type == OPT_CHOICE ? o->choices
-                       : o->type == OPT_BOOL   ? "0 or 1"
-                                               : "a non-empty string";
+    const char *want = o->type == OPT_CHOICE ? choice_list(o->choices, list, sizeof(list))
+                       : o->type == OPT_BOOL ? "0 or 1"
+                                             : "a non-empty string";
     if (o->type == OPT_INT)
         snprintf(err, errlen, "%s: bad value '%s' (want an integer %d..%d)", source, value, o->min,
                  o->max);
@@ -248,19 +233,22 @@ static int read_password_file(stockd_config *c, char *err, size_t errlen)
     return 0;
 }
 
+/* The password into c->redis_password, which the lock's config points at. */
 static int read_redis_password(stockd_config *c, char *err, size_t errlen)
 {
     const char *env = getenv("STOCKD_REDIS_PASSWORD");
-    if (c->redis_password_file)
-        return read_password_file(c, err, errlen);
-    if (env == NULL)
-        return 0;
-    if (*env == '\0' || strlen(env) > CFG_SECRET_MAX) {
-        snprintf(err, errlen, "STOCKD_REDIS_PASSWORD: want 1..%d bytes", CFG_SECRET_MAX);
-        return -1;
+    if (c->redis_password_file) {
+        if (read_password_file(c, err, errlen) != 0)
+            return -1;
+    } else if (env) {
+        if (*env == '\0' || strlen(env) > CFG_SECRET_MAX) {
+            snprintf(err, errlen, "STOCKD_REDIS_PASSWORD: want 1..%d bytes", CFG_SECRET_MAX);
+            return -1;
+        }
+        snprintf(c->redis_password, sizeof(c->redis_password), "%s", env);
+        unsetenv("STOCKD_REDIS_PASSWORD");
     }
-    snprintf(c->redis_password, sizeof(c->redis_password), "%s", env);
-    unsetenv("STOCKD_REDIS_PASSWORD");
+    c->service.redis.password = c->redis_password[0] ? c->redis_password : NULL;
     return 0;
 }
 
@@ -274,23 +262,29 @@ int cfg_load(stockd_config *c, int argc, char **argv, char *err, size_t errlen)
     int rc = apply_flags(c, argc, argv, err, errlen);
     if (rc != 0)
         return rc;
-    if (c->instance_id == NULL) {
+    service_config *s = &c->service;
+    if (s->instance_id == NULL) {
         char host[256] = "stockd";
         gethostname(host, sizeof(host) - 1);
-        snprintf(c->instance_buf, sizeof(c->instance_buf), "%s:%d", host, c->port);
-        c->instance_id = c->instance_buf;
+        snprintf(c->instance_buf, sizeof(c->instance_buf), "%s:%d", host, c->http.port);
+        s->instance_id = c->instance_buf;
     }
-    if (strlen(c->instance_id) > 128 || strlen(c->lock_prefix) > 256) {
-        snprintf(err, errlen, "instance id (128) or lock prefix (256) too long");
+    if (strlen(s->instance_id) > RULE_INSTANCE_MAX ||
+        strlen(s->lock_prefix) > SERVICE_LOCK_PREFIX_MAX) {
+        snprintf(err, errlen, "instance id (%d bytes) or lock prefix (%d) too long",
+                 RULE_INSTANCE_MAX, SERVICE_LOCK_PREFIX_MAX);
         return -1;
     }
-    if (c->lock_mode == CFG_LOCK_REDIS && c->redis_timeout_ms > c->lease_ms / CFG_RENEWAL_ROOM) {
+    int timeout = s->redis.command_timeout_ms, lease = s->lock.lease_ms;
+    if (s->lock_mode == SERVICE_LOCK_REDIS && timeout > lease / CFG_RENEWAL_ROOM) {
         snprintf(err, errlen, "--redis-timeout-ms %d is too long for --lease-ms %d: a renewal is "
                  "due at lease/3 and must be able to time out and be retried before the lease "
                  "ends; use --redis-timeout-ms %d or less, or a longer lease",
-                 c->redis_timeout_ms, c->lease_ms, c->lease_ms / CFG_RENEWAL_ROOM);
+                 timeout, lease, lease / CFG_RENEWAL_ROOM);
         return -1;
     }
+    s->redis.connect_timeout_ms = timeout / 2 > 0 ? timeout / 2 : 1;
+    s->fencing = !c->no_fencing;
     return read_redis_password(c, err, errlen);
 }
 
@@ -306,13 +300,7 @@ static void print_default(FILE *out, const stockd_config *d, const struct opt *o
     }
     case OPT_BOOL: fprintf(out, "%s", v ? "on" : "off"); break;
     case OPT_INT: fprintf(out, "%d", v); break;
-    case OPT_CHOICE: {
-        const char *p = o->choices;
-        for (int i = 0; i < v; i++)
-            p += strcspn(p, "|") + 1;
-        fprintf(out, "%.*s", (int)strcspn(p, "|"), p);
-        break;
-    }
+    case OPT_CHOICE: fprintf(out, "%s", o->choices[v]); break;
     }
 }
 
@@ -330,7 +318,8 @@ void cfg_usage(FILE *out)
                  o->type == OPT_BOOL ? "" : o->type == OPT_INT ? " N" : " VALUE");
         fprintf(out, "  %-26s %-26s default: ", flag, o->env);
         print_default(out, &d, o);
+        char list[128];
         fprintf(out, "\n      %s%s%s\n", o->help, o->choices ? "; one of " : "",
-                o->choices ? o->choices : "");
+                o->choices ? choice_list(o->choices, list, sizeof(list)) : "");
     }
 }

@@ -16,18 +16,18 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "metrics.h"
 #include "reaper.h"
 #include "request.h"
 #include "route.h"
+#include "service.h"
 
 #define DISCARD_MAX (1024 * 1024) /* past the limit, drop this much before closing */
 #define STACK_SIZE (512 * 1024)
-#define PAGE_MAX 1000     /* rows per answer of a listing; more by ?after= */
-#define ORDERS_DEFAULT 100
+#define ORDERS_DEFAULT 100 /* an item's orders shown when ?limit= is not given */
 
 struct http_server {
-    http_deps deps;
+    http_config cfg;
+    service *svc;
     struct MHD_Daemon *daemon;
     reaper *reaper; /* deadlines for slow senders */
     _Atomic int draining;
@@ -140,58 +140,66 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, struct reply *r, 
     return ok;
 }
 
-/* ---- /reduceStock ---- */
+/* ---- answers of the service ---- */
 
 static const struct {
     int status;
     int retry_after;
-} outcome_http[STOCK_OUTCOME_COUNT] = {
-    [STOCK_OK] = {200, 0},           [STOCK_REPLAYED] = {200, 0},
-    [STOCK_NOT_FOUND] = {404, 0},    [STOCK_INSUFFICIENT] = {409, 0},
-    [STOCK_CONFLICT] = {409, 0},     [STOCK_LOCK_TIMEOUT] = {503, 1},
-    [STOCK_LOCK_INTERRUPTED] = {503, 0}, [STOCK_LOCK_LOST] = {503, 0},
-    [STOCK_REDIS_DOWN] = {503, 1},   [STOCK_STORAGE_BUSY] = {503, 1},
-    [STOCK_STORAGE_ERROR] = {500, 0},    [STOCK_SHUTTING_DOWN] = {503, 0},
+} outcome_http[SERVICE_OUTCOME_COUNT] = {
+    [SERVICE_OK] = {200, 0},           [SERVICE_REPLAYED] = {200, 0},
+    [SERVICE_NOT_FOUND] = {404, 0},    [SERVICE_INSUFFICIENT] = {409, 0},
+    [SERVICE_CONFLICT] = {409, 0},     [SERVICE_LOCK_TIMEOUT] = {503, 1},
+    [SERVICE_LOCK_INTERRUPTED] = {503, 0}, [SERVICE_LOCK_LOST] = {503, 0},
+    [SERVICE_REDIS_DOWN] = {503, 1},   [SERVICE_STORAGE_BUSY] = {503, 1},
+    [SERVICE_STORAGE_ERROR] = {500, 0},    [SERVICE_SHUTTING_DOWN] = {503, 0},
 };
 
-static void reply_outcome(struct reply *r, const stock_result *res, const req_reduce *req)
+/* A failed outcome as its error answer; 0 when the outcome is a success. */
+static int reply_failure(struct reply *r, const service_result *res)
 {
-    enum stock_outcome o = res->outcome;
-    r->status = outcome_http[o].status;
+    enum service_outcome o = res->outcome;
+    if (o == SERVICE_OK || o == SERVICE_REPLAYED)
+        return 0;
+    reply_error(r, outcome_http[o].status, service_outcome_name(o), "%s", res->message);
     r->retry_after = outcome_http[o].retry_after;
-    if (o == STOCK_OK || o == STOCK_REPLAYED) {
-        const store_order *ord = &res->order;
-        r->json = json_pack("{s:I, s:I, s:I, s:I, s:o, s:b}", "itemId", (json_int_t)ord->item_id,
-                            "quantity", (json_int_t)ord->quantity, "remaining",
-                            (json_int_t)ord->remaining, "orderId", (json_int_t)ord->order_id,
-                            "requestId",
-                            ord->has_request_id ? json_text(ord->request_id) : json_null(),
-                            "replayed", o == STOCK_REPLAYED);
-        return;
-    }
-    r->json = json_pack("{s:s, s:o}", "error", stock_outcome_name(o), "message",
-                        json_text(res->message));
-    if (o == STOCK_INSUFFICIENT && req) {
-        json_object_set_new(r->json, "itemId", json_integer(req->item_id));
+    if (o == SERVICE_INSUFFICIENT) {
+        json_object_set_new(r->json, "itemId", json_integer(res->item_id));
         json_object_set_new(r->json, "remaining", json_integer(res->remaining));
-        json_object_set_new(r->json, "requested", json_integer(req->quantity));
+        json_object_set_new(r->json, "requested", json_integer(res->requested));
     }
+    return 1;
 }
 
-static void handle_reduce(http_server *s, store_conn *c, const struct request *rq,
-                          struct reply *r)
+/* A body parse failure as its 400 answer; 0 when the body parsed. */
+static int reply_bad_body(struct reply *r, int rc, const char *err)
+{
+    if (rc == REQ_OK)
+        return 0;
+    reply_error(r, 400, rc == REQ_ERR_JSON ? "invalid_json" : "invalid_request", "%s", err);
+    return 1;
+}
+
+/* ---- /reduceStock ---- */
+
+static void handle_reduce(http_server *s, const struct request *rq, struct reply *r)
 {
     req_reduce req;
     char err[256];
-    int rc = req_parse_reduce(rq->body, rq->len, &req, err, sizeof(err));
-    if (rc != REQ_OK) {
-        reply_error(r, 400, rc == REQ_ERR_JSON ? "invalid_json" : "invalid_request", "%s", err);
+    if (reply_bad_body(r, req_parse_reduce(rq->body, rq->len, &req, err, sizeof(err)), err))
         return;
-    }
-    stock_result res;
-    stock_reduce(s->deps.stock, s->deps.locks, s->deps.batches, c, &req, &res);
-    metrics_outcome(res.outcome, req.quantity);
-    reply_outcome(r, &res, &req);
+    service_result res;
+    service_reduce(s->svc, &req, &res);
+    if (reply_failure(r, &res))
+        return;
+    const store_order *o = &res.order;
+    r->status = 200;
+    r->json = json_pack("{s:I, s:I, s:I, s:I, s:o, s:b}", "itemId",
+                        (json_int_t)o->lines[0].item_id, "quantity",
+                        (json_int_t)o->lines[0].quantity, "remaining",
+                        (json_int_t)o->lines[0].remaining, "orderId",
+                        (json_int_t)o->info.order_id, "requestId",
+                        o->info.has_request_id ? json_text(o->info.request_id) : json_null(),
+                        "replayed", res.outcome == SERVICE_REPLAYED);
 }
 
 /* ---- /items and /items/{id} ---- */
@@ -205,33 +213,22 @@ static json_t *item_json(const store_item *it)
 
 static void add_item(const store_item *it, void *arr) { json_array_append_new(arr, item_json(it)); }
 
-static void add_order(const store_order *o, void *arr)
+/* One of an item's lines, as one of "the orders that took from it". */
+static void add_line(const store_order_info *o, const store_line *l, void *arr)
 {
     json_array_append_new(
         arr, json_pack("{s:I, s:I, s:I, s:o, s:o, s:s, s:I, s:i, s:s}", "orderId",
-                       (json_int_t)o->order_id, "quantity", (json_int_t)o->quantity, "remaining",
-                       (json_int_t)o->remaining, "requestId",
+                       (json_int_t)o->order_id, "quantity", (json_int_t)l->quantity, "remaining",
+                       (json_int_t)l->remaining, "requestId",
                        o->has_request_id ? json_text(o->request_id) : json_null(), "instance",
                        json_text(o->instance), "lockMode", o->lock_mode, "fence",
-                       (json_int_t)o->fence, "fenceSeq", o->fence_seq, "createdAt",
+                       (json_int_t)l->fence.fence, "fenceSeq", l->fence.seq, "createdAt",
                        o->created_at));
 }
 
-static void reply_store_error(struct reply *r, int rc, store_conn *c)
-{
-    if (rc == STORE_ERR_NOT_FOUND) {
-        reply_error(r, 404, "item_not_found", "no item with this id");
-    } else if (rc == STORE_ERR_BUSY) {
-        reply_error(r, 503, "storage_busy", "database busy: %s", store_errstr(c));
-        r->retry_after = 1;
-    } else {
-        reply_error(r, 500, "storage_error", "storage error: %s", store_errstr(c));
-    }
-}
-
-/* One page of a listing: ?limit= rows (at most PAGE_MAX) after the row whose
- * id is ?after= in the listing's order. Memory per answer stays bounded
- * however long the ledger grows. */
+/* One page of a listing: ?limit= rows (at most RULE_PAGE_MAX) after the row
+ * whose id is ?after= in the listing's order. Memory per answer stays
+ * bounded however long the ledger grows. */
 struct page {
     int64_t limit, after; /* after 0: from the start */
 };
@@ -241,9 +238,9 @@ static int page_args(struct MHD_Connection *conn, int64_t def, struct page *p, s
 {
     const char *limit = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "limit");
     const char *after = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "after");
-    if (req_parse_int_arg(limit, def, 0, PAGE_MAX, &p->limit) != 0) {
+    if (req_parse_int_arg(limit, def, 0, RULE_PAGE_MAX, &p->limit) != 0) {
         reply_error(r, 400, "invalid_request", "limit must be 0..%d; page on with ?after=",
-                    PAGE_MAX);
+                    RULE_PAGE_MAX);
         return -1;
     }
     if (req_parse_int_arg(after, 0, 0, INT64_MAX, &p->after) != 0) {
@@ -253,8 +250,9 @@ static int page_args(struct MHD_Connection *conn, int64_t def, struct page *p, s
     return 0;
 }
 
-/* The store was asked for limit + 1 rows: when it had more than limit, the
- * last is dropped and "nextAfter" names the id to page on from (else null). */
+/* The service was asked for limit + 1 rows: when it had more than limit,
+ * the last is dropped and "nextAfter" names the id to page on from (else
+ * null). */
 static void page_finish(json_t *obj, json_t *rows, const struct page *p, const char *id_key)
 {
     json_t *next = json_null();
@@ -266,114 +264,91 @@ static void page_finish(json_t *obj, json_t *rows, const struct page *p, const c
     json_object_set_new(obj, "nextAfter", next);
 }
 
-static void handle_items(http_server *s, struct MHD_Connection *conn, store_conn *c,
-                         const char *method, const struct request *rq, struct reply *r)
+static void list_items(http_server *s, struct MHD_Connection *conn, struct reply *r)
 {
-    static _Thread_local char location[64];
-    if (strcmp(method, "POST") != 0) {
-        struct page p;
-        if (page_args(conn, PAGE_MAX, &p, r) != 0)
-            return;
-        json_t *items = json_array();
-        int rc = store_item_list(c, p.after, (int)p.limit + 1, add_item, items);
-        if (rc != STORE_OK) {
-            json_decref(items);
-            reply_store_error(r, rc, c);
-            return;
-        }
-        r->status = 200;
-        r->json = json_pack("{s:o}", "items", items);
-        page_finish(r->json, items, &p, "id");
-        return;
-    }
-    req_item req;
-    store_item it;
-    char err[256];
-    int rc = req_parse_item(rq->body, rq->len, 1, &req, err, sizeof(err));
-    if (rc != REQ_OK) {
-        reply_error(r, 400, rc == REQ_ERR_JSON ? "invalid_json" : "invalid_request", "%s", err);
-        return;
-    }
-    if ((rc = store_item_create(c, req.name, req.stock, &it)) != STORE_OK) {
-        reply_store_error(r, rc, c);
-        return;
-    }
-    log_event(LOG_INFO, "item created", "item=%lld stock=%lld instance=%s", (long long)it.id,
-              (long long)it.stock, s->deps.stock->instance_id);
-    snprintf(location, sizeof(location), "/items/%lld", (long long)it.id);
-    r->status = 201;
-    r->json = item_json(&it);
-    r->location = location;
-}
-
-static void handle_item(http_server *s, struct MHD_Connection *conn, store_conn *c,
-                        const char *method, const route_result *rt, const struct request *rq,
-                        struct reply *r)
-{
-    store_item it;
-    char err[256];
-    if (strcmp(method, "PUT") == 0) {
-        req_item req;
-        int rc = req_parse_item(rq->body, rq->len, 0, &req, err, sizeof(err));
-        if (rc != REQ_OK) {
-            reply_error(r, 400, rc == REQ_ERR_JSON ? "invalid_json" : "invalid_request", "%s", err);
-            return;
-        }
-        stock_result res;
-        stock_set(s->deps.stock, s->deps.locks, c, rt->item_id, req.stock, &res);
-        if (res.outcome != STOCK_OK) {
-            reply_outcome(r, &res, NULL);
-            return;
-        }
-        r->status = 200;
-        r->json = item_json(&res.item);
-        return;
-    }
     struct page p;
-    if (page_args(conn, ORDERS_DEFAULT, &p, r) != 0)
+    if (page_args(conn, RULE_PAGE_MAX, &p, r) != 0)
         return;
-    int rc = store_item_get(c, rt->item_id, &it);
-    json_t *orders = json_array();
-    if (rc == STORE_OK)
-        rc = store_orders(c, rt->item_id, p.after, (int)p.limit + 1, add_order, orders);
-    if (rc != STORE_OK) {
-        json_decref(orders);
-        reply_store_error(r, rc, c);
+    json_t *items = json_array();
+    service_result res;
+    service_list_items(s->svc, p.after, (int)p.limit + 1, add_item, items, &res);
+    if (reply_failure(r, &res)) {
+        json_decref(items);
         return;
     }
     r->status = 200;
-    r->json = item_json(&it);
-    json_object_set_new(r->json, "orderCount", json_integer(it.order_count));
+    r->json = json_pack("{s:o}", "items", items);
+    page_finish(r->json, items, &p, "id");
+}
+
+static void create_item(http_server *s, const struct request *rq, struct reply *r)
+{
+    static _Thread_local char location[64];
+    req_item req;
+    char err[256];
+    if (reply_bad_body(r, req_parse_item(rq->body, rq->len, 1, &req, err, sizeof(err)), err))
+        return;
+    service_result res;
+    service_create_item(s->svc, &req, &res);
+    if (reply_failure(r, &res))
+        return;
+    snprintf(location, sizeof(location), "/items/%lld", (long long)res.item.id);
+    r->status = 201;
+    r->json = item_json(&res.item);
+    r->location = location;
+}
+
+static void set_stock(http_server *s, const route_result *rt, const struct request *rq,
+                      struct reply *r)
+{
+    req_item req;
+    char err[256];
+    if (reply_bad_body(r, req_parse_item(rq->body, rq->len, 0, &req, err, sizeof(err)), err))
+        return;
+    service_result res;
+    service_set_stock(s->svc, rt->item_id, req.stock, &res);
+    if (reply_failure(r, &res))
+        return;
+    r->status = 200;
+    r->json = item_json(&res.item);
+}
+
+static void show_item(http_server *s, struct MHD_Connection *conn, const route_result *rt,
+                      struct reply *r)
+{
+    struct page p;
+    if (page_args(conn, ORDERS_DEFAULT, &p, r) != 0)
+        return;
+    json_t *orders = json_array();
+    service_result res;
+    service_item_ledger(s->svc, rt->item_id, p.after, (int)p.limit + 1, add_line, orders, &res);
+    if (reply_failure(r, &res)) {
+        json_decref(orders);
+        return;
+    }
+    r->status = 200;
+    r->json = item_json(&res.item);
+    json_object_set_new(r->json, "orderCount", json_integer(res.item.line_count));
     json_object_set_new(r->json, "orders", orders);
     page_finish(r->json, orders, &p, "orderId");
 }
 
 /* ---- /health and /metrics ---- */
 
-static void handle_health(http_server *s, store_conn *c, struct reply *r)
+static void handle_health(http_server *s, struct reply *r)
 {
-    int db_ok = c && store_ping(c) == STORE_OK;
-    int ping = s->deps.locks ? dlock_ping(s->deps.locks) : DLOCK_OK, redis_ok = ping == DLOCK_OK;
-    char redis_state[300];
-    if (s->deps.locks == NULL)
-        snprintf(redis_state, sizeof(redis_state), "unused (lock mode %s)",
-                 cfg_lock_mode_name(s->deps.cfg->lock_mode));
-    else
-        snprintf(redis_state, sizeof(redis_state), "%s", redis_ok ? "ok" : dlock_errstr());
-    if (s->deps.locks)
-        stock_note_redis(ping);
-    r->status = db_ok && redis_ok ? 200 : 503;
-    r->json = json_pack("{s:s, s:o, s:o, s:s, s:o}", "status",
-                        r->status == 200 ? "ok" : "unavailable", "sqlite",
-                        json_text(db_ok ? "ok" : c ? store_errstr(c) : "cannot open database"),
-                        "redis", json_text(redis_state), "lockMode",
-                        cfg_lock_mode_name(s->deps.cfg->lock_mode), "instance",
-                        json_text(s->deps.stock->instance_id));
+    service_health h;
+    service_check_health(s->svc, &h);
+    r->status = h.ok ? 200 : 503;
+    r->json = json_pack("{s:s, s:o, s:s, s:o, s:s, s:o}", "status", h.ok ? "ok" : "unavailable",
+                        "storage", json_text(h.storage), "storageBackend", h.backend, "redis",
+                        json_text(h.redis), "lockMode", h.lock_mode, "instance",
+                        json_text(h.instance));
 }
 
 static void handle_metrics(http_server *s, struct reply *r)
 {
-    r->text = metrics_render(s->deps.locks, reaper_reaped(s->reaper), &r->text_len);
+    r->text = service_metrics_text(s->svc, reaper_reaped(s->reaper), &r->text_len);
     if (r->text == NULL)
         reply_error(r, 500, "out_of_memory", "cannot render metrics");
     else
@@ -385,24 +360,14 @@ static void handle_metrics(http_server *s, struct reply *r)
 static void dispatch(http_server *s, struct MHD_Connection *conn, const char *method,
                      const route_result *rt, const struct request *rq, struct reply *r)
 {
-    char err[256] = "";
-    if (rt->id == ROUTE_METRICS) {
-        handle_metrics(s, r);
-        return;
+    int post = strcmp(method, "POST") == 0, put = strcmp(method, "PUT") == 0;
+    switch (rt->id) {
+    case ROUTE_METRICS: handle_metrics(s, r); break;
+    case ROUTE_HEALTH: handle_health(s, r); break;
+    case ROUTE_REDUCE: handle_reduce(s, rq, r); break;
+    case ROUTE_ITEMS: post ? create_item(s, rq, r) : list_items(s, conn, r); break;
+    default: put ? set_stock(s, rt, rq, r) : show_item(s, conn, rt, r); break;
     }
-    store_conn *c = store_get(s->deps.store, err, sizeof(err));
-    if (rt->id == ROUTE_HEALTH)
-        handle_health(s, c, r);
-    else if (c == NULL)
-        reply_error(r, 500, "storage_error", "%s", err);
-    else if (rt->id == ROUTE_REDUCE)
-        handle_reduce(s, c, rq, r);
-    else if (rt->id == ROUTE_ITEMS)
-        handle_items(s, conn, c, method, rq, r);
-    else
-        handle_item(s, conn, c, method, rt, rq, r);
-    if (c)
-        store_put(s->deps.store, c);
 }
 
 static enum MHD_Result respond(http_server *s, struct MHD_Connection *conn, const char *url,
@@ -411,7 +376,7 @@ static enum MHD_Result respond(http_server *s, struct MHD_Connection *conn, cons
     struct reply r = {0};
     route_result rt;
     route_match(method, url, &rt);
-    metrics_inflight_add(1); /* before reading the flag: http_drain can't miss us */
+    service_enter(s->svc); /* before reading the flag: draining can't miss us */
     int closing = atomic_load(&s->draining);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -426,26 +391,26 @@ static enum MHD_Result respond(http_server *s, struct MHD_Connection *conn, cons
         reply_error(&r, 400, "invalid_request", "item id must be an integer 1..%lld",
                     (long long)INT64_MAX);
     else if (rq->too_large)
-        reply_error(&r, 413, "body_too_large", "request body over %d bytes", HTTP_BODY_MAX);
+        reply_error(&r, 413, "body_too_large", "request body over %d bytes", RULE_BODY_MAX);
     else
         dispatch(s, conn, method, &rt, rq, &r);
     if (r.status == 405)
         r.allow = rt.allow;
-    metrics_request(rt.id, r.status);
+    metrics_request(service_metrics(s->svc), rt.id, r.status);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     log_event(LOG_DEBUG, "request", "method=%s path=%s status=%d ms=%.3f", method, url, r.status,
               (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
     enum MHD_Result ok = send_reply(conn, &r, closing);
-    metrics_inflight_add(-1);
+    service_leave(s->svc);
     return ok;
 }
 
-/* Stores a body chunk, up to HTTP_BODY_MAX; past it, discards (and past
+/* Stores a body chunk, up to RULE_BODY_MAX; past it, discards (and past
  * DISCARD_MAX more, gives up on the connection). */
 static enum MHD_Result take_chunk(struct request *rq, const char *data, size_t size)
 {
-    if (!rq->too_large && rq->len + size <= HTTP_BODY_MAX) {
-        if (rq->body == NULL && (rq->body = malloc(HTTP_BODY_MAX + 1)) == NULL)
+    if (!rq->too_large && rq->len + size <= RULE_BODY_MAX) {
+        if (rq->body == NULL && (rq->body = malloc(RULE_BODY_MAX + 1)) == NULL)
             return MHD_NO;
         memcpy(rq->body + rq->len, data, size);
         rq->len += size;
@@ -479,7 +444,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *req_cls = rq;
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > HTTP_BODY_MAX) {
+        if (cl && strtoull(cl, NULL, 10) > RULE_BODY_MAX) {
             rq->too_large = 1;
             reaper_request_read(deadlines_of(conn));
             return respond(s, conn, url, method, rq); /* MHD drops the body and closes */
@@ -567,12 +532,19 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
         log_event(LOG_WARN, "libmicrohttpd", "detail=\"%s\" repeats_before=%ld", msg, suppressed);
 }
 
-int http_start(const http_deps *deps, http_server **out, char *err, size_t errlen)
+void http_config_defaults(http_config *cfg)
+{
+    *cfg = (http_config){.bind = "127.0.0.1", .port = 8080, .max_connections = 1024,
+                         .max_per_ip = 256, .idle_timeout_s = 60, .request_timeout_ms = 10000};
+}
+
+int http_start(const http_config *cfg, service *svc, http_server **out, char *err,
+               size_t errlen)
 {
     *out = NULL;
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)deps->cfg->port)};
-    if (inet_pton(AF_INET, deps->cfg->bind, &addr.sin_addr) != 1) {
-        snprintf(err, errlen, "bind address '%s' is not an IPv4 address", deps->cfg->bind);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->port)};
+    if (inet_pton(AF_INET, cfg->bind, &addr.sin_addr) != 1) {
+        snprintf(err, errlen, "bind address '%s' is not an IPv4 address", cfg->bind);
         return -1;
     }
     http_server *s = calloc(1, sizeof(*s));
@@ -580,8 +552,9 @@ int http_start(const http_deps *deps, http_server **out, char *err, size_t errle
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    s->deps = *deps;
-    s->reaper = reaper_start(deps->cfg->idle_timeout_s * 1000, deps->cfg->request_timeout_ms);
+    s->cfg = *cfg;
+    s->svc = svc;
+    s->reaper = reaper_start(cfg->idle_timeout_s * 1000, cfg->request_timeout_ms);
     if (s->reaper == NULL) {
         snprintf(err, errlen, "out of memory or threads");
         free(s);
@@ -590,12 +563,12 @@ int http_start(const http_deps *deps, http_server **out, char *err, size_t errle
     s->daemon = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
             MHD_USE_ITC | MHD_USE_ERROR_LOG,
-        (uint16_t)deps->cfg->port, NULL, NULL, on_request, s,
+        (uint16_t)cfg->port, NULL, NULL, on_request, s,
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, /* first, so it sees every message */
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)deps->cfg->max_connections,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)deps->cfg->max_per_ip,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)deps->cfg->idle_timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->max_connections,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)cfg->max_per_ip,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->idle_timeout_s,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
         MHD_OPTION_URI_LOG_CALLBACK, on_request_line, s,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
@@ -604,7 +577,7 @@ int http_start(const http_deps *deps, http_server **out, char *err, size_t errle
         MHD_OPTION_END);
     if (s->daemon == NULL) {
         snprintf(err, errlen, "cannot listen on %s:%d (in use, or not permitted)",
-                 deps->cfg->bind, deps->cfg->port);
+                 cfg->bind, cfg->port);
         reaper_stop(s->reaper);
         free(s);
         return -1;
@@ -619,15 +592,6 @@ void http_quiesce(http_server *s)
     MHD_socket fd = MHD_quiesce_daemon(s->daemon);
     if (fd != MHD_INVALID_SOCKET)
         close(fd);
-}
-
-int http_drain(http_server *s, int timeout_ms)
-{
-    (void)s;
-    struct timespec tick = {0, 10 * 1000000};
-    for (int waited = 0; metrics_inflight() > 0 && waited < timeout_ms; waited += 10)
-        nanosleep(&tick, NULL);
-    return (int)metrics_inflight();
 }
 
 void http_stop(http_server *s)

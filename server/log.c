@@ -9,17 +9,9 @@
 #include <unistd.h>
 
 static enum log_level min_level = LOG_INFO; /* set once at start-up, read-only after */
-static const char *const level_names[] = {"debug", "info", "warn", "error"};
+const char *const log_level_names[] = {"debug", "info", "warn", "error", NULL};
 
 void log_set_level(enum log_level level) { min_level = level; }
-
-int log_level_parse(const char *name)
-{
-    for (int i = 0; i < 4; i++)
-        if (strcmp(name, level_names[i]) == 0)
-            return i;
-    return -1;
-}
 
 void log_event(enum log_level level, const char *msg, const char *fields, ...)
 {
@@ -32,7 +24,7 @@ void log_event(enum log_level level, const char *msg, const char *fields, ...)
     gmtime_r(&tv.tv_sec, &tm);
     size_t n = strftime(line, sizeof(line), "ts=%Y-%m-%dT%H:%M:%S", &tm);
     n += (size_t)snprintf(line + n, sizeof(line) - n, ".%03dZ level=%s msg=\"%s\"",
-                          (int)(tv.tv_usec / 1000), level_names[level], msg);
+                          (int)(tv.tv_usec / 1000), log_level_names[level], msg);
     if (fields && n < sizeof(line) - 2) {
         line[n++] = ' ';
         va_list ap;

@@ -5,11 +5,11 @@
 
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 
+/* "debug", "info", "warn", "error", then NULL: indexed by enum log_level. */
+extern const char *const log_level_names[];
+
 /* Sets the lowest level printed (default LOG_INFO). Call before threads start. */
 void log_set_level(enum log_level level);
-
-/* Parses "debug", "info", "warn" or "error"; returns -1 when unknown. */
-int log_level_parse(const char *name);
 
 /* Logs msg (quoted) followed by fields, a printf-style string of key=value
  * pairs (may be NULL). Lines longer than 1 KiB are truncated. */

@@ -8,31 +8,45 @@
 
 static const int tracked_status[] = {200, 201, 400, 404, 405, 409, 413, 500, 503, 0};
 #define NSTATUS (sizeof(tracked_status) / sizeof(tracked_status[0])) /* last: any other */
+#define OUTCOMES_MAX 32
 
-/* The module's own state: counters only, updated with atomics. */
-static _Atomic uint64_t requests[ROUTE_COUNT][NSTATUS];
-static _Atomic uint64_t outcomes[STOCK_OUTCOME_COUNT];
-static _Atomic uint64_t units_deducted;
-static _Atomic int64_t inflight;
+struct metrics {
+    const char *const *outcome_names;
+    int noutcomes;
+    _Atomic uint64_t requests[ROUTE_COUNT][NSTATUS];
+    _Atomic uint64_t outcomes[OUTCOMES_MAX];
+    _Atomic uint64_t units_deducted;
+};
 
-void metrics_request(enum route_id route, int status)
+metrics *metrics_new(const char *const *outcome_names, int noutcomes)
+{
+    if (noutcomes > OUTCOMES_MAX)
+        return NULL;
+    metrics *m = calloc(1, sizeof(*m));
+    if (m) {
+        m->outcome_names = outcome_names;
+        m->noutcomes = noutcomes;
+    }
+    return m;
+}
+
+void metrics_free(metrics *m) { free(m); }
+
+void metrics_request(metrics *m, enum route_id route, int status)
 {
     size_t s = 0;
     while (s < NSTATUS - 1 && tracked_status[s] != status)
         s++;
-    atomic_fetch_add(&requests[route < ROUTE_COUNT ? route : ROUTE_NOT_FOUND][s], 1);
+    atomic_fetch_add(&m->requests[route < ROUTE_COUNT ? route : ROUTE_NOT_FOUND][s], 1);
 }
 
-void metrics_outcome(enum stock_outcome outcome, int64_t quantity)
+void metrics_outcome(metrics *m, int outcome, int ok, int64_t quantity)
 {
-    if (outcome < STOCK_OUTCOME_COUNT)
-        atomic_fetch_add(&outcomes[outcome], 1);
-    if (outcome == STOCK_OK)
-        atomic_fetch_add(&units_deducted, (uint64_t)quantity);
+    if (outcome >= 0 && outcome < m->noutcomes)
+        atomic_fetch_add(&m->outcomes[outcome], 1);
+    if (ok)
+        atomic_fetch_add(&m->units_deducted, (uint64_t)quantity);
 }
-
-void metrics_inflight_add(int delta) { atomic_fetch_add(&inflight, delta); }
-int64_t metrics_inflight(void) { return atomic_load(&inflight); }
 
 struct buf {
     char *data;
@@ -106,7 +120,7 @@ static void render_lock(struct buf *b, dlock_client *locks)
         s.wait_sum_ms / 1000.0, (unsigned long long)s.wait_count);
 }
 
-char *metrics_render(dlock_client *locks, uint64_t reaped, size_t *len)
+char *metrics_render(metrics *m, const metrics_extra *x, size_t *len)
 {
     struct buf b = {malloc(4096), 0, 4096, 0};
     b.failed = b.data == NULL;
@@ -114,7 +128,7 @@ char *metrics_render(dlock_client *locks, uint64_t reaped, size_t *len)
             "# TYPE stockd_http_requests_total counter\n");
     for (int r = 0; r < ROUTE_COUNT; r++)
         for (size_t s = 0; s < NSTATUS; s++) {
-            uint64_t v = atomic_load(&requests[r][s]);
+            uint64_t v = atomic_load(&m->requests[r][s]);
             if (v == 0)
                 continue;
             if (tracked_status[s])
@@ -126,19 +140,19 @@ char *metrics_render(dlock_client *locks, uint64_t reaped, size_t *len)
         }
     put(&b, "# HELP stockd_reduce_total /reduceStock results, by outcome.\n"
             "# TYPE stockd_reduce_total counter\n");
-    for (int o = 0; o < STOCK_OUTCOME_COUNT; o++)
-        put(&b, "stockd_reduce_total{outcome=\"%s\"} %llu\n", stock_outcome_name(o),
-            (unsigned long long)atomic_load(&outcomes[o]));
+    for (int o = 0; o < m->noutcomes; o++)
+        put(&b, "stockd_reduce_total{outcome=\"%s\"} %llu\n", m->outcome_names[o],
+            (unsigned long long)atomic_load(&m->outcomes[o]));
     put_counter(&b, "stockd_units_deducted_total", "Units of stock deducted.",
-                atomic_load(&units_deducted));
+                atomic_load(&m->units_deducted));
     put_counter(&b, "stockd_http_deadline_closed_total",
                 "Connections closed because a request line, headers or body came too slowly.",
-                reaped);
+                x->reaped);
     put(&b, "# HELP stockd_inflight_requests Requests being handled.\n"
             "# TYPE stockd_inflight_requests gauge\nstockd_inflight_requests %lld\n",
-        (long long)atomic_load(&inflight));
-    if (locks)
-        render_lock(&b, locks);
+        (long long)x->inflight);
+    if (x->locks)
+        render_lock(&b, x->locks);
     if (b.failed) {
         free(b.data);
         return NULL;

@@ -58,8 +58,8 @@ static int int_field(json_t *obj, const char *key, int required, int64_t min, in
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
-#define REQUEST_ID_RULE "a string of 1-" STR(REQ_REQUEST_ID_MAX) " printable ASCII characters"
-#define NAME_RULE "a string of 1-" STR(REQ_NAME_MAX) " characters without control characters"
+#define REQUEST_ID_RULE "a string of 1-" STR(RULE_REQUEST_ID_MAX) " printable ASCII characters"
+#define NAME_RULE "a string of 1-" STR(RULE_NAME_MAX) " characters without control characters"
 
 /* Reads a string field that valid() accepts into out (room for all it
  * accepts, plus the NUL). Returns 1 when read, 0 when absent or null and
@@ -81,7 +81,7 @@ static int string_field(json_t *obj, const char *key, int required,
 
 static int valid_request_id(const char *s, size_t len)
 {
-    if (len < 1 || len > REQ_REQUEST_ID_MAX)
+    if (len < 1 || len > RULE_REQUEST_ID_MAX)
         return 0;
     for (size_t i = 0; i < len; i++)
         if (s[i] < 0x20 || s[i] > 0x7e)
@@ -98,8 +98,8 @@ int req_parse_reduce(const char *body, size_t len, req_reduce *out, char *err, s
         return code;
     int rc = REQ_ERR_INVALID;
     if (int_field(root, "itemId", 1, 1, INT64_MAX, &out->item_id, err, errlen) >= 0 &&
-        int_field(root, "quantity", 1, 1, REQ_QUANTITY_MAX, &out->quantity, err, errlen) >= 0 &&
-        int_field(root, "workMs", 0, 0, REQ_WORK_MS_MAX, &out->work_ms, err, errlen) >= 0) {
+        int_field(root, "quantity", 1, 1, RULE_QUANTITY_MAX, &out->quantity, err, errlen) >= 0 &&
+        int_field(root, "workMs", 0, 0, RULE_WORK_MS_MAX, &out->work_ms, err, errlen) >= 0) {
         int rid = string_field(root, "requestId", 0, valid_request_id, out->request_id,
                                REQUEST_ID_RULE, err, errlen);
         out->has_request_id = rid > 0;
@@ -120,7 +120,7 @@ static int valid_name(const char *s, size_t len)
             return 0;
         chars += (c & 0xc0) != 0x80;
     }
-    return chars >= 1 && chars <= REQ_NAME_MAX;
+    return chars >= 1 && chars <= RULE_NAME_MAX;
 }
 
 int req_parse_item(const char *body, size_t len, int need_name, req_item *out, char *err,
@@ -132,7 +132,7 @@ int req_parse_item(const char *body, size_t len, int need_name, req_item *out, c
     if (root == NULL)
         return code;
     int rc = REQ_ERR_INVALID;
-    if (int_field(root, "stock", 1, 0, REQ_STOCK_MAX, &out->stock, err, errlen) >= 0) {
+    if (int_field(root, "stock", 1, 0, RULE_STOCK_MAX, &out->stock, err, errlen) >= 0) {
         out->has_stock = 1;
         int name = need_name ? string_field(root, "name", 1, valid_name, out->name, NAME_RULE,
                                             err, errlen)

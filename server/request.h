@@ -6,11 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define REQ_QUANTITY_MAX 1000000
-#define REQ_STOCK_MAX 1000000000000LL /* 10^12 */
-#define REQ_WORK_MS_MAX 86400000
-#define REQ_REQUEST_ID_MAX 128
-#define REQ_NAME_MAX 200
+#include "rules.h"
 
 enum req_code {
     REQ_OK = 0,
@@ -22,13 +18,13 @@ typedef struct req_reduce {
     int64_t item_id;
     int64_t quantity;
     int has_request_id;
-    char request_id[REQ_REQUEST_ID_MAX + 1];
+    char request_id[RULE_REQUEST_ID_MAX + 1];
     int64_t work_ms; /* 0 when absent */
 } req_reduce;
 
 typedef struct req_item {
     int has_name, has_stock;
-    char name[REQ_NAME_MAX * 4 + 1]; /* up to 200 characters of UTF-8 */
+    char name[RULE_NAME_BYTES + 1];
     int64_t stock;
 } req_item;
 

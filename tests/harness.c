@@ -2,8 +2,10 @@
  * also when a test fails or the test binary dies. */
 #include "harness.h"
 
+#include "loadgen/api.h"
+#include "server/service.h"
+
 #include <arpa/inet.h>
-#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -304,58 +306,19 @@ int th_stockd_stop_clean(th_stockd *s)
     return status == 0 && report == NULL ? 0 : -1;
 }
 
-static size_t on_body(char *data, size_t size, size_t n, void *arg)
-{
-    th_resp *r = arg;
-    size_t len = size * n;
-    char *grown = realloc(r->body, r->len + len + 1);
-    if (grown == NULL)
-        return 0;
-    r->body = grown;
-    memcpy(r->body + r->len, data, len);
-    r->len += len;
-    r->body[r->len] = '\0';
-    return len;
-}
-
-static size_t on_header(char *data, size_t size, size_t n, void *arg)
-{
-    th_resp *r = arg;
-    size_t len = size * n;
-    if (len > 13 && strncasecmp(data, "Retry-After: ", 13) == 0)
-        snprintf(r->retry_after, sizeof(r->retry_after), "%.*s", (int)strcspn(data + 13, "\r\n"),
-                 data + 13);
-    if (len > 14 && strncasecmp(data, "Content-Type: ", 14) == 0)
-        snprintf(r->content_type, sizeof(r->content_type), "%.*s",
-                 (int)strcspn(data + 14, "\r\n"), data + 14);
-    return len;
-}
-
 int th_http(const char *method, const char *url, const char *req_body, th_resp *out)
 {
+    lg_answer_full a;
+    lg_err err = {0};
+    int rc = lg_api_call(method, url, req_body, &a, &err);
     memset(out, 0, sizeof(*out));
-    out->body = calloc(1, 1);
-    CURL *c = curl_easy_init();
-    struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-    if (req_body)
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, req_body);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, out);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    CURLcode rc = curl_easy_perform(c);
-    if (rc == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
-    else
-        snprintf(out->error, sizeof(out->error), "%s", curl_easy_strerror(rc));
-    curl_slist_free_all(hdrs);
-    curl_easy_cleanup(c);
-    return rc == CURLE_OK ? 0 : -1;
+    out->status = a.status;
+    out->body = a.body ? a.body : calloc(1, 1);
+    out->len = a.len;
+    snprintf(out->retry_after, sizeof(out->retry_after), "%s", a.retry_after);
+    snprintf(out->content_type, sizeof(out->content_type), "%s", a.content_type);
+    snprintf(out->error, sizeof(out->error), "%s", err.msg);
+    return rc == LG_OK ? 0 : -1;
 }
 
 void th_resp_free(th_resp *r)
@@ -434,10 +397,12 @@ int th_connect_nonblocking(int port)
     return fd;
 }
 
-static void send_all(int fd, const char *data, size_t len)
+void th_send_all(int fd, const char *data, size_t len)
 {
     for (size_t sent = 0; sent < len;) {
         ssize_t n = send(fd, data + sent, len - sent, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
         if (n <= 0)
             break;
         sent += (size_t)n;
@@ -481,7 +446,7 @@ static int response_complete(const char *buf, size_t len)
 
 int th_exchange(int fd, const char *req, char *out, size_t size, int timeout_ms)
 {
-    send_all(fd, req, strlen(req));
+    th_send_all(fd, req, strlen(req));
     return read_until(fd, out, size, timeout_ms, response_complete);
 }
 
@@ -491,7 +456,7 @@ int th_raw(int port, const char *req, size_t len, int shut_write, char *out, siz
     int fd = th_connect(port);
     if (fd < 0)
         return -1;
-    send_all(fd, req, len);
+    th_send_all(fd, req, len);
     if (shut_write)
         shutdown(fd, SHUT_WR);
     int got = read_until(fd, out, size, timeout_ms, NULL);
@@ -546,6 +511,14 @@ long th_rss_kb(pid_t pid)
     if (f)
         fclose(f);
     return kb;
+}
+
+const char *th_item_lock_key(long long item, char *buf)
+{
+    service_config defaults;
+    service_config_defaults(&defaults);
+    service_lock_key(defaults.lock_prefix, item, buf);
+    return buf;
 }
 
 long th_cpu_ms(pid_t pid)

@@ -12,6 +12,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "loadgen/err.h"
+
 typedef struct th_redis {
     pid_t pid;
     int port;
@@ -74,19 +76,20 @@ int th_stockd_stop(th_stockd *s, int sig);
  * sanitizer report; prints the offending log lines otherwise. 0 or -1. */
 int th_stockd_stop_clean(th_stockd *s);
 
-/* An HTTP exchange done with libcurl. body is NUL-terminated and owned by the
- * response (th_resp_free). status is 0 on a transport error (see error). */
+/* An HTTP exchange, made with loadgen's own client (lg_api_call). body is
+ * NUL-terminated and owned by the response (th_resp_free). status is 0 on a
+ * transport error (see error). */
 typedef struct th_resp {
     long status;
     char *body;
     size_t len;
     char retry_after[16]; /* Retry-After header, "" when absent */
     char content_type[64];
-    char error[256];
+    char error[LG_ERR_MSG_MAX];
 } th_resp;
 
 /* method "GET"/"POST"/...; req_body may be NULL. Returns 0, or -1 on a
- * transport error (out->status 0). Times out after 30 s. */
+ * transport error (out->status 0). Times out after 60 s. */
 int th_http(const char *method, const char *url, const char *req_body, th_resp *out);
 void th_resp_free(th_resp *r);
 
@@ -119,6 +122,9 @@ int th_raw(int port, const char *req, size_t len, int shut_write, char *out, siz
  * bytes of body) into out, NUL-terminated. Returns bytes read, 0 when the peer
  * closed, -1 on error. */
 int th_connect(int port);
+
+/* Sends all len bytes (or until the peer fails), resuming after signals. */
+void th_send_all(int fd, const char *data, size_t len);
 
 /* Starts a non-blocking connect to 127.0.0.1:port; the socket, or -1. */
 int th_connect_nonblocking(int port);
@@ -183,6 +189,10 @@ void th_proxy_stop(th_proxy *p);
         fflush(stdout);                                                                \
         skip();                                                                        \
     } while (0)
+
+/* The Redis key of an item's lock in a stockd with the default lock prefix,
+ * as service_lock_key makes it, into buf (DLOCK_KEY_MAX + 1 bytes). */
+const char *th_item_lock_key(long long item, char *buf);
 
 /* Monotonic milliseconds, for the generous hang-detecting bounds tests use. */
 int64_t th_now_ms(void);

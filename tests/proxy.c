@@ -1,7 +1,6 @@
 /* proxy.c - a loopback TCP proxy for fault tests: it can hold one client
  * chunk (a Redis command) for a while, as a slow network would, and still
  * deliver it after the client gave up. See tests/harness.h. */
-#define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -61,16 +60,6 @@ static int stopping(th_proxy *p)
     return stop;
 }
 
-static void write_all(int fd, const char *data, size_t len)
-{
-    for (size_t done = 0; done < len;) {
-        ssize_t n = send(fd, data + done, len - done, MSG_NOSIGNAL);
-        if (n <= 0 && errno != EINTR)
-            return;
-        done += n > 0 ? (size_t)n : 0;
-    }
-}
-
 /* A chunk from the client: held when it carries the armed needle, or when
  * bytes before it are held (order is kept). */
 static void from_client(struct conn *c, const char *data, size_t len)
@@ -100,7 +89,7 @@ static void *relay(void *arg)
     while (!stopping(c->p)) {
         int64_t now = th_now_ms();
         if (c->nheld && now >= c->hold_until) {
-            write_all(c->up, c->held, c->nheld);
+            th_send_all(c->up, c->held, c->nheld);
             c->nheld = 0;
         }
         if (!client_open && c->nheld == 0 && give_up == 0) {
@@ -124,7 +113,7 @@ static void *relay(void *arg)
             if (n <= 0)
                 break;
             if (client_open)
-                write_all(c->client, buf, (size_t)n);
+                th_send_all(c->client, buf, (size_t)n);
         }
     }
     close(c->client);

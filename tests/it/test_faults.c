@@ -24,6 +24,7 @@
 #include <curl/curl.h>
 #include <sqlite3.h>
 
+#include "lock/dlock.h"
 #include "tests/harness.h"
 
 #define REPLICAS 3
@@ -144,7 +145,8 @@ static long long outcome(const char *name, const char *key)
 static void wait_for_lock_key(long long item)
 {
     char cmd[64];
-    snprintf(cmd, sizeof(cmd), "EXISTS stock:lock:{%lld}", item);
+    char key[DLOCK_KEY_MAX + 1];
+    snprintf(cmd, sizeof(cmd), "EXISTS %s", th_item_lock_key(item, key));
     for (int64_t end = th_now_ms() + 5000; th_redis_int(&redis, cmd) != 1;) {
         assert_true(th_now_ms() < end);
         th_sleep_ms(2);
@@ -317,7 +319,8 @@ static void test_sigterm_during_load(void **state)
     loadgen_expect(lg, "sigterm", 0);
     assert_true(outcome("sigterm", "ok") > 0);
     char cmd[64];
-    snprintf(cmd, sizeof(cmd), "EXISTS stock:lock:{%lld}", s.item);
+    char key[DLOCK_KEY_MAX + 1];
+    snprintf(cmd, sizeof(cmd), "EXISTS %s", th_item_lock_key(s.item, key));
     stack_stop(&s);
     assert_int_equal(th_redis_int(&redis, cmd), 0); /* no lock left behind */
     char *log = th_read_file(s.r[0].log);

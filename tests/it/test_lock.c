@@ -457,7 +457,9 @@ static void test_fence_grows_even_when_an_older_counter_comes_back(void **state)
     assert_int_equal(dlock_acquire(client, "t:restore", &o, &h), DLOCK_OK);
     int64_t before = dlock_fence(h);
     dlock_release(h);
-    assert_int_equal(th_redis_int(&redis, "SET t:restore:fence 42"), 0);
+    dlock_names names;
+    dlock_names_of("t:restore", &names);
+    assert_int_equal(th_redis_int(&redis, "SET %s 42", names.fence), 0);
     assert_int_equal(dlock_acquire(client, "t:restore", &o, &h), DLOCK_OK);
     assert_true(dlock_fence(h) > before);
     dlock_release(h);
@@ -768,6 +770,8 @@ static void test_waiters_of_other_processes_get_the_key_in_arrival_order(void **
     (void)state;
     dlock_opts o = opts(5000, 0);
     dlock_handle *h;
+    dlock_names names;
+    dlock_names_of("t:fifo", &names);
     assert_int_equal(dlock_acquire(client, "t:fifo", &o, &h), DLOCK_OK);
     dlock_client *others[FIFO_WAITERS];
     pthread_t t[FIFO_WAITERS];
@@ -778,7 +782,7 @@ static void test_waiters_of_other_processes_get_the_key_in_arrival_order(void **
         others[i] = other_client();
         f[i] = (struct fifo_waiter){others[i], i, order, &n, &mu};
         pthread_create(&t[i], NULL, fifo_wait, &f[i]);
-        while (th_redis_int(&redis, "ZCARD t:fifo:queue") != i + 1) /* in line before the next */
+        while (th_redis_int(&redis, "ZCARD %s", names.queue) != i + 1) /* in line first */
             th_sleep_ms(2);
     }
     assert_int_equal(dlock_release(h), DLOCK_OK);
@@ -789,7 +793,7 @@ static void test_waiters_of_other_processes_get_the_key_in_arrival_order(void **
     assert_int_equal(n, FIFO_WAITERS);
     for (int i = 0; i < FIFO_WAITERS; i++)
         assert_int_equal(order[i], i);
-    assert_int_equal(th_redis_int(&redis, "ZCARD t:fifo:queue"), 0);
+    assert_int_equal(th_redis_int(&redis, "ZCARD %s", names.queue), 0);
 }
 
 /* A waiter that died while queued: once its deadline passes it is skipped;
@@ -802,8 +806,11 @@ static void test_a_dead_waiter_delays_the_key_at_most_briefly(void **state)
     redisReply *t = redisCommand(rc, "TIME");
     long long now_ms = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
     freeReplyObject(t);
-    freeReplyObject(redisCommand(rc, "ZADD t:dead:queue 1 %s", "dead-waiter-token-000000000000000"));
-    freeReplyObject(redisCommand(rc, "HSET t:dead:alive %s %lld",
+    dlock_names names;
+    dlock_names_of("t:dead", &names);
+    freeReplyObject(redisCommand(rc, "ZADD %s 1 %s", names.queue,
+                                 "dead-waiter-token-000000000000000"));
+    freeReplyObject(redisCommand(rc, "HSET %s %s %lld", names.alive,
                                  "dead-waiter-token-000000000000000", now_ms + 300));
     redisFree(rc);
     dlock_opts o = opts(5000, 0);
@@ -816,7 +823,7 @@ static void test_a_dead_waiter_delays_the_key_at_most_briefly(void **state)
     assert_int_equal(dlock_acquire(client, "t:dead", &o, &h), DLOCK_OK);
     assert_true(th_now_ms() - t0 < 1500); /* its 300 ms, plus at most a retry interval */
     assert_int_equal(dlock_release(h), DLOCK_OK);
-    assert_int_equal(th_redis_int(&redis, "ZCARD t:dead:queue"), 0);
+    assert_int_equal(th_redis_int(&redis, "ZCARD %s", names.queue), 0);
 }
 
 static int notify_setup(void **state)

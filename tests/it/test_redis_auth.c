@@ -116,7 +116,10 @@ static long long release_subscribers(long long item)
     long long n = 0;
     for (int64_t end = th_now_ms() + 2000; n == 0 && th_now_ms() < end; th_sleep_ms(20)) {
         redisContext *c = th_redis_connect(&redis);
-        redisReply *r = redisCommand(c, "PUBSUB NUMSUB stock:lock:{%lld}:released", item);
+        char key[DLOCK_KEY_MAX + 1];
+        dlock_names names;
+        dlock_names_of(th_item_lock_key(item, key), &names);
+        redisReply *r = redisCommand(c, "PUBSUB NUMSUB %s", names.channel);
         if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
             n = r->element[1]->integer;
         freeReplyObject(r);

@@ -19,11 +19,13 @@
 #include <curl/curl.h>
 #include <sqlite3.h>
 
+#include "lock/dlock.h"
 #include "tests/harness.h"
 
 static th_redis redis;
 static th_stockd a, b, atomic_srv; /* a, b: redis mode on one database; atomic_srv too */
 static char dir[64], db[128];
+static char lock_key[DLOCK_KEY_MAX + 1]; /* th_item_lock_key's buffer */
 
 #define LOCK_FLAGS "--lease-ms", "600", "--redis-timeout-ms", "100", "--max-renewals", "12", \
                    "--wait-ms", "300", "--retry-ms", "20", "--allow-work-ms", \
@@ -364,7 +366,7 @@ static void test_interrupted_holder_rolls_back(void **state)
     assert_int_equal(stock, 5);
     assert_int_equal(orders, 0);
     char key[64];
-    snprintf(key, sizeof(key), "EXISTS stock:lock:{%lld}", id);
+    snprintf(key, sizeof(key), "EXISTS %s", th_item_lock_key(id, lock_key));
     assert_int_equal(th_redis_int(&redis, key), 0); /* released at once */
     j = reduce(&a, id, 1, "interrupt-me", 0, 200); /* the same requestId works afterwards */
     json_decref(j);
@@ -377,7 +379,7 @@ static void test_busy_lock_times_out_without_stalling_other_items(void **state)
     th_bg_reduce holder = {.url = a.url, .item = hot, .work_ms = 1000};
     th_bg_reduce_start(&holder);
     char key[64];
-    snprintf(key, sizeof(key), "EXISTS stock:lock:{%lld}", hot);
+    snprintf(key, sizeof(key), "EXISTS %s", th_item_lock_key(hot, lock_key));
     while (th_redis_int(&redis, key) != 1)
         th_sleep_ms(5);
 
@@ -534,10 +536,10 @@ static void test_stolen_lock_is_reported_lost_and_rolled_back(void **state)
     th_bg_reduce holder = {.url = a.url, .item = id, .work_ms = 1000};
     th_bg_reduce_start(&holder);
     char cmd[96];
-    snprintf(cmd, sizeof(cmd), "EXISTS stock:lock:{%lld}", id);
+    snprintf(cmd, sizeof(cmd), "EXISTS %s", th_item_lock_key(id, lock_key));
     while (th_redis_int(&redis, cmd) != 1)
         th_sleep_ms(5);
-    snprintf(cmd, sizeof(cmd), "SET stock:lock:{%lld} intruder PX 10000", id);
+    snprintf(cmd, sizeof(cmd), "SET %s intruder PX 10000", th_item_lock_key(id, lock_key));
     assert_int_equal(th_redis_int(&redis, cmd), 0); /* the next renewal finds it taken */
     th_bg_reduce_join(&holder);
     assert_int_equal(holder.status, 503);
@@ -545,7 +547,7 @@ static void test_stolen_lock_is_reported_lost_and_rolled_back(void **state)
     item_state(&a, id, &stock, &orders);
     assert_int_equal(stock, 5);
     assert_int_equal(orders, 0);
-    snprintf(cmd, sizeof(cmd), "DEL stock:lock:{%lld}", id);
+    snprintf(cmd, sizeof(cmd), "DEL %s", th_item_lock_key(id, lock_key));
     th_redis_int(&redis, cmd);
 }
 
@@ -582,7 +584,7 @@ static void test_storage_fault_gives_500_and_writes_nothing(void **state)
     sqlite3 *other;
     assert_int_equal(sqlite3_open(db, &other), SQLITE_OK);
     assert_int_equal(sqlite3_exec(other, "CREATE TRIGGER injected_fault BEFORE INSERT ON "
-                                         "deductions WHEN NEW.quantity = 777 BEGIN SELECT "
+                                         "order_lines WHEN NEW.quantity = 777 BEGIN SELECT "
                                          "RAISE(ABORT, 'injected fault'); END;",
                                   NULL, NULL, NULL), SQLITE_OK);
     json_t *j = reduce(&a, id, 777, NULL, 0, 500);
@@ -610,7 +612,8 @@ static void test_redis_down_gives_503_then_recovers(void **state)
     assert_true(th_now_ms() - t0 < 3000);
     j = call(&a, "GET", "/health", NULL, 503);
     assert_string_equal(jstr(j, "status"), "unavailable");
-    assert_string_equal(jstr(j, "sqlite"), "ok");
+    assert_string_equal(jstr(j, "storage"), "ok");
+    assert_string_equal(jstr(j, "storageBackend"), "sqlite");
     json_decref(j);
     item_state(&a, id, &stock, &orders);
     assert_int_equal(stock, 5);
@@ -638,7 +641,7 @@ static void test_sigterm_finishes_in_flight_requests_and_releases_locks(void **s
     th_bg_reduce inflight = {.url = d.url, .item = id, .work_ms = 700};
     th_bg_reduce_start(&inflight);
     char key[64];
-    snprintf(key, sizeof(key), "EXISTS stock:lock:{%lld}", id);
+    snprintf(key, sizeof(key), "EXISTS %s", th_item_lock_key(id, lock_key));
     while (th_redis_int(&redis, key) != 1)
         th_sleep_ms(5);
     kill(d.pid, SIGTERM);
@@ -676,7 +679,7 @@ static void test_requests_past_the_drain_deadline_do_not_commit(void **state)
     th_bg_reduce late = {.url = d.url, .item = id, .work_ms = 1000};
     th_bg_reduce_start(&late);
     char key[64];
-    snprintf(key, sizeof(key), "EXISTS stock:lock:{%lld}", id);
+    snprintf(key, sizeof(key), "EXISTS %s", th_item_lock_key(id, lock_key));
     while (th_redis_int(&redis, key) != 1)
         th_sleep_ms(5);
     assert_int_equal(th_stockd_stop_clean(&d), 0); /* SIGTERM; drains 300 ms of the 1000 */
@@ -701,7 +704,7 @@ static void test_a_write_that_waits_past_the_drain_deadline_does_not_commit(void
     th_bg_reduce late = {.url = d.url, .item = id, .work_ms = 1000};
     th_bg_reduce_start(&late);
     char key[64];
-    snprintf(key, sizeof(key), "EXISTS stock:lock:{%lld}", id);
+    snprintf(key, sizeof(key), "EXISTS %s", th_item_lock_key(id, lock_key));
     while (th_redis_int(&redis, key) != 1)
         th_sleep_ms(5);
     sqlite3 *other;
@@ -749,9 +752,11 @@ static void fill_ledger(long long item, int n)
     char sql[512];
     assert_int_equal(sqlite3_open(db, &other), SQLITE_OK);
     sqlite3_busy_timeout(other, 5000);
-    snprintf(sql, sizeof(sql), "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
-             "WHERE i < %d) INSERT INTO deductions (item_id, quantity, remaining, instance_id, "
-             "lock_mode) SELECT %lld, 1, 0, 'filled-by-test', 'none' FROM n", n, item);
+    snprintf(sql, sizeof(sql), "BEGIN; WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 "
+             "FROM n WHERE i < %d) INSERT INTO orders (instance_id, lock_mode) SELECT "
+             "'filled-by-test', 'none' FROM n; INSERT INTO order_lines (order_id, item_id, "
+             "quantity, remaining) SELECT id, %lld, 1, 0 FROM orders WHERE instance_id = "
+             "'filled-by-test'; COMMIT", n, item);
     assert_int_equal(sqlite3_exec(other, sql, NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(other);
 }

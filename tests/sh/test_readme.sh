@@ -16,16 +16,8 @@ declare -A elsewhere=(
     ["make bench"]="takes minutes; its figures are recorded in bench/RESULTS.md"
 )
 
-run=0 ok=0
-report() { # name status [detail]
-    echo "[ RUN      ] readme: $1"
-    if [ "$2" = 0 ]; then
-        echo "[       OK ] readme: $1"
-    else
-        printf '%s\n' "${3:-}"
-        echo "[  FAILED  ] readme: $1"
-    fi
-}
+REPORT_SUITE=readme
+. tests/sh/report.sh
 
 # The stack: the demo's own script, on ports nobody uses.
 base=$(free_port 30000)

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -54,13 +55,53 @@ static int64_t new_item(store_conn *c, int64_t stock)
     return it.id;
 }
 
-static store_deduction deduction(int64_t item, int64_t qty, int64_t new_stock, int64_t fence,
+/* An order of one line that leaves new_stock, written under fence (0: none). */
+static store_new_order deduction(int64_t item, int64_t qty, int64_t new_stock, int64_t fence,
                                  const char *request_id)
 {
-    store_deduction d = {.item_id = item, .quantity = qty, .new_stock = new_stock,
-                         .request_id = request_id, .instance = "test", .lock_mode = "redis",
-                         .fence = {fence, 0}, .lock_token = fence ? "tok" : NULL};
+    store_new_order d = {.request_id = request_id, .instance = "test", .lock_mode = "redis",
+                         .lock_token = fence ? "tok" : NULL, .nlines = 1};
+    d.lines[0] = (store_line){item, qty, new_stock, {fence, 0}};
     return d;
+}
+
+/* The write half of read-modify-write, as the service composes it: the order
+ * and the item's new stock (fenced when the line has a fence) in one
+ * transaction that check may veto. */
+static int deduct_write(store_conn *c, const store_new_order *d, store_order *out,
+                        const store_commit_check *check)
+{
+    const store_line *l = &d->lines[0];
+    int rc = store_tx_begin(c);
+    if (rc == STORE_OK)
+        rc = store_tx_add_order(c, d, out);
+    if (rc == STORE_OK)
+        rc = store_tx_set_stock(c, l->item_id, l->remaining, l->fence.fence ? &l->fence : NULL);
+    if (rc == STORE_OK)
+        return store_tx_commit(c, check);
+    store_tx_abort(c);
+    return rc;
+}
+
+/* The lock-free way, as the service composes it: replay check, conditional
+ * take, the order with the stock left, one transaction. */
+static int deduct_atomic(store_conn *c, store_new_order *d, store_order *out, int64_t *left,
+                         const store_commit_check *check)
+{
+    int rc = store_tx_begin(c);
+    if (rc == STORE_OK && d->request_id &&
+        (rc = store_order_by_request(c, d->request_id, out)) != STORE_ERR_NOT_FOUND)
+        rc = rc == STORE_OK ? STORE_ERR_DUPLICATE : rc;
+    else if (rc == STORE_OK || rc == STORE_ERR_NOT_FOUND)
+        rc = store_tx_take(c, d->lines[0].item_id, d->lines[0].quantity, left);
+    if (rc == STORE_OK) {
+        d->lines[0].remaining = *left;
+        rc = store_tx_add_order(c, d, out);
+    }
+    if (rc == STORE_OK)
+        return store_tx_commit(c, check);
+    store_tx_abort(c);
+    return rc;
 }
 
 static const store_fence *token(int64_t fence, int seq)
@@ -122,21 +163,21 @@ static void test_deduction_writes_stock_and_ledger_together(void **state)
 {
     store_conn *c = conn(state);
     int64_t id = new_item(c, 10);
-    store_deduction d = deduction(id, 3, 7, 0, "req-1");
+    store_new_order d = deduction(id, 3, 7, 0, "req-1");
     store_order o;
-    assert_int_equal(store_deduct_write(c, &d, &o), STORE_OK);
-    assert_true(o.order_id > 0);
-    assert_int_equal(o.remaining, 7);
+    assert_int_equal(deduct_write(c, &d, &o, NULL), STORE_OK);
+    assert_true(o.info.order_id > 0);
+    assert_int_equal(o.lines[0].remaining, 7);
     store_item it;
     assert_int_equal(store_item_get(c, id, &it), STORE_OK);
     assert_int_equal(it.stock, 7);
     assert_int_equal(it.sold, 3);
-    assert_int_equal(it.order_count, 1);
+    assert_int_equal(it.line_count, 1);
     store_order found;
     assert_int_equal(store_order_by_request(c, "req-1", &found), STORE_OK);
-    assert_int_equal(found.order_id, o.order_id);
-    assert_int_equal(found.quantity, 3);
-    assert_string_equal(found.instance, "test");
+    assert_int_equal(found.info.order_id, o.info.order_id);
+    assert_int_equal(found.lines[0].quantity, 3);
+    assert_string_equal(found.info.instance, "test");
     assert_int_equal(store_order_by_request(c, "nope", &found), STORE_ERR_NOT_FOUND);
     store_put(*state, c);
 }
@@ -145,17 +186,17 @@ static void test_same_request_id_is_written_once(void **state)
 {
     store_conn *c = conn(state);
     int64_t id = new_item(c, 10);
-    store_deduction d = deduction(id, 2, 8, 0, "once");
+    store_new_order d = deduction(id, 2, 8, 0, "once");
     store_order first, second;
-    assert_int_equal(store_deduct_write(c, &d, &first), STORE_OK);
-    d.new_stock = 6;
-    assert_int_equal(store_deduct_write(c, &d, &second), STORE_ERR_DUPLICATE);
-    assert_int_equal(second.order_id, first.order_id);
-    assert_int_equal(store_deduct_atomic(c, &d, &second, &(int64_t){0}), STORE_ERR_DUPLICATE);
+    assert_int_equal(deduct_write(c, &d, &first, NULL), STORE_OK);
+    d.lines[0].remaining = 6;
+    assert_int_equal(deduct_write(c, &d, &second, NULL), STORE_ERR_DUPLICATE);
+    assert_int_equal(second.info.order_id, first.info.order_id);
+    assert_int_equal(deduct_atomic(c, &d, &second, &(int64_t){0}, NULL), STORE_ERR_DUPLICATE);
     store_item it;
     assert_int_equal(store_item_get(c, id, &it), STORE_OK);
     assert_int_equal(it.stock, 8);
-    assert_int_equal(it.order_count, 1);
+    assert_int_equal(it.line_count, 1);
     store_put(*state, c);
 }
 
@@ -163,16 +204,16 @@ static void test_atomic_deduction_never_goes_below_zero(void **state)
 {
     store_conn *c = conn(state);
     int64_t id = new_item(c, 5);
-    store_deduction d = deduction(id, 3, 0, 0, NULL);
+    store_new_order d = deduction(id, 3, 0, 0, NULL);
     store_order o;
     int64_t left = -1;
-    assert_int_equal(store_deduct_atomic(c, &d, &o, &left), STORE_OK);
+    assert_int_equal(deduct_atomic(c, &d, &o, &left, NULL), STORE_OK);
     assert_int_equal(left, 2);
-    assert_int_equal(o.remaining, 2);
-    assert_int_equal(store_deduct_atomic(c, &d, &o, &left), STORE_ERR_INSUFFICIENT);
+    assert_int_equal(o.lines[0].remaining, 2);
+    assert_int_equal(deduct_atomic(c, &d, &o, &left, NULL), STORE_ERR_INSUFFICIENT);
     assert_int_equal(left, 2);
-    d.item_id = id + 100;
-    assert_int_equal(store_deduct_atomic(c, &d, &o, &left), STORE_ERR_NOT_FOUND);
+    d.lines[0].item_id = id + 100;
+    assert_int_equal(deduct_atomic(c, &d, &o, &left, NULL), STORE_ERR_NOT_FOUND);
     store_item it;
     assert_int_equal(store_item_get(c, id, &it), STORE_OK);
     assert_int_equal(it.stock, 2);
@@ -192,17 +233,17 @@ static void test_stale_holder_cannot_write_after_newer_holder_read(void **state)
     assert_int_equal(stock_a, 10);
     assert_int_equal(stock_b, 10);
 
-    store_deduction a = deduction(id, 1, stock_a - 1, 10, NULL);
+    store_new_order a = deduction(id, 1, stock_a - 1, 10, NULL);
     store_order o;
-    assert_int_equal(store_deduct_write(c, &a, &o), STORE_ERR_STALE);
+    assert_int_equal(deduct_write(c, &a, &o, NULL), STORE_ERR_STALE);
     assert_non_null(strstr(store_errstr(c), "newer"));
-    store_deduction b = deduction(id, 1, stock_b - 1, 11, NULL);
-    assert_int_equal(store_deduct_write(c, &b, &o), STORE_OK);
+    store_new_order b = deduction(id, 1, stock_b - 1, 11, NULL);
+    assert_int_equal(deduct_write(c, &b, &o, NULL), STORE_OK);
 
     store_item it;
     assert_int_equal(store_item_get(c, id, &it), STORE_OK);
     assert_int_equal(it.stock + it.sold, 10); /* nothing lost */
-    assert_int_equal(it.order_count, 1);
+    assert_int_equal(it.line_count, 1);
     /* an older token can't even claim the row any more */
     assert_int_equal(store_stock_claim(c, id, token(10, 0), &stock_a), STORE_ERR_STALE);
     assert_int_equal(store_item_set_stock(c, id, 50, token(10, 5), NULL), STORE_ERR_STALE);
@@ -218,15 +259,15 @@ static void test_handed_off_holders_are_ordered_by_seq(void **state)
     int64_t id = new_item(c, 10), stock;
     store_order o;
     assert_int_equal(store_stock_claim(c, id, token(20, 0), &stock), STORE_OK);
-    store_deduction d = deduction(id, 1, stock - 1, 20, NULL);
-    assert_int_equal(store_deduct_write(c, &d, &o), STORE_OK);
+    store_new_order d = deduction(id, 1, stock - 1, 20, NULL);
+    assert_int_equal(deduct_write(c, &d, &o, NULL), STORE_OK);
     assert_int_equal(store_stock_claim(c, id, token(20, 1), &stock), STORE_OK); /* next holder */
     d = deduction(id, 1, stock - 1, 20, NULL);
-    d.fence.seq = 1;
-    assert_int_equal(store_deduct_write(c, &d, &o), STORE_OK);
-    assert_int_equal(o.fence_seq, 1);
-    d.fence.seq = 0; /* the first holder, late: its claim was superseded */
-    assert_int_equal(store_deduct_write(c, &d, &o), STORE_ERR_STALE);
+    d.lines[0].fence.seq = 1;
+    assert_int_equal(deduct_write(c, &d, &o, NULL), STORE_OK);
+    assert_int_equal(o.lines[0].fence.seq, 1);
+    d.lines[0].fence.seq = 0; /* the first holder, late: its claim was superseded */
+    assert_int_equal(deduct_write(c, &d, &o, NULL), STORE_ERR_STALE);
     assert_int_equal(store_stock_claim(c, id, token(20, 1), &stock), STORE_ERR_STALE);
     assert_int_equal(store_stock_claim(c, id, token(21, 0), &stock), STORE_OK); /* new lease */
     store_item it;
@@ -243,10 +284,10 @@ static void test_unfenced_read_modify_write_loses_updates(void **state)
     int64_t id = new_item(c, 10), s1, s2;
     assert_int_equal(store_stock_read(c, id, &s1), STORE_OK);
     assert_int_equal(store_stock_read(c, id, &s2), STORE_OK);
-    store_deduction d1 = deduction(id, 1, s1 - 1, 0, NULL), d2 = deduction(id, 1, s2 - 1, 0, NULL);
+    store_new_order d1 = deduction(id, 1, s1 - 1, 0, NULL), d2 = deduction(id, 1, s2 - 1, 0, NULL);
     store_order o;
-    assert_int_equal(store_deduct_write(c, &d1, &o), STORE_OK);
-    assert_int_equal(store_deduct_write(c, &d2, &o), STORE_OK);
+    assert_int_equal(deduct_write(c, &d1, &o, NULL), STORE_OK);
+    assert_int_equal(deduct_write(c, &d2, &o, NULL), STORE_OK);
     store_item it;
     assert_int_equal(store_item_get(c, id, &it), STORE_OK);
     assert_int_equal(it.stock, 9);
@@ -261,24 +302,24 @@ static void test_locked_database_reports_busy_and_writes_nothing(void **state)
     sqlite3 *other;
     assert_int_equal(sqlite3_open(path, &other), SQLITE_OK);
     assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
-    store_deduction d = deduction(id, 1, 9, 0, NULL);
+    store_new_order d = deduction(id, 1, 9, 0, NULL);
     store_order o;
     int64_t t0 = th_now_ms();
-    assert_int_equal(store_deduct_write(c, &d, &o), STORE_ERR_BUSY); /* after the 200 ms timeout */
+    assert_int_equal(deduct_write(c, &d, &o, NULL), STORE_ERR_BUSY); /* after the 200 ms timeout */
     assert_true(th_now_ms() - t0 >= 150);
     assert_int_equal(sqlite3_exec(other, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(other);
     store_item it;
     assert_int_equal(store_item_get(c, id, &it), STORE_OK);
     assert_int_equal(it.stock, 10);
-    assert_int_equal(it.order_count, 0);
-    assert_int_equal(store_deduct_write(c, &d, &o), STORE_OK); /* and works again after */
+    assert_int_equal(it.line_count, 0);
+    assert_int_equal(deduct_write(c, &d, &o, NULL), STORE_OK); /* and works again after */
     store_put(*state, c);
 }
 
-static void count_order(const store_order *o, void *arg)
+static void count_line(const store_order_info *o, const store_line *l, void *arg)
 {
-    (void)o;
+    (void)o, (void)l;
     ++*(int *)arg;
 }
 
@@ -288,14 +329,14 @@ static void test_orders_listing_honours_limit(void **state)
     int64_t id = new_item(c, 10);
     store_order o;
     for (int i = 0; i < 5; i++) {
-        store_deduction d = deduction(id, 1, 9 - i, 0, NULL);
-        assert_int_equal(store_deduct_write(c, &d, &o), STORE_OK);
+        store_new_order d = deduction(id, 1, 9 - i, 0, NULL);
+        assert_int_equal(deduct_write(c, &d, &o, NULL), STORE_OK);
     }
     int n = 0;
-    assert_int_equal(store_orders(c, id, 0, 3, count_order, &n), STORE_OK);
+    assert_int_equal(store_lines_of_item(c, id, 0, 3, count_line, &n), STORE_OK);
     assert_int_equal(n, 3);
     n = 0;
-    assert_int_equal(store_orders(c, id, 0, 100, count_order, &n), STORE_OK);
+    assert_int_equal(store_lines_of_item(c, id, 0, 100, count_line, &n), STORE_OK);
     assert_int_equal(n, 5);
     store_put(*state, c);
 }
@@ -305,9 +346,10 @@ struct ids {
     int n;
 };
 
-static void collect_order(const store_order *o, void *arg)
+static void collect_line(const store_order_info *o, const store_line *l, void *arg)
 {
     struct ids *ids = arg;
+    (void)l;
     ids->id[ids->n++] = o->order_id;
 }
 
@@ -324,14 +366,15 @@ static void test_listings_page_on_from_a_cursor(void **state)
     int64_t id = new_item(c, 10), other = new_item(c, 10);
     store_order o[6];
     for (int i = 0; i < 6; i++) {
-        store_deduction d = deduction(i % 2 ? other : id, 1, 9 - i / 2, 0, NULL);
-        assert_int_equal(store_deduct_write(c, &d, &o[i]), STORE_OK);
+        store_new_order d = deduction(i % 2 ? other : id, 1, 9 - i / 2, 0, NULL);
+        assert_int_equal(deduct_write(c, &d, &o[i], NULL), STORE_OK);
     }
     struct ids page = {0};
-    assert_int_equal(store_orders(c, id, o[4].order_id, 10, collect_order, &page), STORE_OK);
+    assert_int_equal(store_lines_of_item(c, id, o[4].info.order_id, 10, collect_line, &page),
+                     STORE_OK);
     assert_int_equal(page.n, 2); /* o[2] and o[0], newest first; none of the other item */
-    assert_int_equal(page.id[0], o[2].order_id);
-    assert_int_equal(page.id[1], o[0].order_id);
+    assert_int_equal(page.id[0], o[2].info.order_id);
+    assert_int_equal(page.id[1], o[0].info.order_id);
     page.n = 0;
     assert_int_equal(store_item_list(c, id, 10, collect_item, &page), STORE_OK);
     assert_int_equal(page.n, 1);
@@ -352,20 +395,74 @@ static void test_a_vetoed_commit_writes_nothing(void **state)
     int64_t id = new_item(c, 10);
     int asked = 0;
     store_commit_check veto = {never, &asked};
-    store_deduction d = deduction(id, 3, 7, 0, "req-vetoed");
-    d.check = &veto;
+    store_new_order d = deduction(id, 3, 7, 0, "req-vetoed");
     store_order o;
     int64_t left;
-    assert_int_equal(store_deduct_write(c, &d, &o), STORE_ERR_VETOED);
-    assert_int_equal(store_deduct_atomic(c, &d, &o, &left), STORE_ERR_VETOED);
+    assert_int_equal(deduct_write(c, &d, &o, &veto), STORE_ERR_VETOED);
+    assert_int_equal(deduct_atomic(c, &d, &o, &left, &veto), STORE_ERR_VETOED);
     assert_int_equal(store_item_set_stock(c, id, 1, NULL, &veto), STORE_ERR_VETOED);
     assert_int_equal(asked, 3);
     store_item it;
     assert_int_equal(store_item_get(c, id, &it), STORE_OK);
     assert_int_equal(it.stock, 10);
-    assert_int_equal(it.order_count, 0);
+    assert_int_equal(it.line_count, 0);
     assert_int_equal(store_order_by_request(c, "req-vetoed", &o), STORE_ERR_NOT_FOUND);
     store_put(*state, c);
+}
+
+/* Runs a schema file of the repository on db. */
+static void apply_file(sqlite3 *db, const char *file)
+{
+    char *sql = th_read_file(file);
+    assert_non_null(sql);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    free(sql);
+}
+
+/* A database of the days when every deduction was a row of its own
+ * (schema version 2): opening it splits each into an order and its line,
+ * with the same ids, and nothing is lost. */
+static void test_old_deductions_become_orders_with_one_line(void **state)
+{
+    (void)state;
+    char old[160];
+    snprintf(old, sizeof(old), "%s/old.db", dir);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(old, &db), SQLITE_OK);
+    apply_file(db, "schema/sqlite/001_init.sql");
+    apply_file(db, "schema/sqlite/002_handoff_seq.sql");
+    assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 2; "
+                     "INSERT INTO items (name, stock) VALUES ('old', 7); "
+                     "INSERT INTO deductions (id, item_id, quantity, remaining, request_id, "
+                     "instance_id, lock_mode, fence, fence_seq) VALUES "
+                     "(5, 1, 2, 8, 'r-5', 'a', 'redis', 40, 1), (9, 1, 1, 7, NULL, 'b', 'none', "
+                     "NULL, NULL)", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+
+    store_config cfg = {old, 1, 200};
+    char err[256];
+    store *s;
+    assert_int_equal(store_open(&cfg, &s, err, sizeof(err)), STORE_OK);
+    store_conn *c = store_get(s, err, sizeof(err));
+    store_order o;
+    assert_int_equal(store_order_by_request(c, "r-5", &o), STORE_OK);
+    assert_int_equal(o.info.order_id, 5);
+    assert_string_equal(o.info.instance, "a");
+    assert_int_equal(o.nlines, 1);
+    assert_int_equal(o.lines[0].quantity, 2);
+    assert_int_equal(o.lines[0].remaining, 8);
+    assert_int_equal(o.lines[0].fence.fence, 40);
+    assert_int_equal(o.lines[0].fence.seq, 1);
+    store_item it;
+    assert_int_equal(store_item_get(c, 1, &it), STORE_OK);
+    assert_int_equal(it.sold, 3);
+    assert_int_equal(it.line_count, 2);
+    struct ids page = {0};
+    assert_int_equal(store_lines_of_item(c, 1, 0, 10, collect_line, &page), STORE_OK);
+    assert_int_equal(page.n, 2);
+    assert_int_equal(page.id[0], 9);
+    store_put(s, c);
+    store_close(s);
 }
 
 int main(void)
@@ -384,6 +481,7 @@ int main(void)
         T(test_orders_listing_honours_limit),
         T(test_listings_page_on_from_a_cursor),
         T(test_a_vetoed_commit_writes_nothing),
+        T(test_old_deductions_become_orders_with_one_line),
     };
     return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }

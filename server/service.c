@@ -1,0 +1,293 @@
+/* service.c - stockd's business layer: opening and closing what requests
+ * need, items, health, metrics, draining at shutdown, and how errors of the
+ * layers below become outcomes. Orders are in service_order.c. */
+#include "service_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+const char *const service_lock_mode_names[SERVICE_LOCK_COUNT + 1] = {"redis", "none", "atomic",
+                                                                     NULL};
+
+static const char *const outcome_names[SERVICE_OUTCOME_COUNT] = {
+    [SERVICE_OK] = "ok",
+    [SERVICE_REPLAYED] = "replayed",
+    [SERVICE_NOT_FOUND] = "item_not_found",
+    [SERVICE_INSUFFICIENT] = "insufficient_stock",
+    [SERVICE_CONFLICT] = "request_id_conflict",
+    [SERVICE_LOCK_TIMEOUT] = "lock_timeout",
+    [SERVICE_LOCK_INTERRUPTED] = "lock_interrupted",
+    [SERVICE_LOCK_LOST] = "lock_lost",
+    [SERVICE_REDIS_DOWN] = "redis_unavailable",
+    [SERVICE_STORAGE_BUSY] = "storage_busy",
+    [SERVICE_STORAGE_ERROR] = "storage_error",
+    [SERVICE_SHUTTING_DOWN] = "shutting_down",
+};
+
+const char *service_outcome_name(enum service_outcome o)
+{
+    return o < SERVICE_OUTCOME_COUNT ? outcome_names[o] : "storage_error";
+}
+
+void service_config_defaults(service_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->store = (store_config){.db = "stock.db", .sync_full = 1, .busy_timeout_ms = 5000};
+    c->lock_mode = SERVICE_LOCK_REDIS;
+    c->lock_prefix = "stock:lock:";
+    dlock_config_defaults(&c->redis);
+    dlock_opts_defaults(&c->lock);
+    c->batch = 1;
+    c->fencing = 1;
+    c->max_work_ms = 60000;
+}
+
+void service_lock_key(const char *prefix, int64_t item_id, char *buf)
+{
+    snprintf(buf, DLOCK_KEY_MAX + 1, "%s{%lld}", prefix, (long long)item_id);
+}
+
+int service_fail(service_result *out, enum service_outcome o, const char *fmt, ...)
+{
+    va_list ap;
+    out->outcome = o;
+    va_start(ap, fmt);
+    vsnprintf(out->message, sizeof(out->message), fmt, ap);
+    va_end(ap);
+    return o;
+}
+
+int service_from_store(service_result *out, int rc, const store_conn *c)
+{
+    switch (rc) {
+    case STORE_OK: return out->outcome;
+    case STORE_ERR_NOT_FOUND: return service_fail(out, SERVICE_NOT_FOUND, "no item with this id");
+    case STORE_ERR_STALE:
+        return service_fail(out, SERVICE_LOCK_LOST,
+                            "stale lock holder refused by fencing (%s); nothing deducted",
+                            store_errstr(c));
+    case STORE_ERR_BUSY:
+        return service_fail(out, SERVICE_STORAGE_BUSY, "database busy: %s", store_errstr(c));
+    case STORE_ERR_VETOED: /* only the drain check vetoes */
+        return service_fail(out, SERVICE_SHUTTING_DOWN,
+                            "server is shutting down; nothing deducted");
+    default:
+        return service_fail(out, SERVICE_STORAGE_ERROR, "storage error: %s", store_errstr(c));
+    }
+}
+
+/* What Redis last told us. */
+enum redis_state { REDIS_UNKNOWN, REDIS_UP, REDIS_DOWN, REDIS_AUTH_FAILED };
+
+void service_note_redis(service *s, int rc)
+{
+    int now = rc == DLOCK_ERR_AUTH    ? REDIS_AUTH_FAILED
+              : rc == DLOCK_ERR_REDIS ? REDIS_DOWN
+                                      : REDIS_UP;
+    int was = atomic_exchange(&s->redis_state, now);
+    if (now == was)
+        return;
+    if (now == REDIS_AUTH_FAILED)
+        log_event(LOG_ERROR, "Redis refuses our credentials; every deduction fails until the "
+                  "password or ACL user is fixed", "detail=\"%s\"", dlock_errstr());
+    else if (now == REDIS_DOWN)
+        log_event(LOG_WARN, "Redis unreachable", "detail=\"%s\"", dlock_errstr());
+    else if (was != REDIS_UNKNOWN)
+        log_event(LOG_INFO, "Redis reachable again", NULL);
+}
+
+static int open_locks(service *s, char *err, size_t errlen)
+{
+    if (s->cfg.lock_mode != SERVICE_LOCK_REDIS)
+        return 0;
+    if (dlock_client_new(&s->cfg.redis, &s->locks) != DLOCK_OK) {
+        snprintf(err, errlen, "cannot create the lock client: %s", dlock_errstr());
+        return -1;
+    }
+    int rc = dlock_ping(s->locks); /* not fatal: /health says so, requests get 503 */
+    if (rc != DLOCK_OK)
+        service_note_redis(s, rc);
+    if (s->cfg.batch && (s->batches = batch_new()) == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+int service_open(const service_config *cfg, service **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    service *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    s->cfg = *cfg;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_condattr_t attr; /* draining waits on the monotonic clock */
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->idle, &attr);
+    pthread_condattr_destroy(&attr);
+    s->metrics = metrics_new(outcome_names, SERVICE_OUTCOME_COUNT);
+    int rc = s->metrics ? open_locks(s, err, errlen) : -1;
+    s->cfg.redis.password = NULL; /* the lock client has its copy; keep none here */
+    if (s->metrics == NULL)
+        snprintf(err, errlen, "out of memory");
+    if (rc != 0 || store_open(&cfg->store, &s->store, err, errlen) != STORE_OK) {
+        service_close(s);
+        return -1;
+    }
+    *out = s;
+    return 0;
+}
+
+void service_close(service *s)
+{
+    if (s == NULL)
+        return;
+    batch_free(s->batches);
+    dlock_client_free(s->locks);
+    store_close(s->store);
+    metrics_free(s->metrics);
+    pthread_cond_destroy(&s->idle);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+metrics *service_metrics(service *s) { return s->metrics; }
+
+char *service_metrics_text(service *s, uint64_t reaped, size_t *len)
+{
+    pthread_mutex_lock(&s->mu);
+    metrics_extra x = {s->locks, s->inflight, reaped};
+    pthread_mutex_unlock(&s->mu);
+    return metrics_render(s->metrics, &x, len);
+}
+
+/* Clears out and takes a store connection; NULL with the failure in out. */
+static store_conn *begin(service *s, service_result *out)
+{
+    char err[256];
+    memset(out, 0, sizeof(*out));
+    store_conn *c = store_get(s->store, err, sizeof(err));
+    if (c == NULL)
+        service_fail(out, SERVICE_STORAGE_ERROR, "%s", err);
+    return c;
+}
+
+void service_reduce(service *s, const req_reduce *r, service_result *out)
+{
+    store_conn *c = begin(s, out);
+    if (c) {
+        service_order_reduce(s, c, r, out);
+        store_put(s->store, c);
+    }
+    metrics_outcome(s->metrics, out->outcome, out->outcome == SERVICE_OK, r->quantity);
+}
+
+void service_create_item(service *s, const req_item *r, service_result *out)
+{
+    store_conn *c = begin(s, out);
+    if (c == NULL)
+        return;
+    service_from_store(out, store_item_create(c, r->name, r->stock, &out->item), c);
+    store_put(s->store, c);
+    if (out->outcome == SERVICE_OK)
+        log_event(LOG_INFO, "item created", "item=%lld stock=%lld instance=%s",
+                  (long long)out->item.id, (long long)out->item.stock, s->cfg.instance_id);
+}
+
+void service_set_stock(service *s, int64_t item_id, int64_t stock, service_result *out)
+{
+    store_conn *c = begin(s, out);
+    if (c) {
+        service_order_set_stock(s, c, item_id, stock, out);
+        store_put(s->store, c);
+    }
+}
+
+void service_item_ledger(service *s, int64_t item_id, int64_t before, int limit,
+                         store_line_fn fn, void *arg, service_result *out)
+{
+    store_conn *c = begin(s, out);
+    if (c == NULL)
+        return;
+    int rc = store_item_get(c, item_id, &out->item);
+    if (rc == STORE_OK)
+        rc = store_lines_of_item(c, item_id, before, limit, fn, arg);
+    service_from_store(out, rc, c);
+    store_put(s->store, c);
+}
+
+void service_list_items(service *s, int64_t after, int limit, store_item_fn fn, void *arg,
+                        service_result *out)
+{
+    store_conn *c = begin(s, out);
+    if (c) {
+        service_from_store(out, store_item_list(c, after, limit, fn, arg), c);
+        store_put(s->store, c);
+    }
+}
+
+void service_check_health(service *s, service_health *h)
+{
+    memset(h, 0, sizeof(*h));
+    h->backend = store_backend_name(s->store);
+    h->lock_mode = service_lock_mode_names[s->cfg.lock_mode];
+    h->instance = s->cfg.instance_id;
+    char err[256];
+    store_conn *c = store_get(s->store, err, sizeof(err));
+    int storage_ok = c && store_ping(c) == STORE_OK;
+    snprintf(h->storage, sizeof(h->storage), "%s", storage_ok ? "ok" : c ? store_errstr(c) : err);
+    if (c)
+        store_put(s->store, c);
+    int redis_ok = 1;
+    if (s->locks == NULL) {
+        snprintf(h->redis, sizeof(h->redis), "unused (lock mode %s)", h->lock_mode);
+    } else {
+        int rc = dlock_ping(s->locks);
+        redis_ok = rc == DLOCK_OK;
+        snprintf(h->redis, sizeof(h->redis), "%s", redis_ok ? "ok" : dlock_errstr());
+        service_note_redis(s, rc);
+    }
+    h->ok = storage_ok && redis_ok;
+}
+
+void service_enter(service *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->inflight++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void service_leave(service *s)
+{
+    pthread_mutex_lock(&s->mu);
+    if (--s->inflight == 0)
+        pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->mu);
+}
+
+int service_drain(service *s, int timeout_ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000L)
+        until.tv_sec++, until.tv_nsec -= 1000000000L;
+    pthread_mutex_lock(&s->mu);
+    while (s->inflight > 0 && pthread_cond_timedwait(&s->idle, &s->mu, &until) == 0) {
+    }
+    int left = s->inflight;
+    pthread_mutex_unlock(&s->mu);
+    return left;
+}
+
+void service_refuse_commits(service *s) { atomic_store(&s->commits_refused, 1); }

@@ -1,0 +1,143 @@
+/* service.h - stockd's business layer: items, orders deducted under the
+ * configured lock mode, health and metrics. A service owns everything a
+ * request needs: the store, the lock client, the group-commit queues, the
+ * count of requests in flight and the flag that stops commits at shutdown.
+ * http.c calls it; it calls the store (store.h) and the lock (dlock.h).
+ * Every function is thread-safe. */
+#ifndef SERVICE_H
+#define SERVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lock/dlock.h"
+#include "metrics.h"
+#include "request.h"
+#include "store.h"
+
+enum service_lock_mode {
+    SERVICE_LOCK_REDIS,  /* read-modify-write under the item's distributed lock */
+    SERVICE_LOCK_NONE,   /* the same without a lock: races, on purpose */
+    SERVICE_LOCK_ATOMIC, /* one conditional UPDATE per line, no lock: the baseline */
+    SERVICE_LOCK_COUNT
+};
+
+/* "redis", "none", "atomic", then NULL. */
+extern const char *const service_lock_mode_names[SERVICE_LOCK_COUNT + 1];
+
+typedef struct service_config {
+    store_config store;      /* the database */
+    int lock_mode;           /* enum service_lock_mode */
+    const char *lock_prefix; /* an item's lock key is <prefix>{<itemId>} */
+    dlock_config redis;      /* where Redis is (lock mode redis) */
+    dlock_opts lock;         /* lease, wait, retry, renewals, wait mode, hand-off */
+    int batch;               /* group commit for hot items (lock mode redis) */
+    int fencing;             /* 1: claim rows with the lock's fencing token; 0: test only */
+    int stop_before_write;   /* test only: SIGSTOP the process once before a write */
+    int allow_work_ms;       /* honour a request's workMs */
+    int max_work_ms;         /* ... capped at this */
+    const char *instance_id; /* written into the ledger */
+} service_config;
+
+/* Every field's default (the lock's come from dlock_config_defaults and
+ * dlock_opts_defaults). instance_id stays NULL: the caller names it. */
+void service_config_defaults(service_config *cfg);
+
+/* The longest lock prefix, so that a lock key fits DLOCK_KEY_MAX. */
+#define SERVICE_LOCK_PREFIX_MAX 256
+
+/* An item's lock key, <prefix>{<itemId>}, into buf (DLOCK_KEY_MAX + 1 bytes). */
+void service_lock_key(const char *prefix, int64_t item_id, char *buf);
+
+/* What a request ends in; service_outcome_name() gives the API's code. */
+enum service_outcome {
+    SERVICE_OK,
+    SERVICE_REPLAYED,         /* requestId seen before: the first result, nothing deducted */
+    SERVICE_NOT_FOUND,
+    SERVICE_INSUFFICIENT,     /* nothing deducted; item_id, remaining, requested say why */
+    SERVICE_CONFLICT,         /* requestId used before for another order */
+    SERVICE_LOCK_TIMEOUT,
+    SERVICE_LOCK_INTERRUPTED, /* renewals exhausted; rolled back */
+    SERVICE_LOCK_LOST,        /* lease lost or fenced out as a stale holder; rolled back */
+    SERVICE_REDIS_DOWN,
+    SERVICE_STORAGE_BUSY,
+    SERVICE_STORAGE_ERROR,
+    SERVICE_SHUTTING_DOWN,    /* past the drain deadline: not committed */
+    SERVICE_OUTCOME_COUNT
+};
+
+typedef struct service_result {
+    enum service_outcome outcome;
+    store_order order;  /* SERVICE_OK, SERVICE_REPLAYED: the order */
+    store_item item;    /* item operations: the item */
+    int64_t item_id, remaining, requested; /* SERVICE_INSUFFICIENT */
+    char message[256];  /* for the client, when not OK */
+} service_result;
+
+/* "ok", "insufficient_stock", ... : the error codes of the HTTP API. */
+const char *service_outcome_name(enum service_outcome outcome);
+
+typedef struct service service;
+
+/* Opens the store (migrating it), and the lock client in redis mode (Redis
+ * may be down: requests then get SERVICE_REDIS_DOWN until it is back).
+ * Returns 0 with *out set, or -1 with err filled. */
+int service_open(const service_config *cfg, service **out, char *err, size_t errlen);
+
+/* Closes everything; no request may be running. NULL is a no-op. */
+void service_close(service *s);
+
+/* The metrics the HTTP layer counts its requests in. */
+metrics *service_metrics(service *s);
+
+/* Renders every metric (reaped: connections the HTTP layer closed at their
+ * deadline). Malloc'd text with *len, or NULL when out of memory. */
+char *service_metrics_text(service *s, uint64_t reaped, size_t *len);
+
+/* ---- requests ---- */
+
+/* Deducts r->quantity of r->item_id, as one order (with r's requestId). */
+void service_reduce(service *s, const req_reduce *r, service_result *out);
+
+/* Creates an item; out->item on SERVICE_OK. */
+void service_create_item(service *s, const req_item *r, service_result *out);
+
+/* Sets an item's stock (under its lock in redis mode, so it never interleaves
+ * with a deduction); out->item on SERVICE_OK. */
+void service_set_stock(service *s, int64_t item_id, int64_t stock, service_result *out);
+
+/* Reads an item (out->item) and calls fn for up to limit of its lines below
+ * the order id before (0: the newest), newest first. */
+void service_item_ledger(service *s, int64_t item_id, int64_t before, int limit,
+                         store_line_fn fn, void *arg, service_result *out);
+
+/* Calls fn for up to limit items above id after, in id order. */
+void service_list_items(service *s, int64_t after, int limit, store_item_fn fn, void *arg,
+                        service_result *out);
+
+typedef struct service_health {
+    int ok;                     /* 1 when storage and (in redis mode) Redis answer */
+    const char *backend;        /* the storage backend's name */
+    char storage[256];          /* "ok" or what went wrong */
+    char redis[300];            /* "ok", what went wrong, or "unused (lock mode ...)" */
+    const char *lock_mode, *instance;
+} service_health;
+
+void service_check_health(service *s, service_health *out);
+
+/* ---- shutdown ---- */
+
+/* Brackets every request, so that draining knows what is still running. */
+void service_enter(service *s);
+void service_leave(service *s);
+
+/* Waits up to timeout_ms for the requests in flight to end. Returns how
+ * many are still running (0 when drained). */
+int service_drain(service *s, int timeout_ms);
+
+/* From now on nothing commits: requests still running roll back
+ * (SERVICE_SHUTTING_DOWN), since their answers can no longer be sent. There
+ * is no way back. */
+void service_refuse_commits(service *s);
+
+#endif

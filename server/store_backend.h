@@ -1,0 +1,58 @@
+/* store_backend.h - the seam a storage backend plugs into: one table of
+ * operations (the ones store.h states), filled by one file per backend, and
+ * chosen in store.c by what --db looks like. A backend's store and
+ * connection structs begin with the headers below, so store.c can dispatch.
+ * Only store.c and the backends include this file. */
+#ifndef STORE_BACKEND_H
+#define STORE_BACKEND_H
+
+#include "store.h"
+
+typedef struct store_backend store_backend;
+
+struct store {
+    const store_backend *be;
+};
+
+struct store_conn {
+    const store_backend *be;
+};
+
+struct store_backend {
+    const char *name;
+    int (*serves)(const char *db); /* 1 when db is this backend's kind of name */
+    int (*open)(const store_config *cfg, store **out, char *err, size_t errlen);
+    void (*close)(store *s);
+    store_conn *(*get)(store *s, char *err, size_t errlen);
+    void (*put)(store *s, store_conn *c);
+    const char *(*errstr)(const store_conn *c);
+    int (*ping)(store_conn *c);
+    int (*item_create)(store_conn *c, const char *name, int64_t stock, store_item *out);
+    int (*item_get)(store_conn *c, int64_t id, store_item *out);
+    int (*item_list)(store_conn *c, int64_t after, int limit, store_item_fn fn, void *arg);
+    int (*item_set_stock)(store_conn *c, int64_t id, int64_t stock, const store_fence *f,
+                          const store_commit_check *check);
+    int (*lines_of_item)(store_conn *c, int64_t item_id, int64_t before, int limit,
+                         store_line_fn fn, void *arg);
+    int (*order_by_request)(store_conn *c, const char *request_id, store_order *out);
+    int (*stock_read)(store_conn *c, int64_t item_id, int64_t *stock);
+    int (*stock_claim)(store_conn *c, int64_t item_id, const store_fence *f, int64_t *stock);
+    int (*tx_begin)(store_conn *c);
+    int (*tx_set_stock)(store_conn *c, int64_t item_id, int64_t stock, const store_fence *f);
+    int (*tx_take)(store_conn *c, int64_t item_id, int64_t quantity, int64_t *left);
+    int (*tx_add_order)(store_conn *c, const store_new_order *o, store_order *out);
+    int (*tx_commit)(store_conn *c, const store_commit_check *check);
+    void (*tx_abort)(store_conn *c);
+};
+
+/* The backends. */
+extern const store_backend store_sqlite;
+
+/* One embedded schema file (scripts/embed-sql.sh writes the arrays). */
+struct store_migration {
+    int version;      /* the file's number: 1 for 001_init.sql */
+    const char *name; /* file name, for logs */
+    const char *sql;
+};
+
+#endif
