@@ -123,18 +123,6 @@ static void *relay(void *arg)
     return NULL;
 }
 
-static int connect_upstream(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
-}
-
 static void *accept_loop(void *arg)
 {
     th_proxy *p = arg;
@@ -143,7 +131,7 @@ static void *accept_loop(void *arg)
         if (poll(&pfd, 1, TICK_MS) <= 0)
             continue;
         int client = accept4(p->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-        int up = client >= 0 ? connect_upstream(p->upstream) : -1;
+        int up = client >= 0 ? th_connect(p->upstream) : -1;
         struct conn *c = up >= 0 ? calloc(1, sizeof(*c)) : NULL;
         pthread_mutex_lock(&p->mu);
         int room = p->nthreads < MAX_CONNS;
