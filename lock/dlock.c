@@ -2,6 +2,7 @@
  * here, notify mode in queue.c), owner-checked release, the run-under-lock
  * helper and counters. The layers below: queue.c (notify mode) -> lease.c,
  * watchdog.c, orphans.c, subscriber.c -> node.c (one Redis) -> pool.c. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -141,34 +142,138 @@ static int acquire_spin(dlock_client *c, dlock_handle *h, const char *key, const
     }
 }
 
-int dlock_acquire(dlock_client *c, const char *key, const dlock_opts *opts, dlock_handle **out)
+/* The options to use: opts, or the defaults for NULL; checked. */
+static int opts_of(const dlock_opts *opts, dlock_opts *o)
 {
-    dlock_opts o;
-    *out = NULL;
     if (opts == NULL)
-        dlock_opts_defaults(&o);
+        dlock_opts_defaults(o);
     else
-        o = *opts;
-    size_t klen = key ? strnlen(key, DLOCK_KEY_MAX + 1) : 0;
-    if (opts_check(&o) != DLOCK_OK || dlock_key_check(key, klen) != DLOCK_OK)
-        return DLOCK_ERR_INVALID;
-    dlock_handle *h = dlock_handle_new(c, &o);
+        *o = *opts;
+    return opts_check(o);
+}
+
+/* One key until deadline, in o's wait mode; *out the holder. */
+static int acquire_key(dlock_client *c, const char *key, const dlock_opts *o, int64_t deadline,
+                       dlock_handle **out)
+{
+    dlock_handle *h = dlock_handle_new(c, o);
     if (h == NULL)
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
-
-    int64_t start = dlock_now_ms(), deadline = start + o.wait_ms;
-    int rc = o.wait_mode == DLOCK_WAIT_SPIN ? acquire_spin(c, h, key, &o, deadline)
-                                            : dlock_queue_acquire(c, h, key, &o, deadline);
-    if (rc == DLOCK_OK || rc == DLOCK_ERR_TIMEOUT)
-        record_wait(c, dlock_now_ms() - start);
+    int rc = o->wait_mode == DLOCK_WAIT_SPIN ? acquire_spin(c, h, key, o, deadline)
+                                             : dlock_queue_acquire(c, h, key, o, deadline);
     if (rc == DLOCK_OK) {
         dlock_count(&c->counters.acquired);
         *out = h;
         return DLOCK_OK;
     }
-    if (rc == DLOCK_ERR_TIMEOUT) {
+    if (rc == DLOCK_ERR_TIMEOUT)
+        dlock_fail(rc, "lock %s still held by another owner after %d ms", key, o->wait_ms);
+    dlock_handle_free(h);
+    return rc;
+}
+
+/* Counts how an acquisition that began at start ended. */
+static int account(dlock_client *c, int rc, int64_t start)
+{
+    if (rc == DLOCK_OK || rc == DLOCK_ERR_TIMEOUT)
+        record_wait(c, dlock_now_ms() - start);
+    if (rc == DLOCK_ERR_TIMEOUT)
         dlock_count(&c->counters.timeouts);
-        dlock_fail(rc, "lock %s still held by another owner after %d ms", key, o.wait_ms);
+    return rc;
+}
+
+int dlock_acquire(dlock_client *c, const char *key, const dlock_opts *opts, dlock_handle **out)
+{
+    dlock_opts o;
+    *out = NULL;
+    size_t klen = key ? strnlen(key, DLOCK_KEY_MAX + 1) : 0;
+    if (opts_of(opts, &o) != DLOCK_OK || dlock_key_check(key, klen) != DLOCK_OK)
+        return DLOCK_ERR_INVALID;
+    int64_t start = dlock_now_ms();
+    return account(c, acquire_key(c, key, &o, start + o.wait_ms, out), start);
+}
+
+static int by_key(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* keys sorted into order[] (the canonical order every multi-lock takes its
+ * keys in), each checked, none twice. */
+static int canonical_order(const char *const *keys, int n, const char **order)
+{
+    if (n < 1 || n > DLOCK_MULTI_MAX)
+        return dlock_fail(DLOCK_ERR_INVALID, "a multi-lock holds 1..%d keys, not %d",
+                          DLOCK_MULTI_MAX, n);
+    for (int i = 0; i < n; i++) {
+        size_t len = keys[i] ? strnlen(keys[i], DLOCK_KEY_MAX + 1) : 0;
+        if (dlock_key_check(keys[i], len) != DLOCK_OK)
+            return DLOCK_ERR_INVALID;
+        order[i] = keys[i];
+    }
+    qsort(order, (size_t)n, sizeof(*order), by_key);
+    for (int i = 1; i < n; i++)
+        if (strcmp(order[i - 1], order[i]) == 0)
+            return dlock_fail(DLOCK_ERR_INVALID, "key %s appears twice", order[i]);
+    return DLOCK_OK;
+}
+
+int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const dlock_opts *opts,
+                        dlock_handle **out)
+{
+    dlock_opts o;
+    const char *order[DLOCK_MULTI_MAX];
+    *out = NULL;
+    if (opts_of(opts, &o) != DLOCK_OK || canonical_order(keys, n, order) != DLOCK_OK)
+        return DLOCK_ERR_INVALID;
+    dlock_handle *set = dlock_handle_new(c, &o);
+    if (set == NULL || (set->parts = calloc((size_t)n, sizeof(*set->parts))) == NULL) {
+        if (set)
+            dlock_handle_free(set);
+        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+    }
+    int64_t start = dlock_now_ms();
+    int rc = DLOCK_OK;
+    while (rc == DLOCK_OK && set->nparts < n) /* one deadline for them all */
+        if ((rc = acquire_key(c, order[set->nparts], &o, start + o.wait_ms,
+                              &set->parts[set->nparts])) == DLOCK_OK)
+            set->nparts++;
+    if (rc != DLOCK_OK) { /* all or nothing: give back what was taken */
+        char why[256];
+        snprintf(why, sizeof(why), "%s", dlock_errstr());
+        dlock_release(set);
+        account(c, rc, start);
+        return dlock_fail(rc, "%s", why);
+    }
+    pthread_mutex_lock(&c->mu); /* from now on they are renewed and interrupted as one */
+    for (int i = 0; i < n; i++)
+        set->parts[i]->parent = set;
+    pthread_mutex_unlock(&c->mu);
+    *out = set;
+    return account(c, DLOCK_OK, start);
+}
+
+static int release(dlock_handle *h, int *local);
+
+/* How bad a release's result is: a multi-lock reports its worst part's. */
+static int severity(int rc)
+{
+    return rc == DLOCK_ERR_LOST ? 3 : rc == DLOCK_ERR_INTERRUPTED ? 2 : rc != DLOCK_OK ? 1 : 0;
+}
+
+/* Releases every part of a multi-lock, last key first. Frees h. */
+static int release_set(dlock_handle *h, int *local)
+{
+    dlock_client *c = h->client;
+    pthread_mutex_lock(&c->mu);
+    *local = h->nparts ? dlock_holder_state(h, dlock_now_ms()) : DLOCK_OK;
+    for (int i = 0; i < h->nparts; i++)
+        h->parts[i]->parent = NULL; /* each goes its own way: hand-off, or back to Redis */
+    pthread_mutex_unlock(&c->mu);
+    int rc = DLOCK_OK, part_local;
+    for (int i = h->nparts - 1; i >= 0; i--) {
+        int part_rc = release(h->parts[i], &part_local);
+        rc = severity(part_rc) > severity(rc) ? part_rc : rc;
     }
     dlock_handle_free(h);
     return rc;
@@ -179,6 +284,8 @@ int dlock_acquire(dlock_client *c, const char *key, const dlock_opts *opts, dloc
  * release (OK, INTERRUPTED or LOST), which stands when Redis can't be asked. */
 static int release(dlock_handle *h, int *local)
 {
+    if (h->parts)
+        return release_set(h, local);
     dlock_client *c = h->client;
     struct dlock_lease *l = h->lease;
     struct dlock_entry *e = h->entry;
@@ -234,7 +341,7 @@ int dlock_sleep(dlock_handle *h, int ms)
     pthread_mutex_lock(&c->mu);
     while ((st = dlock_holder_state(h, now)) == DLOCK_OK && now < end) {
         /* also wake when the local lease deadline passes: that is a loss too */
-        int64_t until = h->lease->valid_until_ms;
+        int64_t until = dlock_holder_valid_until(h);
         dlock_cond_wait_until(&h->wake, &c->mu, end < until ? end : until);
         now = dlock_now_ms();
     }
@@ -242,17 +349,44 @@ int dlock_sleep(dlock_handle *h, int ms)
     return st;
 }
 
-int64_t dlock_fence(const dlock_handle *h) { return h->lease->fence; }
-int dlock_handoff_seq(const dlock_handle *h) { return h->seq; }
-const char *dlock_token(const dlock_handle *h) { return h->lease->token; }
-const char *dlock_key(const dlock_handle *h) { return h->lease->key; }
+/* The holder of key i: a part of a multi-lock, or h itself (i = 0). */
+static const dlock_handle *part_at(const dlock_handle *h, int i)
+{
+    return h->parts ? h->parts[i] : h;
+}
+
+int dlock_key_count(const dlock_handle *h) { return h->parts ? h->nparts : 1; }
+int64_t dlock_fence_at(const dlock_handle *h, int i) { return part_at(h, i)->lease->fence; }
+int dlock_handoff_seq_at(const dlock_handle *h, int i) { return part_at(h, i)->seq; }
+const char *dlock_key_at(const dlock_handle *h, int i) { return part_at(h, i)->lease->key; }
+int64_t dlock_fence(const dlock_handle *h) { return dlock_fence_at(h, 0); }
+int dlock_handoff_seq(const dlock_handle *h) { return dlock_handoff_seq_at(h, 0); }
+const char *dlock_key(const dlock_handle *h) { return dlock_key_at(h, 0); }
+const char *dlock_token(const dlock_handle *h) { return part_at(h, 0)->lease->token; }
 
 int dlock_renewals(const dlock_handle *h)
 {
+    int most = 0;
     pthread_mutex_lock(&h->client->mu);
-    int n = h->lease->renewals - h->renewals_at_start;
+    for (int i = 0; i < dlock_key_count(h); i++) {
+        const dlock_handle *p = part_at(h, i);
+        int n = p->lease->renewals - p->renewals_at_start;
+        most = n > most ? n : most;
+    }
     pthread_mutex_unlock(&h->client->mu);
-    return n;
+    return most;
+}
+
+/* Runs fn under the held h and always releases; see dlock_run. */
+static int run_held(dlock_handle *h, dlock_fn fn, void *arg, int *fn_rc)
+{
+    int result = fn(h, arg);
+    if (fn_rc)
+        *fn_rc = result;
+    int local, rc = release(h, &local);
+    /* fn already ran: a release that could not reach Redis leaves the lease to
+     * expire, and what the holder knew at the end is the honest answer */
+    return rc == DLOCK_ERR_REDIS || rc == DLOCK_ERR_AUTH ? local : rc;
 }
 
 int dlock_run(dlock_client *c, const char *key, const dlock_opts *opts, dlock_fn fn, void *arg,
@@ -260,16 +394,15 @@ int dlock_run(dlock_client *c, const char *key, const dlock_opts *opts, dlock_fn
 {
     dlock_handle *h;
     int rc = dlock_acquire(c, key, opts, &h);
-    if (rc != DLOCK_OK)
-        return rc;
-    int result = fn(h, arg);
-    if (fn_rc)
-        *fn_rc = result;
-    int local;
-    rc = release(h, &local);
-    /* fn already ran: a release that could not reach Redis leaves the lease to
-     * expire, and what the holder knew at the end is the honest answer */
-    return rc == DLOCK_ERR_REDIS || rc == DLOCK_ERR_AUTH ? local : rc;
+    return rc == DLOCK_OK ? run_held(h, fn, arg, fn_rc) : rc;
+}
+
+int dlock_run_multi(dlock_client *c, const char *const *keys, int n, const dlock_opts *opts,
+                    dlock_fn fn, void *arg, int *fn_rc)
+{
+    dlock_handle *h;
+    int rc = dlock_acquire_multi(c, keys, n, opts, &h);
+    return rc == DLOCK_OK ? run_held(h, fn, arg, fn_rc) : rc;
 }
 
 void dlock_stats_read(dlock_client *c, dlock_stats *s)

@@ -27,6 +27,7 @@
 
 #define DLOCK_KEY_MAX 512  /* longest key accepted, in bytes */
 #define DLOCK_TOKEN_LEN 32 /* owner token: 128 random bits as lower-case hex */
+#define DLOCK_MULTI_MAX 64 /* keys one multi-lock may hold */
 #define DLOCK_LEASE_MIN_MS 10                  /* shortest lease_ms accepted */
 #define DLOCK_LEASE_MAX_MS (24 * 3600 * 1000)  /* longest lease_ms accepted: a day */
 
@@ -95,7 +96,8 @@ typedef struct dlock_handle dlock_handle;
 extern const int dlock_wait_bucket_ms[DLOCK_WAIT_BUCKETS]; /* upper bounds; last is +Inf */
 
 typedef struct dlock_stats {
-    uint64_t acquired;      /* acquisitions that succeeded, through Redis or hand-off */
+    uint64_t acquired;      /* keys acquired, through Redis or hand-off (each key of a
+                             * multi-lock counts; its wait counts once) */
     uint64_t handoffs;      /* of which handed over locally, without Redis */
     uint64_t timeouts;      /* acquisitions that gave up after wait_ms */
     uint64_t renewals;      /* successful lease renewals */
@@ -141,6 +143,32 @@ int dlock_key_check(const char *key, size_t len);
  * command timeout. */
 int dlock_acquire(dlock_client *c, const char *key, const dlock_opts *opts, dlock_handle **out);
 
+/* Acquires the n keys (1..DLOCK_MULTI_MAX, distinct) as one lock, like
+ * Redisson's RedissonMultiLock, for work that must hold them all (an order
+ * of several items):
+ * - Canonical order: the keys are taken one by one in byte order of their
+ *   names, whatever order they are given in, so two holders wanting {a, b}
+ *   and {b, a} can never deadlock. A key taken stays held while the next is
+ *   waited for; all share one deadline, opts->wait_ms from the call.
+ * - All or nothing: a timeout or error on any key releases the keys already
+ *   taken and returns that error (*out NULL).
+ * - Each key is acquired exactly as dlock_acquire does it, so single-key
+ *   holders and waiters of the same keys share one queue per key: in notify
+ *   mode a multi-lock waits its turn in each key's FIFO (local, then Redis's
+ *   queue by arrival) and may get a key by hand-off from a local holder.
+ *   Hand-off is bounded (handoff_max, handoff_ms), so a stream of single-key
+ *   requests or batches cannot starve it: its wait for each key is bounded
+ *   by the holders queued before it. Spin mode gives no such bound.
+ * - Held: one renewal schedule for the set (the watchdog renews all keys in
+ *   one pipelined round trip), max_renewals counted for the set (reaching it
+ *   interrupts every key), dlock_check / dlock_sleep report the worst state
+ *   of any key, dlock_release releases them all (last key first; each may be
+ *   handed to a local waiter), and each key's own fencing token is
+ *   dlock_fence_at(h, i) for the i-th key in canonical order (dlock_key_at).
+ * Returns as dlock_acquire does. */
+int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const dlock_opts *opts,
+                        dlock_handle **out);
+
 /* Releases the lock and frees h. In notify mode, when a local thread waits for
  * the key and the hand-off bounds allow, the lease passes to it without a
  * Redis round trip. Otherwise the watchdog forgets the lease first, so no
@@ -152,7 +180,9 @@ int dlock_acquire(dlock_client *c, const char *key, const dlock_opts *opts, dloc
  * interrupted (the key is still deleted if ours); DLOCK_ERR_REDIS when Redis
  * did not answer (the watchdog then retries the release in the background, and
  * the lease expires on its own at the latest); DLOCK_ERR_AUTH when Redis now
- * refuses our credentials (the lease expires on its own). NULL is a no-op. */
+ * refuses our credentials (the lease expires on its own). For a multi-lock,
+ * the worst over its keys (LOST, then INTERRUPTED, then a Redis failure).
+ * NULL is a no-op. */
 int dlock_release(dlock_handle *h);
 
 /* Whether the holder may still act: DLOCK_OK, DLOCK_ERR_INTERRUPTED, or
@@ -178,7 +208,16 @@ int dlock_handoff_seq(const dlock_handle *h);
 
 const char *dlock_token(const dlock_handle *h); /* owned by h */
 const char *dlock_key(const dlock_handle *h);   /* owned by h */
-int dlock_renewals(const dlock_handle *h);      /* renewals since this holder got the lock */
+int dlock_renewals(const dlock_handle *h);      /* renewals since this holder got the lock
+                                                 * (a multi-lock: its most renewed key) */
+
+/* A multi-lock's keys, in canonical order (a single lock has one, i = 0),
+ * and each key's own token; dlock_fence / _handoff_seq / _key / _token give
+ * the first key's. Strings are owned by h. */
+int dlock_key_count(const dlock_handle *h);
+const char *dlock_key_at(const dlock_handle *h, int i);
+int64_t dlock_fence_at(const dlock_handle *h, int i);
+int dlock_handoff_seq_at(const dlock_handle *h, int i);
 
 /* Work done under a lock: gets the live handle (for dlock_check / dlock_sleep /
  * dlock_fence) and the caller's argument; its return value is passed back. */
@@ -195,6 +234,10 @@ typedef int (*dlock_fn)(dlock_handle *h, void *arg);
  * fn_rc may be NULL. */
 int dlock_run(dlock_client *c, const char *key, const dlock_opts *opts, dlock_fn fn, void *arg,
               int *fn_rc);
+
+/* dlock_run for a multi-lock (dlock_acquire_multi). */
+int dlock_run_multi(dlock_client *c, const char *const *keys, int n, const dlock_opts *opts,
+                    dlock_fn fn, void *arg, int *fn_rc);
 
 void dlock_stats_read(dlock_client *c, dlock_stats *out);
 

@@ -55,16 +55,37 @@ dlock_handle *dlock_handle_new(dlock_client *c, const dlock_opts *o)
 void dlock_handle_free(dlock_handle *h)
 {
     pthread_cond_destroy(&h->wake);
+    free(h->parts);
     free(h);
 }
 
 int dlock_holder_state(const dlock_handle *h, int64_t now)
 {
+    if (h->parts) {
+        int worst = DLOCK_OK;
+        for (int i = 0; i < h->nparts && worst != DLOCK_ERR_INTERRUPTED; i++) {
+            int st = dlock_holder_state(h->parts[i], now);
+            worst = st == DLOCK_OK ? worst : st;
+        }
+        return worst;
+    }
     if (h->interrupted)
         return DLOCK_ERR_INTERRUPTED;
     if (h->lease->lost || now >= h->lease->valid_until_ms)
         return DLOCK_ERR_LOST;
     return DLOCK_OK;
+}
+
+int64_t dlock_holder_valid_until(const dlock_handle *h)
+{
+    if (h->parts == NULL)
+        return h->lease->valid_until_ms;
+    int64_t until = INT64_MAX;
+    for (int i = 0; i < h->nparts; i++) {
+        int64_t part = dlock_holder_valid_until(h->parts[i]);
+        until = part < until ? part : until;
+    }
+    return until;
 }
 
 /* How long the fence counter and the gone set outlive their last write. */

@@ -40,9 +40,12 @@ struct dlock_lease {
 
 struct dlock_handle {
     dlock_client *client;
-    struct dlock_lease *lease;
+    struct dlock_lease *lease; /* NULL for a multi-lock: its parts hold the leases */
     struct dlock_entry *entry; /* notify mode: the key's queue; NULL in spin mode */
     int max_renewals;
+    struct dlock_handle **parts; /* a multi-lock: one holder per key, in key order */
+    int nparts;
+    struct dlock_handle *parent; /* mu; a part: the multi-lock it belongs to */
     /* mu */
     int seq;                /* hand-off number within the lease; 0 = from Redis */
     int renewals_at_start;  /* lease->renewals when this holder got it */
@@ -66,8 +69,14 @@ struct dlock_lease *dlock_lease_new(const char *key, const dlock_opts *o);
 dlock_handle *dlock_handle_new(dlock_client *c, const dlock_opts *o);
 void dlock_handle_free(dlock_handle *h);
 
-/* The holder's state (mu held): DLOCK_OK, DLOCK_ERR_INTERRUPTED or DLOCK_ERR_LOST. */
+/* The holder's state (mu held): DLOCK_OK, DLOCK_ERR_INTERRUPTED or
+ * DLOCK_ERR_LOST. A multi-lock's is the worst of its parts' (interrupted
+ * first). */
 int dlock_holder_state(const dlock_handle *h, int64_t now);
+
+/* When the holder counts as lost unless renewed (mu held): for a multi-lock,
+ * the earliest of its parts. */
+int64_t dlock_holder_valid_until(const dlock_handle *h);
 
 /* One acquisition attempt for l on n. When queue is set, a failed attempt
  * also takes (or keeps) a place in the key's Redis queue. Returns DLOCK_OK

@@ -316,21 +316,9 @@ int dlock_node_release(dlock_node *n, const char *key, const char *token, int gr
     return rc;
 }
 
-int dlock_node_renew(dlock_node *n, redisContext **own, const char *key, const char *token,
-                     int lease_ms)
+/* The renew script's answer as a code (r freed): renewed, not ours, or the failure. */
+static int renewed(dlock_node *n, redisReply *r)
 {
-    char lease[16];
-    const char *argv[] = {key, token, lease};
-    size_t lens[] = {strlen(key), DLOCK_TOKEN_LEN, arg_int(lease, lease_ms)};
-    if (*own == NULL && (*own = dlock_pool_connect(n->pool)) == NULL) {
-        dlock_count(&n->counters->redis_errors);
-        return dlock_redis_failure();
-    }
-    redisReply *r = eval(n, *own, SCRIPT_RENEW, 1, 3, argv, lens);
-    if ((*own)->err) { /* reconnect on the next call */
-        redisFree(*own);
-        *own = NULL;
-    }
     if (r == NULL) {
         dlock_count(&n->counters->redis_errors);
         return dlock_redis_failure();
@@ -338,6 +326,58 @@ int dlock_node_renew(dlock_node *n, redisContext **own, const char *key, const c
     int rc = (r->type == REDIS_REPLY_INTEGER && r->integer == 1) ? DLOCK_OK : DLOCK_ERR_LOST;
     freeReplyObject(r);
     return rc;
+}
+
+/* Sends every renewal at once (one write), then reads their replies in turn:
+ * one round trip for them all. A NOSCRIPT reply is redone with the body. */
+static void renew_pipelined(dlock_node *n, redisContext *ctx, int count,
+                            const dlock_node_renewal *r, int *rcs)
+{
+    char sha[41], lease[16];
+    int sent = 0;
+    if (script_sha(n, ctx, SCRIPT_RENEW, sha) == 0)
+        for (; sent < count; sent++) {
+            const char *argv[] = {"EVALSHA", sha, "1", r[sent].key, r[sent].token, lease};
+            size_t lens[] = {7, 40, 1, strlen(r[sent].key), DLOCK_TOKEN_LEN,
+                             arg_int(lease, r[sent].lease_ms)};
+            if (redisAppendCommandArgv(ctx, 6, argv, lens) != REDIS_OK)
+                break;
+        }
+    for (int i = 0; i < count; i++) {
+        void *reply = NULL;
+        if (i >= sent || redisGetReply(ctx, &reply) != REDIS_OK) {
+            rcs[i] = renewed(n, dlock_pool_checked(ctx, NULL));
+            continue;
+        }
+        redisReply *rp = reply;
+        if (rp->type == REDIS_REPLY_ERROR && strncmp(rp->str, "NOSCRIPT", 8) == 0) {
+            freeReplyObject(rp); /* Redis lost its scripts: send the body this once */
+            const char *argv[] = {r[i].key, r[i].token, lease};
+            size_t lens[] = {strlen(r[i].key), DLOCK_TOKEN_LEN, arg_int(lease, r[i].lease_ms)};
+            pthread_mutex_lock(&n->mu);
+            n->sha[SCRIPT_RENEW][0] = '\0';
+            pthread_mutex_unlock(&n->mu);
+            rp = eval(n, ctx, SCRIPT_RENEW, 1, 3, argv, lens);
+        } else {
+            rp = dlock_pool_checked(ctx, rp);
+        }
+        rcs[i] = renewed(n, rp);
+    }
+}
+
+void dlock_node_renew(dlock_node *n, redisContext **own, int count,
+                      const dlock_node_renewal *renewals, int *rcs)
+{
+    if (*own == NULL && (*own = dlock_pool_connect(n->pool)) == NULL) {
+        for (int i = 0; i < count; i++)
+            rcs[i] = renewed(n, NULL);
+        return;
+    }
+    renew_pipelined(n, *own, count, renewals, rcs);
+    if ((*own)->err) { /* reconnect on the next call */
+        redisFree(*own);
+        *own = NULL;
+    }
 }
 
 redisContext *dlock_node_subscriber(dlock_node *n) { return dlock_pool_connect(n->pool); }

@@ -55,12 +55,18 @@ int dlock_node_acquire(dlock_node *n, const dlock_node_acquire_args *a, int64_t 
 int dlock_node_release(dlock_node *n, const char *key, const char *token, int grant_ms,
                        int leaving, int keep_ms);
 
-/* Runs the renew script (PEXPIRE lease_ms if the key holds token) on *own, a
- * connection of the caller's, opened or replaced here as needed. Returns
- * DLOCK_OK (renewed), DLOCK_ERR_LOST (not ours), DLOCK_ERR_REDIS or
- * DLOCK_ERR_AUTH. */
-int dlock_node_renew(dlock_node *n, redisContext **own, const char *key, const char *token,
-                     int lease_ms);
+/* One lease to renew. */
+typedef struct dlock_node_renewal {
+    const char *key, *token;
+    int lease_ms;
+} dlock_node_renewal;
+
+/* Runs the renew script (PEXPIRE lease_ms if the key holds token) for count
+ * leases at once, pipelined in one round trip, on *own, a connection of the
+ * caller's, opened or replaced here as needed. rcs[i] gets DLOCK_OK
+ * (renewed), DLOCK_ERR_LOST (not ours), DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. */
+void dlock_node_renew(dlock_node *n, redisContext **own, int count,
+                      const dlock_node_renewal *renewals, int *rcs);
 
 /* A connection of the caller's own for pub/sub (authenticated), or NULL. */
 redisContext *dlock_node_subscriber(dlock_node *n);

@@ -39,30 +39,54 @@ static void unlink_lease(dlock_watchdog *wd, struct dlock_lease *l)
     l->watched = 0;
 }
 
+/* Wakes whoever waits on h: h itself, and the multi-lock it is part of. */
+static void wake_holder(dlock_handle *h)
+{
+    if (h == NULL)
+        return;
+    pthread_cond_broadcast(&h->wake);
+    if (h->parent)
+        pthread_cond_broadcast(&h->parent->wake);
+}
+
 /* Ends l's renewals for good and wakes its holder: lost, or (holder only)
- * interrupted after max_renewals. */
+ * interrupted after max_renewals, which for a part of a multi-lock
+ * interrupts every part: max_renewals counts for the set. */
 static void retire(dlock_watchdog *wd, struct dlock_lease *l, int interrupt)
 {
     unlink_lease(wd, l);
     if (interrupt) {
         l->holder->interrupted = 1;
         dlock_count(&wd->counters->interrupts);
+        dlock_handle *set = l->holder->parent;
+        for (int i = 0; set && i < set->nparts; i++)
+            if (!set->parts[i]->interrupted && set->parts[i]->lease->watched)
+                retire(wd, set->parts[i]->lease, 1);
     } else {
         l->lost = 1;
     }
-    if (l->holder)
-        pthread_cond_broadcast(&l->holder->wake);
+    wake_holder(l->holder);
 }
 
-/* Renews l; entered and left with mu held, released around the I/O. */
-static void renew(dlock_watchdog *wd, struct dlock_lease *l)
+/* The leases to renew with l: l alone, or every watched part of the
+ * multi-lock its holder belongs to (one schedule, one round trip for all). */
+static int renewal_group(struct dlock_lease *l, struct dlock_lease **out)
 {
-    int64_t sent = dlock_now_ms();
-    l->renewing = 1;
-    pthread_mutex_unlock(wd->mu);
-    int rc = dlock_node_renew(wd->node, &wd->conn, l->key, l->token, l->lease_ms);
-    pthread_mutex_lock(wd->mu);
+    const dlock_handle *set = l->holder ? l->holder->parent : NULL;
+    int n = 0;
+    out[n++] = l;
+    for (int i = 0; set && i < set->nparts; i++) {
+        struct dlock_lease *p = set->parts[i]->lease;
+        if (p != l && p->watched && !p->renewing)
+            out[n++] = p;
+    }
+    return n;
+}
 
+/* Applies one lease's renewal result (mu held). */
+static void renewal_done(dlock_watchdog *wd, struct dlock_lease *l, int rc, int64_t sent)
+{
+    l->renewing = 0;
     if (rc == DLOCK_OK) {
         l->renewals++;
         l->valid_until_ms = sent + l->lease_ms - dlock_drift_ms(l->lease_ms);
@@ -74,7 +98,25 @@ static void renew(dlock_watchdog *wd, struct dlock_lease *l)
         int retry = l->lease_ms / 10;
         l->next_renew_ms = dlock_now_ms() + (retry < 5 ? 5 : retry > 1000 ? 1000 : retry);
     }
-    l->renewing = 0;
+}
+
+/* Renews l (with its group); entered and left with mu held, released around
+ * the I/O. */
+static void renew(dlock_watchdog *wd, struct dlock_lease *l)
+{
+    struct dlock_lease *group[DLOCK_MULTI_MAX];
+    dlock_node_renewal r[DLOCK_MULTI_MAX];
+    int rcs[DLOCK_MULTI_MAX], n = renewal_group(l, group);
+    for (int i = 0; i < n; i++) {
+        group[i]->renewing = 1;
+        r[i] = (dlock_node_renewal){group[i]->key, group[i]->token, group[i]->lease_ms};
+    }
+    int64_t sent = dlock_now_ms();
+    pthread_mutex_unlock(wd->mu);
+    dlock_node_renew(wd->node, &wd->conn, n, r, rcs);
+    pthread_mutex_lock(wd->mu);
+    for (int i = 0; i < n; i++)
+        renewal_done(wd, group[i], rcs[i], sent);
     pthread_cond_broadcast(&wd->idle);
 }
 
