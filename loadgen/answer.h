@@ -1,7 +1,8 @@
 /* answer.h - turns one HTTP exchange with stockd into an outcome: the status
  * code and the JSON `error` code decide the class, and the fields the verdict
- * needs (quantity, remaining, replayed) are read from the body. Malformed
- * bodies never crash it; they become LG_OUT_MALFORMED or an "other" class. */
+ * needs (quantity, remaining, replayed; per line for an order) are read from
+ * the body. Malformed bodies never crash it; they become LG_OUT_MALFORMED or an
+ * "other" class. */
 #ifndef LG_ANSWER_H
 #define LG_ANSWER_H
 
@@ -11,7 +12,7 @@
  * transport error or a malformed 2xx leaves it unknown whether the server
  * deducted (the verdict treats those as undetermined, never as acknowledged). */
 enum lg_outcome {
-    LG_OUT_OK = 0,           /* 200 with a well-formed deduction */
+    LG_OUT_OK = 0,           /* 200 (201 for a new order) with a well-formed deduction */
     LG_OUT_INSUFFICIENT,     /* 409 insufficient_stock */
     LG_OUT_LOCK_TIMEOUT,     /* 503 lock_timeout */
     LG_OUT_LOCK_INTERRUPTED, /* 503 lock_interrupted */
@@ -39,6 +40,27 @@ typedef struct lg_answer {
 /* Classifies a /reduceStock answer. body may be NULL or not NUL-terminated
  * (len counts it). Never fails; always fills *out. */
 void lg_answer_parse(long status, const char *body, size_t len, lg_answer *out);
+
+/* The most lines one order may have (stockd's limit for POST /orders). */
+#define LG_ORDER_LINES_MAX 32
+
+/* One line of a POST /orders request: what was asked, and what the answer
+ * said of it. */
+typedef struct lg_answer_line {
+    long long item_id, quantity; /* in: as sent */
+    long long remaining;         /* out: stock after the order (201/200), the remaining a
+                                    409 insufficient_stock named this line short with, or -1 */
+} lg_answer_line;
+
+/* Classifies a POST /orders answer to the n lines asked (n >= 1), filling
+ * lines[].remaining. A 201 or 200 is LG_OUT_OK only when its "lines" repeat the
+ * asked ones in order (item and quantity) with an integer remaining each, else
+ * LG_OUT_MALFORMED with the reason in out->why (and every remaining -1). In a
+ * 409 insufficient_stock, the lines it names short get their remaining; entries
+ * naming an item not asked are ignored. out->quantity and out->remaining stay
+ * -1. body as for lg_answer_parse. Never fails. */
+void lg_answer_parse_order(long status, const char *body, size_t len, lg_answer_line *lines,
+                           int n, lg_answer *out);
 
 /* Classifies a raw-mode (--get) answer by status alone: 2xx ok, 4xx/5xx other. */
 void lg_answer_status(long status, lg_answer *out);

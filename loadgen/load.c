@@ -34,7 +34,7 @@ struct slot {
     int64_t retry_ns;  /* SLOT_RETRY: when to resend */
     char *resp;
     size_t resp_len, resp_cap;
-    char body[256];
+    char body[LG_BODY_MAX];
     size_t body_len;
     char errbuf[CURL_ERROR_SIZE];
 };
@@ -50,8 +50,8 @@ struct worker {
     int nslots, nlive; /* slots, and those not SLOT_DONE */
     int first;         /* global index of slots[0] */
     lg_tally *tally;   /* [ntargets] */
-    lg_rec *recs;
-    size_t nrecs, caprecs;
+    lg_batch batch;    /* this thread's records and their lines */
+    size_t caprecs, caplines;
     uint64_t rng;
     int64_t last_ns;   /* last final answer */
     int fail;          /* LG_ERR_* that ended this thread early, 0 otherwise */
@@ -71,15 +71,6 @@ struct lg_load {
     atomic_llong tickets;          /* request numbers handed out so far */
     atomic_int stop;               /* 0 run, 1 finish in-flight, 2 abandon in-flight */
 };
-
-static uint64_t next_rand(uint64_t *s)
-{
-    /* xorshift64*: quantities need spread, not cryptographic quality */
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 2685821657736338717ULL;
-}
 
 /* Whether no more requests may start: stopped, past the deadline, or all claimed. */
 static int exhausted(const lg_load *l, int64_t now)
@@ -124,34 +115,57 @@ static size_t on_write(char *data, size_t size, size_t n, void *arg)
     return len;
 }
 
-/* Makes the record and body of request number ticket. 0 or LG_ERR_NOMEM. */
+/* The path every request of the run goes to. */
+static const char *req_path(const lg_load_cfg *c)
+{
+    return c->raw ? c->path : lg_shape_path(&c->shape);
+}
+
+/* Room for one more record and a cart's worth of lines. 0 or LG_ERR_NOMEM
+ * (also when the line indexes would outgrow lg_rec.first). */
+static int reserve(struct worker *w)
+{
+    lg_batch *b = &w->batch;
+    if (b->nrecs == w->caprecs) {
+        size_t cap = w->caprecs ? w->caprecs * 2 : 1024;
+        lg_rec *grown = realloc(b->recs, cap * sizeof(*grown));
+        if (grown == NULL)
+            return LG_ERR_NOMEM;
+        b->recs = grown;
+        w->caprecs = cap;
+    }
+    if (b->nlines + LG_ORDER_LINES_MAX > w->caplines) {
+        size_t cap = w->caplines ? w->caplines * 2 : 1024 + LG_ORDER_LINES_MAX;
+        lg_line *grown = cap <= UINT32_MAX ? realloc(b->lines, cap * sizeof(*grown)) : NULL;
+        if (grown == NULL)
+            return LG_ERR_NOMEM;
+        b->lines = grown;
+        w->caplines = cap;
+    }
+    return LG_OK;
+}
+
+/* Makes the record, lines and body of request number ticket. 0, LG_ERR_NOMEM,
+ * or LG_ERR_USAGE when the body outgrew LG_BODY_MAX (which bounds every
+ * request lg_shape_valid allows). */
 static int prepare(struct slot *s, long long ticket)
 {
     struct worker *w = s->w;
-    const lg_load_cfg *c = &w->load->cfg;
-    if (w->nrecs == w->caprecs) {
-        size_t cap = w->caprecs ? w->caprecs * 2 : 1024;
-        lg_rec *grown = realloc(w->recs, cap * sizeof(*grown));
-        if (grown == NULL)
-            return LG_ERR_NOMEM;
-        w->recs = grown;
-        w->caprecs = cap;
-    }
-    s->rec = w->nrecs++;
-    lg_rec *r = &w->recs[s->rec];
-    r->item = (int32_t)(ticket % c->nitems);
-    r->quantity = c->qmin + (int32_t)(next_rand(&w->rng) % (uint64_t)(c->qmax - c->qmin + 1));
+    const lg_shape *shape = &w->load->cfg.shape;
+    if (reserve(w) != LG_OK)
+        return LG_ERR_NOMEM;
+    lg_batch *b = &w->batch;
+    s->rec = b->nrecs++;
+    lg_rec *r = &b->recs[s->rec];
+    r->first = (uint32_t)b->nlines;
+    r->nlines = (uint8_t)lg_shape_draw(shape, ticket, &w->rng, lg_rec_lines(b, r));
     r->outcome = LG_OUT_TRANSPORT; /* until an answer says otherwise */
-    r->remaining = -1;
-    r->seen = 0;
-    int n = snprintf(s->body, sizeof(s->body),
-                     "{\"itemId\":%lld,\"quantity\":%d,\"requestId\":\"%s-%d-%zu\"",
-                     c->item_ids[r->item], (int)r->quantity, w->load->run_id, w->id, s->rec);
-    if (c->work_ms > 0)
-        n += snprintf(s->body + n, sizeof(s->body) - (size_t)n, ",\"workMs\":%d", c->work_ms);
-    n += snprintf(s->body + n, sizeof(s->body) - (size_t)n, "}");
-    s->body_len = (size_t)n;
-    return LG_OK;
+    b->nlines += r->nlines;
+    char rid[64];
+    snprintf(rid, sizeof(rid), "%s-%d-%zu", w->load->run_id, w->id, s->rec);
+    int n = lg_shape_body(shape, lg_rec_lines(b, r), r->nlines, rid, s->body, sizeof(s->body));
+    s->body_len = n < 0 ? 0 : (size_t)n;
+    return n < 0 ? LG_ERR_USAGE : LG_OK;
 }
 
 static int send_request(struct slot *s)
@@ -180,14 +194,11 @@ static void complete(struct slot *s, const lg_answer *a, int64_t now)
         if (a->outcome == LG_OUT_OK)
             hist_record(t->ok, us);
     }
-    if (!w->load->cfg.raw) {
-        lg_rec *r = &w->recs[s->rec];
-        r->outcome = (uint8_t)a->outcome;
-        r->remaining = a->remaining;
-    }
+    if (!w->load->cfg.raw)
+        w->batch.recs[s->rec].outcome = (uint8_t)a->outcome;
     if (a->why[0] && !w->example[a->outcome][0])
         snprintf(w->example[a->outcome], sizeof(w->example[0]), "%.200s%.100s: %.119s",
-                 w->load->cfg.targets[s->target].url, w->load->cfg.path, a->why);
+                 w->load->cfg.targets[s->target].url, req_path(&w->load->cfg), a->why);
     atomic_fetch_add_explicit(&w->done, 1, memory_order_relaxed);
     if (a->outcome != LG_OUT_OK)
         atomic_fetch_add_explicit(&w->errors, 1, memory_order_relaxed);
@@ -228,12 +239,9 @@ static void on_done(struct slot *s, CURLcode result, int64_t now)
     if (c->raw) {
         lg_answer_status(status, &a);
     } else {
-        lg_answer_parse(status, s->resp, s->resp_len, &a);
-        long long asked = w->recs[s->rec].quantity;
-        if (a.outcome == LG_OUT_OK && a.quantity != asked) {
-            a.outcome = LG_OUT_MALFORMED;
-            snprintf(a.why, sizeof(a.why), "200 for quantity %lld, asked %lld", a.quantity, asked);
-        }
+        lg_rec *r = &w->batch.recs[s->rec];
+        lg_shape_answer(&c->shape, status, s->resp, s->resp_len, lg_rec_lines(&w->batch, r),
+                        r->nlines, &a);
     }
     complete(s, &a, now);
 }
@@ -280,8 +288,10 @@ static void start_idle(struct slot *s, int64_t now, int64_t *wake)
     /* open loop: latency starts at the planned time even when we are late */
     s->origin_ns = l->interval_ns ? s->next_ns : now;
     s->next_ns += l->interval_ns;
-    if (!l->cfg.raw && prepare(s, ticket) != LG_OK) {
-        fail(s->w, LG_ERR_NOMEM, "out of memory for request records");
+    int rc = l->cfg.raw ? LG_OK : prepare(s, ticket);
+    if (rc != LG_OK) {
+        fail(s->w, rc, rc == LG_ERR_NOMEM ? "out of memory for request records"
+                                          : "a request body outgrew its buffer");
         return;
     }
     if (send_request(s) != LG_OK)
@@ -363,7 +373,7 @@ static int slot_init(struct slot *s, struct worker *w, int global, lg_err *err)
     s->easy = curl_easy_init();
     if (s->resp == NULL || s->easy == NULL)
         return lg_errf(err, LG_ERR_NOMEM, "out of memory setting up connection %d", global);
-    snprintf(url, sizeof(url), "%s%s", l->cfg.targets[s->target].url, l->cfg.path);
+    snprintf(url, sizeof(url), "%s%s", l->cfg.targets[s->target].url, req_path(&l->cfg));
     CURL *e = s->easy;
     if ((s->url = curl_url()) == NULL || curl_url_set(s->url, CURLUPART_URL, url, 0) != CURLUE_OK)
         return lg_errf(err, LG_ERR_USAGE, "libcurl cannot parse the URL %s", url);
@@ -433,7 +443,8 @@ static void worker_free(struct worker *w)
     for (int t = 0; w->tally && t < w->load->cfg.ntargets; t++)
         lg_tally_free(&w->tally[t]);
     free(w->tally);
-    free(w->recs);
+    free(w->batch.recs);
+    free(w->batch.lines);
 }
 
 static void load_free(lg_load *l)
@@ -461,8 +472,8 @@ static void schedule(lg_load *l)
 static int check_cfg(const lg_load_cfg *c, lg_err *err)
 {
     if (c->ntargets < 1 || c->concurrency < c->ntargets || c->threads < 1 ||
-        c->threads > c->concurrency || (!c->raw && c->nitems < 1) || c->qmin < 1 ||
-        c->qmax < c->qmin || (c->requests <= 0 && c->duration_s <= 0) ||
+        c->threads > c->concurrency || (!c->raw && !lg_shape_valid(&c->shape)) ||
+        (c->requests <= 0 && c->duration_s <= 0) ||
         strlen(c->run_id) > 32 || c->timeout_ms < 1)
         return lg_errf(err, LG_ERR_USAGE, "load: inconsistent configuration");
     return LG_OK;
@@ -548,9 +559,8 @@ static void collect(lg_result *res, struct worker *w, int b, int64_t *last)
         lg_tally_merge(&res->targets[t], &w->tally[t]);
         lg_tally_merge(&res->total, &w->tally[t]);
     }
-    res->recs[b] = w->recs;
-    res->nrecs[b] = w->nrecs;
-    w->recs = NULL;
+    res->batches[b] = w->batch;
+    memset(&w->batch, 0, sizeof(w->batch));
     for (int o = 0; o < LG_OUT_COUNT; o++)
         if (!res->example[o][0] && w->example[o][0])
             memcpy(res->example[o], w->example[o], sizeof(res->example[o]));
@@ -567,9 +577,8 @@ int lg_load_join(lg_load *l, lg_result *res, lg_err *err)
     res->ntargets = l->cfg.ntargets;
     res->nbatch = l->nworkers;
     res->targets = calloc((size_t)res->ntargets, sizeof(*res->targets));
-    res->recs = calloc((size_t)res->nbatch, sizeof(*res->recs));
-    res->nrecs = calloc((size_t)res->nbatch, sizeof(*res->nrecs));
-    int rc = res->targets && res->recs && res->nrecs ? lg_tally_init(&res->total) : LG_ERR_NOMEM;
+    res->batches = calloc((size_t)res->nbatch, sizeof(*res->batches));
+    int rc = res->targets && res->batches ? lg_tally_init(&res->total) : LG_ERR_NOMEM;
     for (int t = 0; rc == LG_OK && t < res->ntargets; t++)
         rc = lg_tally_init(&res->targets[t]);
     int64_t last = l->start_ns;

@@ -18,20 +18,19 @@
 #include "loadgen/err.h"
 #include "loadgen/opts.h"
 #include "loadgen/result.h"
+#include "loadgen/shape.h"
 
 typedef struct lg_load_cfg {
     const lg_target *targets; /* base URLs; connection g talks to targets[g % ntargets] */
     int ntargets;
-    const char *path;         /* "/reduceStock", or the --get path */
     int raw;                  /* 1: GET path, classify by status only, keep no records */
+    const char *path;         /* raw mode: the --get path; else lg_shape_path(&shape) is used */
     int concurrency, threads;
     long long requests;       /* 0 = no limit */
     double duration_s;        /* 0 = no limit; no new request starts after it */
     double rate;              /* total requests/s, 0 = closed loop */
     int timeout_ms, retries;
-    const long long *item_ids; /* request k goes to item_ids[k % nitems] */
-    int nitems;
-    int qmin, qmax, work_ms;
+    lg_shape shape;           /* what each request asks (unused in raw mode) */
     const char *run_id;       /* requestIds are "<run_id>-<thread>-<seq>"; at most 32 chars */
 } lg_load_cfg;
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "loadgen/answer.h"
 #include "loadgen/scenario.h"
 
 static const char usage[] =
@@ -17,8 +18,9 @@ static const char usage[] =
     "       loadgen --scenario NAME --target URL [options]\n"
     "       loadgen --list | --help\n"
     "\n"
-    "Fires concurrent POST /reduceStock requests at one or more stockd replicas, then\n"
-    "reads every item back and checks that stock never oversold and no update was lost.\n"
+    "Fires concurrent POST /reduceStock requests (or POST /orders carts) at one or more\n"
+    "stockd replicas, then reads every item back and checks that stock never oversold,\n"
+    "no update was lost and no order was applied in part.\n"
     "\n"
     "Targets\n"
     "      --target URL[,URL]  stockd base URL, http://host:port; repeatable. Connections are\n"
@@ -43,11 +45,15 @@ static const char usage[] =
     "      --items K           spread the requests round-robin over K fresh items (default 1)\n"
     "      --item ID           use the existing item ID instead; nothing else may deduct\n"
     "                          from it during the run\n"
-    "      --quantity Q|A-B    units per request, or uniform in A..B (default 1)\n"
+    "      --quantity Q|A-B    units per request (per cart line), or uniform in A..B\n"
+    "                          (default 1)\n"
+    "      --cart-lines N|A-B  send carts: POST /orders of N (or uniform A..B) lines on\n"
+    "                          distinct items drawn at random from the run's items, all or\n"
+    "                          nothing; at most 32 lines and at most --items\n"
     "      --work-ms MS        workMs to send (stockd honours it with --allow-work-ms)\n"
     "Scenarios\n"
-    "  -s, --scenario NAME     hot, spread, renew, interrupt, compare; other flags override\n"
-    "                          its values\n"
+    "  -s, --scenario NAME     hot, spread, renew, interrupt, compare, cart; other flags\n"
+    "                          override its values\n"
     "      --list              list the scenarios and the stockd flags each one needs\n"
     "Output\n"
     "      --json FILE         also write the report as JSON to FILE\n"
@@ -65,6 +71,11 @@ static const char usage[] =
     "  unrecorded W      200s with no ledger row; and insufficient_stock answers that\n"
     "                    were false. A request whose answer was lost in transport is\n"
     "                    noted, not a violation (--retry settles it).\n"
+    "  carts, per order  partially applied (some lines in the ledger, not all, whatever\n"
+    "                    the answer); acknowledged with a line missing; refused or\n"
+    "                    failed with a line in the ledger. The checks above run per\n"
+    "                    item over the carts' lines; a refusal's short lines are checked\n"
+    "                    like single refusals.\n"
     "\n"
     "A live progress line goes to stderr when it is a terminal.\n"
     "Exit status: 0 VERDICT: PASS, 1 VERDICT: FAIL (a broken invariant or an unmet scenario\n"
@@ -77,7 +88,7 @@ const char *lg_usage_text(void)
 }
 
 enum { OPT_TARGET = 256, OPT_LIST, OPT_TIMEOUT, OPT_RETRY, OPT_STOCK, OPT_ITEMS, OPT_ITEM,
-       OPT_QUANTITY, OPT_WORK, OPT_JSON, OPT_GET };
+       OPT_QUANTITY, OPT_CART_LINES, OPT_WORK, OPT_JSON, OPT_GET };
 
 static const struct option longopts[] = {
     {"target", required_argument, NULL, OPT_TARGET},
@@ -92,6 +103,7 @@ static const struct option longopts[] = {
     {"items", required_argument, NULL, OPT_ITEMS},
     {"item", required_argument, NULL, OPT_ITEM},
     {"quantity", required_argument, NULL, OPT_QUANTITY},
+    {"cart-lines", required_argument, NULL, OPT_CART_LINES},
     {"work-ms", required_argument, NULL, OPT_WORK},
     {"scenario", required_argument, NULL, 's'},
     {"list", no_argument, NULL, OPT_LIST},
@@ -171,23 +183,23 @@ static int parse_rate(const char *value, double *out, lg_err *err)
     return LG_OK;
 }
 
-/* "Q" or "A-B". */
-static int parse_quantity(lg_opts *o, const char *value, lg_err *err)
+/* "N" or "A-B", each in [min, max], into *lo and *hi. */
+static int parse_range(const char *flag, const char *value, int min, int max, int *lo, int *hi,
+                       lg_err *err)
 {
     char a[32], b[32];
     const char *dash = strchr(value, '-');
     if (dash == NULL || dash == value) {
-        int rc = parse_int("--quantity", value, 1, 1000000, &o->qmin, err);
-        o->qmax = o->qmin;
+        int rc = parse_int(flag, value, min, max, lo, err);
+        *hi = *lo;
         return rc;
     }
     snprintf(a, sizeof(a), "%.*s", (int)(dash - value), value);
     snprintf(b, sizeof(b), "%s", dash + 1);
-    if (parse_int("--quantity", a, 1, 1000000, &o->qmin, err) ||
-        parse_int("--quantity", b, 1, 1000000, &o->qmax, err))
+    if (parse_int(flag, a, min, max, lo, err) || parse_int(flag, b, min, max, hi, err))
         return LG_ERR_USAGE;
-    if (o->qmax < o->qmin)
-        return lg_errf(err, LG_ERR_USAGE, "--quantity: range '%s' runs backwards", value);
+    if (*hi < *lo)
+        return lg_errf(err, LG_ERR_USAGE, "%s: range '%s' runs backwards", flag, value);
     return LG_OK;
 }
 
@@ -283,11 +295,13 @@ static int apply_flag(lg_opts *o, int c, const char *arg, seen_flags *seen, lg_e
     case OPT_STOCK:
         return parse_ll("--stock", arg, 0, 1000000000000LL, &o->stock, err);
     case OPT_ITEMS:
-        return parse_int("--items", arg, 1, 100000, &o->items, err);
+        return parse_int("--items", arg, 1, LG_ITEMS_MAX, &o->items, err);
     case OPT_ITEM:
         return parse_ll("--item", arg, 1, 9007199254740991LL, &o->item_id, err);
     case OPT_QUANTITY:
-        return parse_quantity(o, arg, err);
+        return parse_range("--quantity", arg, 1, 1000000, &o->qmin, &o->qmax, err);
+    case OPT_CART_LINES:
+        return parse_range("--cart-lines", arg, 1, LG_ORDER_LINES_MAX, &o->lmin, &o->lmax, err);
     case OPT_WORK:
         return parse_int("--work-ms", arg, 0, 3600000, &o->work_ms, err);
     case OPT_JSON:
@@ -324,6 +338,7 @@ static void apply_scenario(const lg_scenario *s, lg_opts *o)
     o->stock = l->stock;
     o->qmin = l->qmin, o->qmax = l->qmax;
     o->work_ms = l->work_ms;
+    o->lmin = l->lmin, o->lmax = l->lmax;
 }
 
 /* First pass: only --scenario, --help and --list, so the scenario's values can
@@ -413,6 +428,13 @@ static int validate(lg_opts *o, lg_err *err)
         return lg_errf(err, LG_ERR_USAGE, "compare creates a fresh item per server: drop --item");
     if (o->get_path[0] && o->scenario[0])
         return lg_errf(err, LG_ERR_USAGE, "--get (raw mode) runs no scenario: drop --scenario");
+    if (o->get_path[0] && o->lmax)
+        return lg_errf(err, LG_ERR_USAGE, "--get (raw mode) sends no carts: drop --cart-lines");
+    int nitems = o->item_id ? 1 : o->items;
+    if (o->lmax > nitems)
+        return lg_errf(err, LG_ERR_USAGE,
+                       "--cart-lines: a cart of %d lines needs %d distinct items, the run has %d "
+                       "(raise --items)", o->lmax, o->lmax, nitems);
     if (o->threads > o->concurrency)
         o->threads = o->concurrency; /* a thread without a connection would idle */
     return LG_OK;

@@ -10,6 +10,7 @@
 #define LG_URL_MAX 200
 #define LG_LABEL_MAX 32
 #define LG_PATH_MAX 256
+#define LG_ITEMS_MAX 100000 /* --items */
 
 typedef struct lg_target {
     char label[LG_LABEL_MAX]; /* "" or the LABEL in --target LABEL=URL (compare groups) */
@@ -30,7 +31,9 @@ typedef struct lg_opts {
     long long stock;     /* stock of each item created */
     long long item_id;   /* use this existing item instead of creating; 0 = create */
     int items;           /* items to spread the load over */
-    int qmin, qmax;      /* quantity per request, uniform in [qmin, qmax] */
+    int qmin, qmax;      /* quantity per request (per line of a cart), uniform in [qmin, qmax] */
+    int lmin, lmax;      /* lines per cart, uniform in [lmin, lmax]: POST /orders;
+                            0 = POST /reduceStock */
     int work_ms;         /* workMs sent with each request; 0 = not sent */
     int retries;         /* resends of a request that timed out (same requestId) */
     int timeout_ms;      /* per request attempt */

@@ -19,12 +19,26 @@ static double rate(uint64_t n, double secs)
     return secs > 0 ? (double)n / secs : 0.0;
 }
 
+/* "quantity 1-3", or "carts of 1-5 lines, quantity 1-3" */
+static void shape_text(const lg_opts *o, char *buf, size_t size)
+{
+    char lines[48] = "";
+    if (o->lmax)
+        snprintf(lines, sizeof(lines), o->lmin == o->lmax ? "carts of %d lines, "
+                                                          : "carts of %d-%d lines, ",
+                 o->lmin, o->lmax);
+    snprintf(buf, size, o->qmin == o->qmax ? "%squantity %d" : "%squantity %d-%d", lines,
+             o->qmin, o->qmax);
+}
+
 static void header(FILE *f, const lg_opts *o, const lg_run *r)
 {
     if (o->get_path[0])
         fprintf(f, "loadgen: raw GET %s", o->get_path);
     else
-        fprintf(f, "loadgen: %s%s", o->scenario[0] ? "scenario " : "POST /reduceStock",
+        fprintf(f, "loadgen: %s%s", o->scenario[0] ? "scenario "
+                                    : o->lmax     ? "POST /orders"
+                                                  : "POST /reduceStock",
                 o->scenario);
     fprintf(f, ", %d target%s, %d connections, %d threads, ", r->ntargets,
             r->ntargets == 1 ? "" : "s", o->concurrency, o->threads);
@@ -37,11 +51,11 @@ static void header(FILE *f, const lg_opts *o, const lg_run *r)
     if (o->duration_s)
         fprintf(f, "%.1f s", o->duration_s);
     if (!o->get_path[0]) {
-        fprintf(f, ", %d item%s of stock %lld, quantity %d", r->nitems,
-                r->nitems == 1 ? "" : "s", o->item_id ? r->items[0].stock0 : o->stock, o->qmin);
-        if (o->qmax != o->qmin)
-            fprintf(f, "-%d", o->qmax);
-        fprintf(f, ", workMs %d", o->work_ms);
+        char shape[96];
+        shape_text(o, shape, sizeof(shape));
+        fprintf(f, ", %d item%s of stock %lld, %s, workMs %d", r->nitems,
+                r->nitems == 1 ? "" : "s", o->item_id ? r->items[0].stock0 : o->stock, shape,
+                o->work_ms);
     }
     fprintf(f, "\n");
 }
@@ -137,6 +151,16 @@ static void items(FILE *f, const lg_run *r)
             sum.rows);
 }
 
+/* The per-order tallies of a cart run. */
+static void orders(FILE *f, const lg_order_check *c)
+{
+    fprintf(f, "  orders: %lld carts with %lld lines, %lld acknowledged; %lld checked line by "
+               "line in the ledger: %lld partially applied, %lld acknowledged with a line "
+               "missing, %lld refused or failed with a line in it\n",
+            c->orders, c->lines, c->acked, c->checked, c->partial_n, c->acked_missing_n,
+            c->refused_applied_n);
+}
+
 static void verdict(FILE *f, const lg_run *r)
 {
     fprintf(f, "\nVERDICT: %s%s\n", r->verdict == LG_PASS ? "PASS" : "FAIL",
@@ -159,6 +183,8 @@ void lg_report_text(FILE *f, const lg_opts *o, const lg_run *r)
     per_target(f, r);
     if (r->verdict != LG_NO_VERDICT) {
         items(f, r);
+        if (r->carts)
+            orders(f, &r->orders);
         verdict(f, r);
     }
 }
@@ -233,11 +259,11 @@ static void compare_notes(FILE *f, const lg_run *runs, int n)
 
 int lg_report_compare(FILE *f, const lg_opts *o, const lg_run *runs, int n)
 {
-    char qty[32];
-    snprintf(qty, sizeof(qty), o->qmin == o->qmax ? "%d" : "%d-%d", o->qmin, o->qmax);
+    char shape[96];
+    shape_text(o, shape, sizeof(shape));
     fprintf(f, "compare: scenario hot against %d lock mode%s, each with a fresh item: %lld "
-               "requests, %d connections, stock %lld, quantity %s, workMs %d\n\n",
-            n, n == 1 ? "" : "s", o->requests, o->concurrency, o->stock, qty, o->work_ms);
+               "requests, %d connections, stock %lld, %s, workMs %d\n\n",
+            n, n == 1 ? "" : "s", o->requests, o->concurrency, o->stock, shape, o->work_ms);
     fprintf(f, "%-20s", "");
     for (int i = 0; i < n; i++)
         fprintf(f, " %14s", runs[i].label);
@@ -291,7 +317,7 @@ static json_t *tally_json(const lg_tally *t, double elapsed_s)
 
 static json_t *config_json(const lg_opts *o)
 {
-    return json_pack("{s:s, s:i, s:i, s:I, s:f, s:f, s:I, s:I, s:i, s:i, s:i, s:i, s:i, s:i, "
+    json_t *j = json_pack("{s:s, s:i, s:i, s:I, s:f, s:f, s:I, s:I, s:i, s:i, s:i, s:i, s:i, s:i, "
                      "s:s?}",
                      "scenario", o->scenario, "concurrency", o->concurrency, "threads",
                      o->threads, "requests", (json_int_t)o->requests, "durationSec",
@@ -299,6 +325,11 @@ static json_t *config_json(const lg_opts *o)
                      (json_int_t)o->item_id, "items", o->items, "quantityMin", o->qmin,
                      "quantityMax", o->qmax, "workMs", o->work_ms, "retries", o->retries,
                      "timeoutMs", o->timeout_ms, "get", o->get_path[0] ? o->get_path : NULL);
+    if (j && o->lmax) {
+        json_object_set_new(j, "cartLinesMin", json_integer(o->lmin));
+        json_object_set_new(j, "cartLinesMax", json_integer(o->lmax));
+    }
+    return j;
 }
 
 static json_t *item_json(const lg_item_check *c)
@@ -310,6 +341,18 @@ static json_t *item_json(const lg_item_check *c)
                      "acknowledgedAnswers", (json_int_t)c->acked_n, "ledgerChecked",
                      c->ledger_checked, "ledgerRows", (json_int_t)c->rows, "undetermined",
                      (json_int_t)c->undetermined_qty);
+}
+
+static json_t *orders_json(const lg_order_check *c)
+{
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "orders",
+                     (json_int_t)c->orders, "lines", (json_int_t)c->lines, "acknowledged",
+                     (json_int_t)c->acked, "checked", (json_int_t)c->checked,
+                     "partiallyApplied", (json_int_t)c->partial_n, "acknowledgedMissingLines",
+                     (json_int_t)c->acked_missing_n, "missingLines",
+                     (json_int_t)c->acked_missing_lines, "refusedWithLines",
+                     (json_int_t)c->refused_applied_n, "refusedLinesInLedger",
+                     (json_int_t)c->refused_applied_lines);
 }
 
 static json_t *verdict_json(const lg_run *r, json_t *j)
@@ -327,6 +370,8 @@ static json_t *verdict_json(const lg_run *r, json_t *j)
     for (int i = 0; i < r->nexpect; i++)
         json_array_append_new(exp, json_string(r->expect[i]));
     json_object_set_new(j, "items", items_j);
+    if (r->carts)
+        json_object_set_new(j, "orders", orders_json(&r->orders));
     json_object_set_new(j, "verdict", json_string(r->verdict == LG_PASS ? "PASS" : "FAIL"));
     json_object_set_new(j, "violations", viol);
     json_object_set_new(j, "expectationsUnmet", exp);

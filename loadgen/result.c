@@ -36,14 +36,15 @@ void lg_result_free(lg_result *res)
         lg_tally_free(&res->targets[t]);
     free(res->targets);
     lg_tally_free(&res->total);
-    for (int b = 0; res->recs && b < res->nbatch; b++)
-        free(res->recs[b]);
-    free(res->recs);
-    free(res->nrecs);
+    for (int b = 0; res->batches && b < res->nbatch; b++) {
+        free(res->batches[b].recs);
+        free(res->batches[b].lines);
+    }
+    free(res->batches);
     memset(res, 0, sizeof(*res));
 }
 
-lg_rec *lg_result_find(const lg_result *res, const char *request_id)
+lg_rec *lg_result_find(const lg_result *res, const char *request_id, lg_line **lines)
 {
     size_t plen = strlen(res->run_id);
     if (plen == 0 || strncmp(request_id, res->run_id, plen) != 0 || request_id[plen] != '-')
@@ -56,9 +57,12 @@ lg_rec *lg_result_find(const lg_result *res, const char *request_id)
     if (*end != '-' || end[1] < '0' || end[1] > '9' || b >= (unsigned long)res->nbatch)
         return NULL;
     unsigned long long seq = strtoull(end + 1, &end, 10);
-    if (*end != '\0' || seq >= res->nrecs[b])
+    const lg_batch *batch = &res->batches[b];
+    if (*end != '\0' || seq >= batch->nrecs)
         return NULL;
-    return &res->recs[b][seq];
+    if (lines)
+        *lines = lg_rec_lines(batch, &batch->recs[seq]);
+    return &batch->recs[seq];
 }
 
 uint64_t lg_tally_requests(const lg_tally *t)

@@ -26,9 +26,8 @@ typedef struct lg_result {
     int ntargets;
     lg_tally *targets; /* [ntargets], same order as the load's targets */
     lg_tally total;
-    int nbatch;        /* one record array per load thread */
-    lg_rec **recs;     /* recs[b][0..nrecs[b]); empty in raw mode */
-    size_t *nrecs;
+    int nbatch;        /* one batch of records per load thread */
+    lg_batch *batches; /* [nbatch]; empty in raw mode */
     char run_id[40];   /* requestIds of the run are "<run_id>-<batch>-<seq>" */
     char example[LG_OUT_COUNT][LG_EXAMPLE_MAX]; /* first explanation per outcome, or "" */
 } lg_result;
@@ -48,8 +47,9 @@ uint64_t lg_tally_requests(const lg_tally *t);
 /* Frees what res owns (not res itself) and zeroes it. */
 void lg_result_free(lg_result *res);
 
-/* The record of one of this run's requestIds, or NULL when request_id is not
- * of this run (other prefix, batch or sequence out of range, trailing bytes). */
-lg_rec *lg_result_find(const lg_result *res, const char *request_id);
+/* The record of one of this run's requestIds, with *lines set to its lines, or
+ * NULL when request_id is not of this run (other prefix, batch or sequence out
+ * of range, trailing bytes). lines may be NULL. */
+lg_rec *lg_result_find(const lg_result *res, const char *request_id, lg_line **lines);
 
 #endif

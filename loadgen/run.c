@@ -12,6 +12,9 @@
 
 #define TICK_MS 250
 
+/* a line keeps its item's index in 24 bits */
+_Static_assert(LG_ITEMS_MAX <= LG_LINE_ITEM_MAX + 1, "--items outgrows lg_line.item");
+
 static void make_run_id(char *buf, size_t size)
 {
     unsigned int r;
@@ -81,7 +84,7 @@ static void load_cfg(const lg_opts *o, const lg_run *r, const long long *ids,
     c->targets = r->targets;
     c->ntargets = r->ntargets;
     c->raw = o->get_path[0] != '\0';
-    c->path = c->raw ? o->get_path : "/reduceStock";
+    c->path = o->get_path;
     c->concurrency = o->concurrency;
     c->threads = o->threads;
     c->requests = o->requests;
@@ -89,11 +92,9 @@ static void load_cfg(const lg_opts *o, const lg_run *r, const long long *ids,
     c->rate = o->rate;
     c->timeout_ms = o->timeout_ms;
     c->retries = o->retries;
-    c->item_ids = ids;
-    c->nitems = r->nitems;
-    c->qmin = o->qmin;
-    c->qmax = o->qmax;
-    c->work_ms = o->work_ms;
+    c->shape = (lg_shape){.item_ids = ids, .nitems = r->nitems, .qmin = o->qmin,
+                          .qmax = o->qmax, .lmin = o->lmin, .lmax = o->lmax,
+                          .work_ms = o->work_ms};
     c->run_id = run_id;
 }
 
@@ -133,9 +134,9 @@ static int drive(const lg_load_cfg *c, lg_tick_fn tick, void *arg, lg_run *r, lg
     return lg_load_join(l, &r->load, err);
 }
 
-static lg_rec *find_rec(void *arg, const char *request_id)
+static lg_rec *find_rec(void *arg, const char *request_id, lg_line **lines)
 {
-    return lg_result_find(arg, request_id);
+    return lg_result_find(arg, request_id, lines);
 }
 
 /* GET /items/{id} from the first target that answers: a replica may have
@@ -155,7 +156,7 @@ static int get_item_any(const lg_run *r, long long id, long long rows, lg_item_s
 static int read_back(lg_run *r, int k, lg_err *err)
 {
     lg_item_check *c = &r->items[k];
-    /* each request adds at most one row, so this usually reads them all */
+    /* each line of a request adds at most one row, so this usually reads them all */
     long long wanted = c->acked_n + c->undetermined_n + c->refused_n + 16;
     lg_item_state st;
     lg_ledger *ledger = NULL;
@@ -189,26 +190,43 @@ static void expectations(const lg_opts *o, lg_run *r)
     r->nexpect = lg_scenario_expect(o->scenario, &in, r->expect);
 }
 
+/* Judges every item, then (for carts) the orders, into r->findings. */
+static int judge_all(lg_run *r, lg_err *err)
+{
+    r->findings = calloc((size_t)(r->nitems + 1) * LG_FINDING_COUNT, sizeof(*r->findings));
+    if (r->findings == NULL)
+        return lg_errf(err, LG_ERR_NOMEM, "out of memory for findings");
+    int v;
+    for (int k = 0; k < r->nitems; k++) {
+        r->nfindings += lg_verdict_judge(&r->items[k], r->findings + r->nfindings,
+                                         LG_FINDING_COUNT, &v);
+        r->violations += v;
+    }
+    if (r->carts) {
+        r->nfindings += lg_verdict_judge_orders(&r->orders, r->findings + r->nfindings,
+                                                LG_FINDING_COUNT, &v);
+        r->violations += v;
+    }
+    return LG_OK;
+}
+
 static int judge(const lg_opts *o, lg_run *r, lg_err *err)
 {
     lg_result *res = &r->load;
-    if (lg_verdict_answers(r->items, r->nitems, res->recs, res->nrecs, res->nbatch) != LG_OK)
+    if (lg_verdict_answers(r->items, r->nitems, res->batches, res->nbatch) != LG_OK)
         return lg_errf(err, LG_ERR_NOMEM, "out of memory checking the answers");
     for (int k = 0; k < r->nitems; k++) {
         int rc = read_back(r, k, err);
         if (rc != LG_OK)
             return rc;
     }
-    lg_verdict_missing(r->items, r->nitems, res->recs, res->nrecs, res->nbatch);
-    r->findings = calloc((size_t)r->nitems * LG_FINDING_COUNT, sizeof(*r->findings));
-    if (r->findings == NULL)
-        return lg_errf(err, LG_ERR_NOMEM, "out of memory for findings");
-    for (int k = 0; k < r->nitems; k++) {
-        int v;
-        r->nfindings += lg_verdict_judge(&r->items[k], r->findings + r->nfindings,
-                                         LG_FINDING_COUNT, &v);
-        r->violations += v;
-    }
+    lg_verdict_missing(r->items, r->nitems, res->batches, res->nbatch);
+    if (r->carts)
+        lg_verdict_orders(r->items, r->nitems, res->batches, res->nbatch, res->run_id,
+                          &r->orders);
+    int rc = judge_all(r, err);
+    if (rc != LG_OK)
+        return rc;
     if (strcmp(r->label, "none") != 0) /* the race defeats any scenario premise */
         expectations(o, r);
     r->verdict = r->violations || r->nexpect ? LG_FAIL : LG_PASS;
@@ -223,6 +241,7 @@ int lg_run_exec(const lg_opts *o, const lg_target *targets, int ntargets, const 
     out->targets = targets;
     out->ntargets = ntargets;
     out->verdict = LG_NO_VERDICT;
+    out->carts = o->lmax > 0;
     char run_id[16];
     make_run_id(run_id, sizeof(run_id));
     int raw = o->get_path[0] != '\0';

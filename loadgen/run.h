@@ -22,7 +22,9 @@ typedef struct lg_run {
     lg_result load;            /* what the load measured */
     int nitems;
     lg_item_check *items;      /* [nitems]: states before/after and the tallies */
-    lg_finding *findings;      /* every finding of every item */
+    int carts;                 /* 1: the load sent POST /orders carts */
+    lg_order_check orders;     /* the per-order checks (carts only) */
+    lg_finding *findings;      /* every finding of every item, then of the orders */
     int nfindings, violations;
     char expect[LG_EXPECT_MAX][LG_EXPECT_TEXT]; /* unmet scenario expectations */
     int nexpect;

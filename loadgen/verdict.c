@@ -12,7 +12,8 @@
 
 static const char *const finding_names[LG_FINDING_COUNT] = {
     "oversold", "lost_updates", "stock_leak", "unacknowledged_deductions",
-    "unrecorded_acknowledgements", "false_refusals", "undetermined",
+    "unrecorded_acknowledgements", "false_refusals", "partially_applied_orders",
+    "acknowledged_orders_missing_lines", "refused_orders_with_lines", "undetermined",
 };
 
 const char *lg_finding_name(int kind)
@@ -28,25 +29,48 @@ void lg_item_check_init(lg_item_check *c, long long id)
     c->min_409_remaining = -1;
 }
 
-static void tally_one(lg_item_check *c, const lg_rec *r)
+/* Whether a definitive answer refused the order (nothing may have been deducted). */
+static int refused(int outcome)
 {
-    if (r->outcome == LG_OUT_OK) {
-        c->acked_qty += r->quantity;
+    return outcome != LG_OUT_OK && !LG_OUT_UNDETERMINED(outcome);
+}
+
+static void tally_line(lg_item_check *c, int outcome, const lg_line *l)
+{
+    if (outcome == LG_OUT_OK) {
+        c->acked_qty += l->quantity;
         c->acked_n++;
-        if (c->min_ok_remaining < 0 || r->remaining < c->min_ok_remaining)
-            c->min_ok_remaining = r->remaining;
-    } else if (LG_OUT_UNDETERMINED(r->outcome)) {
-        c->undetermined_qty += r->quantity;
+        if (c->min_ok_remaining < 0 || l->remaining < c->min_ok_remaining)
+            c->min_ok_remaining = l->remaining;
+    } else if (LG_OUT_UNDETERMINED(outcome)) {
+        c->undetermined_qty += l->quantity;
         c->undetermined_n++;
     } else {
         c->refused_n++;
     }
-    if (r->outcome == LG_OUT_INSUFFICIENT && r->remaining >= 0) {
-        if (r->remaining >= r->quantity)
+    /* only the lines the refusal named short carry a claim to check */
+    if (outcome == LG_OUT_INSUFFICIENT && l->remaining >= 0) {
+        if (l->remaining >= l->quantity)
             c->bad_409++;
-        if (c->min_409_remaining < 0 || r->remaining < c->min_409_remaining)
-            c->min_409_remaining = r->remaining;
+        if (c->min_409_remaining < 0 || l->remaining < c->min_409_remaining)
+            c->min_409_remaining = l->remaining;
     }
+}
+
+/* Calls fn(arg, rec, line) for every line of every record whose item index is
+ * below nitems. */
+typedef void (*line_fn)(void *arg, const lg_rec *r, lg_line *l);
+
+static void each_line(const lg_batch *batches, int nbatch, int nitems, line_fn fn, void *arg)
+{
+    for (int b = 0; b < nbatch; b++)
+        for (size_t i = 0; i < batches[b].nrecs; i++) {
+            const lg_rec *r = &batches[b].recs[i];
+            lg_line *lines = lg_rec_lines(&batches[b], r);
+            for (int k = 0; k < r->nlines; k++)
+                if ((int)lines[k].item < nitems)
+                    fn(arg, r, &lines[k]);
+        }
 }
 
 static int cmp_ll(const void *a, const void *b)
@@ -68,45 +92,64 @@ static void count_dup_remaining(lg_item_check *c, long long *vals, size_t n)
             c->dup_remaining++;
 }
 
-int lg_verdict_answers(lg_item_check *items, int nitems, lg_rec *const *recs,
-                       const size_t *nrecs, int nbatch)
-{
-    for (int b = 0; b < nbatch; b++)
-        for (size_t i = 0; i < nrecs[b]; i++)
-            if (recs[b][i].item >= 0 && recs[b][i].item < nitems)
-                tally_one(&items[recs[b][i].item], &recs[b][i]);
+/* The acknowledged lines' `remaining` values, per item. */
+typedef struct remaining_sets {
+    lg_item_check *items;
+    long long **vals;
+    size_t *fill;
+} remaining_sets;
 
-    long long **vals = calloc((size_t)nitems, sizeof(*vals));
-    size_t *fill = calloc((size_t)nitems, sizeof(*fill));
-    int rc = vals && fill ? LG_OK : LG_ERR_NOMEM;
+static void tally_one(void *arg, const lg_rec *r, lg_line *l)
+{
+    tally_line(&((lg_item_check *)arg)[l->item], r->outcome, l);
+}
+
+static void collect_remaining(void *arg, const lg_rec *r, lg_line *l)
+{
+    remaining_sets *s = arg;
+    if (r->outcome == LG_OUT_OK)
+        s->vals[l->item][s->fill[l->item]++] = l->remaining;
+}
+
+int lg_verdict_answers(lg_item_check *items, int nitems, const lg_batch *batches, int nbatch)
+{
+    each_line(batches, nbatch, nitems, tally_one, items);
+    remaining_sets s = {items, calloc((size_t)nitems, sizeof(*s.vals)),
+                        calloc((size_t)nitems, sizeof(*s.fill))};
+    int rc = s.vals && s.fill ? LG_OK : LG_ERR_NOMEM;
     for (int k = 0; rc == LG_OK && k < nitems; k++)
         if (items[k].acked_n > 0 &&
-            (vals[k] = malloc((size_t)items[k].acked_n * sizeof(long long))) == NULL)
+            (s.vals[k] = malloc((size_t)items[k].acked_n * sizeof(long long))) == NULL)
             rc = LG_ERR_NOMEM;
-    for (int b = 0; rc == LG_OK && b < nbatch; b++)
-        for (size_t i = 0; i < nrecs[b]; i++) {
-            const lg_rec *r = &recs[b][i];
-            if (r->outcome == LG_OUT_OK && r->item >= 0 && r->item < nitems)
-                vals[r->item][fill[r->item]++] = r->remaining;
-        }
+    if (rc == LG_OK)
+        each_line(batches, nbatch, nitems, collect_remaining, &s);
     for (int k = 0; rc == LG_OK && k < nitems; k++)
-        count_dup_remaining(&items[k], vals[k], fill[k]);
-    for (int k = 0; vals && k < nitems; k++)
-        free(vals[k]);
-    free(vals);
-    free(fill);
+        count_dup_remaining(&items[k], s.vals[k], s.fill[k]);
+    for (int k = 0; s.vals && k < nitems; k++)
+        free(s.vals[k]);
+    free(s.vals);
+    free(s.fill);
     return rc;
 }
 
-/* Classifies one ledger row against the record of its requestId. */
-static void ledger_row(lg_item_check *c, int item, const lg_ledger_row *row, lg_rec *r)
+/* The line of item among a record's lines, or NULL. */
+static lg_line *line_of(lg_line *lines, int n, int item)
 {
-    if (r == NULL || r->item != item || r->quantity != row->quantity) {
+    for (int k = 0; k < n; k++)
+        if ((int)lines[k].item == item)
+            return &lines[k];
+    return NULL;
+}
+
+/* Classifies one ledger row against the line of its requestId on this item. */
+static void ledger_row(lg_item_check *c, const lg_ledger_row *row, const lg_rec *r, lg_line *l)
+{
+    if (r == NULL || l == NULL || l->quantity != row->quantity) {
         c->foreign_rows++;
         c->foreign_rows_qty += row->quantity;
         return;
     }
-    if (r->seen > 0) {
+    if (l->seen > 0) {
         c->dup_rows++;
         c->dup_rows_qty += row->quantity;
     } else if (r->outcome == LG_OUT_OK) {
@@ -118,8 +161,8 @@ static void ledger_row(lg_item_check *c, int item, const lg_ledger_row *row, lg_
         c->refused_rows_by[r->outcome]++;
         c->refused_rows_qty += row->quantity;
     }
-    if (r->seen < UINT8_MAX)
-        r->seen++;
+    if (l->seen < 255)
+        l->seen++;
 }
 
 void lg_verdict_ledger(lg_item_check *c, int item, const lg_ledger_row *rows, size_t n,
@@ -128,22 +171,82 @@ void lg_verdict_ledger(lg_item_check *c, int item, const lg_ledger_row *rows, si
     c->ledger_checked = 1;
     c->rows = (long long)n;
     for (size_t i = 0; i < n; i++) {
-        lg_rec *r = rows[i].request_id ? lookup(arg, rows[i].request_id) : NULL;
-        ledger_row(c, item, &rows[i], r);
+        lg_line *lines = NULL;
+        lg_rec *r = rows[i].request_id ? lookup(arg, rows[i].request_id, &lines) : NULL;
+        ledger_row(c, &rows[i], r, r ? line_of(lines, r->nlines, item) : NULL);
     }
 }
 
-void lg_verdict_missing(lg_item_check *items, int nitems, lg_rec *const *recs,
-                        const size_t *nrecs, int nbatch)
+static void count_missing(void *arg, const lg_rec *r, lg_line *l)
 {
+    lg_item_check *c = &((lg_item_check *)arg)[l->item];
+    if (r->outcome != LG_OUT_OK || l->seen || !c->ledger_checked)
+        return;
+    c->missing_n++;
+    c->missing_qty += l->quantity;
+}
+
+void lg_verdict_missing(lg_item_check *items, int nitems, const lg_batch *batches, int nbatch)
+{
+    each_line(batches, nbatch, nitems, count_missing, items);
+}
+
+/* Whether every item the order has a line on had its ledger read row by row. */
+static int order_checkable(const lg_item_check *items, int nitems, const lg_line *lines, int n)
+{
+    for (int k = 0; k < n; k++)
+        if ((int)lines[k].item >= nitems || !items[lines[k].item].ledger_checked)
+            return 0;
+    return 1;
+}
+
+/* Keeps the first example of a violation: which request, how many of its lines
+ * the ledger holds, and what it was answered. */
+static void example(char *buf, const char *run_id, int b, size_t i, int seen, int n,
+                    int outcome)
+{
+    if (buf[0] == '\0')
+        snprintf(buf, LG_ORDER_EXAMPLE_MAX, "%s-%d-%zu answered %s, %d of %d lines in the ledger",
+                 run_id, b, i, lg_outcome_name(outcome), seen, n);
+}
+
+/* Checks one order whose lines' items were all reconciled. */
+static void check_order(lg_order_check *c, const lg_line *lines, int n, int outcome,
+                        const char *run_id, int b, size_t i)
+{
+    int seen = 0;
+    for (int k = 0; k < n; k++)
+        seen += lines[k].seen > 0;
+    c->checked++;
+    if (seen > 0 && seen < n) { /* whatever the answer: a transaction is all or nothing */
+        c->partial_n++;
+        example(c->partial_example, run_id, b, i, seen, n, outcome);
+    }
+    if (outcome == LG_OUT_OK && seen < n) {
+        c->acked_missing_n++;
+        c->acked_missing_lines += n - seen;
+        example(c->acked_missing_example, run_id, b, i, seen, n, outcome);
+    }
+    if (refused(outcome) && seen > 0) {
+        c->refused_applied_n++;
+        c->refused_applied_lines += seen;
+        example(c->refused_applied_example, run_id, b, i, seen, n, outcome);
+    }
+}
+
+void lg_verdict_orders(const lg_item_check *items, int nitems, const lg_batch *batches,
+                       int nbatch, const char *run_id, lg_order_check *out)
+{
+    memset(out, 0, sizeof(*out));
     for (int b = 0; b < nbatch; b++)
-        for (size_t i = 0; i < nrecs[b]; i++) {
-            const lg_rec *r = &recs[b][i];
-            if (r->outcome != LG_OUT_OK || r->seen || r->item < 0 || r->item >= nitems ||
-                !items[r->item].ledger_checked)
-                continue;
-            items[r->item].missing_n++;
-            items[r->item].missing_qty += r->quantity;
+        for (size_t i = 0; i < batches[b].nrecs; i++) {
+            const lg_rec *r = &batches[b].recs[i];
+            const lg_line *lines = lg_rec_lines(&batches[b], r);
+            out->orders++;
+            out->lines += r->nlines;
+            out->acked += r->outcome == LG_OUT_OK;
+            if (order_checkable(items, nitems, lines, r->nlines))
+                check_order(out, lines, r->nlines, r->outcome, run_id, b, i);
         }
 }
 
@@ -287,5 +390,26 @@ int lg_verdict_judge(const lg_item_check *c, lg_finding *out, int max, int *viol
         for (int i = 0; i < n; i++)
             *violations += out[i].violation;
     }
+    return n;
+}
+
+int lg_verdict_judge_orders(const lg_order_check *c, lg_finding *out, int max, int *violations)
+{
+    int n = 0;
+    if (c->partial_n > 0)
+        n = add(out, n, max, LG_V_PARTIAL_ORDERS, c->partial_n,
+                "orders: %lld partially applied (some of their lines are in the ledger, others "
+                "not), e.g. %s",
+                c->partial_n, c->partial_example);
+    if (c->acked_missing_n > 0)
+        n = add(out, n, max, LG_V_ACKED_MISSING_LINES, c->acked_missing_n,
+                "orders: %lld acknowledged orders miss %lld lines in the ledger, e.g. %s",
+                c->acked_missing_n, c->acked_missing_lines, c->acked_missing_example);
+    if (c->refused_applied_n > 0)
+        n = add(out, n, max, LG_V_REFUSED_WITH_LINES, c->refused_applied_n,
+                "orders: %lld refused or failed orders left %lld lines in the ledger, e.g. %s",
+                c->refused_applied_n, c->refused_applied_lines, c->refused_applied_example);
+    if (violations)
+        *violations = n;
     return n;
 }

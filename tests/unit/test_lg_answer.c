@@ -1,6 +1,6 @@
 /* test_lg_answer.c - classifying stockd's answers: every documented status and
- * error code, and malformed bodies that must neither crash nor count as a
- * deduction. */
+ * error code, malformed bodies that must neither crash nor count as a
+ * deduction, and POST /orders answers read line by line. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -133,6 +133,83 @@ static void test_raw_mode_goes_by_status_alone(void **state)
     assert_int_equal(a.outcome, LG_OUT_MALFORMED);
 }
 
+/* The cart the order tests ask for: item 1 x 2, item 7 x 1. */
+static lg_answer parse_order(long status, const char *body, lg_answer_line lines[2])
+{
+    lines[0] = (lg_answer_line){1, 2, 99};
+    lines[1] = (lg_answer_line){7, 1, 99};
+    lg_answer a;
+    lg_answer_parse_order(status, body, body ? strlen(body) : 0, lines, 2, &a);
+    return a;
+}
+
+#define ORDER_LINES "\"lines\":[{\"itemId\":1,\"quantity\":2,\"remaining\":40}," \
+                    "{\"itemId\":7,\"quantity\":1,\"remaining\":3}]"
+
+static void test_created_or_replayed_order_gives_each_line_its_remaining(void **state)
+{
+    (void)state;
+    lg_answer_line l[2];
+    lg_answer a = parse_order(201, "{\"orderId\":12,\"requestId\":\"cart-17\","
+                                   ORDER_LINES ",\"replayed\":false}", l);
+    assert_int_equal(a.outcome, LG_OUT_OK);
+    assert_int_equal(l[0].remaining, 40);
+    assert_int_equal(l[1].remaining, 3);
+    assert_int_equal(a.replayed, 0);
+    assert_int_equal(a.remaining, -1); /* an order's remaining is per line */
+    a = parse_order(200, "{\"orderId\":12," ORDER_LINES ",\"replayed\":true}", l);
+    assert_int_equal(a.outcome, LG_OUT_OK);
+    assert_int_equal(a.replayed, 1);
+    assert_int_equal(l[1].remaining, 3);
+}
+
+static void test_order_answer_that_does_not_repeat_the_lines_is_malformed(void **state)
+{
+    (void)state;
+    const char *bodies[] = {
+        "{}", "{\"lines\":{}}", "{\"lines\":[]}",
+        "{\"lines\":[{\"itemId\":1,\"quantity\":2,\"remaining\":40}]}",
+        /* the lines swapped: the answer must keep the request's order */
+        "{\"lines\":[{\"itemId\":7,\"quantity\":1,\"remaining\":3},"
+        "{\"itemId\":1,\"quantity\":2,\"remaining\":40}]}",
+        "{\"lines\":[{\"itemId\":1,\"quantity\":3,\"remaining\":40},"
+        "{\"itemId\":7,\"quantity\":1,\"remaining\":3}]}",
+        "{\"lines\":[{\"itemId\":1,\"quantity\":2,\"remaining\":40},"
+        "{\"itemId\":7,\"quantity\":1,\"remaining\":\"3\"}]}",
+    };
+    for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+        lg_answer_line l[2];
+        lg_answer a = parse_order(201, bodies[i], l);
+        assert_int_equal(a.outcome, LG_OUT_MALFORMED);
+        assert_true(a.why[0] != '\0');
+        assert_int_equal(l[0].remaining, -1); /* nothing half-read is kept */
+        assert_int_equal(l[1].remaining, -1);
+    }
+    lg_answer_line l[2];
+    lg_answer a = parse_order(201, bodies[5], l);
+    assert_non_null(strstr(a.why, "line 0 is item 1 x 3, asked item 1 x 2"));
+}
+
+static void test_refused_order_names_its_short_lines(void **state)
+{
+    (void)state;
+    lg_answer_line l[2];
+    lg_answer a = parse_order(409, "{\"error\":\"insufficient_stock\",\"message\":\"m\","
+                                   "\"lines\":[{\"itemId\":7,\"remaining\":0,\"requested\":1},"
+                                   "{\"itemId\":99,\"remaining\":0,\"requested\":1}]}",
+                      l);
+    assert_int_equal(a.outcome, LG_OUT_INSUFFICIENT);
+    assert_int_equal(l[0].remaining, -1); /* not named short: no claim */
+    assert_int_equal(l[1].remaining, 0);
+    a = parse_order(409, "{\"error\":\"insufficient_stock\"}", l);
+    assert_int_equal(a.outcome, LG_OUT_INSUFFICIENT);
+    assert_int_equal(l[0].remaining + l[1].remaining, -2);
+    a = parse_order(409, "{\"error\":\"request_id_conflict\",\"message\":\"other lines\"}", l);
+    assert_int_equal(a.outcome, LG_OUT_OTHER_4XX);
+    assert_int_equal(parse_order(503, "{\"error\":\"lock_lost\"}", l).outcome, LG_OUT_LOCK_LOST);
+    assert_int_equal(parse_order(302, "", l).outcome, LG_OUT_MALFORMED);
+}
+
 static void test_outcome_names_are_stable(void **state)
 {
     (void)state;
@@ -153,6 +230,9 @@ int main(void)
         cmocka_unit_test(test_odd_statuses_and_bodies_fall_into_other_classes),
         cmocka_unit_test(test_body_is_read_only_up_to_len),
         cmocka_unit_test(test_raw_mode_goes_by_status_alone),
+        cmocka_unit_test(test_created_or_replayed_order_gives_each_line_its_remaining),
+        cmocka_unit_test(test_order_answer_that_does_not_repeat_the_lines_is_malformed),
+        cmocka_unit_test(test_refused_order_names_its_short_lines),
         cmocka_unit_test(test_outcome_names_are_stable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

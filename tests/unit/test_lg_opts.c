@@ -1,6 +1,6 @@
 /* test_lg_opts.c - loadgen's command line and scenarios: defaults, scenario
- * values overridden by flags, the duration/requests rule, compare labels, and
- * a clear usage error for each bad value. */
+ * values overridden by flags, the duration/requests rule, compare labels, the
+ * cart shape, and a clear usage error for each bad value. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,6 +28,14 @@ static int parse_list(lg_opts *o, lg_err *err, const char *const *args)
 }
 
 #define PARSE(o, err, ...) parse_list((o), (err), (const char *const[]){__VA_ARGS__, NULL})
+
+/* A usage error is all the user sees: it must name what was wrong. */
+static void assert_says(const lg_err *err, const char *flag, const char *value, const char *says)
+{
+    if (strstr(err->msg, says) == NULL)
+        fail_msg("'%s %s' gave \"%s\", expected it to mention %s", flag, value ? value : "",
+                 err->msg, says);
+}
 
 static void test_defaults_need_only_a_target(void **state)
 {
@@ -105,6 +113,62 @@ static void test_quantity_range_retry_and_rate(void **state)
     assert_int_equal(o.qmax, 4);
 }
 
+static void test_cart_scenario_sends_carts_that_flags_reshape(void **state)
+{
+    (void)state;
+    lg_opts o;
+    lg_err err;
+    assert_int_equal(PARSE(&o, &err, "-s", "cart", T1), LG_OK);
+    assert_int_equal(o.lmin, 1);
+    assert_int_equal(o.lmax, 5);
+    assert_int_equal(o.items, 8);
+    assert_int_equal(o.qmin, 1);
+    assert_int_equal(o.qmax, 3);
+    assert_int_equal(o.concurrency, 64);
+    assert_int_equal(PARSE(&o, &err, "-s", "cart", T1, "--cart-lines", "3", "--items", "20",
+                           "--quantity", "2"),
+                     LG_OK);
+    assert_int_equal(o.lmin, 3);
+    assert_int_equal(o.lmax, 3);
+    assert_int_equal(o.items, 20);
+    assert_int_equal(o.qmax, 2);
+    /* --cart-lines alone turns any run into carts; without it, /reduceStock */
+    assert_int_equal(PARSE(&o, &err, T1, "--items", "40", "--cart-lines", "2-32"), LG_OK);
+    assert_int_equal(o.lmin, 2);
+    assert_int_equal(o.lmax, 32);
+    assert_int_equal(PARSE(&o, &err, "-s", "hot", T1), LG_OK);
+    assert_int_equal(o.lmax, 0);
+}
+
+static void test_cart_lines_must_fit_the_api_and_the_items(void **state)
+{
+    (void)state;
+    const struct {
+        const char *value, *items, *says;
+    } cases[] = {
+        {"0", "8", "--cart-lines: expected an integer from 1 to 32"},
+        {"33", "40", "from 1 to 32"},
+        {"4-2", "8", "runs backwards"},
+        {"1-x", "8", "--cart-lines"},
+        {"9", "8", "a cart of 9 lines needs 9 distinct items, the run has 8"},
+        {"2-5", "1", "raise --items"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        lg_opts o;
+        lg_err err;
+        assert_int_equal(PARSE(&o, &err, T1, "--items", cases[i].items, "--cart-lines",
+                               cases[i].value),
+                         LG_ERR_USAGE);
+        assert_says(&err, "--cart-lines", cases[i].value, cases[i].says);
+    }
+    lg_opts o;
+    lg_err err;
+    assert_int_equal(PARSE(&o, &err, T1, "--item", "5", "--cart-lines", "2"), LG_ERR_USAGE);
+    assert_int_equal(PARSE(&o, &err, T1, "--get", "/health", "--cart-lines", "1"), LG_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "drop --cart-lines"));
+    assert_non_null(strstr(lg_usage_text(), "--cart-lines"));
+}
+
 static void test_threads_are_capped_by_connections(void **state)
 {
     (void)state;
@@ -135,9 +199,7 @@ static void test_bad_values_are_usage_errors_naming_the_flag(void **state)
         int rc = cases[i].value ? PARSE(&o, &err, T1, cases[i].flag, cases[i].value)
                                 : PARSE(&o, &err, T1, cases[i].flag);
         assert_int_equal(rc, LG_ERR_USAGE);
-        if (strstr(err.msg, cases[i].says) == NULL)
-            fail_msg("'%s' gave \"%s\", expected it to mention %s", cases[i].flag, err.msg,
-                     cases[i].says);
+        assert_says(&err, cases[i].flag, cases[i].value, cases[i].says);
     }
 }
 
@@ -193,14 +255,14 @@ static void test_help_and_list_need_no_target_but_check_every_flag(void **state)
 static void test_every_scenario_is_listed_and_found(void **state)
 {
     (void)state;
-    const char *names[] = {"hot", "spread", "renew", "interrupt", "compare"};
+    const char *names[] = {"hot", "spread", "renew", "interrupt", "compare", "cart"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         const lg_scenario *s = lg_scenario_find(names[i]);
         assert_non_null(s);
         assert_ptr_equal(lg_scenario_at((int)i), s);
         assert_true(strlen(s->summary) > 10);
     }
-    assert_null(lg_scenario_at(5));
+    assert_null(lg_scenario_at(6));
     assert_null(lg_scenario_find("warm"));
 }
 
@@ -227,6 +289,13 @@ static void test_scenario_expectations(void **state)
     assert_int_equal(lg_scenario_expect("interrupt", &in, out), 0);
     assert_int_equal(lg_scenario_expect("spread", &in, out), 0);
     assert_int_equal(lg_scenario_expect("", &in, out), 0);
+    assert_int_equal(lg_scenario_expect("cart", &in, out), 0);
+    in.counts[LG_OUT_OK] = 0; /* every cart refused: no order was checked */
+    assert_int_equal(lg_scenario_expect("cart", &in, out), 1);
+    assert_non_null(strstr(out[0], "cart: no cart succeeded"));
+    in.counts[LG_OUT_INSUFFICIENT] = 0;
+    assert_int_equal(lg_scenario_expect("cart", &in, out), 2);
+    assert_non_null(strstr(out[0], "cart: the stock never ran out"));
 }
 
 int main(void)
@@ -237,6 +306,8 @@ int main(void)
         cmocka_unit_test(test_scenario_values_are_defaults_that_flags_override),
         cmocka_unit_test(test_duration_alone_lifts_the_request_limit),
         cmocka_unit_test(test_quantity_range_retry_and_rate),
+        cmocka_unit_test(test_cart_scenario_sends_carts_that_flags_reshape),
+        cmocka_unit_test(test_cart_lines_must_fit_the_api_and_the_items),
         cmocka_unit_test(test_threads_are_capped_by_connections),
         cmocka_unit_test(test_bad_values_are_usage_errors_naming_the_flag),
         cmocka_unit_test(test_inconsistent_combinations_are_refused),

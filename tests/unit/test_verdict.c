@@ -1,7 +1,8 @@
 /* test_verdict.c - the checker fed hand-made runs: a clean flash sale, then
  * each way a broken service shows up (oversold, lost updates, stock leaks,
  * deductions nobody was told about, acknowledgements with no ledger row, false
- * refusals), and the undetermined answers that must not count as violations. */
+ * refusals), and the undetermined answers that must not count as violations;
+ * then carts over several items, whose orders must be all or nothing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,66 +16,118 @@
 #include "loadgen/verdict.h"
 
 #define MAXR 2000
+#define NITEMS 3
+#define RUN_ID "run"
 
-/* A hand-made run on one item: records r0..rN-1, requestIds "r<index>". */
+/* A hand-made run on NITEMS items: records 0..n-1 with requestIds
+ * "run-0-<index>" (as the load names them, so the order examples name them
+ * too), their lines, and a ledger per item. The single-item tests use item 0. */
 typedef struct fake {
     lg_rec recs[MAXR];
-    size_t n;
-    lg_ledger_row rows[MAXR];
-    char ids[MAXR][32];
-    size_t nrows;
-    lg_item_check item;
+    lg_line lines[MAXR * 2];
+    size_t n, nlines;
+    lg_ledger_row rows[NITEMS][MAXR];
+    char ids[NITEMS][MAXR][32];
+    size_t nrows[NITEMS];
+    lg_item_check items[NITEMS];
+    lg_item_check item; /* item 0 after check() */
+    lg_order_check orders;
 } fake;
 
 static fake *fake_new(long long stock0)
 {
     fake *f = calloc(1, sizeof(*f));
-    lg_item_check_init(&f->item, 7);
-    f->item.stock0 = stock0;
+    for (int k = 0; k < NITEMS; k++) {
+        lg_item_check_init(&f->items[k], 7 + k);
+        f->items[k].stock0 = stock0;
+    }
     return f;
+}
+
+/* An order of n lines: items[k] x qty[k], answered outcome with rem[k]
+ * remaining (rem NULL: -1 each). Returns its index. */
+static size_t add_order(fake *f, int outcome, int n, const int *items, const int *qty,
+                        const long long *rem)
+{
+    lg_rec *r = &f->recs[f->n];
+    r->first = (uint32_t)f->nlines;
+    r->nlines = (uint8_t)n;
+    r->outcome = (uint8_t)outcome;
+    for (int k = 0; k < n; k++) {
+        lg_line *l = &f->lines[f->nlines++];
+        l->item = (uint32_t)items[k];
+        l->quantity = qty[k];
+        l->remaining = rem ? rem[k] : -1;
+        l->seen = 0;
+    }
+    return f->n++;
 }
 
 static size_t add_rec(fake *f, int outcome, int quantity, long long remaining)
 {
-    lg_rec r = {.remaining = remaining, .quantity = quantity, .item = 0,
-                .outcome = (uint8_t)outcome, .seen = 0};
-    f->recs[f->n] = r;
-    return f->n++;
+    return add_order(f, outcome, 1, (int[]){0}, (int[]){quantity}, (long long[]){remaining});
 }
 
-/* A ledger row for record i (or for no record of this run when i is -1). */
+/* A ledger row on item for record i (or for no record of this run when i is -1). */
+static void add_row_on(fake *f, int item, long i, long long quantity)
+{
+    size_t n = f->nrows[item]++;
+    snprintf(f->ids[item][n], sizeof(f->ids[0][0]), i < 0 ? "other-%ld" : RUN_ID "-0-%ld",
+             i < 0 ? (long)n : i);
+    f->rows[item][n].request_id = f->ids[item][n];
+    f->rows[item][n].quantity = quantity;
+}
+
 static void add_row(fake *f, long i, long long quantity)
 {
-    snprintf(f->ids[f->nrows], sizeof(f->ids[0]), i < 0 ? "other-%ld" : "r%ld",
-             i < 0 ? (long)f->nrows : i);
-    f->rows[f->nrows].request_id = f->ids[f->nrows];
-    f->rows[f->nrows].quantity = quantity;
-    f->nrows++;
+    add_row_on(f, 0, i, quantity);
 }
 
-static lg_rec *lookup(void *arg, const char *rid)
+static lg_rec *lookup(void *arg, const char *rid, lg_line **lines)
 {
     fake *f = arg;
-    if (rid[0] != 'r')
+    if (strncmp(rid, RUN_ID "-0-", 6) != 0)
         return NULL;
-    size_t i = strtoul(rid + 1, NULL, 10);
-    return i < f->n ? &f->recs[i] : NULL;
+    size_t i = strtoul(rid + 6, NULL, 10);
+    if (i >= f->n)
+        return NULL;
+    *lines = &f->lines[f->recs[i].first];
+    return &f->recs[i];
 }
 
-/* Runs the checker: answers, then (when ledger) rows, then missing; returns
- * the number of violations and fills out[]. */
+static lg_batch batch_of(fake *f)
+{
+    lg_batch b = {f->recs, f->n, f->lines, f->nlines};
+    return b;
+}
+
+/* Tallies the answers, sets every item's final state from stock1/sold1
+ * (NULL: as before the run) and reconciles the ledgers of the items whose bit
+ * is in ledger_mask, then the missing lines and the orders. */
+static void reconcile(fake *f, const long long *stock1, const long long *sold1,
+                      unsigned ledger_mask)
+{
+    lg_batch b = batch_of(f);
+    assert_int_equal(lg_verdict_answers(f->items, NITEMS, &b, 1), 0);
+    for (int k = 0; k < NITEMS; k++) {
+        f->items[k].stock1 = stock1 ? stock1[k] : f->items[k].stock0;
+        f->items[k].sold1 = sold1 ? sold1[k] : 0;
+        if (ledger_mask & (1u << k))
+            lg_verdict_ledger(&f->items[k], k, f->rows[k], f->nrows[k], lookup, f);
+    }
+    lg_verdict_missing(f->items, NITEMS, &b, 1);
+    lg_verdict_orders(f->items, NITEMS, &b, 1, RUN_ID, &f->orders);
+}
+
+/* Runs the checker on item 0: answers, then (when ledger) rows, then missing;
+ * returns the number of violations and fills out[]. */
 static int check(fake *f, long long stock1, long long sold1, int ledger, lg_finding *out,
                  int *nfind)
 {
-    lg_rec *batch = f->recs;
-    size_t n = f->n;
-    assert_int_equal(lg_verdict_answers(&f->item, 1, &batch, &n, 1), 0);
-    f->item.stock1 = stock1;
-    f->item.sold1 = sold1;
-    if (ledger) {
-        lg_verdict_ledger(&f->item, 0, f->rows, f->nrows, lookup, f);
-        lg_verdict_missing(&f->item, 1, &batch, &n, 1);
-    }
+    long long st[NITEMS] = {stock1, f->items[1].stock0, f->items[2].stock0};
+    long long so[NITEMS] = {sold1, 0, 0};
+    reconcile(f, st, so, ledger ? 1u : 0u);
+    f->item = f->items[0];
     int v;
     *nfind = lg_verdict_judge(&f->item, out, LG_FINDING_COUNT, &v);
     return v;
@@ -340,16 +393,227 @@ static void test_records_are_tallied_per_item_and_strays_ignored(void **state)
     lg_item_check items[2];
     lg_item_check_init(&items[0], 1);
     lg_item_check_init(&items[1], 2);
-    lg_rec a[] = {{5, 1, 0, LG_OUT_OK, 0}, {4, 1, 1, LG_OUT_OK, 0}, {4, 1, 9, LG_OUT_OK, 0}};
-    lg_rec b[] = {{4, 3, 1, LG_OUT_OK, 0}, {-1, 1, 0, LG_OUT_LOCK_TIMEOUT, 0}};
-    lg_rec *batches[] = {a, b};
-    size_t sizes[] = {3, 2};
-    assert_int_equal(lg_verdict_answers(items, 2, batches, sizes, 2), 0);
+    /* remaining, quantity, item: item 9 is no item of the run */
+    lg_line la[] = {{5, 1, 0, 0}, {4, 1, 1, 0}, {4, 1, 9, 0}};
+    lg_rec a[] = {{0, 1, LG_OUT_OK}, {1, 1, LG_OUT_OK}, {2, 1, LG_OUT_OK}};
+    lg_line lb[] = {{4, 3, 1, 0}, {-1, 1, 0, 0}};
+    lg_rec b[] = {{0, 1, LG_OUT_OK}, {1, 1, LG_OUT_LOCK_TIMEOUT}};
+    lg_batch batches[] = {{a, 3, la, 3}, {b, 2, lb, 2}};
+    assert_int_equal(lg_verdict_answers(items, 2, batches, 2), 0);
     assert_int_equal(items[0].acked_qty, 1);
     assert_int_equal(items[0].refused_n, 1);
     assert_int_equal(items[1].acked_qty, 4);
     assert_int_equal(items[1].dup_remaining, 1); /* remaining 4 twice, across threads */
     assert_int_equal(items[0].dup_remaining, 0);
+}
+
+/* Judges every item and the orders; returns the violations, fills out[]. */
+static int judge_run(fake *f, lg_finding *out, int *nfind)
+{
+    int n = 0, violations = 0, v;
+    for (int k = 0; k < NITEMS; k++) {
+        n += lg_verdict_judge(&f->items[k], out + n, LG_FINDING_COUNT, &v);
+        violations += v;
+    }
+    n += lg_verdict_judge_orders(&f->orders, out + n, LG_FINDING_COUNT, &v);
+    *nfind = n;
+    return violations + v;
+}
+
+#define ALL_LEDGERS 7u
+#define FINDINGS_MAX ((NITEMS + 1) * LG_FINDING_COUNT)
+
+/* Carts over three items of stock 10, all or nothing: two acknowledged, one
+ * refused for item 2 (short), one lock_timeout. */
+static fake *clean_carts(void)
+{
+    fake *f = fake_new(10);
+    size_t a = add_order(f, LG_OUT_OK, 3, (int[]){0, 1, 2}, (int[]){2, 1, 4},
+                         (long long[]){8, 9, 6});
+    size_t b = add_order(f, LG_OUT_OK, 2, (int[]){2, 0}, (int[]){5, 3}, (long long[]){1, 5});
+    add_order(f, LG_OUT_INSUFFICIENT, 2, (int[]){1, 2}, (int[]){1, 3}, (long long[]){-1, 1});
+    add_order(f, LG_OUT_LOCK_TIMEOUT, 1, (int[]){1}, (int[]){2}, NULL);
+    add_row_on(f, 0, (long)a, 2);
+    add_row_on(f, 1, (long)a, 1);
+    add_row_on(f, 2, (long)a, 4);
+    add_row_on(f, 2, (long)b, 5);
+    add_row_on(f, 0, (long)b, 3);
+    return f;
+}
+
+static void test_carts_applied_all_or_nothing_pass(void **state)
+{
+    (void)state;
+    fake *f = clean_carts();
+    reconcile(f, (long long[]){5, 9, 1}, (long long[]){5, 1, 9}, ALL_LEDGERS);
+    lg_finding out[FINDINGS_MAX];
+    int n;
+    assert_int_equal(judge_run(f, out, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(f->orders.orders, 4);
+    assert_int_equal(f->orders.lines, 8);
+    assert_int_equal(f->orders.acked, 2);
+    assert_int_equal(f->orders.checked, 4);
+    /* per item, sold equals the acknowledged lines */
+    assert_int_equal(f->items[0].acked_qty, 5);
+    assert_int_equal(f->items[2].acked_qty, 9);
+    assert_int_equal(f->items[2].matched_qty, 9);
+    assert_int_equal(f->items[1].refused_n, 2);
+    free(f);
+}
+
+static void test_acknowledged_cart_with_a_line_missing_is_partial(void **state)
+{
+    (void)state;
+    fake *f = fake_new(10);
+    size_t a = add_order(f, LG_OUT_OK, 3, (int[]){0, 1, 2}, (int[]){1, 1, 1},
+                         (long long[]){9, 9, 9});
+    add_row_on(f, 0, (long)a, 1);
+    add_row_on(f, 2, (long)a, 1); /* item 1's line was never written */
+    reconcile(f, (long long[]){9, 10, 9}, (long long[]){1, 0, 1}, ALL_LEDGERS);
+    lg_finding out[FINDINGS_MAX];
+    int n;
+    assert_true(judge_run(f, out, &n) >= 3);
+    const lg_finding *partial = find(out, n, LG_V_PARTIAL_ORDERS);
+    assert_non_null(partial);
+    assert_int_equal(partial->amount, 1);
+    assert_non_null(strstr(partial->text, "orders: 1 partially applied"));
+    assert_non_null(strstr(partial->text, "run-0-0 answered ok, 2 of 3 lines in the ledger"));
+    const lg_finding *missing = find(out, n, LG_V_ACKED_MISSING_LINES);
+    assert_non_null(missing);
+    assert_non_null(strstr(missing->text, "1 acknowledged orders miss 1 lines"));
+    assert_int_equal(f->items[1].missing_qty, 1); /* and item 1 says it per unit */
+    free(f);
+}
+
+static void test_acknowledged_cart_with_no_line_at_all_is_missing_not_partial(void **state)
+{
+    (void)state;
+    fake *f = fake_new(10);
+    add_order(f, LG_OUT_OK, 2, (int[]){0, 1}, (int[]){1, 1}, (long long[]){9, 9});
+    reconcile(f, NULL, NULL, ALL_LEDGERS);
+    lg_finding out[FINDINGS_MAX];
+    int n;
+    judge_run(f, out, &n);
+    assert_null(find(out, n, LG_V_PARTIAL_ORDERS));
+    assert_int_equal(find(out, n, LG_V_ACKED_MISSING_LINES)->amount, 1);
+    assert_int_equal(f->orders.acked_missing_lines, 2);
+    free(f);
+}
+
+static void test_refused_cart_that_left_lines_is_a_violation(void **state)
+{
+    (void)state;
+    fake *f = fake_new(10);
+    size_t a = add_order(f, LG_OUT_LOCK_LOST, 2, (int[]){0, 1}, (int[]){2, 3}, NULL);
+    size_t b = add_order(f, LG_OUT_INSUFFICIENT, 2, (int[]){1, 2}, (int[]){1, 1},
+                         (long long[]){-1, 0});
+    add_row_on(f, 0, (long)a, 2);
+    add_row_on(f, 1, (long)a, 3); /* all of a: applied whole, yet answered lock_lost */
+    add_row_on(f, 1, (long)b, 1); /* one of b: applied in part, and refused */
+    reconcile(f, (long long[]){8, 6, 10}, (long long[]){2, 4, 0}, ALL_LEDGERS);
+    lg_finding out[FINDINGS_MAX];
+    int n;
+    assert_true(judge_run(f, out, &n) > 0);
+    const lg_finding *refused = find(out, n, LG_V_REFUSED_WITH_LINES);
+    assert_int_equal(refused->amount, 2);
+    assert_non_null(strstr(refused->text, "2 refused or failed orders left 3 lines"));
+    assert_non_null(strstr(refused->text, "run-0-0 answered lock_lost, 2 of 2 lines"));
+    const lg_finding *partial = find(out, n, LG_V_PARTIAL_ORDERS);
+    assert_int_equal(partial->amount, 1);
+    assert_non_null(strstr(partial->text, "run-0-1 answered insufficient_stock, 1 of 2"));
+    assert_non_null(find(out, n, LG_V_UNACKED)); /* the rows, per item */
+    free(f);
+}
+
+static void test_cart_whose_answer_was_lost_must_still_be_all_or_nothing(void **state)
+{
+    (void)state;
+    fake *f = fake_new(10);
+    size_t whole = add_order(f, LG_OUT_TRANSPORT, 2, (int[]){0, 1}, (int[]){1, 1}, NULL);
+    size_t part = add_order(f, LG_OUT_MALFORMED, 2, (int[]){0, 2}, (int[]){1, 1}, NULL);
+    add_order(f, LG_OUT_TRANSPORT, 2, (int[]){1, 2}, (int[]){1, 1}, NULL); /* not applied */
+    add_row_on(f, 0, (long)whole, 1);
+    add_row_on(f, 1, (long)whole, 1);
+    add_row_on(f, 2, (long)part, 1);
+    reconcile(f, (long long[]){9, 9, 9}, (long long[]){1, 1, 1}, ALL_LEDGERS);
+    lg_finding out[FINDINGS_MAX];
+    int n;
+    assert_int_equal(judge_run(f, out, &n), 1);
+    assert_int_equal(find(out, n, LG_V_PARTIAL_ORDERS)->amount, 1);
+    assert_non_null(strstr(find(out, n, LG_V_PARTIAL_ORDERS)->text, "run-0-1 answered malformed"));
+    assert_non_null(find(out, n, LG_N_UNDETERMINED)); /* the rest is only a note */
+    free(f);
+}
+
+static void test_cart_on_an_item_whose_ledger_was_not_read_is_not_judged(void **state)
+{
+    (void)state;
+    fake *f = fake_new(10);
+    size_t a = add_order(f, LG_OUT_OK, 2, (int[]){0, 2}, (int[]){1, 1}, (long long[]){9, 9});
+    add_order(f, LG_OUT_OK, 1, (int[]){0}, (int[]){1}, (long long[]){8});
+    add_row_on(f, 0, (long)a, 1);
+    add_row_on(f, 0, 1, 1);
+    reconcile(f, (long long[]){8, 10, 9}, (long long[]){2, 0, 1}, 3u); /* item 2 unread */
+    lg_finding out[FINDINGS_MAX];
+    int n;
+    assert_int_equal(judge_run(f, out, &n), 0);
+    assert_int_equal(f->orders.checked, 1);
+    assert_int_equal(f->orders.orders, 2);
+    free(f);
+}
+
+static void test_short_lines_a_refused_cart_names_are_checked(void **state)
+{
+    (void)state;
+    fake *f = fake_new(10);
+    /* "item 1 has 5 left, you asked 2": a refusal that contradicts itself */
+    add_order(f, LG_OUT_INSUFFICIENT, 2, (int[]){0, 1}, (int[]){4, 2}, (long long[]){-1, 5});
+    /* "item 2 has 1 left", yet 10 remain at the end; item 0 was not named */
+    add_order(f, LG_OUT_INSUFFICIENT, 2, (int[]){0, 2}, (int[]){4, 3}, (long long[]){-1, 1});
+    reconcile(f, NULL, NULL, ALL_LEDGERS);
+    lg_finding out[FINDINGS_MAX];
+    int n;
+    assert_int_equal(judge_run(f, out, &n), 2);
+    const lg_finding *x = find(out, n, LG_V_FALSE_REFUSAL);
+    assert_non_null(strstr(x->text, "item 8: false refusals: 1 "));
+    assert_int_equal(f->items[0].bad_409 + f->items[0].min_409_remaining, -1); /* no claim */
+    assert_non_null(strstr(out[1].text, "item 9: false refusals: 0 "));
+    assert_non_null(strstr(out[1].text, "below the final stock 10"));
+    free(f);
+}
+
+static void test_carts_racing_on_an_item_show_lost_updates(void **state)
+{
+    (void)state;
+    fake *f = fake_new(10);
+    /* no lock: both read item 1 at 10 and wrote 10 - 2 */
+    size_t a = add_order(f, LG_OUT_OK, 2, (int[]){0, 1}, (int[]){1, 2}, (long long[]){9, 8});
+    size_t b = add_order(f, LG_OUT_OK, 2, (int[]){1, 2}, (int[]){2, 1}, (long long[]){8, 9});
+    add_row_on(f, 0, (long)a, 1);
+    add_row_on(f, 1, (long)a, 2);
+    add_row_on(f, 1, (long)b, 2);
+    add_row_on(f, 2, (long)b, 1);
+    reconcile(f, (long long[]){9, 8, 9}, (long long[]){1, 4, 1}, ALL_LEDGERS);
+    lg_finding out[FINDINGS_MAX];
+    int n;
+    assert_int_equal(judge_run(f, out, &n), 1);
+    assert_non_null(strstr(find(out, n, LG_V_LOST_UPDATES)->text, "item 8: lost updates 2"));
+    assert_int_equal(f->orders.partial_n, 0); /* every order whole: the race is per item */
+    free(f);
+}
+
+static void test_row_on_an_item_the_cart_did_not_ask_is_foreign(void **state)
+{
+    (void)state;
+    fake *f = fake_new(10);
+    size_t a = add_order(f, LG_OUT_OK, 1, (int[]){0}, (int[]){1}, (long long[]){9});
+    add_row_on(f, 0, (long)a, 1);
+    add_row_on(f, 1, (long)a, 1); /* the order has no line on item 1 */
+    reconcile(f, (long long[]){9, 9, 10}, (long long[]){1, 1, 0}, ALL_LEDGERS);
+    assert_int_equal(f->items[1].foreign_rows, 1);
+    assert_int_equal(f->orders.partial_n, 0);
+    free(f);
 }
 
 static void test_finding_names_are_stable(void **state)
@@ -358,6 +622,11 @@ static void test_finding_names_are_stable(void **state)
     assert_string_equal(lg_finding_name(LG_V_OVERSOLD), "oversold");
     assert_string_equal(lg_finding_name(LG_V_LOST_UPDATES), "lost_updates");
     assert_string_equal(lg_finding_name(LG_V_UNACKED), "unacknowledged_deductions");
+    assert_string_equal(lg_finding_name(LG_V_PARTIAL_ORDERS), "partially_applied_orders");
+    assert_string_equal(lg_finding_name(LG_V_ACKED_MISSING_LINES),
+                        "acknowledged_orders_missing_lines");
+    assert_string_equal(lg_finding_name(LG_V_REFUSED_WITH_LINES), "refused_orders_with_lines");
+    assert_string_equal(lg_finding_name(LG_N_UNDETERMINED), "undetermined");
     assert_string_equal(lg_finding_name(99), "unknown");
 }
 
@@ -378,6 +647,15 @@ int main(void)
         cmocka_unit_test(test_totals_alone_allow_only_undetermined_extra_sales),
         cmocka_unit_test(test_refusal_while_stock_remained_is_false),
         cmocka_unit_test(test_records_are_tallied_per_item_and_strays_ignored),
+        cmocka_unit_test(test_carts_applied_all_or_nothing_pass),
+        cmocka_unit_test(test_acknowledged_cart_with_a_line_missing_is_partial),
+        cmocka_unit_test(test_acknowledged_cart_with_no_line_at_all_is_missing_not_partial),
+        cmocka_unit_test(test_refused_cart_that_left_lines_is_a_violation),
+        cmocka_unit_test(test_cart_whose_answer_was_lost_must_still_be_all_or_nothing),
+        cmocka_unit_test(test_cart_on_an_item_whose_ledger_was_not_read_is_not_judged),
+        cmocka_unit_test(test_short_lines_a_refused_cart_names_are_checked),
+        cmocka_unit_test(test_carts_racing_on_an_item_show_lost_updates),
+        cmocka_unit_test(test_row_on_an_item_the_cart_did_not_ask_is_foreign),
         cmocka_unit_test(test_finding_names_are_stable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

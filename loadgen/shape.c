@@ -1,0 +1,135 @@
+/* shape.c - the two request shapes: one /reduceStock line sent round robin
+ * over the items (as loadgen always did), or a cart of random distinct items
+ * for /orders, whose lines the answer must repeat. */
+#include "loadgen/shape.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static uint64_t next_rand(uint64_t *s)
+{
+    /* xorshift64*: quantities and carts need spread, not cryptographic quality */
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 2685821657736338717ULL;
+}
+
+/* Uniform in [lo, hi] (modulo bias is irrelevant at these ranges). */
+static int uniform(uint64_t *rng, int lo, int hi)
+{
+    return lo + (int)(next_rand(rng) % (uint64_t)(hi - lo + 1));
+}
+
+static int is_cart(const lg_shape *s)
+{
+    return s->lmax > 0;
+}
+
+const char *lg_shape_path(const lg_shape *s)
+{
+    return is_cart(s) ? "/orders" : "/reduceStock";
+}
+
+int lg_shape_valid(const lg_shape *s)
+{
+    if (s->item_ids == NULL || s->nitems < 1 || s->nitems > LG_LINE_ITEM_MAX + 1 ||
+        s->qmin < 1 || s->qmax < s->qmin)
+        return 0;
+    return !is_cart(s) || (s->lmin >= 1 && s->lmax >= s->lmin && s->lmax <= s->nitems &&
+                           s->lmax <= LG_ORDER_LINES_MAX);
+}
+
+/* An item no line of lines[0..n) has yet: draws until one is new, which ends
+ * soon since a cart has at most as many lines as there are items. */
+static int new_item(const lg_shape *s, uint64_t *rng, const lg_line *lines, int n)
+{
+    for (;;) {
+        int item = uniform(rng, 0, s->nitems - 1), k = 0;
+        while (k < n && (int)lines[k].item != item)
+            k++;
+        if (k == n)
+            return item;
+    }
+}
+
+int lg_shape_draw(const lg_shape *s, long long ticket, uint64_t *rng, lg_line *lines)
+{
+    int n = is_cart(s) ? uniform(rng, s->lmin, s->lmax) : 1;
+    for (int k = 0; k < n; k++) {
+        int item = is_cart(s) ? new_item(s, rng, lines, k) : (int)(ticket % s->nitems);
+        lines[k].item = (uint32_t)item;
+        lines[k].quantity = uniform(rng, s->qmin, s->qmax);
+        lines[k].remaining = -1;
+        lines[k].seen = 0;
+    }
+    return n;
+}
+
+/* Appends printf-style text to buf at used; -1 once it no longer fits (and
+ * from then on). */
+__attribute__((format(printf, 4, 5))) static int append(char *buf, size_t size, int used,
+                                                         const char *fmt, ...)
+{
+    if (used < 0)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + used, size - (size_t)used, fmt, ap);
+    va_end(ap);
+    return n < 0 || (size_t)n >= size - (size_t)used ? -1 : used + n;
+}
+
+int lg_shape_body(const lg_shape *s, const lg_line *lines, int n, const char *request_id,
+                  char *buf, size_t size)
+{
+    int used = 0;
+    if (is_cart(s)) {
+        used = append(buf, size, used, "{\"requestId\":\"%s\",\"lines\":[", request_id);
+        for (int k = 0; k < n; k++)
+            used = append(buf, size, used, "%s{\"itemId\":%lld,\"quantity\":%d}", k ? "," : "",
+                          s->item_ids[lines[k].item], (int)lines[k].quantity);
+        used = append(buf, size, used, "]");
+    } else {
+        used = append(buf, size, used, "{\"itemId\":%lld,\"quantity\":%d,\"requestId\":\"%s\"",
+                      s->item_ids[lines[0].item], (int)lines[0].quantity, request_id);
+    }
+    if (s->work_ms > 0)
+        used = append(buf, size, used, ",\"workMs\":%d", s->work_ms);
+    return append(buf, size, used, "}");
+}
+
+/* A /reduceStock answer speaks of its one line. */
+static void single_answer(long status, const char *body, size_t len, lg_line *line,
+                          lg_answer *out)
+{
+    lg_answer_parse(status, body, len, out);
+    if (out->outcome == LG_OUT_OK && out->quantity != line->quantity) {
+        out->outcome = LG_OUT_MALFORMED;
+        snprintf(out->why, sizeof(out->why), "200 for quantity %lld, asked %d", out->quantity,
+                 (int)line->quantity);
+    }
+    line->remaining = out->remaining;
+}
+
+static void cart_answer(const lg_shape *s, long status, const char *body, size_t len,
+                        lg_line *lines, int n, lg_answer *out)
+{
+    lg_answer_line asked[LG_ORDER_LINES_MAX];
+    for (int k = 0; k < n; k++) {
+        asked[k].item_id = s->item_ids[lines[k].item];
+        asked[k].quantity = lines[k].quantity;
+    }
+    lg_answer_parse_order(status, body, len, asked, n, out);
+    for (int k = 0; k < n; k++)
+        lines[k].remaining = asked[k].remaining;
+}
+
+void lg_shape_answer(const lg_shape *s, long status, const char *body, size_t len,
+                     lg_line *lines, int n, lg_answer *out)
+{
+    if (is_cart(s))
+        cart_answer(s, status, body, len, lines, n, out);
+    else
+        single_answer(status, body, len, &lines[0], out);
+}
