@@ -1,20 +1,21 @@
-/* batch.c - per-item queues of /reduceStock requests for group commit. */
+/* batch.c - queues of requests for group commit: one per item, or per any
+ * other key the service uses. */
 #include "batch.h"
 
 #include <stdlib.h>
 
 #define BUCKETS 256
 
-struct item_queue {
-    struct item_queue *hnext;
-    int64_t item_id;
+struct job_queue {
+    struct job_queue *hnext;
+    int64_t id;
     batch_job *head, *tail;
     int has_leader; /* a thread will take the next batch */
 };
 
 struct batch_queues {
     pthread_mutex_t mu;
-    struct item_queue *bucket[BUCKETS];
+    struct job_queue *bucket[BUCKETS];
 };
 
 batch_queues *batch_new(void)
@@ -33,10 +34,10 @@ void batch_free(batch_queues *q)
     free(q);
 }
 
-static struct item_queue **slot(batch_queues *q, int64_t item_id)
+static struct job_queue **slot(batch_queues *q, int64_t id)
 {
-    struct item_queue **p = &q->bucket[(uint64_t)item_id % BUCKETS];
-    while (*p && (*p)->item_id != item_id)
+    struct job_queue **p = &q->bucket[(uint64_t)id % BUCKETS];
+    while (*p && (*p)->id != id)
         p = &(*p)->hnext;
     return p;
 }
@@ -47,9 +48,9 @@ int batch_enter(batch_queues *q, batch_job *job)
     job->done = job->leader = 0;
     pthread_cond_init(&job->cv, NULL);
     pthread_mutex_lock(&q->mu);
-    struct item_queue **p = slot(q, job->item_id), *iq = *p;
+    struct job_queue **p = slot(q, job->queue), *iq = *p;
     if (iq == NULL && (iq = *p = calloc(1, sizeof(*iq))) != NULL)
-        iq->item_id = job->item_id;
+        iq->id = job->queue;
     if (iq == NULL) { /* out of memory: serve it alone */
         pthread_mutex_unlock(&q->mu);
         pthread_cond_destroy(&job->cv);
@@ -71,12 +72,13 @@ int batch_enter(batch_queues *q, batch_job *job)
     return lead;
 }
 
-int batch_take(batch_queues *q, int64_t item_id, batch_job **jobs, int max)
+int batch_take(batch_queues *q, int64_t queue, batch_job **jobs, int max,
+               int (*fits)(const batch_job *job, void *arg), void *arg)
 {
     pthread_mutex_lock(&q->mu);
-    struct item_queue **p = slot(q, item_id), *iq = *p;
+    struct job_queue **p = slot(q, queue), *iq = *p;
     int n = 0;
-    while (iq && iq->head && n < max) {
+    while (iq && iq->head && n < max && (fits == NULL || fits(iq->head, arg) || n == 0)) {
         jobs[n++] = iq->head;
         iq->head = iq->head->next;
     }

@@ -21,8 +21,8 @@
 typedef struct batch_queues batch_queues;
 
 typedef struct batch_job {
-    int64_t item_id;
-    void *arg; /* the caller's: the request and where its answer goes */
+    int64_t queue; /* which queue it waits in: an item's id, or any other key the caller uses */
+    void *arg;     /* the caller's: the request and where its answer goes */
     /* owned by batch.c */
     struct batch_job *next;
     int done, leader;
@@ -33,14 +33,18 @@ typedef struct batch_job {
 batch_queues *batch_new(void);
 void batch_free(batch_queues *q); /* no job may be queued */
 
-/* Queues job (item_id and arg set) and waits. Returns 1 when the
+/* Queues job (queue and arg set) and waits. Returns 1 when the
  * caller must lead a batch, 0 when another leader served the job, -1 when out
  * of memory (nothing queued: serve the job alone). */
 int batch_enter(batch_queues *q, batch_job *job);
 
-/* Leader: dequeues up to max jobs of item, in arrival order (the leader's
- * own first), and promotes the next queued job, if any, to lead. */
-int batch_take(batch_queues *q, int64_t item_id, batch_job **jobs, int max);
+/* Leader: dequeues up to max jobs of queue, in arrival order (the leader's
+ * own first), stopping before a job that fits (when not NULL) says does not
+ * fit with those taken (fits sees every job, the leader's own first, which
+ * is taken whatever it says), and promotes the next
+ * queued job, if any, to lead. */
+int batch_take(batch_queues *q, int64_t queue, batch_job **jobs, int max,
+               int (*fits)(const batch_job *job, void *arg), void *arg);
 
 /* Leader: marks the jobs served (their out filled) and wakes their threads. */
 void batch_finish(batch_queues *q, batch_job **jobs, int n);

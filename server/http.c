@@ -47,7 +47,7 @@ struct reply {
     json_t *json;      /* owned; NULL when text is set */
     char *text;        /* owned, malloc'd (metrics) */
     size_t text_len;
-    const char *location;
+    char location[64]; /* "" = no header */
     int retry_after;   /* seconds; 0 = no header */
     const char *allow; /* 405 */
 };
@@ -124,7 +124,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, struct reply *r, 
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
                             r->text ? "text/plain; version=0.0.4" : "application/json");
-    if (r->location)
+    if (r->location[0])
         MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, r->location);
     if (r->allow)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
@@ -147,7 +147,8 @@ static const struct {
     int retry_after;
 } outcome_http[SERVICE_OUTCOME_COUNT] = {
     [SERVICE_OK] = {200, 0},           [SERVICE_REPLAYED] = {200, 0},
-    [SERVICE_NOT_FOUND] = {404, 0},    [SERVICE_INSUFFICIENT] = {409, 0},
+    [SERVICE_NOT_FOUND] = {404, 0},    [SERVICE_ORDER_NOT_FOUND] = {404, 0},
+    [SERVICE_INSUFFICIENT] = {409, 0},
     [SERVICE_CONFLICT] = {409, 0},     [SERVICE_LOCK_TIMEOUT] = {503, 1},
     [SERVICE_LOCK_INTERRUPTED] = {503, 0}, [SERVICE_LOCK_LOST] = {503, 0},
     [SERVICE_REDIS_DOWN] = {503, 1},   [SERVICE_STORAGE_BUSY] = {503, 1},
@@ -162,12 +163,18 @@ static int reply_failure(struct reply *r, const service_result *res)
         return 0;
     reply_error(r, outcome_http[o].status, service_outcome_name(o), "%s", res->message);
     r->retry_after = outcome_http[o].retry_after;
-    if (o == SERVICE_INSUFFICIENT) {
-        json_object_set_new(r->json, "itemId", json_integer(res->item_id));
-        json_object_set_new(r->json, "remaining", json_integer(res->remaining));
-        json_object_set_new(r->json, "requested", json_integer(res->requested));
-    }
     return 1;
+}
+
+static json_t *request_id_json(const store_order_info *o)
+{
+    return o->has_request_id ? json_text(o->request_id) : json_null();
+}
+
+static json_t *short_json(const service_short_line *l)
+{
+    return json_pack("{s:I, s:I, s:I}", "itemId", (json_int_t)l->item_id, "remaining",
+                     (json_int_t)l->remaining, "requested", (json_int_t)l->requested);
 }
 
 /* A body parse failure as its 400 answer; 0 when the body parsed. */
@@ -183,23 +190,86 @@ static int reply_bad_body(struct reply *r, int rc, const char *err)
 
 static void handle_reduce(http_server *s, const struct request *rq, struct reply *r)
 {
-    req_reduce req;
+    req_order req;
     char err[256];
     if (reply_bad_body(r, req_parse_reduce(rq->body, rq->len, &req, err, sizeof(err)), err))
         return;
     service_result res;
     service_reduce(s->svc, &req, &res);
-    if (reply_failure(r, &res))
+    if (reply_failure(r, &res)) {
+        if (res.outcome == SERVICE_INSUFFICIENT) { /* its line's figures, at the top level */
+            json_t *line = short_json(&res.shorts[0]);
+            json_object_update(r->json, line);
+            json_decref(line);
+        }
         return;
+    }
     const store_order *o = &res.order;
     r->status = 200;
     r->json = json_pack("{s:I, s:I, s:I, s:I, s:o, s:b}", "itemId",
                         (json_int_t)o->lines[0].item_id, "quantity",
                         (json_int_t)o->lines[0].quantity, "remaining",
                         (json_int_t)o->lines[0].remaining, "orderId",
-                        (json_int_t)o->info.order_id, "requestId",
-                        o->info.has_request_id ? json_text(o->info.request_id) : json_null(),
+                        (json_int_t)o->info.order_id, "requestId", request_id_json(&o->info),
                         "replayed", res.outcome == SERVICE_REPLAYED);
+}
+
+/* ---- /orders and /orders/{id} ---- */
+
+static void handle_order(http_server *s, const struct request *rq, struct reply *r)
+{
+    req_order req;
+    char err[256];
+    if (reply_bad_body(r, req_parse_order(rq->body, rq->len, &req, err, sizeof(err)), err))
+        return;
+    service_result res;
+    service_place_order(s->svc, &req, &res);
+    if (reply_failure(r, &res)) {
+        if (res.outcome == SERVICE_INSUFFICIENT) {
+            json_t *lines = json_array();
+            for (int i = 0; i < res.nshort; i++)
+                json_array_append_new(lines, short_json(&res.shorts[i]));
+            json_object_set_new(r->json, "lines", lines);
+        }
+        return;
+    }
+    const store_order *o = &res.order;
+    json_t *lines = json_array();
+    for (int i = 0; i < o->nlines; i++)
+        json_array_append_new(lines, json_pack("{s:I, s:I, s:I}", "itemId",
+                                               (json_int_t)o->lines[i].item_id, "quantity",
+                                               (json_int_t)o->lines[i].quantity, "remaining",
+                                               (json_int_t)o->lines[i].remaining));
+    r->status = res.outcome == SERVICE_REPLAYED ? 200 : 201; /* a replay creates nothing */
+    if (r->status == 201)
+        snprintf(r->location, sizeof(r->location), "/orders/%lld", (long long)o->info.order_id);
+    r->json = json_pack("{s:I, s:o, s:o, s:b}", "orderId", (json_int_t)o->info.order_id,
+                        "requestId", request_id_json(&o->info), "lines", lines, "replayed",
+                        res.outcome == SERVICE_REPLAYED);
+}
+
+static void show_order(http_server *s, const route_result *rt, struct reply *r)
+{
+    service_result res;
+    service_get_order(s->svc, rt->path_id, &res);
+    if (reply_failure(r, &res))
+        return;
+    const store_order *o = &res.order;
+    json_t *lines = json_array();
+    for (int i = 0; i < o->nlines; i++) {
+        const store_line *l = &o->lines[i];
+        json_array_append_new(lines, json_pack("{s:I, s:I, s:I, s:I, s:i}", "itemId",
+                                               (json_int_t)l->item_id, "quantity",
+                                               (json_int_t)l->quantity, "remaining",
+                                               (json_int_t)l->remaining, "fence",
+                                               (json_int_t)l->fence.fence, "fenceSeq",
+                                               l->fence.seq));
+    }
+    r->status = 200;
+    r->json = json_pack("{s:I, s:o, s:o, s:s, s:s, s:o}", "orderId",
+                        (json_int_t)o->info.order_id, "requestId", request_id_json(&o->info),
+                        "instance", json_text(o->info.instance), "lockMode", o->info.lock_mode,
+                        "createdAt", o->info.created_at, "lines", lines);
 }
 
 /* ---- /items and /items/{id} ---- */
@@ -219,8 +289,7 @@ static void add_line(const store_order_info *o, const store_line *l, void *arr)
     json_array_append_new(
         arr, json_pack("{s:I, s:I, s:I, s:o, s:o, s:s, s:I, s:i, s:s}", "orderId",
                        (json_int_t)o->order_id, "quantity", (json_int_t)l->quantity, "remaining",
-                       (json_int_t)l->remaining, "requestId",
-                       o->has_request_id ? json_text(o->request_id) : json_null(), "instance",
+                       (json_int_t)l->remaining, "requestId", request_id_json(o), "instance",
                        json_text(o->instance), "lockMode", o->lock_mode, "fence",
                        (json_int_t)l->fence.fence, "fenceSeq", l->fence.seq, "createdAt",
                        o->created_at));
@@ -283,7 +352,6 @@ static void list_items(http_server *s, struct MHD_Connection *conn, struct reply
 
 static void create_item(http_server *s, const struct request *rq, struct reply *r)
 {
-    static _Thread_local char location[64];
     req_item req;
     char err[256];
     if (reply_bad_body(r, req_parse_item(rq->body, rq->len, 1, &req, err, sizeof(err)), err))
@@ -292,10 +360,9 @@ static void create_item(http_server *s, const struct request *rq, struct reply *
     service_create_item(s->svc, &req, &res);
     if (reply_failure(r, &res))
         return;
-    snprintf(location, sizeof(location), "/items/%lld", (long long)res.item.id);
+    snprintf(r->location, sizeof(r->location), "/items/%lld", (long long)res.item.id);
     r->status = 201;
     r->json = item_json(&res.item);
-    r->location = location;
 }
 
 static void set_stock(http_server *s, const route_result *rt, const struct request *rq,
@@ -306,7 +373,7 @@ static void set_stock(http_server *s, const route_result *rt, const struct reque
     if (reply_bad_body(r, req_parse_item(rq->body, rq->len, 0, &req, err, sizeof(err)), err))
         return;
     service_result res;
-    service_set_stock(s->svc, rt->item_id, req.stock, &res);
+    service_set_stock(s->svc, rt->path_id, req.stock, &res);
     if (reply_failure(r, &res))
         return;
     r->status = 200;
@@ -321,7 +388,7 @@ static void show_item(http_server *s, struct MHD_Connection *conn, const route_r
         return;
     json_t *orders = json_array();
     service_result res;
-    service_item_ledger(s->svc, rt->item_id, p.after, (int)p.limit + 1, add_line, orders, &res);
+    service_item_ledger(s->svc, rt->path_id, p.after, (int)p.limit + 1, add_line, orders, &res);
     if (reply_failure(r, &res)) {
         json_decref(orders);
         return;
@@ -366,6 +433,8 @@ static void dispatch(http_server *s, struct MHD_Connection *conn, const char *me
     case ROUTE_HEALTH: handle_health(s, r); break;
     case ROUTE_REDUCE: handle_reduce(s, rq, r); break;
     case ROUTE_ITEMS: post ? create_item(s, rq, r) : list_items(s, conn, r); break;
+    case ROUTE_ORDERS: handle_order(s, rq, r); break;
+    case ROUTE_ORDER: show_order(s, rt, r); break;
     default: put ? set_stock(s, rt, rq, r) : show_item(s, conn, rt, r); break;
     }
 }

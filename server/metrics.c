@@ -10,13 +10,29 @@ static const int tracked_status[] = {200, 201, 400, 404, 405, 409, 413, 500, 503
 #define NSTATUS (sizeof(tracked_status) / sizeof(tracked_status[0])) /* last: any other */
 #define OUTCOMES_MAX 32
 
+/* Lines per order: the bucket bounds (the last is +Inf). */
+static const int line_bounds[] = {1, 2, 3, 4, 5, 8, 16, 32, -1};
+#define LINE_BUCKETS (sizeof(line_bounds) / sizeof(line_bounds[0]))
+
 struct metrics {
     const char *const *outcome_names;
     int noutcomes;
     _Atomic uint64_t requests[ROUTE_COUNT][NSTATUS];
-    _Atomic uint64_t outcomes[OUTCOMES_MAX];
+    _Atomic uint64_t reduce_outcomes[OUTCOMES_MAX]; /* POST /reduceStock */
+    _Atomic uint64_t order_outcomes[OUTCOMES_MAX];  /* every order, either endpoint */
     _Atomic uint64_t units_deducted;
+    _Atomic uint64_t lines[LINE_BUCKETS], lines_sum;             /* lines per order */
+    _Atomic uint64_t multi_wait[DLOCK_WAIT_BUCKETS], multi_wait_ms, multi_waits;
 };
+
+/* Counts value into the first bucket whose bound holds it (bounds end with -1: +Inf). */
+static void observe(_Atomic uint64_t *buckets, const int *bounds, int n, int64_t value)
+{
+    int b = 0;
+    while (b < n - 1 && value > bounds[b])
+        b++;
+    atomic_fetch_add(&buckets[b], 1);
+}
 
 metrics *metrics_new(const char *const *outcome_names, int noutcomes)
 {
@@ -40,12 +56,26 @@ void metrics_request(metrics *m, enum route_id route, int status)
     atomic_fetch_add(&m->requests[route < ROUTE_COUNT ? route : ROUTE_NOT_FOUND][s], 1);
 }
 
-void metrics_outcome(metrics *m, int outcome, int ok, int64_t quantity)
+void metrics_reduce(metrics *m, int outcome)
 {
     if (outcome >= 0 && outcome < m->noutcomes)
-        atomic_fetch_add(&m->outcomes[outcome], 1);
-    if (ok)
-        atomic_fetch_add(&m->units_deducted, (uint64_t)quantity);
+        atomic_fetch_add(&m->reduce_outcomes[outcome], 1);
+}
+
+void metrics_order(metrics *m, int outcome, int nlines, int64_t units)
+{
+    if (outcome >= 0 && outcome < m->noutcomes)
+        atomic_fetch_add(&m->order_outcomes[outcome], 1);
+    observe(m->lines, line_bounds, (int)LINE_BUCKETS, nlines);
+    atomic_fetch_add(&m->lines_sum, (uint64_t)nlines);
+    atomic_fetch_add(&m->units_deducted, (uint64_t)units);
+}
+
+void metrics_multilock_wait(metrics *m, int64_t ms)
+{
+    observe(m->multi_wait, dlock_wait_bucket_ms, DLOCK_WAIT_BUCKETS, ms);
+    atomic_fetch_add(&m->multi_wait_ms, (uint64_t)(ms > 0 ? ms : 0));
+    atomic_fetch_add(&m->multi_waits, 1);
 }
 
 struct buf {
@@ -81,6 +111,32 @@ static void put_counter(struct buf *b, const char *name, const char *help, uint6
         (unsigned long long)v);
 }
 
+/* A histogram family: cumulative buckets (bounds end with -1: +Inf, each
+ * divided by scale for the le label), _sum (also divided) and _count. */
+static void put_histogram(struct buf *b, const char *name, const char *help,
+                          const uint64_t *buckets, const int *bounds, int n, double scale,
+                          uint64_t sum, uint64_t count)
+{
+    put(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    uint64_t cumulative = 0;
+    for (int i = 0; i < n; i++) {
+        cumulative += buckets[i];
+        if (bounds[i] < 0)
+            put(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cumulative);
+        else
+            put(b, "%s_bucket{le=\"%g\"} %llu\n", name, bounds[i] / scale,
+                (unsigned long long)cumulative);
+    }
+    put(b, "%s_sum %g\n%s_count %llu\n", name, sum / scale, name, (unsigned long long)count);
+}
+
+/* Copies atomic counters for rendering. */
+static void load_all(uint64_t *out, _Atomic uint64_t *in, int n)
+{
+    for (int i = 0; i < n; i++)
+        out[i] = atomic_load(&in[i]);
+}
+
 static void render_lock(struct buf *b, dlock_client *locks)
 {
     dlock_stats s;
@@ -104,20 +160,40 @@ static void render_lock(struct buf *b, dlock_client *locks)
     put_counter(b, "stockd_lock_orphans_dropped_total",
                 "Of those, dropped untried because too many were in doubt at once.",
                 s.orphans_dropped);
-    put(b, "# HELP stockd_lock_wait_seconds Time spent acquiring a lock.\n"
-           "# TYPE stockd_lock_wait_seconds histogram\n");
-    uint64_t cumulative = 0;
-    for (int i = 0; i < DLOCK_WAIT_BUCKETS; i++) {
-        cumulative += s.wait_buckets[i];
-        if (dlock_wait_bucket_ms[i] < 0)
-            put(b, "stockd_lock_wait_seconds_bucket{le=\"+Inf\"} %llu\n",
-                (unsigned long long)cumulative);
-        else
-            put(b, "stockd_lock_wait_seconds_bucket{le=\"%g\"} %llu\n",
-                dlock_wait_bucket_ms[i] / 1000.0, (unsigned long long)cumulative);
-    }
-    put(b, "stockd_lock_wait_seconds_sum %.3f\nstockd_lock_wait_seconds_count %llu\n",
-        s.wait_sum_ms / 1000.0, (unsigned long long)s.wait_count);
+    put_histogram(b, "stockd_lock_wait_seconds", "Time spent acquiring a lock.",
+                  s.wait_buckets, dlock_wait_bucket_ms, DLOCK_WAIT_BUCKETS, 1000.0,
+                  s.wait_sum_ms, s.wait_count);
+}
+
+/* Results by outcome, one labelled counter family. */
+static void put_outcomes(struct buf *b, const metrics *m, const char *name, const char *help,
+                         _Atomic uint64_t *counts)
+{
+    put(b, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+    for (int o = 0; o < m->noutcomes; o++)
+        put(b, "%s{outcome=\"%s\"} %llu\n", name, m->outcome_names[o],
+            (unsigned long long)atomic_load(&counts[o]));
+}
+
+static void render_orders(struct buf *b, metrics *m)
+{
+    uint64_t lines[LINE_BUCKETS], waits[DLOCK_WAIT_BUCKETS], orders = 0;
+    put_outcomes(b, m, "stockd_reduce_total", "/reduceStock results, by outcome.",
+                 m->reduce_outcomes);
+    put_outcomes(b, m, "stockd_orders_total", "Orders (either endpoint), by outcome.",
+                 m->order_outcomes);
+    load_all(lines, m->lines, (int)LINE_BUCKETS);
+    for (size_t i = 0; i < LINE_BUCKETS; i++)
+        orders += lines[i];
+    put_histogram(b, "stockd_order_lines", "Lines per order.", lines, line_bounds,
+                  (int)LINE_BUCKETS, 1.0, atomic_load(&m->lines_sum), orders);
+    load_all(waits, m->multi_wait, DLOCK_WAIT_BUCKETS);
+    put_histogram(b, "stockd_multilock_wait_seconds",
+                  "Time spent acquiring the locks of an order of several items as one.", waits,
+                  dlock_wait_bucket_ms, DLOCK_WAIT_BUCKETS, 1000.0,
+                  atomic_load(&m->multi_wait_ms), atomic_load(&m->multi_waits));
+    put_counter(b, "stockd_units_deducted_total", "Units of stock deducted.",
+                atomic_load(&m->units_deducted));
 }
 
 char *metrics_render(metrics *m, const metrics_extra *x, size_t *len)
@@ -138,13 +214,7 @@ char *metrics_render(metrics *m, const metrics_extra *x, size_t *len)
                 put(&b, "stockd_http_requests_total{route=\"%s\",status=\"other\"} %llu\n",
                     route_name(r), (unsigned long long)v);
         }
-    put(&b, "# HELP stockd_reduce_total /reduceStock results, by outcome.\n"
-            "# TYPE stockd_reduce_total counter\n");
-    for (int o = 0; o < m->noutcomes; o++)
-        put(&b, "stockd_reduce_total{outcome=\"%s\"} %llu\n", m->outcome_names[o],
-            (unsigned long long)atomic_load(&m->outcomes[o]));
-    put_counter(&b, "stockd_units_deducted_total", "Units of stock deducted.",
-                atomic_load(&m->units_deducted));
+    render_orders(&b, m);
     put_counter(&b, "stockd_http_deadline_closed_total",
                 "Connections closed because a request line, headers or body came too slowly.",
                 x->reaped);

@@ -20,8 +20,15 @@ void metrics_free(metrics *m);
 /* Counts one answered request. */
 void metrics_request(metrics *m, enum route_id route, int status);
 
-/* Counts one deduction result; quantity counts toward units deducted when ok. */
-void metrics_outcome(metrics *m, int outcome, int ok, int64_t quantity);
+/* Counts one POST /reduceStock result. */
+void metrics_reduce(metrics *m, int outcome);
+
+/* Counts one order placed (either endpoint): its outcome, its number of
+ * lines, and the units it deducted (0 unless it did). */
+void metrics_order(metrics *m, int outcome, int nlines, int64_t units);
+
+/* Counts the wait for the locks of an order of several items (a multi-lock). */
+void metrics_multilock_wait(metrics *m, int64_t ms);
 
 /* What the rest of the process knows, for one rendering. */
 typedef struct metrics_extra {

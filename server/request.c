@@ -89,21 +89,88 @@ static int valid_request_id(const char *s, size_t len)
     return 1;
 }
 
-int req_parse_reduce(const char *body, size_t len, req_reduce *out, char *err, size_t errlen)
+/* itemId and quantity of one line, from obj. 0, or -1 with err set. */
+static int line_fields(json_t *obj, req_line *l, char *err, size_t errlen)
+{
+    return int_field(obj, "itemId", 1, 1, INT64_MAX, &l->item_id, err, errlen) >= 0 &&
+                   int_field(obj, "quantity", 1, 1, RULE_QUANTITY_MAX, &l->quantity, err,
+                             errlen) >= 0
+               ? 0
+               : -1;
+}
+
+/* requestId and workMs, the fields every order may carry. 0, or -1 with err set. */
+static int order_fields(json_t *root, req_order *out, char *err, size_t errlen)
+{
+    if (int_field(root, "workMs", 0, 0, RULE_WORK_MS_MAX, &out->work_ms, err, errlen) < 0)
+        return -1;
+    int rid = string_field(root, "requestId", 0, valid_request_id, out->request_id,
+                           REQUEST_ID_RULE, err, errlen);
+    out->has_request_id = rid > 0;
+    return rid >= 0 ? 0 : -1;
+}
+
+int req_parse_reduce(const char *body, size_t len, req_order *out, char *err, size_t errlen)
 {
     int code;
     memset(out, 0, sizeof(*out));
     json_t *root = load_object(body, len, &code, err, errlen);
     if (root == NULL)
         return code;
+    out->nlines = 1;
+    int rc = line_fields(root, &out->lines[0], err, errlen) == 0 &&
+                     order_fields(root, out, err, errlen) == 0
+                 ? REQ_OK
+                 : REQ_ERR_INVALID;
+    json_decref(root);
+    return rc;
+}
+
+/* Line i of the "lines" array into out->lines[i]: an object with its
+ * fields, for an item no earlier line has. 0, or -1 with err naming it. */
+static int order_line(json_t *v, size_t i, req_order *out, char *err, size_t errlen)
+{
+    char why[200];
+    req_line *l = &out->lines[i];
+    if (!json_is_object(v)) {
+        snprintf(err, errlen, "lines[%zu] must be an object {\"itemId\",\"quantity\"}", i);
+        return -1;
+    }
+    if (line_fields(v, l, why, sizeof(why)) != 0) {
+        snprintf(err, errlen, "lines[%zu]: %s", i, why);
+        return -1;
+    }
+    for (size_t j = 0; j < i; j++)
+        if (out->lines[j].item_id == l->item_id) {
+            snprintf(err, errlen, "lines[%zu]: itemId %lld already in lines[%zu]; an order has "
+                     "one line per item", i, (long long)l->item_id, j);
+            return -1;
+        }
+    return 0;
+}
+
+int req_parse_order(const char *body, size_t len, req_order *out, char *err, size_t errlen)
+{
+    int code;
+    memset(out, 0, sizeof(*out));
+    json_t *root = load_object(body, len, &code, err, errlen);
+    if (root == NULL)
+        return code;
+    json_t *lines = json_object_get(root, "lines"), *v;
+    size_t i, n = json_array_size(lines);
     int rc = REQ_ERR_INVALID;
-    if (int_field(root, "itemId", 1, 1, INT64_MAX, &out->item_id, err, errlen) >= 0 &&
-        int_field(root, "quantity", 1, 1, RULE_QUANTITY_MAX, &out->quantity, err, errlen) >= 0 &&
-        int_field(root, "workMs", 0, 0, RULE_WORK_MS_MAX, &out->work_ms, err, errlen) >= 0) {
-        int rid = string_field(root, "requestId", 0, valid_request_id, out->request_id,
-                               REQUEST_ID_RULE, err, errlen);
-        out->has_request_id = rid > 0;
-        rc = rid >= 0 ? REQ_OK : REQ_ERR_INVALID;
+    if (!json_is_array(lines) || n < 1 || n > RULE_ORDER_LINES_MAX) {
+        snprintf(err, errlen, "field \"lines\" must be an array of 1-%d lines",
+                 RULE_ORDER_LINES_MAX);
+    } else if (order_fields(root, out, err, errlen) == 0) {
+        rc = REQ_OK;
+        json_array_foreach(lines, i, v) {
+            if (order_line(v, i, out, err, errlen) != 0) {
+                rc = REQ_ERR_INVALID;
+                break;
+            }
+            out->nlines = (int)i + 1;
+        }
     }
     json_decref(root);
     return rc;

@@ -14,13 +14,19 @@ enum req_code {
     REQ_ERR_INVALID = -2, /* a field is missing, mistyped or out of range: 400 invalid_request */
 };
 
-typedef struct req_reduce {
-    int64_t item_id;
-    int64_t quantity;
+typedef struct req_line {
+    int64_t item_id, quantity;
+} req_line;
+
+/* An order: the one line of POST /reduceStock, or the lines of POST /orders
+ * (1..RULE_ORDER_LINES_MAX, distinct items, in the client's order). */
+typedef struct req_order {
     int has_request_id;
     char request_id[RULE_REQUEST_ID_MAX + 1];
     int64_t work_ms; /* 0 when absent */
-} req_reduce;
+    int nlines;
+    req_line lines[RULE_ORDER_LINES_MAX];
+} req_order;
 
 typedef struct req_item {
     int has_name, has_stock;
@@ -28,10 +34,16 @@ typedef struct req_item {
     int64_t stock;
 } req_item;
 
-/* Body of POST /reduceStock: {"itemId","quantity","requestId"?,"workMs"?};
- * unknown fields are ignored, duplicate keys refused. Returns REQ_OK or an
- * error with a message for the client in err. */
-int req_parse_reduce(const char *body, size_t len, req_reduce *out, char *err, size_t errlen);
+/* Body of POST /reduceStock: {"itemId","quantity","requestId"?,"workMs"?},
+ * an order of one line; unknown fields are ignored, duplicate keys refused.
+ * Returns REQ_OK or an error with a message for the client in err. */
+int req_parse_reduce(const char *body, size_t len, req_order *out, char *err, size_t errlen);
+
+/* Body of POST /orders: {"lines":[{"itemId","quantity"}, ...],
+ * "requestId"?,"workMs"?}: 1..RULE_ORDER_LINES_MAX lines, each checked as
+ * /reduceStock checks its fields, no item twice; messages name the line
+ * ("lines[2]: ..."). Returns as req_parse_reduce. */
+int req_parse_order(const char *body, size_t len, req_order *out, char *err, size_t errlen);
 
 /* Body of POST /items ({"name","stock"} both required) or PUT /items/{id}
  * ({"stock"} required, "name" ignored) depending on need_name. */

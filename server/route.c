@@ -7,16 +7,19 @@
 
 struct path_rule {
     enum route_id id;
-    const char *path;  /* exact path; for ROUTE_ITEM the prefix before the id */
+    const char *path;  /* exact path, or with_id: the prefix before the id */
     const char *allow; /* allowed methods; HEAD goes with GET */
+    int with_id;
 };
 
 static const struct path_rule rules[] = {
-    {ROUTE_REDUCE, "/reduceStock", "POST"},
-    {ROUTE_ITEMS, "/items", "GET, HEAD, POST"},
-    {ROUTE_ITEM, "/items/", "GET, HEAD, PUT"},
-    {ROUTE_HEALTH, "/health", "GET, HEAD"},
-    {ROUTE_METRICS, "/metrics", "GET, HEAD"},
+    {ROUTE_REDUCE, "/reduceStock", "POST", 0},
+    {ROUTE_ITEMS, "/items", "GET, HEAD, POST", 0},
+    {ROUTE_ITEM, "/items/", "GET, HEAD, PUT", 1},
+    {ROUTE_ORDERS, "/orders", "POST", 0},
+    {ROUTE_ORDER, "/orders/", "GET, HEAD", 1},
+    {ROUTE_HEALTH, "/health", "GET, HEAD", 0},
+    {ROUTE_METRICS, "/metrics", "GET, HEAD", 0},
 };
 
 static int method_allowed(const char *allow, const char *method)
@@ -36,12 +39,12 @@ void route_match(const char *method, const char *path, route_result *out)
     out->id = ROUTE_NOT_FOUND;
     for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++) {
         const struct path_rule *r = &rules[i];
-        if (r->id == ROUTE_ITEM) {
+        if (r->with_id) {
             size_t n = strlen(r->path);
             const char *id = path + n;
             if (strncmp(path, r->path, n) != 0 || *id == '\0' || strchr(id, '/'))
                 continue;
-            out->bad_id = req_parse_id(id, &out->item_id) != 0;
+            out->bad_id = req_parse_id(id, &out->path_id) != 0;
         } else if (strcmp(path, r->path) != 0) {
             continue;
         }
@@ -54,7 +57,7 @@ void route_match(const char *method, const char *path, route_result *out)
 
 const char *route_name(enum route_id id)
 {
-    static const char *const names[ROUTE_COUNT] = {"other", "reduceStock", "items",
-                                                  "item", "health", "metrics"};
+    static const char *const names[ROUTE_COUNT] = {"other", "reduceStock", "items", "item",
+                                                  "orders", "order", "health", "metrics"};
     return id < ROUTE_COUNT ? names[id] : "other";
 }

@@ -10,6 +10,8 @@ enum route_id {
     ROUTE_REDUCE,    /* POST /reduceStock */
     ROUTE_ITEMS,     /* GET, POST /items */
     ROUTE_ITEM,      /* GET, PUT /items/{id} */
+    ROUTE_ORDERS,    /* POST /orders */
+    ROUTE_ORDER,     /* GET /orders/{id} */
     ROUTE_HEALTH,    /* GET /health */
     ROUTE_METRICS,   /* GET /metrics */
     ROUTE_COUNT
@@ -19,8 +21,8 @@ typedef struct route_result {
     enum route_id id;
     int method_ok;     /* 0: the path exists but not for this method (405) */
     const char *allow; /* the path's methods, for the Allow header */
-    int bad_id;        /* ROUTE_ITEM whose id is not 1..INT64_MAX (400) */
-    int64_t item_id;   /* ROUTE_ITEM */
+    int bad_id;        /* ROUTE_ITEM or ROUTE_ORDER whose id is not 1..INT64_MAX (400) */
+    int64_t path_id;   /* ROUTE_ITEM, ROUTE_ORDER: the id in the path */
 } route_result;
 
 /* Matches method (GET, HEAD, POST, PUT, ...) and path (no query string). */

@@ -18,6 +18,7 @@ static const char *const outcome_names[SERVICE_OUTCOME_COUNT] = {
     [SERVICE_OK] = "ok",
     [SERVICE_REPLAYED] = "replayed",
     [SERVICE_NOT_FOUND] = "item_not_found",
+    [SERVICE_ORDER_NOT_FOUND] = "order_not_found",
     [SERVICE_INSUFFICIENT] = "insufficient_stock",
     [SERVICE_CONFLICT] = "request_id_conflict",
     [SERVICE_LOCK_TIMEOUT] = "lock_timeout",
@@ -181,14 +182,36 @@ static store_conn *begin(service *s, service_result *out)
     return c;
 }
 
-void service_reduce(service *s, const req_reduce *r, service_result *out)
+void service_place_order(service *s, const req_order *r, service_result *out)
 {
     store_conn *c = begin(s, out);
     if (c) {
-        service_order_reduce(s, c, r, out);
+        service_order_place(s, c, r, out);
         store_put(s->store, c);
     }
-    metrics_outcome(s->metrics, out->outcome, out->outcome == SERVICE_OK, r->quantity);
+    int64_t units = 0;
+    for (int i = 0; out->outcome == SERVICE_OK && i < r->nlines; i++)
+        units += r->lines[i].quantity;
+    metrics_order(s->metrics, out->outcome, r->nlines, units);
+}
+
+void service_reduce(service *s, const req_order *r, service_result *out)
+{
+    service_place_order(s, r, out);
+    metrics_reduce(s->metrics, out->outcome);
+}
+
+void service_get_order(service *s, int64_t order_id, service_result *out)
+{
+    store_conn *c = begin(s, out);
+    if (c == NULL)
+        return;
+    int rc = store_order_get(c, order_id, &out->order);
+    if (rc == STORE_ERR_NOT_FOUND)
+        service_fail(out, SERVICE_ORDER_NOT_FOUND, "no order with this id");
+    else
+        service_from_store(out, rc, c);
+    store_put(s->store, c);
 }
 
 void service_create_item(service *s, const req_item *r, service_result *out)

@@ -53,8 +53,9 @@ void service_lock_key(const char *prefix, int64_t item_id, char *buf);
 enum service_outcome {
     SERVICE_OK,
     SERVICE_REPLAYED,         /* requestId seen before: the first result, nothing deducted */
-    SERVICE_NOT_FOUND,
-    SERVICE_INSUFFICIENT,     /* nothing deducted; item_id, remaining, requested say why */
+    SERVICE_NOT_FOUND,        /* no such item */
+    SERVICE_ORDER_NOT_FOUND,  /* no such order */
+    SERVICE_INSUFFICIENT,     /* nothing deducted; shorts say which lines were short */
     SERVICE_CONFLICT,         /* requestId used before for another order */
     SERVICE_LOCK_TIMEOUT,
     SERVICE_LOCK_INTERRUPTED, /* renewals exhausted; rolled back */
@@ -66,11 +67,17 @@ enum service_outcome {
     SERVICE_OUTCOME_COUNT
 };
 
+/* A line that asked for more than there was. */
+typedef struct service_short_line {
+    int64_t item_id, remaining, requested;
+} service_short_line;
+
 typedef struct service_result {
     enum service_outcome outcome;
     store_order order;  /* SERVICE_OK, SERVICE_REPLAYED: the order */
     store_item item;    /* item operations: the item */
-    int64_t item_id, remaining, requested; /* SERVICE_INSUFFICIENT */
+    int nshort;         /* SERVICE_INSUFFICIENT: the short lines, in the order's order */
+    service_short_line shorts[RULE_ORDER_LINES_MAX];
     char message[256];  /* for the client, when not OK */
 } service_result;
 
@@ -96,8 +103,17 @@ char *service_metrics_text(service *s, uint64_t reaped, size_t *len);
 
 /* ---- requests ---- */
 
-/* Deducts r->quantity of r->item_id, as one order (with r's requestId). */
-void service_reduce(service *s, const req_reduce *r, service_result *out);
+/* Places order r: every line deducted in one transaction, or none, under the
+ * lock mode (several items: a multi-lock). A requestId seen before answers
+ * its first order (SERVICE_REPLAYED) when the lines are the same, else
+ * SERVICE_CONFLICT; /reduceStock and /orders share one namespace. */
+void service_place_order(service *s, const req_order *r, service_result *out);
+
+/* service_place_order for POST /reduceStock (one line), counted as such. */
+void service_reduce(service *s, const req_order *r, service_result *out);
+
+/* An order with its lines, by id; SERVICE_ORDER_NOT_FOUND when there is none. */
+void service_get_order(service *s, int64_t order_id, service_result *out);
 
 /* Creates an item; out->item on SERVICE_OK. */
 void service_create_item(service *s, const req_item *r, service_result *out);

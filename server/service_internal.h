@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include "batch.h"
 #include "service.h"
@@ -24,8 +25,16 @@ struct service {
     _Atomic int stopped_once; /* the test-only fault point has fired */
 };
 
-/* service_order.c: one order of r->quantity of r->item_id, on connection c. */
-void service_order_reduce(service *s, store_conn *c, const req_reduce *r, service_result *out);
+/* Milliseconds on CLOCK_MONOTONIC, for the service's own measurements. */
+static inline int64_t service_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* service_order.c: places order r on connection c. */
+void service_order_place(service *s, store_conn *c, const req_order *r, service_result *out);
 
 /* service_order.c: an item's stock set under its lock (redis mode). */
 void service_order_set_stock(service *s, store_conn *c, int64_t item_id, int64_t stock,

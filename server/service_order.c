@@ -1,9 +1,10 @@
-/* service_order.c - deducting an order. The operation is deliberately the
- * classic read, work, write: separate steps, as in findById / modify / save.
- * In redis mode they run under the item's distributed lock, and the read
- * claims the row with the lock's fencing token, so a holder whose lease ran
- * out can never write after a newer holder has started. Hot items go through
- * group commit: one lock hold and one transaction for a batch of requests. */
+/* service_order.c - placing an order: every line deducted, or none. The
+ * operation is deliberately the classic read, work, write: separate steps,
+ * as in findById / modify / save. In redis mode they run under the lock of
+ * every item of the order (a multi-lock for several), and the read claims
+ * each row with its own key's fencing token, so a holder whose lease ran out
+ * can never write after a newer holder has started. Hot items go through
+ * group commit: one lock hold and one transaction for a batch of orders. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,14 +13,16 @@
 #include "service_internal.h"
 
 #define BATCH_MAX 64
+#define CART_QUEUE 0 /* the batch queue of orders of several items (items are >= 1) */
 
-/* Where a request's answer goes, and what it asked. */
+/* What one order asked for, where its answer goes, and its lines' lock keys. */
 struct deduction {
     service *s;
     store_conn *c;
-    const req_reduce *r;
+    const req_order *r;
     service_result *out;
-    char key[DLOCK_KEY_MAX + 1]; /* the item's lock key */
+    int64_t lock_asked_ms; /* when its multi-lock was asked for */
+    char keys[RULE_ORDER_LINES_MAX][DLOCK_KEY_MAX + 1]; /* keys[i]: line i's item */
 };
 
 static int from_lock(service *s, service_result *out, int rc, const char *key)
@@ -45,30 +48,49 @@ static int from_lock(service *s, service_result *out, int rc, const char *key)
     }
 }
 
-/* Maps a store result for request r; STORE_ERR_DUPLICATE means out->order
- * holds the earlier order of r's requestId: a replay when it is the same
- * order, else a conflict. */
-static int from_store(service_result *out, int rc, const store_conn *c, const req_reduce *r)
+/* Whether order o has exactly r's lines (in any order). */
+static int same_lines(const store_order *o, const req_order *r)
+{
+    if (o->nlines != r->nlines)
+        return 0;
+    for (int i = 0; i < r->nlines; i++) {
+        int found = 0;
+        for (int j = 0; j < o->nlines && !found; j++)
+            found = o->lines[j].item_id == r->lines[i].item_id &&
+                    o->lines[j].quantity == r->lines[i].quantity;
+        if (!found)
+            return 0;
+    }
+    return 1;
+}
+
+/* Maps a store result for order r; STORE_ERR_DUPLICATE means out->order
+ * holds the earlier order of r's requestId: a replay when it has the same
+ * lines, else a conflict. */
+static int from_store(service_result *out, int rc, const store_conn *c, const req_order *r)
 {
     if (rc == STORE_OK)
         return out->outcome = SERVICE_OK;
     if (rc != STORE_ERR_DUPLICATE)
         return service_from_store(out, rc, c);
-    const store_order *o = &out->order;
-    if (r && o->nlines == 1 && o->lines[0].item_id == r->item_id &&
-        o->lines[0].quantity == r->quantity)
+    if (r && same_lines(&out->order, r))
         return out->outcome = SERVICE_REPLAYED;
     return service_fail(out, SERVICE_CONFLICT,
-                        "requestId \"%s\" was already used for another itemId or quantity",
+                        "requestId \"%s\" was already used for another order",
                         r ? r->request_id : "");
 }
 
-static int insufficient(service_result *out, const req_reduce *r, int64_t stock)
+/* Records line i of r as short, with the stock there was. */
+static void add_short(service_result *out, const req_order *r, int i, int64_t stock)
 {
-    out->item_id = r->item_id;
-    out->remaining = stock;
-    out->requested = r->quantity;
-    return service_fail(out, SERVICE_INSUFFICIENT, "not enough stock; nothing deducted");
+    out->shorts[out->nshort++] = (service_short_line){r->lines[i].item_id, stock,
+                                                      r->lines[i].quantity};
+}
+
+static int insufficient(service_result *out)
+{
+    return service_fail(out, SERVICE_INSUFFICIENT, "not enough stock on %d line%s; nothing "
+                        "deducted", out->nshort, out->nshort == 1 ? "" : "s");
 }
 
 /* Asked by the store inside a write's transaction, once it holds the write
@@ -91,39 +113,40 @@ static void fault_point(service *s)
     }
 }
 
-/* The fencing token of the held lock, or (0, 0) when unfenced. */
-static store_fence token_of(const service *s, dlock_handle *h)
+/* The fencing token h holds for key, or (0, 0) when unfenced. */
+static store_fence token_of(const service *s, dlock_handle *h, const char *key)
 {
     store_fence f = {0, 0};
-    if (h && s->cfg.fencing)
-        f.fence = dlock_fence(h), f.seq = dlock_handoff_seq(h);
+    for (int i = 0; h && s->cfg.fencing && i < dlock_key_count(h); i++)
+        if (strcmp(dlock_key_at(h, i), key) == 0)
+            f.fence = dlock_fence_at(h, i), f.seq = dlock_handoff_seq_at(h, i);
     return f;
 }
 
 /* workMs as honoured: only with --allow-work-ms, and capped. */
-static int work_ms_of(const service *s, const req_reduce *r)
+static int work_ms_of(const service *s, const req_order *r)
 {
     if (!s->cfg.allow_work_ms)
         return 0;
     return (int)(r->work_ms < s->cfg.max_work_ms ? r->work_ms : s->cfg.max_work_ms);
 }
 
-/* r as an order of one line that leaves new_stock. */
-static store_new_order order_of(const service *s, const req_reduce *r, int64_t new_stock,
-                                store_fence fence, dlock_handle *h)
+/* r as an order to write, its lines without their stock yet. */
+static store_new_order order_of(const service *s, const req_order *r, dlock_handle *h)
 {
     store_new_order o = {
         .request_id = r->has_request_id ? r->request_id : NULL, .instance = s->cfg.instance_id,
         .lock_mode = service_lock_mode_names[s->cfg.lock_mode],
-        .lock_token = h ? dlock_token(h) : NULL, .nlines = 1};
-    o.lines[0] = (store_line){r->item_id, r->quantity, new_stock, fence};
+        .lock_token = h ? dlock_token(h) : NULL, .nlines = r->nlines};
+    for (int i = 0; i < r->nlines; i++)
+        o.lines[i] = (store_line){r->lines[i].item_id, r->lines[i].quantity, 0, {0, 0}};
     return o;
 }
 
 /* A retry whose first attempt committed (perhaps while it waited for the
  * lock) gets that first answer, before any stock check: STORE_ERR_DUPLICATE
  * (the order in out), STORE_ERR_NOT_FOUND when new, or a storage error. */
-static int replayed(store_conn *c, const req_reduce *r, service_result *out)
+static int replayed(store_conn *c, const req_order *r, service_result *out)
 {
     if (!r->has_request_id)
         return STORE_ERR_NOT_FOUND;
@@ -131,17 +154,18 @@ static int replayed(store_conn *c, const req_reduce *r, service_result *out)
     return rc == STORE_OK ? STORE_ERR_DUPLICATE : rc;
 }
 
-/* The write half: the order and the item's new stock in one transaction;
- * fenced, the stock is written only while our claim stands. */
+/* The write half: the order and each item's new stock in one transaction;
+ * fenced, a stock is written only while its line's claim stands. */
 static int write_order(service *s, store_conn *c, const store_new_order *o, store_order *out)
 {
-    const store_line *l = &o->lines[0];
     store_commit_check check = {commits_allowed, s};
     int rc = store_tx_begin(c);
     if (rc == STORE_OK)
         rc = store_tx_add_order(c, o, out);
-    if (rc == STORE_OK)
+    for (int i = 0; rc == STORE_OK && i < o->nlines; i++) {
+        const store_line *l = &o->lines[i];
         rc = store_tx_set_stock(c, l->item_id, l->remaining, l->fence.fence ? &l->fence : NULL);
+    }
     if (rc == STORE_OK)
         return store_tx_commit(c, &check);
     store_tx_abort(c);
@@ -156,56 +180,112 @@ static int pause_ms(int ms)
     return DLOCK_OK;
 }
 
-/* Read, work, write. h is the held lock, or NULL in mode none. */
+/* Read, work, write. h is the held lock (of every line's item), or NULL in
+ * mode none. */
 static int read_modify_write(dlock_handle *h, void *arg)
 {
     struct deduction *x = arg;
-    const req_reduce *r = x->r;
-    int64_t stock;
-    store_fence fence = token_of(x->s, h);
-    int rc = fence.fence ? store_stock_claim(x->c, r->item_id, &fence, &stock)
-                         : store_stock_read(x->c, r->item_id, &stock);
-    if (rc != STORE_OK)
+    const req_order *r = x->r;
+    if (r->nlines > 1 && h)
+        metrics_multilock_wait(x->s->metrics, service_now_ms() - x->lock_asked_ms);
+    store_new_order o = order_of(x->s, r, h);
+    int64_t stock[RULE_ORDER_LINES_MAX];
+    for (int i = 0; i < r->nlines; i++) { /* each row claimed with its own key's token */
+        store_line *l = &o.lines[i];
+        l->fence = token_of(x->s, h, x->keys[i]);
+        int rc = l->fence.fence ? store_stock_claim(x->c, l->item_id, &l->fence, &stock[i])
+                                : store_stock_read(x->c, l->item_id, &stock[i]);
+        if (rc != STORE_OK)
+            return from_store(x->out, rc, x->c, r);
+    }
+    int rc = replayed(x->c, r, x->out);
+    if (rc != STORE_ERR_NOT_FOUND)
         return from_store(x->out, rc, x->c, r);
-    if ((rc = replayed(x->c, r, x->out)) != STORE_ERR_NOT_FOUND)
-        return from_store(x->out, rc, x->c, r);
-    if (stock < r->quantity)
-        return insufficient(x->out, r, stock);
+    for (int i = 0; i < r->nlines; i++)
+        if (stock[i] < r->lines[i].quantity)
+            add_short(x->out, r, i, stock[i]);
+    if (x->out->nshort)
+        return insufficient(x->out);
     int work = work_ms_of(x->s, r);
     if (work > 0 && (rc = h ? dlock_sleep(h, work) : pause_ms(work)) != DLOCK_OK)
-        return from_lock(x->s, x->out, rc, x->key);
+        return from_lock(x->s, x->out, rc, x->keys[0]);
     if (h && (rc = dlock_check(h)) != DLOCK_OK) /* the last moment to back out */
-        return from_lock(x->s, x->out, rc, x->key);
+        return from_lock(x->s, x->out, rc, x->keys[0]);
     fault_point(x->s);
-    store_new_order o = order_of(x->s, r, stock - r->quantity, fence, h);
+    for (int i = 0; i < r->nlines; i++)
+        o.lines[i].remaining = stock[i] - o.lines[i].quantity;
     return from_store(x->out, write_order(x->s, x->c, &o, &x->out->order), x->c, r);
 }
 
-/* Runs fn(x) under the item's lock and folds the lock's result into x->out. */
-static void under_lock(struct deduction *x, dlock_fn fn)
+/* Runs fn(x) under the lock of every line's item and folds the lock's result
+ * into x->out. */
+static void under_lock(struct deduction *x, dlock_fn fn, int nkeys)
 {
+    const char *keys[RULE_ORDER_LINES_MAX];
+    for (int i = 0; i < nkeys; i++)
+        keys[i] = x->keys[i];
     int fn_rc = -1;
-    int rc = dlock_run(x->s->locks, x->key, &x->s->cfg.lock, fn, x, &fn_rc);
+    x->lock_asked_ms = service_now_ms();
+    int rc = nkeys == 1 ? dlock_run(x->s->locks, keys[0], &x->s->cfg.lock, fn, x, &fn_rc)
+                        : dlock_run_multi(x->s->locks, keys, nkeys, &x->s->cfg.lock, fn, x,
+                                          &fn_rc);
     if (fn_rc >= 0)
         service_note_redis(x->s, DLOCK_OK); /* it granted the lock */
     if (rc == DLOCK_OK)
         return; /* fn's outcome stands */
     if (fn_rc < 0) { /* fn did not run */
-        from_lock(x->s, x->out, rc, x->key);
+        from_lock(x->s, x->out, rc, nkeys == 1 ? keys[0] : "of the order's items");
     } else if (x->out->outcome == SERVICE_OK) {
-        /* committed while still ours (dlock_check and the fence agreed); the
+        /* committed while still ours (dlock_check and the fences agreed); the
          * loss came after, so the answer stands */
-        log_event(LOG_WARN, "lock lost after commit", "key=%s result=%s", x->key,
+        log_event(LOG_WARN, "lock lost after commit", "key=%s result=%s", keys[0],
                   dlock_strerror(rc));
     }
     if (x->out->outcome == SERVICE_LOCK_INTERRUPTED || x->out->outcome == SERVICE_LOCK_LOST)
-        log_event(LOG_WARN, "deduction rolled back", "key=%s outcome=%s detail=\"%s\"", x->key,
+        log_event(LOG_WARN, "order rolled back", "key=%s outcome=%s detail=\"%s\"", keys[0],
                   service_outcome_name(x->out->outcome), x->out->message);
 }
 
 /* ---- group commit (redis mode, --batch on) ---- */
 
-static struct deduction *job_of(batch_job *j) { return j->arg; }
+/* The items a batch touches (the union of its orders' lines), each with its
+ * lock key, its token and the stock left as the batch goes. */
+struct batch_items {
+    int n;
+    int64_t id[DLOCK_MULTI_MAX];
+    char key[DLOCK_MULTI_MAX][DLOCK_KEY_MAX + 1];
+    store_fence fence[DLOCK_MULTI_MAX];
+    int64_t stock[DLOCK_MULTI_MAX];
+};
+
+static struct deduction *job_of(const batch_job *j) { return j->arg; }
+
+static int item_index(const struct batch_items *u, int64_t id)
+{
+    for (int i = 0; i < u->n; i++)
+        if (u->id[i] == id)
+            return i;
+    return -1;
+}
+
+/* batch_take's fits: a job joins when the union of items stays lockable as
+ * one (DLOCK_MULTI_MAX keys); its items are added then. */
+static int fits_union(const batch_job *job, void *arg)
+{
+    struct batch_items *u = arg;
+    const struct deduction *x = job_of(job);
+    int more = 0;
+    for (int i = 0; i < x->r->nlines; i++)
+        more += item_index(u, x->r->lines[i].item_id) < 0;
+    if (u->n + more > DLOCK_MULTI_MAX)
+        return 0;
+    for (int i = 0; i < x->r->nlines; i++)
+        if (item_index(u, x->r->lines[i].item_id) < 0) {
+            u->id[u->n] = x->r->lines[i].item_id;
+            memcpy(u->key[u->n++], x->keys[i], sizeof(u->key[0]));
+        }
+    return 1;
+}
 
 static void fail_jobs(batch_job **jobs, int n, const service_result *res)
 {
@@ -215,8 +295,8 @@ static void fail_jobs(batch_job **jobs, int n, const service_result *res)
 
 /* The batch was rolled back: every answer gets res, except replays of orders
  * committed before this batch, which stay true. (Refusals too: an
- * insufficient_stock or a requestId conflict may have come from a deduction
- * of this batch that no longer exists.) */
+ * insufficient_stock or a requestId conflict may have come from an order of
+ * this batch that no longer exists.) */
 static void undo_jobs(batch_job **jobs, int n, int64_t first_order, const service_result *res)
 {
     for (int i = 0; i < n; i++) {
@@ -227,81 +307,130 @@ static void undo_jobs(batch_job **jobs, int n, int64_t first_order, const servic
     }
 }
 
-/* One job of the batch, inside its transaction, against the stock left. */
-static void apply_job(service *s, store_conn *c, dlock_handle *h, store_fence f, int64_t *stock,
+/* One order of the batch, inside its transaction, against the stock left. */
+static void apply_job(service *s, store_conn *c, dlock_handle *h, struct batch_items *u,
                       int64_t *first_order, struct deduction *x)
 {
-    const req_reduce *r = x->r;
+    const req_order *r = x->r;
+    memset(x->out, 0, sizeof(*x->out));
     int rc = replayed(c, r, x->out);
     if (rc != STORE_ERR_NOT_FOUND) {
         from_store(x->out, rc, c, r);
         return;
     }
-    if (*stock < r->quantity) {
-        insufficient(x->out, r, *stock);
+    store_new_order o = order_of(s, r, h);
+    for (int i = 0; i < r->nlines; i++) {
+        int k = item_index(u, r->lines[i].item_id);
+        if (u->stock[k] < r->lines[i].quantity)
+            add_short(x->out, r, i, u->stock[k]);
+        o.lines[i].remaining = u->stock[k] - r->lines[i].quantity;
+        o.lines[i].fence = u->fence[k];
+    }
+    if (x->out->nshort) {
+        insufficient(x->out);
         return;
     }
-    store_new_order o = order_of(s, r, *stock - r->quantity, f, h);
-    if (from_store(x->out, store_tx_add_order(c, &o, &x->out->order), c, r) == SERVICE_OK) {
-        *stock -= r->quantity;
-        *first_order = *first_order ? *first_order : x->out->order.info.order_id;
-    }
+    if (from_store(x->out, store_tx_add_order(c, &o, &x->out->order), c, r) != SERVICE_OK)
+        return;
+    for (int i = 0; i < r->nlines; i++)
+        u->stock[item_index(u, r->lines[i].item_id)] -= r->lines[i].quantity;
+    *first_order = *first_order ? *first_order : x->out->order.info.order_id;
 }
 
-/* One transaction for the whole batch: claim the row once, check each
- * deduction against the stock left, in arrival order, commit once. */
-static void apply_batch(service *s, store_conn *c, dlock_handle *h, const char *key,
+/* Claims every item of the batch (each with its own key's token) inside the
+ * transaction just begun. */
+static int claim_items(service *s, store_conn *c, dlock_handle *h, struct batch_items *u)
+{
+    int rc = STORE_OK;
+    for (int k = 0; rc == STORE_OK && k < u->n; k++) {
+        u->fence[k] = token_of(s, h, u->key[k]);
+        rc = u->fence[k].fence ? store_stock_claim(c, u->id[k], &u->fence[k], &u->stock[k])
+                               : store_stock_read(c, u->id[k], &u->stock[k]);
+    }
+    return rc;
+}
+
+/* One transaction for the whole batch: claim each row once, check each
+ * order against the stock left, in arrival order, commit once. */
+static void apply_batch(service *s, store_conn *c, dlock_handle *h, struct batch_items *u,
                         batch_job **jobs, int n)
 {
-    store_fence f = token_of(s, h);
-    int64_t stock, first_order = 0, item = jobs[0]->item_id;
+    int64_t first_order = 0;
     service_result fail = {0};
     int rc = store_tx_begin(c);
     if (rc == STORE_OK)
-        rc = f.fence ? store_stock_claim(c, item, &f, &stock) : store_stock_read(c, item, &stock);
+        rc = claim_items(s, c, h, u);
     if (rc != STORE_OK) {
         store_tx_abort(c);
         service_from_store(&fail, rc, c);
         fail_jobs(jobs, n, &fail);
         return;
     }
-    for (int i = 0; i < n; i++) {
-        memset(job_of(jobs[i])->out, 0, sizeof(service_result));
-        apply_job(s, c, h, f, &stock, &first_order, job_of(jobs[i]));
-    }
+    for (int i = 0; i < n; i++)
+        apply_job(s, c, h, u, &first_order, job_of(jobs[i]));
     if ((rc = dlock_check(h)) == DLOCK_OK)
         fault_point(s);
     store_commit_check check = {commits_allowed, s};
     if (rc != DLOCK_OK) {
         store_tx_abort(c);
-        from_lock(s, &fail, rc, key);
+        from_lock(s, &fail, rc, u->key[0]);
         undo_jobs(jobs, n, first_order, &fail);
-    } else if ((rc = store_tx_set_stock(c, item, stock, f.fence ? &f : NULL)) != STORE_OK ||
-               (rc = store_tx_commit(c, &check)) != STORE_OK) {
+        return;
+    }
+    for (int k = 0; rc == STORE_OK && k < u->n; k++)
+        rc = store_tx_set_stock(c, u->id[k], u->stock[k], u->fence[k].fence ? &u->fence[k] : NULL);
+    if (rc == STORE_OK)
+        rc = store_tx_commit(c, &check);
+    if (rc != STORE_OK) {
         store_tx_abort(c);
         service_from_store(&fail, rc, c);
         undo_jobs(jobs, n, first_order, &fail);
     }
 }
 
-/* The leader: takes the item's lock, then the batch queued meanwhile. The
- * next leader is promoted by batch_take and waits for the lock while we
- * work, so our release hands the lock over inside the process. */
-static void lead_batch(service *s, store_conn *c, const char *key, int64_t item_id)
+/* The lock of every item in u, as one. */
+static int lock_items(service *s, struct batch_items *u, dlock_handle **h)
+{
+    const char *keys[DLOCK_MULTI_MAX];
+    for (int k = 0; k < u->n; k++)
+        keys[k] = u->key[k];
+    int64_t t0 = service_now_ms();
+    int rc = u->n == 1 ? dlock_acquire(s->locks, keys[0], &s->cfg.lock, h)
+                       : dlock_acquire_multi(s->locks, keys, u->n, &s->cfg.lock, h);
+    if (u->n > 1 && rc == DLOCK_OK)
+        metrics_multilock_wait(s->metrics, service_now_ms() - t0);
+    return rc;
+}
+
+/* The leader of a queue. An item's queue: takes the item's lock first, then
+ * the batch queued meanwhile (the next leader, promoted by batch_take, waits
+ * for the lock while we work, so our release hands it over inside the
+ * process). The orders of several items: takes the batch first, whose items
+ * it then locks as one. */
+static void lead_batch(service *s, store_conn *c, const struct deduction *own, int64_t queue)
 {
     batch_job *jobs[BATCH_MAX];
-    dlock_handle *h;
-    int rc = dlock_acquire(s->locks, key, &s->cfg.lock, &h);
-    int n = batch_take(s->batches, item_id, jobs, BATCH_MAX);
+    struct batch_items u = {.n = 1, .id = {own->r->lines[0].item_id}};
+    dlock_handle *h = NULL;
+    int rc = DLOCK_OK, n;
+    if (queue == CART_QUEUE) {
+        u.n = 0;
+        n = batch_take(s->batches, queue, jobs, BATCH_MAX, fits_union, &u);
+        rc = lock_items(s, &u, &h);
+    } else {
+        memcpy(u.key[0], own->keys[0], sizeof(u.key[0]));
+        rc = lock_items(s, &u, &h);
+        n = batch_take(s->batches, queue, jobs, BATCH_MAX, NULL, NULL);
+    }
     if (rc == DLOCK_OK) {
         service_note_redis(s, rc);
-        apply_batch(s, c, h, key, jobs, n);
+        apply_batch(s, c, h, &u, jobs, n);
         if ((rc = dlock_release(h)) != DLOCK_OK) /* after the commit: the answers stand */
-            log_event(LOG_WARN, "lock lost after commit", "key=%s result=%s batch=%d", key,
+            log_event(LOG_WARN, "lock lost after commit", "key=%s result=%s batch=%d", u.key[0],
                       dlock_strerror(rc), n);
     } else {
         service_result fail = {0};
-        from_lock(s, &fail, rc, key);
+        from_lock(s, &fail, rc, u.n ? u.key[0] : own->keys[0]);
         fail_jobs(jobs, n, &fail);
     }
     batch_finish(s->batches, jobs, n);
@@ -309,26 +438,33 @@ static void lead_batch(service *s, store_conn *c, const char *key, int64_t item_
 
 /* ---- without a distributed lock ---- */
 
-/* Mode atomic: one transaction of a conditional update per line. */
-static void deduct_atomically(service *s, store_conn *c, const req_reduce *r,
+/* Mode atomic: one transaction of a conditional update per line; a short
+ * line rolls the order back, after every line was tried, so the answer can
+ * name each short one. */
+static void deduct_atomically(service *s, store_conn *c, const req_order *r,
                               service_result *out)
 {
     store_commit_check check = {commits_allowed, s};
-    int64_t left;
+    store_new_order o = order_of(s, r, NULL);
     int rc = store_tx_begin(c);
     if (rc == STORE_OK)
         rc = replayed(c, r, out);
-    if (rc == STORE_ERR_NOT_FOUND && (rc = store_tx_take(c, r->item_id, r->quantity, &left)) ==
-                                         STORE_ERR_INSUFFICIENT) {
+    if (rc == STORE_ERR_NOT_FOUND)
+        rc = STORE_OK;
+    for (int i = 0; rc == STORE_OK && i < r->nlines; i++) {
+        rc = store_tx_take(c, r->lines[i].item_id, r->lines[i].quantity, &o.lines[i].remaining);
+        if (rc == STORE_ERR_INSUFFICIENT) {
+            add_short(out, r, i, o.lines[i].remaining);
+            rc = STORE_OK;
+        }
+    }
+    if (rc == STORE_OK && out->nshort) {
         store_tx_abort(c);
-        insufficient(out, r, left);
+        insufficient(out);
         return;
     }
-    if (rc == STORE_OK) {
-        store_new_order o = order_of(s, r, left, (store_fence){0, 0}, NULL);
-        if ((rc = store_tx_add_order(c, &o, &out->order)) == STORE_OK)
-            rc = store_tx_commit(c, &check);
-    }
+    if (rc == STORE_OK && (rc = store_tx_add_order(c, &o, &out->order)) == STORE_OK)
+        rc = store_tx_commit(c, &check);
     if (rc != STORE_OK)
         store_tx_abort(c);
     from_store(out, rc, c, r);
@@ -337,32 +473,42 @@ static void deduct_atomically(service *s, store_conn *c, const req_reduce *r,
 /* Items are never deleted, so one that exists now exists under the lock: an
  * absent one is answered before, and its lock never touches Redis (every
  * itemId a client makes up would otherwise leave keys there). */
-static int item_exists(store_conn *c, int64_t item_id)
+static int items_exist(store_conn *c, const req_order *r, service_result *out)
 {
     int64_t stock;
-    return store_stock_read(c, item_id, &stock);
+    for (int i = 0; i < r->nlines; i++) {
+        int rc = store_stock_read(c, r->lines[i].item_id, &stock);
+        if (rc == STORE_ERR_NOT_FOUND && r->nlines > 1)
+            return service_fail(out, SERVICE_NOT_FOUND, "no item with id %lld (lines[%d]); "
+                                "nothing deducted", (long long)r->lines[i].item_id, i);
+        if (rc != STORE_OK)
+            return from_store(out, rc, c, NULL);
+    }
+    return SERVICE_OK;
 }
 
-void service_order_reduce(service *s, store_conn *c, const req_reduce *r, service_result *out)
+void service_order_place(service *s, store_conn *c, const req_order *r, service_result *out)
 {
     struct deduction x = {.s = s, .c = c, .r = r, .out = out};
-    int rc = replayed(c, r, out); /* a retry of a committed request needs no lock */
-    if (rc == STORE_ERR_NOT_FOUND)
-        rc = item_exists(c, r->item_id);
-    if (rc != STORE_OK) {
+    int rc = replayed(c, r, out); /* a retry of a committed order needs no lock */
+    if (rc != STORE_ERR_NOT_FOUND) {
         from_store(out, rc, c, r);
         return;
     }
-    service_lock_key(s->cfg.lock_prefix, r->item_id, x.key);
+    if (items_exist(c, r, out) != SERVICE_OK)
+        return;
+    for (int i = 0; i < r->nlines; i++)
+        service_lock_key(s->cfg.lock_prefix, r->lines[i].item_id, x.keys[i]);
     if (s->cfg.lock_mode == SERVICE_LOCK_REDIS && s->batches && work_ms_of(s, r) == 0) {
-        batch_job job = {.item_id = r->item_id, .arg = &x};
+        int64_t queue = r->nlines == 1 ? r->lines[0].item_id : CART_QUEUE;
+        batch_job job = {.queue = queue, .arg = &x};
         int lead = batch_enter(s->batches, &job);
         if (lead > 0)
-            lead_batch(s, c, x.key, r->item_id);
+            lead_batch(s, c, &x, queue);
         else if (lead < 0)
-            under_lock(&x, read_modify_write);
+            under_lock(&x, read_modify_write, r->nlines);
     } else if (s->cfg.lock_mode == SERVICE_LOCK_REDIS) {
-        under_lock(&x, read_modify_write);
+        under_lock(&x, read_modify_write, r->nlines);
     } else if (s->cfg.lock_mode == SERVICE_LOCK_NONE) {
         read_modify_write(NULL, &x);
     } else {
@@ -380,26 +526,25 @@ struct set_stock {
 static int set_stock(dlock_handle *h, void *arg)
 {
     struct set_stock *a = arg;
-    store_fence fence = token_of(a->x.s, h);
+    int64_t item = a->x.r->lines[0].item_id;
+    store_fence fence = token_of(a->x.s, h, a->x.keys[0]);
     store_commit_check check = {commits_allowed, a->x.s};
-    int rc = store_item_set_stock(a->x.c, a->x.r->item_id, a->stock, fence.fence ? &fence : NULL,
-                                  &check);
+    int rc = store_item_set_stock(a->x.c, item, a->stock, fence.fence ? &fence : NULL, &check);
     if (rc == STORE_OK)
-        rc = store_item_get(a->x.c, a->x.r->item_id, &a->x.out->item);
+        rc = store_item_get(a->x.c, item, &a->x.out->item);
     return from_store(a->x.out, rc, a->x.c, NULL);
 }
 
 void service_order_set_stock(service *s, store_conn *c, int64_t item_id, int64_t stock,
                              service_result *out)
 {
-    req_reduce r = {.item_id = item_id};
+    req_order r = {.nlines = 1, .lines = {{item_id, 0}}};
     struct set_stock a = {{.s = s, .c = c, .r = &r, .out = out}, stock};
-    service_lock_key(s->cfg.lock_prefix, item_id, a.x.key);
-    int rc = item_exists(c, item_id);
-    if (rc != STORE_OK)
-        from_store(out, rc, c, NULL);
-    else if (s->cfg.lock_mode == SERVICE_LOCK_REDIS)
-        under_lock(&a.x, set_stock);
+    service_lock_key(s->cfg.lock_prefix, item_id, a.x.keys[0]);
+    if (items_exist(c, &r, out) != SERVICE_OK)
+        return;
+    if (s->cfg.lock_mode == SERVICE_LOCK_REDIS)
+        under_lock(&a.x, set_stock, 1);
     else
         set_stock(NULL, &a);
 }

@@ -63,6 +63,11 @@ int store_order_by_request(store_conn *c, const char *request_id, store_order *o
     return c->be->order_by_request(c, request_id, out);
 }
 
+int store_order_get(store_conn *c, int64_t order_id, store_order *out)
+{
+    return c->be->order_get(c, order_id, out);
+}
+
 int store_stock_read(store_conn *c, int64_t item_id, int64_t *stock)
 {
     return c->be->stock_read(c, item_id, stock);

@@ -149,6 +149,9 @@ int store_lines_of_item(store_conn *c, int64_t item_id, int64_t before, int limi
  * STORE_ERR_NOT_FOUND. Inside a transaction too. */
 int store_order_by_request(store_conn *c, const char *request_id, store_order *out);
 
+/* An order by its id, with its lines: STORE_OK with *out, or STORE_ERR_NOT_FOUND. */
+int store_order_get(store_conn *c, int64_t order_id, store_order *out);
+
 /* The read half of read-modify-write: the item's stock, no transaction held. */
 int store_stock_read(store_conn *c, int64_t item_id, int64_t *stock);
 

@@ -35,6 +35,7 @@ struct store_backend {
     int (*lines_of_item)(store_conn *c, int64_t item_id, int64_t before, int limit,
                          store_line_fn fn, void *arg);
     int (*order_by_request)(store_conn *c, const char *request_id, store_order *out);
+    int (*order_get)(store_conn *c, int64_t order_id, store_order *out);
     int (*stock_read)(store_conn *c, int64_t item_id, int64_t *stock);
     int (*stock_claim)(store_conn *c, int64_t item_id, const store_fence *f, int64_t *stock);
     int (*tx_begin)(store_conn *c);

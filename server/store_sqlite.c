@@ -26,8 +26,8 @@ enum stmt_id {
     ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_PING,
     ST_ITEM_INSERT, ST_ITEM_GET, ST_ITEM_LIST,
     ST_SET_STOCK, ST_SET_STOCK_FENCED, ST_STOCK_READ, ST_STOCK_CLAIM, ST_STOCK_WRITE_CLAIMED,
-    ST_STOCK_TAKE, ST_ORDER_INSERT, ST_LINE_INSERT, ST_ORDER_BY_REQUEST, ST_LINES_OF_ORDER,
-    ST_LINES_OF_ITEM,
+    ST_STOCK_TAKE, ST_ORDER_INSERT, ST_LINE_INSERT, ST_ORDER_BY_REQUEST, ST_ORDER_GET,
+    ST_LINES_OF_ORDER, ST_LINES_OF_ITEM,
     ST_COUNT
 };
 
@@ -54,6 +54,7 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_LINE_INSERT] = "INSERT INTO order_lines (order_id, item_id, quantity, remaining, fence, "
                        "fence_seq, lock_token) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     [ST_ORDER_BY_REQUEST] = "SELECT " ORDER_COLS " FROM orders o WHERE o.request_id = ?1",
+    [ST_ORDER_GET] = "SELECT " ORDER_COLS " FROM orders o WHERE o.id = ?1",
     [ST_LINES_OF_ORDER] = "SELECT " LINE_COLS " FROM order_lines l WHERE l.order_id = ?1 "
                           "ORDER BY l.id",
     [ST_LINES_OF_ITEM] = "SELECT " ORDER_COLS ", " LINE_COLS " FROM order_lines l JOIN orders o "
@@ -483,6 +484,16 @@ static int read_lines_of_order(sqlite_conn *c, store_order *o)
     return rc;
 }
 
+/* The order st (bound) finds, with its lines. */
+static int read_order(sqlite_conn *c, sqlite3_stmt *st, const char *what, store_order *out)
+{
+    int rc = first_row(c, st, what);
+    if (rc == STORE_OK)
+        read_order_info(st, 0, &out->info);
+    sqlite3_reset(st);
+    return rc == STORE_OK ? read_lines_of_order(c, out) : rc;
+}
+
 static int sq_order_by_request(store_conn *conn, const char *request_id, store_order *out)
 {
     sqlite_conn *c = CONN(conn);
@@ -490,11 +501,17 @@ static int sq_order_by_request(store_conn *conn, const char *request_id, store_o
     if (st == NULL)
         return STORE_ERR_IO;
     sqlite3_bind_text(st, 1, request_id, -1, SQLITE_STATIC);
-    int rc = first_row(c, st, "find request id");
-    if (rc == STORE_OK)
-        read_order_info(st, 0, &out->info);
-    sqlite3_reset(st);
-    return rc == STORE_OK ? read_lines_of_order(c, out) : rc;
+    return read_order(c, st, "find request id", out);
+}
+
+static int sq_order_get(store_conn *conn, int64_t order_id, store_order *out)
+{
+    sqlite_conn *c = CONN(conn);
+    sqlite3_stmt *st = stmt(c, ST_ORDER_GET);
+    if (st == NULL)
+        return STORE_ERR_IO;
+    sqlite3_bind_int64(st, 1, order_id);
+    return read_order(c, st, "read order", out);
 }
 
 static int sq_lines_of_item(store_conn *conn, int64_t item_id, int64_t before, int limit,
@@ -630,6 +647,7 @@ const store_backend store_sqlite = {
     .item_set_stock = sq_item_set_stock,
     .lines_of_item = sq_lines_of_item,
     .order_by_request = sq_order_by_request,
+    .order_get = sq_order_get,
     .stock_read = sq_stock_read,
     .stock_claim = sq_stock_claim,
     .tx_begin = sq_tx_begin,

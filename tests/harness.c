@@ -345,7 +345,17 @@ long th_reduce(const char *base_url, long long item, int quantity, int work_ms, 
 static void *bg_reduce(void *arg)
 {
     th_bg_reduce *b = arg;
-    b->status = th_reduce(b->url, b->item, 1, b->work_ms, b->body, sizeof(b->body));
+    if (b->order == NULL) {
+        b->status = th_reduce(b->url, b->item, 1, b->work_ms, b->body, sizeof(b->body));
+        return NULL;
+    }
+    char url[256];
+    th_resp r;
+    snprintf(url, sizeof(url), "%s/orders", b->url);
+    th_http("POST", url, b->order, &r);
+    snprintf(b->body, sizeof(b->body), "%s", r.body ? r.body : "");
+    b->status = r.status;
+    th_resp_free(&r);
     return NULL;
 }
 

@@ -98,11 +98,13 @@ void th_resp_free(th_resp *r);
 long th_reduce(const char *base_url, long long item, int quantity, int work_ms, char *body,
                size_t size);
 
-/* The same on a thread of its own, for tests that act while it holds a lock. */
+/* The same on a thread of its own, for tests that act while it holds a lock;
+ * or, when order is set, that POST /orders body instead. */
 typedef struct th_bg_reduce {
     const char *url; /* in: base URL */
     long long item;
     int work_ms;
+    const char *order;
     long status;    /* out, after th_bg_reduce_join */
     char body[512];
     pthread_t thread;

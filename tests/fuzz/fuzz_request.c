@@ -11,9 +11,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char err[256];
-    req_reduce r;
+    req_order r;
     req_item it;
     req_parse_reduce((const char *)data, size, &r, err, sizeof(err));
+    req_parse_order((const char *)data, size, &r, err, sizeof(err));
     req_parse_item((const char *)data, size, 1, &it, err, sizeof(err));
     req_parse_item((const char *)data, size, 0, &it, err, sizeof(err));
 

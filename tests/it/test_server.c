@@ -20,6 +20,7 @@
 #include <sqlite3.h>
 
 #include "lock/dlock.h"
+#include "tests/calls.h"
 #include "tests/harness.h"
 
 static th_redis redis;
@@ -57,57 +58,15 @@ static int group_teardown(void **state)
     return rc;
 }
 
-/* One request; asserts the status and that the answer is JSON; returns it. */
-static json_t *call(const th_stockd *s, const char *method, const char *path, const char *body,
-                    long expect)
-{
-    char url[256];
-    th_resp r;
-    snprintf(url, sizeof(url), "%s%s", s->url, path);
-    th_http(method, url, body, &r);
-    if (r.status != expect)
-        fail_msg("%s %s %s: status %ld (want %ld) body %s %s", method, path, body ? body : "",
-                 r.status, expect, r.body, r.error);
-    json_t *j = json_loads(r.body, 0, NULL);
-    if (j == NULL && strcmp(method, "HEAD") != 0)
-        fail_msg("%s %s: answer is not JSON: %s", method, path, r.body);
-    th_resp_free(&r);
-    return j;
-}
-
-static long long jint(json_t *j, const char *key)
-{
-    json_t *v = json_object_get(j, key);
-    if (!json_is_integer(v))
-        fail_msg("no integer \"%s\" in %s", key, json_dumps(j, JSON_COMPACT));
-    return json_integer_value(v);
-}
-
-static const char *jstr(json_t *j, const char *key)
-{
-    const char *v = json_string_value(json_object_get(j, key));
-    return v ? v : "";
-}
-
-static long long new_item(const th_stockd *s, long long stock)
-{
-    char body[64];
-    snprintf(body, sizeof(body), "{\"name\":\"it\",\"stock\":%lld}", stock);
-    json_t *j = call(s, "POST", "/items", body, 201);
-    long long id = jint(j, "id");
-    json_decref(j);
-    return id;
-}
-
 /* The item's stock and the number of ledger rows, read back over HTTP. */
 static void item_state(const th_stockd *s, long long id, long long *stock, long long *orders)
 {
     char path[64];
     snprintf(path, sizeof(path), "/items/%lld", id);
-    json_t *j = call(s, "GET", path, NULL, 200);
-    *stock = jint(j, "stock");
-    *orders = jint(j, "orderCount");
-    assert_int_equal(jint(j, "stock") + jint(j, "sold"), *stock + jint(j, "sold"));
+    json_t *j = th_call(s, "GET", path, NULL, 200);
+    *stock = th_jint(j, "stock");
+    *orders = th_jint(j, "orderCount");
+    assert_int_equal(th_jint(j, "stock") + th_jint(j, "sold"), *stock + th_jint(j, "sold"));
     json_decref(j);
 }
 
@@ -121,30 +80,30 @@ static json_t *reduce(const th_stockd *s, long long item, int qty, const char *r
     else
         snprintf(body, sizeof(body), "{\"itemId\":%lld,\"quantity\":%d,\"workMs\":%d}", item, qty,
                  work_ms);
-    return call(s, "POST", "/reduceStock", body, expect);
+    return th_call(s, "POST", "/reduceStock", body, expect);
 }
 
 static void test_create_reduce_and_read_back(void **state)
 {
     (void)state;
-    long long id = new_item(&a, 42), stock, orders;
+    long long id = th_new_item(&a, "it", 42), stock, orders;
     json_t *j = reduce(&a, id, 1, NULL, 0, 200);
-    assert_int_equal(jint(j, "remaining"), 41);
-    assert_int_equal(jint(j, "itemId"), id);
-    assert_true(jint(j, "orderId") > 0);
+    assert_int_equal(th_jint(j, "remaining"), 41);
+    assert_int_equal(th_jint(j, "itemId"), id);
+    assert_true(th_jint(j, "orderId") > 0);
     assert_false(json_is_true(json_object_get(j, "replayed")));
     json_decref(j);
     char path[64];
     snprintf(path, sizeof(path), "/items/%lld", id);
-    j = call(&b, "GET", path, NULL, 200); /* the other replica sees the same database */
-    assert_int_equal(jint(j, "stock"), 41);
-    assert_int_equal(jint(j, "sold"), 1);
+    j = th_call(&b, "GET", path, NULL, 200); /* the other replica sees the same database */
+    assert_int_equal(th_jint(j, "stock"), 41);
+    assert_int_equal(th_jint(j, "sold"), 1);
     json_t *ord = json_array_get(json_object_get(j, "orders"), 0);
-    assert_string_equal(jstr(ord, "instance"), "replica-a");
-    assert_string_equal(jstr(ord, "lockMode"), "redis");
-    assert_true(jint(ord, "fence") > 0);
+    assert_string_equal(th_jstr(ord, "instance"), "replica-a");
+    assert_string_equal(th_jstr(ord, "lockMode"), "redis");
+    assert_true(th_jint(ord, "fence") > 0);
     json_decref(j);
-    j = call(&a, "GET", "/items", NULL, 200);
+    j = th_call(&a, "GET", "/items", NULL, 200);
     assert_true(json_array_size(json_object_get(j, "items")) >= 1);
     json_decref(j);
     item_state(&a, id, &stock, &orders);
@@ -154,16 +113,16 @@ static void test_create_reduce_and_read_back(void **state)
 static void test_same_request_id_deducts_once(void **state)
 {
     (void)state;
-    long long id = new_item(&a, 10), stock, orders;
+    long long id = th_new_item(&a, "it", 10), stock, orders;
     json_t *first = reduce(&a, id, 3, "order-77", 0, 200);
     json_t *again = reduce(&b, id, 3, "order-77", 0, 200); /* a retry through another replica */
-    assert_int_equal(jint(again, "orderId"), jint(first, "orderId"));
-    assert_int_equal(jint(again, "remaining"), 7);
+    assert_int_equal(th_jint(again, "orderId"), th_jint(first, "orderId"));
+    assert_int_equal(th_jint(again, "remaining"), 7);
     assert_true(json_is_true(json_object_get(again, "replayed")));
     json_decref(first);
     json_decref(again);
     json_t *conflict = reduce(&a, id, 4, "order-77", 0, 409);
-    assert_string_equal(jstr(conflict, "error"), "request_id_conflict");
+    assert_string_equal(th_jstr(conflict, "error"), "request_id_conflict");
     json_decref(conflict);
     item_state(&a, id, &stock, &orders);
     assert_int_equal(stock, 7);
@@ -173,14 +132,14 @@ static void test_same_request_id_deducts_once(void **state)
 static void test_insufficient_stock_and_unknown_item(void **state)
 {
     (void)state;
-    long long id = new_item(&a, 2), stock, orders;
+    long long id = th_new_item(&a, "it", 2), stock, orders;
     json_t *j = reduce(&a, id, 3, NULL, 0, 409);
-    assert_string_equal(jstr(j, "error"), "insufficient_stock");
-    assert_int_equal(jint(j, "remaining"), 2);
-    assert_int_equal(jint(j, "requested"), 3);
+    assert_string_equal(th_jstr(j, "error"), "insufficient_stock");
+    assert_int_equal(th_jint(j, "remaining"), 2);
+    assert_int_equal(th_jint(j, "requested"), 3);
     json_decref(j);
     j = reduce(&a, id + 100000, 1, NULL, 0, 404);
-    assert_string_equal(jstr(j, "error"), "item_not_found");
+    assert_string_equal(th_jstr(j, "error"), "item_not_found");
     json_decref(j);
     item_state(&a, id, &stock, &orders);
     assert_int_equal(stock, 2);
@@ -190,15 +149,15 @@ static void test_insufficient_stock_and_unknown_item(void **state)
 static void test_put_sets_stock_under_the_lock(void **state)
 {
     (void)state;
-    long long id = new_item(&a, 2);
+    long long id = th_new_item(&a, "it", 2);
     char path[64];
     snprintf(path, sizeof(path), "/items/%lld", id);
-    json_t *j = call(&a, "PUT", path, "{\"stock\":50}", 200);
-    assert_int_equal(jint(j, "stock"), 50);
+    json_t *j = th_call(&a, "PUT", path, "{\"stock\":50}", 200);
+    assert_int_equal(th_jint(j, "stock"), 50);
     json_decref(j);
-    json_decref(call(&a, "PUT", "/items/999999999", "{\"stock\":5}", 404));
+    json_decref(th_call(&a, "PUT", "/items/999999999", "{\"stock\":5}", 404));
     j = reduce(&b, id, 5, NULL, 0, 200); /* the PUT's fence doesn't block later holders */
-    assert_int_equal(jint(j, "remaining"), 45);
+    assert_int_equal(th_jint(j, "remaining"), 45);
     json_decref(j);
 }
 
@@ -211,7 +170,7 @@ struct bad_request {
 static void test_malformed_requests_get_json_errors_and_leave_stock_alone(void **state)
 {
     (void)state;
-    long long id = new_item(&a, 100), stock, orders;
+    long long id = th_new_item(&a, "it", 100), stock, orders;
     char item_path[64], missing[128], big_id[128], long_rid[400], oversized[20000];
     snprintf(item_path, sizeof(item_path), "/items/%lld", id);
     snprintf(missing, sizeof(missing), "{\"itemId\":%lld,\"quantity\":1}", id + 100000);
@@ -279,9 +238,9 @@ static void test_malformed_requests_get_json_errors_and_leave_stock_alone(void *
         {"GET", "/items?limit=-1", NULL, 400, "invalid_request"},
     };
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
-        json_t *j = call(&a, table[i].method, table[i].path, table[i].body, table[i].status);
-        if (strcmp(jstr(j, "error"), table[i].error) != 0 || !*jstr(j, "message"))
-            fail_msg("%s %s: error %s (want %s)", table[i].method, table[i].path, jstr(j, "error"),
+        json_t *j = th_call(&a, table[i].method, table[i].path, table[i].body, table[i].status);
+        if (strcmp(th_jstr(j, "error"), table[i].error) != 0 || !*th_jstr(j, "message"))
+            fail_msg("%s %s: error %s (want %s)", table[i].method, table[i].path, th_jstr(j, "error"),
                      table[i].error);
         json_decref(j);
     }
@@ -294,7 +253,7 @@ static void test_malformed_requests_get_json_errors_and_leave_stock_alone(void *
 static void test_raw_protocol_abuse_is_refused_without_touching_stock(void **state)
 {
     (void)state;
-    long long id = new_item(&a, 100), stock, orders;
+    long long id = th_new_item(&a, "it", 100), stock, orders;
     char req[512], out[4096];
     snprintf(req, sizeof(req), "GET /items/..%%2F..%%2Fetc%%2Fpasswd HTTP/1.1\r\nHost: x\r\n"
              "Connection: close\r\n\r\n");
@@ -335,9 +294,9 @@ static void test_raw_protocol_abuse_is_refused_without_touching_stock(void **sta
 static void test_watchdog_renews_during_long_work(void **state)
 {
     (void)state;
-    long long id = new_item(&a, 5), stock, orders;
+    long long id = th_new_item(&a, "it", 5), stock, orders;
     json_t *j = reduce(&a, id, 1, NULL, 900, 200); /* lease 600 ms: about 4 renewals */
-    assert_int_equal(jint(j, "remaining"), 4);
+    assert_int_equal(th_jint(j, "remaining"), 4);
     json_decref(j);
     char url[128];
     th_resp r;
@@ -355,12 +314,12 @@ static void test_watchdog_renews_during_long_work(void **state)
 static void test_interrupted_holder_rolls_back(void **state)
 {
     (void)state;
-    long long id = new_item(&a, 5), stock, orders;
+    long long id = th_new_item(&a, "it", 5), stock, orders;
     int64_t t0 = th_now_ms();
     /* interrupted after 12 renewals, one every 200 ms: about 2.6 s */
     json_t *j = reduce(&a, id, 1, "interrupt-me", 10000, 503);
     assert_true(th_now_ms() - t0 < 5000);
-    assert_string_equal(jstr(j, "error"), "lock_interrupted");
+    assert_string_equal(th_jstr(j, "error"), "lock_interrupted");
     json_decref(j);
     item_state(&a, id, &stock, &orders);
     assert_int_equal(stock, 5);
@@ -375,7 +334,7 @@ static void test_interrupted_holder_rolls_back(void **state)
 static void test_busy_lock_times_out_without_stalling_other_items(void **state)
 {
     (void)state;
-    long long hot = new_item(&a, 5), cold = new_item(&a, 5);
+    long long hot = th_new_item(&a, "it", 5), cold = th_new_item(&a, "it", 5);
     th_bg_reduce holder = {.url = a.url, .item = hot, .work_ms = 1000};
     th_bg_reduce_start(&holder);
     char key[64];
@@ -396,7 +355,7 @@ static void test_busy_lock_times_out_without_stalling_other_items(void **state)
 
     int64_t t0 = th_now_ms(); /* the same replica still serves other items and /health */
     json_decref(reduce(&a, cold, 1, NULL, 0, 200));
-    json_decref(call(&a, "GET", "/health", NULL, 200));
+    json_decref(th_call(&a, "GET", "/health", NULL, 200));
     assert_true(th_now_ms() - t0 < 1000);
     th_bg_reduce_join(&holder);
     assert_int_equal(holder.status, 200);
@@ -422,7 +381,7 @@ static void *hammer(void *arg)
 static void test_two_replicas_never_oversell(void **state)
 {
     (void)state;
-    long long id = new_item(&a, 50), stock, orders;
+    long long id = th_new_item(&a, "it", 50), stock, orders;
     pthread_t t[WORKERS];
     struct hammer_arg calls[WORKERS];
     for (int i = 0; i < WORKERS; i++) {
@@ -480,7 +439,7 @@ static void *batch_worker(void *arg)
 static void test_batched_requests_never_oversell_and_replay_once(void **state)
 {
     (void)state;
-    long long id = new_item(&a, 100), stock, orders;
+    long long id = th_new_item(&a, "it", 100), stock, orders;
     pthread_t t[BATCH_THREADS + 2];
     struct batch_worker w[BATCH_THREADS + 2];
     for (int i = 0; i < BATCH_THREADS + 2; i++) {
@@ -511,18 +470,18 @@ static void test_batched_requests_never_oversell_and_replay_once(void **state)
 static void test_atomic_mode_deducts_without_a_lock(void **state)
 {
     (void)state;
-    long long id = new_item(&atomic_srv, 3), stock, orders;
+    long long id = th_new_item(&atomic_srv, "it", 3), stock, orders;
     json_t *j = reduce(&atomic_srv, id, 2, "atomic-1", 0, 200);
-    assert_int_equal(jint(j, "remaining"), 1);
+    assert_int_equal(th_jint(j, "remaining"), 1);
     json_decref(j);
     j = reduce(&atomic_srv, id, 2, NULL, 0, 409);
-    assert_int_equal(jint(j, "remaining"), 1);
+    assert_int_equal(th_jint(j, "remaining"), 1);
     json_decref(j);
     j = reduce(&atomic_srv, id, 2, "atomic-1", 0, 200);
     assert_true(json_is_true(json_object_get(j, "replayed")));
     json_decref(j);
-    j = call(&atomic_srv, "GET", "/health", NULL, 200);
-    assert_non_null(strstr(jstr(j, "redis"), "unused"));
+    j = th_call(&atomic_srv, "GET", "/health", NULL, 200);
+    assert_non_null(strstr(th_jstr(j, "redis"), "unused"));
     json_decref(j);
     item_state(&atomic_srv, id, &stock, &orders);
     assert_int_equal(stock, 1);
@@ -532,7 +491,7 @@ static void test_atomic_mode_deducts_without_a_lock(void **state)
 static void test_stolen_lock_is_reported_lost_and_rolled_back(void **state)
 {
     (void)state;
-    long long id = new_item(&a, 5), stock, orders;
+    long long id = th_new_item(&a, "it", 5), stock, orders;
     th_bg_reduce holder = {.url = a.url, .item = id, .work_ms = 1000};
     th_bg_reduce_start(&holder);
     char cmd[96];
@@ -555,7 +514,7 @@ static void test_stolen_lock_is_reported_lost_and_rolled_back(void **state)
 static void test_locked_database_gives_storage_busy(void **state)
 {
     (void)state;
-    long long id = new_item(&a, 5), stock, orders;
+    long long id = th_new_item(&a, "it", 5), stock, orders;
     sqlite3 *other;
     assert_int_equal(sqlite3_open(db, &other), SQLITE_OK);
     assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
@@ -580,7 +539,7 @@ static void test_locked_database_gives_storage_busy(void **state)
 static void test_storage_fault_gives_500_and_writes_nothing(void **state)
 {
     (void)state;
-    long long id = new_item(&a, 1000), stock, orders;
+    long long id = th_new_item(&a, "it", 1000), stock, orders;
     sqlite3 *other;
     assert_int_equal(sqlite3_open(db, &other), SQLITE_OK);
     assert_int_equal(sqlite3_exec(other, "CREATE TRIGGER injected_fault BEFORE INSERT ON "
@@ -588,8 +547,8 @@ static void test_storage_fault_gives_500_and_writes_nothing(void **state)
                                          "RAISE(ABORT, 'injected fault'); END;",
                                   NULL, NULL, NULL), SQLITE_OK);
     json_t *j = reduce(&a, id, 777, NULL, 0, 500);
-    assert_string_equal(jstr(j, "error"), "storage_error");
-    assert_non_null(strstr(jstr(j, "message"), "injected fault"));
+    assert_string_equal(th_jstr(j, "error"), "storage_error");
+    assert_non_null(strstr(th_jstr(j, "message"), "injected fault"));
     json_decref(j);
     json_decref(reduce(&atomic_srv, id, 777, NULL, 0, 500)); /* same fault, atomic mode */
     sqlite3_exec(other, "DROP TRIGGER injected_fault", NULL, NULL, NULL);
@@ -603,25 +562,25 @@ static void test_storage_fault_gives_500_and_writes_nothing(void **state)
 static void test_redis_down_gives_503_then_recovers(void **state)
 {
     (void)state;
-    long long id = new_item(&a, 5), stock, orders;
+    long long id = th_new_item(&a, "it", 5), stock, orders;
     th_redis_stop(&redis, 1);
     int64_t t0 = th_now_ms();
     json_t *j = reduce(&a, id, 1, NULL, 0, 503);
-    assert_string_equal(jstr(j, "error"), "redis_unavailable");
+    assert_string_equal(th_jstr(j, "error"), "redis_unavailable");
     json_decref(j);
     assert_true(th_now_ms() - t0 < 3000);
-    j = call(&a, "GET", "/health", NULL, 503);
-    assert_string_equal(jstr(j, "status"), "unavailable");
-    assert_string_equal(jstr(j, "storage"), "ok");
-    assert_string_equal(jstr(j, "storageBackend"), "sqlite");
+    j = th_call(&a, "GET", "/health", NULL, 503);
+    assert_string_equal(th_jstr(j, "status"), "unavailable");
+    assert_string_equal(th_jstr(j, "storage"), "ok");
+    assert_string_equal(th_jstr(j, "storageBackend"), "sqlite");
     json_decref(j);
     item_state(&a, id, &stock, &orders);
     assert_int_equal(stock, 5);
 
     assert_int_equal(th_redis_start(&redis), 0);
-    json_decref(call(&a, "GET", "/health", NULL, 200));
+    json_decref(th_call(&a, "GET", "/health", NULL, 200));
     j = reduce(&a, id, 1, NULL, 0, 200); /* fences restart above the stored ones */
-    assert_int_equal(jint(j, "remaining"), 4);
+    assert_int_equal(th_jint(j, "remaining"), 4);
     json_decref(j);
     json_decref(reduce(&b, id, 1, NULL, 0, 200));
 }
@@ -632,7 +591,7 @@ static void test_sigterm_finishes_in_flight_requests_and_releases_locks(void **s
     th_stockd d;
     const char *flags[] = {LOCK_FLAGS, NULL};
     assert_int_equal(th_stockd_start(&d, &redis, db, dir, flags), 0);
-    long long id = new_item(&d, 5), stock, orders;
+    long long id = th_new_item(&d, "it", 5), stock, orders;
     char resp[2048];
     int keepalive = th_connect(d.port);
     const char *health = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -675,7 +634,7 @@ static void test_requests_past_the_drain_deadline_do_not_commit(void **state)
     th_stockd d;
     const char *flags[] = {LOCK_FLAGS, "--drain-ms", "300", NULL};
     assert_int_equal(th_stockd_start(&d, &redis, db, dir, flags), 0);
-    long long id = new_item(&a, 5), stock, orders;
+    long long id = th_new_item(&a, "it", 5), stock, orders;
     th_bg_reduce late = {.url = d.url, .item = id, .work_ms = 1000};
     th_bg_reduce_start(&late);
     char key[64];
@@ -700,7 +659,7 @@ static void test_a_write_that_waits_past_the_drain_deadline_does_not_commit(void
     const char *flags[] = {LOCK_FLAGS, "--batch", "off", "--drain-ms", "500",
                            "--busy-timeout-ms", "5000", NULL};
     assert_int_equal(th_stockd_start(&d, &redis, db, dir, flags), 0);
-    long long id = new_item(&a, 5), stock, orders;
+    long long id = th_new_item(&a, "it", 5), stock, orders;
     th_bg_reduce late = {.url = d.url, .item = id, .work_ms = 1000};
     th_bg_reduce_start(&late);
     char key[64];
@@ -733,10 +692,10 @@ static void test_requests_for_absent_items_touch_no_redis_key(void **state)
     for (int i = 0; i < 250; i++) {
         long long absent = 900000000LL + i;
         snprintf(body, sizeof(body), "{\"itemId\":%lld,\"quantity\":1}", absent);
-        json_decref(call(i % 2 ? &a : &b, "POST", "/reduceStock", body, 404));
+        json_decref(th_call(i % 2 ? &a : &b, "POST", "/reduceStock", body, 404));
         if (i % 50 == 0) {
             snprintf(path, sizeof(path), "/items/%lld", absent);
-            json_decref(call(&a, "PUT", path, "{\"stock\":5}", 404));
+            json_decref(th_call(&a, "PUT", path, "{\"stock\":5}", 404));
         }
     }
     assert_true(th_redis_int(&redis, "DBSIZE") <= before);
@@ -767,27 +726,27 @@ static void fill_ledger(long long item, int n)
 static void test_a_long_ledger_is_read_in_bounded_pages(void **state)
 {
     (void)state;
-    long long id = new_item(&a, 5);
+    long long id = th_new_item(&a, "it", 5);
     fill_ledger(id, BIG_LEDGER);
     char path[128];
     snprintf(path, sizeof(path), "/items/%lld?limit=1000000", id);
-    json_decref(call(&a, "GET", path, NULL, 400));
+    json_decref(th_call(&a, "GET", path, NULL, 400));
     snprintf(path, sizeof(path), "/items/%lld?limit=1000", id);
-    json_decref(call(&a, "GET", path, NULL, 200)); /* warm up: caches, arenas */
+    json_decref(th_call(&a, "GET", path, NULL, 200)); /* warm up: caches, arenas */
     long before_kb = th_rss_kb(a.pid);
     long long after = 0, last = 0;
     for (int page = 0; page < 10; page++) {
         snprintf(path, sizeof(path), "/items/%lld?limit=1000&after=%lld", id, after);
-        json_t *j = call(&a, "GET", path, NULL, 200);
+        json_t *j = th_call(&a, "GET", path, NULL, 200);
         json_t *orders = json_object_get(j, "orders");
         assert_int_equal(json_array_size(orders), 1000);
-        assert_int_equal(jint(j, "orderCount"), BIG_LEDGER);
+        assert_int_equal(th_jint(j, "orderCount"), BIG_LEDGER);
         for (size_t i = 0; i < json_array_size(orders); i++) {
-            long long oid = jint(json_array_get(orders, i), "orderId");
+            long long oid = th_jint(json_array_get(orders, i), "orderId");
             assert_true(last == 0 || oid == last - 1); /* contiguous, newest first */
             last = oid;
         }
-        after = jint(j, "nextAfter");
+        after = th_jint(j, "nextAfter");
         assert_int_equal(after, last);
         json_decref(j);
     }
@@ -804,22 +763,22 @@ static void test_a_long_ledger_is_read_in_bounded_pages(void **state)
 static void test_items_are_listed_in_pages(void **state)
 {
     (void)state;
-    long long first = new_item(&a, 1);
-    new_item(&a, 1);
-    long long third = new_item(&a, 1);
+    long long first = th_new_item(&a, "it", 1);
+    th_new_item(&a, "it", 1);
+    long long third = th_new_item(&a, "it", 1);
     char path[64];
     snprintf(path, sizeof(path), "/items?limit=2&after=%lld", first - 1);
-    json_t *j = call(&a, "GET", path, NULL, 200);
+    json_t *j = th_call(&a, "GET", path, NULL, 200);
     assert_int_equal(json_array_size(json_object_get(j, "items")), 2);
-    long long next = jint(j, "nextAfter");
+    long long next = th_jint(j, "nextAfter");
     json_decref(j);
     snprintf(path, sizeof(path), "/items?limit=2&after=%lld", next);
-    j = call(&a, "GET", path, NULL, 200);
-    assert_int_equal(jint(json_array_get(json_object_get(j, "items"), 0), "id"), third);
+    j = th_call(&a, "GET", path, NULL, 200);
+    assert_int_equal(th_jint(json_array_get(json_object_get(j, "items"), 0), "id"), third);
     assert_true(json_is_null(json_object_get(j, "nextAfter")));
     json_decref(j);
-    json_decref(call(&a, "GET", "/items?limit=1001", NULL, 400));
-    json_decref(call(&a, "GET", "/items?after=-1", NULL, 400));
+    json_decref(th_call(&a, "GET", "/items?limit=1001", NULL, 400));
+    json_decref(th_call(&a, "GET", "/items?after=-1", NULL, 400));
 }
 
 /* One Redis command must not outlast the room a renewal has: the renew
@@ -859,7 +818,7 @@ static void *take_all(void *arg)
 static void test_a_rolled_back_batch_leaves_no_false_refusal(void **state)
 {
     (void)state;
-    long long id = new_item(&a, 5), stock, orders;
+    long long id = th_new_item(&a, "it", 5), stock, orders;
     sqlite3 *other;
     char sql[200];
     assert_int_equal(sqlite3_open(db, &other), SQLITE_OK);

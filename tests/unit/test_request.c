@@ -12,7 +12,7 @@
 #include "server/request.h"
 #include "server/route.h"
 
-static int parse_reduce(const char *body, req_reduce *r)
+static int parse_reduce(const char *body, req_order *r)
 {
     char err[256];
     return req_parse_reduce(body, strlen(body), r, err, sizeof(err));
@@ -21,11 +21,12 @@ static int parse_reduce(const char *body, req_reduce *r)
 static void test_reduce_body_with_every_field_is_accepted(void **state)
 {
     (void)state;
-    req_reduce r;
+    req_order r;
     assert_int_equal(parse_reduce("{\"itemId\": 7, \"quantity\": 3, \"requestId\": \"abc-1\", "
                                   "\"workMs\": 250, \"note\": \"ignored\"}", &r), REQ_OK);
-    assert_int_equal(r.item_id, 7);
-    assert_int_equal(r.quantity, 3);
+    assert_int_equal(r.nlines, 1);
+    assert_int_equal(r.lines[0].item_id, 7);
+    assert_int_equal(r.lines[0].quantity, 3);
     assert_true(r.has_request_id);
     assert_string_equal(r.request_id, "abc-1");
     assert_int_equal(r.work_ms, 250);
@@ -34,7 +35,7 @@ static void test_reduce_body_with_every_field_is_accepted(void **state)
 static void test_reduce_body_optional_fields_default(void **state)
 {
     (void)state;
-    req_reduce r;
+    req_order r;
     assert_int_equal(parse_reduce("{\"itemId\":1,\"quantity\":1}", &r), REQ_OK);
     assert_false(r.has_request_id);
     assert_int_equal(r.work_ms, 0);
@@ -45,7 +46,7 @@ static void test_reduce_body_optional_fields_default(void **state)
 static void test_request_id_limits(void **state)
 {
     (void)state;
-    req_reduce r;
+    req_order r;
     char body[512], id[200];
     memset(id, 'x', 128);
     id[128] = '\0';
@@ -92,27 +93,106 @@ static const struct bad_case bad_reduce[] = {
     {"{\"itemId\":1,\"quantity\":\"\xff\xfe\"}", REQ_ERR_JSON, "malformed"},
 };
 
+/* Each case, parsed by parse, fails with its code and a message containing
+ * its message_part. */
+static void expect_refusals(int (*parse)(const char *, size_t, req_order *, char *, size_t),
+                            const struct bad_case *cases, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        req_order r;
+        char err[256] = "";
+        int rc = parse(cases[i].body, strlen(cases[i].body), &r, err, sizeof(err));
+        if (rc != cases[i].code || strstr(err, cases[i].message_part) == NULL)
+            fail_msg("body %s: got code %d message \"%s\"", cases[i].body, rc, err);
+    }
+}
+
 static void test_malformed_reduce_bodies_get_clear_errors(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < sizeof(bad_reduce) / sizeof(bad_reduce[0]); i++) {
-        req_reduce r;
-        char err[256] = "";
-        int rc = req_parse_reduce(bad_reduce[i].body, strlen(bad_reduce[i].body), &r, err,
-                                  sizeof(err));
-        if (rc != bad_reduce[i].code || strstr(err, bad_reduce[i].message_part) == NULL)
-            fail_msg("body %s: got code %d message \"%s\"", bad_reduce[i].body, rc, err);
-    }
+    expect_refusals(req_parse_reduce, bad_reduce, sizeof(bad_reduce) / sizeof(bad_reduce[0]));
 }
 
 static void test_body_with_embedded_nul_is_refused(void **state)
 {
     (void)state;
     static const char body[] = "{\"itemId\":1,\"quantity\":1}\0garbage";
-    req_reduce r;
+    req_order r;
     char err[256];
     assert_int_equal(req_parse_reduce(body, sizeof(body) - 1, &r, err, sizeof(err)),
                      REQ_ERR_JSON);
+}
+
+static int parse_order(const char *body, req_order *o, char *err)
+{
+    return req_parse_order(body, strlen(body), o, err, 256);
+}
+
+static void test_order_body_keeps_lines_in_client_order(void **state)
+{
+    (void)state;
+    req_order o;
+    char err[256];
+    assert_int_equal(parse_order("{\"lines\":[{\"itemId\":9,\"quantity\":2},"
+                                 "{\"itemId\":3,\"quantity\":1,\"note\":\"x\"}],"
+                                 "\"requestId\":\"cart-1\",\"workMs\":5}", &o, err), REQ_OK);
+    assert_int_equal(o.nlines, 2);
+    assert_int_equal(o.lines[0].item_id, 9);
+    assert_int_equal(o.lines[0].quantity, 2);
+    assert_int_equal(o.lines[1].item_id, 3);
+    assert_int_equal(o.lines[1].quantity, 1);
+    assert_string_equal(o.request_id, "cart-1");
+    assert_int_equal(o.work_ms, 5);
+}
+
+/* An order body of n lines for items 1..n. */
+static void order_of(int n, char *body)
+{
+    body += sprintf(body, "{\"lines\":[");
+    for (int i = 1; i <= n; i++)
+        body += sprintf(body, "%s{\"itemId\":%d,\"quantity\":1}", i > 1 ? "," : "", i);
+    strcpy(body, "]}");
+}
+
+static void test_order_with_the_most_lines_is_accepted(void **state)
+{
+    (void)state;
+    char body[4096], err[256];
+    req_order o;
+    order_of(RULE_ORDER_LINES_MAX, body);
+    assert_int_equal(parse_order(body, &o, err), REQ_OK);
+    assert_int_equal(o.nlines, RULE_ORDER_LINES_MAX);
+    order_of(RULE_ORDER_LINES_MAX + 1, body);
+    assert_int_equal(parse_order(body, &o, err), REQ_ERR_INVALID);
+    assert_non_null(strstr(err, "1-32 lines"));
+}
+
+static const struct bad_case bad_order[] = {
+    {"{}", REQ_ERR_INVALID, "field \"lines\" must be an array of 1-32 lines"},
+    {"{\"lines\":[]}", REQ_ERR_INVALID, "1-32 lines"},
+    {"{\"lines\":{\"itemId\":1,\"quantity\":1}}", REQ_ERR_INVALID, "must be an array"},
+    {"{\"lines\":[1]}", REQ_ERR_INVALID, "lines[0] must be an object"},
+    {"{\"lines\":[{\"itemId\":1,\"quantity\":1},null]}", REQ_ERR_INVALID,
+     "lines[1] must be an object"},
+    {"{\"lines\":[{\"itemId\":1,\"quantity\":0}]}", REQ_ERR_INVALID,
+     "lines[0]: field \"quantity\" must be between 1 and"},
+    {"{\"lines\":[{\"quantity\":1}]}", REQ_ERR_INVALID, "lines[0]: missing field \"itemId\""},
+    {"{\"lines\":[{\"itemId\":1,\"quantity\":1},{\"itemId\":\"2\",\"quantity\":1}]}",
+     REQ_ERR_INVALID, "lines[1]: field \"itemId\" must be an integer"},
+    {"{\"lines\":[{\"itemId\":4,\"quantity\":1},{\"itemId\":5,\"quantity\":1},"
+     "{\"itemId\":4,\"quantity\":2}]}",
+     REQ_ERR_INVALID, "lines[2]: itemId 4 already in lines[0]"},
+    {"{\"lines\":[{\"itemId\":1,\"quantity\":1}],\"requestId\":\"\"}", REQ_ERR_INVALID,
+     "requestId"},
+    {"{\"lines\":[{\"itemId\":1,\"quantity\":1}],\"workMs\":-1}", REQ_ERR_INVALID, "workMs"},
+    {"{\"lines\":[{\"itemId\":1,\"quantity\":1,\"quantity\":2}]}", REQ_ERR_JSON, "duplicate"},
+    {"[{\"itemId\":1,\"quantity\":1}]", REQ_ERR_JSON, "object"},
+};
+
+static void test_malformed_orders_name_the_line(void **state)
+{
+    (void)state;
+    expect_refusals(req_parse_order, bad_order, sizeof(bad_order) / sizeof(bad_order[0]));
 }
 
 static void test_item_bodies(void **state)
@@ -173,7 +253,7 @@ static void test_routes_match_methods_and_ids(void **state)
     route_match("PUT", "/items/12", &r);
     assert_int_equal(r.id, ROUTE_ITEM);
     assert_true(r.method_ok);
-    assert_int_equal(r.item_id, 12);
+    assert_int_equal(r.path_id, 12);
     route_match("DELETE", "/items/12", &r);
     assert_false(r.method_ok);
     route_match("GET", "/items/abc", &r);
@@ -195,6 +275,21 @@ static void test_routes_match_methods_and_ids(void **state)
     assert_false(r.method_ok);
     route_match("", "/health", &r); /* found by fuzzing: used to loop forever */
     assert_false(r.method_ok);
+    route_match("POST", "/orders", &r);
+    assert_int_equal(r.id, ROUTE_ORDERS);
+    assert_true(r.method_ok);
+    route_match("GET", "/orders", &r);
+    assert_false(r.method_ok);
+    assert_string_equal(r.allow, "POST");
+    route_match("GET", "/orders/77", &r);
+    assert_int_equal(r.id, ROUTE_ORDER);
+    assert_true(r.method_ok);
+    assert_int_equal(r.path_id, 77);
+    route_match("GET", "/orders/0", &r);
+    assert_true(r.bad_id);
+    route_match("POST", "/orders/77", &r);
+    assert_false(r.method_ok);
+    assert_string_equal(r.allow, "GET, HEAD");
 }
 
 int main(void)
@@ -205,6 +300,9 @@ int main(void)
         cmocka_unit_test(test_request_id_limits),
         cmocka_unit_test(test_malformed_reduce_bodies_get_clear_errors),
         cmocka_unit_test(test_body_with_embedded_nul_is_refused),
+        cmocka_unit_test(test_order_body_keeps_lines_in_client_order),
+        cmocka_unit_test(test_order_with_the_most_lines_is_accepted),
+        cmocka_unit_test(test_malformed_orders_name_the_line),
         cmocka_unit_test(test_item_bodies),
         cmocka_unit_test(test_path_ids_and_query_ints),
         cmocka_unit_test(test_routes_match_methods_and_ids),

@@ -1,0 +1,26 @@
+/* calls.h - HTTP calls to a stockd under test that check their answer, and
+ * readers of the JSON it answers with. They fail the running cmocka test
+ * (naming the request and what came back) instead of returning errors. */
+#ifndef TEST_CALLS_H
+#define TEST_CALLS_H
+
+#include <jansson.h>
+
+#include "tests/harness.h"
+
+/* One request to s (path like "/items/1", body may be NULL); fails the test
+ * unless the status is expect and the answer JSON (HEAD: no body). Returns
+ * the answer (json_decref it; NULL for HEAD). */
+json_t *th_call(const th_stockd *s, const char *method, const char *path, const char *body,
+                long expect);
+
+/* The integer member key of j; fails the test when there is none. */
+long long th_jint(json_t *j, const char *key);
+
+/* The string member key of j, or "" when there is none. */
+const char *th_jstr(json_t *j, const char *key);
+
+/* POST /items {"name": name, "stock": stock} to s; the new item's id. */
+long long th_new_item(const th_stockd *s, const char *name, long long stock);
+
+#endif
