@@ -115,11 +115,12 @@ static void per_target(FILE *f, const lg_run *r)
         latency_row(f, r->targets[t].url, res->targets[t].all);
 }
 
-static void item_line(FILE *f, const lg_item_check *c)
+/* what acked_n counts: answers of /reduceStock, lines of carts */
+static void item_line(FILE *f, const lg_item_check *c, const char *acked_unit)
 {
-    fprintf(f, "  item %lld: stock %lld -> %lld, sold %lld, acknowledged %lld units in %lld "
-               "answers",
-            c->id, c->stock0, c->stock1, c->sold1 - c->sold0, c->acked_qty, c->acked_n);
+    fprintf(f, "  item %lld: stock %lld -> %lld, sold %lld, acknowledged %lld units in %lld %s",
+            c->id, c->stock0, c->stock1, c->sold1 - c->sold0, c->acked_qty, c->acked_n,
+            acked_unit);
     if (c->ledger_checked)
         fprintf(f, ", ledger rows %lld (%lld units matched)\n", c->rows, c->matched_qty);
     else
@@ -129,10 +130,11 @@ static void item_line(FILE *f, const lg_item_check *c)
 /* Few items: one line each; many: the totals. */
 static void items(FILE *f, const lg_run *r)
 {
+    const char *acked_unit = r->carts ? "lines" : "answers";
     fprintf(f, "\nitems\n");
     if (r->nitems <= 5) {
         for (int k = 0; k < r->nitems; k++)
-            item_line(f, &r->items[k]);
+            item_line(f, &r->items[k], acked_unit);
         return;
     }
     lg_item_check sum;
@@ -146,9 +148,9 @@ static void items(FILE *f, const lg_run *r)
         checked += c->ledger_checked;
     }
     fprintf(f, "  %d items: stock %lld -> %lld, sold %lld, acknowledged %lld units in %lld "
-               "answers, ledger read row by row for %d of them (%lld rows)\n",
-            r->nitems, sum.stock0, sum.stock1, sum.sold1, sum.acked_qty, sum.acked_n, checked,
-            sum.rows);
+               "%s, ledger read row by row for %d of them (%lld rows)\n",
+            r->nitems, sum.stock0, sum.stock1, sum.sold1, sum.acked_qty, sum.acked_n, acked_unit,
+            checked, sum.rows);
 }
 
 /* The per-order tallies of a cart run. */

@@ -1,8 +1,8 @@
 /* test_loadgen.c - build/loadgen end to end against a real redis-server and
- * real stockd replicas sharing one SQLite file: the hot, spread, renew and
- * interrupt scenarios must PASS; the same hot run against replicas without a
- * lock must FAIL (the checker can fail); compare says so side by side; and
- * set-up mistakes exit 2 with a message. */
+ * real stockd replicas sharing one SQLite file: the hot, spread, renew,
+ * interrupt and cart scenarios must PASS; the same hot and cart runs against
+ * replicas without a lock must FAIL (the checker can fail); compare says so
+ * side by side; and set-up mistakes exit 2 with a message. */
 #include <jansson.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -265,6 +265,68 @@ static void test_checker_fails_replicas_without_a_lock(void **state)
     outcome_free(&o);
 }
 
+/* A cart run that passed: every order checked against the ledger, none
+ * applied in part, and per item sold equal to the acknowledged lines. */
+static void assert_carts_pass(const outcome *o)
+{
+    assert_int_equal(o->status, 0);
+    assert_non_null(strstr(o->text, "VERDICT: PASS"));
+    json_t *orders = json_object_get(o->json, "orders");
+    assert_non_null(orders);
+    assert_int_equal(jint(orders, "orders"), 1000);
+    assert_int_equal(jint(orders, "checked"), 1000);
+    assert_true(jint(orders, "lines") > 1000); /* carts of 1-5 lines */
+    assert_int_equal(jint(orders, "acknowledged"), jint(o->json, "outcomes.ok"));
+    assert_true(jint(o->json, "outcomes.ok") > 0);
+    assert_true(jint(o->json, "outcomes.insufficient_stock") > 0);
+    assert_int_equal(jint(orders, "partiallyApplied"), 0);
+    json_t *items = json_object_get(o->json, "items");
+    assert_int_equal(json_array_size(items), 8);
+    for (size_t i = 0; i < json_array_size(items); i++) {
+        json_t *it = json_array_get(items, i);
+        assert_int_equal(jint(it, "soldAfter") - jint(it, "soldBefore"), jint(it, "acknowledged"));
+        assert_true(json_is_true(json_object_get(it, "ledgerChecked")));
+    }
+}
+
+static void test_cart_scenario_passes_across_three_replicas(void **state)
+{
+    (void)state;
+    char t[512];
+    outcome o = run_loadgen(0, (const char *[]){"--scenario", "cart", "--target",
+                                                urls(locked, 3, t, sizeof(t)), NULL});
+    assert_carts_pass(&o);
+    outcome_free(&o);
+}
+
+static void test_cart_scenario_passes_against_atomic(void **state)
+{
+    (void)state;
+    outcome o = run_loadgen(0, (const char *[]){"-s", "cart", "--target", atomic_srv.url, NULL});
+    assert_carts_pass(&o);
+    outcome_free(&o);
+}
+
+/* Without a lock, carts that read an item's stock at the same time overwrite
+ * each other's deduction; a little work widens that window. */
+static void test_cart_scenario_fails_replicas_without_a_lock(void **state)
+{
+    (void)state;
+    char t[512];
+    outcome o = run_loadgen(1, (const char *[]){"-s", "cart", "--work-ms", "5", "--target",
+                                                urls(unlocked, 2, t, sizeof(t)), NULL});
+    assert_int_equal(o.status, 1);
+    assert_non_null(strstr(o.text, "VERDICT: FAIL"));
+    assert_non_null(strstr(o.text, "lost updates"));
+    json_t *v = json_object_get(o.json, "violations");
+    int lost = 0;
+    for (size_t i = 0; i < json_array_size(v); i++)
+        lost += strcmp(json_string_value(json_object_get(json_array_get(v, i), "kind")),
+                       "lost_updates") == 0;
+    assert_true(lost > 0);
+    outcome_free(&o);
+}
+
 static void test_compare_puts_the_modes_side_by_side_and_names_none_failing(void **state)
 {
     (void)state;
@@ -331,6 +393,9 @@ int main(void)
         cmocka_unit_test(test_interrupt_scenario_passes_and_no_interrupted_holder_deducted_spin),
         cmocka_unit_test(test_interrupt_scenario_fails_when_nothing_was_interrupted),
         cmocka_unit_test(test_checker_fails_replicas_without_a_lock),
+        cmocka_unit_test(test_cart_scenario_passes_across_three_replicas),
+        cmocka_unit_test(test_cart_scenario_passes_against_atomic),
+        cmocka_unit_test(test_cart_scenario_fails_replicas_without_a_lock),
         cmocka_unit_test(test_compare_puts_the_modes_side_by_side_and_names_none_failing),
         cmocka_unit_test(test_raw_mode_measures_a_path_without_a_verdict),
         cmocka_unit_test(test_set_up_errors_exit_2_with_a_message),
