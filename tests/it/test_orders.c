@@ -399,12 +399,11 @@ static void test_every_lock_mode_places_whole_orders(void **state)
 /* ---- contention ---- */
 
 #define CART_WORKERS 8
-#define CART_RUN_MS 4000
 
 struct cart_worker {
     const th_stockd *s;
     const long long *items; /* the shared items, a few */
-    int nitems, first, reverse, single;
+    int nitems, first, reverse, single, run_ms;
     long placed, refused, unavailable;
     char last_error[256];
 };
@@ -415,7 +414,7 @@ struct cart_worker {
 static void *cart_worker(void *arg)
 {
     struct cart_worker *w = arg;
-    int64_t end = th_now_ms() + CART_RUN_MS;
+    int64_t end = th_now_ms() + w->run_ms;
     char url[128], body[1024];
     snprintf(url, sizeof(url), "%s/orders", w->s->url);
     for (int round = 0; th_now_ms() < end; round++) {
@@ -443,9 +442,9 @@ static void *cart_worker(void *arg)
 }
 
 /* Carts over the same items in opposite orders, and one-line orders of each,
- * from three replicas (batched and not), for a few seconds: no order waits
- * out its lock (a deadlock would), and the ledger adds up. */
-static void carts_in_every_order_scenario(int stock)
+ * from three replicas (batched and not), for run_ms: no order waits out its
+ * lock (a deadlock would), and the ledger adds up. */
+static void carts_in_every_order_scenario(int stock, int run_ms)
 {
     long long items[3] = {new_item(stock), new_item(stock), new_item(stock)};
     const th_stockd *replicas[] = {&a, &b, &unbatched};
@@ -453,7 +452,8 @@ static void carts_in_every_order_scenario(int stock)
     struct cart_worker w[CART_WORKERS];
     for (int i = 0; i < CART_WORKERS; i++) {
         w[i] = (struct cart_worker){.s = replicas[i % 3], .items = items, .nitems = 3,
-                                    .first = i % 3, .reverse = i % 2, .single = i >= 6};
+                                    .first = i % 3, .reverse = i % 2, .single = i >= 6,
+                                    .run_ms = run_ms};
         pthread_create(&t[i], NULL, cart_worker, &w[i]);
     }
     long placed = 0, refused = 0;
@@ -482,13 +482,13 @@ static void carts_in_every_order_scenario(int stock)
 static void test_carts_in_opposite_orders_never_deadlock_or_oversell(void **state)
 {
     (void)state;
-    carts_in_every_order_scenario(1000000);
+    carts_in_every_order_scenario(1000000, 10000);
 }
 
 static void test_carts_sell_out_exactly(void **state)
 {
     (void)state;
-    carts_in_every_order_scenario(60);
+    carts_in_every_order_scenario(60, 3000);
 }
 
 /* ---- faults ---- */
@@ -558,6 +558,32 @@ static void test_an_interrupted_cart_rolls_back_every_line(void **state)
     json_decref(order(&a, items, (int[]){1, 1}, 2, "interrupt-cart", 0, 201));
 }
 
+/* A cart holder that loses one of its keys while it works (the key deleted,
+ * as an expiry or a Redis failover would): the set is lost, the whole order
+ * rolls back, and the key's next holder sells undisturbed. */
+static void test_a_cart_that_loses_one_key_rolls_back_whole(void **state)
+{
+    (void)state;
+    long long items[3] = {new_item(10), new_item(10), new_item(10)};
+    char body[512], key[DLOCK_KEY_MAX + 1];
+    order_body(body, sizeof(body), items, (int[]){1, 1, 1}, 3, "one-key-lost", 1500);
+    th_bg_reduce cart = {.url = a.url, .order = body};
+    th_bg_reduce_start(&cart);
+    for (int64_t end = th_now_ms() + 5000; lock_keys_held(items, 3) != 3;) {
+        assert_true(th_now_ms() < end);
+        th_sleep_ms(2);
+    }
+    assert_int_equal(th_redis_int(&redis, "DEL %s", th_item_lock_key(items[1], key)), 1);
+    json_decref(order(&b, &items[1], (int[]){2}, 1, NULL, 0, 201)); /* the key's next holder */
+    th_bg_reduce_join(&cart);
+    if (cart.status != 503 || strstr(cart.body, "\"lock_lost\"") == NULL)
+        fail_msg("the cart that lost a key was not rolled back: %ld %s", cart.status, cart.body);
+    assert_int_equal(lock_keys_held(items, 3), 0); /* its other keys released at once */
+    assert_int_equal(check_ledger(items[0], 10), 0);
+    assert_int_equal(check_ledger(items[1], 10), 2);
+    assert_int_equal(check_ledger(items[2], 10), 0);
+}
+
 /* A replica that stops (SIGSTOP) after its last lease check and before its
  * write, for longer than the lease, while others sell the same items: when
  * it continues, fencing refuses its cart as a whole,
@@ -605,6 +631,7 @@ int main(void)
         cmocka_unit_test(test_carts_sell_out_exactly),
         cmocka_unit_test(test_a_replica_killed_mid_cart_writes_no_line),
         cmocka_unit_test(test_an_interrupted_cart_rolls_back_every_line),
+        cmocka_unit_test(test_a_cart_that_loses_one_key_rolls_back_whole),
         cmocka_unit_test(test_a_stalled_cart_holder_is_fenced_out),
     };
     return cmocka_run_group_tests_name("orders", tests, group_setup, group_teardown);
