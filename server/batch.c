@@ -10,7 +10,8 @@ struct job_queue {
     struct job_queue *hnext;
     int64_t id;
     batch_job *head, *tail;
-    int has_leader; /* a thread will take the next batch */
+    int has_leader;  /* a thread will take the next batch */
+    int promote_due; /* ...chosen at batch_finish of the batch being served */
 };
 
 struct batch_queues {
@@ -72,8 +73,24 @@ int batch_enter(batch_queues *q, batch_job *job)
     return lead;
 }
 
+/* Hands the queue to its next leader, or frees it when nobody waits (the
+ * next arrival leads). Under q->mu. */
+static void promote(struct job_queue **p)
+{
+    struct job_queue *iq = *p;
+    iq->promote_due = 0;
+    if (iq->head) {
+        iq->head->leader = 1;
+        pthread_cond_signal(&iq->head->cv);
+    } else {
+        *p = iq->hnext;
+        free(iq);
+    }
+}
+
 int batch_take(batch_queues *q, int64_t queue, batch_job **jobs, int max,
-               int (*fits)(const batch_job *job, void *arg), void *arg)
+               int (*fits)(const batch_job *job, void *arg), void *arg,
+               enum batch_promote when)
 {
     pthread_mutex_lock(&q->mu);
     struct job_queue **p = slot(q, queue), *iq = *p;
@@ -82,13 +99,12 @@ int batch_take(batch_queues *q, int64_t queue, batch_job **jobs, int max,
         jobs[n++] = iq->head;
         iq->head = iq->head->next;
     }
-    if (iq && iq->head) { /* promote: it waits for the lock while we serve */
-        iq->head->leader = 1;
-        pthread_cond_signal(&iq->head->cv);
-    } else if (iq) {
-        *p = iq->hnext; /* nobody left: the next arrival leads */
-        free(iq);
-    }
+    if (iq && iq->head == NULL)
+        iq->tail = NULL;
+    if (iq && when == BATCH_PROMOTE_AT_TAKE)
+        promote(p);
+    else if (iq)
+        iq->promote_due = 1;
     pthread_mutex_unlock(&q->mu);
     return n;
 }
@@ -96,6 +112,9 @@ int batch_take(batch_queues *q, int64_t queue, batch_job **jobs, int max,
 void batch_finish(batch_queues *q, batch_job **jobs, int n)
 {
     pthread_mutex_lock(&q->mu);
+    struct job_queue **p = slot(q, jobs[0]->queue);
+    if (*p && (*p)->promote_due)
+        promote(p);
     for (int i = 0; i < n; i++) {
         jobs[i]->done = 1;
         pthread_cond_signal(&jobs[i]->cv);

@@ -10,8 +10,12 @@
  *       batch_finish(q, jobs, n);
  *   }                                       // else another leader answered job.arg
  *
- * Thread-safe. The next leader is promoted while the current batch is still
- * being served, so it is already waiting for the lock when it is released. */
+ * Thread-safe. The next leader is promoted either while the current batch
+ * is still being served (BATCH_PROMOTE_AT_TAKE: it is already waiting for
+ * the item's lock when that is released) or once it is served
+ * (BATCH_PROMOTE_AT_FINISH: for a leader that must see its whole batch
+ * before it knows which locks to take, so that its batch is everything
+ * queued meanwhile, not a batch of one). */
 #ifndef BATCH_H
 #define BATCH_H
 
@@ -38,15 +42,19 @@ void batch_free(batch_queues *q); /* no job may be queued */
  * of memory (nothing queued: serve the job alone). */
 int batch_enter(batch_queues *q, batch_job *job);
 
+enum batch_promote { BATCH_PROMOTE_AT_TAKE, BATCH_PROMOTE_AT_FINISH };
+
 /* Leader: dequeues up to max jobs of queue, in arrival order (the leader's
  * own first), stopping before a job that fits (when not NULL) says does not
  * fit with those taken (fits sees every job, the leader's own first, which
- * is taken whatever it says), and promotes the next
- * queued job, if any, to lead. */
+ * is taken whatever it says), and promotes the next queued job to lead, now
+ * or at batch_finish as promote says. */
 int batch_take(batch_queues *q, int64_t queue, batch_job **jobs, int max,
-               int (*fits)(const batch_job *job, void *arg), void *arg);
+               int (*fits)(const batch_job *job, void *arg), void *arg,
+               enum batch_promote promote);
 
-/* Leader: marks the jobs served (their out filled) and wakes their threads. */
+/* Leader: marks the jobs served (their out filled), wakes their threads, and
+ * promotes the next leader if batch_take left that for now. */
 void batch_finish(batch_queues *q, batch_job **jobs, int n);
 
 #endif

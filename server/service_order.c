@@ -406,7 +406,9 @@ static int lock_items(service *s, struct batch_items *u, dlock_handle **h)
  * the batch queued meanwhile (the next leader, promoted by batch_take, waits
  * for the lock while we work, so our release hands it over inside the
  * process). The orders of several items: takes the batch first, whose items
- * it then locks as one. */
+ * it then locks as one; its successor, promoted once the batch is answered,
+ * takes what queued meanwhile (promoted at once, it would lead a batch of
+ * one, and every cart would lock alone). */
 static void lead_batch(service *s, store_conn *c, const struct deduction *own, int64_t queue)
 {
     batch_job *jobs[BATCH_MAX];
@@ -415,25 +417,27 @@ static void lead_batch(service *s, store_conn *c, const struct deduction *own, i
     int rc = DLOCK_OK, n;
     if (queue == CART_QUEUE) {
         u.n = 0;
-        n = batch_take(s->batches, queue, jobs, BATCH_MAX, fits_union, &u);
+        n = batch_take(s->batches, queue, jobs, BATCH_MAX, fits_union, &u,
+                       BATCH_PROMOTE_AT_FINISH);
         rc = lock_items(s, &u, &h);
     } else {
         memcpy(u.key[0], own->keys[0], sizeof(u.key[0]));
         rc = lock_items(s, &u, &h);
-        n = batch_take(s->batches, queue, jobs, BATCH_MAX, NULL, NULL);
+        n = batch_take(s->batches, queue, jobs, BATCH_MAX, NULL, NULL, BATCH_PROMOTE_AT_TAKE);
     }
-    if (rc == DLOCK_OK) {
-        service_note_redis(s, rc);
-        apply_batch(s, c, h, &u, jobs, n);
-        if ((rc = dlock_release(h)) != DLOCK_OK) /* after the commit: the answers stand */
-            log_event(LOG_WARN, "lock lost after commit", "key=%s result=%s batch=%d", u.key[0],
-                      dlock_strerror(rc), n);
-    } else {
+    if (rc != DLOCK_OK) {
         service_result fail = {0};
         from_lock(s, &fail, rc, u.n ? u.key[0] : own->keys[0]);
         fail_jobs(jobs, n, &fail);
+        batch_finish(s->batches, jobs, n);
+        return;
     }
-    batch_finish(s->batches, jobs, n);
+    service_note_redis(s, rc);
+    apply_batch(s, c, h, &u, jobs, n);
+    batch_finish(s->batches, jobs, n); /* answered: the next leader may start */
+    if ((rc = dlock_release(h)) != DLOCK_OK) /* after the commit: the answers stand */
+        log_event(LOG_WARN, "lock lost after commit", "key=%s result=%s batch=%d", u.key[0],
+                  dlock_strerror(rc), n);
 }
 
 /* ---- without a distributed lock ---- */
