@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,7 +249,7 @@ static void test_run_multi_runs_and_always_releases(void **state)
 
 struct streamer {
     dlock_client *c;
-    volatile int *stop;
+    _Atomic int *stop;
     long acquisitions;
 };
 
@@ -256,7 +257,7 @@ static void *stream(void *arg)
 {
     struct streamer *s = arg;
     dlock_opts o = opts(5000, 5000);
-    while (!*s->stop) {
+    while (!atomic_load(s->stop)) {
         dlock_handle *h;
         if (dlock_acquire(s->c, "m:hot", &o, &h) == DLOCK_OK) {
             s->acquisitions++;
@@ -274,7 +275,7 @@ static void test_a_set_is_not_starved_by_single_key_holders(void **state)
 {
     (void)state;
     dlock_client *other = new_client();
-    volatile int stop = 0;
+    _Atomic int stop = 0;
     struct streamer s[8];
     pthread_t t[8];
     for (int i = 0; i < 8; i++) {
@@ -292,7 +293,7 @@ static void test_a_set_is_not_starved_by_single_key_holders(void **state)
         worst = th_now_ms() - t0 > worst ? th_now_ms() - t0 : worst;
         dlock_release(set);
     }
-    stop = 1;
+    atomic_store(&stop, 1);
     long total = 0;
     for (int i = 0; i < 8; i++) {
         pthread_join(t[i], NULL);
