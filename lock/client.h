@@ -11,17 +11,17 @@
 
 #include "counters.h"
 #include "keytab.h"
-#include "node.h"
+#include "quorum.h"
 #include "orphans.h"
 #include "subscriber.h"
 #include "watchdog.h"
 
 struct dlock_client {
     pthread_mutex_t mu;
-    dlock_node *node;
+    dlock_quorum *nodes;      /* the Redis servers: one, or N as a quorum */
     dlock_keytab *keys;       /* mu: per-key queues (notify mode) */
     dlock_watchdog *wd;
-    dlock_subscriber *sub;    /* release notifications */
+    dlock_subscriber *sub[DLOCK_NODES_MAX]; /* release notifications, one per server */
     dlock_orphans *orphans;   /* clean-up of tokens whose state in Redis is unknown */
     dlock_counters counters;
 };

@@ -1,7 +1,9 @@
 /* dlock.c - the lock library's public API: clients, acquisition (spin mode
  * here, notify mode in queue.c), owner-checked release, the run-under-lock
  * helper and counters. The layers below: queue.c (notify mode) -> lease.c,
- * watchdog.c, orphans.c, subscriber.c -> node.c (one Redis) -> pool.c. */
+ * watchdog.c, orphans.c, subscriber.c -> quorum.c (one or N servers) ->
+ * node.c (one Redis) -> pool.c. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,21 +51,96 @@ static int opts_check(const dlock_opts *o)
     return DLOCK_OK;
 }
 
+/* Parses one "host[:port]" or "[v6]:port" of length len into e. 0 or -1. */
+static int parse_endpoint(const char *s, size_t len, dlock_endpoint *e)
+{
+    const char *host = s, *colon = NULL;
+    size_t hlen = len;
+    if (len > 0 && s[0] == '[') { /* [v6addr]:port */
+        const char *close = memchr(s, ']', len);
+        if (close == NULL)
+            return -1;
+        host = s + 1, hlen = (size_t)(close - s - 1);
+        colon = close + 1 < s + len ? close + 1 : NULL;
+        if (colon && *colon != ':')
+            return -1;
+    } else if ((colon = memchr(s, ':', len)) != NULL) {
+        hlen = (size_t)(colon - s);
+        if (memchr(colon + 1, ':', len - hlen - 1)) /* a bare IPv6 address: brackets needed */
+            return -1;
+    }
+    if (hlen == 0 || hlen > DLOCK_HOST_MAX)
+        return -1;
+    memcpy(e->host, host, hlen);
+    e->host[hlen] = '\0';
+    e->port = 6379;
+    if (colon) {
+        char port[8], *end;
+        size_t plen = len - (size_t)(colon + 1 - s);
+        if (plen == 0 || plen >= sizeof(port))
+            return -1;
+        memcpy(port, colon + 1, plen);
+        port[plen] = '\0';
+        errno = 0;
+        long p = strtol(port, &end, 10);
+        if (*end != '\0' || errno || p < 1 || p > 65535)
+            return -1;
+        e->port = (int)p;
+    }
+    return 0;
+}
+
+int dlock_config_nodes(dlock_config *cfg, const char *list)
+{
+    dlock_endpoint nodes[DLOCK_NODES_MAX];
+    int n = 0;
+    for (const char *p = list ? list : "";;) {
+        size_t len = strcspn(p, ",");
+        if (n == DLOCK_NODES_MAX)
+            return dlock_fail(DLOCK_ERR_INVALID, "at most %d Redis servers", DLOCK_NODES_MAX);
+        if (parse_endpoint(p, len, &nodes[n]) != 0)
+            return dlock_fail(DLOCK_ERR_INVALID, "bad Redis server \"%.*s\": expected host:port "
+                              "(or [v6addr]:port)", (int)len, p);
+        n++;
+        if (p[len] == '\0')
+            break;
+        p += len + 1;
+    }
+    memcpy(cfg->node, nodes, (size_t)n * sizeof(*nodes));
+    cfg->nodes = n;
+    return DLOCK_OK;
+}
+
+static int config_check(const dlock_config *cfg)
+{
+    int ok = cfg != NULL && cfg->connect_timeout_ms >= 1 && cfg->command_timeout_ms >= 1 &&
+             cfg->nodes >= 0 && cfg->nodes <= DLOCK_NODES_MAX;
+    if (ok && cfg->nodes == 0)
+        ok = cfg->host != NULL && cfg->port >= 1 && cfg->port <= 65535;
+    for (int i = 0; ok && i < cfg->nodes; i++)
+        ok = cfg->node[i].host[0] != '\0' && cfg->node[i].port >= 1 && cfg->node[i].port <= 65535;
+    return ok ? DLOCK_OK
+              : dlock_fail(DLOCK_ERR_INVALID, "Redis host, port 1..65535 (for 1..%d servers) and "
+                           "timeouts >= 1 ms needed", DLOCK_NODES_MAX);
+}
+
 int dlock_client_new(const dlock_config *cfg, dlock_client **out)
 {
     *out = NULL;
-    if (cfg == NULL || cfg->host == NULL || cfg->port < 1 || cfg->port > 65535 ||
-        cfg->connect_timeout_ms < 1 || cfg->command_timeout_ms < 1)
-        return dlock_fail(DLOCK_ERR_INVALID, "Redis host, port 1..65535 and timeouts >= 1 ms needed");
+    if (config_check(cfg) != DLOCK_OK)
+        return DLOCK_ERR_INVALID;
     dlock_client *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&c->mu, NULL);
-    if ((c->node = dlock_node_new(cfg, &c->counters)) != NULL &&
-        (c->keys = dlock_keytab_new()) != NULL &&
-        (c->wd = dlock_wd_start(&c->mu, c->node, &c->counters)) != NULL &&
-        (c->sub = dlock_sub_start(&c->mu, c->keys, c->node, &c->counters)) != NULL &&
-        (c->orphans = dlock_orphans_start(c->node, &c->counters)) != NULL) {
+    int ok = (c->nodes = dlock_quorum_new(cfg, &c->counters)) != NULL &&
+             (c->keys = dlock_keytab_new()) != NULL &&
+             (c->wd = dlock_wd_start(&c->mu, c->nodes, &c->counters)) != NULL &&
+             (c->orphans = dlock_orphans_start(c->nodes, &c->counters)) != NULL;
+    for (int i = 0; ok && i < dlock_quorum_size(c->nodes); i++)
+        ok = (c->sub[i] = dlock_sub_start(&c->mu, c->keys, dlock_quorum_node(c->nodes, i), i,
+                                          &c->counters)) != NULL;
+    if (ok) {
         *out = c;
         return DLOCK_OK;
     }
@@ -76,17 +153,36 @@ void dlock_client_free(dlock_client *c)
     if (c == NULL)
         return;
     dlock_orphans_stop(c->orphans);
-    if (c->sub)
-        dlock_sub_stop(c->sub);
+    for (int i = 0; i < DLOCK_NODES_MAX; i++)
+        if (c->sub[i])
+            dlock_sub_stop(c->sub[i]);
     if (c->wd)
         dlock_wd_stop(c->wd);
     dlock_keytab_free(c->keys);
-    dlock_node_free(c->node);
+    dlock_quorum_free(c->nodes);
     pthread_mutex_destroy(&c->mu);
     free(c);
 }
 
-int dlock_ping(dlock_client *c) { return dlock_node_ping(c->node); }
+int dlock_ping_each(dlock_client *c, int up[DLOCK_NODES_MAX])
+{
+    return dlock_quorum_ping(c->nodes, up);
+}
+
+int dlock_ping(dlock_client *c)
+{
+    int up[DLOCK_NODES_MAX];
+    if (dlock_quorum_ping(c->nodes, up) >= dlock_quorum_majority(c->nodes))
+        return DLOCK_OK;
+    return dlock_redis_failure();
+}
+
+int dlock_node_count(dlock_client *c) { return dlock_quorum_size(c->nodes); }
+
+void dlock_node_info_read(dlock_client *c, int i, dlock_node_info *out)
+{
+    dlock_node_report(dlock_quorum_node(c->nodes, i), out);
+}
 
 int dlock_key_check(const char *key, size_t len)
 {
@@ -121,7 +217,7 @@ static int acquire_spin(dlock_client *c, dlock_handle *h, const char *key, const
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
     for (;;) {
         int64_t pttl;
-        int rc = dlock_lease_try(c->node, l, 0, &pttl); /* spin: polls, never queues */
+        int rc = dlock_lease_try(c->nodes, l, 0, &pttl); /* spin: polls, never queues */
         if (rc == DLOCK_OK) {
             pthread_mutex_lock(&c->mu);
             dlock_wd_hold(c->wd, h, l, o->watchdog);
@@ -301,7 +397,7 @@ static int release(dlock_handle *h, int *local)
     dlock_queue_released(c, h);
     pthread_mutex_unlock(&c->mu);
 
-    int rc = dlock_lease_release(c->node, l, 0);
+    int rc = dlock_lease_release(c->nodes, l, 0);
     if (rc == DLOCK_OK && *local == DLOCK_ERR_INTERRUPTED)
         rc = DLOCK_ERR_INTERRUPTED;
     if (rc == DLOCK_ERR_LOST || (rc == DLOCK_ERR_REDIS && *local == DLOCK_ERR_LOST))

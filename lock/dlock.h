@@ -18,7 +18,40 @@
  * dlock_release() ends its life.
  *
  * Errors: functions return DLOCK_OK (0) or a negative DLOCK_ERR_* code;
- * dlock_errstr() gives the details of the calling thread's last failure. */
+ * dlock_errstr() gives the details of the calling thread's last failure.
+ *
+ * Several Redis servers (dlock_config_nodes, "Redlock"): N independent
+ * servers, no replication between them; the lock is held when a majority
+ * holds the key for our token. Every call goes to all N at once (sent to
+ * each, the replies awaited together), so it costs the slowest round trip
+ * of those that answer, not N round trips. A server that stops answering is
+ * left out of calls for a moment (25 ms, doubling up to 1 s) instead of
+ * making each call wait out its timeout.
+ * - Acquire: held when a majority granted the key and the time left,
+ *   lease - elapsed - drift (1% + 2 ms), is positive; otherwise the keys
+ *   taken are released at once and acquire tries again until wait_ms
+ *   (DLOCK_ERR_TIMEOUT), or fails with DLOCK_ERR_REDIS at once when too many
+ *   servers failed for a majority to be possible.
+ * - Fencing: each server keeps its own counter. The token is the largest
+ *   fence the majority answered, written back (raised, never lowered) to the
+ *   servers of the majority that answered less, by a script that does so only
+ *   while the key there is still ours; the holder gets the lock only once a
+ *   majority holds the token. Any later holder's majority shares a server
+ *   with that one and draws its fence there after ours was written, so its
+ *   token is larger. lock/README.md gives the whole argument and its limits
+ *   (servers that come back empty, clocks).
+ * - Renewal: a majority must renew, else the holder is lost; the local
+ *   deadline runs from when the renewal was sent, so it never outlasts the
+ *   slowest server of the majority. Release goes to every server; its
+ *   result is a majority's.
+ * - Notify mode: each waiter queues on every server with the same score (the
+ *   wall clock when it began to wait, in us), so every server has the
+ *   waiters in the same order, and a release grants the key on every server
+ *   to the same first live waiter. The client subscribes on every server; a
+ *   release heard from any of them wakes the waiter. Local hand-off is as
+ *   with one server. Across hosts the order is as good as their clocks
+ *   agree (NTP: a few ms). dlock_node_count / dlock_node_info_read /
+ *   dlock_ping_each show each server's state. */
 #ifndef DLOCK_H
 #define DLOCK_H
 
@@ -30,6 +63,8 @@
 #define DLOCK_MULTI_MAX 64 /* keys one multi-lock may hold */
 #define DLOCK_LEASE_MIN_MS 10                  /* shortest lease_ms accepted */
 #define DLOCK_LEASE_MAX_MS (24 * 3600 * 1000)  /* longest lease_ms accepted: a day */
+#define DLOCK_NODES_MAX 7   /* independent Redis servers one client may use as a quorum */
+#define DLOCK_HOST_MAX 255  /* longest host name, in bytes */
 
 enum dlock_code {
     DLOCK_OK = 0,
@@ -52,11 +87,21 @@ enum dlock_wait_mode {
                             * never queues (don't mix the modes on one key: it would starve) */
 };
 
+/* One Redis server of a quorum. */
+typedef struct dlock_endpoint {
+    char host[DLOCK_HOST_MAX + 1];
+    int port;
+} dlock_endpoint;
+
 /* Where Redis is, how long to wait for it, and who we are to it. Strings are
- * copied by dlock_client_new. */
+ * copied by dlock_client_new. One server (host, port) or several independent
+ * ones (node[], a quorum: see "Several Redis servers" below); the same
+ * credentials and timeouts for each. */
 typedef struct dlock_config {
-    const char *host;       /* default "127.0.0.1" */
+    const char *host;       /* default "127.0.0.1"; used when nodes is 0 */
     int port;               /* default 6379 */
+    int nodes;              /* default 0: host:port alone; else node[0..nodes-1] */
+    dlock_endpoint node[DLOCK_NODES_MAX];
     int connect_timeout_ms; /* default 500: bound on opening a connection */
     int command_timeout_ms; /* default 1000: bound on one command's round trip */
     const char *username;   /* default NULL: Redis's default user; else an ACL user */
@@ -114,6 +159,12 @@ typedef struct dlock_stats {
 } dlock_stats;
 
 void dlock_config_defaults(dlock_config *cfg);
+
+/* Sets cfg's servers from "host:port[,host:port...]" (1..DLOCK_NODES_MAX of
+ * them; "[v6addr]:port" for IPv6; a host without a port gets 6379). One
+ * server is the same as host and port. Returns DLOCK_OK, or DLOCK_ERR_INVALID
+ * with dlock_errstr() naming the bad entry (cfg unchanged). */
+int dlock_config_nodes(dlock_config *cfg, const char *list);
 void dlock_opts_defaults(dlock_opts *opts);
 
 /* Creates a client and starts its watchdog thread. Redis is contacted lazily,
@@ -125,9 +176,33 @@ int dlock_client_new(const dlock_config *cfg, dlock_client **out);
  * released; NULL is a no-op. */
 void dlock_client_free(dlock_client *c);
 
-/* Returns DLOCK_OK when Redis answers PING within the command timeout, else
- * DLOCK_ERR_AUTH when it refused our credentials, or DLOCK_ERR_REDIS. */
+/* Returns DLOCK_OK when Redis (with several servers: a majority of them)
+ * answers PING within the command timeout, else DLOCK_ERR_AUTH when it
+ * refused our credentials, or DLOCK_ERR_REDIS. */
 int dlock_ping(dlock_client *c);
+
+/* One Redis server as seen from this client: for health checks and metrics. */
+#define DLOCK_LATENCY_BUCKETS 10
+extern const int dlock_latency_bucket_us[DLOCK_LATENCY_BUCKETS]; /* upper bounds; last +Inf */
+
+typedef struct dlock_node_info {
+    char name[DLOCK_HOST_MAX + 10]; /* "host:port" */
+    int up;                         /* its last call was answered (1 before the first) */
+    uint64_t calls, errors;         /* calls sent to it; of which failed (no answer in time,
+                                     * no connection, or an error reply) */
+    uint64_t latency_sum_us;        /* round trips of the answered calls */
+    uint64_t latency_buckets[DLOCK_LATENCY_BUCKETS]; /* non-cumulative counts */
+} dlock_node_info;
+
+/* How many servers the client uses (1 for host:port). */
+int dlock_node_count(dlock_client *c);
+
+/* Server i's state (0 <= i < dlock_node_count). */
+void dlock_node_info_read(dlock_client *c, int i, dlock_node_info *out);
+
+/* Pings every server at once: up[i] is 1 for each that answered. Returns
+ * how many did; DLOCK_OK of dlock_ping means a majority. */
+int dlock_ping_each(dlock_client *c, int up[DLOCK_NODES_MAX]);
 
 /* Checks a key: 1..DLOCK_KEY_MAX bytes, no NUL or other control byte.
  * Returns DLOCK_OK or DLOCK_ERR_INVALID (with dlock_errstr() saying why). */

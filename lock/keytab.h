@@ -32,7 +32,7 @@ struct dlock_entry {
     int refs;                  /* the holder and the waiters */
     struct dlock_waiter *head, *tail;
     struct dlock_handle *holder; /* the local holder, NULL when none */
-    int sub_state;               /* enum dlock_sub_state */
+    int sub_state[DLOCK_NODES_MAX]; /* enum dlock_sub_state, per server */
     unsigned long releases;      /* bumped on every release heard of (published or local),
                                   * so a head busy in Redis doesn't miss one */
     char wait_token[DLOCK_TOKEN_LEN + 1]; /* the token the head waits in Redis's queue with */

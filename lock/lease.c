@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 
 #include "sync.h"
 
@@ -37,6 +38,9 @@ struct dlock_lease *dlock_lease_new(const char *key, const dlock_opts *o)
     l->handoff_ms = o->handoff_ms;
     memcpy(l->key, key, klen + 1);
     make_token(l->token);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    l->queue_score = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
     return l;
 }
 
@@ -95,22 +99,34 @@ static int keep_ms(int lease_ms)
     return ms < INT32_MAX ? (int)ms : INT32_MAX;
 }
 
-int dlock_lease_try(dlock_node *n, struct dlock_lease *l, int queue, int64_t *pttl)
+/* How long a release's (or a give-back's) grant waits to be claimed. */
+static int grant_ms(const struct dlock_lease *l)
 {
-    dlock_node_acquire_args a = {l->key, l->token, l->lease_ms,
-                                 queue ? dlock_grace_ms(l->retry_ms) : 0, keep_ms(l->lease_ms)};
+    int grace = dlock_grace_ms(l->retry_ms);
+    return grace < l->lease_ms ? grace : l->lease_ms;
+}
+
+int dlock_lease_try(dlock_quorum *q, struct dlock_lease *l, int queue, int64_t *pttl)
+{
+    dlock_node_acquire_args a = {.key = l->key,
+                                 .token = l->token,
+                                 .lease_ms = l->lease_ms,
+                                 .queue_ms = queue ? dlock_grace_ms(l->retry_ms) : 0,
+                                 .keep_ms = keep_ms(l->lease_ms),
+                                 .queue_score = l->queue_score,
+                                 .grant_ms = grant_ms(l)};
     int64_t sent_at = dlock_now_ms(), fence; /* the lease can't have started before this */
     int sent;
-    int rc = dlock_node_acquire(n, &a, &fence, pttl, &sent);
+    int rc = dlock_quorum_acquire(q, &a, &fence, pttl, &sent);
     l->sent |= sent;
     if (rc == DLOCK_OK)
         l->fence = fence, l->acquired_ms = sent_at;
     return rc;
 }
 
-int dlock_lease_release(dlock_node *n, const struct dlock_lease *l, int leaving)
+int dlock_lease_release(dlock_quorum *q, const struct dlock_lease *l, int leaving)
 {
-    int grace = dlock_grace_ms(l->retry_ms);
-    return dlock_node_release(n, l->key, l->token, grace < l->lease_ms ? grace : l->lease_ms,
-                              leaving, keep_ms(l->lease_ms));
+    dlock_node_release_args a = {l->key, l->token, grant_ms(l), leaving, keep_ms(l->lease_ms),
+                                 0};
+    return dlock_quorum_release(q, &a);
 }

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "dlock.h"
-#include "node.h"
+#include "quorum.h"
 
 /* The fence counter and the set of given-up tokens expire this many leases
  * after their last write: a token given up must stay refused longer than
@@ -25,6 +25,8 @@ struct dlock_lease {
     int handoff_max, handoff_ms; /* from the options of the thread that took it from Redis */
     int64_t fence;
     int64_t acquired_ms; /* when the acquire was sent */
+    int64_t queue_score; /* its place in the keys' Redis queues with several servers:
+                          * the wall clock in us when it began to wait, the same on each */
     int sent;            /* an acquire with this token may have reached Redis */
     char token[DLOCK_TOKEN_LEN + 1];
     /* mu */
@@ -78,16 +80,16 @@ int dlock_holder_state(const dlock_handle *h, int64_t now);
  * the earliest of its parts. */
 int64_t dlock_holder_valid_until(const dlock_handle *h);
 
-/* One acquisition attempt for l on n. When queue is set, a failed attempt
- * also takes (or keeps) a place in the key's Redis queue. Returns DLOCK_OK
- * (l->fence and l->acquired_ms set), DLOCK_ERR_TIMEOUT when another owner
- * holds the key or comes first (*pttl: the key's TTL in ms, negative when
- * unknown), DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. Sets l->sent when the attempt
- * may have reached Redis. */
-int dlock_lease_try(dlock_node *n, struct dlock_lease *l, int queue, int64_t *pttl);
+/* One acquisition attempt for l on q's servers. When queue is set, a failed
+ * attempt also takes (or keeps) a place in the key's Redis queue. Returns
+ * DLOCK_OK (l->fence and l->acquired_ms set), DLOCK_ERR_TIMEOUT when another
+ * owner holds the key or comes first (*pttl: the key's TTL in ms, negative
+ * when unknown), DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. Sets l->sent when the
+ * attempt may have reached Redis. */
+int dlock_lease_try(dlock_quorum *q, struct dlock_lease *l, int queue, int64_t *pttl);
 
 /* The release script for l's token (leaving: given up, see node.h). Returns
  * DLOCK_OK, DLOCK_ERR_LOST (not ours), DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. */
-int dlock_lease_release(dlock_node *n, const struct dlock_lease *l, int leaving);
+int dlock_lease_release(dlock_quorum *q, const struct dlock_lease *l, int leaving);
 
 #endif

@@ -1,32 +1,44 @@
 /* node.c - one Redis server and everything the lock says to it: the Lua
- * scripts, run by SHA (EVAL as fallback), PING, and pub/sub requests. */
+ * scripts, run by SHA (EVAL as fallback), PING, and pub/sub requests; each
+ * call split into begin (send), wait (read replies, for several servers at
+ * once) and end (the result). */
 #include "node.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "err.h"
 #include "pool.h"
+#include "sync.h"
 
 /* Shared Lua pieces. KEYS: lock, fence counter, queue (ZSET of waiting tokens
- * by arrival: each newcomer scores one more than the last, so two that
- * arrive within one millisecond keep their order), alive (HASH token ->
- * deadline in Redis ms), gone (ZSET of given-up tokens -> until when, in
- * Redis ms, they may not take the key).
+ * by arrival: with one server each newcomer scores one more than the last,
+ * so two that arrive within one millisecond keep their order; with several
+ * each waiter brings its own score, the same on every server, so that every
+ * server puts the waiters in the same order), alive (HASH token -> deadline
+ * in Redis ms), gone (ZSET of given-up tokens -> until when, in Redis ms,
+ * they may not take the key).
  *
- * A fence is max(INCR of the counter, Redis's clock in microseconds), and the
- * counter is moved up to it: tokens keep growing when Redis loses the counter
- * (a restart without persistence, or its expiry) or brings back an older one
- * (from an RDB or AOF file), as long as the key sees fewer than a million
- * acquisitions a second on average and Redis's clock does not go back.
+ * A fence is the counter's INCR, moved up to Redis's clock in microseconds
+ * when it lags that by more than the slack (0 with one server: every fence
+ * is then at least the clock). Tokens keep growing when Redis loses the
+ * counter (a restart without persistence, or its expiry) or brings back an
+ * older one (from an RDB or AOF file), as long as the key sees fewer than a
+ * million acquisitions a second on average and Redis's clock does not go
+ * back. With several servers the slack (lock/README.md) keeps the counters
+ * of the servers in step between reseeds, so a quorum's servers mostly
+ * answer the same fence and need no write-back.
  *
  * No key lives forever: the lock has its lease, the counter and the gone set
  * keep_ms (DLOCK_KEEP_LEASES leases) after their last write, the queue and
  * alive keys until the last waiter's deadline.
  *
- * Waiters that registered in the queue get the lock in arrival order: a
+ * Waiters that registered in the queue get the lock in queue order: a
  * release grants it to the first one whose deadline has not passed (a waiter
  * refreshes it on every try, so a crashed one drops out quickly). */
 #define LUA_HELPERS                                                                \
@@ -39,11 +51,11 @@
     "    redis.call('pexpire', key, ms)\n"                                         \
     "  end\n"                                                                      \
     "end\n"                                                                        \
-    "local function next_fence(keep_ms)\n"                                         \
+    "local function next_fence(keep_ms, slack_us)\n"                               \
     "  local t = redis.call('time')\n"                                             \
     "  local now_us = t[1] .. string.format('%06d', tonumber(t[2]))\n"             \
     "  local fence = redis.call('incr', KEYS[2])\n"                                \
-    "  if fence < tonumber(now_us) then\n"                                         \
+    "  if fence < tonumber(now_us) - tonumber(slack_us) then\n"                    \
     "    redis.call('set', KEYS[2], now_us)\n"                                     \
     "    fence = tonumber(now_us)\n"                                               \
     "  end\n"                                                                      \
@@ -66,11 +78,13 @@
     "  end\n"                                                                      \
     "end\n"
 
-/* Acquire. ARGV: token, lease_ms, queue_ms (0: don't queue), keep_ms.
- * Returns {1, fence} when the key is ours (taken now, or granted to us by a
- * release: then the lease is restarted), or {0, pttl} (pttl -1: free, but
- * another waiter is first in line; -2: the token was given up, see release).
- * Never SETNX then EXPIRE: one atomic step. */
+/* Acquire. ARGV: token, lease_ms, queue_ms (0: don't queue), keep_ms,
+ * queue score (0: after the last waiter; a string, as Lua numbers lose
+ * digits on the way back to Redis), seed slack in us. Returns {1, fence}
+ * when the key is ours (taken now, or granted to us by a release: then the
+ * lease is restarted), or {0, pttl} (pttl -1: free, but another waiter is
+ * first in line; -2: the token was given up, see release). Never SETNX then
+ * EXPIRE: one atomic step. */
 static const char acquire_lua[] =
     LUA_HELPERS
     "local gone = redis.call('zscore', KEYS[5], ARGV[1])\n"
@@ -79,20 +93,24 @@ static const char acquire_lua[] =
     "if holder == ARGV[1] then\n" /* the release that granted it dequeued us */
     "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
     "  local fence = tonumber(redis.call('get', KEYS[2]))\n"
-    "  return {1, fence or next_fence(ARGV[4])}\n" /* the counter expired or was evicted */
+    "  return {1, fence or next_fence(ARGV[4], ARGV[6])}\n" /* the counter expired or was evicted */
     "end\n"
     "if not holder then\n"
     "  local first = first_live()\n"
     "  if not first or first == ARGV[1] then\n"
     "    redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
     "    if first then dequeue(ARGV[1]) end\n"
-    "    return {1, next_fence(ARGV[4])}\n"
+    "    return {1, next_fence(ARGV[4], ARGV[6])}\n"
     "  end\n"
     "end\n"
     "if tonumber(ARGV[3]) > 0 then\n"
     "  if not redis.call('zscore', KEYS[3], ARGV[1]) then\n"
-    "    local last = redis.call('zrange', KEYS[3], -1, -1, 'WITHSCORES')[2]\n"
-    "    redis.call('zadd', KEYS[3], last and tonumber(last) + 1 or 0, ARGV[1])\n"
+    "    local score = ARGV[5]\n"
+    "    if score == '0' then\n"
+    "      local last = redis.call('zrange', KEYS[3], -1, -1, 'WITHSCORES')[2]\n"
+    "      score = last and tonumber(last) + 1 or 0\n"
+    "    end\n"
+    "    redis.call('zadd', KEYS[3], score, ARGV[1])\n"
     "  end\n"
     "  redis.call('hset', KEYS[4], ARGV[1], now_ms() + tonumber(ARGV[3]))\n"
     "  keep(KEYS[3], ARGV[3])\n"
@@ -101,7 +119,8 @@ static const char acquire_lua[] =
     "if not holder then return {0, -1} end\n"
     "return {0, redis.call('pttl', KEYS[1])}\n";
 
-/* Release. ARGV: token, channel, grant_ms, leaving, keep_ms. leaving is 1
+/* Release. ARGV: token, channel, grant_ms, leaving, keep_ms, seed slack in
+ * us (for the fence of a grant). leaving is 1
  * for a token given up (a waiter that stopped waiting, an acquire or release
  * whose reply was lost): it leaves the queue and is marked gone for keep_ms,
  * so that an acquire of it still on its way (a connection that timed out
@@ -122,7 +141,7 @@ static const char release_lua[] =
     "local next = first_live()\n"
     "if next then\n"
     "  redis.call('set', KEYS[1], next, 'PX', ARGV[3])\n"
-    "  next_fence(ARGV[5])\n"
+    "  next_fence(ARGV[5], ARGV[6])\n"
     "  dequeue(next)\n"
     "  redis.call('publish', ARGV[2], next)\n"
     "else\n"
@@ -137,29 +156,59 @@ static const char renew_lua[] =
     "end\n"
     "return 0\n";
 
-enum script { SCRIPT_ACQUIRE, SCRIPT_RELEASE, SCRIPT_RENEW, SCRIPT_COUNT };
+/* Fence write-back. KEYS: lock, fence counter. ARGV: token, fence (a string),
+ * keep_ms. Raises the counter to the fence a quorum agreed on, only while
+ * the key is still ours here: a server where the lease already ran out (and
+ * a next holder may have drawn its fence) must not be raised. Returns 1 when
+ * the counter is now at least the fence, 0 when the key is not ours. */
+static const char fence_lua[] =
+    "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+    "local counter = tonumber(redis.call('get', KEYS[2]) or '0')\n"
+    "if counter < tonumber(ARGV[2]) then redis.call('set', KEYS[2], ARGV[2]) end\n"
+    "redis.call('pexpire', KEYS[2], ARGV[3])\n"
+    "return 1\n";
 
-static const char *const script_body[SCRIPT_COUNT] = {acquire_lua, release_lua, renew_lua};
+enum script { SCRIPT_ACQUIRE, SCRIPT_RELEASE, SCRIPT_RENEW, SCRIPT_FENCE, SCRIPT_COUNT };
 
-#define SCRIPT_ARGS_MAX 10
+static const char *const script_body[SCRIPT_COUNT] = {acquire_lua, release_lua, renew_lua,
+                                                      fence_lua};
+
+const int dlock_latency_bucket_us[DLOCK_LATENCY_BUCKETS] = {100,  250,   500,   1000,   2500,
+                                                            5000, 10000, 25000, 100000, -1};
 
 struct dlock_node {
     dlock_pool *pool;
     dlock_counters *counters;
+    int command_timeout_ms;
+    char name[DLOCK_HOST_MAX + 8];
     pthread_mutex_t mu;           /* guards sha */
     char sha[SCRIPT_COUNT][41];   /* "" until SCRIPT LOAD answered */
+    /* what dlock_node_info reports */
+    _Atomic int up;
+    _Atomic uint64_t calls, errors, latency_sum_us, latency[DLOCK_LATENCY_BUCKETS];
 };
 
-dlock_node *dlock_node_new(const dlock_config *cfg, dlock_counters *counters)
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+dlock_node *dlock_node_new(const dlock_config *cfg, const char *host, int port,
+                           dlock_counters *counters)
 {
     dlock_node *n = calloc(1, sizeof(*n));
     if (n == NULL)
         return NULL;
-    if ((n->pool = dlock_pool_new(cfg, counters)) == NULL) {
+    if ((n->pool = dlock_pool_new(cfg, host, port, counters)) == NULL) {
         free(n);
         return NULL;
     }
     n->counters = counters;
+    n->command_timeout_ms = cfg->command_timeout_ms;
+    snprintf(n->name, sizeof(n->name), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+    atomic_store(&n->up, 1);
     pthread_mutex_init(&n->mu, NULL);
     return n;
 }
@@ -171,6 +220,21 @@ void dlock_node_free(dlock_node *n)
     dlock_pool_free(n->pool);
     pthread_mutex_destroy(&n->mu);
     free(n);
+}
+
+const char *dlock_node_name(const dlock_node *n) { return n->name; }
+
+int64_t dlock_node_deadline(const dlock_node *n) { return dlock_now_ms() + n->command_timeout_ms; }
+
+void dlock_node_report(dlock_node *n, dlock_node_info *out)
+{
+    snprintf(out->name, sizeof(out->name), "%s", n->name);
+    out->up = atomic_load(&n->up);
+    out->calls = atomic_load(&n->calls);
+    out->errors = atomic_load(&n->errors);
+    out->latency_sum_us = atomic_load(&n->latency_sum_us);
+    for (int i = 0; i < DLOCK_LATENCY_BUCKETS; i++)
+        out->latency_buckets[i] = atomic_load(&n->latency[i]);
 }
 
 void dlock_names_of(const char *key, dlock_names *out)
@@ -209,77 +273,339 @@ static int script_sha(dlock_node *n, redisContext *ctx, enum script s, char sha[
     return 0;
 }
 
-/* EVALSHA on ctx with nkeys keys then the script's arguments, nargs in all.
- * The checked reply (caller frees) or NULL with the error set. */
-static redisReply *eval(dlock_node *n, redisContext *ctx, enum script s, int nkeys, int nargs,
-                        const char **args, const size_t *arg_lens)
+static void forget_sha(dlock_node *n, enum script s)
 {
-    const char *argv[3 + SCRIPT_ARGS_MAX];
-    size_t lens[3 + SCRIPT_ARGS_MAX];
-    char sha[41], nkeys_str[16];
-    if (script_sha(n, ctx, s, sha) != 0)
-        return NULL;
-    int len = snprintf(nkeys_str, sizeof(nkeys_str), "%d", nkeys);
-    argv[0] = "EVALSHA", lens[0] = 7;
-    argv[1] = sha, lens[1] = 40;
-    argv[2] = nkeys_str, lens[2] = (size_t)len;
-    memcpy(argv + 3, args, (size_t)nargs * sizeof(*args));
-    memcpy(lens + 3, arg_lens, (size_t)nargs * sizeof(*arg_lens));
-    redisReply *r = redisCommandArgv(ctx, 3 + nargs, argv, lens);
-    if (r != NULL && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
-        /* Redis restarted or flushed its script cache: send the body, which reloads it */
-        freeReplyObject(r);
-        argv[0] = "EVAL", lens[0] = 4;
-        argv[1] = script_body[s], lens[1] = strlen(script_body[s]);
-        r = redisCommandArgv(ctx, 3 + nargs, argv, lens);
-    }
-    return dlock_pool_checked(ctx, r);
+    pthread_mutex_lock(&n->mu);
+    n->sha[s][0] = '\0';
+    pthread_mutex_unlock(&n->mu);
 }
 
-/* Runs a script on a pooled connection; NULL (counted, errstr set) on
- * failure. *sent tells whether it may have run: not when no connection could
- * be had or Redis refused our credentials. */
-static redisReply *run(dlock_node *n, enum script s, int nkeys, int nargs, const char **argv,
-                       const size_t *lens, int *sent)
+static int is_noscript(const redisReply *r)
 {
-    redisContext *ctx = dlock_pool_get(n->pool);
-    redisReply *r = ctx ? eval(n, ctx, s, nkeys, nargs, argv, lens) : NULL;
-    *sent = r != NULL || (ctx != NULL && dlock_redis_failure() != DLOCK_ERR_AUTH);
-    if (ctx)
-        dlock_pool_put(n->pool, ctx);
+    return r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+/* EVAL or EVALSHA of a script (its body or SHA) with nkeys keys, then the
+ * script's arguments, nargs in all. */
+struct script_cmd {
+    int argc;
+    const char *argv[3 + DLOCK_NODE_ARGS_MAX];
+    size_t lens[3 + DLOCK_NODE_ARGS_MAX];
+    char nkeys[16];
+};
+
+static void script_cmd(struct script_cmd *c, const char *verb, const char *script, int nkeys,
+                       int nargs, const char **args, const size_t *arg_lens)
+{
+    c->argv[0] = verb, c->lens[0] = strlen(verb);
+    c->argv[1] = script, c->lens[1] = strlen(script);
+    c->argv[2] = c->nkeys, c->lens[2] = (size_t)snprintf(c->nkeys, sizeof(c->nkeys), "%d", nkeys);
+    memcpy(c->argv + 3, args, (size_t)nargs * sizeof(*args));
+    memcpy(c->lens + 3, arg_lens, (size_t)nargs * sizeof(*arg_lens));
+    c->argc = 3 + nargs;
+}
+
+/* EVAL of the script's body on ctx, synchronously: after a NOSCRIPT (Redis
+ * restarted or flushed its script cache), which also reloads it. The
+ * checked reply (caller frees) or NULL with the error set. */
+static redisReply *eval_body(dlock_node *n, redisContext *ctx, enum script s, int nkeys,
+                             int nargs, const char **args, const size_t *arg_lens)
+{
+    struct script_cmd c;
+    forget_sha(n, s);
+    script_cmd(&c, "EVAL", script_body[s], nkeys, nargs, args, arg_lens);
+    return dlock_pool_checked(ctx, redisCommandArgv(ctx, c.argc, c.argv, c.lens));
+}
+
+/* ---- calls in flight ---- */
+
+/* Marks the call failed with the calling thread's error (or the text
+ * why, when given). */
+static void call_fail(dlock_node_call *call, int code, const char *why)
+{
+    if (call->rc != DLOCK_OK)
+        return;
+    call->rc = code;
+    snprintf(call->err, sizeof(call->err), "%s", why ? why : dlock_errstr());
+}
+
+/* Starts a call on a connection: the caller's own (opened when missing) or
+ * a pooled one. 0, or -1 with the call failed (nothing sent). */
+static int call_open(dlock_node *n, dlock_node_call *call, redisContext **own)
+{
+    call->node = n;
+    call->own = own;
+    call->ctx = NULL;
+    call->expect = call->got = 0;
+    call->rc = DLOCK_OK;
+    call->sent = call->broken = 0;
+    call->err[0] = '\0';
+    call->began_us = now_us();
+    if (own) {
+        if (*own == NULL)
+            *own = dlock_pool_connect(n->pool);
+        call->ctx = *own;
+    } else {
+        call->ctx = dlock_pool_get(n->pool);
+    }
+    if (call->ctx == NULL) {
+        call_fail(call, dlock_redis_failure(), NULL);
+        return -1;
+    }
+    return 0;
+}
+
+/* Appends EVALSHA of script s with the call's arguments (or, when args is
+ * NULL, the ones stored in the call) to its output. */
+static void call_append_script(dlock_node_call *call, enum script s, int nkeys, int nargs,
+                               const char **args, const size_t *arg_lens)
+{
+    struct script_cmd c;
+    char sha[41];
+    if (call->rc != DLOCK_OK)
+        return;
+    if (script_sha(call->node, call->ctx, s, sha) != 0) {
+        int code = dlock_redis_failure();
+        call->sent = code != DLOCK_ERR_AUTH;
+        call->broken = call->ctx->err != 0;
+        call_fail(call, code, NULL);
+        return;
+    }
+    script_cmd(&c, "EVALSHA", sha, nkeys, nargs, args, arg_lens);
+    if (redisAppendCommandArgv(call->ctx, c.argc, c.argv, c.lens) != REDIS_OK) {
+        call_fail(call, DLOCK_ERR_NOMEM, "out of memory");
+        return;
+    }
+    call->expect++;
+}
+
+/* A single script call with the arguments stored in the call (kept for a
+ * NOSCRIPT redo at end). */
+static void call_script(dlock_node_call *call, enum script s, int nkeys, int nargs)
+{
+    call->script = s, call->nkeys = nkeys, call->nargs = nargs;
+    call_append_script(call, s, nkeys, nargs, call->argv, call->lens);
+}
+
+/* Writes what the call appended. */
+static void call_send(dlock_node_call *call)
+{
+    int done = 0;
+    if (call->rc != DLOCK_OK)
+        return;
+    call->sent = 1; /* a partial write may reach Redis */
+    while (!done)
+        if (redisBufferWrite(call->ctx, &done) != REDIS_OK) {
+            call->broken = 1;
+            call_fail(call, DLOCK_ERR_REDIS, call->ctx->errstr);
+            return;
+        }
+}
+
+/* Takes the replies already read from the call's socket. */
+static void take_buffered(dlock_node_call *call)
+{
+    while (call->got < call->expect) {
+        void *r = NULL;
+        if (redisGetReplyFromReader(call->ctx, &r) != REDIS_OK) {
+            call->broken = 1;
+            call_fail(call, DLOCK_ERR_REDIS, "protocol error");
+            return;
+        }
+        if (r == NULL)
+            return;
+        call->reply[call->got++] = r;
+    }
+}
+
+static int pending(const dlock_node_call *call)
+{
+    return call->rc == DLOCK_OK && call->got < call->expect;
+}
+
+static void lost_connection(dlock_node_call *call)
+{
+    call->broken = 1;
+    char why[160];
+    snprintf(why, sizeof(why), "Redis connection failed: %s",
+             call->ctx->err ? call->ctx->errstr : "closed");
+    call_fail(call, DLOCK_ERR_REDIS, why);
+}
+
+void dlock_node_wait(dlock_node_call *const *calls, int n, int64_t deadline_ms)
+{
+    if (n == 1 && pending(calls[0])) { /* one server: a blocking read, bounded by the timeout */
+        dlock_node_call *call = calls[0];
+        while (call->got < call->expect) {
+            void *r = NULL;
+            if (redisGetReply(call->ctx, &r) != REDIS_OK || r == NULL) {
+                lost_connection(call);
+                return;
+            }
+            call->reply[call->got++] = r;
+        }
+        return;
+    }
+    for (;;) {
+        struct pollfd fds[DLOCK_NODES_MAX];
+        dlock_node_call *of[DLOCK_NODES_MAX];
+        int k = 0;
+        for (int i = 0; i < n; i++)
+            if (pending(calls[i])) {
+                fds[k] = (struct pollfd){.fd = calls[i]->ctx->fd, .events = POLLIN};
+                of[k++] = calls[i];
+            }
+        if (k == 0)
+            return;
+        int64_t left = deadline_ms - dlock_now_ms();
+        if (left <= 0) {
+            for (int i = 0; i < k; i++) {
+                char why[96];
+                snprintf(why, sizeof(why), "no answer within %d ms",
+                         of[i]->node->command_timeout_ms);
+                of[i]->broken = 1; /* its reply may still come */
+                call_fail(of[i], DLOCK_ERR_REDIS, why);
+            }
+            return;
+        }
+        if (poll(fds, (nfds_t)k, (int)left) < 0 && errno != EINTR)
+            continue;
+        for (int i = 0; i < k; i++) {
+            if (fds[i].revents == 0)
+                continue;
+            if (redisBufferRead(of[i]->ctx) != REDIS_OK)
+                lost_connection(of[i]);
+            else
+                take_buffered(of[i]);
+        }
+    }
+}
+
+/* Gives the call's connection back and counts the call: its round trip
+ * when answered, an error when not. */
+static void call_close(dlock_node_call *call)
+{
+    dlock_node *n = call->node;
+    int answered = call->ctx && call->got == call->expect && call->rc == DLOCK_OK;
+    if (call->ctx && call->own) {
+        if (call->broken || call->ctx->err) {
+            redisFree(call->ctx);
+            *call->own = NULL;
+        }
+    } else if (call->ctx) {
+        dlock_pool_put(n->pool, call->ctx, call->broken);
+    }
+    call->ctx = NULL;
+    atomic_fetch_add(&n->calls, 1);
+    atomic_store(&n->up, answered);
+    if (answered) {
+        int64_t us = now_us() - call->began_us;
+        int b = 0;
+        while (b < DLOCK_LATENCY_BUCKETS - 1 && us > dlock_latency_bucket_us[b])
+            b++;
+        atomic_fetch_add(&n->latency[b], 1);
+        atomic_fetch_add(&n->latency_sum_us, (uint64_t)us);
+    }
+}
+
+/* Counts a failed call (no answer, or an error reply) for the client and
+ * the node. */
+static void count_error(dlock_node *n)
+{
+    dlock_count(&n->counters->redis_errors);
+    atomic_fetch_add(&n->errors, 1);
+}
+
+/* The result of a single script call: its checked reply (caller frees), or
+ * NULL with the error set (the call's failure, or an error reply). A NOSCRIPT
+ * reply is redone here with the script's body. Closes the call. */
+static redisReply *call_result(dlock_node_call *call)
+{
+    redisReply *r = call->got ? call->reply[0] : NULL;
+    if (call->rc == DLOCK_OK && is_noscript(r)) {
+        freeReplyObject(r);
+        r = eval_body(call->node, call->ctx, call->script, call->nkeys, call->nargs, call->argv,
+                      call->lens);
+        call->broken |= r == NULL && call->ctx->err;
+    } else if (call->rc == DLOCK_OK) {
+        r = dlock_pool_checked(call->ctx, r);
+    } else {
+        freeReplyObject(r);
+        r = NULL;
+        dlock_fail(call->rc, "%s", call->err);
+    }
+    call_close(call);
     if (r == NULL)
-        dlock_count(&n->counters->redis_errors);
+        count_error(call->node);
     return r;
 }
 
-int dlock_node_ping(dlock_node *n)
-{
-    redisContext *ctx = dlock_pool_get(n->pool);
-    redisReply *r = ctx ? dlock_pool_checked(ctx, redisCommand(ctx, "PING")) : NULL;
-    if (ctx)
-        dlock_pool_put(n->pool, ctx);
-    freeReplyObject(r);
-    return r ? DLOCK_OK : dlock_redis_failure();
-}
-
 /* A number as a script argument, into buf; its length. */
-static size_t arg_int(char buf[16], int64_t v)
+static size_t arg_int(char buf[24], int64_t v)
 {
-    return (size_t)snprintf(buf, 16, "%lld", (long long)v);
+    return (size_t)snprintf(buf, 24, "%lld", (long long)v);
 }
 
-int dlock_node_acquire(dlock_node *n, const dlock_node_acquire_args *a, int64_t *fence,
-                       int64_t *pttl, int *sent)
+/* ---- the calls ---- */
+
+void dlock_node_ping_begin(dlock_node *n, dlock_node_call *call)
 {
-    dlock_names k;
-    char lease[16], queue[16], keep[16];
-    dlock_names_of(a->key, &k);
-    const char *argv[] = {a->key, k.fence, k.queue, k.alive, k.gone, a->token, lease, queue,
-                          keep};
-    size_t lens[] = {strlen(a->key), strlen(k.fence), strlen(k.queue), strlen(k.alive),
-                     strlen(k.gone), DLOCK_TOKEN_LEN, arg_int(lease, a->lease_ms),
-                     arg_int(queue, a->queue_ms), arg_int(keep, a->keep_ms)};
-    redisReply *r = run(n, SCRIPT_ACQUIRE, 5, 9, argv, lens, sent);
+    if (call_open(n, call, NULL) != 0)
+        return;
+    if (redisAppendCommand(call->ctx, "PING") != REDIS_OK)
+        call_fail(call, DLOCK_ERR_NOMEM, "out of memory");
+    else
+        call->expect = 1;
+    call->script = -1;
+    call_send(call);
+}
+
+int dlock_node_ping_end(dlock_node_call *call)
+{
+    redisReply *r = call_result(call); /* PING never gets NOSCRIPT */
+    if (r == NULL)
+        return dlock_redis_failure();
+    freeReplyObject(r);
+    return DLOCK_OK;
+}
+
+/* Stores a number argument of the call in its i-th buffer, as argv[at]. */
+static void num_arg(dlock_node_call *call, int at, int i, int64_t v)
+{
+    call->argv[at] = call->num[i];
+    call->lens[at] = arg_int(call->num[i], v);
+}
+
+/* Stores the lock's five keys (key and its derived names) as argv[0..4]. */
+static void key_args(dlock_node_call *call, const char *key)
+{
+    dlock_names *k = &call->names;
+    dlock_names_of(key, k);
+    const char *argv[] = {key, k->fence, k->queue, k->alive, k->gone};
+    for (int i = 0; i < 5; i++)
+        call->argv[i] = argv[i], call->lens[i] = strlen(argv[i]);
+}
+
+void dlock_node_acquire_begin(dlock_node *n, const dlock_node_acquire_args *a,
+                              dlock_node_call *call)
+{
+    if (call_open(n, call, NULL) != 0)
+        return;
+    key_args(call, a->key);
+    call->argv[5] = a->token, call->lens[5] = DLOCK_TOKEN_LEN;
+    num_arg(call, 6, 0, a->lease_ms);
+    num_arg(call, 7, 1, a->queue_ms);
+    num_arg(call, 8, 2, a->keep_ms);
+    num_arg(call, 9, 3, a->queue_score);
+    num_arg(call, 10, 4, a->seed_slack_us);
+    call_script(call, SCRIPT_ACQUIRE, 5, 11);
+    call_send(call);
+}
+
+int dlock_node_acquire_end(dlock_node_call *call, int64_t *fence, int64_t *pttl, int *sent)
+{
+    *sent = call->sent;
+    redisReply *r = call_result(call);
     if (r == NULL)
         return dlock_redis_failure();
     int rc = DLOCK_ERR_REDIS;
@@ -294,33 +620,78 @@ int dlock_node_acquire(dlock_node *n, const dlock_node_acquire_args *a, int64_t 
     return rc;
 }
 
-int dlock_node_release(dlock_node *n, const char *key, const char *token, int grant_ms,
-                       int leaving, int keep_ms)
+void dlock_node_release_begin(dlock_node *n, const dlock_node_release_args *a,
+                              dlock_node_call *call)
 {
-    dlock_names k;
-    char grant[16], keep[16];
-    dlock_names_of(key, &k);
-    const char *argv[] = {key, k.fence, k.queue, k.alive, k.gone, token, k.channel, grant,
-                          leaving ? "1" : "0", keep};
-    size_t lens[] = {strlen(key), strlen(k.fence), strlen(k.queue), strlen(k.alive),
-                     strlen(k.gone), DLOCK_TOKEN_LEN, strlen(k.channel), arg_int(grant, grant_ms),
-                     1, arg_int(keep, keep_ms)};
-    int sent;
-    redisReply *r = run(n, SCRIPT_RELEASE, 5, 10, argv, lens, &sent);
+    if (call_open(n, call, NULL) != 0)
+        return;
+    key_args(call, a->key);
+    call->argv[5] = a->token, call->lens[5] = DLOCK_TOKEN_LEN;
+    call->argv[6] = call->names.channel, call->lens[6] = strlen(call->names.channel);
+    num_arg(call, 7, 0, a->grant_ms);
+    num_arg(call, 8, 1, a->leaving ? 1 : 0);
+    num_arg(call, 9, 2, a->keep_ms);
+    num_arg(call, 10, 3, a->seed_slack_us);
+    call_script(call, SCRIPT_RELEASE, 5, 11);
+    call_send(call);
+}
+
+/* The answer of a script that returns 1 (done) or 0 (the key was not ours). */
+static int owned_result(dlock_node_call *call, const char *key, const char *what)
+{
+    redisReply *r = call_result(call);
     if (r == NULL)
         return dlock_redis_failure();
     int rc = (r->type == REDIS_REPLY_INTEGER && r->integer == 1) ? DLOCK_OK : DLOCK_ERR_LOST;
     if (rc == DLOCK_ERR_LOST)
-        dlock_fail(rc, "lock %s was no longer ours at release", key);
+        dlock_fail(rc, "lock %s was no longer ours at %s on %s", key, what, call->node->name);
     freeReplyObject(r);
     return rc;
 }
 
-/* The renew script's answer as a code (r freed): renewed, not ours, or the failure. */
+int dlock_node_release_end(dlock_node_call *call)
+{
+    return owned_result(call, call->argv[0], "release");
+}
+
+void dlock_node_fence_begin(dlock_node *n, const char *key, const char *token, int64_t fence,
+                            int keep_ms, dlock_node_call *call)
+{
+    if (call_open(n, call, NULL) != 0)
+        return;
+    key_args(call, key); /* the script uses the first two */
+    call->argv[2] = token, call->lens[2] = DLOCK_TOKEN_LEN;
+    num_arg(call, 3, 0, fence);
+    num_arg(call, 4, 1, keep_ms);
+    call_script(call, SCRIPT_FENCE, 2, 5);
+    call_send(call);
+}
+
+int dlock_node_fence_end(dlock_node_call *call)
+{
+    return owned_result(call, call->argv[0], "fence write-back");
+}
+
+void dlock_node_renew_begin(dlock_node *n, redisContext **own, int count,
+                            const dlock_node_renewal *r, dlock_node_call *call)
+{
+    if (call_open(n, call, own) != 0)
+        return;
+    call->script = SCRIPT_RENEW;
+    for (int i = 0; i < count && call->rc == DLOCK_OK; i++) {
+        char lease[24];
+        const char *argv[] = {r[i].key, r[i].token, lease};
+        size_t lens[] = {strlen(r[i].key), DLOCK_TOKEN_LEN, arg_int(lease, r[i].lease_ms)};
+        call_append_script(call, SCRIPT_RENEW, 1, 3, argv, lens);
+    }
+    call_send(call);
+}
+
+/* A renew script's answer as a code (r freed): renewed, not ours, or the failure. */
 static int renewed(dlock_node *n, redisReply *r)
 {
     if (r == NULL) {
-        dlock_count(&n->counters->redis_errors);
+        count_error(n);
         return dlock_redis_failure();
     }
     int rc = (r->type == REDIS_REPLY_INTEGER && r->integer == 1) ? DLOCK_OK : DLOCK_ERR_LOST;
@@ -328,56 +699,30 @@ static int renewed(dlock_node *n, redisReply *r)
     return rc;
 }
 
-/* Sends every renewal at once (one write), then reads their replies in turn:
- * one round trip for them all. A NOSCRIPT reply is redone with the body. */
-static void renew_pipelined(dlock_node *n, redisContext *ctx, int count,
-                            const dlock_node_renewal *r, int *rcs)
+void dlock_node_renew_end(dlock_node_call *call, int count, const dlock_node_renewal *r,
+                          int *rcs)
 {
-    char sha[41], lease[16];
-    int sent = 0;
-    if (script_sha(n, ctx, SCRIPT_RENEW, sha) == 0)
-        for (; sent < count; sent++) {
-            const char *argv[] = {"EVALSHA", sha, "1", r[sent].key, r[sent].token, lease};
-            size_t lens[] = {7, 40, 1, strlen(r[sent].key), DLOCK_TOKEN_LEN,
-                             arg_int(lease, r[sent].lease_ms)};
-            if (redisAppendCommandArgv(ctx, 6, argv, lens) != REDIS_OK)
-                break;
-        }
+    dlock_node *n = call->node;
     for (int i = 0; i < count; i++) {
-        void *reply = NULL;
-        if (i >= sent || redisGetReply(ctx, &reply) != REDIS_OK) {
-            rcs[i] = renewed(n, dlock_pool_checked(ctx, NULL));
-            continue;
-        }
-        redisReply *rp = reply;
-        if (rp->type == REDIS_REPLY_ERROR && strncmp(rp->str, "NOSCRIPT", 8) == 0) {
-            freeReplyObject(rp); /* Redis lost its scripts: send the body this once */
+        redisReply *rp = i < call->got ? call->reply[i] : NULL;
+        if (call->rc != DLOCK_OK || rp == NULL) {
+            freeReplyObject(rp);
+            dlock_fail(call->rc != DLOCK_OK ? call->rc : DLOCK_ERR_REDIS, "%s",
+                       call->err[0] ? call->err : "no reply");
+            rcs[i] = renewed(n, NULL);
+        } else if (is_noscript(rp)) { /* Redis lost its scripts: send the body this once */
+            freeReplyObject(rp);
+            char lease[24];
             const char *argv[] = {r[i].key, r[i].token, lease};
             size_t lens[] = {strlen(r[i].key), DLOCK_TOKEN_LEN, arg_int(lease, r[i].lease_ms)};
-            pthread_mutex_lock(&n->mu);
-            n->sha[SCRIPT_RENEW][0] = '\0';
-            pthread_mutex_unlock(&n->mu);
-            rp = eval(n, ctx, SCRIPT_RENEW, 1, 3, argv, lens);
+            rp = eval_body(n, call->ctx, SCRIPT_RENEW, 1, 3, argv, lens);
+            call->broken |= rp == NULL && call->ctx->err;
+            rcs[i] = renewed(n, rp);
         } else {
-            rp = dlock_pool_checked(ctx, rp);
+            rcs[i] = renewed(n, dlock_pool_checked(call->ctx, rp));
         }
-        rcs[i] = renewed(n, rp);
     }
-}
-
-void dlock_node_renew(dlock_node *n, redisContext **own, int count,
-                      const dlock_node_renewal *renewals, int *rcs)
-{
-    if (*own == NULL && (*own = dlock_pool_connect(n->pool)) == NULL) {
-        for (int i = 0; i < count; i++)
-            rcs[i] = renewed(n, NULL);
-        return;
-    }
-    renew_pipelined(n, *own, count, renewals, rcs);
-    if ((*own)->err) { /* reconnect on the next call */
-        redisFree(*own);
-        *own = NULL;
-    }
+    call_close(call);
 }
 
 redisContext *dlock_node_subscriber(dlock_node *n) { return dlock_pool_connect(n->pool); }

@@ -1,7 +1,13 @@
 /* node.h - one Redis server, and everything the lock says to it: the Lua
- * scripts (acquire, release, renew), PING, and the pub/sub requests, over
- * that server's connection pool. Every function is thread-safe; none holds a
- * lock across I/O. A quorum over several servers is built from these calls.
+ * scripts (acquire, release, renew, fence write-back), PING, and the pub/sub
+ * requests, over that server's connection pool. Every function is
+ * thread-safe; none holds a lock across I/O. quorum.h builds a lock over
+ * several servers from these calls.
+ *
+ * Each call comes in two halves, so that a quorum can send a command to
+ * every server before it waits for any: *_begin sends it, dlock_node_wait
+ * waits for several calls together, *_end reads the result and gives the
+ * connection back. One server's call is begin, wait, end.
  *
  * The scripts keep these keys per lock (dlock_names_of derives them): the
  * lease itself (key = owner token, PX lease), key:fence (the fencing
@@ -18,17 +24,55 @@
 #include "dlock.h"
 
 #define DLOCK_CHANNEL_SUFFIX ":released"
+#define DLOCK_NODE_ARGS_MAX 12
 
 typedef struct dlock_node dlock_node;
 
-/* A node for cfg's Redis (no connection opened yet), counting failed calls
- * in counters->redis_errors. NULL when out of memory. */
-dlock_node *dlock_node_new(const dlock_config *cfg, dlock_counters *counters);
+/* A node for the Redis at host:port with cfg's timeouts and credentials (no
+ * connection opened yet), counting failed calls in counters->redis_errors.
+ * NULL when out of memory. */
+dlock_node *dlock_node_new(const dlock_config *cfg, const char *host, int port,
+                           dlock_counters *counters);
 void dlock_node_free(dlock_node *n);
 
-/* DLOCK_OK when Redis answers PING within the command timeout, else
- * DLOCK_ERR_AUTH or DLOCK_ERR_REDIS (errstr set). */
-int dlock_node_ping(dlock_node *n);
+/* "host:port". */
+const char *dlock_node_name(const dlock_node *n);
+
+/* Its state as seen from here (dlock_node_info in dlock.h). */
+void dlock_node_report(dlock_node *n, dlock_node_info *out);
+
+/* A call in flight on one node: begun (its commands sent), its replies read
+ * by dlock_node_wait, ended by the *_end of the same kind. The caller owns
+ * the storage; strings passed to *_begin must live until *_end. */
+typedef struct dlock_node_call {
+    dlock_node *node;
+    redisContext *ctx;   /* the connection it runs on */
+    redisContext **own;  /* the caller's own connection slot, or NULL: pooled */
+    int script, nkeys, nargs; /* a single script call: what to redo on NOSCRIPT */
+    const char *argv[DLOCK_NODE_ARGS_MAX];
+    size_t lens[DLOCK_NODE_ARGS_MAX];
+    char num[5][24];     /* the call's numeric arguments as text */
+    dlock_names names;
+    int expect, got;     /* replies */
+    redisReply *reply[DLOCK_MULTI_MAX];
+    int rc;              /* DLOCK_OK, or the failure: no connection, no answer in time */
+    int sent;            /* the command may have reached Redis */
+    int broken;          /* the connection can't be used again (a reply may be owed) */
+    int64_t began_us;
+    char err[200];       /* the failure's text */
+} dlock_node_call;
+
+/* Waits until every call has all its replies, failed, or deadline_ms
+ * (CLOCK_MONOTONIC) passed (then it fails as timed out), reading replies
+ * in whatever order the servers answer. */
+void dlock_node_wait(dlock_node_call *const *calls, int n, int64_t deadline_ms);
+
+/* When a call begun now must have answered: now + the command timeout. */
+int64_t dlock_node_deadline(const dlock_node *n);
+
+/* PING. end: DLOCK_OK, DLOCK_ERR_AUTH or DLOCK_ERR_REDIS (errstr set). */
+void dlock_node_ping_begin(dlock_node *n, dlock_node_call *call);
+int dlock_node_ping_end(dlock_node_call *call);
 
 /* What an acquire asks for. */
 typedef struct dlock_node_acquire_args {
@@ -36,24 +80,43 @@ typedef struct dlock_node_acquire_args {
     int lease_ms;
     int queue_ms; /* > 0: when the key is taken, queue the token with this deadline */
     int keep_ms;  /* how long the fence counter outlives this write */
+    int64_t queue_score; /* the token's place in the queue; 0: after the last one */
+    int64_t seed_slack_us; /* reseed the counter from the clock only when it lags this much */
+    int grant_ms;          /* a quorum that gives the key back grants it this long */
 } dlock_node_acquire_args;
 
-/* Runs the acquire script. Returns DLOCK_OK (*fence set: the key is ours,
- * taken now or granted to us by a release), DLOCK_ERR_TIMEOUT (another owner
- * holds the key or is first in line; *pttl is the key's TTL in ms, negative
- * when unknown), DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. *sent tells whether the
+/* The acquire script. end: DLOCK_OK (*fence set: the key is ours, taken now
+ * or granted to us by a release), DLOCK_ERR_TIMEOUT (another owner holds
+ * the key or is first in line; *pttl is the key's TTL in ms, negative when
+ * unknown), DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. *sent tells whether the
  * script may have run (it has not when no connection could be had or Redis
  * refused our credentials). */
-int dlock_node_acquire(dlock_node *n, const dlock_node_acquire_args *a, int64_t *fence,
-                       int64_t *pttl, int *sent);
+void dlock_node_acquire_begin(dlock_node *n, const dlock_node_acquire_args *a,
+                              dlock_node_call *call);
+int dlock_node_acquire_end(dlock_node_call *call, int64_t *fence, int64_t *pttl, int *sent);
 
-/* Runs the release script for token: if the key holds it, the key goes to
- * the first live waiter for grant_ms or is deleted, and the channel is told.
- * leaving gives the token up (out of the queue, marked gone for keep_ms).
- * Returns DLOCK_OK, DLOCK_ERR_LOST (the key was not ours), DLOCK_ERR_REDIS
- * or DLOCK_ERR_AUTH. */
-int dlock_node_release(dlock_node *n, const char *key, const char *token, int grant_ms,
-                       int leaving, int keep_ms);
+/* What a release asks for: if the key holds token, it goes to the first
+ * live waiter for grant_ms or is deleted, and the channel is told. leaving
+ * gives the token up (out of the queue, marked gone for keep_ms). */
+typedef struct dlock_node_release_args {
+    const char *key, *token;
+    int grant_ms, leaving, keep_ms;
+    int64_t seed_slack_us; /* as for acquire, for the fence a grant issues */
+} dlock_node_release_args;
+
+/* The release script. end: DLOCK_OK, DLOCK_ERR_LOST (the key was not ours),
+ * DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. */
+void dlock_node_release_begin(dlock_node *n, const dlock_node_release_args *a,
+                              dlock_node_call *call);
+int dlock_node_release_end(dlock_node_call *call);
+
+/* The fence write-back script: raises key:fence to at least fence, only
+ * while the key holds token. end: DLOCK_OK (raised, or already as high),
+ * DLOCK_ERR_LOST (the key is not ours there), DLOCK_ERR_REDIS or
+ * DLOCK_ERR_AUTH. */
+void dlock_node_fence_begin(dlock_node *n, const char *key, const char *token, int64_t fence,
+                            int keep_ms, dlock_node_call *call);
+int dlock_node_fence_end(dlock_node_call *call);
 
 /* One lease to renew. */
 typedef struct dlock_node_renewal {
@@ -61,12 +124,14 @@ typedef struct dlock_node_renewal {
     int lease_ms;
 } dlock_node_renewal;
 
-/* Runs the renew script (PEXPIRE lease_ms if the key holds token) for count
+/* The renew script (PEXPIRE lease_ms if the key holds token) for count
  * leases at once, pipelined in one round trip, on *own, a connection of the
- * caller's, opened or replaced here as needed. rcs[i] gets DLOCK_OK
+ * caller's, opened or replaced here as needed. end: rcs[i] gets DLOCK_OK
  * (renewed), DLOCK_ERR_LOST (not ours), DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. */
-void dlock_node_renew(dlock_node *n, redisContext **own, int count,
-                      const dlock_node_renewal *renewals, int *rcs);
+void dlock_node_renew_begin(dlock_node *n, redisContext **own, int count,
+                            const dlock_node_renewal *renewals, dlock_node_call *call);
+void dlock_node_renew_end(dlock_node_call *call, int count, const dlock_node_renewal *renewals,
+                          int *rcs);
 
 /* A connection of the caller's own for pub/sub (authenticated), or NULL. */
 redisContext *dlock_node_subscriber(dlock_node *n);

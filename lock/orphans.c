@@ -12,7 +12,7 @@
 #define BACKOFF_MAX_MS 2000
 
 struct dlock_orphans {
-    dlock_node *node;
+    dlock_quorum *quorum;
     dlock_counters *counters;
     pthread_t thread;
     pthread_mutex_t mu; /* guards the fields below */
@@ -67,7 +67,7 @@ static void try_one(dlock_orphans *o, struct dlock_lease *l)
 {
     unlink_orphan(o, l);
     pthread_mutex_unlock(&o->mu);
-    int rc = dlock_lease_release(o->node, l, 1);
+    int rc = dlock_lease_release(o->quorum, l, 1);
     pthread_mutex_lock(&o->mu);
     int64_t now = dlock_now_ms();
     if (rc == DLOCK_ERR_REDIS && now < l->valid_until_ms && !o->stop) {
@@ -95,12 +95,12 @@ static void *run(void *arg)
     return NULL;
 }
 
-dlock_orphans *dlock_orphans_start(dlock_node *node, dlock_counters *counters)
+dlock_orphans *dlock_orphans_start(dlock_quorum *q, dlock_counters *counters)
 {
     dlock_orphans *o = calloc(1, sizeof(*o));
     if (o == NULL)
         return NULL;
-    o->node = node;
+    o->quorum = q;
     o->counters = counters;
     pthread_mutex_init(&o->mu, NULL);
     dlock_cond_init(&o->wake);

@@ -14,14 +14,15 @@
 
 #include "counters.h"
 #include "lease.h"
-#include "node.h"
+#include "quorum.h"
 
 #define DLOCK_ORPHANS_MAX 1024 /* tokens in doubt at once; beyond, the oldest is dropped */
 
 typedef struct dlock_orphans dlock_orphans;
 
-/* Starts the thread, releasing through node. NULL when out of memory or threads. */
-dlock_orphans *dlock_orphans_start(dlock_node *node, dlock_counters *counters);
+/* Starts the thread, releasing through q's servers. NULL when out of memory
+ * or threads. */
+dlock_orphans *dlock_orphans_start(dlock_quorum *q, dlock_counters *counters);
 
 /* Stops and joins the thread; tokens still pending are dropped (their leases
  * expire on their own). NULL is a no-op. */

@@ -53,20 +53,21 @@ void dlock_pool_free(dlock_pool *p)
     free(p);
 }
 
-dlock_pool *dlock_pool_new(const dlock_config *cfg, dlock_counters *counters)
+dlock_pool *dlock_pool_new(const dlock_config *cfg, const char *host, int port,
+                           dlock_counters *counters)
 {
     dlock_pool *p = calloc(1, sizeof(*p));
     if (p == NULL)
         return NULL;
     pthread_mutex_init(&p->mu, NULL);
-    p->host = strdup(cfg->host);
+    p->host = strdup(host);
     p->username = cfg->username ? strdup(cfg->username) : NULL;
     p->password = cfg->password ? strdup(cfg->password) : NULL;
     if (p->host == NULL || (cfg->username && !p->username) || (cfg->password && !p->password)) {
         dlock_pool_free(p);
         return NULL;
     }
-    p->port = cfg->port;
+    p->port = port;
     p->counters = counters;
     p->connect_tv = ms_to_tv(cfg->connect_timeout_ms);
     p->command_tv = ms_to_tv(cfg->command_timeout_ms);
@@ -149,13 +150,13 @@ redisContext *dlock_pool_get(dlock_pool *p)
     }
 }
 
-void dlock_pool_put(dlock_pool *p, redisContext *ctx)
+void dlock_pool_put(dlock_pool *p, redisContext *ctx, int broken)
 {
     redisContext *drop[POOL_IDLE_MAX + 1];
     int ndrop = 0;
 
     pthread_mutex_lock(&p->mu);
-    if (ctx->err) {
+    if (ctx->err || broken) {
         drop[ndrop++] = ctx;
         while (p->nidle > 0)
             drop[ndrop++] = p->idle[--p->nidle];

@@ -11,9 +11,11 @@
 
 typedef struct dlock_pool dlock_pool;
 
-/* A pool (no connection opened yet) for cfg's Redis, counting connection
- * attempts in counters->connects. Strings are copied. NULL when out of memory. */
-dlock_pool *dlock_pool_new(const dlock_config *cfg, dlock_counters *counters);
+/* A pool (no connection opened yet) for the Redis at host:port, with cfg's
+ * timeouts and credentials, counting connection attempts in
+ * counters->connects. Strings are copied. NULL when out of memory. */
+dlock_pool *dlock_pool_new(const dlock_config *cfg, const char *host, int port,
+                           dlock_counters *counters);
 void dlock_pool_free(dlock_pool *p);
 
 /* Takes an idle connection or opens one. Returns NULL (dlock_errstr set, its
@@ -21,9 +23,10 @@ void dlock_pool_free(dlock_pool *p);
  * used. Give it back with dlock_pool_put. */
 redisContext *dlock_pool_get(dlock_pool *p);
 
-/* Returns ctx to the pool. A broken ctx (ctx->err) is closed instead, together
- * with every idle connection: they most likely broke the same way. */
-void dlock_pool_put(dlock_pool *p, redisContext *ctx);
+/* Returns ctx to the pool. A broken ctx (ctx->err, or broken set: say a
+ * reply is still owed on it) is closed instead, together with every idle
+ * connection: they most likely broke the same way. */
+void dlock_pool_put(dlock_pool *p, redisContext *ctx, int broken);
 
 /* Opens a connection outside the pool (a thread's own), authenticated when a
  * password is configured. NULL on failure, as dlock_pool_get. */

@@ -19,6 +19,28 @@
 
 enum { AGAIN = 1 }; /* contend() made no progress; look again */
 
+/* e's subscription over every server: ACTIVE when any server's is (a
+ * release reaches every server, so any of them tells us), else PENDING
+ * when any is on its way, else FAILED when any failed, else NONE. */
+static int sub_state(const dlock_client *c, const struct dlock_entry *e)
+{
+    int any[4] = {0};
+    for (int i = 0; i < dlock_quorum_size(c->nodes); i++)
+        any[e->sub_state[i]] = 1;
+    return any[DLOCK_SUB_ACTIVE]    ? DLOCK_SUB_ACTIVE
+           : any[DLOCK_SUB_PENDING] ? DLOCK_SUB_PENDING
+           : any[DLOCK_SUB_FAILED]  ? DLOCK_SUB_FAILED
+                                    : DLOCK_SUB_NONE;
+}
+
+/* Asks every server whose subscription is missing or failed for e's channel. */
+static void subscribe(dlock_client *c, struct dlock_entry *e)
+{
+    for (int i = 0; i < dlock_quorum_size(c->nodes); i++)
+        if (e->sub_state[i] == DLOCK_SUB_NONE || e->sub_state[i] == DLOCK_SUB_FAILED)
+            dlock_sub_subscribe(c->sub[i], e);
+}
+
 /* Waits for the subscription to be confirmed, so the next attempt can't miss
  * a release; bounded by retry_ms, after which polling covers for it. */
 static void await_subscription(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w,
@@ -27,7 +49,7 @@ static void await_subscription(dlock_client *c, struct dlock_entry *e, struct dl
     int64_t until = dlock_now_ms() + o->retry_ms;
     if (until > deadline)
         until = deadline;
-    while (e->sub_state == DLOCK_SUB_PENDING && !w->granted && dlock_now_ms() < until)
+    while (sub_state(c, e) == DLOCK_SUB_PENDING && !w->granted && dlock_now_ms() < until)
         dlock_cond_wait_until(&w->cv, &c->mu, until);
 }
 
@@ -43,7 +65,7 @@ static int contend(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *
     memcpy(e->wait_token, (*lp)->token, sizeof(e->wait_token));
     pthread_mutex_unlock(&c->mu);     /* w stays head: nobody else here contends meanwhile */
     /* queue in Redis only when we mean to wait: a fail-fast try just looks */
-    int rc = dlock_lease_try(c->node, *lp, o->wait_ms > 0, &pttl);
+    int rc = dlock_lease_try(c->nodes, *lp, o->wait_ms > 0, &pttl);
     pthread_mutex_lock(&c->mu);
     if (w->granted) /* a holder whose lease came back to life handed it to us meanwhile; */
         return DLOCK_OK; /* our own token, if it took the key, leaves in the clean-up */
@@ -59,9 +81,9 @@ static int contend(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *
         return rc;
     if (e->releases != seen)
         return AGAIN; /* released while we asked: ask again at once */
-    if (e->sub_state == DLOCK_SUB_NONE || e->sub_state == DLOCK_SUB_FAILED) {
-        dlock_sub_subscribe(c->sub, e);
-        if (e->sub_state == DLOCK_SUB_PENDING) {
+    if (sub_state(c, e) == DLOCK_SUB_NONE || sub_state(c, e) == DLOCK_SUB_FAILED) {
+        subscribe(c, e);
+        if (sub_state(c, e) == DLOCK_SUB_PENDING) {
             await_subscription(c, e, w, o, deadline);
             return AGAIN; /* try again at once, now that releases wake us */
         }
@@ -178,7 +200,8 @@ void dlock_queue_released(dlock_client *c, dlock_handle *h)
 
 void dlock_queue_leave(dlock_client *c, struct dlock_entry *e)
 {
-    if (e->refs == 1 && (e->sub_state == DLOCK_SUB_PENDING || e->sub_state == DLOCK_SUB_ACTIVE))
-        dlock_sub_unsubscribe(c->sub, e->key);
+    for (int i = 0; e->refs == 1 && i < dlock_quorum_size(c->nodes); i++)
+        if (e->sub_state[i] == DLOCK_SUB_PENDING || e->sub_state[i] == DLOCK_SUB_ACTIVE)
+            dlock_sub_unsubscribe(c->sub[i], e->key);
     dlock_keytab_unref(c->keys, e);
 }

@@ -1,6 +1,6 @@
-/* subscriber.c - one Redis pub/sub connection per client, on its own thread,
- * that turns release notifications into condition-variable signals for the
- * local waiters of that key. Waiters never depend on it alone: they also wake
+/* subscriber.c - one Redis pub/sub connection per server, on its own
+ * thread, that turns release notifications into condition-variable signals
+ * for the local waiters of that key. Waiters never depend on it alone: they also wake
  * at their retry interval, so a lost message costs at most one interval.
  *
  * A channel stays subscribed for UNUSED_MS after the last waiter for its key
@@ -41,6 +41,7 @@ struct dlock_subscriber {
     pthread_mutex_t *mu; /* the client's */
     dlock_keytab *keys;
     dlock_node *node;
+    int idx; /* the server's index: which of an entry's sub_state is ours */
     dlock_counters *counters;
     pthread_t thread;
     int wake[2];        /* pipe: new ops, or stop */
@@ -100,19 +101,19 @@ void dlock_sub_subscribe(dlock_subscriber *s, struct dlock_entry *e)
     struct channel **p = channel_slot(s, e->key, len), *ch = *p;
     if (ch) { /* still subscribed from an earlier wait */
         ch->unused_since = 0;
-        e->sub_state = ch->state;
+        e->sub_state[s->idx] = ch->state;
         return;
     }
     if (s->connected && (ch = calloc(1, sizeof(*ch) + len + 1)) != NULL) {
         if (push_op(s, e->key, 1) == 0) {
             memcpy(ch->key, e->key, len + 1);
-            ch->state = e->sub_state = DLOCK_SUB_PENDING;
+            ch->state = e->sub_state[s->idx] = DLOCK_SUB_PENDING;
             *p = ch;
             return;
         }
         free(ch);
     }
-    e->sub_state = DLOCK_SUB_FAILED;
+    e->sub_state[s->idx] = DLOCK_SUB_FAILED;
     poke(s); /* reconnect now rather than at the next back-off tick */
 }
 
@@ -141,9 +142,9 @@ static void sweep(dlock_subscriber *s, int64_t now)
 
 static void fail_entry(struct dlock_entry *e, void *arg)
 {
-    (void)arg;
-    if (e->sub_state == DLOCK_SUB_PENDING || e->sub_state == DLOCK_SUB_ACTIVE) {
-        e->sub_state = DLOCK_SUB_FAILED;
+    const dlock_subscriber *s = arg;
+    if (e->sub_state[s->idx] == DLOCK_SUB_PENDING || e->sub_state[s->idx] == DLOCK_SUB_ACTIVE) {
+        e->sub_state[s->idx] = DLOCK_SUB_FAILED;
         dlock_entry_wake_head(e);
     }
 }
@@ -159,7 +160,7 @@ static void disconnect(dlock_subscriber *s)
     for (size_t i = 0; i < s->nops; i++) /* meant for the connection that is gone */
         free(s->ops[i].key);
     s->nops = 0;
-    dlock_keytab_each(s->keys, fail_entry, NULL);
+    dlock_keytab_each(s->keys, fail_entry, s);
     pthread_mutex_unlock(s->mu);
 }
 
@@ -185,9 +186,9 @@ static int send_ops(dlock_subscriber *s)
 
 static void fail_pending_entry(struct dlock_entry *e, void *arg)
 {
-    (void)arg;
-    if (e->sub_state == DLOCK_SUB_PENDING) {
-        e->sub_state = DLOCK_SUB_FAILED;
+    const dlock_subscriber *s = arg;
+    if (e->sub_state[s->idx] == DLOCK_SUB_PENDING) {
+        e->sub_state[s->idx] = DLOCK_SUB_FAILED;
         dlock_entry_wake_head(e);
     }
 }
@@ -208,7 +209,7 @@ static void refused(dlock_subscriber *s)
                 p = &ch->next;
             }
         }
-    dlock_keytab_each(s->keys, fail_pending_entry, NULL);
+    dlock_keytab_each(s->keys, fail_pending_entry, s);
 }
 
 /* A pub/sub reply: ["message", channel, payload] or ["subscribe", channel, n]. */
@@ -232,8 +233,8 @@ static void handle_reply(dlock_subscriber *s, redisReply *r)
     struct dlock_entry *e = dlock_keytab_find(s->keys, channel, len - suffix);
     if (e == NULL)
         return;
-    if (subscribed && ch && e->sub_state == DLOCK_SUB_PENDING)
-        e->sub_state = DLOCK_SUB_ACTIVE;
+    if (subscribed && ch && e->sub_state[s->idx] == DLOCK_SUB_PENDING)
+        e->sub_state[s->idx] = DLOCK_SUB_ACTIVE;
     if (subscribed) {
         dlock_entry_wake_head(e);
     } else if (strcmp(kind, "message") == 0 && r->element[2]->type == REDIS_REPLY_STRING &&
@@ -309,7 +310,7 @@ static void *run(void *arg)
 }
 
 dlock_subscriber *dlock_sub_start(pthread_mutex_t *mu, dlock_keytab *keys, dlock_node *node,
-                                  dlock_counters *counters)
+                                  int idx, dlock_counters *counters)
 {
     dlock_subscriber *s = calloc(1, sizeof(*s));
     if (s == NULL)
@@ -317,6 +318,7 @@ dlock_subscriber *dlock_sub_start(pthread_mutex_t *mu, dlock_keytab *keys, dlock
     s->mu = mu;
     s->keys = keys;
     s->node = node;
+    s->idx = idx;
     s->counters = counters;
     if (pipe2(s->wake, O_NONBLOCK | O_CLOEXEC) != 0) {
         free(s);

@@ -13,7 +13,7 @@
 
 struct dlock_watchdog {
     pthread_mutex_t *mu; /* the client's */
-    dlock_node *node;
+    dlock_quorum *quorum;
     dlock_counters *counters;
     pthread_t thread;
     pthread_cond_t tick; /* the schedule changed, or stop */
@@ -22,7 +22,7 @@ struct dlock_watchdog {
     struct dlock_lease *head;
     int64_t wake_at; /* when the thread wakes next on its own; INT64_MAX when idle */
     int stop;
-    redisContext *conn; /* the watchdog thread's alone */
+    redisContext *conn[DLOCK_NODES_MAX]; /* the watchdog thread's alone, one per server */
 };
 
 static void unlink_lease(dlock_watchdog *wd, struct dlock_lease *l)
@@ -83,7 +83,9 @@ static int renewal_group(struct dlock_lease *l, struct dlock_lease **out)
     return n;
 }
 
-/* Applies one lease's renewal result (mu held). */
+/* Applies one lease's renewal result (mu held). The lease counts from when
+ * the renewal was sent, so with several servers from before the slowest of
+ * the majority renewed it. */
 static void renewal_done(dlock_watchdog *wd, struct dlock_lease *l, int rc, int64_t sent)
 {
     l->renewing = 0;
@@ -113,7 +115,7 @@ static void renew(dlock_watchdog *wd, struct dlock_lease *l)
     }
     int64_t sent = dlock_now_ms();
     pthread_mutex_unlock(wd->mu);
-    dlock_node_renew(wd->node, &wd->conn, n, r, rcs);
+    dlock_quorum_renew(wd->quorum, wd->conn, n, r, rcs);
     pthread_mutex_lock(wd->mu);
     for (int i = 0; i < n; i++)
         renewal_done(wd, group[i], rcs[i], sent);
@@ -160,13 +162,13 @@ static void *run(void *arg)
     return NULL;
 }
 
-dlock_watchdog *dlock_wd_start(pthread_mutex_t *mu, dlock_node *node, dlock_counters *counters)
+dlock_watchdog *dlock_wd_start(pthread_mutex_t *mu, dlock_quorum *q, dlock_counters *counters)
 {
     dlock_watchdog *wd = calloc(1, sizeof(*wd));
     if (wd == NULL)
         return NULL;
     wd->mu = mu;
-    wd->node = node;
+    wd->quorum = q;
     wd->counters = counters;
     wd->wake_at = INT64_MAX;
     dlock_cond_init(&wd->tick);
@@ -187,8 +189,9 @@ void dlock_wd_stop(dlock_watchdog *wd)
     pthread_cond_signal(&wd->tick);
     pthread_mutex_unlock(wd->mu);
     pthread_join(wd->thread, NULL);
-    if (wd->conn)
-        redisFree(wd->conn);
+    for (int i = 0; i < DLOCK_NODES_MAX; i++)
+        if (wd->conn[i])
+            redisFree(wd->conn[i]);
     pthread_cond_destroy(&wd->idle);
     pthread_cond_destroy(&wd->tick);
     free(wd);

@@ -9,13 +9,13 @@
 
 #include "counters.h"
 #include "lease.h"
-#include "node.h"
+#include "quorum.h"
 
 typedef struct dlock_watchdog dlock_watchdog;
 
-/* Starts the thread, renewing through node (on a connection of its own).
- * Returns NULL when out of memory or threads. */
-dlock_watchdog *dlock_wd_start(pthread_mutex_t *mu, dlock_node *node, dlock_counters *counters);
+/* Starts the thread, renewing through q's servers (on connections of its
+ * own). Returns NULL when out of memory or threads. */
+dlock_watchdog *dlock_wd_start(pthread_mutex_t *mu, dlock_quorum *q, dlock_counters *counters);
 
 /* Stops and joins the thread. Every lease must have been forgotten. */
 void dlock_wd_stop(dlock_watchdog *wd);

@@ -1,0 +1,333 @@
+/* quorum.c - one call on every server at once, and the majority rules of
+ * Redlock over their answers (see quorum.h and lock/README.md). */
+#include "quorum.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "lease.h"
+#include "sync.h"
+
+#define SKIP_FIRST_MS 25
+#define SKIP_MAX_MS 1000
+
+struct dlock_quorum {
+    int n;
+    dlock_node *node[DLOCK_NODES_MAX];
+    /* a server that stopped answering is skipped until skip_until */
+    _Atomic int64_t skip_until[DLOCK_NODES_MAX];
+    _Atomic int failures[DLOCK_NODES_MAX]; /* in a row */
+};
+
+dlock_quorum *dlock_quorum_new(const dlock_config *cfg, dlock_counters *counters)
+{
+    dlock_quorum *q = calloc(1, sizeof(*q));
+    if (q == NULL)
+        return NULL;
+    q->n = cfg->nodes > 0 ? cfg->nodes : 1;
+    for (int i = 0; i < q->n; i++) {
+        const char *host = cfg->nodes > 0 ? cfg->node[i].host : cfg->host;
+        int port = cfg->nodes > 0 ? cfg->node[i].port : cfg->port;
+        if ((q->node[i] = dlock_node_new(cfg, host, port, counters)) == NULL) {
+            dlock_quorum_free(q);
+            return NULL;
+        }
+    }
+    return q;
+}
+
+void dlock_quorum_free(dlock_quorum *q)
+{
+    if (q == NULL)
+        return;
+    for (int i = 0; i < q->n; i++)
+        dlock_node_free(q->node[i]);
+    free(q);
+}
+
+int dlock_quorum_size(const dlock_quorum *q) { return q->n; }
+dlock_node *dlock_quorum_node(dlock_quorum *q, int i) { return q->node[i]; }
+int dlock_quorum_majority(const dlock_quorum *q) { return q->n / 2 + 1; }
+
+/* ---- fan-out ---- */
+
+/* One call on each server: calls[i] for server i, begun unless skipped. */
+struct fanout {
+    dlock_quorum *q;
+    dlock_node_call calls[DLOCK_NODES_MAX];
+    int begun[DLOCK_NODES_MAX];
+};
+
+/* Whether server i is in use now (with one server: always). */
+static int usable(dlock_quorum *q, int i)
+{
+    return q->n == 1 || dlock_now_ms() >= atomic_load(&q->skip_until[i]);
+}
+
+/* Waits for every begun call (one deadline for all). */
+static void wait_all(struct fanout *f)
+{
+    dlock_node_call *pending[DLOCK_NODES_MAX];
+    int k = 0;
+    for (int i = 0; i < f->q->n; i++)
+        if (f->begun[i])
+            pending[k++] = &f->calls[i];
+    if (k > 0)
+        dlock_node_wait(pending, k, dlock_node_deadline(f->q->node[0]));
+}
+
+/* After server i's call ended: skip it for a while when it did not answer. */
+static void note_answer(dlock_quorum *q, int i, const dlock_node_call *call)
+{
+    if (q->n == 1)
+        return;
+    if (call->rc == DLOCK_OK) {
+        atomic_store(&q->failures[i], 0);
+        return;
+    }
+    int failures = atomic_fetch_add(&q->failures[i], 1) + 1;
+    int64_t ms = SKIP_FIRST_MS;
+    while (--failures > 0 && ms < SKIP_MAX_MS)
+        ms *= 2;
+    atomic_store(&q->skip_until[i], dlock_now_ms() + (ms < SKIP_MAX_MS ? ms : SKIP_MAX_MS));
+}
+
+/* The failures of a call over all servers, gathered into one error text. */
+struct failures {
+    int count, auth;
+    char text[600];
+};
+
+static void add_failure(struct failures *fl, dlock_quorum *q, int i, int rc, int skipped)
+{
+    size_t len = strlen(fl->text);
+    fl->count++;
+    fl->auth |= rc == DLOCK_ERR_AUTH;
+    const char *name = dlock_node_name(q->node[i]), *why = dlock_errstr();
+    if (skipped)
+        why = "not answering; left out for a moment";
+    if (q->n == 1 || strstr(why, name)) /* one server, or the text names it already */
+        snprintf(fl->text + len, sizeof(fl->text) - len, "%s%s", len ? "; " : "", why);
+    else
+        snprintf(fl->text + len, sizeof(fl->text) - len, "%s%s: %s", len ? "; " : "", name, why);
+}
+
+/* Sets errstr for a call that could not reach a majority; returns the code. */
+static int no_majority(dlock_quorum *q, const struct failures *fl, const char *what)
+{
+    int code = fl->auth ? DLOCK_ERR_AUTH : DLOCK_ERR_REDIS;
+    if (q->n == 1)
+        return dlock_fail(code, "%s", fl->text);
+    return dlock_fail(code, "%s: %d of %d Redis servers failed, a majority is %d (%s)", what,
+                      fl->count, q->n, dlock_quorum_majority(q), fl->text);
+}
+
+/* ---- ping ---- */
+
+int dlock_quorum_ping(dlock_quorum *q, int up[DLOCK_NODES_MAX])
+{
+    struct fanout f = {.q = q};
+    struct failures fl = {0};
+    int count = 0;
+    for (int i = 0; i < q->n; i++) { /* health checks try every server, skipped or not */
+        dlock_node_ping_begin(q->node[i], &f.calls[i]);
+        f.begun[i] = 1;
+    }
+    wait_all(&f);
+    for (int i = 0; i < q->n; i++) {
+        int rc = dlock_node_ping_end(&f.calls[i]);
+        note_answer(q, i, &f.calls[i]);
+        up[i] = rc == DLOCK_OK;
+        count += up[i];
+        if (rc != DLOCK_OK)
+            add_failure(&fl, q, i, rc, 0);
+    }
+    if (count < dlock_quorum_majority(q))
+        no_majority(q, &fl, "ping");
+    return count;
+}
+
+/* ---- acquire ---- */
+
+/* Releases the key where an attempt that did not hold took it (ok[i]). */
+static void give_back(dlock_quorum *q, const dlock_node_acquire_args *a, const int *ok)
+{
+    dlock_node_release_args r = {a->key, a->token, a->grant_ms, 0, a->keep_ms,
+                                 a->seed_slack_us};
+    struct fanout f = {.q = q};
+    for (int i = 0; i < q->n; i++)
+        if (ok[i]) {
+            dlock_node_release_begin(q->node[i], &r, &f.calls[i]);
+            f.begun[i] = 1;
+        }
+    wait_all(&f);
+    for (int i = 0; i < q->n; i++)
+        if (f.begun[i]) {
+            dlock_node_release_end(&f.calls[i]); /* if it fails, the lease runs out there */
+            note_answer(q, i, &f.calls[i]);
+        }
+}
+
+/* Raises the fence counter to fence on the servers that answered less
+ * (lower[i]); returns how many accepted it. */
+static int write_back(dlock_quorum *q, const dlock_node_acquire_args *a, int64_t fence,
+                      const int *lower)
+{
+    struct fanout f = {.q = q};
+    int accepted = 0;
+    for (int i = 0; i < q->n; i++)
+        if (lower[i]) {
+            dlock_node_fence_begin(q->node[i], a->key, a->token, fence, a->keep_ms, &f.calls[i]);
+            f.begun[i] = 1;
+        }
+    wait_all(&f);
+    for (int i = 0; i < q->n; i++)
+        if (f.begun[i]) {
+            accepted += dlock_node_fence_end(&f.calls[i]) == DLOCK_OK;
+            note_answer(q, i, &f.calls[i]);
+        }
+    return accepted;
+}
+
+int dlock_quorum_acquire(dlock_quorum *q, const dlock_node_acquire_args *args, int64_t *fence,
+                         int64_t *pttl, int *sent)
+{
+    dlock_node_acquire_args a = *args;
+    a.queue_score = q->n > 1 ? args->queue_score : 0;
+    a.seed_slack_us = q->n > 1 ? DLOCK_SEED_SLACK_US : 0;
+    int64_t started = dlock_now_ms(), fences[DLOCK_NODES_MAX], soonest = -1;
+    int ok[DLOCK_NODES_MAX] = {0}, nok = 0, held = 0, quorum = dlock_quorum_majority(q);
+    struct fanout f = {.q = q};
+    struct failures fl = {0};
+    for (int i = 0; i < q->n; i++)
+        if ((f.begun[i] = usable(q, i)))
+            dlock_node_acquire_begin(q->node[i], &a, &f.calls[i]);
+    wait_all(&f);
+    *sent = 0;
+    for (int i = 0; i < q->n; i++) {
+        int64_t node_pttl = -1;
+        int node_sent = 0, rc = DLOCK_ERR_REDIS;
+        if (f.begun[i]) {
+            rc = dlock_node_acquire_end(&f.calls[i], &fences[i], &node_pttl, &node_sent);
+            note_answer(q, i, &f.calls[i]);
+        }
+        *sent |= node_sent;
+        if (rc == DLOCK_OK) {
+            ok[i] = 1, nok++;
+        } else if (rc == DLOCK_ERR_TIMEOUT) {
+            held++;
+            if (node_pttl >= 0 && (soonest < 0 || node_pttl < soonest))
+                soonest = node_pttl;
+        } else {
+            add_failure(&fl, q, i, rc, !f.begun[i]);
+        }
+    }
+    if (q->n == 1 && nok == 1) {
+        *fence = fences[0];
+        return DLOCK_OK;
+    }
+    if (nok >= quorum) {
+        int64_t top = 0;
+        int agree = 0, lower[DLOCK_NODES_MAX] = {0};
+        for (int i = 0; i < q->n; i++)
+            if (ok[i] && fences[i] > top)
+                top = fences[i];
+        for (int i = 0; i < q->n; i++)
+            if (ok[i])
+                fences[i] == top ? agree++ : (lower[i] = 1);
+        if (agree < quorum)
+            agree += write_back(q, &a, top, lower);
+        int64_t elapsed = dlock_now_ms() - started;
+        if (agree >= quorum && elapsed < a.lease_ms - dlock_drift_ms(a.lease_ms)) {
+            *fence = top;
+            return DLOCK_OK;
+        }
+        held = quorum; /* it was ours, but not for long enough: ask again */
+        soonest = -1;
+    }
+    if (nok > 0)
+        give_back(q, &a, ok);
+    if (nok + held >= quorum) {
+        *pttl = soonest;
+        return dlock_fail(DLOCK_ERR_TIMEOUT, "lock %s is held by another owner", a.key);
+    }
+    return no_majority(q, &fl, "acquire");
+}
+
+/* ---- release ---- */
+
+int dlock_quorum_release(dlock_quorum *q, const dlock_node_release_args *args)
+{
+    dlock_node_release_args a = *args;
+    a.seed_slack_us = q->n > 1 ? DLOCK_SEED_SLACK_US : 0;
+    struct fanout f = {.q = q};
+    struct failures fl = {0};
+    int released = 0, lost = 0, quorum = dlock_quorum_majority(q);
+    for (int i = 0; i < q->n; i++)
+        if ((f.begun[i] = usable(q, i)))
+            dlock_node_release_begin(q->node[i], &a, &f.calls[i]);
+    wait_all(&f);
+    for (int i = 0; i < q->n; i++) {
+        int rc = DLOCK_ERR_REDIS;
+        if (f.begun[i]) {
+            rc = dlock_node_release_end(&f.calls[i]);
+            note_answer(q, i, &f.calls[i]);
+        }
+        if (rc == DLOCK_OK)
+            released++;
+        else if (rc == DLOCK_ERR_LOST)
+            lost++;
+        else
+            add_failure(&fl, q, i, rc, !f.begun[i]);
+    }
+    if (lost >= quorum)
+        return dlock_fail(DLOCK_ERR_LOST, "lock %s was no longer ours at release%s", a.key,
+                          q->n > 1 ? " on a majority of the Redis servers" : "");
+    if (released >= quorum)
+        return DLOCK_OK;
+    if (fl.count == 0) /* released on some, lost on others, and no majority either way */
+        return dlock_fail(DLOCK_ERR_LOST, "lock %s was ours on only %d of %d Redis servers at "
+                          "release", a.key, released, q->n);
+    return no_majority(q, &fl, "release");
+}
+
+/* ---- renew ---- */
+
+void dlock_quorum_renew(dlock_quorum *q, redisContext **own, int count,
+                        const dlock_node_renewal *renewals, int *rcs)
+{
+    struct fanout f = {.q = q};
+    int node_rcs[DLOCK_NODES_MAX][DLOCK_MULTI_MAX];
+    for (int i = 0; i < q->n; i++)
+        if ((f.begun[i] = usable(q, i)))
+            dlock_node_renew_begin(q->node[i], &own[i], count, renewals, &f.calls[i]);
+    wait_all(&f);
+    for (int i = 0; i < q->n; i++) {
+        if (f.begun[i]) {
+            dlock_node_renew_end(&f.calls[i], count, renewals, node_rcs[i]);
+            note_answer(q, i, &f.calls[i]);
+        } else {
+            for (int j = 0; j < count; j++)
+                node_rcs[i][j] = DLOCK_ERR_REDIS;
+        }
+    }
+    if (q->n == 1) {
+        memcpy(rcs, node_rcs[0], (size_t)count * sizeof(*rcs));
+        return;
+    }
+    int quorum = dlock_quorum_majority(q);
+    for (int j = 0; j < count; j++) {
+        int renewed = 0, lost = 0, auth = 0;
+        for (int i = 0; i < q->n; i++) {
+            renewed += node_rcs[i][j] == DLOCK_OK;
+            lost += node_rcs[i][j] == DLOCK_ERR_LOST;
+            auth |= node_rcs[i][j] == DLOCK_ERR_AUTH;
+        }
+        rcs[j] = renewed >= quorum          ? DLOCK_OK
+                 : lost > q->n - quorum     ? DLOCK_ERR_LOST
+                 : auth                     ? DLOCK_ERR_AUTH
+                                            : DLOCK_ERR_REDIS;
+    }
+}

@@ -1,0 +1,72 @@
+/* quorum.h - the Redis side of the lock as one server or N independent ones
+ * (Redlock). With N servers each call goes to all of them at once (sent to
+ * each, then their replies awaited together: a call costs the slowest round
+ * trip, not the sum) and holds when a majority agrees; lock/README.md
+ * argues why the fencing tokens stay strictly increasing across different
+ * majorities. With one server every call is that server's, as it always was.
+ *
+ * A server that stops answering (no connection, or no reply within the
+ * command timeout) is left out of calls for a while (25 ms, doubling up to
+ * 1 s), so that a stalled server does not make every call wait out its
+ * timeout; the first call after that tries it again. Thread-safe. */
+#ifndef DLOCK_QUORUM_H
+#define DLOCK_QUORUM_H
+
+#include <hiredis/hiredis.h>
+#include <stdint.h>
+
+#include "counters.h"
+#include "node.h"
+
+/* How far a server's fence counter may lag its clock (in us) before an
+ * acquisition reseeds it from the clock, with several servers. Between
+ * reseeds the counters of the servers move in step (each acquisition and
+ * grant adds one on each), so a majority mostly answers the same fence and
+ * no write-back is needed. */
+#define DLOCK_SEED_SLACK_US (10LL * 1000 * 1000)
+
+typedef struct dlock_quorum dlock_quorum;
+
+/* The servers of cfg (host:port, or node[]), none contacted yet. NULL when
+ * out of memory. */
+dlock_quorum *dlock_quorum_new(const dlock_config *cfg, dlock_counters *counters);
+void dlock_quorum_free(dlock_quorum *q);
+
+/* N, and server i (for the subscribers, one per server). */
+int dlock_quorum_size(const dlock_quorum *q);
+dlock_node *dlock_quorum_node(dlock_quorum *q, int i);
+
+/* Pings every server at once; up[i] for each that answered. Returns how many
+ * did; when fewer than a majority, errstr says which failed and why. */
+int dlock_quorum_ping(dlock_quorum *q, int up[DLOCK_NODES_MAX]);
+
+/* How many servers make a majority. */
+int dlock_quorum_majority(const dlock_quorum *q);
+
+/* The acquire script on every server (queue_score and seed_slack_us are
+ * set here: a queue place of a->queue_score and the slack above with
+ * several servers, the old behaviour with one). DLOCK_OK when a majority
+ * granted the key within its validity (lease - elapsed - drift) and agreed
+ * on *fence: the largest fence any of them answered, written back to the
+ * others by the fence script where it was lower; the holder may use it
+ * only then. Otherwise the key is released where it was taken, and the
+ * result is DLOCK_ERR_TIMEOUT when the others hold it or are first in line
+ * (*pttl: the soonest any of theirs expires, negative when unknown), or
+ * DLOCK_ERR_REDIS / DLOCK_ERR_AUTH when too many servers failed to reach a
+ * majority. *sent tells whether the script may have run anywhere. */
+int dlock_quorum_acquire(dlock_quorum *q, const dlock_node_acquire_args *a, int64_t *fence,
+                         int64_t *pttl, int *sent);
+
+/* The release script on every server. DLOCK_OK when a majority released
+ * it, DLOCK_ERR_LOST when a majority says it was not ours, else the
+ * failure (DLOCK_ERR_REDIS or DLOCK_ERR_AUTH): the caller retries. */
+int dlock_quorum_release(dlock_quorum *q, const dlock_node_release_args *a);
+
+/* The renew script for count leases on every server, on the caller's own
+ * connections (own[i] for server i). rcs[j]: DLOCK_OK when a majority renewed
+ * lease j, DLOCK_ERR_LOST when too many say it is not ours for a majority to
+ * be left, else the failure (retry soon). */
+void dlock_quorum_renew(dlock_quorum *q, redisContext **own, int count,
+                        const dlock_node_renewal *renewals, int *rcs);
+
+#endif
