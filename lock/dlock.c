@@ -166,15 +166,15 @@ void dlock_client_free(dlock_client *c)
 
 int dlock_ping_each(dlock_client *c, int up[DLOCK_NODES_MAX])
 {
-    return dlock_quorum_ping(c->nodes, up);
+    if (dlock_quorum_ping(c->nodes, up) >= dlock_quorum_majority(c->nodes))
+        return DLOCK_OK;
+    return dlock_redis_failure();
 }
 
 int dlock_ping(dlock_client *c)
 {
     int up[DLOCK_NODES_MAX];
-    if (dlock_quorum_ping(c->nodes, up) >= dlock_quorum_majority(c->nodes))
-        return DLOCK_OK;
-    return dlock_redis_failure();
+    return dlock_ping_each(c, up);
 }
 
 int dlock_node_count(dlock_client *c) { return dlock_quorum_size(c->nodes); }

@@ -200,8 +200,7 @@ int dlock_node_count(dlock_client *c);
 /* Server i's state (0 <= i < dlock_node_count). */
 void dlock_node_info_read(dlock_client *c, int i, dlock_node_info *out);
 
-/* Pings every server at once: up[i] is 1 for each that answered. Returns
- * how many did; DLOCK_OK of dlock_ping means a majority. */
+/* dlock_ping, and which servers answered: up[i] is 1 for each that did. */
 int dlock_ping_each(dlock_client *c, int up[DLOCK_NODES_MAX]);
 
 /* Checks a key: 1..DLOCK_KEY_MAX bytes, no NUL or other control byte.

@@ -38,7 +38,12 @@ static const struct opt opts[] = {
      "full fsyncs every commit; normal survives a process crash only"},
     {"busy-timeout-ms", "STOCKD_BUSY_TIMEOUT_MS", OPT_INT, F(service.store.busy_timeout_ms), 0,
      600000, NULL, "how long a write waits for a locked database before 503 storage_busy"},
-    {"redis-host", "STOCKD_REDIS_HOST", OPT_STR, F(service.redis.host), 0, 0, NULL, "Redis host"},
+    {"redis", "STOCKD_REDIS", OPT_STR, F(redis_servers), 0, 0, NULL,
+     "Redis as host:port, or several independent servers host:port,host:port,... (at most "
+     "7; an odd number): the lock is then held on a majority of them (Redlock). Overrides "
+     "--redis-host and --redis-port"},
+    {"redis-host", "STOCKD_REDIS_HOST", OPT_STR, F(service.redis.host), 0, 0, NULL,
+     "Redis host (one server; see --redis)"},
     {"redis-port", "STOCKD_REDIS_PORT", OPT_INT, F(service.redis.port), 1, 65535, NULL,
      "Redis port"},
     {"redis-user", "STOCKD_REDIS_USER", OPT_STR, F(service.redis.username), 0, 0, NULL,
@@ -284,6 +289,10 @@ int cfg_load(stockd_config *c, int argc, char **argv, char *err, size_t errlen)
         return -1;
     }
     s->redis.connect_timeout_ms = timeout / 2 > 0 ? timeout / 2 : 1;
+    if (c->redis_servers && dlock_config_nodes(&s->redis, c->redis_servers) != DLOCK_OK) {
+        snprintf(err, errlen, "--redis %s: %s", c->redis_servers, dlock_errstr());
+        return -1;
+    }
     s->fencing = !c->no_fencing;
     return read_redis_password(c, err, errlen);
 }

@@ -22,6 +22,7 @@ typedef struct stockd_config {
     int log_level;                   /* enum log_level */
     int no_fencing;                  /* test only: service.fencing = 0 */
     const char *redis_password_file; /* the password's file; else STOCKD_REDIS_PASSWORD */
+    const char *redis_servers;       /* --redis host:port[,...]: one, or a quorum of them */
     char instance_buf[300];          /* storage for the default instance id */
     char redis_password[CFG_SECRET_MAX + 1]; /* "" when none; never logged or shown */
 } stockd_config;

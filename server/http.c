@@ -407,10 +407,19 @@ static void handle_health(http_server *s, struct reply *r)
     service_health h;
     service_check_health(s->svc, &h);
     r->status = h.ok ? 200 : 503;
-    r->json = json_pack("{s:s, s:o, s:s, s:o, s:s, s:o}", "status", h.ok ? "ok" : "unavailable",
-                        "storage", json_text(h.storage), "storageBackend", h.backend, "redis",
+    r->json = json_pack("{s:s, s:o, s:s, s:o, s:s, s:o}", "status",
+                        !h.ok ? "unavailable" : h.degraded ? "degraded" : "ok", "storage",
+                        json_text(h.storage), "storageBackend", h.backend, "redis",
                         json_text(h.redis), "lockMode", h.lock_mode, "instance",
                         json_text(h.instance));
+    if (h.nodes > 0) { /* each Redis server, for the operator */
+        json_t *nodes = json_array();
+        for (int i = 0; i < h.nodes; i++)
+            json_array_append_new(nodes, json_pack("{s:o, s:b}", "node",
+                                                   json_text(h.node[i].name), "up",
+                                                   h.node[i].up));
+        json_object_set_new(r->json, "redisNodes", nodes);
+    }
 }
 
 static void handle_metrics(http_server *s, struct reply *r)

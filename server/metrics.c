@@ -111,23 +111,38 @@ static void put_counter(struct buf *b, const char *name, const char *help, uint6
         (unsigned long long)v);
 }
 
-/* A histogram family: cumulative buckets (bounds end with -1: +Inf, each
- * divided by scale for the le label), _sum (also divided) and _count. */
+/* One series of a histogram family, with labels ("" or `k="v",...`):
+ * cumulative buckets (bounds end with -1: +Inf, each divided by scale for
+ * the le label), _sum (also divided) and _count. */
+static void put_histogram_series(struct buf *b, const char *name, const char *labels,
+                                 const uint64_t *buckets, const int *bounds, int n, double scale,
+                                 uint64_t sum, uint64_t count)
+{
+    const char *sep = labels[0] ? "," : "";
+    uint64_t cumulative = 0;
+    for (int i = 0; i < n; i++) {
+        cumulative += buckets[i];
+        if (bounds[i] < 0)
+            put(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep,
+                (unsigned long long)cumulative);
+        else
+            put(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, bounds[i] / scale,
+                (unsigned long long)cumulative);
+    }
+    if (labels[0])
+        put(b, "%s_sum{%s} %g\n%s_count{%s} %llu\n", name, labels, sum / scale, name, labels,
+            (unsigned long long)count);
+    else
+        put(b, "%s_sum %g\n%s_count %llu\n", name, sum / scale, name, (unsigned long long)count);
+}
+
+/* A histogram family of one unlabelled series. */
 static void put_histogram(struct buf *b, const char *name, const char *help,
                           const uint64_t *buckets, const int *bounds, int n, double scale,
                           uint64_t sum, uint64_t count)
 {
     put(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
-    uint64_t cumulative = 0;
-    for (int i = 0; i < n; i++) {
-        cumulative += buckets[i];
-        if (bounds[i] < 0)
-            put(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cumulative);
-        else
-            put(b, "%s_bucket{le=\"%g\"} %llu\n", name, bounds[i] / scale,
-                (unsigned long long)cumulative);
-    }
-    put(b, "%s_sum %g\n%s_count %llu\n", name, sum / scale, name, (unsigned long long)count);
+    put_histogram_series(b, name, "", buckets, bounds, n, scale, sum, count);
 }
 
 /* Copies atomic counters for rendering. */
@@ -163,6 +178,42 @@ static void render_lock(struct buf *b, dlock_client *locks)
     put_histogram(b, "stockd_lock_wait_seconds", "Time spent acquiring a lock.",
                   s.wait_buckets, dlock_wait_bucket_ms, DLOCK_WAIT_BUCKETS, 1000.0,
                   s.wait_sum_ms, s.wait_count);
+}
+
+/* Each Redis server's state, labelled node="host:port". */
+static void render_nodes(struct buf *b, dlock_client *locks)
+{
+    int n = dlock_node_count(locks);
+    dlock_node_info info[DLOCK_NODES_MAX];
+    for (int i = 0; i < n; i++)
+        dlock_node_info_read(locks, i, &info[i]);
+    put(b, "# HELP stockd_redis_up Whether the Redis server answered its last call.\n"
+           "# TYPE stockd_redis_up gauge\n");
+    for (int i = 0; i < n; i++)
+        put(b, "stockd_redis_up{node=\"%s\"} %d\n", info[i].name, info[i].up);
+    put(b, "# HELP stockd_redis_calls_total Calls sent to the Redis server.\n"
+           "# TYPE stockd_redis_calls_total counter\n");
+    for (int i = 0; i < n; i++)
+        put(b, "stockd_redis_calls_total{node=\"%s\"} %llu\n", info[i].name,
+            (unsigned long long)info[i].calls);
+    put(b, "# HELP stockd_redis_errors_total Calls to the Redis server that failed (no "
+           "answer in time, no connection, or an error reply).\n"
+           "# TYPE stockd_redis_errors_total counter\n");
+    for (int i = 0; i < n; i++)
+        put(b, "stockd_redis_errors_total{node=\"%s\"} %llu\n", info[i].name,
+            (unsigned long long)info[i].errors);
+    put(b, "# HELP stockd_redis_latency_seconds Round trip of the answered calls.\n"
+           "# TYPE stockd_redis_latency_seconds histogram\n");
+    for (int i = 0; i < n; i++) {
+        char labels[DLOCK_HOST_MAX + 32];
+        snprintf(labels, sizeof(labels), "node=\"%s\"", info[i].name);
+        uint64_t answered = 0;
+        for (int k = 0; k < DLOCK_LATENCY_BUCKETS; k++)
+            answered += info[i].latency_buckets[k];
+        put_histogram_series(b, "stockd_redis_latency_seconds", labels, info[i].latency_buckets,
+                             dlock_latency_bucket_us, DLOCK_LATENCY_BUCKETS, 1e6,
+                             info[i].latency_sum_us, answered);
+    }
 }
 
 /* Results by outcome, one labelled counter family. */
@@ -221,8 +272,10 @@ char *metrics_render(metrics *m, const metrics_extra *x, size_t *len)
     put(&b, "# HELP stockd_inflight_requests Requests being handled.\n"
             "# TYPE stockd_inflight_requests gauge\nstockd_inflight_requests %lld\n",
         (long long)x->inflight);
-    if (x->locks)
+    if (x->locks) {
         render_lock(&b, x->locks);
+        render_nodes(&b, x->locks);
+    }
     if (b.failed) {
         free(b.data);
         return NULL;

@@ -258,6 +258,37 @@ void service_list_items(service *s, int64_t after, int limit, store_item_fn fn, 
     }
 }
 
+/* Pings every Redis server into h: "ok" when all answer, "degraded"
+ * naming those down while a majority answers, else what went wrong.
+ * Returns whether the lock can be had (a majority answered). */
+static int check_redis(service *s, service_health *h)
+{
+    int up[DLOCK_NODES_MAX], answered = 0;
+    h->nodes = dlock_node_count(s->locks);
+    int rc = dlock_ping_each(s->locks, up), majority = rc == DLOCK_OK;
+    char down[400] = "";
+    for (int i = 0; i < h->nodes; i++) {
+        answered += up[i];
+        dlock_node_info info;
+        dlock_node_info_read(s->locks, i, &info);
+        snprintf(h->node[i].name, sizeof(h->node[i].name), "%s", info.name);
+        h->node[i].up = up[i];
+        if (!up[i])
+            snprintf(down + strlen(down), sizeof(down) - strlen(down), "%s%s",
+                     down[0] ? ", " : "", info.name);
+    }
+    if (answered == h->nodes)
+        snprintf(h->redis, sizeof(h->redis), "ok");
+    else if (majority)
+        snprintf(h->redis, sizeof(h->redis), "degraded: %d of %d Redis servers down (%s); the "
+                 "lock holds on the majority", h->nodes - answered, h->nodes, down);
+    else
+        snprintf(h->redis, sizeof(h->redis), "%s", dlock_errstr());
+    h->degraded = majority && answered < h->nodes;
+    service_note_redis(s, rc);
+    return majority;
+}
+
 void service_check_health(service *s, service_health *h)
 {
     memset(h, 0, sizeof(*h));
@@ -271,14 +302,10 @@ void service_check_health(service *s, service_health *h)
     if (c)
         store_put(s->store, c);
     int redis_ok = 1;
-    if (s->locks == NULL) {
+    if (s->locks == NULL)
         snprintf(h->redis, sizeof(h->redis), "unused (lock mode %s)", h->lock_mode);
-    } else {
-        int rc = dlock_ping(s->locks);
-        redis_ok = rc == DLOCK_OK;
-        snprintf(h->redis, sizeof(h->redis), "%s", redis_ok ? "ok" : dlock_errstr());
-        service_note_redis(s, rc);
-    }
+    else
+        redis_ok = check_redis(s, h);
     h->ok = storage_ok && redis_ok;
 }
 

@@ -133,9 +133,16 @@ void service_list_items(service *s, int64_t after, int limit, store_item_fn fn, 
 
 typedef struct service_health {
     int ok;                     /* 1 when storage and (in redis mode) Redis answer */
+    int degraded;               /* ok, but some of several Redis servers are down */
     const char *backend;        /* the storage backend's name */
     char storage[256];          /* "ok" or what went wrong */
-    char redis[300];            /* "ok", what went wrong, or "unused (lock mode ...)" */
+    char redis[600];            /* "ok", "degraded: ...", what went wrong, or "unused (lock
+                                 * mode ...)" */
+    int nodes;                  /* redis mode: the Redis servers, and which answered */
+    struct {
+        char name[DLOCK_HOST_MAX + 10];
+        int up;
+    } node[DLOCK_NODES_MAX];
     const char *lock_mode, *instance;
 } service_health;
 
