@@ -26,7 +26,8 @@
  * each, the replies awaited together), so it costs the slowest round trip
  * of those that answer, not N round trips. A server that stops answering is
  * left out of calls for a moment (25 ms, doubling up to 1 s) instead of
- * making each call wait out its timeout.
+ * making each call wait out its timeout, unless the others alone could not
+ * make a majority.
  * - Acquire: held when a majority granted the key and the time left,
  *   lease - elapsed - drift (1% + 2 ms), is positive; otherwise the keys
  *   taken are released at once and acquire tries again until wait_ms

@@ -60,10 +60,19 @@ struct fanout {
     int begun[DLOCK_NODES_MAX];
 };
 
-/* Whether server i is in use now (with one server: always). */
-static int usable(dlock_quorum *q, int i)
+/* Which servers a call goes to: all but those left out for not answering
+ * lately - unless the others alone could not make a majority: then all, so
+ * that a server that is back is found at once. */
+static void choose(struct fanout *f)
 {
-    return q->n == 1 || dlock_now_ms() >= atomic_load(&q->skip_until[i]);
+    dlock_quorum *q = f->q;
+    int64_t now = dlock_now_ms();
+    int in = 0;
+    for (int i = 0; i < q->n; i++)
+        in += f->begun[i] = now >= atomic_load(&q->skip_until[i]);
+    if (in < dlock_quorum_majority(q))
+        for (int i = 0; i < q->n; i++)
+            f->begun[i] = 1;
 }
 
 /* Waits for every begun call (one deadline for all). */
@@ -85,6 +94,7 @@ static void note_answer(dlock_quorum *q, int i, const dlock_node_call *call)
         return;
     if (call->rc == DLOCK_OK) {
         atomic_store(&q->failures[i], 0);
+        atomic_store(&q->skip_until[i], 0);
         return;
     }
     int failures = atomic_fetch_add(&q->failures[i], 1) + 1;
@@ -201,8 +211,9 @@ int dlock_quorum_acquire(dlock_quorum *q, const dlock_node_acquire_args *args, i
     int ok[DLOCK_NODES_MAX] = {0}, nok = 0, held = 0, quorum = dlock_quorum_majority(q);
     struct fanout f = {.q = q};
     struct failures fl = {0};
+    choose(&f);
     for (int i = 0; i < q->n; i++)
-        if ((f.begun[i] = usable(q, i)))
+        if (f.begun[i])
             dlock_node_acquire_begin(q->node[i], &a, &f.calls[i]);
     wait_all(&f);
     *sent = 0;
@@ -265,8 +276,9 @@ int dlock_quorum_release(dlock_quorum *q, const dlock_node_release_args *args)
     struct fanout f = {.q = q};
     struct failures fl = {0};
     int released = 0, lost = 0, quorum = dlock_quorum_majority(q);
+    choose(&f);
     for (int i = 0; i < q->n; i++)
-        if ((f.begun[i] = usable(q, i)))
+        if (f.begun[i])
             dlock_node_release_begin(q->node[i], &a, &f.calls[i]);
     wait_all(&f);
     for (int i = 0; i < q->n; i++) {
@@ -300,8 +312,9 @@ void dlock_quorum_renew(dlock_quorum *q, redisContext **own, int count,
 {
     struct fanout f = {.q = q};
     int node_rcs[DLOCK_NODES_MAX][DLOCK_MULTI_MAX];
+    choose(&f);
     for (int i = 0; i < q->n; i++)
-        if ((f.begun[i] = usable(q, i)))
+        if (f.begun[i])
             dlock_node_renew_begin(q->node[i], &own[i], count, renewals, &f.calls[i]);
     wait_all(&f);
     for (int i = 0; i < q->n; i++) {

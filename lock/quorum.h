@@ -8,7 +8,9 @@
  * A server that stops answering (no connection, or no reply within the
  * command timeout) is left out of calls for a while (25 ms, doubling up to
  * 1 s), so that a stalled server does not make every call wait out its
- * timeout; the first call after that tries it again. Thread-safe. */
+ * timeout; the first call after that tries it again, and so does any call
+ * for which the other servers alone could not make a majority. An answer
+ * ends the time out at once. Thread-safe. */
 #ifndef DLOCK_QUORUM_H
 #define DLOCK_QUORUM_H
 
