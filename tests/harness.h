@@ -172,6 +172,11 @@ typedef struct th_proxy th_proxy;
 th_proxy *th_proxy_start(int upstream_port);
 int th_proxy_port(const th_proxy *p);
 
+/* New connections go to 127.0.0.1:upstream_port from now on (clients
+ * pointed at a new server, as after a failover); open ones stay where they
+ * are, until their server goes. */
+void th_proxy_redirect(th_proxy *p, int upstream_port);
+
 /* Holds the next client chunk that contains needle for delay_ms. */
 void th_proxy_delay_next(th_proxy *p, const char *needle, int delay_ms);
 

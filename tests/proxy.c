@@ -131,7 +131,10 @@ static void *accept_loop(void *arg)
         if (poll(&pfd, 1, TICK_MS) <= 0)
             continue;
         int client = accept4(p->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-        int up = client >= 0 ? th_connect(p->upstream) : -1;
+        pthread_mutex_lock(&p->mu);
+        int upstream = p->upstream;
+        pthread_mutex_unlock(&p->mu);
+        int up = client >= 0 ? th_connect(upstream) : -1;
         struct conn *c = up >= 0 ? calloc(1, sizeof(*c)) : NULL;
         pthread_mutex_lock(&p->mu);
         int room = p->nthreads < MAX_CONNS;
@@ -170,6 +173,13 @@ th_proxy *th_proxy_start(int upstream_port)
 }
 
 int th_proxy_port(const th_proxy *p) { return p->port; }
+
+void th_proxy_redirect(th_proxy *p, int upstream_port)
+{
+    pthread_mutex_lock(&p->mu);
+    p->upstream = upstream_port;
+    pthread_mutex_unlock(&p->mu);
+}
 
 void th_proxy_delay_next(th_proxy *p, const char *needle, int delay_ms)
 {

@@ -26,18 +26,10 @@
 
 #include "lock/dlock.h"
 #include "tests/harness.h"
-
-#define REPLICAS 3
+#include "tests/stack.h"
 
 static th_redis redis;
 static char dir[64];
-
-struct stack {
-    th_stockd r[REPLICAS];
-    char db[128];
-    char targets[256]; /* comma-separated, for loadgen */
-    long long item;
-};
 
 static int group_setup(void **state)
 {
@@ -59,89 +51,6 @@ static int group_teardown(void **state)
     return 0;
 }
 
-/* Three replicas on a fresh database, with common lock flags plus extra
- * flags for replica 0 (may be NULL), and one item of the given stock. */
-static void stack_start(struct stack *s, const char *name, const char *const first[],
-                        long long stock)
-{
-    const char *common[] = {"--lease-ms", "1000", "--redis-timeout-ms", "150", "--wait-ms",
-                            "8000", "--retry-ms", "20", "--allow-work-ms", "--busy-timeout-ms",
-                            "300", NULL};
-    snprintf(s->db, sizeof(s->db), "%s/%s.db", dir, name);
-    s->targets[0] = '\0';
-    for (int i = 0; i < REPLICAS; i++) {
-        const char *flags[24];
-        int n = 0;
-        for (int k = 0; common[k]; k++)
-            flags[n++] = common[k];
-        for (int k = 0; i == 0 && first && first[k]; k++)
-            flags[n++] = first[k];
-        flags[n] = NULL;
-        assert_int_equal(th_stockd_start(&s->r[i], &redis, s->db, dir, flags), 0);
-        if (i > 0) /* replica 0 is the one faults happen to; loadgen drives the others */
-            snprintf(s->targets + strlen(s->targets), sizeof(s->targets) - strlen(s->targets),
-                     "%s%s", s->targets[0] ? "," : "", s->r[i].url);
-    }
-    char url[128], body[64];
-    th_resp r;
-    snprintf(url, sizeof(url), "%s/items", s->r[1].url);
-    snprintf(body, sizeof(body), "{\"name\":\"%s\",\"stock\":%lld}", name, stock);
-    th_http("POST", url, body, &r);
-    assert_int_equal(r.status, 201);
-    json_t *j = json_loads(r.body, 0, NULL);
-    s->item = json_integer_value(json_object_get(j, "id"));
-    json_decref(j);
-    th_resp_free(&r);
-}
-
-static void stack_stop(struct stack *s)
-{
-    for (int i = 0; i < REPLICAS; i++)
-        if (s->r[i].pid > 0)
-            th_stockd_stop(&s->r[i], SIGTERM);
-}
-
-/* Starts loadgen in the background on the stack's item; its report goes to
- * <dir>/<name>.json and its output to <dir>/<name>.out. */
-static pid_t loadgen_start(const struct stack *s, const char *name, const char *targets,
-                           const char *duration, const char *concurrency, const char *work_ms)
-{
-    static char bin[256], item[32], json[160], out[160];
-    snprintf(bin, sizeof(bin), "%s/loadgen", th_build_dir());
-    snprintf(item, sizeof(item), "%lld", s->item);
-    snprintf(json, sizeof(json), "%s/%s.json", dir, name);
-    snprintf(out, sizeof(out), "%s/%s.out", dir, name);
-    const char *argv[] = {bin,   "--target", targets,    "--item",      item,
-                          "-d",  duration,   "-n",       "0",           "-c",
-                          concurrency, "--work-ms", work_ms, "--json", json,
-                          "--timeout-ms", "20000", NULL};
-    return th_spawn(argv, out);
-}
-
-/* Waits for loadgen; prints its output when the status is not the expected one. */
-static void loadgen_expect(pid_t pid, const char *name, int expected)
-{
-    int status = th_wait(pid, 60000);
-    if (status != expected) {
-        char path[160];
-        snprintf(path, sizeof(path), "%s/%s.out", dir, name);
-        char *out = th_read_file(path);
-        fail_msg("loadgen %s exited %d, expected %d:\n%s", name, status, expected,
-                 out ? out : "(no output)");
-    }
-}
-
-/* outcomes.<key> from loadgen's JSON report. */
-static long long outcome(const char *name, const char *key)
-{
-    char path[160];
-    snprintf(path, sizeof(path), "%s/%s.json", dir, name);
-    json_t *j = json_load_file(path, 0, NULL);
-    long long v = json_integer_value(json_object_get(json_object_get(j, "outcomes"), key));
-    json_decref(j);
-    return v;
-}
-
 static void wait_for_lock_key(long long item)
 {
     char cmd[64];
@@ -158,20 +67,20 @@ static void wait_for_lock_key(long long item)
 static void test_crashed_holder_delays_others_by_about_one_lease(void **state)
 {
     (void)state;
-    struct stack s;
-    stack_start(&s, "crash", NULL, 100000);
+    th_stack s;
+    th_stack_start(&s, dir, &redis, "crash", NULL, NULL, 100000);
     th_bg_reduce holder = {.url = s.r[0].url, .item = s.item, .work_ms = 5000};
     th_bg_reduce_start(&holder);
     wait_for_lock_key(s.item);
-    pid_t lg = loadgen_start(&s, "crash", s.targets, "3s", "8", "5");
+    pid_t lg = th_loadgen_start(&s, "crash", s.targets, "3s", "8", "5");
     th_sleep_ms(300);
     th_stockd_stop(&s.r[0], SIGKILL);
-    loadgen_expect(lg, "crash", 0);
+    th_loadgen_expect(&s, lg, "crash", 0);
     th_bg_reduce_join(&holder);
     assert_int_equal(holder.status, 0); /* its connection died with it */
-    assert_true(outcome("crash", "ok") > 0);
-    assert_int_equal(outcome("crash", "lock_timeout"), 0); /* waits stayed well under 8 s */
-    stack_stop(&s);
+    assert_true(th_loadgen_outcome(&s, "crash", "ok") > 0);
+    assert_int_equal(th_loadgen_outcome(&s, "crash", "lock_timeout"), 0); /* waits stayed well under 8 s */
+    th_stack_stop(&s);
 }
 
 /* 2. A replica stops (SIGSTOP) right after its last lease check, before its
@@ -185,29 +94,29 @@ static void stalled_holder_scenario(int fencing)
      * its long busy timeout makes sure its write is attempted, not timed out */
     const char *flags[] = {"--test-stop-before-write", "--busy-timeout-ms", "20000",
                            fencing ? NULL : "--no-fencing", NULL};
-    struct stack s;
-    stack_start(&s, name, flags, 100000);
+    th_stack s;
+    th_stack_start(&s, dir, &redis, name, NULL, flags, 100000);
     th_bg_reduce stale = {.url = s.r[0].url, .item = s.item, .work_ms = 1}; /* not batched */
     th_bg_reduce_start(&stale);
     for (int64_t end = th_now_ms() + 5000; th_proc_state(s.r[0].pid) != 'T';) {
         assert_true(th_now_ms() < end);
         th_sleep_ms(2);
     }
-    pid_t lg = loadgen_start(&s, name, s.targets, "3s", "4", "0");
+    pid_t lg = th_loadgen_start(&s, name, s.targets, "3s", "4", "0");
     th_sleep_ms(1500); /* past the 1 s lease: the others hold the lock and deduct */
     th_signal(s.r[0].pid, SIGCONT, 0);
     th_bg_reduce_join(&stale);
     if (fencing) {
-        loadgen_expect(lg, name, 0);
+        th_loadgen_expect(&s, lg, name, 0);
         if (stale.status != 503 || strstr(stale.body, "\"lock_lost\"") == NULL)
             fail_msg("the stale write was not refused by fencing: %ld %s", stale.status,
                      stale.body);
     } else {
-        loadgen_expect(lg, name, 1); /* the stale write overwrote others' deductions */
+        th_loadgen_expect(&s, lg, name, 1); /* the stale write overwrote others' deductions */
         assert_int_equal(stale.status, 200);
     }
-    assert_true(outcome(name, "ok") > 0);
-    stack_stop(&s);
+    assert_true(th_loadgen_outcome(&s, name, "ok") > 0);
+    th_stack_stop(&s);
 }
 
 static void test_stalled_holder_is_refused_by_fencing(void **state)
@@ -227,19 +136,19 @@ static void test_stalled_holder_without_fencing_oversells(void **state)
 static void test_redis_restart_mid_run(void **state)
 {
     (void)state;
-    struct stack s;
-    stack_start(&s, "redis-restart", NULL, 100000);
+    th_stack s;
+    th_stack_start(&s, dir, &redis, "redis-restart", NULL, NULL, 100000);
     snprintf(s.targets + strlen(s.targets), sizeof(s.targets) - strlen(s.targets), ",%s",
              s.r[0].url);
-    pid_t lg = loadgen_start(&s, "redis-restart", s.targets, "4s", "12", "0");
+    pid_t lg = th_loadgen_start(&s, "redis-restart", s.targets, "4s", "12", "0");
     th_sleep_ms(1000);
     th_redis_stop(&redis, 1);
     th_sleep_ms(1000);
     assert_int_equal(th_redis_start(&redis), 0);
-    loadgen_expect(lg, "redis-restart", 0);
-    assert_true(outcome("redis-restart", "redis_unavailable") > 0);
-    assert_true(outcome("redis-restart", "ok") > 0);
-    stack_stop(&s);
+    th_loadgen_expect(&s, lg, "redis-restart", 0);
+    assert_true(th_loadgen_outcome(&s, "redis-restart", "redis_unavailable") > 0);
+    assert_true(th_loadgen_outcome(&s, "redis-restart", "ok") > 0);
+    th_stack_stop(&s);
 }
 
 /* 4. Another process holds SQLite's write lock for 1.2 s (busy timeout 300
@@ -247,9 +156,9 @@ static void test_redis_restart_mid_run(void **state)
 static void test_locked_database_mid_run(void **state)
 {
     (void)state;
-    struct stack s;
-    stack_start(&s, "sqlite-busy", NULL, 100000);
-    pid_t lg = loadgen_start(&s, "sqlite-busy", s.targets, "3s", "12", "0");
+    th_stack s;
+    th_stack_start(&s, dir, &redis, "sqlite-busy", NULL, NULL, 100000);
+    pid_t lg = th_loadgen_start(&s, "sqlite-busy", s.targets, "3s", "12", "0");
     th_sleep_ms(800);
     sqlite3 *other;
     assert_int_equal(sqlite3_open(s.db, &other), SQLITE_OK);
@@ -258,10 +167,10 @@ static void test_locked_database_mid_run(void **state)
     th_sleep_ms(1200);
     sqlite3_exec(other, "ROLLBACK", NULL, NULL, NULL);
     sqlite3_close(other);
-    loadgen_expect(lg, "sqlite-busy", 0);
-    assert_true(outcome("sqlite-busy", "other_5xx") > 0); /* 503 storage_busy */
-    assert_true(outcome("sqlite-busy", "ok") > 0);
-    stack_stop(&s);
+    th_loadgen_expect(&s, lg, "sqlite-busy", 0);
+    assert_true(th_loadgen_outcome(&s, "sqlite-busy", "other_5xx") > 0); /* 503 storage_busy */
+    assert_true(th_loadgen_outcome(&s, "sqlite-busy", "ok") > 0);
+    th_stack_stop(&s);
 }
 
 /* 5. 500 idle keep-alive connections and 20 slow clients trickling a body on
@@ -272,8 +181,8 @@ static void test_idle_and_slow_connections_do_not_starve_the_replica(void **stat
     (void)state;
     enum { IDLE = 500, SLOW = 20 };
     const char *flags[] = {"--max-connections-per-ip", "0", NULL};
-    struct stack s;
-    stack_start(&s, "idle", flags, 100000);
+    th_stack s;
+    th_stack_start(&s, dir, &redis, "idle", NULL, flags, 100000);
     long rss_before = th_rss_kb(s.r[0].pid);
     int fds[IDLE + SLOW];
     const char *slow_head = "POST /reduceStock HTTP/1.1\r\nHost: x\r\nContent-Length: 64\r\n\r\n{";
@@ -283,17 +192,17 @@ static void test_idle_and_slow_connections_do_not_starve_the_replica(void **stat
         if (i >= IDLE)
             assert_true(write(fds[i], slow_head, strlen(slow_head)) > 0);
     }
-    pid_t lg = loadgen_start(&s, "idle", s.r[0].url, "2s", "16", "0");
+    pid_t lg = th_loadgen_start(&s, "idle", s.r[0].url, "2s", "16", "0");
     for (int tick = 0; tick < 10; tick++) { /* a byte every 200 ms: never completes */
         for (int i = IDLE; i < IDLE + SLOW; i++)
             assert_true(write(fds[i], " ", 1) == 1);
         th_sleep_ms(200);
     }
-    loadgen_expect(lg, "idle", 0);
+    th_loadgen_expect(&s, lg, "idle", 0);
     long rss_after = th_rss_kb(s.r[0].pid);
     print_message("replica RSS with %d open connections: %ld KiB (was %ld KiB)\n", IDLE + SLOW,
                   rss_after, rss_before);
-    assert_true(outcome("idle", "ok") > 0);
+    assert_true(th_loadgen_outcome(&s, "idle", "ok") > 0);
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
     /* a thread per connection, little of its stack touched: well under 128 KiB
      * each (sanitizer builds add shadow memory per thread, so only here) */
@@ -301,7 +210,7 @@ static void test_idle_and_slow_connections_do_not_starve_the_replica(void **stat
 #endif
     for (int i = 0; i < IDLE + SLOW; i++)
         close(fds[i]);
-    stack_stop(&s);
+    th_stack_stop(&s);
 }
 
 /* 6. SIGTERM to a replica during load: in-flight requests finish, its locks
@@ -309,37 +218,23 @@ static void test_idle_and_slow_connections_do_not_starve_the_replica(void **stat
 static void test_sigterm_during_load(void **state)
 {
     (void)state;
-    struct stack s;
-    stack_start(&s, "sigterm", NULL, 100000);
+    th_stack s;
+    th_stack_start(&s, dir, &redis, "sigterm", NULL, NULL, 100000);
     char all[sizeof(s.targets) + sizeof(s.r[0].url) + 1];
     snprintf(all, sizeof(all), "%s,%s", s.r[0].url, s.targets);
-    pid_t lg = loadgen_start(&s, "sigterm", all, "3s", "12", "20");
+    pid_t lg = th_loadgen_start(&s, "sigterm", all, "3s", "12", "20");
     th_sleep_ms(1000);
     assert_int_equal(th_stockd_stop(&s.r[0], SIGTERM), 0);
-    loadgen_expect(lg, "sigterm", 0);
-    assert_true(outcome("sigterm", "ok") > 0);
+    th_loadgen_expect(&s, lg, "sigterm", 0);
+    assert_true(th_loadgen_outcome(&s, "sigterm", "ok") > 0);
     char cmd[64];
     char key[DLOCK_KEY_MAX + 1];
     snprintf(cmd, sizeof(cmd), "EXISTS %s", th_item_lock_key(s.item, key));
-    stack_stop(&s);
+    th_stack_stop(&s);
     assert_int_equal(th_redis_int(&redis, cmd), 0); /* no lock left behind */
     char *log = th_read_file(s.r[0].log);
     assert_non_null(strstr(log, "msg=\"stopped\""));
     free(log);
-}
-
-/* Reads the item's stock back over HTTP. */
-static long long stock_of(const struct stack *s)
-{
-    char url[128];
-    th_resp r;
-    snprintf(url, sizeof(url), "%s/items/%lld?limit=0", s->r[1].url, s->item);
-    th_http("GET", url, NULL, &r);
-    json_t *j = json_loads(r.body, 0, NULL);
-    long long v = json_integer_value(json_object_get(j, "stock"));
-    json_decref(j);
-    th_resp_free(&r);
-    return v;
 }
 
 /* Huge headers and a flood of 10,000 connection attempts: refused or timed
@@ -347,8 +242,8 @@ static long long stock_of(const struct stack *s)
 static void test_huge_headers_and_connection_flood_are_refused(void **state)
 {
     (void)state;
-    struct stack s;
-    stack_start(&s, "abuse", NULL, 1000);
+    th_stack s;
+    th_stack_start(&s, dir, &redis, "abuse", NULL, NULL, 1000);
     size_t big = 100 * 1000;
     char *req = malloc(big + 256), out[512];
     int n = snprintf(req, 256, "POST /reduceStock HTTP/1.1\r\nHost: x\r\nX-Big: ");
@@ -378,14 +273,14 @@ static void test_huge_headers_and_connection_flood_are_refused(void **state)
         th_sleep_ms(100);
     }
     th_resp_free(&r);
-    assert_int_equal(stock_of(&s), 1000);
+    assert_int_equal(th_stack_stock(&s), 1000);
     char *log = th_read_file(s.r[0].log);
     int lines = 0;
     for (const char *p = log; (p = strstr(p, "libmicrohttpd")) != NULL; p++)
         lines++;
     free(log);
     assert_true(lines < 50); /* repeats are counted, not printed one by one */
-    stack_stop(&s);
+    th_stack_stop(&s);
 }
 
 /* 7. Replica 0 talks to Redis through a proxy that can hold a lock command
@@ -403,8 +298,8 @@ static void test_late_lock_commands_never_lock_the_item(void **state)
     snprintf(port, sizeof(port), "%d", th_proxy_port(proxy));
     const char *flags[] = {"--redis-port", port, "--redis-timeout-ms", "300", "--lease-ms",
                            "30000", NULL};
-    struct stack s;
-    stack_start(&s, "late", flags, 100000);
+    th_stack s;
+    th_stack_start(&s, dir, &redis, "late", NULL, flags, 100000);
     th_proxy_delay_next(proxy, "EVALSHA", 1000);
     char body[512];
     assert_int_equal(th_reduce(s.r[0].url, s.item, 1, 0, body, sizeof(body)), 503);
@@ -412,17 +307,17 @@ static void test_late_lock_commands_never_lock_the_item(void **state)
     th_sleep_ms(1500); /* the held acquire has run by now, on a free key */
     char all[sizeof(s.targets) + sizeof(s.r[0].url) + 1];
     snprintf(all, sizeof(all), "%s,%s", s.r[0].url, s.targets);
-    pid_t lg = loadgen_start(&s, "late", all, "4s", "12", "0");
+    pid_t lg = th_loadgen_start(&s, "late", all, "4s", "12", "0");
     for (int i = 0; i < 6; i++) {
         th_sleep_ms(500);
         th_proxy_delay_next(proxy, "EVALSHA", 1000);
     }
-    loadgen_expect(lg, "late", 0);
+    th_loadgen_expect(&s, lg, "late", 0);
     print_message("%d lock commands held past their timeout\n", th_proxy_delayed(proxy));
     assert_true(th_proxy_delayed(proxy) >= 4);
-    assert_true(outcome("late", "ok") > 0);
-    assert_int_equal(outcome("late", "lock_timeout"), 0);
-    stack_stop(&s);
+    assert_true(th_loadgen_outcome(&s, "late", "ok") > 0);
+    assert_int_equal(th_loadgen_outcome(&s, "late", "lock_timeout"), 0);
+    th_stack_stop(&s);
     th_proxy_stop(proxy);
 }
 
@@ -451,12 +346,12 @@ static void test_slow_senders_from_one_address_cannot_lock_others_out(void **sta
     enum { SLOW = 1000 };
     const char *flags[] = {"--max-connections", "600", "--max-connections-per-ip", "200",
                            "--request-timeout-ms", "3000", NULL};
-    struct stack s;
-    stack_start(&s, "slowloris", flags, 100000);
+    th_stack s;
+    th_stack_start(&s, dir, &redis, "slowloris", NULL, flags, 100000);
     static int fds[SLOW];
     for (int i = 0; i < SLOW; i++)
         fds[i] = th_connect_nonblocking(s.r[0].port);
-    pid_t lg = loadgen_start(&s, "slowloris", s.targets, "5s", "8", "0");
+    pid_t lg = th_loadgen_start(&s, "slowloris", s.targets, "5s", "8", "0");
     const char *head = "GET /health HTTP/1.1\r\nX-Slow: ";
     long worst = 0;
     for (int tick = 0; tick < 10; tick++) {
@@ -470,7 +365,7 @@ static void test_slow_senders_from_one_address_cannot_lock_others_out(void **sta
         worst = ms > worst ? ms : worst;
         th_sleep_ms(500);
     }
-    loadgen_expect(lg, "slowloris", 0);
+    th_loadgen_expect(&s, lg, "slowloris", 0);
     int open = 0;
     for (int i = 0; i < SLOW; i++)
         if (fds[i] >= 0)
@@ -480,7 +375,7 @@ static void test_slow_senders_from_one_address_cannot_lock_others_out(void **sta
                   "%.0f closed at their deadline\n", worst, open, SLOW, reaped);
     assert_true(reaped >= 100); /* those that got in were cut off after 3 s */
     assert_int_equal(open, 0);
-    stack_stop(&s);
+    th_stack_stop(&s);
 }
 
 /* 9. Redis is down (nothing listens on its port) and 800 requests hit
@@ -494,8 +389,8 @@ static void test_a_burst_against_a_dead_redis_leaves_the_replica_idle(void **sta
     char port[16];
     snprintf(port, sizeof(port), "%d", later.port);
     const char *flags[] = {"--redis-port", port, "--lease-ms", "30000", NULL};
-    struct stack s;
-    stack_start(&s, "dead-redis", flags, 100000);
+    th_stack s;
+    th_stack_start(&s, dir, &redis, "dead-redis", NULL, flags, 100000);
     static char bin[256], item[32], out[160];
     snprintf(bin, sizeof(bin), "%s/loadgen", th_build_dir());
     snprintf(item, sizeof(item), "%lld", s.item);
@@ -518,10 +413,10 @@ static void test_a_burst_against_a_dead_redis_leaves_the_replica_idle(void **sta
     assert_true(th_metric(s.r[0].url, "stockd_lock_orphaned_total") == 0);
 
     assert_int_equal(th_redis_start(&later), 0);
-    pid_t lg = loadgen_start(&s, "dead-redis", s.r[0].url, "2s", "8", "0");
-    loadgen_expect(lg, "dead-redis", 0);
-    assert_true(outcome("dead-redis", "ok") > 0);
-    stack_stop(&s);
+    pid_t lg = th_loadgen_start(&s, "dead-redis", s.r[0].url, "2s", "8", "0");
+    th_loadgen_expect(&s, lg, "dead-redis", 0);
+    assert_true(th_loadgen_outcome(&s, "dead-redis", "ok") > 0);
+    th_stack_stop(&s);
     th_redis_stop(&later, 0);
 }
 
