@@ -195,6 +195,7 @@ static void failover_scenario(int fencing)
     th_sleep_ms(1500); /* the others get the lock from the new primary, and sell */
     th_signal(s.r[0].pid, SIGCONT, 0);
     th_bg_reduce_join(&stale);
+    print_message("the stale holder's answer: %ld %s\n", stale.status, stale.body);
     if (fencing) {
         th_loadgen_expect(&s, lg, name, 0);
         if (stale.status != 503 || strstr(stale.body, "\"lock_lost\"") == NULL)
@@ -205,6 +206,11 @@ static void failover_scenario(int fencing)
         assert_int_equal(stale.status, 200);
     }
     assert_true(th_loadgen_outcome(&s, name, "ok") > 0);
+    char path[160];
+    snprintf(path, sizeof(path), "%s/%s.out", dir, name);
+    char *out = th_read_file(path), *verdict = out ? strstr(out, "VERDICT") : NULL;
+    print_message("loadgen: %s\n", verdict ? verdict : "(no verdict)");
+    free(out);
     th_stack_stop(&s);
     th_proxy_stop(proxy);
     th_redis_stop(&replica, 0);
