@@ -1,12 +1,14 @@
 /* test_docker.c - the Docker files, checked without a Docker engine (make
  * docker-demo runs them in one): the compose file validates (docker-compose
  * config -q, when installed); every image is ours and built FROM
- * debian:bookworm-slim; the compose services run here as plain processes with
- * their own commands, environment and secret: Redis through its image's
+ * debian:bookworm-slim; the replicas use every Redis service, which are
+ * independent; the compose services run here as plain processes with their
+ * own commands, environment and secret: each Redis through its image's
  * entrypoint (password required, protected mode on, the password on no command
- * line, its health check passing), the replicas healthy against it, and the
- * loadgen service's command passing against them; and each runtime image
- * installs what its binaries link and what its health check runs. */
+ * line, its health check passing), the replicas healthy against all of them,
+ * the loadgen service's command passing against them, also with one Redis
+ * killed (no redis_unavailable, /health degraded naming it); and each runtime
+ * image installs what its binaries link and what its health check runs. */
 #include <jansson.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -25,19 +27,23 @@
 #define DOCKERFILE "docker/Dockerfile"
 #define SECRETS "/run/secrets/" /* where compose mounts a service's secrets */
 #define STOCKD_PORT "8080"      /* the replicas' port inside their containers */
+#define REDIS_PORT_IN "6379"    /* redis.sh's port inside the Redis containers */
 #define MAX_SERVICES 16
+#define MAX_TEMPLATES 4
+#define MAX_REDIS 7 /* stockd's limit on --redis servers */
 #define MAX_ARGS 32
 #define MAX_ENV 8
 
+/* A service, or a template ("x-NAME: &ANCHOR") that services merge ("<<: *ANCHOR"). */
 struct service {
-    char name[64];
+    char name[64];                /* the service's, or the template's anchor */
     char build[64];               /* "build: DIR": its image is docker/DIR/Dockerfile */
+    char uses[32];                /* the anchor of the template it merges, or "" */
     json_t *entrypoint, *command; /* JSON arrays, NULL when not given */
-    int from_template;            /* uses the x-stockd template (its environment) */
 };
 
-static struct service services[MAX_SERVICES];
-static int nservices;
+static struct service services[MAX_SERVICES], templates[MAX_TEMPLATES];
+static int nservices, ntemplates;
 static char template_env[MAX_ENV][2][128]; /* name, value from the template's environment */
 static int nenv;
 static char images[MAX_SERVICES + 1][64]; /* every "image:" value */
@@ -50,6 +56,39 @@ static int have(const char *cmd)
     return system(probe) == 0;
 }
 
+/* One line of a service's (indent 4) or a template's (indent 2) own keys. */
+static void parse_key(struct service *cur, const char *line, int indent)
+{
+    for (int i = 0; i < indent; i++)
+        if (line[i] != ' ')
+            return;
+    const char *key = line + indent, *array = strchr(key, '[');
+    if (strncmp(key, "<<: *", 5) == 0)
+        sscanf(key + 5, "%31s", cur->uses);
+    else if (strncmp(key, "build: ", 7) == 0)
+        sscanf(key + 7, "%63s", cur->build);
+    else if (strncmp(key, "command: ", 9) == 0 && array)
+        cur->command = json_loads(array, 0, NULL);
+    else if (strncmp(key, "entrypoint: ", 12) == 0 && array)
+        cur->entrypoint = json_loads(array, 0, NULL);
+}
+
+/* What a service takes from the template it merges, unless it sets it itself. */
+static void merge_template(struct service *svc)
+{
+    for (int t = 0; svc->uses[0] && t < ntemplates; t++) {
+        const struct service *from = &templates[t];
+        if (strcmp(from->name, svc->uses) != 0)
+            continue;
+        if (!svc->build[0])
+            snprintf(svc->build, sizeof(svc->build), "%s", from->build);
+        if (!svc->command && from->command)
+            svc->command = json_incref(from->command);
+        if (!svc->entrypoint && from->entrypoint)
+            svc->entrypoint = json_incref(from->entrypoint);
+    }
+}
+
 /* Reads the parts of the compose file the checks need. Its commands are
  * one-line JSON arrays by convention (the file says so). */
 static int load_compose(void **state)
@@ -59,17 +98,20 @@ static int load_compose(void **state)
     if (f == NULL)
         return -1;
     char line[512];
-    int in_services = 0;
+    int in_services = 0, indent = 0;
     struct service *cur = NULL;
     while (fgets(line, sizeof(line), f)) {
         char name[64], value[128];
-        if (strncmp(line, "services:", 9) == 0)
-            in_services = 1;
-        else if (line[0] != ' ' && line[0] != '#' && line[0] != '\n')
-            in_services = 0, cur = NULL; /* top-level secrets:, volumes: */
+        if (line[0] != ' ' && line[0] != '#' && line[0] != '\n') /* a top-level key */
+            in_services = strncmp(line, "services:", 9) == 0, cur = NULL;
+        if (sscanf(line, "x-%*[a-z0-9-]: &%63[a-z0-9-]", name) == 1 &&
+            ntemplates < MAX_TEMPLATES) {
+            cur = &templates[ntemplates++], indent = 2;
+            snprintf(cur->name, sizeof(cur->name), "%s", name);
+        }
         if (in_services && line[2] != ' ' && sscanf(line, "  %63[a-z0-9-]:", name) == 1 &&
             nservices < MAX_SERVICES) {
-            cur = &services[nservices++];
+            cur = &services[nservices++], indent = 4;
             snprintf(cur->name, sizeof(cur->name), "%s", name);
         }
         /* the template's environment: "    STOCKD_NAME: value" before services: */
@@ -80,17 +122,12 @@ static int load_compose(void **state)
         }
         if (strstr(line, " image: ") && nimages <= MAX_SERVICES)
             sscanf(strstr(line, " image: "), " image: %63s", images[nimages++]);
-        const char *array = strchr(line, '[');
-        if (cur && strstr(line, "<<: *stockd"))
-            cur->from_template = 1;
-        if (cur && strncmp(line, "    build: ", 11) == 0)
-            sscanf(line + 11, "%63s", cur->build);
-        if (cur && array && strstr(line, " command:"))
-            cur->command = json_loads(array, 0, NULL);
-        if (cur && array && strstr(line, " entrypoint:"))
-            cur->entrypoint = json_loads(array, 0, NULL);
+        if (cur)
+            parse_key(cur, line, indent);
     }
     fclose(f);
+    for (int i = 0; i < nservices; i++)
+        merge_template(&services[i]);
     return nservices > 0 ? 0 : -1;
 }
 
@@ -101,14 +138,23 @@ static int free_compose(void **state)
         json_decref(services[i].command);
         json_decref(services[i].entrypoint);
     }
+    for (int i = 0; i < ntemplates; i++) {
+        json_decref(templates[i].command);
+        json_decref(templates[i].entrypoint);
+    }
     return 0;
 }
 
-static const struct service *service_built_from(const char *dir)
+/* The replicas merge the x-stockd template (its environment); the Redis
+ * servers are built from docker/redis. */
+static int is_replica(const struct service *svc) { return strcmp(svc->uses, "stockd") == 0; }
+static int is_redis(const struct service *svc) { return strcmp(svc->build, "redis") == 0; }
+
+static const char *template_value(const char *name)
 {
-    for (int i = 0; i < nservices; i++)
-        if (strcmp(services[i].build, dir) == 0)
-            return &services[i];
+    for (int e = 0; e < nenv; e++)
+        if (strcmp(template_env[e][0], name) == 0)
+            return template_env[e][1];
     return NULL;
 }
 
@@ -174,17 +220,56 @@ static void test_every_image_is_ours_and_built_from_debian_bookworm_slim(void **
         }
 }
 
-/* The compose file's services, run here: a secret file and a Redis. */
+/* Each replica holds its locks on a majority of the Redis services: its
+ * STOCKD_REDIS names every one once (an odd number, at least three), and no
+ * Redis replicates another (Redlock needs independent servers). */
+static void test_replicas_use_every_redis_service_and_each_redis_stands_alone(void **state)
+{
+    (void)state;
+    const char *list = template_value("STOCKD_REDIS");
+    if (list == NULL)
+        fail_msg("the x-stockd template sets no STOCKD_REDIS");
+    char node[80], padded[160];
+    int nredis = 0;
+    snprintf(padded, sizeof(padded), ",%s,", list); /* every element between commas */
+    for (int i = 0; i < nservices; i++) {
+        if (!is_redis(&services[i]))
+            continue;
+        nredis++;
+        snprintf(node, sizeof(node), ",%.63s:%s,", services[i].name, REDIS_PORT_IN);
+        char *text = json_dumps(services[i].command, 0);
+        if (strstr(padded, node) == NULL)
+            fail_msg("STOCKD_REDIS %s leaves out service %s", list, services[i].name);
+        if (strstr(text, "replicaof") || strstr(text, "slaveof"))
+            fail_msg("service %s replicates another Redis: %s", services[i].name, text);
+        free(text);
+    }
+    int listed = 1;
+    for (const char *p = list; *p; p++)
+        listed += *p == ',';
+    assert_int_equal(listed, nredis); /* and nothing else, none twice */
+    assert_true(nredis >= 3 && nredis % 2 == 1);
+}
+
+/* The compose file's services, run here: a secret file and the Redis servers. */
+struct local_redis {
+    const struct service *svc;
+    th_redis redis; /* port and password, for checks; started through redis.sh */
+    pid_t pid;      /* 0 once stopped */
+};
+
 struct local_stack {
     char dir[64];
-    char secret[128];  /* the redis-password secret, as make docker-demo writes it */
+    char secret[128]; /* the redis-password secret, as make docker-demo writes it */
     char password[64];
-    th_redis redis;    /* port and password, for checks; started through redis.sh */
-    pid_t redis_pid;
+    struct local_redis redis[MAX_REDIS];
+    int nredis;
     char health[2][128]; /* the Redis image's HEALTHCHECK, as a local command */
 };
 
-/* A path inside a container, as it is here: secrets live in the stack's dir. */
+/* A value of the template's environment as it is here: a secret lives in the
+ * stack's dir, and in a list (STOCKD_REDIS) each Redis service's
+ * "name:port" is its local port. */
 static const char *local_value(const struct local_stack *s, const char *value, char *buf,
                                size_t size)
 {
@@ -192,14 +277,34 @@ static const char *local_value(const struct local_stack *s, const char *value, c
         snprintf(buf, size, "%s/%s", s->dir, value + strlen(SECRETS));
         return buf;
     }
-    for (int i = 0; i < nservices; i++) /* a service's host name is this machine */
-        if (strcmp(value, services[i].name) == 0)
-            return "127.0.0.1";
-    return value;
+    size_t used = 0;
+    buf[0] = '\0';
+    for (const char *p = value; used < size; p += strcspn(p, ",") + 1) {
+        size_t len = strcspn(p, ",");
+        const char *sep = used ? "," : "";
+        int port = 0;
+        for (int i = 0; i < s->nredis; i++) {
+            char node[80];
+            snprintf(node, sizeof(node), "%.63s:%s", s->redis[i].svc->name, REDIS_PORT_IN);
+            if (strlen(node) == len && strncmp(node, p, len) == 0)
+                port = s->redis[i].redis.port;
+        }
+        if (port)
+            used += (size_t)snprintf(buf + used, size - used, "%s127.0.0.1:%d", sep, port);
+        else
+            used += (size_t)snprintf(buf + used, size - used, "%s%.*s", sep, (int)len, p);
+        if (p[len] == '\0')
+            break;
+    }
+    return buf;
 }
 
-static int redis_healthy(const struct local_stack *s)
+/* The image's health check of one Redis (it reads REDIS_PORT). */
+static int redis_healthy(const struct local_stack *s, const struct local_redis *r)
 {
+    char port[16];
+    snprintf(port, sizeof(port), "%d", r->redis.port);
+    setenv("REDIS_PORT", port, 1);
     const char *argv[] = {s->health[0], s->health[1], NULL};
     return th_run(argv, "/dev/null", 5000) == 0;
 }
@@ -235,19 +340,16 @@ static void redis_image_commands(struct local_stack *s, char *script, size_t siz
     json_decref(health);
 }
 
-/* Starts the redis service's command through its image's entrypoint, with the
- * secret at REDIS_PASSWORD_FILE, and waits for the image's health check. */
-static void start_redis_service(struct local_stack *s)
+/* Starts one Redis service's command through the image's entrypoint on a
+ * port of its own, and waits for the image's health check. */
+static void start_redis(struct local_stack *s, const struct service *svc, const char *script)
 {
-    const struct service *svc = service_built_from("redis");
-    assert_non_null(svc);
-    char script[128], port[16], log[128];
-    write_secret(s);
-    redis_image_commands(s, script, sizeof(script));
-    s->redis.port = th_free_port();
-    snprintf(s->redis.password, sizeof(s->redis.password), "%s", s->password);
-    snprintf(port, sizeof(port), "%d", s->redis.port);
-    setenv("REDIS_PASSWORD_FILE", s->secret, 1);
+    struct local_redis *r = &s->redis[s->nredis++];
+    char port[16], log[128];
+    r->svc = svc;
+    r->redis.port = th_free_port();
+    snprintf(r->redis.password, sizeof(r->redis.password), "%s", s->password);
+    snprintf(port, sizeof(port), "%d", r->redis.port);
     setenv("REDIS_PORT", port, 1);
 
     const char *argv[MAX_ARGS + 6] = {script};
@@ -261,21 +363,37 @@ static void start_redis_service(struct local_stack *s)
     for (size_t k = 0; k < 4; k++)
         argv[n++] = local[k];
     argv[n] = NULL;
-    snprintf(log, sizeof(log), "%s/redis.log", s->dir);
-    s->redis_pid = th_spawn(argv, log);
-    assert_true(s->redis_pid > 0);
+    snprintf(log, sizeof(log), "%s/%s.log", s->dir, svc->name);
+    r->pid = th_spawn(argv, log);
+    assert_true(r->pid > 0);
     int64_t end = th_now_ms() + 10000;
-    while (!redis_healthy(s) && th_now_ms() < end)
+    while (!redis_healthy(s, r) && th_now_ms() < end)
         th_sleep_ms(50);
-    if (!redis_healthy(s)) {
+    if (!redis_healthy(s, r)) {
         char *text = th_read_file(log);
-        fail_msg("the redis service never passed its health check:\n%s", text ? text : "");
+        fail_msg("service %s never passed its health check:\n%s", svc->name, text ? text : "");
     }
 }
 
-static void stop_redis_service(struct local_stack *s)
+/* Every Redis service, each with the secret at REDIS_PASSWORD_FILE. One at a
+ * time: th_free_port's port is only free until someone binds it. */
+static void start_redis_services(struct local_stack *s)
 {
-    th_signal(s->redis_pid, SIGTERM, 5000);
+    char script[128];
+    write_secret(s);
+    redis_image_commands(s, script, sizeof(script));
+    setenv("REDIS_PASSWORD_FILE", s->secret, 1);
+    for (int i = 0; i < nservices; i++)
+        if (is_redis(&services[i]) && s->nredis < MAX_REDIS)
+            start_redis(s, &services[i], script);
+    assert_true(s->nredis >= 1);
+}
+
+static void stop_redis_services(struct local_stack *s)
+{
+    for (int i = 0; i < s->nredis; i++)
+        if (s->redis[i].pid > 0)
+            th_signal(s->redis[i].pid, SIGTERM, 5000);
     unsetenv("REDIS_PASSWORD_FILE");
     unsetenv("REDIS_PORT");
 }
@@ -292,36 +410,38 @@ static int proc_file_has(pid_t pid, const char *file, const char *text)
     return memmem(buf, n, text, strlen(text)) != NULL;
 }
 
-static void test_redis_service_requires_its_secret_password_with_protected_mode_on(void **state)
+static void test_redis_services_require_their_secret_password_with_protected_mode_on(void **state)
 {
     (void)state;
     struct local_stack s = {0};
-    start_redis_service(&s);
+    start_redis_services(&s);
+    for (int i = 0; i < s.nredis; i++) {
+        const struct local_redis *r = &s.redis[i];
+        redisContext *c = redisConnect("127.0.0.1", r->redis.port); /* without the password */
+        assert_true(c && !c->err);
+        redisReply *rep = redisCommand(c, "PING");
+        assert_non_null(rep);
+        assert_int_equal(rep->type, REDIS_REPLY_ERROR);
+        assert_non_null(strstr(rep->str, "NOAUTH"));
+        freeReplyObject(rep);
+        redisFree(c);
 
-    redisContext *c = redisConnect("127.0.0.1", s.redis.port); /* without the password */
-    assert_true(c && !c->err);
-    redisReply *rep = redisCommand(c, "PING");
-    assert_non_null(rep);
-    assert_int_equal(rep->type, REDIS_REPLY_ERROR);
-    assert_non_null(strstr(rep->str, "NOAUTH"));
-    freeReplyObject(rep);
-    redisFree(c);
+        c = th_redis_connect(&r->redis);
+        assert_true(c && !c->err);
+        rep = redisCommand(c, "CONFIG GET protected-mode");
+        assert_true(rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2);
+        assert_string_equal(rep->element[1]->str, "yes");
+        freeReplyObject(rep);
+        redisFree(c);
 
-    c = th_redis_connect(&s.redis);
-    assert_true(c && !c->err);
-    rep = redisCommand(c, "CONFIG GET protected-mode");
-    assert_true(rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2);
-    assert_string_equal(rep->element[1]->str, "yes");
-    freeReplyObject(rep);
-    redisFree(c);
-
-    assert_false(proc_file_has(s.redis_pid, "cmdline", s.password)); /* ps shows it */
-    assert_false(proc_file_has(s.redis_pid, "environ", s.password));
-    stop_redis_service(&s);
+        assert_false(proc_file_has(r->pid, "cmdline", s.password)); /* ps shows it */
+        assert_false(proc_file_has(r->pid, "environ", s.password));
+    }
+    stop_redis_services(&s);
 }
 
 /* Starts one replica service: its command and the template's environment,
- * against the local Redis and a shared database. */
+ * against the local Redis services and a shared database. */
 static void start_replica(const struct local_stack *s, const struct service *svc, th_stockd *out)
 {
     const char *extra[MAX_ARGS + 1];
@@ -338,12 +458,57 @@ static void start_replica(const struct local_stack *s, const struct service *svc
     }
     char db[128];
     snprintf(db, sizeof(db), "%s/stock.db", s->dir);
-    if (th_stockd_start(out, &s->redis, db, s->dir, extra) != 0) {
+    if (th_stockd_start(out, &s->redis[0].redis, db, s->dir, extra) != 0) {
         char *log = th_read_file(out->log);
         fail_msg("service %s did not start:\n%s", svc->name, log ? log : "");
     }
     for (int e = 0; e < nenv; e++)
         unsetenv(template_env[e][0]);
+}
+
+/* The replica services, and the loadgen service that runs against them. */
+struct local_replicas {
+    th_stockd replica[MAX_SERVICES];
+    struct service *names[MAX_SERVICES];
+    int n;
+    const struct service *loadgen;
+};
+
+static void start_replicas(const struct local_stack *s, struct local_replicas *rs)
+{
+    for (int i = 0; i < nservices; i++) {
+        if (is_replica(&services[i])) {
+            start_replica(s, &services[i], &rs->replica[rs->n]);
+            rs->names[rs->n++] = &services[i];
+        }
+        if (strcmp(services[i].name, "loadgen") == 0)
+            rs->loadgen = &services[i];
+    }
+    assert_int_equal(rs->n, 3);
+    assert_non_null(rs->loadgen);
+}
+
+static void stop_replicas(struct local_replicas *rs)
+{
+    for (int r = 0; r < rs->n; r++)
+        assert_int_equal(th_stockd_stop_clean(&rs->replica[r]), 0);
+}
+
+/* A replica's GET /health, which must answer 200 with the given status; its
+ * JSON body (the caller owns it). */
+static json_t *replica_health(const struct local_replicas *rs, int r, const char *want)
+{
+    char url[96];
+    th_resp resp;
+    snprintf(url, sizeof(url), "%s/health", rs->replica[r].url);
+    assert_int_equal(th_http("GET", url, NULL, &resp), 0);
+    json_t *body = json_loads(resp.body, 0, NULL);
+    const char *status = json_string_value(json_object_get(body, "status"));
+    if (resp.status != 200 || !status || strcmp(status, want) != 0)
+        fail_msg("service %s: /health %ld %s, want 200 %s", rs->names[r]->name, resp.status,
+                 resp.body, want);
+    th_resp_free(&resp);
+    return body;
 }
 
 /* The loadgen service's command, its targets (http://<service>:8080) pointed
@@ -377,45 +542,71 @@ static int run_loadgen_service(const struct service *svc, struct service *const 
     return th_run(argv, out, 120000);
 }
 
+/* Runs the loadgen service's command against the replicas: it must end
+ * VERDICT: PASS with no redis_unavailable answer. */
+static void assert_loadgen_service_passes(const struct local_stack *s,
+                                          const struct local_replicas *rs, const char *run)
+{
+    char out[128];
+    snprintf(out, sizeof(out), "%s/loadgen-%s.out", s->dir, run);
+    int status = run_loadgen_service(rs->loadgen, rs->names, rs->replica, rs->n, out);
+    char *text = th_read_file(out);
+    const char *row = text ? strstr(text, "\nredis_unavailable ") : NULL;
+    long long unavailable = -1;
+    if (row)
+        sscanf(row, "\nredis_unavailable %lld", &unavailable);
+    if (status != 0 || !strstr(text, "VERDICT: PASS") || unavailable != 0)
+        fail_msg("the loadgen service (%s) exited %d, redis_unavailable %lld:\n%s", run, status,
+                 unavailable, text ? text : "");
+    free(text);
+}
+
 static void test_replicas_and_loadgen_pass_with_the_compose_commands_and_secret(void **state)
 {
     (void)state;
     struct local_stack s = {0};
-    start_redis_service(&s);
-    th_stockd replicas[MAX_SERVICES];
-    struct service *names[MAX_SERVICES];
-    const struct service *loadgen = NULL;
-    int n = 0;
-    for (int i = 0; i < nservices; i++) {
-        if (services[i].from_template) {
-            start_replica(&s, &services[i], &replicas[n]);
-            names[n++] = &services[i];
-        }
-        if (strcmp(services[i].name, "loadgen") == 0)
-            loadgen = &services[i];
+    struct local_replicas rs = {0};
+    start_redis_services(&s);
+    start_replicas(&s, &rs);
+    for (int r = 0; r < rs.n; r++) { /* SQLite, and every Redis with the password */
+        json_t *health = replica_health(&rs, r, "ok");
+        json_t *nodes = json_object_get(health, "redisNodes"), *node;
+        size_t i;
+        assert_int_equal(json_array_size(nodes), s.nredis);
+        json_array_foreach(nodes, i, node)
+            assert_true(json_is_true(json_object_get(node, "up")));
+        json_decref(health);
     }
-    assert_int_equal(n, 3);
-    assert_non_null(loadgen);
-    for (int r = 0; r < n; r++) { /* healthy: SQLite, and Redis with the password */
-        char url[96];
-        th_resp resp;
-        snprintf(url, sizeof(url), "%s/health", replicas[r].url);
-        assert_int_equal(th_http("GET", url, NULL, &resp), 0);
-        if (resp.status != 200)
-            fail_msg("service %s: /health %ld %s", names[r]->name, resp.status, resp.body);
-        th_resp_free(&resp);
-    }
+    assert_loadgen_service_passes(&s, &rs, "all-up");
+    stop_replicas(&rs);
+    stop_redis_services(&s);
+}
 
-    char out[128];
-    snprintf(out, sizeof(out), "%s/loadgen.out", s.dir);
-    int status = run_loadgen_service(loadgen, names, replicas, n, out);
-    char *text = th_read_file(out);
-    if (status != 0 || !text || !strstr(text, "VERDICT: PASS"))
-        fail_msg("the loadgen service exited %d:\n%s", status, text ? text : "");
-    free(text);
-    for (int r = 0; r < n; r++)
-        assert_int_equal(th_stockd_stop_clean(&replicas[r]), 0);
-    stop_redis_service(&s);
+/* What make docker-demo shows with docker kill: one Redis of three gone, the
+ * lock still held on the other two. */
+static void test_one_redis_service_killed_leaves_replicas_degraded_and_loadgen_passing(void **state)
+{
+    (void)state;
+    struct local_stack s = {0};
+    struct local_replicas rs = {0};
+    start_redis_services(&s);
+    start_replicas(&s, &rs);
+    struct local_redis *victim = &s.redis[s.nredis / 2];
+    th_signal(victim->pid, SIGKILL, 5000);
+    victim->pid = 0;
+    char name[64];
+    snprintf(name, sizeof(name), "127.0.0.1:%d", victim->redis.port);
+    for (int r = 0; r < rs.n; r++) {
+        json_t *health = replica_health(&rs, r, "degraded");
+        const char *redis = json_string_value(json_object_get(health, "redis"));
+        if (!redis || !strstr(redis, name))
+            fail_msg("service %s: /health does not name %s (service %s): %s", rs.names[r]->name,
+                     name, victim->svc->name, redis ? redis : "(no redis field)");
+        json_decref(health);
+    }
+    assert_loadgen_service_passes(&s, &rs, "one-redis-down");
+    stop_replicas(&rs);
+    stop_redis_services(&s);
 }
 
 /* The package that ships a shared library, e.g. libhiredis0.14, or "". */
@@ -483,8 +674,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compose_file_validates),
         cmocka_unit_test(test_every_image_is_ours_and_built_from_debian_bookworm_slim),
-        cmocka_unit_test(test_redis_service_requires_its_secret_password_with_protected_mode_on),
+        cmocka_unit_test(test_replicas_use_every_redis_service_and_each_redis_stands_alone),
+        cmocka_unit_test(test_redis_services_require_their_secret_password_with_protected_mode_on),
         cmocka_unit_test(test_replicas_and_loadgen_pass_with_the_compose_commands_and_secret),
+        cmocka_unit_test(test_one_redis_service_killed_leaves_replicas_degraded_and_loadgen_passing),
         cmocka_unit_test(test_runtime_images_install_their_libraries_and_health_check_tools),
     };
     return cmocka_run_group_tests_name("docker", tests, load_compose, free_compose);
