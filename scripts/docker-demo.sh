@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # docker-demo.sh - make docker-demo: the compose demo for real. Builds the
-# images, starts Redis and three stockd replicas, waits for every health check,
-# runs loadgen's hot and renew scenarios across the three, then hot again while
-# one replica is killed (docker kill); every verdict must PASS. Containers,
-# network and volume are removed on every exit, also on failure and Ctrl-C.
+# images, starts three Redis servers and three stockd replicas (each holding
+# its locks on a majority of the three), waits for every health check, runs
+# loadgen's hot and renew scenarios across the replicas, then hot while one
+# Redis is killed (docker kill; no redis_unavailable answer allowed, /health
+# must say degraded naming it) and started again, then hot while one replica
+# is killed; every verdict must PASS. Containers, network and volume are
+# removed on every exit, also on failure and Ctrl-C.
 # Starts dockerd when no engine answers, and then stops that one by PID.
 # Needs nothing but Debian's packages: a missing debian:bookworm-slim that
 # can't be pulled is imported from a debootstrap root (scripts/debian-root.sh).
@@ -110,6 +113,25 @@ make_secret() {
     chmod 644 "$secret"
 }
 
+# A replica's GET /health, through the curl of its image.
+health_of() {
+    docker exec "$(compose ps -q "$1")" curl -s --max-time 15 http://127.0.0.1:8080/health
+}
+
+# Waits (bounded) until a replica's /health says status, then prints it.
+wait_health() {
+    local body=""
+    for _ in $(seq 60); do
+        body=$(health_of "$1") || true
+        case $body in *"\"status\":\"$2\""*) break ;; esac
+        sleep 0.5
+    done
+    echo "docker-demo: $1 /health: $body"
+    case $body in *"\"status\":\"$2\""*) return 0 ;; esac
+    echo "docker-demo: FAILED: $1 /health does not say $2" >&2
+    return 1
+}
+
 wait_healthy() {
     local ids
     mapfile -t ids < <(compose ps -q)
@@ -151,6 +173,39 @@ echo
 echo "=== loadgen --scenario renew (all three replicas)"
 compose --profile loadgen run --rm loadgen --scenario renew --target "$targets" </dev/null ||
     status=1
+echo
+echo "=== loadgen --scenario hot at 500 requests/s for 6 s; redis-2 is killed after 1.5 s, then started again"
+# The replicas hold each lock on two of the three Redis servers: with one gone,
+# every deduction still gets its lock (no redis_unavailable), and /health says
+# degraded, naming it. It comes back empty (no persistence) while the load goes on.
+redis2=$(compose ps -q redis-2)
+out=$state/redis-down.out
+compose --profile loadgen run --rm loadgen --scenario hot -n 3000 --rate 500 --stock 1500 \
+    --target "$targets" </dev/null >"$out" &
+run=$!
+sleep 1.5
+docker kill "$redis2" >/dev/null
+echo "docker-demo: killed redis-2 (docker kill)"
+sleep 0.5
+health=$(wait_health stockd-2 degraded) || status=1
+echo "$health"
+case $health in
+*'{"node":"redis-2:6379","up":false}'*) ;;
+*) echo "docker-demo: FAILED: stockd-2 /health does not report redis-2 down" >&2; status=1 ;;
+esac
+sleep 1.5 # down for about a third of the run
+docker start "$redis2" >/dev/null
+echo "docker-demo: started redis-2 again (empty: no persistence)"
+wait "$run" || status=1
+cat "$out"
+unavailable=$(awk '$1 == "redis_unavailable" { print $2 }' "$out")
+if [ "$unavailable" != 0 ]; then
+    echo "docker-demo: FAILED: ${unavailable:-no} redis_unavailable count with one Redis of three down" >&2
+    status=1
+fi
+wait_healthy
+wait_health stockd-2 ok || status=1
+
 echo
 echo "=== loadgen --scenario hot at 500 requests/s for 6 s; stockd-1 is killed after 2 s"
 # Paced so that the kill lands mid-run. Requests on stockd-1's connections then
