@@ -1,7 +1,10 @@
 /* pool.c - connections to one Redis server: a thread-safe free list that
- * grows on demand, authentication, and the checking of replies. */
+ * grows on demand, authentication, host names resolved within the connect
+ * timeout, and the checking of replies. */
 #include "pool.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -14,9 +17,28 @@
 #define POOL_IDLE_MAX 256 /* idle connections kept; more are closed on return */
 #define STALE_CHECK_MS 50 /* idle longer than this: check it was not closed meanwhile */
 
+/* Host names are looked up on a thread of the pool's own, so a request
+ * waits at most the connect timeout for one: getaddrinfo waits out its
+ * resolver's own timeouts (5 s for a name server that does not answer, as
+ * Docker's does for the IPv6 address of a stopped container). A lookup
+ * that takes longer leaves the last address found in use. */
+struct resolver {
+    pthread_t thread;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t ask, done;
+    uint64_t asked, answered; /* lookups asked for, and the last one finished */
+    int found;                /* the last finished lookup found an address */
+    char addr[INET6_ADDRSTRLEN];
+    char why[160];            /* why the last lookup failed */
+    int stop;
+};
+
 struct dlock_pool {
     char *host;
     int port;
+    int numeric;           /* host is an address: no lookup */
+    struct resolver names; /* otherwise */
     char *username, *password; /* NULL: no AUTH */
     struct timeval connect_tv, command_tv;
     pthread_mutex_t mu; /* guards idle and nidle */
@@ -40,10 +62,83 @@ static void free_secret(char *s)
     free(s);
 }
 
+static void *resolve_loop(void *arg)
+{
+    dlock_pool *p = arg;
+    struct resolver *r = &p->names;
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        while (!r->stop && r->answered == r->asked)
+            pthread_cond_wait(&r->ask, &r->mu);
+        if (r->stop)
+            break;
+        uint64_t serving = r->asked;
+        pthread_mutex_unlock(&r->mu);
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+        int rc = getaddrinfo(p->host, NULL, &hints, &res);
+        char addr[INET6_ADDRSTRLEN] = "";
+        if (rc == 0) {
+            void *in = res->ai_family == AF_INET6
+                           ? (void *)&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr
+                           : (void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr;
+            inet_ntop(res->ai_family, in, addr, sizeof(addr));
+            freeaddrinfo(res);
+        }
+        pthread_mutex_lock(&r->mu);
+        r->found = rc == 0;
+        if (rc == 0)
+            memcpy(r->addr, addr, sizeof(addr));
+        else
+            snprintf(r->why, sizeof(r->why), "%s", gai_strerror(rc));
+        r->answered = serving;
+        pthread_cond_broadcast(&r->done);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+/* The address to connect to, into addr: p->host itself when it is one,
+ * else a fresh lookup that finished within timeout_ms, or the last address
+ * found when it did not finish in time. 0, or -1 with the error set. */
+static int resolve(dlock_pool *p, int timeout_ms, char *addr, size_t size)
+{
+    if (p->numeric) {
+        snprintf(addr, size, "%s", p->host);
+        return 0;
+    }
+    struct resolver *r = &p->names;
+    int64_t until = dlock_now_ms() + timeout_ms;
+    pthread_mutex_lock(&r->mu);
+    uint64_t mine = ++r->asked;
+    pthread_cond_signal(&r->ask);
+    while (r->answered < mine && dlock_now_ms() < until)
+        dlock_cond_wait_until(&r->done, &r->mu, until);
+    int ok = r->answered >= mine ? r->found : r->addr[0] != '\0';
+    if (ok)
+        snprintf(addr, size, "%s", r->addr);
+    else if (r->answered >= mine)
+        dlock_fail(DLOCK_ERR_REDIS, "cannot resolve Redis host %s: %s", p->host, r->why);
+    else
+        dlock_fail(DLOCK_ERR_REDIS, "cannot resolve Redis host %s within %d ms", p->host,
+                   timeout_ms);
+    pthread_mutex_unlock(&r->mu);
+    return ok ? 0 : -1;
+}
+
 void dlock_pool_free(dlock_pool *p)
 {
     if (p == NULL)
         return;
+    if (p->names.started) {
+        pthread_mutex_lock(&p->names.mu);
+        p->names.stop = 1;
+        pthread_cond_signal(&p->names.ask);
+        pthread_mutex_unlock(&p->names.mu);
+        pthread_join(p->names.thread, NULL);
+    }
+    pthread_mutex_destroy(&p->names.mu);
+    pthread_cond_destroy(&p->names.ask);
+    pthread_cond_destroy(&p->names.done);
     for (int i = 0; i < p->nidle; i++)
         redisFree(p->idle[i]);
     pthread_mutex_destroy(&p->mu);
@@ -60,6 +155,9 @@ dlock_pool *dlock_pool_new(const dlock_config *cfg, const char *host, int port,
     if (p == NULL)
         return NULL;
     pthread_mutex_init(&p->mu, NULL);
+    pthread_mutex_init(&p->names.mu, NULL);
+    dlock_cond_init(&p->names.ask);
+    dlock_cond_init(&p->names.done);
     p->host = strdup(host);
     p->username = cfg->username ? strdup(cfg->username) : NULL;
     p->password = cfg->password ? strdup(cfg->password) : NULL;
@@ -71,6 +169,15 @@ dlock_pool *dlock_pool_new(const dlock_config *cfg, const char *host, int port,
     p->counters = counters;
     p->connect_tv = ms_to_tv(cfg->connect_timeout_ms);
     p->command_tv = ms_to_tv(cfg->command_timeout_ms);
+    struct in6_addr ignored;
+    p->numeric = inet_pton(AF_INET, host, &ignored) == 1 || inet_pton(AF_INET6, host, &ignored) == 1;
+    if (!p->numeric) {
+        if (pthread_create(&p->names.thread, NULL, resolve_loop, p) != 0) {
+            dlock_pool_free(p);
+            return NULL;
+        }
+        p->names.started = 1;
+    }
     return p;
 }
 
@@ -93,8 +200,12 @@ static int authenticate(dlock_pool *p, redisContext *ctx)
 
 redisContext *dlock_pool_connect(dlock_pool *p)
 {
+    char addr[INET6_ADDRSTRLEN];
+    int timeout_ms = (int)(p->connect_tv.tv_sec * 1000 + p->connect_tv.tv_usec / 1000);
+    if (resolve(p, timeout_ms, addr, sizeof(addr)) != 0)
+        return NULL;
     dlock_count(&p->counters->connects);
-    redisContext *ctx = redisConnectWithTimeout(p->host, p->port, p->connect_tv);
+    redisContext *ctx = redisConnectWithTimeout(addr, p->port, p->connect_tv);
     if (ctx == NULL) {
         dlock_fail(DLOCK_ERR_NOMEM, "out of memory connecting to Redis");
         return NULL;

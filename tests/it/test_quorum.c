@@ -480,6 +480,36 @@ static void test_no_lost_update_while_servers_die_and_return(void **state)
     dlock_client_free(c[1]);
 }
 
+/* A server whose name does not resolve (in Docker: a stopped container,
+ * whose IPv6 lookup the embedded DNS leaves unanswered for 5 s) costs a
+ * call at most the connect timeout, however slow the name server. */
+static void test_a_name_that_does_not_resolve_costs_at_most_the_connect_timeout(void **state)
+{
+    (void)state;
+    all_up();
+    char list[200];
+    snprintf(list, sizeof(list), "127.0.0.1:%d,no-such-redis.invalid:6379,localhost:%d",
+             redis[0].port, redis[2].port);
+    dlock_config cfg;
+    dlock_config_defaults(&cfg);
+    cfg.connect_timeout_ms = 200;
+    assert_int_equal(dlock_config_nodes(&cfg, list), DLOCK_OK);
+    dlock_client *c;
+    assert_int_equal(dlock_client_new(&cfg, &c), DLOCK_OK);
+    dlock_opts o = opts(5000, 0);
+    dlock_handle *h;
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_acquire(c, "q:names", &o, &h), DLOCK_OK); /* localhost resolves */
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    int64_t took = th_now_ms() - t0;
+    int up[DLOCK_NODES_MAX];
+    assert_int_equal(dlock_ping_each(c, up), DLOCK_OK);
+    assert_false(up[1]);
+    dlock_client_free(c);
+    print_message("acquire + release with an unresolvable server: %lld ms\n", (long long)took);
+    assert_true(took < 1000);
+}
+
 /* Five servers: two may be down. */
 static void test_five_servers_tolerate_two_down(void **state)
 {
@@ -513,6 +543,7 @@ int main(void)
         cmocka_unit_test(test_a_stalled_server_slows_one_call_not_all),
         cmocka_unit_test(test_waiters_of_other_processes_get_the_key_in_arrival_order),
         cmocka_unit_test(test_no_lost_update_while_servers_die_and_return),
+        cmocka_unit_test(test_a_name_that_does_not_resolve_costs_at_most_the_connect_timeout),
         cmocka_unit_test(test_five_servers_tolerate_two_down),
     };
     return cmocka_run_group_tests_name("quorum", tests, group_setup, group_teardown);
