@@ -53,11 +53,12 @@ int dlock_quorum_majority(const dlock_quorum *q) { return q->n / 2 + 1; }
 
 /* ---- fan-out ---- */
 
-/* One call on each server: calls[i] for server i, begun unless skipped. */
+/* One call on each server: calls[i] for server i, begun unless skipped.
+ * A call goes out in at most two rounds (now[i]: begun in this one). */
 struct fanout {
     dlock_quorum *q;
     dlock_node_call calls[DLOCK_NODES_MAX];
-    int begun[DLOCK_NODES_MAX];
+    int begun[DLOCK_NODES_MAX], now[DLOCK_NODES_MAX];
 };
 
 /* Which servers a call goes to: all but those left out for not answering
@@ -69,19 +70,32 @@ static void choose(struct fanout *f)
     int64_t now = dlock_now_ms();
     int in = 0;
     for (int i = 0; i < q->n; i++)
-        in += f->begun[i] = now >= atomic_load(&q->skip_until[i]);
+        in += f->now[i] = f->begun[i] = now >= atomic_load(&q->skip_until[i]);
     if (in < dlock_quorum_majority(q))
         for (int i = 0; i < q->n; i++)
-            f->begun[i] = 1;
+            f->now[i] = f->begun[i] = 1;
 }
 
-/* Waits for every begun call (one deadline for all). */
+/* The second round, when the first one could not make a majority: the
+ * servers left out are asked after all - one may be back, and a call must
+ * not fail for a server it did not ask. Returns 0 when none was left out. */
+static int ask_the_rest(struct fanout *f)
+{
+    int more = 0;
+    for (int i = 0; i < f->q->n; i++) {
+        more += f->now[i] = !f->begun[i];
+        f->begun[i] = 1;
+    }
+    return more;
+}
+
+/* Waits for the calls of this round (one deadline for all). */
 static void wait_all(struct fanout *f)
 {
     dlock_node_call *pending[DLOCK_NODES_MAX];
     int k = 0;
     for (int i = 0; i < f->q->n; i++)
-        if (f->begun[i])
+        if (f->now[i])
             pending[k++] = &f->calls[i];
     if (k > 0)
         dlock_node_wait(pending, k, dlock_node_deadline(f->q->node[0]));
@@ -110,14 +124,12 @@ struct failures {
     char text[600];
 };
 
-static void add_failure(struct failures *fl, dlock_quorum *q, int i, int rc, int skipped)
+static void add_failure(struct failures *fl, dlock_quorum *q, int i, int rc)
 {
     size_t len = strlen(fl->text);
     fl->count++;
     fl->auth |= rc == DLOCK_ERR_AUTH;
     const char *name = dlock_node_name(q->node[i]), *why = dlock_errstr();
-    if (skipped)
-        why = "not answering; left out for a moment";
     if (q->n == 1 || strstr(why, name)) /* one server, or the text names it already */
         snprintf(fl->text + len, sizeof(fl->text) - len, "%s%s", len ? "; " : "", why);
     else
@@ -143,7 +155,7 @@ int dlock_quorum_ping(dlock_quorum *q, int up[DLOCK_NODES_MAX])
     int count = 0;
     for (int i = 0; i < q->n; i++) { /* health checks try every server, skipped or not */
         dlock_node_ping_begin(q->node[i], &f.calls[i]);
-        f.begun[i] = 1;
+        f.now[i] = f.begun[i] = 1;
     }
     wait_all(&f);
     for (int i = 0; i < q->n; i++) {
@@ -152,7 +164,7 @@ int dlock_quorum_ping(dlock_quorum *q, int up[DLOCK_NODES_MAX])
         up[i] = rc == DLOCK_OK;
         count += up[i];
         if (rc != DLOCK_OK)
-            add_failure(&fl, q, i, rc, 0);
+            add_failure(&fl, q, i, rc);
     }
     if (count < dlock_quorum_majority(q))
         no_majority(q, &fl, "ping");
@@ -170,7 +182,7 @@ static void give_back(dlock_quorum *q, const dlock_node_acquire_args *a, const i
     for (int i = 0; i < q->n; i++)
         if (ok[i]) {
             dlock_node_release_begin(q->node[i], &r, &f.calls[i]);
-            f.begun[i] = 1;
+            f.now[i] = f.begun[i] = 1;
         }
     wait_all(&f);
     for (int i = 0; i < q->n; i++)
@@ -190,7 +202,7 @@ static int write_back(dlock_quorum *q, const dlock_node_acquire_args *a, int64_t
     for (int i = 0; i < q->n; i++)
         if (lower[i]) {
             dlock_node_fence_begin(q->node[i], a->key, a->token, fence, a->keep_ms, &f.calls[i]);
-            f.begun[i] = 1;
+            f.now[i] = f.begun[i] = 1;
         }
     wait_all(&f);
     for (int i = 0; i < q->n; i++)
@@ -211,30 +223,32 @@ int dlock_quorum_acquire(dlock_quorum *q, const dlock_node_acquire_args *args, i
     int ok[DLOCK_NODES_MAX] = {0}, nok = 0, held = 0, quorum = dlock_quorum_majority(q);
     struct fanout f = {.q = q};
     struct failures fl = {0};
-    choose(&f);
-    for (int i = 0; i < q->n; i++)
-        if (f.begun[i])
-            dlock_node_acquire_begin(q->node[i], &a, &f.calls[i]);
-    wait_all(&f);
     *sent = 0;
-    for (int i = 0; i < q->n; i++) {
-        int64_t node_pttl = -1;
-        int node_sent = 0, rc = DLOCK_ERR_REDIS;
-        if (f.begun[i]) {
-            rc = dlock_node_acquire_end(&f.calls[i], &fences[i], &node_pttl, &node_sent);
+    choose(&f);
+    do {
+        for (int i = 0; i < q->n; i++)
+            if (f.now[i])
+                dlock_node_acquire_begin(q->node[i], &a, &f.calls[i]);
+        wait_all(&f);
+        for (int i = 0; i < q->n; i++) {
+            if (!f.now[i])
+                continue;
+            int64_t node_pttl = -1;
+            int node_sent = 0;
+            int rc = dlock_node_acquire_end(&f.calls[i], &fences[i], &node_pttl, &node_sent);
             note_answer(q, i, &f.calls[i]);
+            *sent |= node_sent;
+            if (rc == DLOCK_OK) {
+                ok[i] = 1, nok++;
+            } else if (rc == DLOCK_ERR_TIMEOUT) {
+                held++;
+                if (node_pttl >= 0 && (soonest < 0 || node_pttl < soonest))
+                    soonest = node_pttl;
+            } else {
+                add_failure(&fl, q, i, rc);
+            }
         }
-        *sent |= node_sent;
-        if (rc == DLOCK_OK) {
-            ok[i] = 1, nok++;
-        } else if (rc == DLOCK_ERR_TIMEOUT) {
-            held++;
-            if (node_pttl >= 0 && (soonest < 0 || node_pttl < soonest))
-                soonest = node_pttl;
-        } else {
-            add_failure(&fl, q, i, rc, !f.begun[i]);
-        }
-    }
+    } while (nok + held < quorum && ask_the_rest(&f));
     if (q->n == 1 && nok == 1) {
         *fence = fences[0];
         return DLOCK_OK;
@@ -277,23 +291,24 @@ int dlock_quorum_release(dlock_quorum *q, const dlock_node_release_args *args)
     struct failures fl = {0};
     int released = 0, lost = 0, quorum = dlock_quorum_majority(q);
     choose(&f);
-    for (int i = 0; i < q->n; i++)
-        if (f.begun[i])
-            dlock_node_release_begin(q->node[i], &a, &f.calls[i]);
-    wait_all(&f);
-    for (int i = 0; i < q->n; i++) {
-        int rc = DLOCK_ERR_REDIS;
-        if (f.begun[i]) {
-            rc = dlock_node_release_end(&f.calls[i]);
+    do {
+        for (int i = 0; i < q->n; i++)
+            if (f.now[i])
+                dlock_node_release_begin(q->node[i], &a, &f.calls[i]);
+        wait_all(&f);
+        for (int i = 0; i < q->n; i++) {
+            if (!f.now[i])
+                continue;
+            int rc = dlock_node_release_end(&f.calls[i]);
             note_answer(q, i, &f.calls[i]);
+            if (rc == DLOCK_OK)
+                released++;
+            else if (rc == DLOCK_ERR_LOST)
+                lost++;
+            else
+                add_failure(&fl, q, i, rc);
         }
-        if (rc == DLOCK_OK)
-            released++;
-        else if (rc == DLOCK_ERR_LOST)
-            lost++;
-        else
-            add_failure(&fl, q, i, rc, !f.begun[i]);
-    }
+    } while (released < quorum && lost < quorum && ask_the_rest(&f));
     if (lost >= quorum)
         return dlock_fail(DLOCK_ERR_LOST, "lock %s was no longer ours at release%s", a.key,
                           q->n > 1 ? " on a majority of the Redis servers" : "");
@@ -307,30 +322,17 @@ int dlock_quorum_release(dlock_quorum *q, const dlock_node_release_args *args)
 
 /* ---- renew ---- */
 
-void dlock_quorum_renew(dlock_quorum *q, redisContext **own, int count,
-                        const dlock_node_renewal *renewals, int *rcs)
+/* Each renewal's verdict over the servers' answers (rcs[j]); 1 when every
+ * one is settled - renewed or lost on enough servers that the rest cannot
+ * change it. */
+static int renewals_settled(const dlock_quorum *q, int node_rcs[][DLOCK_MULTI_MAX], int count,
+                            int *rcs)
 {
-    struct fanout f = {.q = q};
-    int node_rcs[DLOCK_NODES_MAX][DLOCK_MULTI_MAX];
-    choose(&f);
-    for (int i = 0; i < q->n; i++)
-        if (f.begun[i])
-            dlock_node_renew_begin(q->node[i], &own[i], count, renewals, &f.calls[i]);
-    wait_all(&f);
-    for (int i = 0; i < q->n; i++) {
-        if (f.begun[i]) {
-            dlock_node_renew_end(&f.calls[i], count, renewals, node_rcs[i]);
-            note_answer(q, i, &f.calls[i]);
-        } else {
-            for (int j = 0; j < count; j++)
-                node_rcs[i][j] = DLOCK_ERR_REDIS;
-        }
-    }
     if (q->n == 1) {
         memcpy(rcs, node_rcs[0], (size_t)count * sizeof(*rcs));
-        return;
+        return 1;
     }
-    int quorum = dlock_quorum_majority(q);
+    int quorum = dlock_quorum_majority(q), settled = 1;
     for (int j = 0; j < count; j++) {
         int renewed = 0, lost = 0, auth = 0;
         for (int i = 0; i < q->n; i++) {
@@ -342,5 +344,29 @@ void dlock_quorum_renew(dlock_quorum *q, redisContext **own, int count,
                  : lost > q->n - quorum     ? DLOCK_ERR_LOST
                  : auth                     ? DLOCK_ERR_AUTH
                                             : DLOCK_ERR_REDIS;
+        settled &= rcs[j] == DLOCK_OK || rcs[j] == DLOCK_ERR_LOST;
     }
+    return settled;
+}
+
+void dlock_quorum_renew(dlock_quorum *q, redisContext **own, int count,
+                        const dlock_node_renewal *renewals, int *rcs)
+{
+    struct fanout f = {.q = q};
+    int node_rcs[DLOCK_NODES_MAX][DLOCK_MULTI_MAX];
+    choose(&f);
+    do {
+        for (int i = 0; i < q->n; i++)
+            if (f.now[i])
+                dlock_node_renew_begin(q->node[i], &own[i], count, renewals, &f.calls[i]);
+        wait_all(&f);
+        for (int i = 0; i < q->n; i++)
+            if (f.now[i]) {
+                dlock_node_renew_end(&f.calls[i], count, renewals, node_rcs[i]);
+                note_answer(q, i, &f.calls[i]);
+            } else if (!f.begun[i]) {
+                for (int j = 0; j < count; j++)
+                    node_rcs[i][j] = DLOCK_ERR_REDIS;
+            }
+    } while (!renewals_settled(q, node_rcs, count, rcs) && ask_the_rest(&f));
 }

@@ -360,6 +360,31 @@ static void test_a_stalled_server_slows_one_call_not_all(void **state)
     dlock_client_free(c);
 }
 
+/* A server left out for not answering is asked after all when another one
+ * fails and the rest could not make a majority: server 2 comes back while
+ * it is still left out, then server 0 dies - the call must not fail. */
+static void test_a_server_left_out_is_asked_when_another_fails(void **state)
+{
+    (void)state;
+    all_up();
+    dlock_client *c = new_client();
+    dlock_opts o = opts(5000, 0);
+    dlock_handle *h;
+    th_redis_stop(&redis[2], 1);
+    for (int64_t end = th_now_ms() + 600; th_now_ms() < end;) { /* left out longer each time */
+        assert_int_equal(dlock_acquire(c, "q:left-out", &o, &h), DLOCK_OK);
+        assert_int_equal(dlock_release(h), DLOCK_OK);
+        th_sleep_ms(5);
+    }
+    assert_int_equal(th_redis_start(&redis[2]), 0);
+    th_redis_stop(&redis[0], 1);
+    assert_int_equal(dlock_acquire(c, "q:left-out", &o, &h), DLOCK_OK);
+    assert_int_equal(held_by("q:left-out", dlock_token(h)), 2);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    assert_int_equal(present("q:left-out"), 0);
+    dlock_client_free(c);
+}
+
 /* Waiters of three processes queue while the key is held and get it in
  * the order they asked, each release granting it on every server to the
  * same waiter. */
@@ -541,6 +566,7 @@ int main(void)
         cmocka_unit_test(test_a_holder_whose_write_back_comes_too_late_does_not_hold),
         cmocka_unit_test(test_renewal_needs_a_majority),
         cmocka_unit_test(test_a_stalled_server_slows_one_call_not_all),
+        cmocka_unit_test(test_a_server_left_out_is_asked_when_another_fails),
         cmocka_unit_test(test_waiters_of_other_processes_get_the_key_in_arrival_order),
         cmocka_unit_test(test_no_lost_update_while_servers_die_and_return),
         cmocka_unit_test(test_a_name_that_does_not_resolve_costs_at_most_the_connect_timeout),
