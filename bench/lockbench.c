@@ -1,14 +1,23 @@
-/* lockbench.c - measures the lock library against a real redis-server:
- *   lockbench uncontended PORT SECONDS [MODE]
+/* lockbench.c - measures the lock library against real redis-servers:
+ *   lockbench uncontended PORTS SECONDS [MODE]
  *       acquire+release pairs per second on one thread, no contention;
- *   lockbench hot PORT WORKERS PROCS MODE WORK_MS SECONDS
+ *   lockbench hot PORTS WORKERS PROCS MODE WORK_MS SECONDS
  *       WORKERS threads spread over PROCS processes, all on one key, lease
  *       10 s, wait up to 10 s; the critical section is a non-atomic GET then
- *       SET of a Redis counter (plus WORK_MS of sleep). MODE is spin100,
- *       spin5, notify (no hand-off) or handoff (notify + hand-off, at most 8
- *       in a row; handoffN for another bound).
- * Prints one line of key=value results. */
+ *       SET of a Redis counter on the first server (plus WORK_MS of sleep).
+ *       MODE is spin100, spin5, notify (no hand-off) or handoff (notify +
+ *       hand-off, at most 8 in a row; handoffN for another bound).
+ *   lockbench fanout PORTS SECONDS
+ *       the machine's floor for a quorum call: rounds per second of one SET
+ *       sent to every server, the replies awaited together; no lock.
+ * Besides rates, each server's lock commands and CPU per operation (from
+ * INFO), and the client's CPU: on a small machine the fan-out costs CPU.
+ * PORTS is one port, or several comma-separated (all on 127.0.0.1) for a
+ * quorum client (dlock_config_nodes). Prints one line of key=value results;
+ * LOCKBENCH_CMDS=1 also prints each server's commands by name on stderr. */
+#include <errno.h>
 #include <hiredis/hiredis.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -16,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,17 +39,22 @@
 /* Shared by the forked processes. last_worker is written only while holding
  * the lock: a violation of mutual exclusion would show in the counter. */
 struct shared {
-    _Atomic int go, stop;
+    _Atomic int stop;
     int last_worker;
     uint64_t other_holder; /* acquisitions whose previous holder was another worker */
     _Atomic uint64_t total, hold_us, nsamples;
+    _Atomic uint64_t client_cpu_us; /* the worker processes', from the start signal on */
+    _Atomic uint64_t lib_acquired, lib_handoffs; /* the clients' dlock_stats, summed */
     uint64_t acquired[MAX_WORKERS]; /* within the window, per worker */
     uint64_t failures[MAX_WORKERS];
     uint32_t wait_us[MAX_SAMPLES];
 };
 
 static struct shared *sh;
-static int port;
+/* The start signal: workers block reading go_pipe[0] until the parent closes
+ * the write end, so waiting for it costs no CPU that would be counted. */
+static int go_pipe[2];
+static int ports[DLOCK_NODES_MAX], nports;
 
 static int64_t now_us(void)
 {
@@ -52,7 +67,17 @@ static dlock_client *client(void)
 {
     dlock_config cfg;
     dlock_config_defaults(&cfg);
-    cfg.port = port;
+    cfg.port = ports[0];
+    if (nports > 1) { /* the quorum client; one port stays the plain one, as before */
+        char list[DLOCK_NODES_MAX * 24] = "";
+        for (int i = 0; i < nports; i++)
+            snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s127.0.0.1:%d",
+                     i ? "," : "", ports[i]);
+        if (dlock_config_nodes(&cfg, list) != DLOCK_OK) {
+            fprintf(stderr, "lockbench: %s\n", dlock_errstr());
+            exit(2);
+        }
+    }
     dlock_client *c;
     if (dlock_client_new(&cfg, &c) != DLOCK_OK) {
         fprintf(stderr, "lockbench: %s\n", dlock_errstr());
@@ -61,20 +86,118 @@ static dlock_client *client(void)
     return c;
 }
 
-static long long redis_int(redisContext *r, const char *cmd, const char *field)
+/* The integer value of a GET (0 when missing, -1 on an error). */
+static long long redis_get(redisContext *r, const char *key)
 {
-    redisReply *rep = redisCommand(r, cmd);
+    redisReply *rep = redisCommand(r, "GET %s", key);
     long long v = -1;
-    if (rep && rep->type == REDIS_REPLY_STRING && field) {
-        const char *p = strstr(rep->str, field);
-        v = p ? atoll(p + strlen(field)) : -1;
-    } else if (rep && rep->type == REDIS_REPLY_STRING) {
+    if (rep && rep->type == REDIS_REPLY_STRING)
         v = atoll(rep->str);
-    } else if (rep && rep->type == REDIS_REPLY_NIL) {
+    else if (rep && rep->type == REDIS_REPLY_NIL)
         v = 0;
-    }
     freeReplyObject(rep);
     return v;
+}
+
+/* What one server has done so far: calls per command (commandstats, which
+ * counts the commands that Lua scripts issue too) and its CPU time. */
+#define MAX_CMDS 64
+struct server_stats {
+    int n;
+    char name[MAX_CMDS][32];
+    long long calls[MAX_CMDS];
+    double cpu_s;
+};
+
+/* One INFO for both, so that only one INFO lands in the next snapshot. */
+static void server_stats_read(redisContext *r, struct server_stats *st)
+{
+    redisReply *rep = redisCommand(r, "INFO all");
+    const char *info = rep && rep->type == REDIS_REPLY_STRING ? rep->str : "", *p = info;
+    for (st->n = 0; st->n < MAX_CMDS && (p = strstr(p, "cmdstat_")) != NULL; p++)
+        if (sscanf(p, "cmdstat_%31[^:]:calls=%lld", st->name[st->n], &st->calls[st->n]) == 2)
+            st->n++;
+    const char *sys = strstr(info, "used_cpu_sys:"), *user = strstr(info, "used_cpu_user:");
+    st->cpu_s = (sys ? atof(sys + 13) : 0) + (user ? atof(user + 14) : 0);
+    freeReplyObject(rep);
+}
+
+static long long calls_of(const struct server_stats *st, const char *name)
+{
+    for (int i = 0; i < st->n; i++)
+        if (strcmp(st->name[i], name) == 0)
+            return st->calls[i];
+    return 0;
+}
+
+/* The lock's commands on server i from b to a, per `per` acquisitions: all
+ * of them but the INFO that read b and the critical sections' (cs) GET and
+ * SET. With LOCKBENCH_CMDS set, each command's share goes to stderr. */
+static double lock_cmds(int i, const struct server_stats *b, const struct server_stats *a,
+                        long long cs, long long per)
+{
+    int detail = getenv("LOCKBENCH_CMDS") != NULL;
+    long long total = 0;
+    if (detail)
+        fprintf(stderr, "lockbench: port=%d per_acq:", ports[i]);
+    for (int k = 0; k < a->n; k++) {
+        const char *name = a->name[k];
+        long long d = a->calls[k] - calls_of(b, name) - (strcmp(name, "info") == 0) -
+                      (strcmp(name, "get") == 0 || strcmp(name, "set") == 0 ? cs : 0);
+        total += d;
+        if (detail && d && per)
+            fprintf(stderr, " %s=%.3f", name, (double)d / per);
+    }
+    if (detail)
+        fprintf(stderr, "\n");
+    return per ? (double)total / per : 0;
+}
+
+/* "v0,v1,..." of each server's figure into buf. */
+static const char *joined(const double *v, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    for (int i = 0; i < nports; i++)
+        snprintf(buf + strlen(buf), size - strlen(buf), "%s%.2f", i ? "," : "", v[i]);
+    return buf;
+}
+
+/* Each server's work since b, per `per` acquisitions: the lock's commands
+ * into cmds and Redis CPU microseconds into cpu, as "v0,v1,...". */
+#define PER_SERVER_LEN (DLOCK_NODES_MAX * 16)
+static void per_server(redisContext *rs[], const struct server_stats b[], long long cs,
+                       long long per, char cmds[PER_SERVER_LEN], char cpu[PER_SERVER_LEN])
+{
+    double c[DLOCK_NODES_MAX], u[DLOCK_NODES_MAX];
+    struct server_stats a;
+    for (int i = 0; i < nports; i++) {
+        server_stats_read(rs[i], &a);
+        c[i] = lock_cmds(i, &b[i], &a, i == 0 ? cs : 0, per);
+        u[i] = per ? (a.cpu_s - b[i].cpu_s) * 1e6 / per : 0;
+    }
+    joined(c, cmds, PER_SERVER_LEN);
+    joined(u, cpu, PER_SERVER_LEN);
+}
+
+/* CPU seconds of this process so far, all its threads. */
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* A connection to every server, or exit. */
+static void connect_all(redisContext *rs[])
+{
+    for (int i = 0; i < nports; i++) {
+        rs[i] = redisConnect("127.0.0.1", ports[i]);
+        if (rs[i] == NULL || rs[i]->err) {
+            fprintf(stderr, "lockbench: port %d: %s\n", ports[i], rs[i] ? rs[i]->errstr : "?");
+            exit(2);
+        }
+    }
 }
 
 static void mode_opts(const char *mode, dlock_opts *o);
@@ -85,7 +208,13 @@ static int uncontended(int seconds, const char *mode)
     dlock_opts o;
     mode_opts(mode, &o);
     o.wait_ms = 0;
+    redisContext *rs[DLOCK_NODES_MAX];
+    struct server_stats before[DLOCK_NODES_MAX];
+    connect_all(rs);
+    for (int i = 0; i < nports; i++)
+        server_stats_read(rs[i], &before[i]);
     long long pairs = 0;
+    double cpu0 = cpu_s();
     int64_t end = now_us() + (int64_t)seconds * 1000000, start = now_us();
     while (now_us() < end) {
         dlock_handle *h;
@@ -95,9 +224,73 @@ static int uncontended(int seconds, const char *mode)
         }
         pairs++;
     }
-    printf("pairs_per_s=%.0f\n", pairs / ((now_us() - start) / 1e6));
+    double rate = pairs / ((now_us() - start) / 1e6);
+    double cpu = pairs ? (cpu_s() - cpu0) * 1e6 / pairs : 0;
+    char cmds[PER_SERVER_LEN], redis_cpu[PER_SERVER_LEN];
+    per_server(rs, before, 0, pairs, cmds, redis_cpu);
+    printf("pairs_per_s=%.0f lock_cmds_per_pair=%s client_cpu_us_per_pair=%.1f "
+           "redis_cpu_us_per_pair=%s\n", rate, cmds, cpu, redis_cpu);
+    for (int i = 0; i < nports; i++)
+        redisFree(rs[i]);
     dlock_client_free(c);
     return 0;
+}
+
+/* The machine's floor for one call on every server: a SET sent to each,
+ * then the replies awaited together with poll(), as the lock's fan-out does
+ * (with one server it reads blocking, as the lock does there). */
+static int fanout(int seconds)
+{
+    redisContext *rs[DLOCK_NODES_MAX];
+    connect_all(rs);
+    long long rounds = 0;
+    int64_t end = now_us() + (int64_t)seconds * 1000000, start = now_us();
+    while (now_us() < end) {
+        struct pollfd fds[DLOCK_NODES_MAX];
+        int left = nports, done;
+        for (int i = 0; i < nports; i++) {
+            redisAppendCommand(rs[i], "SET bench:fanout 1");
+            do {
+                if (redisBufferWrite(rs[i], &done) != REDIS_OK)
+                    return 1;
+            } while (!done);
+            fds[i] = (struct pollfd){.fd = rs[i]->fd, .events = POLLIN};
+        }
+        void *one;
+        if (nports == 1 && redisGetReply(rs[0], &one) == REDIS_OK && one) {
+            freeReplyObject(one);
+            left = 0;
+        }
+        while (left > 0 && poll(fds, (nfds_t)nports, 1000) > 0) {
+            for (int i = 0; i < nports; i++) {
+                void *rep = NULL;
+                if (!fds[i].revents)
+                    continue;
+                if (redisBufferRead(rs[i]) != REDIS_OK ||
+                    redisGetReplyFromReader(rs[i], &rep) != REDIS_OK)
+                    return 1;
+                if (rep) {
+                    freeReplyObject(rep);
+                    fds[i].fd = -1; /* answered: poll skips it */
+                    left--;
+                }
+            }
+        }
+        if (left > 0)
+            return 1;
+        rounds++;
+    }
+    printf("rounds_per_s=%.0f\n", rounds / ((now_us() - start) / 1e6));
+    for (int i = 0; i < nports; i++)
+        redisFree(rs[i]);
+    return 0;
+}
+
+static void wait_go(void)
+{
+    char c;
+    while (read(go_pipe[0], &c, 1) < 0 && errno == EINTR)
+        ;
 }
 
 struct worker {
@@ -108,7 +301,7 @@ struct worker {
 
 static void critical_section(redisContext *r, int id, int work_ms, int counted)
 {
-    long long v = redis_int(r, "GET bench:counter", NULL);
+    long long v = redis_get(r, "bench:counter");
     freeReplyObject(redisCommand(r, "SET bench:counter %lld", v + 1));
     if (work_ms)
         usleep((useconds_t)work_ms * 1000);
@@ -120,9 +313,8 @@ static void critical_section(redisContext *r, int id, int work_ms, int counted)
 static void *work(void *arg)
 {
     struct worker *w = arg;
-    redisContext *r = redisConnect("127.0.0.1", port);
-    while (!atomic_load(&sh->go))
-        usleep(100);
+    redisContext *r = redisConnect("127.0.0.1", ports[0]);
+    wait_go();
     while (!atomic_load(&sh->stop)) {
         dlock_handle *h;
         int64_t t0 = now_us();
@@ -168,8 +360,15 @@ static void process(int first, int n, const char *mode, int work_ms)
         mode_opts(mode, &w[i].o);
         pthread_create(&t[i], NULL, work, &w[i]);
     }
+    wait_go();
+    double cpu0 = cpu_s();
     for (int i = 0; i < n; i++)
         pthread_join(t[i], NULL);
+    atomic_fetch_add(&sh->client_cpu_us, (uint64_t)((cpu_s() - cpu0) * 1e6));
+    dlock_stats st;
+    dlock_stats_read(c, &st);
+    atomic_fetch_add(&sh->lib_acquired, st.acquired);
+    atomic_fetch_add(&sh->lib_handoffs, st.handoffs);
     dlock_client_free(c);
 }
 
@@ -180,7 +379,7 @@ static int cmp_u32(const void *a, const void *b)
 }
 
 static void report(const char *mode, int workers, int procs, int work_ms, double seconds,
-                   long long counter, long long cmds)
+                   long long counter, const char *cmds, const char *redis_cpu)
 {
     uint64_t acquired = 0, min = UINT64_MAX, max = 0, failures = 0;
     for (int i = 0; i < workers; i++) {
@@ -193,19 +392,30 @@ static void report(const char *mode, int workers, int procs, int work_ms, double
     n = n < MAX_SAMPLES ? n : MAX_SAMPLES;
     qsort(sh->wait_us, n, sizeof(uint32_t), cmp_u32);
     double hold_ms = acquired ? atomic_load(&sh->hold_us) / 1000.0 / acquired : 0;
-    uint64_t total = atomic_load(&sh->total);
-    /* the lock's own commands: all of them minus the critical section's GET+SET */
-    double lock_cmds = total ? (double)(cmds - 2 * (long long)total) / total : 0;
+    uint64_t total = atomic_load(&sh->total), lib = atomic_load(&sh->lib_acquired);
+    /* through Redis rather than handed over: where a quorum costs anything */
+    double via_redis = lib ? 100.0 * (lib - atomic_load(&sh->lib_handoffs)) / lib : 0;
     printf("mode=%s workers=%d procs=%d work_ms=%d acq_per_s=%.0f wait_p50_ms=%.3f "
            "wait_p99_ms=%.3f wait_max_ms=%.3f hold_ms=%.3f fifo_bound_ms=%.3f "
            "per_worker_min=%llu per_worker_max=%llu fairness=%.2f handoff_pct=%.1f "
-           "lock_cmds_per_acq=%.2f failures=%llu violations=%lld\n",
+           "via_redis_pct=%.1f lock_cmds_per_acq=%s failures=%llu violations=%lld "
+           "client_cpu_us_per_acq=%.1f redis_cpu_us_per_acq=%s\n",
            mode, workers, procs, work_ms, acquired / seconds,
            n ? sh->wait_us[n / 2] / 1000.0 : 0, n ? sh->wait_us[n * 99 / 100] / 1000.0 : 0,
            n ? sh->wait_us[n - 1] / 1000.0 : 0, hold_ms, workers * hold_ms,
            (unsigned long long)min, (unsigned long long)max, max ? (double)min / max : 0,
-           acquired ? 100.0 * sh->other_holder / acquired : 0, lock_cmds,
-           (unsigned long long)failures, (long long)total - counter);
+           acquired ? 100.0 * sh->other_holder / acquired : 0, via_redis, cmds,
+           (unsigned long long)failures, (long long)total - counter,
+           total ? (double)atomic_load(&sh->client_cpu_us) / total : 0, redis_cpu);
+}
+
+/* The lock's keys from an earlier run would queue or block this one. */
+static void clean(redisContext *r)
+{
+    dlock_names nm;
+    dlock_names_of(KEY, &nm);
+    freeReplyObject(redisCommand(r, "DEL bench:counter %s %s %s %s", KEY, nm.queue, nm.alive,
+                                 nm.gone));
 }
 
 static int hot(int workers, int procs, const char *mode, int work_ms, int seconds)
@@ -214,45 +424,71 @@ static int hot(int workers, int procs, const char *mode, int work_ms, int second
     if (sh == MAP_FAILED || workers > MAX_WORKERS || procs < 1 || workers < procs)
         return 2;
     sh->last_worker = -1;
-    redisContext *r = redisConnect("127.0.0.1", port);
-    freeReplyObject(redisCommand(r, "DEL bench:counter " KEY));
+    redisContext *rs[DLOCK_NODES_MAX];
+    struct server_stats before[DLOCK_NODES_MAX];
+    connect_all(rs);
+    for (int i = 0; i < nports; i++)
+        clean(rs[i]);
     pid_t pids[MAX_WORKERS];
+    if (pipe(go_pipe) != 0)
+        return 2;
     for (int p = 0; p < procs; p++) {
         int first = p * workers / procs, n = (p + 1) * workers / procs - first;
         if ((pids[p] = fork()) == 0) {
+            close(go_pipe[1]);
             process(first, n, mode, work_ms);
             _exit(0);
         }
     }
     sleep(1); /* every process connected */
-    long long before = redis_int(r, "INFO stats", "total_commands_processed:");
+    for (int i = 0; i < nports; i++)
+        server_stats_read(rs[i], &before[i]);
     int64_t t0 = now_us();
-    atomic_store(&sh->go, 1);
+    close(go_pipe[1]);
+    close(go_pipe[0]);
     usleep((useconds_t)seconds * 1000000);
     atomic_store(&sh->stop, 1);
     double elapsed = (now_us() - t0) / 1e6;
     for (int p = 0; p < procs; p++)
         waitpid(pids[p], NULL, 0);
-    long long cmds = redis_int(r, "INFO stats", "total_commands_processed:") - before - 1;
-    long long counter = redis_int(r, "GET bench:counter", NULL);
-    report(mode, workers, procs, work_ms, elapsed, counter, cmds);
-    redisFree(r);
+    /* per server; the critical sections ran on the first one only */
+    long long total = (long long)atomic_load(&sh->total);
+    char cmds[PER_SERVER_LEN], redis_cpu[PER_SERVER_LEN];
+    per_server(rs, before, total, total, cmds, redis_cpu);
+    long long counter = redis_get(rs[0], "bench:counter");
+    report(mode, workers, procs, work_ms, elapsed, counter, cmds, redis_cpu);
+    for (int i = 0; i < nports; i++)
+        redisFree(rs[i]);
+    return 0;
+}
+
+/* "p1[,p2...]" into ports; 0 when it is not 1..DLOCK_NODES_MAX ports. */
+static int parse_ports(const char *list)
+{
+    char *end;
+    for (nports = 0; nports < DLOCK_NODES_MAX; list = end + 1) {
+        long p = strtol(list, &end, 10);
+        if (end == list || p < 1 || p > 65535 || (*end != ',' && *end != '\0'))
+            return 0;
+        ports[nports++] = (int)p;
+        if (*end == '\0')
+            return 1;
+    }
     return 0;
 }
 
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
-    if ((argc == 4 || argc == 5) && strcmp(argv[1], "uncontended") == 0) {
-        port = atoi(argv[2]);
+    if ((argc == 4 || argc == 5) && strcmp(argv[1], "uncontended") == 0 && parse_ports(argv[2]))
         return uncontended(atoi(argv[3]), argc == 5 ? argv[4] : "handoff");
-    }
-    if (argc == 8 && strcmp(argv[1], "hot") == 0) {
-        port = atoi(argv[2]);
+    if (argc == 8 && strcmp(argv[1], "hot") == 0 && parse_ports(argv[2]))
         return hot(atoi(argv[3]), atoi(argv[4]), argv[5], atoi(argv[6]), atoi(argv[7]));
-    }
-    fprintf(stderr, "usage: lockbench uncontended PORT SECONDS [MODE]\n"
-                    "       lockbench hot PORT WORKERS PROCS spin100|spin5|notify|handoff "
-                    "WORK_MS SECONDS\n");
+    if (argc == 4 && strcmp(argv[1], "fanout") == 0 && parse_ports(argv[2]))
+        return fanout(atoi(argv[3]));
+    fprintf(stderr, "usage: lockbench uncontended PORT[,PORT...] SECONDS [MODE]\n"
+                    "       lockbench hot PORT[,PORT...] WORKERS PROCS "
+                    "spin100|spin5|notify|handoff WORK_MS SECONDS\n"
+                    "       lockbench fanout PORT[,PORT...] SECONDS\n");
     return 2;
 }
