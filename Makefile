@@ -10,19 +10,19 @@ SANFLAGS ?=
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wwrite-strings \
         -Werror=implicit-function-declaration
 # Only the tests need cmocka, so a plain `make` (the Docker build) works without it.
-PKGS := hiredis libmicrohttpd sqlite3 jansson libcurl
+PKGS := hiredis libmicrohttpd sqlite3 libpq jansson libcurl
 ALL_CFLAGS = -std=c11 $(CFLAGS) $(WARN) -pthread -D_GNU_SOURCE -MMD -MP $(SANFLAGS) \
              -I. $(shell $(PKG_CONFIG) --cflags $(PKGS))
 LDFLAGS += -pthread $(SANFLAGS)
 LIBS_LOCK = $(shell $(PKG_CONFIG) --libs hiredis)
-LIBS_SERVER = $(LIBS_LOCK) $(shell $(PKG_CONFIG) --libs libmicrohttpd sqlite3 jansson) -lm
+LIBS_SERVER = $(LIBS_LOCK) $(shell $(PKG_CONFIG) --libs libmicrohttpd sqlite3 libpq jansson) -lm
 LIBS_LOADGEN = $(shell $(PKG_CONFIG) --libs libcurl jansson) -lm
 LIBS_TEST = $(LIBS_SERVER) $(LIBS_LOADGEN) $(shell $(PKG_CONFIG) --libs cmocka)
 
 LOCK_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard lock/*.c))
 SERVER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out server/main.c,$(wildcard server/*.c)))
 # Storage backends: each is server/store_<name>.c with its migrations in schema/<name>/.
-STORE_BACKENDS := sqlite
+STORE_BACKENDS := sqlite postgres
 SERVER_OBJ += $(STORE_BACKENDS:%=$(BUILD)/obj/gen/migrations_%.o)
 LOADGEN_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out loadgen/main.c,$(wildcard loadgen/*.c)))
 HARNESS_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/*.c))

@@ -33,11 +33,22 @@ static const struct opt opts[] = {
     {"bind", "STOCKD_BIND", OPT_STR, F(http.bind), 0, 0, NULL, "listen address"},
     {"port", "STOCKD_PORT", OPT_INT, F(http.port), 1, 65535, NULL, "HTTP port"},
     {"db", "STOCKD_DB", OPT_STR, F(service.store.db), 0, 0, NULL,
-     "the database: a SQLite file path (shared by the replicas of one host)"},
+     "the database: a SQLite file path (shared by the replicas of one host), or PostgreSQL "
+     "as postgresql://user@host:port/dbname or a libpq conninfo (replicas on several hosts)"},
+    {"db-password-file", "STOCKD_DB_PASSWORD_FILE", OPT_STR, F(db_password_file), 0, 0, NULL,
+     "PostgreSQL: file holding the password (one line); without it, libpq's own (PGPASSFILE, "
+     "~/.pgpass)"},
+    {"db-pool", "STOCKD_DB_POOL", OPT_INT, F(service.store.pool_size), 1, 256, NULL,
+     "PostgreSQL: connections per replica; a request waits up to busy-timeout-ms for a free "
+     "one, then 503 storage_busy"},
+    {"db-timeout-ms", "STOCKD_DB_TIMEOUT_MS", OPT_INT, F(service.store.timeout_ms), 100, 600000,
+     NULL, "PostgreSQL: bound on one statement (statement_timeout), then 503 storage_busy; "
+     "connecting gets the same, in whole seconds (at least 2)"},
     {"sync", "STOCKD_SYNC", OPT_CHOICE, F(service.store.sync_full), 0, 0, sync_modes,
      "full fsyncs every commit; normal survives a process crash only"},
     {"busy-timeout-ms", "STOCKD_BUSY_TIMEOUT_MS", OPT_INT, F(service.store.busy_timeout_ms), 0,
-     600000, NULL, "how long a write waits for a locked database before 503 storage_busy"},
+     600000, NULL, "how long a write waits for a locked database (SQLite), or a request for "
+     "a free connection (PostgreSQL), before 503 storage_busy"},
     {"redis", "STOCKD_REDIS", OPT_STR, F(redis_servers), 0, 0, NULL,
      "Redis as host:port, or several independent servers host:port,host:port,... (at most "
      "7; an odd number): the lock is then held on a majority of them (Redlock). Overrides "
@@ -55,7 +66,8 @@ static const struct opt opts[] = {
      2, 60000, NULL, "bound on one Redis command (connects get half); at most lease-ms / 6"},
     {"lock", "STOCKD_LOCK", OPT_CHOICE, F(service.lock_mode), 0, 0, service_lock_mode_names,
      "redis: read-work-write under the distributed lock; none: the same without a lock (races); "
-     "atomic: one conditional UPDATE, no lock"},
+     "atomic: one conditional UPDATE, no lock; db: read-work-write holding the rows' locks "
+     "(SELECT ... FOR UPDATE, waiting up to wait-ms; PostgreSQL only)"},
     {"lock-prefix", "STOCKD_LOCK_PREFIX", OPT_STR, F(service.lock_prefix), 0, 0, NULL,
      "lock key prefix; the key is <prefix>{<itemId>}"},
     {"lease-ms", "STOCKD_LEASE_MS", OPT_INT, F(service.lock.lease_ms), DLOCK_LEASE_MIN_MS,
@@ -215,26 +227,27 @@ static int apply_flags(stockd_config *c, int argc, char **argv, char *err, size_
     return 0;
 }
 
-/* The password's one line, without its line ending, into c->redis_password. */
-static int read_password_file(stockd_config *c, char *err, size_t errlen)
+/* A password file's one line, without its line ending, into buf
+ * (CFG_SECRET_MAX + 1 bytes); flag names the file in errors. */
+static int read_password_file(const char *flag, const char *path, char *buf, char *err,
+                              size_t errlen)
 {
-    FILE *f = fopen(c->redis_password_file, "r");
+    FILE *f = fopen(path, "r");
     if (f == NULL) {
-        snprintf(err, errlen, "--redis-password-file %s: %s", c->redis_password_file,
-                 strerror(errno));
+        snprintf(err, errlen, "--%s %s: %s", flag, path, strerror(errno));
         return -1;
     }
-    size_t n = fread(c->redis_password, 1, CFG_SECRET_MAX + 1, f);
+    size_t n = fread(buf, 1, CFG_SECRET_MAX + 1, f);
     fclose(f);
-    while (n > 0 && (c->redis_password[n - 1] == '\n' || c->redis_password[n - 1] == '\r'))
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
         n--;
-    if (n == 0 || n > CFG_SECRET_MAX || memchr(c->redis_password, '\n', n)) {
-        explicit_bzero(c->redis_password, sizeof(c->redis_password));
-        snprintf(err, errlen, "--redis-password-file %s: want one line of 1..%d bytes",
-                 c->redis_password_file, CFG_SECRET_MAX);
+    if (n == 0 || n > CFG_SECRET_MAX || memchr(buf, '\n', n)) {
+        explicit_bzero(buf, CFG_SECRET_MAX + 1);
+        snprintf(err, errlen, "--%s %s: want one line of 1..%d bytes", flag, path,
+                 CFG_SECRET_MAX);
         return -1;
     }
-    c->redis_password[n] = '\0';
+    buf[n] = '\0';
     return 0;
 }
 
@@ -243,7 +256,8 @@ static int read_redis_password(stockd_config *c, char *err, size_t errlen)
 {
     const char *env = getenv("STOCKD_REDIS_PASSWORD");
     if (c->redis_password_file) {
-        if (read_password_file(c, err, errlen) != 0)
+        if (read_password_file("redis-password-file", c->redis_password_file, c->redis_password,
+                               err, errlen) != 0)
             return -1;
     } else if (env) {
         if (*env == '\0' || strlen(env) > CFG_SECRET_MAX) {
@@ -294,6 +308,12 @@ int cfg_load(stockd_config *c, int argc, char **argv, char *err, size_t errlen)
         return -1;
     }
     s->fencing = !c->no_fencing;
+    if (c->db_password_file) {
+        if (read_password_file("db-password-file", c->db_password_file, c->db_password, err,
+                               errlen) != 0)
+            return -1;
+        s->store.password = c->db_password;
+    }
     return read_redis_password(c, err, errlen);
 }
 

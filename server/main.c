@@ -34,12 +34,14 @@ static int wait_for_stop(const sigset_t *set)
 
 static void log_listening(const stockd_config *c, const service_config *s)
 {
+    char db[512];
     log_event(LOG_INFO, "listening",
               "bind=%s port=%d lock=%s wait=%s batch=%s db=%s sync=%s instance=%s%s",
               c->http.bind, c->http.port, service_lock_mode_names[s->lock_mode],
               s->lock.wait_mode == DLOCK_WAIT_SPIN ? "spin" : "notify",
-              s->lock_mode == SERVICE_LOCK_REDIS && s->batch ? "on" : "off", s->store.db,
-              s->store.sync_full ? "full" : "normal", s->instance_id,
+              s->lock_mode == SERVICE_LOCK_REDIS && s->batch ? "on" : "off",
+              store_db_shown(s->store.db, db, sizeof(db)), s->store.sync_full ? "full" : "normal",
+              s->instance_id,
               s->fencing ? "" : " fencing=OFF(test-only)");
     if (s->stop_before_write)
         log_event(LOG_WARN, "test fault armed: SIGSTOP once before a write", NULL);
@@ -72,9 +74,11 @@ int main(int argc, char **argv)
     http_server *srv = NULL;
     rc = service_open(&c.service, &svc, err, sizeof(err));
     explicit_bzero(c.redis_password, sizeof(c.redis_password)); /* the lock has its copy */
+    explicit_bzero(c.db_password, sizeof(c.db_password));       /* and the store its own */
     if (rc != 0) {
-        log_event(LOG_ERROR, "cannot start the service", "db=%s detail=\"%s\"", c.service.store.db,
-                  err);
+        char db[512];
+        log_event(LOG_ERROR, "cannot start the service", "db=%s detail=\"%s\"",
+                  store_db_shown(c.service.store.db, db, sizeof(db)), err);
         return 1;
     }
     if (http_start(&c.http, svc, &srv, err, sizeof(err)) != 0) {

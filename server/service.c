@@ -12,7 +12,7 @@
 #include "log.h"
 
 const char *const service_lock_mode_names[SERVICE_LOCK_COUNT + 1] = {"redis", "none", "atomic",
-                                                                     NULL};
+                                                                     "db", NULL};
 
 static const char *const outcome_names[SERVICE_OUTCOME_COUNT] = {
     [SERVICE_OK] = "ok",
@@ -26,6 +26,8 @@ static const char *const outcome_names[SERVICE_OUTCOME_COUNT] = {
     [SERVICE_LOCK_LOST] = "lock_lost",
     [SERVICE_REDIS_DOWN] = "redis_unavailable",
     [SERVICE_STORAGE_BUSY] = "storage_busy",
+    [SERVICE_STORAGE_UNAVAILABLE] = "storage_unavailable",
+    [SERVICE_COMMIT_UNKNOWN] = "commit_unknown",
     [SERVICE_STORAGE_ERROR] = "storage_error",
     [SERVICE_SHUTTING_DOWN] = "shutting_down",
 };
@@ -38,7 +40,8 @@ const char *service_outcome_name(enum service_outcome o)
 void service_config_defaults(service_config *c)
 {
     memset(c, 0, sizeof(*c));
-    c->store = (store_config){.db = "stock.db", .sync_full = 1, .busy_timeout_ms = 5000};
+    c->store = (store_config){.db = "stock.db", .sync_full = 1, .busy_timeout_ms = 5000,
+                              .pool_size = 16, .timeout_ms = 5000};
     c->lock_mode = SERVICE_LOCK_REDIS;
     c->lock_prefix = "stock:lock:";
     dlock_config_defaults(&c->redis);
@@ -74,6 +77,14 @@ int service_from_store(service_result *out, int rc, const store_conn *c)
                             store_errstr(c));
     case STORE_ERR_BUSY:
         return service_fail(out, SERVICE_STORAGE_BUSY, "database busy: %s", store_errstr(c));
+    case STORE_ERR_UNAVAILABLE:
+        return service_fail(out, SERVICE_STORAGE_UNAVAILABLE, "database unavailable: %s; "
+                            "nothing written", store_errstr(c));
+    case STORE_ERR_IN_DOUBT:
+        return service_fail(out, SERVICE_COMMIT_UNKNOWN, "%s; retry with the same requestId: "
+                            "it answers the order if it was written", store_errstr(c));
+    case STORE_ERR_LOCK_TIMEOUT:
+        return service_fail(out, SERVICE_LOCK_TIMEOUT, "%s; try again", store_errstr(c));
     case STORE_ERR_VETOED: /* only the drain check vetoes */
         return service_fail(out, SERVICE_SHUTTING_DOWN,
                             "server is shutting down; nothing deducted");
@@ -144,6 +155,13 @@ int service_open(const service_config *cfg, service **out, char *err, size_t err
         service_close(s);
         return -1;
     }
+    s->cfg.store.password = NULL; /* the store has its copy */
+    if (cfg->lock_mode == SERVICE_LOCK_DB && !store_has_row_locks(s->store)) {
+        snprintf(err, errlen, "--lock db needs a database with row locks: PostgreSQL (--db "
+                 "postgresql://...); %s has none to wait for", store_backend_name(s->store));
+        service_close(s);
+        return -1;
+    }
     *out = s;
     return 0;
 }
@@ -175,10 +193,16 @@ char *service_metrics_text(service *s, uint64_t reaped, size_t *len)
 static store_conn *begin(service *s, service_result *out)
 {
     char err[256];
+    store_conn *c;
     memset(out, 0, sizeof(*out));
-    store_conn *c = store_get(s->store, err, sizeof(err));
-    if (c == NULL)
-        service_fail(out, SERVICE_STORAGE_ERROR, "%s", err);
+    switch (store_get(s->store, &c, err, sizeof(err))) {
+    case STORE_OK: break;
+    case STORE_ERR_UNAVAILABLE:
+        service_fail(out, SERVICE_STORAGE_UNAVAILABLE, "database unavailable: %s", err);
+        break;
+    case STORE_ERR_BUSY: service_fail(out, SERVICE_STORAGE_BUSY, "database busy: %s", err); break;
+    default: service_fail(out, SERVICE_STORAGE_ERROR, "storage error: %s", err); break;
+    }
     return c;
 }
 
@@ -296,7 +320,8 @@ void service_check_health(service *s, service_health *h)
     h->lock_mode = service_lock_mode_names[s->cfg.lock_mode];
     h->instance = s->cfg.instance_id;
     char err[256];
-    store_conn *c = store_get(s->store, err, sizeof(err));
+    store_conn *c;
+    store_get(s->store, &c, err, sizeof(err));
     int storage_ok = c && store_ping(c) == STORE_OK;
     snprintf(h->storage, sizeof(h->storage), "%s", storage_ok ? "ok" : c ? store_errstr(c) : err);
     if (c)

@@ -19,10 +19,12 @@ enum service_lock_mode {
     SERVICE_LOCK_REDIS,  /* read-modify-write under the item's distributed lock */
     SERVICE_LOCK_NONE,   /* the same without a lock: races, on purpose */
     SERVICE_LOCK_ATOMIC, /* one conditional UPDATE per line, no lock: the baseline */
+    SERVICE_LOCK_DB,     /* read-work-write holding the rows' locks (SELECT ... FOR
+                          * UPDATE): the database's own lock, where it has one */
     SERVICE_LOCK_COUNT
 };
 
-/* "redis", "none", "atomic", then NULL. */
+/* "redis", "none", "atomic", "db", then NULL. */
 extern const char *const service_lock_mode_names[SERVICE_LOCK_COUNT + 1];
 
 typedef struct service_config {
@@ -62,6 +64,8 @@ enum service_outcome {
     SERVICE_LOCK_LOST,        /* lease lost or fenced out as a stale holder; rolled back */
     SERVICE_REDIS_DOWN,
     SERVICE_STORAGE_BUSY,
+    SERVICE_STORAGE_UNAVAILABLE, /* the database server can't be reached; nothing written */
+    SERVICE_COMMIT_UNKNOWN,   /* it went away during COMMIT: a retry with the requestId tells */
     SERVICE_STORAGE_ERROR,
     SERVICE_SHUTTING_DOWN,    /* past the drain deadline: not committed */
     SERVICE_OUTCOME_COUNT

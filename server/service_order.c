@@ -154,14 +154,14 @@ static int replayed(store_conn *c, const req_order *r, service_result *out)
     return rc == STORE_OK ? STORE_ERR_DUPLICATE : rc;
 }
 
-/* The write half: the order and each item's new stock in one transaction;
- * fenced, a stock is written only while its line's claim stands. */
-static int write_order(service *s, store_conn *c, const store_new_order *o, store_order *out)
+/* The write half: the order and each item's new stock in the transaction
+ * open on c, then its commit; fenced, a stock is written only while its
+ * line's claim stands. */
+static int write_and_commit(service *s, store_conn *c, const store_new_order *o,
+                            store_order *out)
 {
     store_commit_check check = {commits_allowed, s};
-    int rc = store_tx_begin(c);
-    if (rc == STORE_OK)
-        rc = store_tx_add_order(c, o, out);
+    int rc = store_tx_add_order(c, o, out);
     for (int i = 0; rc == STORE_OK && i < o->nlines; i++) {
         const store_line *l = &o->lines[i];
         rc = store_tx_set_stock(c, l->item_id, l->remaining, l->fence.fence ? &l->fence : NULL);
@@ -170,6 +170,13 @@ static int write_order(service *s, store_conn *c, const store_new_order *o, stor
         return store_tx_commit(c, &check);
     store_tx_abort(c);
     return rc;
+}
+
+/* The write half in a transaction of its own. */
+static int write_order(service *s, store_conn *c, const store_new_order *o, store_order *out)
+{
+    int rc = store_tx_begin(c);
+    return rc == STORE_OK ? write_and_commit(s, c, o, out) : rc;
 }
 
 static int pause_ms(int ms)
@@ -442,6 +449,19 @@ static void lead_batch(service *s, store_conn *c, const struct deduction *own, i
 
 /* ---- without a distributed lock ---- */
 
+/* The indices of r's lines by item id: rows locked in one order everywhere,
+ * so that two orders of the same items never wait for each other in a
+ * circle (a deadlock the database would break by failing one). */
+static void by_item(const req_order *r, int *idx)
+{
+    for (int i = 0; i < r->nlines; i++) {
+        int j = i;
+        for (; j > 0 && r->lines[idx[j - 1]].item_id > r->lines[i].item_id; j--)
+            idx[j] = idx[j - 1];
+        idx[j] = i;
+    }
+}
+
 /* Mode atomic: one transaction of a conditional update per line; a short
  * line rolls the order back, after every line was tried, so the answer can
  * name each short one. */
@@ -450,18 +470,23 @@ static void deduct_atomically(service *s, store_conn *c, const req_order *r,
 {
     store_commit_check check = {commits_allowed, s};
     store_new_order o = order_of(s, r, NULL);
+    int idx[RULE_ORDER_LINES_MAX];
+    by_item(r, idx);
     int rc = store_tx_begin(c);
     if (rc == STORE_OK)
         rc = replayed(c, r, out);
     if (rc == STORE_ERR_NOT_FOUND)
         rc = STORE_OK;
-    for (int i = 0; rc == STORE_OK && i < r->nlines; i++) {
+    int is_short[RULE_ORDER_LINES_MAX] = {0};
+    for (int k = 0; rc == STORE_OK && k < r->nlines; k++) {
+        int i = idx[k];
         rc = store_tx_take(c, r->lines[i].item_id, r->lines[i].quantity, &o.lines[i].remaining);
-        if (rc == STORE_ERR_INSUFFICIENT) {
-            add_short(out, r, i, o.lines[i].remaining);
-            rc = STORE_OK;
-        }
+        if (rc == STORE_ERR_INSUFFICIENT)
+            is_short[i] = 1, rc = STORE_OK;
     }
+    for (int i = 0; rc == STORE_OK && i < r->nlines; i++) /* in the order's own order */
+        if (is_short[i])
+            add_short(out, r, i, o.lines[i].remaining);
     if (rc == STORE_OK && out->nshort) {
         store_tx_abort(c);
         insufficient(out);
@@ -472,6 +497,44 @@ static void deduct_atomically(service *s, store_conn *c, const req_order *r,
     if (rc != STORE_OK)
         store_tx_abort(c);
     from_store(out, rc, c, r);
+}
+
+/* Mode db: read, work, write inside one transaction that holds the rows'
+ * locks from the read on (SELECT ... FOR UPDATE, in item order); another
+ * order of the same items waits for them at most --wait-ms (then 503
+ * lock_timeout). The database's lock, for comparison with the Redis one. */
+static void deduct_under_row_locks(service *s, store_conn *c, const req_order *r,
+                                   service_result *out)
+{
+    store_new_order o = order_of(s, r, NULL);
+    int64_t stock[RULE_ORDER_LINES_MAX];
+    int idx[RULE_ORDER_LINES_MAX], work = work_ms_of(s, r);
+    by_item(r, idx);
+    int rc = store_tx_begin(c);
+    for (int k = 0; rc == STORE_OK && k < r->nlines; k++)
+        rc = store_tx_lock_stock(c, r->lines[idx[k]].item_id, s->cfg.lock.wait_ms,
+                                 &stock[idx[k]]);
+    if (rc == STORE_OK)
+        rc = replayed(c, r, out); /* committed while we waited for the rows */
+    if (rc != STORE_ERR_NOT_FOUND) {
+        store_tx_abort(c);
+        from_store(out, rc, c, r);
+        return;
+    }
+    for (int i = 0; i < r->nlines; i++)
+        if (stock[i] < r->lines[i].quantity)
+            add_short(out, r, i, stock[i]);
+    if (out->nshort) {
+        store_tx_abort(c);
+        insufficient(out);
+        return;
+    }
+    if (work > 0)
+        pause_ms(work);
+    fault_point(s);
+    for (int i = 0; i < r->nlines; i++)
+        o.lines[i].remaining = stock[i] - o.lines[i].quantity;
+    from_store(out, write_and_commit(s, c, &o, &out->order), c, r);
 }
 
 /* Items are never deleted, so one that exists now exists under the lock: an
@@ -515,6 +578,8 @@ void service_order_place(service *s, store_conn *c, const req_order *r, service_
         under_lock(&x, read_modify_write, r->nlines);
     } else if (s->cfg.lock_mode == SERVICE_LOCK_NONE) {
         read_modify_write(NULL, &x);
+    } else if (s->cfg.lock_mode == SERVICE_LOCK_DB) {
+        deduct_under_row_locks(s, c, r, out);
     } else {
         deduct_atomically(s, c, r, out);
     }

@@ -3,9 +3,10 @@
 #include "store_backend.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* In order of preference; the last one, SQLite, takes any path. */
-static const store_backend *const backends[] = {&store_sqlite};
+static const store_backend *const backends[] = {&store_postgres, &store_sqlite};
 #define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
 
 int store_open(const store_config *cfg, store **out, char *err, size_t errlen)
@@ -18,6 +19,20 @@ int store_open(const store_config *cfg, store **out, char *err, size_t errlen)
     return STORE_ERR_IO;
 }
 
+const char *store_db_shown(const char *db, char *buf, size_t size)
+{
+    const char *scheme = strstr(db, "://"), *at = scheme ? strchr(scheme + 3, '@') : NULL;
+    const char *colon = scheme ? memchr(scheme + 3, ':', at ? (size_t)(at - scheme - 3) : 0) : NULL;
+    const char *pw = scheme ? NULL : strstr(db, "password=");
+    if (colon) /* scheme://user:secret@host... */
+        snprintf(buf, size, "%.*s:***%s", (int)(colon - db), db, at);
+    else if (pw) /* ... password=secret ... */
+        snprintf(buf, size, "%.*spassword=***%s", (int)(pw - db), db, pw + strcspn(pw, " "));
+    else
+        snprintf(buf, size, "%s", db);
+    return buf;
+}
+
 void store_close(store *s)
 {
     if (s)
@@ -25,8 +40,12 @@ void store_close(store *s)
 }
 
 const char *store_backend_name(const store *s) { return s->be->name; }
+int store_has_row_locks(const store *s) { return s->be->tx_lock_stock != NULL; }
 
-store_conn *store_get(store *s, char *err, size_t errlen) { return s->be->get(s, err, errlen); }
+int store_get(store *s, store_conn **out, char *err, size_t errlen)
+{
+    return s->be->get(s, out, err, errlen);
+}
 void store_put(store *s, store_conn *c) { s->be->put(s, c); }
 const char *store_errstr(const store_conn *c) { return c->be->errstr(c); }
 int store_ping(store_conn *c) { return c->be->ping(c); }
@@ -88,6 +107,11 @@ int store_tx_set_stock(store_conn *c, int64_t item_id, int64_t stock, const stor
 int store_tx_take(store_conn *c, int64_t item_id, int64_t quantity, int64_t *left)
 {
     return c->be->tx_take(c, item_id, quantity, left);
+}
+
+int store_tx_lock_stock(store_conn *c, int64_t item_id, int wait_ms, int64_t *stock)
+{
+    return c->be->tx_lock_stock(c, item_id, wait_ms, stock);
 }
 
 int store_tx_add_order(store_conn *c, const store_new_order *o, store_order *out)

@@ -30,12 +30,19 @@ enum store_code {
     STORE_ERR_IO = -6,           /* any other failure (errstr says which) */
     STORE_ERR_VETOED = -7,       /* the commit check said no; nothing written */
     STORE_ERR_UNAVAILABLE = -8,  /* the database can't be reached (a server that is down) */
+    STORE_ERR_LOCK_TIMEOUT = -9, /* a row lock was not had within the wait asked for */
+    STORE_ERR_IN_DOUBT = -10,    /* the server went away during COMMIT and stayed away:
+                                  * whether the transaction committed is unknown */
 };
 
 typedef struct store_config {
-    const char *db;      /* a file path (SQLite) or a URL naming another backend */
-    int sync_full;       /* 1: every commit is durable on disk before it returns */
-    int busy_timeout_ms; /* how long a write waits for another writer */
+    const char *db;       /* a file path (SQLite) or a URL naming another backend */
+    const char *password; /* a database server's password, or NULL; never logged */
+    int sync_full;        /* 1: every commit is durable on disk before it returns */
+    int busy_timeout_ms;  /* how long a write waits for another writer (SQLite), or a
+                           * request for a free connection of the pool (a server) */
+    int pool_size;        /* a database server: connections at most, per process */
+    int timeout_ms;       /* a database server: bound on one statement */
 } store_config;
 
 typedef struct store store;
@@ -104,15 +111,25 @@ typedef struct store_commit_check {
  * filled and *out NULL. */
 int store_open(const store_config *cfg, store **out, char *err, size_t errlen);
 
+/* db as it may be shown (logs, /health): a password in a URL
+ * (user:secret@host) or a conninfo (password=secret) replaced by "***". */
+const char *store_db_shown(const char *db, char *buf, size_t size);
+
 /* Closes every connection; all must have been given back. NULL is a no-op. */
 void store_close(store *s);
 
-/* The backend's name ("sqlite"), for /health and logs. */
+/* The backend's name ("sqlite", "postgres"), for /health and logs. */
 const char *store_backend_name(const store *s);
 
-/* Takes an idle connection or opens one; NULL when the database can't be
- * opened (err filled). Thread-safe. */
-store_conn *store_get(store *s, char *err, size_t errlen);
+/* 1 when the backend has row locks a transaction can wait for
+ * (store_tx_lock_stock): PostgreSQL's, not SQLite's. */
+int store_has_row_locks(const store *s);
+
+/* Takes an idle connection or opens one: STORE_OK with *out set, or
+ * STORE_ERR_UNAVAILABLE (the server can't be reached), STORE_ERR_BUSY (every
+ * connection of the pool stayed in use past the busy timeout), STORE_ERR_IO,
+ * with err filled and *out NULL. Thread-safe. */
+int store_get(store *s, store_conn **out, char *err, size_t errlen);
 
 /* Gives c back (rolling back a transaction left open). */
 void store_put(store *s, store_conn *c);
@@ -178,13 +195,22 @@ int store_tx_set_stock(store_conn *c, int64_t item_id, int64_t stock, const stor
  * stock, or, with STORE_ERR_INSUFFICIENT, the stock that was not enough. */
 int store_tx_take(store_conn *c, int64_t item_id, int64_t quantity, int64_t *left);
 
+/* Locks the item's row until the transaction ends (SELECT ... FOR UPDATE),
+ * waiting at most wait_ms for another transaction's lock, and reads its
+ * stock: STORE_OK, STORE_ERR_LOCK_TIMEOUT, STORE_ERR_NOT_FOUND, or a
+ * failure. Only where store_has_row_locks. */
+int store_tx_lock_stock(store_conn *c, int64_t item_id, int wait_ms, int64_t *stock);
+
 /* Appends an order and its lines (their stock must be written separately).
  * STORE_OK with the written order in *out; STORE_ERR_DUPLICATE with the
  * earlier order in *out when its requestId was used (nothing added). */
 int store_tx_add_order(store_conn *c, const store_new_order *o, store_order *out);
 
 /* Commits unless check (may be NULL) vetoes; on any failure everything is
- * rolled back. */
+ * rolled back. A server that goes away during COMMIT leaves its outcome in
+ * doubt: the store then finds out (by the transaction's first order) and
+ * answers STORE_OK or STORE_ERR_UNAVAILABLE as it turned out; when it can't
+ * (no order was added, or the server stays away), STORE_ERR_IN_DOUBT. */
 int store_tx_commit(store_conn *c, const store_commit_check *check);
 
 void store_tx_abort(store_conn *c);

@@ -23,7 +23,7 @@ struct store_backend {
     int (*serves)(const char *db); /* 1 when db is this backend's kind of name */
     int (*open)(const store_config *cfg, store **out, char *err, size_t errlen);
     void (*close)(store *s);
-    store_conn *(*get)(store *s, char *err, size_t errlen);
+    int (*get)(store *s, store_conn **out, char *err, size_t errlen);
     void (*put)(store *s, store_conn *c);
     const char *(*errstr)(const store_conn *c);
     int (*ping)(store_conn *c);
@@ -41,6 +41,7 @@ struct store_backend {
     int (*tx_begin)(store_conn *c);
     int (*tx_set_stock)(store_conn *c, int64_t item_id, int64_t stock, const store_fence *f);
     int (*tx_take)(store_conn *c, int64_t item_id, int64_t quantity, int64_t *left);
+    int (*tx_lock_stock)(store_conn *c, int64_t item_id, int wait_ms, int64_t *stock); /* or NULL */
     int (*tx_add_order)(store_conn *c, const store_new_order *o, store_order *out);
     int (*tx_commit)(store_conn *c, const store_commit_check *check);
     void (*tx_abort)(store_conn *c);
@@ -48,6 +49,7 @@ struct store_backend {
 
 /* The backends. */
 extern const store_backend store_sqlite;
+extern const store_backend store_postgres;
 
 /* One embedded schema file (scripts/embed-sql.sh writes the arrays). */
 struct store_migration {

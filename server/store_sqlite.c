@@ -288,7 +288,7 @@ static void sq_close(store *st)
     free(s);
 }
 
-static store_conn *sq_get(store *st, char *err, size_t errlen)
+static int sq_get(store *st, store_conn **out, char *err, size_t errlen)
 {
     sqlite_store *s = (sqlite_store *)st;
     sqlite_conn *c = NULL;
@@ -298,7 +298,8 @@ static store_conn *sq_get(store *st, char *err, size_t errlen)
     pthread_mutex_unlock(&s->mu);
     if (c == NULL)
         c = conn_open(s, err, errlen);
-    return c ? &c->base : NULL;
+    *out = c ? &c->base : NULL;
+    return c ? STORE_OK : STORE_ERR_IO;
 }
 
 static void sq_put(store *st, store_conn *conn)
