@@ -9,7 +9,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <grp.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <sys/time.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -25,8 +27,10 @@
 
 #define MAX_CHILDREN 64
 #define MAX_DIRS 32
+#define EXIT_GRACE_MS 3000
 
 static pid_t children[MAX_CHILDREN];
+static int exit_signals[MAX_CHILDREN]; /* th_exit_signal's, 0 for SIGKILL at once */
 static char tempdirs[MAX_DIRS][64];
 static int registered;
 
@@ -50,8 +54,29 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
     return remove(path);
 }
 
+/* Children with an exit signal get it and a grace period, together. */
+static void stop_gracefully(void)
+{
+    for (int i = 0; i < MAX_CHILDREN; i++)
+        if (children[i] > 0 && exit_signals[i]) {
+            kill(children[i], exit_signals[i]);
+            kill(children[i], SIGCONT); /* a stopped one would only hold the signal */
+        }
+    int64_t end = th_now_ms() + EXIT_GRACE_MS;
+    for (int i = 0; i < MAX_CHILDREN; i++) {
+        if (children[i] <= 0 || !exit_signals[i])
+            continue;
+        pid_t got;
+        while ((got = waitpid(children[i], NULL, WNOHANG)) == 0 && th_now_ms() < end)
+            th_sleep_ms(10);
+        if (got != 0)
+            children[i] = 0;
+    }
+}
+
 static void cleanup(void)
 {
+    stop_gracefully();
     for (int i = 0; i < MAX_CHILDREN; i++)
         if (children[i] > 0) {
             kill(children[i], SIGCONT); /* a stopped process would ignore SIGKILL's reaping */
@@ -119,16 +144,27 @@ int th_free_port(void)
     return ntohs(a.sin_port);
 }
 
-pid_t th_spawn(const char *const argv[], const char *log_path)
+/* In the child: becomes pw's user, when given, then asks for SIGKILL when the
+ * test process dies. In that order: a change of credentials clears
+ * PR_SET_PDEATHSIG. */
+static void child_setup(pid_t parent, const struct passwd *pw)
+{
+    if (pw && (setgroups(0, NULL) != 0 || setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0))
+        _exit(126);
+    if (pw && chdir("/") != 0) /* the test's cwd may be closed to that user */
+        _exit(126);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(127);
+}
+
+static pid_t spawn(const char *const argv[], const char *log_path, const struct passwd *pw)
 {
     register_cleanup();
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(127);
-        if (log_path) {
+        if (log_path) { /* opened as the caller: the log may be where pw can't write */
             int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
             if (fd >= 0) {
                 dup2(fd, STDOUT_FILENO);
@@ -136,6 +172,7 @@ pid_t th_spawn(const char *const argv[], const char *log_path)
                 close(fd);
             }
         }
+        child_setup(parent, pw);
         execv(argv[0], (char *const *)argv); /* exec never writes to argv */
         execvp(argv[0], (char *const *)argv);
         _exit(127);
@@ -144,9 +181,25 @@ pid_t th_spawn(const char *const argv[], const char *log_path)
         for (int i = 0; i < MAX_CHILDREN; i++)
             if (children[i] == 0) {
                 children[i] = pid;
+                exit_signals[i] = 0;
                 break;
             }
     return pid;
+}
+
+pid_t th_spawn(const char *const argv[], const char *log_path)
+{
+    return spawn(argv, log_path, NULL);
+}
+
+pid_t th_spawn_as(const char *const argv[], const char *log_path, const char *user)
+{
+    struct passwd *pw = NULL;
+    if (user && (pw = getpwnam(user)) == NULL) { /* looked up before fork: not async-signal-safe */
+        fprintf(stderr, "harness: no user %s\n", user);
+        return -1;
+    }
+    return spawn(argv, log_path, pw);
 }
 
 static void forget(pid_t pid)
@@ -154,6 +207,13 @@ static void forget(pid_t pid)
     for (int i = 0; i < MAX_CHILDREN; i++)
         if (children[i] == pid)
             children[i] = 0;
+}
+
+void th_exit_signal(pid_t pid, int sig)
+{
+    for (int i = 0; i < MAX_CHILDREN; i++)
+        if (children[i] == pid && pid > 0)
+            exit_signals[i] = sig;
 }
 
 static int exit_status(int status)

@@ -48,6 +48,18 @@ const char *th_redis_get(const th_redis *r, const char *key, char *buf, size_t s
  * inherit), registered for clean-up. Returns the PID or -1. */
 pid_t th_spawn(const char *const argv[], const char *log_path);
 
+/* The same, run as user (setgroups/setgid/setuid in the child before exec,
+ * and from "/" as its cwd) when user is not NULL: for servers that refuse to
+ * run as root. The log is opened as the caller. Returns -1 when user is
+ * unknown. */
+pid_t th_spawn_as(const char *const argv[], const char *log_path, const char *user);
+
+/* Makes the clean-up at exit send sig to pid (a child from th_spawn) and give
+ * it up to 3 s before SIGKILL: for servers that free what they hold outside
+ * their process on a signal but not on SIGKILL (PostgreSQL its shared memory
+ * on SIGQUIT). */
+void th_exit_signal(pid_t pid, int sig);
+
 /* Sends sig to pid and, unless sig is SIGSTOP/SIGCONT, reaps it (waiting at
  * most wait_ms, then SIGKILL). Forgets the PID once it is gone. Returns the
  * exit status (128+signal when killed), or -1 when not reaped. */
