@@ -1,6 +1,7 @@
 # stack.sh - sourced by the demo, valgrind and benchmark scripts: starts
-# redis-server and stockd replicas on loopback ports, each recorded by PID in
-# $STACK_DIR/pids, so that stack_stop (also from a trap) stops exactly them.
+# redis-server, PostgreSQL and stockd replicas on loopback ports, each recorded
+# by PID in $STACK_DIR/pids, so that stack_stop (also from a trap) stops
+# exactly them.
 # Expects BUILD (default build) and STACK_DIR to be set by the caller.
 
 BUILD=${BUILD:-build}
@@ -53,6 +54,65 @@ stack_stockd() {
         2>>"$STACK_DIR/$name.log" &
     echo $! >>"$STACK_DIR/pids"
     wait_http "$port" || { echo "stack: see $STACK_DIR/$name.log" >&2; return 1; }
+}
+
+# The newest installed PostgreSQL server's bin directory, found as tests/pg.c
+# finds it: the highest /usr/lib/postgresql/<version>/bin, else pg_config's.
+pg_bindir() {
+    local d
+    d=$(printf '%s\n' /usr/lib/postgresql/*/bin/initdb | sort -V | tail -n 1)
+    d=${d%/initdb}
+    [ -x "$d/postgres" ] || d=$(pg_config --bindir 2>/dev/null) || return 1
+    [ -x "$d/initdb" ] && [ -x "$d/postgres" ] && echo "$d"
+}
+
+# stack_pg PORT: a private PostgreSQL server in $STACK_DIR/pg-PORT with the
+# superuser and database "stock", trusted on loopback, and sets STACK_PG_URL.
+# fsync stays on, unlike in the tests: benchmarks measure durable commits.
+# Called again on the same PORT, it restarts the server on its data.
+stack_pg() {
+    local port=$1 dir=$STACK_DIR/pg-$1 bin fresh=0 i
+    local as=() # postgres refuses to run as root: then it runs as Debian's postgres user
+    bin=$(pg_bindir) || { echo "stack: no PostgreSQL server installed (make deps)" >&2; return 1; }
+    mkdir -p "$dir"
+    if [ "$(id -u)" -eq 0 ]; then
+        chmod a+x "$STACK_DIR" # mktemp's 0700 would keep that user out of $dir
+        chown postgres:postgres "$dir"
+        as=(setpriv --reuid=postgres --regid=postgres --init-groups)
+    fi
+    if [ ! -f "$dir/data/PG_VERSION" ]; then
+        fresh=1
+        (cd / && "${as[@]}" "$bin/initdb" -D "$dir/data" -U stock -E UTF8 --locale=C.UTF-8 \
+            --auth=trust --no-sync) >"$dir/initdb.log" 2>&1 ||
+            { echo "stack: initdb failed (see $dir/initdb.log)" >&2; return 1; }
+        printf 'local all all trust\nhost all all 127.0.0.1/32 trust\n' >"$dir/data/pg_hba.conf"
+        [ "${#as[@]}" -eq 0 ] || chown postgres:postgres "$dir/data/pg_hba.conf"
+    fi
+    # TCP only (-k ""): a socket path under a deep STACK_DIR can pass the
+    # 107-byte limit. From "/": the caller's cwd may be closed to postgres.
+    (cd / && exec "${as[@]}" "$bin/postgres" -D "$dir/data" -p "$port" -k "" \
+        -c listen_addresses=127.0.0.1 -c max_connections=200) </dev/null >/dev/null \
+        2>>"$dir/postgres.log" &
+    local pid=$!
+    echo "$pid" >>"$STACK_DIR/pids"
+    # Ready when our postmaster says so in its pid file (as pg_ctl waits), not
+    # when anything answers on the port, then reachable over TCP.
+    for i in $(seq 150); do
+        [ "$(sed -n '1p;8p' "$dir/data/postmaster.pid" 2>/dev/null | xargs)" = "$pid ready" ] &&
+            "$bin/pg_isready" -q -h 127.0.0.1 -p "$port" && break
+        if [ "$i" = 150 ] || ! kill -0 "$pid" 2>/dev/null; then
+            echo "stack: postgres did not start on port $port (see $dir/postgres.log)" >&2
+            return 1
+        fi
+        sleep 0.1
+    done
+    if [ "$fresh" = 1 ]; then
+        "$bin/psql" -q -X -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U stock -d postgres \
+            -c 'CREATE DATABASE stock' >/dev/null ||
+            { echo "stack: could not create the database stock on port $port" >&2; return 1; }
+    fi
+    # shellcheck disable=SC2034 # read by the scripts that source this file
+    STACK_PG_URL=postgresql://stock@127.0.0.1:$port/stock
 }
 
 # Stops every recorded process: SIGTERM, up to 10 s, then SIGKILL.
