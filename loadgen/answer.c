@@ -11,7 +11,8 @@
 
 static const char *const names[LG_OUT_COUNT] = {
     "ok", "insufficient_stock", "lock_timeout", "lock_interrupted", "lock_lost",
-    "redis_unavailable", "other_4xx", "other_5xx", "transport_error", "malformed",
+    "redis_unavailable", "other_4xx", "other_5xx", "commit_unknown", "transport_error",
+    "malformed",
 };
 
 const char *lg_outcome_name(int outcome)
@@ -124,6 +125,8 @@ static int error_outcome(long status, const char *code)
             return LG_OUT_LOCK_LOST;
         if (strcmp(code, "redis_unavailable") == 0)
             return LG_OUT_REDIS_UNAVAILABLE;
+        if (strcmp(code, "commit_unknown") == 0)
+            return LG_OUT_COMMIT_UNKNOWN;
     }
     return status < 500 ? LG_OUT_OTHER_4XX : LG_OUT_OTHER_5XX;
 }

@@ -20,13 +20,15 @@ enum lg_outcome {
     LG_OUT_REDIS_UNAVAILABLE,/* 503 redis_unavailable */
     LG_OUT_OTHER_4XX,        /* any other 4xx */
     LG_OUT_OTHER_5XX,        /* any other 5xx (storage_busy, shutting_down, ...) */
+    LG_OUT_COMMIT_UNKNOWN,   /* 503 commit_unknown: the database went away during COMMIT */
     LG_OUT_TRANSPORT,        /* no HTTP answer: refused, reset, timed out */
     LG_OUT_MALFORMED,        /* a 2xx (or 1xx/3xx) that is not a valid answer */
     LG_OUT_COUNT
 };
 
 /* Whether an outcome leaves it unknown if the server deducted. */
-#define LG_OUT_UNDETERMINED(o) ((o) == LG_OUT_TRANSPORT || (o) == LG_OUT_MALFORMED)
+#define LG_OUT_UNDETERMINED(o) \
+    ((o) == LG_OUT_TRANSPORT || (o) == LG_OUT_MALFORMED || (o) == LG_OUT_COMMIT_UNKNOWN)
 
 typedef struct lg_answer {
     int outcome;         /* enum lg_outcome */

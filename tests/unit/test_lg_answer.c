@@ -47,6 +47,8 @@ static void test_error_codes_map_to_their_classes(void **state)
         {503, "lock_lost", LG_OUT_LOCK_LOST},
         {503, "redis_unavailable", LG_OUT_REDIS_UNAVAILABLE},
         {503, "storage_busy", LG_OUT_OTHER_5XX},
+        {503, "storage_unavailable", LG_OUT_OTHER_5XX},
+        {503, "commit_unknown", LG_OUT_COMMIT_UNKNOWN},
         {503, "shutting_down", LG_OUT_OTHER_5XX},
         {500, "storage_error", LG_OUT_OTHER_5XX},
         {500, "lock_timeout", LG_OUT_OTHER_5XX}, /* the code counts only with its status */
