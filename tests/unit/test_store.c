@@ -1,6 +1,9 @@
-/* test_store.c - the SQLite store on a real database file: migrations, items,
- * the ledger, idempotency, the three ways of writing, fencing of stale
- * holders, and a busy database. */
+/* test_store.c - the store on both backends, the same tests on each: a real
+ * SQLite file, then a private PostgreSQL server (a fresh database per test):
+ * migrations, items, the ledger, idempotency, the three ways of writing,
+ * fencing of stale holders, and a busy database. Then what only a server
+ * has: replicas migrating at once, a bounded pool, row locks, a password,
+ * and the server going away - restarted, or a session killed mid-write. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,28 +13,52 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sqlite3.h>
 
 #include "server/store.h"
 #include "tests/harness.h"
+#include "tests/pg.h"
 
-static char dir[64], path[128];
+static char dir[64];
+static char target[256]; /* the current test's database: a file, or a URL */
+static th_pg server;  /* the PostgreSQL group's server */
+static int on_pg;     /* the group running: 0 SQLite, 1 PostgreSQL */
 
-static int setup(void **state)
+/* Busy timeout 200 ms (SQLite's wait for the write lock; a server's wait
+ * for a free connection), a pool of 4, statements bounded at 300 ms. */
+static store_config config(const char *name)
 {
-    static int n;
-    if (!dir[0] && th_tempdir("store-test", dir, sizeof(dir)) != 0)
-        return -1;
-    snprintf(path, sizeof(path), "%s/t%d.db", dir, n++); /* a fresh file per test */
-    store_config cfg = {path, 1, 200};
+    return (store_config){.db = name, .sync_full = 1, .busy_timeout_ms = 200, .pool_size = 4,
+                          .timeout_ms = 300};
+}
+
+static store *open_store(const char *name)
+{
+    store_config cfg = config(name);
     char err[256];
     store *s;
     if (store_open(&cfg, &s, err, sizeof(err)) != STORE_OK) {
         fprintf(stderr, "store_open: %s\n", err);
-        return -1;
+        return NULL;
     }
-    *state = s;
-    return 0;
+    return s;
+}
+
+static int setup(void **state)
+{
+    static int n;
+    char name[32];
+    if (!dir[0] && th_tempdir("store-test", dir, sizeof(dir)) != 0)
+        return -1;
+    snprintf(name, sizeof(name), "t%d", n++); /* a fresh database per test */
+    if (on_pg && th_pg_create_db(&server, name, target, sizeof(target)) != 0)
+        return -1;
+    if (!on_pg)
+        snprintf(target, sizeof(target), "%s/%s.db", dir, name);
+    return (*state = open_store(target)) ? 0 : -1;
 }
 
 static int teardown(void **state)
@@ -43,9 +70,30 @@ static int teardown(void **state)
 static store_conn *conn(void **state)
 {
     char err[256];
-    store_conn *c = store_get(*state, err, sizeof(err));
-    assert_non_null(c);
+    store_conn *c;
+    assert_int_equal(store_get(*state, &c, err, sizeof(err)), STORE_OK);
     return c;
+}
+
+static int sqlite_group(void **state)
+{
+    (void)state;
+    on_pg = 0;
+    return 0;
+}
+
+static int pg_group(void **state)
+{
+    (void)state;
+    on_pg = 1;
+    return th_pg_start(&server);
+}
+
+static int pg_group_end(void **state)
+{
+    (void)state;
+    th_pg_stop(&server, SIGINT);
+    return 0;
 }
 
 static int64_t new_item(store_conn *c, int64_t stock)
@@ -118,19 +166,21 @@ static void test_reopening_applies_the_schema_once(void **state)
     store_conn *c = conn(state);
     new_item(c, 5);
     store_put(*state, c);
-    store_config cfg = {path, 1, 200};
+    store *again = open_store(target);
+    assert_non_null(again);
     char err[256];
-    store *again;
-    assert_int_equal(store_open(&cfg, &again, err, sizeof(err)), STORE_OK);
-    c = store_get(again, err, sizeof(err));
+    assert_int_equal(store_get(again, &c, err, sizeof(err)), STORE_OK);
     store_item it;
     assert_int_equal(store_item_get(c, 1, &it), STORE_OK); /* data kept, no re-creation */
     store_put(again, c);
     store_close(again);
-
+    if (on_pg) {
+        assert_int_equal(th_pg_int(target, "SELECT count(*) FROM stockd_schema"), 1);
+        return;
+    }
     sqlite3 *db;
     sqlite3_stmt *st;
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_open(target, &db), SQLITE_OK);
     sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
     assert_true(sqlite3_column_int(st, 0) >= 1);
@@ -295,20 +345,52 @@ static void test_unfenced_read_modify_write_loses_updates(void **state)
     store_put(*state, c);
 }
 
+/* Another session that holds the write lock of the database (SQLite) or
+ * of the item's row (PostgreSQL) until locker_end. */
+struct locker {
+    sqlite3 *sq;
+    PGconn *pg;
+};
+
+static struct locker locker_begin(int64_t item)
+{
+    struct locker l = {0};
+    char sql[96];
+    if (on_pg) {
+        l.pg = PQconnectdb(target);
+        assert_int_equal(PQstatus(l.pg), CONNECTION_OK);
+        snprintf(sql, sizeof(sql), "BEGIN; SELECT 1 FROM items WHERE id = %lld FOR UPDATE",
+                 (long long)item);
+        PQclear(PQexec(l.pg, sql));
+    } else {
+        assert_int_equal(sqlite3_open(target, &l.sq), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(l.sq, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    }
+    return l;
+}
+
+static void locker_end(struct locker *l)
+{
+    if (l->pg)
+        PQfinish(l->pg); /* its transaction ends with it */
+    if (l->sq) {
+        assert_int_equal(sqlite3_exec(l->sq, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(l->sq);
+    }
+}
+
 static void test_locked_database_reports_busy_and_writes_nothing(void **state)
 {
     store_conn *c = conn(state);
     int64_t id = new_item(c, 10);
-    sqlite3 *other;
-    assert_int_equal(sqlite3_open(path, &other), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    struct locker other = locker_begin(id);
     store_new_order d = deduction(id, 1, 9, 0, NULL);
     store_order o;
     int64_t t0 = th_now_ms();
-    assert_int_equal(deduct_write(c, &d, &o, NULL), STORE_ERR_BUSY); /* after the 200 ms timeout */
+    /* after the busy timeout (SQLite) or the statement timeout (PostgreSQL) */
+    assert_int_equal(deduct_write(c, &d, &o, NULL), STORE_ERR_BUSY);
     assert_true(th_now_ms() - t0 >= 150);
-    assert_int_equal(sqlite3_exec(other, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
-    sqlite3_close(other);
+    locker_end(&other);
     store_item it;
     assert_int_equal(store_item_get(c, id, &it), STORE_OK);
     assert_int_equal(it.stock, 10);
@@ -439,11 +521,11 @@ static void test_old_deductions_become_orders_with_one_line(void **state)
                      "NULL, NULL)", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
 
-    store_config cfg = {old, 1, 200};
+    store *s = open_store(old);
+    assert_non_null(s);
     char err[256];
-    store *s;
-    assert_int_equal(store_open(&cfg, &s, err, sizeof(err)), STORE_OK);
-    store_conn *c = store_get(s, err, sizeof(err));
+    store_conn *c;
+    assert_int_equal(store_get(s, &c, err, sizeof(err)), STORE_OK);
     store_order o;
     assert_int_equal(store_order_by_request(c, "r-5", &o), STORE_OK);
     assert_int_equal(o.info.order_id, 5);
@@ -465,23 +547,233 @@ static void test_old_deductions_become_orders_with_one_line(void **state)
     store_close(s);
 }
 
+/* ---- what only a database server has ---- */
+
+struct opener {
+    const char *url;
+    store *s;
+};
+
+static void *open_run(void *arg)
+{
+    struct opener *o = arg;
+    o->s = open_store(o->url);
+    return NULL;
+}
+
+/* Four replicas start at once on an empty database: each file is applied
+ * once (the advisory lock), and every replica opens. */
+static void test_replicas_starting_together_migrate_once(void **state)
+{
+    (void)state;
+    char url[256];
+    assert_int_equal(th_pg_create_db(&server, "together", url, sizeof(url)), 0);
+    pthread_t t[4];
+    struct opener o[4];
+    for (int i = 0; i < 4; i++) {
+        o[i] = (struct opener){url, NULL};
+        pthread_create(&t[i], NULL, open_run, &o[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        assert_non_null(o[i].s);
+        store_close(o[i].s);
+    }
+    assert_int_equal(th_pg_int(url, "SELECT count(*) FROM stockd_schema"), 1);
+    assert_int_equal(th_pg_int(url, "SELECT count(*) FROM items"), 0);
+}
+
+static void test_a_full_pool_answers_busy(void **state)
+{
+    store_conn *c[4], *more;
+    char err[256];
+    for (int i = 0; i < 4; i++)
+        c[i] = conn(state);
+    int64_t t0 = th_now_ms();
+    assert_int_equal(store_get(*state, &more, err, sizeof(err)), STORE_ERR_BUSY);
+    assert_true(th_now_ms() - t0 >= 150); /* it waited the busy timeout */
+    assert_non_null(strstr(err, "all 4 PostgreSQL connections"));
+    store_put(*state, c[0]);
+    assert_int_equal(store_get(*state, &more, err, sizeof(err)), STORE_OK);
+    assert_ptr_equal(more, c[0]); /* the one given back */
+    store_put(*state, more);
+    for (int i = 1; i < 4; i++)
+        store_put(*state, c[i]);
+}
+
+static void test_a_row_lock_waits_then_times_out(void **state)
+{
+    assert_true(store_has_row_locks(*state));
+    store_conn *c = conn(state);
+    int64_t id = new_item(c, 10), stock = -1;
+    struct locker other = locker_begin(id);
+    assert_int_equal(store_tx_begin(c), STORE_OK);
+    int64_t t0 = th_now_ms();
+    assert_int_equal(store_tx_lock_stock(c, id, 200, &stock), STORE_ERR_LOCK_TIMEOUT);
+    assert_true(th_now_ms() - t0 >= 150);
+    assert_non_null(strstr(store_errstr(c), "stayed locked for 200 ms"));
+    store_tx_abort(c);
+    locker_end(&other);
+    assert_int_equal(store_tx_begin(c), STORE_OK);
+    assert_int_equal(store_tx_lock_stock(c, id, 200, &stock), STORE_OK);
+    assert_int_equal(stock, 10);
+    assert_int_equal(store_tx_lock_stock(c, 999, 200, &stock), STORE_ERR_NOT_FOUND);
+    store_tx_abort(c);
+    store_put(*state, c);
+}
+
+/* The role stock_secret must authenticate: without the password the store
+ * does not open (and says why without any password in it); with it, it does. */
+static void test_a_password_from_the_config_is_used(void **state)
+{
+    (void)state;
+    char url[256];
+    assert_int_equal(th_pg_exec(server.url, "DROP DATABASE IF EXISTS secret"), 0);
+    assert_int_equal(th_pg_exec(server.url, "CREATE DATABASE secret OWNER stock_secret"), 0);
+    snprintf(url, sizeof(url), "postgresql://stock_secret@127.0.0.1:%d/secret", server.port);
+    store_config cfg = config(url);
+    char err[256];
+    store *s;
+    assert_int_equal(store_open(&cfg, &s, err, sizeof(err)), STORE_ERR_UNAVAILABLE);
+    assert_non_null(strstr(err, "password"));
+    cfg.password = "wrong";
+    assert_int_equal(store_open(&cfg, &s, err, sizeof(err)), STORE_ERR_UNAVAILABLE);
+    assert_null(strstr(err, "wrong"));
+    cfg.password = TH_PG_SECRET;
+    assert_int_equal(store_open(&cfg, &s, err, sizeof(err)), STORE_OK);
+    store_close(s);
+}
+
+/* The server stops under an open store: 503 material (UNAVAILABLE), both for
+ * a pooled session and inside a transaction, nothing half-written; once it
+ * is back, the same store works again. */
+static void test_a_restarted_server_answers_unavailable_then_recovers(void **state)
+{
+    store_conn *c = conn(state), *in_tx = conn(state);
+    int64_t id = new_item(c, 10);
+    store_put(*state, c);
+    store_new_order d = deduction(id, 1, 9, 0, "before-restart");
+    store_order o;
+    assert_int_equal(store_tx_begin(in_tx), STORE_OK);
+    assert_int_equal(store_tx_add_order(in_tx, &d, &o), STORE_OK);
+    th_pg_stop(&server, SIGINT);
+    assert_int_equal(store_tx_set_stock(in_tx, id, 9, NULL), STORE_ERR_UNAVAILABLE);
+    store_tx_abort(in_tx);
+    store_put(*state, in_tx);
+    char err[256];
+    assert_int_equal(store_get(*state, &c, err, sizeof(err)), STORE_ERR_UNAVAILABLE);
+    assert_non_null(strstr(err, "cannot connect to PostgreSQL"));
+    assert_int_equal(th_pg_start(&server), 0);
+    c = conn(state);
+    store_item it;
+    assert_int_equal(store_item_get(c, id, &it), STORE_OK);
+    assert_int_equal(it.stock, 10);
+    assert_int_equal(it.line_count, 0);
+    assert_int_equal(deduct_write(c, &d, &o, NULL), STORE_OK);
+    store_put(*state, c);
+}
+
+/* A session killed (pg_terminate_backend) after the order's writes and
+ * before COMMIT: the commit fails, the store makes sure nothing was
+ * written, and says so. */
+static void test_a_session_killed_mid_transaction_writes_nothing(void **state)
+{
+    store_conn *c = conn(state);
+    int64_t id = new_item(c, 10);
+    store_new_order d = deduction(id, 3, 7, 0, "killed");
+    store_order o;
+    assert_int_equal(store_tx_begin(c), STORE_OK);
+    assert_int_equal(store_tx_add_order(c, &d, &o), STORE_OK);
+    assert_int_equal(store_tx_set_stock(c, id, 7, NULL), STORE_OK);
+    assert_int_equal(th_pg_int(target, "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM "
+                               "pg_stat_activity WHERE application_name = 'stockd' AND "
+                               "state = 'idle in transaction') t"), 1);
+    th_sleep_ms(100);
+    assert_int_equal(store_tx_commit(c, NULL), STORE_ERR_UNAVAILABLE);
+    assert_non_null(strstr(store_errstr(c), "nothing was written"));
+    store_item it;
+    assert_int_equal(store_item_get(c, id, &it), STORE_OK); /* the session is back */
+    assert_int_equal(it.stock, 10);
+    assert_int_equal(it.line_count, 0);
+    assert_int_equal(store_order_by_request(c, "killed", &o), STORE_ERR_NOT_FOUND);
+    store_put(*state, c);
+}
+
+struct racer {
+    store_conn *c;
+    store_new_order d;
+    store_order o;
+    int rc;
+};
+
+static void *race_run(void *arg)
+{
+    struct racer *r = arg;
+    r->rc = store_tx_begin(r->c);
+    if (r->rc == STORE_OK)
+        r->rc = store_tx_add_order(r->c, &r->d, &r->o);
+    return NULL;
+}
+
+/* Two replicas write the same requestId at once: the second waits for the
+ * first's transaction and then finds its order (DUPLICATE), no error. */
+static void test_a_request_id_raced_by_two_sessions_is_written_once(void **state)
+{
+    store_conn *c = conn(state);
+    int64_t id = new_item(c, 10);
+    store_new_order d = deduction(id, 1, 9, 0, "raced");
+    store_order first;
+    assert_int_equal(store_tx_begin(c), STORE_OK);
+    assert_int_equal(store_tx_add_order(c, &d, &first), STORE_OK);
+    struct racer r = {.c = conn(state), .d = d};
+    pthread_t t;
+    pthread_create(&t, NULL, race_run, &r);
+    th_sleep_ms(200); /* the second waits on the first's row */
+    assert_int_equal(store_tx_set_stock(c, id, 9, NULL), STORE_OK);
+    assert_int_equal(store_tx_commit(c, NULL), STORE_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(r.rc, STORE_ERR_DUPLICATE);
+    assert_int_equal(r.o.info.order_id, first.info.order_id);
+    assert_int_equal(store_tx_commit(r.c, NULL), STORE_OK); /* the transaction is still fine */
+    store_put(*state, r.c);
+    store_item it;
+    assert_int_equal(store_item_get(c, id, &it), STORE_OK);
+    assert_int_equal(it.line_count, 1);
+    store_put(*state, c);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
-    const struct CMUnitTest tests[] = {
-        T(test_reopening_applies_the_schema_once),
-        T(test_items_are_created_read_and_listed),
-        T(test_deduction_writes_stock_and_ledger_together),
-        T(test_same_request_id_is_written_once),
-        T(test_atomic_deduction_never_goes_below_zero),
-        T(test_stale_holder_cannot_write_after_newer_holder_read),
-        T(test_handed_off_holders_are_ordered_by_seq),
-        T(test_unfenced_read_modify_write_loses_updates),
-        T(test_locked_database_reports_busy_and_writes_nothing),
-        T(test_orders_listing_honours_limit),
-        T(test_listings_page_on_from_a_cursor),
-        T(test_a_vetoed_commit_writes_nothing),
+#define BOTH                                                         \
+    T(test_reopening_applies_the_schema_once),                       \
+    T(test_items_are_created_read_and_listed),                       \
+    T(test_deduction_writes_stock_and_ledger_together),              \
+    T(test_same_request_id_is_written_once),                         \
+    T(test_atomic_deduction_never_goes_below_zero),                  \
+    T(test_stale_holder_cannot_write_after_newer_holder_read),       \
+    T(test_handed_off_holders_are_ordered_by_seq),                   \
+    T(test_unfenced_read_modify_write_loses_updates),                \
+    T(test_locked_database_reports_busy_and_writes_nothing),         \
+    T(test_orders_listing_honours_limit),                            \
+    T(test_listings_page_on_from_a_cursor),                          \
+    T(test_a_vetoed_commit_writes_nothing)
+    const struct CMUnitTest sqlite_tests[] = {
+        BOTH,
         T(test_old_deductions_become_orders_with_one_line),
     };
-    return cmocka_run_group_tests_name("store", tests, NULL, NULL);
+    const struct CMUnitTest pg_tests[] = {
+        BOTH,
+        T(test_replicas_starting_together_migrate_once),
+        T(test_a_full_pool_answers_busy),
+        T(test_a_row_lock_waits_then_times_out),
+        T(test_a_password_from_the_config_is_used),
+        T(test_a_restarted_server_answers_unavailable_then_recovers),
+        T(test_a_session_killed_mid_transaction_writes_nothing),
+        T(test_a_request_id_raced_by_two_sessions_is_written_once),
+    };
+    /* PostgreSQL is not optional: make deps installs it like redis-server */
+    return cmocka_run_group_tests_name("store on SQLite", sqlite_tests, sqlite_group, NULL) +
+           cmocka_run_group_tests_name("store on PostgreSQL", pg_tests, pg_group, pg_group_end);
 }
+

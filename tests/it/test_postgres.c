@@ -1,0 +1,202 @@
+/* test_postgres.c - three replicas on one PostgreSQL database, as on
+ * several hosts: every lock mode under load (loadgen's verdict), the server
+ * restarted mid-run (503 storage_unavailable while it is down, then back
+ * without restarting stockd), replica 0's sessions killed mid-batch (no
+ * partial commit), the row-lock mode's lock_timeout, and the start-up
+ * errors a user can make. The faults of a lock holder run on PostgreSQL in
+ * test_faults.c; the store's own semantics in tests/unit/test_store.c. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "tests/calls.h"
+#include "tests/harness.h"
+#include "tests/pg.h"
+#include "tests/stack.h"
+
+static th_redis redis;
+static th_pg pg;
+static char dir[64];
+
+static char stockd_bin[128];
+
+static const char *stockd_path(void)
+{
+    snprintf(stockd_bin, sizeof(stockd_bin), "%s/stockd", th_build_dir());
+    return stockd_bin;
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    if (th_tempdir("postgres-it", dir, sizeof(dir)) != 0 || th_redis_start(&redis) != 0 ||
+        th_pg_start(&pg) != 0)
+        return -1;
+    th_stack_use_pg(&pg);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    th_redis_stop(&redis, 0);
+    th_pg_stop(&pg, SIGINT);
+    return 0;
+}
+
+/* Every lock mode but none, 3 replicas, loadgen on all three: PASS. */
+static void test_every_lock_mode_passes_on_three_replicas(void **state)
+{
+    (void)state;
+    static const char *const modes[] = {"redis", "atomic", "db"};
+    for (int m = 0; m < 3; m++) {
+        const char *all[] = {"--lock", modes[m], NULL};
+        char name[32], targets[600];
+        th_stack s;
+        snprintf(name, sizeof(name), "mode-%s", modes[m]);
+        th_stack_start(&s, dir, &redis, name, all, NULL, 100000);
+        snprintf(targets, sizeof(targets), "%s,%s", s.r[0].url, s.targets);
+        pid_t lg = th_loadgen_start(&s, name, targets, "2s", "12", "0");
+        th_loadgen_expect(&s, lg, name, 0);
+        assert_true(th_loadgen_outcome(&s, name, "ok") > 0);
+        th_stack_stop(&s);
+    }
+}
+
+/* PostgreSQL restarts mid-run: answers are 503 storage_unavailable while it
+ * is down (never a half-written order: the verdict checks the ledger), and
+ * the same replicas deduct again once it is back. */
+static void test_a_server_restart_mid_run(void **state)
+{
+    (void)state;
+    th_stack s;
+    th_stack_start(&s, dir, &redis, "pg-restart", NULL, NULL, 100000);
+    pid_t lg = th_loadgen_start(&s, "pg-restart", s.targets, "4s", "12", "0");
+    th_sleep_ms(1000);
+    th_pg_stop(&pg, SIGINT);
+    json_t *h = th_call(&s.r[1], "GET", "/health", NULL, 503);
+    assert_non_null(strstr(th_jstr(h, "storage"), "cannot connect to PostgreSQL"));
+    json_decref(h);
+    th_sleep_ms(800);
+    assert_int_equal(th_pg_start(&pg), 0);
+    th_loadgen_expect(&s, lg, "pg-restart", 0);
+    assert_true(th_loadgen_outcome(&s, "pg-restart", "other_5xx") > 0); /* storage_unavailable */
+    pid_t after = th_loadgen_start(&s, "pg-after", s.targets, "1s", "12", "0");
+    th_loadgen_expect(&s, after, "pg-after", 0);
+    assert_int_equal(th_loadgen_outcome(&s, "pg-after", "other_5xx"), 0);
+    assert_true(th_loadgen_outcome(&s, "pg-after", "ok") > 0);
+    json_decref(th_call(&s.r[1], "GET", "/health", NULL, 200));
+    th_stack_stop(&s);
+}
+
+/* Replica 0's sessions are killed again and again while it commits
+ * batches: each batch commits whole or not at all, and loadgen, which
+ * checks every acknowledged deduction against the ledger, passes. */
+static void test_sessions_killed_mid_batch_leave_no_partial_commit(void **state)
+{
+    (void)state;
+    th_stack s;
+    char targets[600];
+    th_stack_start(&s, dir, &redis, "pg-kill", NULL, NULL, 100000);
+    snprintf(targets, sizeof(targets), "%s,%s", s.r[0].url, s.targets);
+    pid_t lg = th_loadgen_start(&s, "pg-kill", targets, "3s", "16", "0");
+    char kill[300];
+    snprintf(kill, sizeof(kill), "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+             "WHERE application_name = 'stockd' AND datname = 'pg_kill' AND pid <> "
+             "pg_backend_pid()");
+    long long killed = 0;
+    for (int i = 0; i < 20; i++) {
+        th_sleep_ms(100);
+        long long n = th_pg_int(pg.url, kill);
+        killed += n > 0 ? n : 0;
+    }
+    th_loadgen_expect(&s, lg, "pg-kill", 0);
+    print_message("sessions killed: %lld; answers ok %lld, 5xx %lld\n", killed,
+                  th_loadgen_outcome(&s, "pg-kill", "ok"),
+                  th_loadgen_outcome(&s, "pg-kill", "other_5xx"));
+    assert_true(killed > 0);
+    assert_true(th_loadgen_outcome(&s, "pg-kill", "ok") > 0);
+    th_stack_stop(&s);
+}
+
+/* --lock db: a request that holds the row (workMs) makes another wait up to
+ * --wait-ms, then 503 lock_timeout, nothing deducted. */
+static void test_the_row_lock_mode_times_out_with_503(void **state)
+{
+    (void)state;
+    const char *all[] = {"--lock", "db", "--wait-ms", "300", NULL};
+    th_stack s;
+    th_stack_start(&s, dir, &redis, "row-lock", all, NULL, 10);
+    th_bg_reduce holder = {.url = s.r[0].url, .item = s.item, .work_ms = 2000};
+    th_bg_reduce_start(&holder);
+    th_sleep_ms(500);
+    char body[96];
+    snprintf(body, sizeof(body), "{\"itemId\":%lld,\"quantity\":1}", s.item);
+    json_t *j = th_call(&s.r[1], "POST", "/reduceStock", body, 503);
+    assert_string_equal(th_jstr(j, "error"), "lock_timeout");
+    assert_non_null(strstr(th_jstr(j, "message"), "stayed locked for 300 ms"));
+    json_decref(j);
+    th_bg_reduce_join(&holder);
+    assert_int_equal(holder.status, 200);
+    assert_int_equal(th_stack_stock(&s), 9); /* the holder's unit only */
+    th_stack_stop(&s);
+}
+
+/* What a user can get wrong at start-up: each stops stockd with a message
+ * that says what to do, and no password in it. */
+static void test_start_up_errors_are_clear(void **state)
+{
+    (void)state;
+    char db[160], url[256], log[128], secret[128];
+    snprintf(db, sizeof(db), "%s/rowlock.db", dir);
+    snprintf(log, sizeof(log), "%s/start-up.log", dir);
+    const char *sqlite_db[] = {stockd_path(), "--db", db, "--lock", "db", NULL};
+    assert_int_equal(th_run(sqlite_db, log, 10000), 1);
+    char *out = th_read_file(log);
+    assert_non_null(strstr(out, "--lock db needs a database with row locks: PostgreSQL"));
+    free(out);
+
+    snprintf(url, sizeof(url), "postgresql://stock_secret:%s@127.0.0.1:%d/nosuchdb",
+             TH_PG_SECRET, pg.port);
+    snprintf(log, sizeof(log), "%s/start-up-2.log", dir);
+    const char *no_db[] = {stockd_path(), "--db", url, "--lock", "atomic", NULL};
+    assert_int_equal(th_run(no_db, log, 10000), 1);
+    out = th_read_file(log);
+    assert_non_null(strstr(out, "nosuchdb"));
+    assert_null(strstr(out, TH_PG_SECRET)); /* the URL is logged without its password */
+    free(out);
+
+    snprintf(secret, sizeof(secret), "%s/db-password", dir);
+    FILE *f = fopen(secret, "w");
+    fputs("wrong\n", f);
+    fclose(f);
+    snprintf(url, sizeof(url), "postgresql://stock_secret@127.0.0.1:%d/stock", pg.port);
+    snprintf(log, sizeof(log), "%s/start-up-3.log", dir);
+    const char *bad_pw[] = {stockd_path(), "--db", url, "--db-password-file", secret,
+                            "--lock", "atomic", NULL};
+    assert_int_equal(th_run(bad_pw, log, 10000), 1);
+    out = th_read_file(log);
+    assert_non_null(strstr(out, "password authentication failed"));
+    assert_null(strstr(out, "wrong"));
+    free(out);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_lock_mode_passes_on_three_replicas),
+        cmocka_unit_test(test_a_server_restart_mid_run),
+        cmocka_unit_test(test_sessions_killed_mid_batch_leave_no_partial_commit),
+        cmocka_unit_test(test_the_row_lock_mode_times_out_with_503),
+        cmocka_unit_test(test_start_up_errors_are_clear),
+    };
+    return cmocka_run_group_tests_name("postgres", tests, group_setup, group_teardown);
+}
