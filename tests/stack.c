@@ -13,6 +13,10 @@
 
 #include <cmocka.h>
 
+static const th_pg *stack_pg;
+
+void th_stack_use_pg(const th_pg *pg) { stack_pg = pg; }
+
 void th_stack_start(th_stack *s, const char *dir, const th_redis *redis, const char *name,
                     const char *const all[], const char *const first[], long long stock)
 {
@@ -20,7 +24,15 @@ void th_stack_start(th_stack *s, const char *dir, const th_redis *redis, const c
                             "8000", "--retry-ms", "20", "--allow-work-ms", "--busy-timeout-ms",
                             "300", NULL};
     s->dir = dir;
-    snprintf(s->db, sizeof(s->db), "%s/%s.db", dir, name);
+    if (stack_pg) {
+        char dbname[64];
+        snprintf(dbname, sizeof(dbname), "%s", name);
+        for (char *p = dbname; *p; p++)
+            *p = *p == '-' ? '_' : *p;
+        assert_int_equal(th_pg_create_db(stack_pg, dbname, s->db, sizeof(s->db)), 0);
+    } else {
+        snprintf(s->db, sizeof(s->db), "%s/%s.db", dir, name);
+    }
     s->targets[0] = '\0';
     for (int i = 0; i < TH_REPLICAS; i++) {
         const char *flags[40];

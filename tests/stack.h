@@ -1,6 +1,6 @@
 /* stack.h - what a fault test runs against: three stockd replicas on one
- * SQLite file and one item, and loadgen runs against them whose reports
- * are read back. Replica 0 is the one faults happen to; loadgen drives the
+ * database (a SQLite file, or a PostgreSQL database after th_stack_use_pg)
+ * and one item, and loadgen runs against them whose reports are read back. Replica 0 is the one faults happen to; loadgen drives the
  * others (s->targets). The helpers fail the running cmocka test when
  * something does not start. */
 #ifndef TEST_STACK_H
@@ -9,18 +9,23 @@
 #include <sys/types.h>
 
 #include "tests/harness.h"
+#include "tests/pg.h"
 
 #define TH_REPLICAS 3
 
 typedef struct th_stack {
     th_stockd r[TH_REPLICAS];
     const char *dir;   /* where the database, logs and loadgen's reports go */
-    char db[128];
+    char db[256];      /* the file, or the URL */
     char targets[256]; /* replicas 1.., comma-separated, for loadgen */
     long long item;
 } th_stack;
 
-/* Three replicas on a fresh database <dir>/<name>.db against redis, with the
+/* From now on stacks use a fresh database on pg (NULL: SQLite again). */
+void th_stack_use_pg(const th_pg *pg);
+
+/* Three replicas on a fresh database <dir>/<name>.db (or the database name
+ * on PostgreSQL, '-' read as '_') against redis, with the
  * common lock flags (lease 1 s, waits up to 8 s, workMs allowed), then the
  * flags in all (every replica) and first (replica 0); either may be NULL.
  * Creates one item of the given stock. */

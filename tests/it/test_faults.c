@@ -51,6 +51,23 @@ static int group_teardown(void **state)
     return 0;
 }
 
+static th_pg pg;
+
+static int pg_setup(void **state)
+{
+    if (group_setup(state) != 0 || th_pg_start(&pg) != 0)
+        return -1;
+    th_stack_use_pg(&pg);
+    return 0;
+}
+
+static int pg_teardown(void **state)
+{
+    th_stack_use_pg(NULL);
+    th_pg_stop(&pg, SIGINT);
+    return group_teardown(state);
+}
+
 static void wait_for_lock_key(long long item)
 {
     char cmd[64];
@@ -435,5 +452,12 @@ int main(void)
         cmocka_unit_test(test_slow_senders_from_one_address_cannot_lock_others_out),
         cmocka_unit_test(test_a_burst_against_a_dead_redis_leaves_the_replica_idle),
     };
-    return cmocka_run_group_tests_name("faults", tests, group_setup, group_teardown);
+    /* the scenarios of a lock holder that fails, again on PostgreSQL */
+    const struct CMUnitTest on_pg[] = {
+        cmocka_unit_test(test_crashed_holder_delays_others_by_about_one_lease),
+        cmocka_unit_test(test_stalled_holder_is_refused_by_fencing),
+        cmocka_unit_test(test_stalled_holder_without_fencing_oversells),
+    };
+    return cmocka_run_group_tests_name("faults", tests, group_setup, group_teardown) +
+           cmocka_run_group_tests_name("faults on PostgreSQL", on_pg, pg_setup, pg_teardown);
 }
