@@ -9,6 +9,14 @@ set -eu
 need=""
 want_cmd() { command -v "$1" >/dev/null 2>&1 || need="$need $2"; }
 want_pc() { pkg-config --exists "$1" 2>/dev/null || need="$need $2"; }
+# The PostgreSQL server, looked for where tests/pg.c looks: Debian keeps
+# initdb and postgres off PATH.
+want_pg_server() {
+    for f in /usr/lib/postgresql/*/bin/initdb; do
+        [ -x "$f" ] && return 0
+    done
+    need="$need postgresql-15"
+}
 
 # What building, testing and the demo need.
 want_base() {
@@ -18,6 +26,8 @@ want_base() {
     want_pc hiredis libhiredis-dev
     want_pc libmicrohttpd libmicrohttpd-dev
     want_pc sqlite3 libsqlite3-dev
+    want_pc libpq libpq-dev
+    want_pg_server
     want_pc jansson libjansson-dev
     want_pc cmocka libcmocka-dev
     want_pc libcurl libcurl4-openssl-dev
@@ -63,6 +73,23 @@ else
     echo "deps: not root and no sudo; install as root: apt-get install$need" >&2
     exit 1
 fi
+# Installing the server must not create and start Debian's default cluster
+# "main": tests and benchmarks start private ones, and a running main would
+# hold the fresh root's /proc (make test-fresh) and memory. postgresql-common
+# skips it when createcluster.conf says so; a file already there is kept
+# (--force-confold, and UCF_FORCE_CONFFOLD for the ucf-managed one).
+case " $need " in
+*" postgresql-15 "*)
+    cc=/etc/postgresql-common/createcluster.conf
+    if [ ! -e "$cc" ]; then
+        echo "deps: $cc: create_main_cluster = false (no default cluster)"
+        $sudo mkdir -p /etc/postgresql-common
+        printf '# Written by scripts/deps.sh: no default cluster at install.\n%s\n' \
+            'create_main_cluster = false' | $sudo tee "$cc" >/dev/null
+    fi
+    ;;
+esac
 $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
 # shellcheck disable=SC2086 # word splitting of the package list is intended
-$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $need
+$sudo env DEBIAN_FRONTEND=noninteractive UCF_FORCE_CONFFOLD=1 apt-get install -y -q \
+    --no-install-recommends -o Dpkg::Options::=--force-confold $need
