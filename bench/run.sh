@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # run.sh - every benchmark in one go (make bench): the lock (lock.sh), the
-# service end to end (e2e.sh), loadgen against wrk on shared CPUs and pinned
-# (loadgen_vs_wrk.sh). Everything printed also goes to build/bench/last-run.txt,
-# which bench/RESULTS.md is written from. Exits non-zero only when a run broke
-# an invariant (a verdict that is not PASS, or a lock violation); a missed
-# performance target is reported, not failed.
+# service end to end on SQLite and PostgreSQL (e2e.sh), loadgen against wrk on
+# shared CPUs and pinned (loadgen_vs_wrk.sh). Everything printed also goes to
+# build/bench/last-run.txt, which bench/RESULTS.md is written from. Exits
+# non-zero only when a run broke an invariant (a verdict that is not PASS, or a
+# lock violation); a missed performance target is reported, not failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -19,6 +19,8 @@ echo "machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f
 echo "versions: $(redis-server --version | cut -d' ' -f1-3), SQLite $(sqlite3 --version 2>/dev/null |
         cut -d' ' -f1 || pkg-config --modversion sqlite3), hiredis $(pkg-config --modversion hiredis),"\
          "libmicrohttpd $(pkg-config --modversion libmicrohttpd), libcurl $(pkg-config --modversion libcurl),"\
+         "PostgreSQL $("$(printf '%s\n' /usr/lib/postgresql/*/bin/postgres | sort -V | tail -n 1)" --version 2>/dev/null |
+        awk '{ print $3 }'),"\
          "$(cc --version | head -1), commit $(git rev-parse --short HEAD 2>/dev/null || echo ?)"
 echo
 bench/lock.sh | tee "$BUILD/bench/lock.txt" || status=1
