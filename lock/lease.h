@@ -55,10 +55,6 @@ struct dlock_handle {
     pthread_cond_t wake;    /* dlock_sleep waits here */
 };
 
-/* How much earlier than Redis the holder considers its lease over: clock drift
- * between this host and Redis, as the Redlock paper budgets it (1% + 2 ms). */
-static inline int dlock_drift_ms(int lease_ms) { return lease_ms / 100 + 2; }
-
 /* How long a queued waiter stays in line without trying again, and how long a
  * release's grant waits to be claimed: two jittered retry intervals and some. */
 static inline int dlock_grace_ms(int retry_ms) { return 2 * retry_ms + 100; }

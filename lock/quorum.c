@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "err.h"
-#include "lease.h"
 #include "sync.h"
 
 #define SKIP_FIRST_MS 25

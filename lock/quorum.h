@@ -27,6 +27,11 @@
  * no write-back is needed. */
 #define DLOCK_SEED_SLACK_US (10LL * 1000 * 1000)
 
+/* How much earlier than Redis the holder considers its lease over: clock drift
+ * between this host and Redis, as the Redlock paper budgets it (1% + 2 ms).
+ * Here, below the lease, because a quorum's validity needs it too. */
+static inline int dlock_drift_ms(int lease_ms) { return lease_ms / 100 + 2; }
+
 typedef struct dlock_quorum dlock_quorum;
 
 /* The servers of cfg (host:port, or node[]), none contacted yet. NULL when
