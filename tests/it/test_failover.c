@@ -72,7 +72,7 @@ static void test_one_server_killed_mid_run_changes_nothing(void **state)
 {
     (void)state;
     th_stack s;
-    char targets[300];
+    char targets[600];
     quorum_stack(&s, "kill-one");
     all_targets(&s, targets, sizeof(targets));
     pid_t lg = th_loadgen_start(&s, "kill-one", targets, "4s", "12", "0");
@@ -95,7 +95,7 @@ static void test_a_majority_killed_gives_503_then_recovers(void **state)
 {
     (void)state;
     th_stack s;
-    char targets[300];
+    char targets[600];
     quorum_stack(&s, "kill-two");
     all_targets(&s, targets, sizeof(targets));
     pid_t lg = th_loadgen_start(&s, "kill-two", targets, "5s", "12", "0");
@@ -123,7 +123,7 @@ static void test_a_server_restarted_empty_mid_run(void **state)
 {
     (void)state;
     th_stack s;
-    char targets[300];
+    char targets[600];
     quorum_stack(&s, "empty");
     all_targets(&s, targets, sizeof(targets));
     pid_t lg = th_loadgen_start(&s, "empty", targets, "4s", "12", "0");
@@ -152,9 +152,11 @@ static void failover_scenario(int fencing)
     th_redis primary = {0}, replica = {0};
     assert_int_equal(th_redis_start(&primary), 0);
     assert_int_equal(th_redis_start(&replica), 0);
+    /* a diskless full sync would wait 5 s for more replicas first (the default) */
+    assert_int_equal(th_redis_int(&primary, "CONFIG SET repl-diskless-sync-delay 0"), 0);
     assert_int_equal(th_redis_int(&replica, "REPLICAOF 127.0.0.1 %d", primary.port), 0);
     char info[4096];
-    for (int64_t end = th_now_ms() + 5000;;) {
+    for (int64_t end = th_now_ms() + 10000;;) {
         redisContext *c = th_redis_connect(&replica);
         redisReply *r = redisCommand(c, "INFO replication");
         snprintf(info, sizeof(info), "%s", r && r->str ? r->str : "");
