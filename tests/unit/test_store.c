@@ -742,6 +742,53 @@ static void test_a_request_id_raced_by_two_sessions_is_written_once(void **state
     store_put(*state, c);
 }
 
+struct committer {
+    store_conn *c;
+    int rc;
+};
+
+static void *commit_run(void *arg)
+{
+    struct committer *m = arg;
+    m->rc = store_tx_commit(m->c, NULL);
+    return NULL;
+}
+
+/* A COMMIT that happened but whose answer never came: with a synchronous
+ * standby that does not exist, COMMIT commits locally, then waits; the
+ * session is terminated during that wait. The store must find the order
+ * and answer STORE_OK - not a failure for an order that was written. */
+static void test_a_commit_whose_answer_was_lost_is_found(void **state)
+{
+    store_conn *c = conn(state);
+    int64_t id = new_item(c, 10);
+    store_new_order d = deduction(id, 2, 8, 0, "in-doubt");
+    store_order o;
+    assert_int_equal(store_tx_begin(c), STORE_OK);
+    assert_int_equal(store_tx_add_order(c, &d, &o), STORE_OK);
+    assert_int_equal(store_tx_set_stock(c, id, 8, NULL), STORE_OK);
+    assert_int_equal(th_pg_exec(server.url, "ALTER SYSTEM SET synchronous_standby_names = "
+                                            "'nobody'"), 0);
+    assert_int_equal(th_pg_exec(server.url, "SELECT pg_reload_conf()"), 0);
+    th_sleep_ms(200);
+    struct committer m = {c, -100};
+    pthread_t t;
+    pthread_create(&t, NULL, commit_run, &m);
+    long long killed = 0;
+    for (int64_t end = th_now_ms() + 5000; killed < 1 && th_now_ms() < end; th_sleep_ms(50))
+        killed = th_pg_int(server.url, "SELECT count(pg_terminate_backend(pid)) FROM "
+                                       "pg_stat_activity WHERE wait_event = 'SyncRep'");
+    assert_int_equal(th_pg_exec(server.url, "ALTER SYSTEM RESET synchronous_standby_names"), 0);
+    assert_int_equal(th_pg_exec(server.url, "SELECT pg_reload_conf()"), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(killed, 1);
+    assert_int_equal(m.rc, STORE_OK);
+    store_order found;
+    assert_int_equal(store_order_by_request(c, "in-doubt", &found), STORE_OK);
+    assert_int_equal(found.info.order_id, o.info.order_id);
+    store_put(*state, c);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -770,6 +817,7 @@ int main(void)
         T(test_a_password_from_the_config_is_used),
         T(test_a_restarted_server_answers_unavailable_then_recovers),
         T(test_a_session_killed_mid_transaction_writes_nothing),
+        T(test_a_commit_whose_answer_was_lost_is_found),
         T(test_a_request_id_raced_by_two_sessions_is_written_once),
     };
     /* PostgreSQL is not optional: make deps installs it like redis-server */
