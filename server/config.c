@@ -45,7 +45,8 @@ static const struct opt opts[] = {
      NULL, "PostgreSQL: bound on one statement (statement_timeout), then 503 storage_busy; "
      "connecting gets the same, in whole seconds (at least 2)"},
     {"sync", "STOCKD_SYNC", OPT_CHOICE, F(service.store.sync_full), 0, 0, sync_modes,
-     "full fsyncs every commit; normal survives a process crash only"},
+     "full fsyncs every commit; normal survives a process crash only (PostgreSQL: "
+     "synchronous_commit on or off)"},
     {"busy-timeout-ms", "STOCKD_BUSY_TIMEOUT_MS", OPT_INT, F(service.store.busy_timeout_ms), 0,
      600000, NULL, "how long a write waits for a locked database (SQLite), or a request for "
      "a free connection (PostgreSQL), before 503 storage_busy"},

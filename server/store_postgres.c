@@ -285,8 +285,11 @@ static void ignore_notice(void *arg, const char *message) { (void)arg, (void)mes
 static int session_open(pg_conn *c)
 {
     const store_config *cfg = &c->s->cfg;
-    char options[64], connect_s[16];
-    snprintf(options, sizeof(options), "-c statement_timeout=%d", cfg->timeout_ms);
+    char options[96], connect_s[16];
+    /* --sync normal: as on SQLite, a crash of the server may lose the last
+     * commits but never half of one */
+    snprintf(options, sizeof(options), "-c statement_timeout=%d -c synchronous_commit=%s",
+             cfg->timeout_ms, cfg->sync_full ? "on" : "off");
     snprintf(connect_s, sizeof(connect_s), "%d", cfg->timeout_ms > 2000 ? cfg->timeout_ms / 1000 : 2);
     /* after dbname, so that these override what the URL says */
     const char *keys[] = {"dbname", "connect_timeout", "options", "application_name",
@@ -349,6 +352,8 @@ static int migrate(pg_conn *c, char *err, size_t errlen)
     char sql[160], lock[64];
     snprintf(lock, sizeof(lock), "SELECT pg_advisory_xact_lock(%lld)", MIGRATION_LOCK);
     int rc = command(c, "BEGIN");
+    if (rc == STORE_OK) /* a long migration, and the wait for another replica's */
+        rc = command(c, "SET LOCAL statement_timeout = 0");
     if (rc == STORE_OK)
         rc = command(c, lock);
     if (rc == STORE_OK)
