@@ -51,6 +51,10 @@ struct store_backend {
 extern const store_backend store_sqlite;
 extern const store_backend store_postgres;
 
+/* out as the order o that a backend just wrote: o's requestId, instance,
+ * lock mode and lines; out's order id and created_at (the backend's) stay. */
+void store_order_written(const store_new_order *o, store_order *out);
+
 /* One embedded schema file (scripts/embed-sql.sh writes the arrays). */
 struct store_migration {
     int version;      /* the file's number: 1 for 001_init.sql */

@@ -623,13 +623,7 @@ static int sq_tx_add_order(store_conn *conn, const store_new_order *o, store_ord
         rc = insert_line(c, out->info.order_id, &o->lines[i], o->lock_token);
     if (rc != STORE_OK)
         return rc;
-    out->info.has_request_id = o->request_id != NULL;
-    snprintf(out->info.request_id, sizeof(out->info.request_id), "%s",
-             o->request_id ? o->request_id : "");
-    snprintf(out->info.instance, sizeof(out->info.instance), "%s", o->instance);
-    snprintf(out->info.lock_mode, sizeof(out->info.lock_mode), "%s", o->lock_mode);
-    out->nlines = o->nlines;
-    memcpy(out->lines, o->lines, (size_t)o->nlines * sizeof(o->lines[0]));
+    store_order_written(o, out);
     return STORE_OK;
 }
 

@@ -1,0 +1,128 @@
+/* store_postgres_internal.h - what the PostgreSQL backend's two files
+ * share: store_postgres_session.c (sessions, the pool, migrations, errors,
+ * statements run, a COMMIT in doubt) and store_postgres.c (the store's
+ * operations in SQL). Not for other modules: the store's interface is
+ * store.h. */
+#ifndef STORE_POSTGRES_INTERNAL_H
+#define STORE_POSTGRES_INTERNAL_H
+
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "store_backend.h"
+
+#define POOL_MAX 256
+#define PARAMS_MAX 7
+
+enum stmt_id {
+    ST_PING, ST_ITEM_INSERT, ST_ITEM_GET, ST_ITEM_LIST,
+    ST_SET_STOCK, ST_SET_STOCK_FENCED, ST_STOCK_READ, ST_STOCK_CLAIM, ST_STOCK_WRITE_CLAIMED,
+    ST_STOCK_TAKE, ST_STOCK_LOCK, ST_ORDER_INSERT, ST_LINE_INSERT, ST_ORDER_BY_REQUEST,
+    ST_ORDER_GET, ST_ORDER_EXISTS, ST_LINES_OF_ORDER, ST_LINES_OF_ITEM,
+    ST_COUNT
+};
+
+/* Each statement with its parameters' types: i = bigint, t = text. Typed
+ * up front, so that a statement may leave one unused (update_item binds
+ * (id, value, fence, seq) to all of its kind). */
+
+/* A statement: a name for errors, its SQL, its parameters' types (i =
+ * bigint, t = text). Typed up front, so that a statement may leave one
+ * unused (update_item binds (id, value, fence, seq) to all of its kind). */
+struct pg_stmt {
+    const char *what, *sql, *types;
+};
+
+extern const struct pg_stmt pg_stmts[ST_COUNT]; /* store_postgres.c */
+
+typedef struct pg_store pg_store;
+
+typedef struct pg_conn {
+    struct store_conn base;
+    pg_store *s;
+    PGconn *pg;
+    int prepared[ST_COUNT];
+    int in_tx;
+    int pid;                /* the server's process for this session... */
+    char started[48];       /* ...and when it started: together, this session */
+    int64_t tx_first_order; /* the first order the open transaction added, or 0 */
+    char err[256];
+} pg_conn;
+
+struct pg_store {
+    struct store base;
+    store_config cfg;
+    char *db, *password;
+    pthread_mutex_t mu; /* guards idle, nidle, open */
+    pthread_cond_t freed;
+    pg_conn *idle[POOL_MAX];
+    int nidle, open; /* pooled, and in all (pooled or in use) */
+};
+
+#define CONN(c) ((pg_conn *)(c))
+
+/* Text parameters of one statement (NULL for SQL NULL). */
+struct params {
+    int n;
+    const char *v[PARAMS_MAX];
+    char num[PARAMS_MAX][24];
+};
+
+static inline void p_int(struct params *p, int64_t v)
+{
+    snprintf(p->num[p->n], sizeof(p->num[0]), "%lld", (long long)v);
+    p->v[p->n] = p->num[p->n];
+    p->n++;
+}
+
+static inline void p_text(struct params *p, const char *text) { p->v[p->n++] = text; }
+
+static inline int64_t col_int(const PGresult *r, int row, int col)
+{
+    return PQgetisnull(r, row, col) ? 0 : strtoll(PQgetvalue(r, row, col), NULL, 10);
+}
+
+static inline void col_text(char *dst, size_t size, const PGresult *r, int row, int col)
+{
+    snprintf(dst, size, "%s", PQgetvalue(r, row, col));
+}
+
+/* ---- store_postgres_session.c ---- */
+
+/* Records a failed result (NULL: the connection failed) in c->err and maps
+ * it to a store code. */
+int pg_fail(pg_conn *c, const char *what, const PGresult *r);
+
+/* Runs statement id (prepared on the session's first use): STORE_OK with
+ * *out the result (PQclear it), or the failure. pg_exec_row: a statement of
+ * one row at most, STORE_ERR_NOT_FOUND when there is none. */
+int pg_exec(pg_conn *c, enum stmt_id id, const struct params *p, PGresult **out);
+int pg_exec_row(pg_conn *c, enum stmt_id id, const struct params *p, PGresult **out);
+
+/* A statement run as plain text (BEGIN, SET, a migration). */
+int pg_command(pg_conn *c, const char *sql);
+
+/* 1 inside a transaction; else 0 with c->err saying so. */
+int pg_in_transaction(pg_conn *c);
+
+/* Ends the open transaction, if any, by ROLLBACK. */
+void pg_rollback(pg_conn *c);
+
+/* A COMMIT whose answer never came (c->tx_first_order set): STORE_OK when
+ * it committed, STORE_ERR_UNAVAILABLE when it did not, STORE_ERR_IN_DOUBT
+ * when the server stays away. */
+int pg_commit_in_doubt(pg_conn *c);
+
+/* The backend's entries for the pool (store_backend.h). */
+int pg_serves(const char *db);
+int pg_open(const store_config *cfg, store **out, char *err, size_t errlen);
+void pg_close(store *st);
+int pg_get(store *st, store_conn **out, char *err, size_t errlen);
+void pg_put(store *st, store_conn *conn);
+const char *pg_errstr(const store_conn *c);
+int pg_ping(store_conn *conn);
+
+#endif
