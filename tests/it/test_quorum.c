@@ -513,7 +513,8 @@ static void test_a_name_that_does_not_resolve_costs_at_most_the_connect_timeout(
     (void)state;
     all_up();
     char list[200];
-    snprintf(list, sizeof(list), "127.0.0.1:%d,no-such-redis.invalid:6379,localhost:%d",
+    /* not "localhost" for the others: a fresh root may have no /etc/hosts */
+    snprintf(list, sizeof(list), "127.0.0.1:%d,no-such-redis.invalid:6379,127.0.0.1:%d",
              redis[0].port, redis[2].port);
     dlock_config cfg;
     dlock_config_defaults(&cfg);
@@ -524,7 +525,7 @@ static void test_a_name_that_does_not_resolve_costs_at_most_the_connect_timeout(
     dlock_opts o = opts(5000, 0);
     dlock_handle *h;
     int64_t t0 = th_now_ms();
-    assert_int_equal(dlock_acquire(c, "q:names", &o, &h), DLOCK_OK); /* localhost resolves */
+    assert_int_equal(dlock_acquire(c, "q:names", &o, &h), DLOCK_OK); /* two of three */
     assert_int_equal(dlock_release(h), DLOCK_OK);
     int64_t took = th_now_ms() - t0;
     int up[DLOCK_NODES_MAX];
