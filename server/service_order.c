@@ -514,9 +514,10 @@ static void deduct_under_row_locks(service *s, store_conn *c, const req_order *r
     for (int k = 0; rc == STORE_OK && k < r->nlines; k++)
         rc = store_tx_lock_stock(c, r->lines[idx[k]].item_id, s->cfg.lock.wait_ms,
                                  &stock[idx[k]]);
-    if (rc == STORE_OK)
-        rc = replayed(c, r, out); /* committed while we waited for the rows */
-    if (rc != STORE_ERR_NOT_FOUND) {
+    /* committed while we waited for the rows: its first answer */
+    if (rc == STORE_OK && (rc = replayed(c, r, out)) == STORE_ERR_NOT_FOUND)
+        rc = STORE_OK;
+    if (rc != STORE_OK) {
         store_tx_abort(c);
         from_store(out, rc, c, r);
         return;
