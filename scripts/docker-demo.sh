@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # docker-demo.sh - make docker-demo: the compose demo for real. Builds the
-# images, starts three Redis servers and three stockd replicas (each holding
-# its locks on a majority of the three), waits for every health check, runs
+# images, starts three Redis servers, one PostgreSQL server and three stockd
+# replicas (each holding its locks on a majority of the three Redis servers,
+# all keeping stock in the one database), waits for every health check, runs
 # loadgen's hot and renew scenarios across the replicas, then hot while one
 # Redis is killed (docker kill; no redis_unavailable answer allowed, /health
-# must say degraded naming it) and started again, then hot while one replica
+# must say degraded naming it) and started again, then hot while PostgreSQL is
+# stopped and started again (503 storage_unavailable answers expected and
+# counted, /health must say unavailable meanwhile), then hot while one replica
 # is killed; every verdict must PASS. Containers, network and volume are
 # removed on every exit, also on failure and Ctrl-C.
 # Starts dockerd when no engine answers, and then stops that one by PID.
@@ -15,9 +18,10 @@ cd "$(dirname "$0")/.."
 . scripts/debian-root.sh
 
 state=var/docker-demo # logs: the image builds, and dockerd when started here
-secret=docker/secrets/redis-password
+secrets=(docker/secrets/redis-password docker/secrets/postgres-password)
 targets=http://stockd-1:8080,http://stockd-2:8080,http://stockd-3:8080
 project=stocklock # also COMPOSE_PROJECT_NAME in docker/.env, for commands by hand
+status=0
 
 mkdir -p "$state"
 scripts/deps.sh docker
@@ -100,17 +104,20 @@ base_image() {
         "$(debian_root_tar)" debian:bookworm-slim >/dev/null
 }
 
-# Generated once, never committed. The file is world-readable so the
-# containers' users (stockd, redis) can read it where it is bind-mounted; its
-# directory keeps the host's other users out.
-make_secret() {
+# Generated once, never committed. The files are world-readable so the
+# containers' users (stockd, redis, postgres) can read them where they are
+# bind-mounted; their directory keeps the host's other users out.
+make_secrets() {
+    local secret
     mkdir -p docker/secrets
     chmod 700 docker/secrets
-    if [ ! -s "$secret" ]; then
-        od -An -tx1 -N24 /dev/urandom | tr -d ' \n' >"$secret"
-        echo >>"$secret"
-    fi
-    chmod 644 "$secret"
+    for secret in "${secrets[@]}"; do
+        if [ ! -s "$secret" ]; then
+            od -An -tx1 -N24 /dev/urandom | tr -d ' \n' >"$secret"
+            echo >>"$secret"
+        fi
+        chmod 644 "$secret"
+    done
 }
 
 # A replica's GET /health, through the curl of its image.
@@ -130,6 +137,24 @@ wait_health() {
     case $body in *"\"status\":\"$2\""*) return 0 ;; esac
     echo "docker-demo: FAILED: $1 /health does not say $2" >&2
     return 1
+}
+
+# Every replica's answers to /reduceStock so far, summed by outcome (their
+# /metrics), one "outcome count" a line: loadgen's report counts 503
+# storage_unavailable and storage_busy and 500 storage_error alike as other_5xx.
+reduce_outcomes() {
+    local svc
+    for svc in stockd-1 stockd-2 stockd-3; do
+        docker exec "$(compose ps -q "$svc")" curl -s --max-time 15 http://127.0.0.1:8080/metrics
+    done | awk -F '[{}" ]+' '$1 == "stockd_reduce_total" { n[$3] += $NF }
+        END { for (o in n) print o, n[o] }'
+}
+
+# The storage_* and commit_unknown answers between two reduce_outcomes.
+storage_answers() {
+    awk 'NR == FNR { before[$1] = $2; next }
+        $1 ~ /^(storage_|commit_unknown)/ && $2 > before[$1] { print $1, $2 - before[$1] }' \
+        "$1" "$2" | sort
 }
 
 wait_healthy() {
@@ -153,7 +178,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 start_dockerd
 base_image
-make_secret
+make_secrets
 echo "docker-demo: ${compose_cmd[*]} $("${compose_cmd[@]}" version --short 2>/dev/null || true)," \
     "engine $(docker version -f '{{.Server.Version}}')"
 
@@ -164,8 +189,13 @@ start=$SECONDS
     { tail -n 40 "$state/up.log" >&2; exit 1; }
 wait_healthy
 echo "docker-demo: up and healthy in $((SECONDS - start)) s"
+health=$(wait_health stockd-1 ok) || status=1
+echo "$health"
+case $health in
+*'"storageBackend":"postgres"'*) ;;
+*) echo "docker-demo: FAILED: stockd-1 does not keep its stock in PostgreSQL" >&2; exit 1 ;;
+esac
 
-status=0
 echo
 echo "=== loadgen --scenario hot (the compose file's loadgen: all three replicas)"
 compose --profile loadgen run --rm loadgen </dev/null || status=1
@@ -201,6 +231,44 @@ cat "$out"
 unavailable=$(awk '$1 == "redis_unavailable" { print $2 }' "$out")
 if [ "$unavailable" != 0 ]; then
     echo "docker-demo: FAILED: ${unavailable:-no} redis_unavailable count with one Redis of three down" >&2
+    status=1
+fi
+wait_healthy
+wait_health stockd-2 ok || status=1
+
+echo
+echo "=== loadgen --scenario hot at 500 requests/s for 8 s; postgres is stopped after 2 s, then started again"
+# docker stop sends the image's STOPSIGNAL, SIGINT: a fast shutdown that ends
+# the replicas' sessions. While it is down, deductions answer 503
+# storage_unavailable (nothing deducted: the verdict checks the ledger) and
+# /health says unavailable; once it is back the same replicas reconnect. 4000
+# requests for a stock of 1500, so that the sale still sells out.
+pg=$(compose ps -q postgres)
+reduce_outcomes >"$state/outcomes-before"
+out=$state/postgres-down.out
+compose --profile loadgen run --rm loadgen --scenario hot -n 4000 --rate 500 --stock 1500 \
+    --target "$targets" </dev/null >"$out" &
+run=$!
+sleep 2
+docker stop "$pg" >/dev/null
+echo "docker-demo: stopped postgres (docker stop)"
+health=$(wait_health stockd-2 unavailable) || status=1
+echo "$health"
+case $health in
+*PostgreSQL*) ;;
+*) echo "docker-demo: FAILED: stockd-2 /health does not report PostgreSQL down" >&2; status=1 ;;
+esac
+docker start "$pg" >/dev/null
+echo "docker-demo: started postgres again (its data kept in the volume)"
+wait "$run" || status=1
+cat "$out"
+reduce_outcomes >"$state/outcomes-after"
+answers=$(storage_answers "$state/outcomes-before" "$state/outcomes-after")
+echo "docker-demo: storage answers while postgres was down (the replicas' /metrics):" \
+    "$(echo "${answers:-none}" | paste -sd , - | sed 's/,/, /g')"
+unavailable=$(awk '$1 == "storage_unavailable" { print $2 }' <<<"$answers")
+if [ "${unavailable:-0}" -le 0 ]; then
+    echo "docker-demo: FAILED: no storage_unavailable answer: postgres was not down mid-run" >&2
     status=1
 fi
 wait_healthy
