@@ -10,7 +10,7 @@
 # a fresh database. Prints throughput (orders/s for carts), p50/p99 and the
 # verdict of each run, and each redis mode's throughput as a ratio to
 # atomic's; for PostgreSQL also where the time went (per order: transactions
-# that wrote, WAL bytes, CPU of postgres, the replicas and loadgen).
+# that wrote, WAL bytes, CPU of postgres, Redis, the replicas and loadgen).
 # Usage: bench/e2e.sh (make bench runs it). Knobs: BUILD, DURATION=5,
 # WORKLOADS="hot spread cart" (a subset runs only those), BACKENDS="sqlite
 # postgres" (one of them runs only its runs; cart runs on SQLite only).
@@ -25,6 +25,7 @@ trap 'stack_stop; rm -rf "$STACK_DIR"' EXIT
 trap 'exit 130' INT TERM
 redis_port=$(free_port)
 stack_redis "$redis_port"
+redis_pid=$(tail -n 1 "$STACK_DIR/pids")
 
 declare -A modes=(
     [spin]="--lock redis --wait-mode spin --batch off"
@@ -53,8 +54,8 @@ pg_fresh_db() {
 # A sample every 0.5 s until killed, one line: time; orders, transactions
 # that wrote (the next xid) and WAL bytes so far, read live (the statistics
 # views lag by up to a second); CPU ticks (user + system) of the machine
-# (busy, idle), of postgres, of the replicas and of loadgen (PID $1; the
-# replicas' PIDs follow).
+# (busy, idle), of postgres, redis-server, the replicas and loadgen (PID $1;
+# the replicas' PIDs follow).
 pg_sampler() {
     local db q
     while :; do
@@ -68,23 +69,23 @@ pg_sampler() {
 }
 now_s() { date +%s.%N; }
 
-# "postgres replicas loadgen" CPU ticks, loadgen's PID $1, the replicas' the
-# rest. Postgres is the postmaster, its sessions and workers, and those it
+# "postgres redis-server replicas loadgen" CPU ticks, loadgen's PID $1, the
+# replicas' the rest. Postgres is the postmaster, its sessions and workers, and those it
 # has reaped. From /proc/PID/stat with the command name cut out: then $3 is
 # the parent, $13..$16 utime, stime, cutime and cstime.
 cpu_ticks() {
     cat /proc/[0-9]*/stat 2>/dev/null | sed 's/^\([0-9]*\) (.*) /\1 /' |
-        awk -v pg="$pg_pid" -v lg="$1" -v sd=" ${*:2} " '
+        awk -v pg="$pg_pid" -v rd="$redis_pid" -v lg="$1" -v sd=" ${*:2} " '
             $1 == pg { p += $13 + $14 + $15 + $16 } $3 == pg { p += $13 + $14 }
-            index(sd, " " $1 " ") { s += $13 + $14 } $1 == lg { l += $13 + $14 }
-            END { print p + 0, s + 0, l + 0 }'
+            $1 == rd { r += $13 + $14 } index(sd, " " $1 " ") { s += $13 + $14 }
+            $1 == lg { l += $13 + $14 } END { print p + 0, r + 0, s + 0, l + 0 }'
 }
 
 # Where the time went, from pg_sampler's lines (file $1), between the first
 # sample with an order and the last one with orders after it, so inside the
-# load: per order, the transactions that wrote, WAL bytes and CPU of each.
+# load: per order, the transactions that wrote, WAL bytes and each one's CPU.
 pg_cost() {
-    awk -v hz="$(getconf CLK_TCK)" 'NF == 9 { n++; for (i = 1; i <= NF; i++) v[n, i] = $i }
+    awk -v hz="$(getconf CLK_TCK)" 'NF == 10 { n++; for (i = 1; i <= NF; i++) v[n, i] = $i }
         END {
         for (i = 1; i <= n && v[i, 2] == 0; i++) {}
         a = i;
@@ -93,26 +94,26 @@ pg_cost() {
         if (b <= a || o <= 0) { print "        (the load was too short to sample)"; exit }
         t = v[b, 1] - v[a, 1];
         d = "";
-        for (i = 3; i <= 9; i++) d = d " " (v[b, i] - v[a, i]);
+        for (i = 3; i <= 10; i++) d = d " " (v[b, i] - v[a, i]);
         split(d, D, " ");
         printf "        over %.1f s of load: per order %.3f writing xacts, %.0f WAL bytes;" \
-               " CPU us per order: postgres %.0f, stockd %.0f, loadgen %.0f;" \
-               " CPUs busy %.2f of %.2f\n", t, D[1] / o, D[2] / o,
-               D[5] / hz * 1e6 / o, D[6] / hz * 1e6 / o, D[7] / hz * 1e6 / o,
+               " CPU us per order: postgres %.0f, redis %.0f, stockd %.0f, loadgen %.0f;" \
+               " CPUs busy %.2f of %.2f\n", t, D[1] / o, D[2] / o, D[5] / hz * 1e6 / o,
+               D[6] / hz * 1e6 / o, D[7] / hz * 1e6 / o, D[8] / hz * 1e6 / o,
                D[3] / hz / t, (D[3] + D[4]) / hz / t }' "$1"
 }
 
 # ---- one run ----
 
 # run WORKLOAD SYNC MODE: three fresh replicas on a fresh database, one loadgen
-# run. SYNC is full or normal (SQLite), or pg: PostgreSQL, whose durability is
-# its own (synchronous_commit on), and then where the time went as well.
+# run. SYNC is full or normal (SQLite), or pg: PostgreSQL with --sync full
+# (synchronous_commit on), and then where the time went as well.
 run() {
     local workload=$1 sync=$2 mode=$3 ports=() pids=() targets db=()
     rm -f "$STACK_DIR"/stock.db*
     if [ "$sync" = pg ]; then
         pg_fresh_db
-        db=(--db "postgresql://stock@127.0.0.1:$pg_port/$pg_db")
+        db=(--db "postgresql://stock@127.0.0.1:$pg_port/$pg_db" --sync full) # synchronous_commit on
     else
         db=(--sync "$sync")
     fi
@@ -189,9 +190,9 @@ if wanted postgres "$BACKENDS" && { wanted hot "$WORKLOADS" || wanted spread "$W
     pg_start
     echo
     echo "== e2e on PostgreSQL $(psql_pg -d stock -c 'SHOW server_version' | cut -d' ' -f1)" \
-         "(synchronous_commit $(psql_pg -d stock -c 'SHOW synchronous_commit')," \
-         "fsync $(psql_pg -d stock -c 'SHOW fsync')): loadgen -c 64 -d ${DURATION}s against 3" \
-         "replicas (--db-pool 16 each) on one database, fresh for each run"
+         "(fsync $(psql_pg -d stock -c 'SHOW fsync'), --sync full: synchronous_commit on):" \
+         "loadgen -c 64 -d ${DURATION}s against 3 replicas (--db-pool 16 each) on one" \
+         "database, fresh for each run"
     for workload in hot spread; do
         wanted "$workload" "$WORKLOADS" || continue
         for mode in redis atomic db; do
