@@ -172,42 +172,53 @@ int dlock_quorum_ping(dlock_quorum *q, int up[DLOCK_NODES_MAX])
 
 /* ---- acquire ---- */
 
+/* A fan-out made ready for reuse. The acquire's own, once its answers are
+ * read, serves its write-back and give-back: a fan-out is 26 KB, and a
+ * request thread's stack is not large (less so under ThreadSanitizer). */
+static struct fanout *reuse(struct fanout *f, dlock_quorum *q)
+{
+    memset(f, 0, sizeof(*f));
+    f->q = q;
+    return f;
+}
+
 /* Releases the key where an attempt that did not hold took it (ok[i]). */
-static void give_back(dlock_quorum *q, const dlock_node_acquire_args *a, const int *ok)
+static void give_back(dlock_quorum *q, const dlock_node_acquire_args *a, const int *ok,
+                      struct fanout *f)
 {
     dlock_node_release_args r = {a->key, a->token, a->grant_ms, 0, a->keep_ms,
                                  a->seed_slack_us};
-    struct fanout f = {.q = q};
+    reuse(f, q);
     for (int i = 0; i < q->n; i++)
         if (ok[i]) {
-            dlock_node_release_begin(q->node[i], &r, &f.calls[i]);
-            f.now[i] = f.begun[i] = 1;
+            dlock_node_release_begin(q->node[i], &r, &f->calls[i]);
+            f->now[i] = f->begun[i] = 1;
         }
-    wait_all(&f);
+    wait_all(f);
     for (int i = 0; i < q->n; i++)
-        if (f.begun[i]) {
-            dlock_node_release_end(&f.calls[i]); /* if it fails, the lease runs out there */
-            note_answer(q, i, &f.calls[i]);
+        if (f->begun[i]) {
+            dlock_node_release_end(&f->calls[i]); /* if it fails, the lease runs out there */
+            note_answer(q, i, &f->calls[i]);
         }
 }
 
 /* Raises the fence counter to fence on the servers that answered less
  * (lower[i]); returns how many accepted it. */
 static int write_back(dlock_quorum *q, const dlock_node_acquire_args *a, int64_t fence,
-                      const int *lower)
+                      const int *lower, struct fanout *f)
 {
-    struct fanout f = {.q = q};
     int accepted = 0;
+    reuse(f, q);
     for (int i = 0; i < q->n; i++)
         if (lower[i]) {
-            dlock_node_fence_begin(q->node[i], a->key, a->token, fence, a->keep_ms, &f.calls[i]);
-            f.now[i] = f.begun[i] = 1;
+            dlock_node_fence_begin(q->node[i], a->key, a->token, fence, a->keep_ms, &f->calls[i]);
+            f->now[i] = f->begun[i] = 1;
         }
-    wait_all(&f);
+    wait_all(f);
     for (int i = 0; i < q->n; i++)
-        if (f.begun[i]) {
-            accepted += dlock_node_fence_end(&f.calls[i]) == DLOCK_OK;
-            note_answer(q, i, &f.calls[i]);
+        if (f->begun[i]) {
+            accepted += dlock_node_fence_end(&f->calls[i]) == DLOCK_OK;
+            note_answer(q, i, &f->calls[i]);
         }
     return accepted;
 }
@@ -262,7 +273,7 @@ int dlock_quorum_acquire(dlock_quorum *q, const dlock_node_acquire_args *args, i
             if (ok[i])
                 fences[i] == top ? agree++ : (lower[i] = 1);
         if (agree < quorum)
-            agree += write_back(q, &a, top, lower);
+            agree += write_back(q, &a, top, lower, &f);
         int64_t elapsed = dlock_now_ms() - started;
         if (agree >= quorum && elapsed < a.lease_ms - dlock_drift_ms(a.lease_ms)) {
             *fence = top;
@@ -272,7 +283,7 @@ int dlock_quorum_acquire(dlock_quorum *q, const dlock_node_acquire_args *args, i
         soonest = -1;
     }
     if (nok > 0)
-        give_back(q, &a, ok);
+        give_back(q, &a, ok, &f);
     if (nok + held >= quorum) {
         *pttl = soonest;
         return dlock_fail(DLOCK_ERR_TIMEOUT, "lock %s is held by another owner", a.key);
