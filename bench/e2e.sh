@@ -98,9 +98,10 @@ pg_cost() {
         split(d, D, " ");
         printf "        over %.1f s of load: per order %.3f writing xacts, %.0f WAL bytes;" \
                " CPU us per order: postgres %.0f, redis %.0f, stockd %.0f, loadgen %.0f;" \
-               " CPUs busy %.2f of %.2f\n", t, D[1] / o, D[2] / o, D[5] / hz * 1e6 / o,
-               D[6] / hz * 1e6 / o, D[7] / hz * 1e6 / o, D[8] / hz * 1e6 / o,
-               D[3] / hz / t, (D[3] + D[4]) / hz / t }' "$1"
+               " CPUs busy %.2f of %.2f, %.2f of them these processes\n", t, D[1] / o,
+               D[2] / o, D[5] / hz * 1e6 / o, D[6] / hz * 1e6 / o, D[7] / hz * 1e6 / o,
+               D[8] / hz * 1e6 / o, D[3] / hz / t, (D[3] + D[4]) / hz / t,
+               (D[5] + D[6] + D[7] + D[8]) / hz / t }' "$1"
 }
 
 # ---- one run ----
