@@ -13,7 +13,8 @@
 # that wrote, WAL bytes, CPU of postgres, Redis, the replicas and loadgen).
 # Usage: bench/e2e.sh (make bench runs it). Knobs: BUILD, DURATION=5,
 # WORKLOADS="hot spread cart" (a subset runs only those), BACKENDS="sqlite
-# postgres" (one of them runs only its runs; cart runs on SQLite only).
+# postgres" (one of them runs only its runs; cart runs on SQLite only); the
+# replicas read stockd's own variables too (STOCKD_DB_POOL=4: a smaller pool).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/stack.sh
@@ -192,8 +193,8 @@ if wanted postgres "$BACKENDS" && { wanted hot "$WORKLOADS" || wanted spread "$W
     echo
     echo "== e2e on PostgreSQL $(psql_pg -d stock -c 'SHOW server_version' | cut -d' ' -f1)" \
          "(fsync $(psql_pg -d stock -c 'SHOW fsync'), --sync full: synchronous_commit on):" \
-         "loadgen -c 64 -d ${DURATION}s against 3 replicas (--db-pool 16 each) on one" \
-         "database, fresh for each run"
+         "loadgen -c 64 -d ${DURATION}s against 3 replicas" \
+         "(--db-pool ${STOCKD_DB_POOL:-16} each) on one database, fresh for each run"
     for workload in hot spread; do
         wanted "$workload" "$WORKLOADS" || continue
         for mode in redis atomic db; do
