@@ -81,8 +81,9 @@ int service_from_store(service_result *out, int rc, const store_conn *c)
         return service_fail(out, SERVICE_STORAGE_UNAVAILABLE, "database unavailable: %s; "
                             "nothing written", store_errstr(c));
     case STORE_ERR_IN_DOUBT:
-        return service_fail(out, SERVICE_COMMIT_UNKNOWN, "%s; retry with the same requestId: "
-                            "it answers the order if it was written", store_errstr(c));
+        return service_fail(out, SERVICE_COMMIT_UNKNOWN, "%s; it may have been written: a retry "
+                            "with the same requestId answers the order if it was, and GET "
+                            "/items/{id} shows the stock", store_errstr(c));
     case STORE_ERR_LOCK_TIMEOUT:
         return service_fail(out, SERVICE_LOCK_TIMEOUT, "%s; try again", store_errstr(c));
     case STORE_ERR_VETOED: /* only the drain check vetoes */
