@@ -13,6 +13,9 @@ static const int tracked_status[] = {200, 201, 400, 404, 405, 409, 413, 500, 503
 /* Lines per order: the bucket bounds (the last is +Inf). */
 static const int line_bounds[] = {1, 2, 3, 4, 5, 8, 16, 32, -1};
 #define LINE_BUCKETS (sizeof(line_bounds) / sizeof(line_bounds[0]))
+/* Batches and orders per group-commit transaction. */
+static const int group_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, -1};
+#define GROUP_BUCKETS (sizeof(group_bounds) / sizeof(group_bounds[0]))
 
 struct metrics {
     const char *const *outcome_names;
@@ -23,6 +26,8 @@ struct metrics {
     _Atomic uint64_t units_deducted;
     _Atomic uint64_t lines[LINE_BUCKETS], lines_sum;             /* lines per order */
     _Atomic uint64_t multi_wait[DLOCK_WAIT_BUCKETS], multi_wait_ms, multi_waits;
+    _Atomic uint64_t commit_batches[GROUP_BUCKETS], commit_batches_sum; /* per transaction */
+    _Atomic uint64_t commit_orders[GROUP_BUCKETS], commit_orders_sum;
 };
 
 /* Counts value into the first bucket whose bound holds it (bounds end with -1: +Inf). */
@@ -76,6 +81,14 @@ void metrics_multilock_wait(metrics *m, int64_t ms)
     observe(m->multi_wait, dlock_wait_bucket_ms, DLOCK_WAIT_BUCKETS, ms);
     atomic_fetch_add(&m->multi_wait_ms, (uint64_t)(ms > 0 ? ms : 0));
     atomic_fetch_add(&m->multi_waits, 1);
+}
+
+void metrics_commit(metrics *m, int batches, int orders)
+{
+    observe(m->commit_batches, group_bounds, (int)GROUP_BUCKETS, batches);
+    atomic_fetch_add(&m->commit_batches_sum, (uint64_t)batches);
+    observe(m->commit_orders, group_bounds, (int)GROUP_BUCKETS, orders);
+    atomic_fetch_add(&m->commit_orders_sum, (uint64_t)orders);
 }
 
 struct buf {
@@ -243,6 +256,17 @@ static void render_orders(struct buf *b, metrics *m)
                   "Time spent acquiring the locks of an order of several items as one.", waits,
                   dlock_wait_bucket_ms, DLOCK_WAIT_BUCKETS, 1000.0,
                   atomic_load(&m->multi_wait_ms), atomic_load(&m->multi_waits));
+    uint64_t groups[GROUP_BUCKETS], commits = 0;
+    load_all(groups, m->commit_batches, (int)GROUP_BUCKETS);
+    for (size_t i = 0; i < GROUP_BUCKETS; i++)
+        commits += groups[i];
+    put_histogram(b, "stockd_commit_batches", "Batches (each one lock hold) per group-commit "
+                  "transaction.", groups, group_bounds, (int)GROUP_BUCKETS, 1.0,
+                  atomic_load(&m->commit_batches_sum), commits);
+    load_all(groups, m->commit_orders, (int)GROUP_BUCKETS);
+    put_histogram(b, "stockd_commit_orders", "Orders per group-commit transaction.", groups,
+                  group_bounds, (int)GROUP_BUCKETS, 1.0, atomic_load(&m->commit_orders_sum),
+                  commits);
     put_counter(b, "stockd_units_deducted_total", "Units of stock deducted.",
                 atomic_load(&m->units_deducted));
 }

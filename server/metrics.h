@@ -30,6 +30,10 @@ void metrics_order(metrics *m, int outcome, int nlines, int64_t units);
 /* Counts the wait for the locks of an order of several items (a multi-lock). */
 void metrics_multilock_wait(metrics *m, int64_t ms);
 
+/* Counts one group-commit transaction: the batches it served (each one
+ * lock hold) and their orders. */
+void metrics_commit(metrics *m, int batches, int orders);
+
 /* What the rest of the process knows, for one rendering. */
 typedef struct metrics_extra {
     dlock_client *locks; /* NULL unless the lock mode is redis */

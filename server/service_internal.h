@@ -33,6 +33,16 @@ static inline int64_t service_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* What one order asked for, where its answer goes, and its lines' lock keys. */
+struct deduction {
+    service *s;
+    store_conn *c;
+    const req_order *r;
+    service_result *out;
+    int64_t lock_asked_ms; /* when its multi-lock was asked for */
+    char keys[RULE_ORDER_LINES_MAX][DLOCK_KEY_MAX + 1]; /* keys[i]: line i's item */
+};
+
 /* service_order.c: places order r on connection c. */
 void service_order_place(service *s, store_conn *c, const req_order *r, service_result *out);
 
@@ -51,5 +61,48 @@ int service_fail(service_result *out, enum service_outcome o, const char *fmt, .
 
 /* service.c: maps a store result on c to out (rc STORE_OK leaves out alone). */
 int service_from_store(service_result *out, int rc, const store_conn *c);
+
+/* ---- service_order.c: the steps of a deduction that group commit shares ---- */
+
+/* Maps a lock failure (a DLOCK_* code) on key to out; returns the outcome. */
+int service_from_lock(service *s, service_result *out, int dlock_rc, const char *key);
+
+/* Maps a store result for order r (NULL: not an order); STORE_ERR_DUPLICATE
+ * means out->order holds the earlier order of r's requestId: a replay when
+ * it has the same lines, else a conflict. */
+int service_from_order_store(service_result *out, int rc, const store_conn *c,
+                             const req_order *r);
+
+/* A retry whose first attempt committed (perhaps while it waited for the
+ * lock) gets that first answer, before any stock check: STORE_ERR_DUPLICATE
+ * (the order in out), STORE_ERR_NOT_FOUND when new, or a storage error. */
+int service_replayed(store_conn *c, const req_order *r, service_result *out);
+
+/* Line i of r is short, with the stock there was; then service_insufficient
+ * once sets the outcome. */
+void service_add_short(service_result *out, const req_order *r, int i, int64_t stock);
+int service_insufficient(service_result *out);
+
+/* r as an order to write, its lines without their stock yet. */
+store_new_order service_new_order(const service *s, const req_order *r, dlock_handle *h);
+
+/* The fencing token h holds for key, or (0, 0) when unfenced. */
+store_fence service_token_of(const service *s, dlock_handle *h, const char *key);
+
+/* The store's last-moment commit check (arg: the service): no commit once
+ * draining has refused them. */
+int service_commits_allowed(void *arg);
+
+/* The test-only fault (--test-stop-before-write). */
+void service_fault_point(service *s);
+
+/* ---- service_batch.c: group commit ---- */
+
+/* Places x (redis mode, no work time) through group commit: queued with the
+ * other orders of its item (or of several items), served by one leader under
+ * one lock hold, in a transaction shared with the other batches of the
+ * process. Returns 0 once x->out is answered, -1 when out of memory (nothing
+ * done: serve it alone). */
+int service_batch_place(struct deduction *x);
 
 #endif

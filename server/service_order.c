@@ -3,8 +3,8 @@
  * as in findById / modify / save. In redis mode they run under the lock of
  * every item of the order (a multi-lock for several), and the read claims
  * each row with its own key's fencing token, so a holder whose lease ran out
- * can never write after a newer holder has started. Hot items go through
- * group commit: one lock hold and one transaction for a batch of orders. */
+ * can never write after a newer holder has started. Group commit, the
+ * redis mode's usual path, is in service_batch.c. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,20 +12,7 @@
 #include "log.h"
 #include "service_internal.h"
 
-#define BATCH_MAX 64
-#define CART_QUEUE 0 /* the batch queue of orders of several items (items are >= 1) */
-
-/* What one order asked for, where its answer goes, and its lines' lock keys. */
-struct deduction {
-    service *s;
-    store_conn *c;
-    const req_order *r;
-    service_result *out;
-    int64_t lock_asked_ms; /* when its multi-lock was asked for */
-    char keys[RULE_ORDER_LINES_MAX][DLOCK_KEY_MAX + 1]; /* keys[i]: line i's item */
-};
-
-static int from_lock(service *s, service_result *out, int rc, const char *key)
+int service_from_lock(service *s, service_result *out, int rc, const char *key)
 {
     if (rc == DLOCK_ERR_REDIS || rc == DLOCK_ERR_AUTH)
         service_note_redis(s, rc);
@@ -64,10 +51,7 @@ static int same_lines(const store_order *o, const req_order *r)
     return 1;
 }
 
-/* Maps a store result for order r; STORE_ERR_DUPLICATE means out->order
- * holds the earlier order of r's requestId: a replay when it has the same
- * lines, else a conflict. */
-static int from_store(service_result *out, int rc, const store_conn *c, const req_order *r)
+int service_from_order_store(service_result *out, int rc, const store_conn *c, const req_order *r)
 {
     if (rc == STORE_OK)
         return out->outcome = SERVICE_OK;
@@ -80,14 +64,13 @@ static int from_store(service_result *out, int rc, const store_conn *c, const re
                         r ? r->request_id : "");
 }
 
-/* Records line i of r as short, with the stock there was. */
-static void add_short(service_result *out, const req_order *r, int i, int64_t stock)
+void service_add_short(service_result *out, const req_order *r, int i, int64_t stock)
 {
     out->shorts[out->nshort++] = (service_short_line){r->lines[i].item_id, stock,
                                                       r->lines[i].quantity};
 }
 
-static int insufficient(service_result *out)
+int service_insufficient(service_result *out)
 {
     return service_fail(out, SERVICE_INSUFFICIENT, "not enough stock on %d line%s; nothing "
                         "deducted", out->nshort, out->nshort == 1 ? "" : "s");
@@ -96,7 +79,7 @@ static int insufficient(service_result *out)
 /* Asked by the store inside a write's transaction, once it holds the write
  * lock: a wait for it (up to --busy-timeout-ms) may have outlasted the drain
  * deadline, after which the answer could not be sent. */
-static int commits_allowed(void *arg)
+int service_commits_allowed(void *arg)
 {
     service *s = arg;
     return !atomic_load(&s->commits_refused);
@@ -105,7 +88,7 @@ static int commits_allowed(void *arg)
 /* The test-only fault (--test-stop-before-write): the process stops itself
  * once, after the holder's last check and before its write, the window no
  * lease check can cover. */
-static void fault_point(service *s)
+void service_fault_point(service *s)
 {
     if (s->cfg.stop_before_write && atomic_exchange(&s->stopped_once, 1) == 0) {
         log_event(LOG_WARN, "test fault: stopping before the write", NULL);
@@ -113,8 +96,7 @@ static void fault_point(service *s)
     }
 }
 
-/* The fencing token h holds for key, or (0, 0) when unfenced. */
-static store_fence token_of(const service *s, dlock_handle *h, const char *key)
+store_fence service_token_of(const service *s, dlock_handle *h, const char *key)
 {
     store_fence f = {0, 0};
     for (int i = 0; h && s->cfg.fencing && i < dlock_key_count(h); i++)
@@ -131,8 +113,7 @@ static int work_ms_of(const service *s, const req_order *r)
     return (int)(r->work_ms < s->cfg.max_work_ms ? r->work_ms : s->cfg.max_work_ms);
 }
 
-/* r as an order to write, its lines without their stock yet. */
-static store_new_order order_of(const service *s, const req_order *r, dlock_handle *h)
+store_new_order service_new_order(const service *s, const req_order *r, dlock_handle *h)
 {
     store_new_order o = {
         .request_id = r->has_request_id ? r->request_id : NULL, .instance = s->cfg.instance_id,
@@ -143,10 +124,7 @@ static store_new_order order_of(const service *s, const req_order *r, dlock_hand
     return o;
 }
 
-/* A retry whose first attempt committed (perhaps while it waited for the
- * lock) gets that first answer, before any stock check: STORE_ERR_DUPLICATE
- * (the order in out), STORE_ERR_NOT_FOUND when new, or a storage error. */
-static int replayed(store_conn *c, const req_order *r, service_result *out)
+int service_replayed(store_conn *c, const req_order *r, service_result *out)
 {
     if (!r->has_request_id)
         return STORE_ERR_NOT_FOUND;
@@ -160,7 +138,7 @@ static int replayed(store_conn *c, const req_order *r, service_result *out)
 static int write_and_commit(service *s, store_conn *c, const store_new_order *o,
                             store_order *out)
 {
-    store_commit_check check = {commits_allowed, s};
+    store_commit_check check = {service_commits_allowed, s};
     int rc = store_tx_add_order(c, o, out);
     for (int i = 0; rc == STORE_OK && i < o->nlines; i++) {
         const store_line *l = &o->lines[i];
@@ -195,33 +173,33 @@ static int read_modify_write(dlock_handle *h, void *arg)
     const req_order *r = x->r;
     if (r->nlines > 1 && h)
         metrics_multilock_wait(x->s->metrics, service_now_ms() - x->lock_asked_ms);
-    store_new_order o = order_of(x->s, r, h);
+    store_new_order o = service_new_order(x->s, r, h);
     int64_t stock[RULE_ORDER_LINES_MAX];
     for (int i = 0; i < r->nlines; i++) { /* each row claimed with its own key's token */
         store_line *l = &o.lines[i];
-        l->fence = token_of(x->s, h, x->keys[i]);
+        l->fence = service_token_of(x->s, h, x->keys[i]);
         int rc = l->fence.fence ? store_stock_claim(x->c, l->item_id, &l->fence, &stock[i])
                                 : store_stock_read(x->c, l->item_id, &stock[i]);
         if (rc != STORE_OK)
-            return from_store(x->out, rc, x->c, r);
+            return service_from_order_store(x->out, rc, x->c, r);
     }
-    int rc = replayed(x->c, r, x->out);
+    int rc = service_replayed(x->c, r, x->out);
     if (rc != STORE_ERR_NOT_FOUND)
-        return from_store(x->out, rc, x->c, r);
+        return service_from_order_store(x->out, rc, x->c, r);
     for (int i = 0; i < r->nlines; i++)
         if (stock[i] < r->lines[i].quantity)
-            add_short(x->out, r, i, stock[i]);
+            service_add_short(x->out, r, i, stock[i]);
     if (x->out->nshort)
-        return insufficient(x->out);
+        return service_insufficient(x->out);
     int work = work_ms_of(x->s, r);
     if (work > 0 && (rc = h ? dlock_sleep(h, work) : pause_ms(work)) != DLOCK_OK)
-        return from_lock(x->s, x->out, rc, x->keys[0]);
+        return service_from_lock(x->s, x->out, rc, x->keys[0]);
     if (h && (rc = dlock_check(h)) != DLOCK_OK) /* the last moment to back out */
-        return from_lock(x->s, x->out, rc, x->keys[0]);
-    fault_point(x->s);
+        return service_from_lock(x->s, x->out, rc, x->keys[0]);
+    service_fault_point(x->s);
     for (int i = 0; i < r->nlines; i++)
         o.lines[i].remaining = stock[i] - o.lines[i].quantity;
-    return from_store(x->out, write_order(x->s, x->c, &o, &x->out->order), x->c, r);
+    return service_from_order_store(x->out, write_order(x->s, x->c, &o, &x->out->order), x->c, r);
 }
 
 /* Runs fn(x) under the lock of every line's item and folds the lock's result
@@ -241,7 +219,7 @@ static void under_lock(struct deduction *x, dlock_fn fn, int nkeys)
     if (rc == DLOCK_OK)
         return; /* fn's outcome stands */
     if (fn_rc < 0) { /* fn did not run */
-        from_lock(x->s, x->out, rc, nkeys == 1 ? keys[0] : "of the order's items");
+        service_from_lock(x->s, x->out, rc, nkeys == 1 ? keys[0] : "of the order's items");
     } else if (x->out->outcome == SERVICE_OK) {
         /* committed while still ours (dlock_check and the fences agreed); the
          * loss came after, so the answer stands */
@@ -251,200 +229,6 @@ static void under_lock(struct deduction *x, dlock_fn fn, int nkeys)
     if (x->out->outcome == SERVICE_LOCK_INTERRUPTED || x->out->outcome == SERVICE_LOCK_LOST)
         log_event(LOG_WARN, "order rolled back", "key=%s outcome=%s detail=\"%s\"", keys[0],
                   service_outcome_name(x->out->outcome), x->out->message);
-}
-
-/* ---- group commit (redis mode, --batch on) ---- */
-
-/* The items a batch touches (the union of its orders' lines), each with its
- * lock key, its token and the stock left as the batch goes. */
-struct batch_items {
-    int n;
-    int64_t id[DLOCK_MULTI_MAX];
-    char key[DLOCK_MULTI_MAX][DLOCK_KEY_MAX + 1];
-    store_fence fence[DLOCK_MULTI_MAX];
-    int64_t stock[DLOCK_MULTI_MAX];
-};
-
-static struct deduction *job_of(const batch_job *j) { return j->arg; }
-
-static int item_index(const struct batch_items *u, int64_t id)
-{
-    for (int i = 0; i < u->n; i++)
-        if (u->id[i] == id)
-            return i;
-    return -1;
-}
-
-/* batch_take's fits: a job joins when the union of items stays lockable as
- * one (DLOCK_MULTI_MAX keys); its items are added then. */
-static int fits_union(const batch_job *job, void *arg)
-{
-    struct batch_items *u = arg;
-    const struct deduction *x = job_of(job);
-    int more = 0;
-    for (int i = 0; i < x->r->nlines; i++)
-        more += item_index(u, x->r->lines[i].item_id) < 0;
-    if (u->n + more > DLOCK_MULTI_MAX)
-        return 0;
-    for (int i = 0; i < x->r->nlines; i++)
-        if (item_index(u, x->r->lines[i].item_id) < 0) {
-            u->id[u->n] = x->r->lines[i].item_id;
-            memcpy(u->key[u->n++], x->keys[i], sizeof(u->key[0]));
-        }
-    return 1;
-}
-
-static void fail_jobs(batch_job **jobs, int n, const service_result *res)
-{
-    for (int i = 0; i < n; i++)
-        *job_of(jobs[i])->out = *res;
-}
-
-/* The batch was rolled back: every answer gets res, except replays of orders
- * committed before this batch, which stay true. (Refusals too: an
- * insufficient_stock or a requestId conflict may have come from an order of
- * this batch that no longer exists.) */
-static void undo_jobs(batch_job **jobs, int n, int64_t first_order, const service_result *res)
-{
-    for (int i = 0; i < n; i++) {
-        const service_result *o = job_of(jobs[i])->out;
-        if (!(o->outcome == SERVICE_REPLAYED &&
-              (!first_order || o->order.info.order_id < first_order)))
-            *job_of(jobs[i])->out = *res;
-    }
-}
-
-/* One order of the batch, inside its transaction, against the stock left. */
-static void apply_job(service *s, store_conn *c, dlock_handle *h, struct batch_items *u,
-                      int64_t *first_order, struct deduction *x)
-{
-    const req_order *r = x->r;
-    memset(x->out, 0, sizeof(*x->out));
-    int rc = replayed(c, r, x->out);
-    if (rc != STORE_ERR_NOT_FOUND) {
-        from_store(x->out, rc, c, r);
-        return;
-    }
-    store_new_order o = order_of(s, r, h);
-    for (int i = 0; i < r->nlines; i++) {
-        int k = item_index(u, r->lines[i].item_id);
-        if (u->stock[k] < r->lines[i].quantity)
-            add_short(x->out, r, i, u->stock[k]);
-        o.lines[i].remaining = u->stock[k] - r->lines[i].quantity;
-        o.lines[i].fence = u->fence[k];
-    }
-    if (x->out->nshort) {
-        insufficient(x->out);
-        return;
-    }
-    if (from_store(x->out, store_tx_add_order(c, &o, &x->out->order), c, r) != SERVICE_OK)
-        return;
-    for (int i = 0; i < r->nlines; i++)
-        u->stock[item_index(u, r->lines[i].item_id)] -= r->lines[i].quantity;
-    *first_order = *first_order ? *first_order : x->out->order.info.order_id;
-}
-
-/* Claims every item of the batch (each with its own key's token) inside the
- * transaction just begun. */
-static int claim_items(service *s, store_conn *c, dlock_handle *h, struct batch_items *u)
-{
-    int rc = STORE_OK;
-    for (int k = 0; rc == STORE_OK && k < u->n; k++) {
-        u->fence[k] = token_of(s, h, u->key[k]);
-        rc = u->fence[k].fence ? store_stock_claim(c, u->id[k], &u->fence[k], &u->stock[k])
-                               : store_stock_read(c, u->id[k], &u->stock[k]);
-    }
-    return rc;
-}
-
-/* One transaction for the whole batch: claim each row once, check each
- * order against the stock left, in arrival order, commit once. */
-static void apply_batch(service *s, store_conn *c, dlock_handle *h, struct batch_items *u,
-                        batch_job **jobs, int n)
-{
-    int64_t first_order = 0;
-    service_result fail = {0};
-    int rc = store_tx_begin(c);
-    if (rc == STORE_OK)
-        rc = claim_items(s, c, h, u);
-    if (rc != STORE_OK) {
-        store_tx_abort(c);
-        service_from_store(&fail, rc, c);
-        fail_jobs(jobs, n, &fail);
-        return;
-    }
-    for (int i = 0; i < n; i++)
-        apply_job(s, c, h, u, &first_order, job_of(jobs[i]));
-    if ((rc = dlock_check(h)) == DLOCK_OK)
-        fault_point(s);
-    store_commit_check check = {commits_allowed, s};
-    if (rc != DLOCK_OK) {
-        store_tx_abort(c);
-        from_lock(s, &fail, rc, u->key[0]);
-        undo_jobs(jobs, n, first_order, &fail);
-        return;
-    }
-    for (int k = 0; rc == STORE_OK && k < u->n; k++)
-        rc = store_tx_set_stock(c, u->id[k], u->stock[k], u->fence[k].fence ? &u->fence[k] : NULL);
-    if (rc == STORE_OK)
-        rc = store_tx_commit(c, &check);
-    if (rc != STORE_OK) {
-        store_tx_abort(c);
-        service_from_store(&fail, rc, c);
-        undo_jobs(jobs, n, first_order, &fail);
-    }
-}
-
-/* The lock of every item in u, as one. */
-static int lock_items(service *s, struct batch_items *u, dlock_handle **h)
-{
-    const char *keys[DLOCK_MULTI_MAX];
-    for (int k = 0; k < u->n; k++)
-        keys[k] = u->key[k];
-    int64_t t0 = service_now_ms();
-    int rc = u->n == 1 ? dlock_acquire(s->locks, keys[0], &s->cfg.lock, h)
-                       : dlock_acquire_multi(s->locks, keys, u->n, &s->cfg.lock, h);
-    if (u->n > 1 && rc == DLOCK_OK)
-        metrics_multilock_wait(s->metrics, service_now_ms() - t0);
-    return rc;
-}
-
-/* The leader of a queue. An item's queue: takes the item's lock first, then
- * the batch queued meanwhile (the next leader, promoted by batch_take, waits
- * for the lock while we work, so our release hands it over inside the
- * process). The orders of several items: takes the batch first, whose items
- * it then locks as one; its successor, promoted once the batch is answered,
- * takes what queued meanwhile (promoted at once, it would lead a batch of
- * one, and every cart would lock alone). */
-static void lead_batch(service *s, store_conn *c, const struct deduction *own, int64_t queue)
-{
-    batch_job *jobs[BATCH_MAX];
-    struct batch_items u = {.n = 1, .id = {own->r->lines[0].item_id}};
-    dlock_handle *h = NULL;
-    int rc = DLOCK_OK, n;
-    if (queue == CART_QUEUE) {
-        u.n = 0;
-        n = batch_take(s->batches, queue, jobs, BATCH_MAX, fits_union, &u,
-                       BATCH_PROMOTE_AT_FINISH);
-        rc = lock_items(s, &u, &h);
-    } else {
-        memcpy(u.key[0], own->keys[0], sizeof(u.key[0]));
-        rc = lock_items(s, &u, &h);
-        n = batch_take(s->batches, queue, jobs, BATCH_MAX, NULL, NULL, BATCH_PROMOTE_AT_TAKE);
-    }
-    if (rc != DLOCK_OK) {
-        service_result fail = {0};
-        from_lock(s, &fail, rc, u.n ? u.key[0] : own->keys[0]);
-        fail_jobs(jobs, n, &fail);
-        batch_finish(s->batches, jobs, n);
-        return;
-    }
-    service_note_redis(s, rc);
-    apply_batch(s, c, h, &u, jobs, n);
-    batch_finish(s->batches, jobs, n); /* answered: the next leader may start */
-    if ((rc = dlock_release(h)) != DLOCK_OK) /* after the commit: the answers stand */
-        log_event(LOG_WARN, "lock lost after commit", "key=%s result=%s batch=%d", u.key[0],
-                  dlock_strerror(rc), n);
 }
 
 /* ---- without a distributed lock ---- */
@@ -468,13 +252,13 @@ static void by_item(const req_order *r, int *idx)
 static void deduct_atomically(service *s, store_conn *c, const req_order *r,
                               service_result *out)
 {
-    store_commit_check check = {commits_allowed, s};
-    store_new_order o = order_of(s, r, NULL);
+    store_commit_check check = {service_commits_allowed, s};
+    store_new_order o = service_new_order(s, r, NULL);
     int idx[RULE_ORDER_LINES_MAX];
     by_item(r, idx);
     int rc = store_tx_begin(c);
     if (rc == STORE_OK)
-        rc = replayed(c, r, out);
+        rc = service_replayed(c, r, out);
     if (rc == STORE_ERR_NOT_FOUND)
         rc = STORE_OK;
     int is_short[RULE_ORDER_LINES_MAX] = {0};
@@ -486,17 +270,17 @@ static void deduct_atomically(service *s, store_conn *c, const req_order *r,
     }
     for (int i = 0; rc == STORE_OK && i < r->nlines; i++) /* in the order's own order */
         if (is_short[i])
-            add_short(out, r, i, o.lines[i].remaining);
+            service_add_short(out, r, i, o.lines[i].remaining);
     if (rc == STORE_OK && out->nshort) {
         store_tx_abort(c);
-        insufficient(out);
+        service_insufficient(out);
         return;
     }
     if (rc == STORE_OK && (rc = store_tx_add_order(c, &o, &out->order)) == STORE_OK)
         rc = store_tx_commit(c, &check);
     if (rc != STORE_OK)
         store_tx_abort(c);
-    from_store(out, rc, c, r);
+    service_from_order_store(out, rc, c, r);
 }
 
 /* Mode db: read, work, write inside one transaction that holds the rows'
@@ -506,7 +290,7 @@ static void deduct_atomically(service *s, store_conn *c, const req_order *r,
 static void deduct_under_row_locks(service *s, store_conn *c, const req_order *r,
                                    service_result *out)
 {
-    store_new_order o = order_of(s, r, NULL);
+    store_new_order o = service_new_order(s, r, NULL);
     int64_t stock[RULE_ORDER_LINES_MAX];
     int idx[RULE_ORDER_LINES_MAX], work = work_ms_of(s, r);
     by_item(r, idx);
@@ -515,27 +299,27 @@ static void deduct_under_row_locks(service *s, store_conn *c, const req_order *r
         rc = store_tx_lock_stock(c, r->lines[idx[k]].item_id, s->cfg.lock.wait_ms,
                                  &stock[idx[k]]);
     /* committed while we waited for the rows: its first answer */
-    if (rc == STORE_OK && (rc = replayed(c, r, out)) == STORE_ERR_NOT_FOUND)
+    if (rc == STORE_OK && (rc = service_replayed(c, r, out)) == STORE_ERR_NOT_FOUND)
         rc = STORE_OK;
     if (rc != STORE_OK) {
         store_tx_abort(c);
-        from_store(out, rc, c, r);
+        service_from_order_store(out, rc, c, r);
         return;
     }
     for (int i = 0; i < r->nlines; i++)
         if (stock[i] < r->lines[i].quantity)
-            add_short(out, r, i, stock[i]);
+            service_add_short(out, r, i, stock[i]);
     if (out->nshort) {
         store_tx_abort(c);
-        insufficient(out);
+        service_insufficient(out);
         return;
     }
     if (work > 0)
         pause_ms(work);
-    fault_point(s);
+    service_fault_point(s);
     for (int i = 0; i < r->nlines; i++)
         o.lines[i].remaining = stock[i] - o.lines[i].quantity;
-    from_store(out, write_and_commit(s, c, &o, &out->order), c, r);
+    service_from_order_store(out, write_and_commit(s, c, &o, &out->order), c, r);
 }
 
 /* Items are never deleted, so one that exists now exists under the lock: an
@@ -550,7 +334,7 @@ static int items_exist(store_conn *c, const req_order *r, service_result *out)
             return service_fail(out, SERVICE_NOT_FOUND, "no item with id %lld (lines[%d]); "
                                 "nothing deducted", (long long)r->lines[i].item_id, i);
         if (rc != STORE_OK)
-            return from_store(out, rc, c, NULL);
+            return service_from_order_store(out, rc, c, NULL);
     }
     return SERVICE_OK;
 }
@@ -558,9 +342,9 @@ static int items_exist(store_conn *c, const req_order *r, service_result *out)
 void service_order_place(service *s, store_conn *c, const req_order *r, service_result *out)
 {
     struct deduction x = {.s = s, .c = c, .r = r, .out = out};
-    int rc = replayed(c, r, out); /* a retry of a committed order needs no lock */
+    int rc = service_replayed(c, r, out); /* a retry of a committed order needs no lock */
     if (rc != STORE_ERR_NOT_FOUND) {
-        from_store(out, rc, c, r);
+        service_from_order_store(out, rc, c, r);
         return;
     }
     if (items_exist(c, r, out) != SERVICE_OK)
@@ -568,12 +352,7 @@ void service_order_place(service *s, store_conn *c, const req_order *r, service_
     for (int i = 0; i < r->nlines; i++)
         service_lock_key(s->cfg.lock_prefix, r->lines[i].item_id, x.keys[i]);
     if (s->cfg.lock_mode == SERVICE_LOCK_REDIS && s->batches && work_ms_of(s, r) == 0) {
-        int64_t queue = r->nlines == 1 ? r->lines[0].item_id : CART_QUEUE;
-        batch_job job = {.queue = queue, .arg = &x};
-        int lead = batch_enter(s->batches, &job);
-        if (lead > 0)
-            lead_batch(s, c, &x, queue);
-        else if (lead < 0)
+        if (service_batch_place(&x) < 0) /* out of memory: alone */
             under_lock(&x, read_modify_write, r->nlines);
     } else if (s->cfg.lock_mode == SERVICE_LOCK_REDIS) {
         under_lock(&x, read_modify_write, r->nlines);
@@ -597,12 +376,12 @@ static int set_stock(dlock_handle *h, void *arg)
 {
     struct set_stock *a = arg;
     int64_t item = a->x.r->lines[0].item_id;
-    store_fence fence = token_of(a->x.s, h, a->x.keys[0]);
-    store_commit_check check = {commits_allowed, a->x.s};
+    store_fence fence = service_token_of(a->x.s, h, a->x.keys[0]);
+    store_commit_check check = {service_commits_allowed, a->x.s};
     int rc = store_item_set_stock(a->x.c, item, a->stock, fence.fence ? &fence : NULL, &check);
     if (rc == STORE_OK)
         rc = store_item_get(a->x.c, item, &a->x.out->item);
-    return from_store(a->x.out, rc, a->x.c, NULL);
+    return service_from_order_store(a->x.out, rc, a->x.c, NULL);
 }
 
 void service_order_set_stock(service *s, store_conn *c, int64_t item_id, int64_t stock,

@@ -1,0 +1,317 @@
+/* service_batch.c - group commit, redis mode's usual path. Two levels:
+ * orders queue per item (or, for carts, in one queue for orders of several
+ * items), and one leader serves a queue's batch under one lock hold; then
+ * the batches of the whole process queue once more, for a transaction of
+ * their own: one commit (one fsync) for the batches of every item that was
+ * ready meanwhile. Each batch keeps its own lock and fences: its lock is
+ * checked just before the commit and its rows are claimed with its tokens,
+ * and a batch whose lock was lost is answered with that and left out. */
+#include <string.h>
+
+#include "log.h"
+#include "service_internal.h"
+
+#define BATCH_MAX 64   /* orders in one item's (or the carts') batch */
+#define COMMIT_MAX 64  /* batches in one transaction */
+#define CART_QUEUE 0   /* the queue of orders of several items (items are >= 1) */
+#define COMMIT_QUEUE -1 /* the queue of batches waiting for a transaction */
+
+/* The items a batch touches (the union of its orders' lines), each with its
+ * lock key, its token and the stock left as the batch goes. */
+struct batch_items {
+    int n;
+    int64_t id[DLOCK_MULTI_MAX];
+    char key[DLOCK_MULTI_MAX][DLOCK_KEY_MAX + 1];
+    store_fence fence[DLOCK_MULTI_MAX];
+    int64_t stock[DLOCK_MULTI_MAX];
+};
+
+/* One leader's batch: its orders, their items and the lock held on them. */
+struct batch {
+    dlock_handle *h;
+    struct batch_items u;
+    batch_job **jobs;
+    int n;
+    int out; /* answered (its lock failed): left out of the transaction */
+};
+
+static struct deduction *job_of(const batch_job *j) { return j->arg; }
+
+static int item_index(const struct batch_items *u, int64_t id)
+{
+    for (int i = 0; i < u->n; i++)
+        if (u->id[i] == id)
+            return i;
+    return -1;
+}
+
+/* batch_take's fits: a job joins when the union of items stays lockable as
+ * one (DLOCK_MULTI_MAX keys); its items are added then. */
+static int fits_union(const batch_job *job, void *arg)
+{
+    struct batch_items *u = arg;
+    const struct deduction *x = job_of(job);
+    int more = 0;
+    for (int i = 0; i < x->r->nlines; i++)
+        more += item_index(u, x->r->lines[i].item_id) < 0;
+    if (u->n + more > DLOCK_MULTI_MAX)
+        return 0;
+    for (int i = 0; i < x->r->nlines; i++)
+        if (item_index(u, x->r->lines[i].item_id) < 0) {
+            u->id[u->n] = x->r->lines[i].item_id;
+            memcpy(u->key[u->n++], x->keys[i], sizeof(u->key[0]));
+        }
+    return 1;
+}
+
+static void fail_jobs(batch_job **jobs, int n, const service_result *res)
+{
+    for (int i = 0; i < n; i++)
+        *job_of(jobs[i])->out = *res;
+}
+
+/* The transaction was rolled back: every answer of b gets res, except
+ * replays of orders committed before it (first_order: its first order, 0
+ * when it wrote none), which stay true. (Refusals too: an
+ * insufficient_stock or a requestId conflict may have come from an order of
+ * this transaction that no longer exists.) */
+static void undo_batch(struct batch *b, int64_t first_order, const service_result *res)
+{
+    for (int i = 0; i < b->n; i++) {
+        const service_result *o = job_of(b->jobs[i])->out;
+        if (!(o->outcome == SERVICE_REPLAYED &&
+              (!first_order || o->order.info.order_id < first_order)))
+            *job_of(b->jobs[i])->out = *res;
+    }
+}
+
+/* One order of batch b, inside the transaction, against the stock left. */
+static void apply_job(service *s, store_conn *c, struct batch *b, int64_t *first_order,
+                      struct deduction *x)
+{
+    const req_order *r = x->r;
+    struct batch_items *u = &b->u;
+    memset(x->out, 0, sizeof(*x->out));
+    int rc = service_replayed(c, r, x->out);
+    if (rc != STORE_ERR_NOT_FOUND) {
+        service_from_order_store(x->out, rc, c, r);
+        return;
+    }
+    store_new_order o = service_new_order(s, r, b->h);
+    for (int i = 0; i < r->nlines; i++) {
+        int k = item_index(u, r->lines[i].item_id);
+        if (u->stock[k] < r->lines[i].quantity)
+            service_add_short(x->out, r, i, u->stock[k]);
+        o.lines[i].remaining = u->stock[k] - r->lines[i].quantity;
+        o.lines[i].fence = u->fence[k];
+    }
+    if (x->out->nshort) {
+        service_insufficient(x->out);
+        return;
+    }
+    rc = store_tx_add_order(c, &o, &x->out->order);
+    if (service_from_order_store(x->out, rc, c, r) != SERVICE_OK)
+        return;
+    for (int i = 0; i < r->nlines; i++)
+        u->stock[item_index(u, r->lines[i].item_id)] -= r->lines[i].quantity;
+    *first_order = *first_order ? *first_order : x->out->order.info.order_id;
+}
+
+/* Claims every item of b (each with its own key's token) inside the
+ * transaction. STORE_ERR_STALE: a newer holder has claimed one of them. */
+static int claim_items(service *s, store_conn *c, struct batch *b)
+{
+    struct batch_items *u = &b->u;
+    int rc = STORE_OK;
+    for (int k = 0; rc == STORE_OK && k < u->n; k++) {
+        u->fence[k] = service_token_of(s, b->h, u->key[k]);
+        rc = u->fence[k].fence ? store_stock_claim(c, u->id[k], &u->fence[k], &u->stock[k])
+                               : store_stock_read(c, u->id[k], &u->stock[k]);
+    }
+    return rc;
+}
+
+/* Answers b with fail and leaves it out of the transaction. */
+static void leave_out(struct batch *b, const service_result *fail)
+{
+    fail_jobs(b->jobs, b->n, fail);
+    b->out = 1;
+}
+
+/* Claims b's rows and applies its orders in the transaction open on c:
+ * STORE_OK (b may have been left out: fenced out), or a store error. */
+static int apply_batch(service *s, store_conn *c, struct batch *b, int64_t *first_order)
+{
+    int rc = claim_items(s, c, b);
+    if (rc == STORE_ERR_STALE) {
+        /* None of its orders is written. A claim of another of its rows that
+         * did succeed stays, harmlessly: it records a token its lock got. */
+        service_result fail = {0};
+        service_from_store(&fail, rc, c);
+        leave_out(b, &fail);
+        return STORE_OK;
+    }
+    for (int j = 0; rc == STORE_OK && j < b->n; j++)
+        apply_job(s, c, b, first_order, job_of(b->jobs[j]));
+    return rc;
+}
+
+/* Whether every batch's lock still holds, the last moment to back out; a
+ * batch whose lock failed is answered so and left out. */
+static int locks_hold(service *s, struct batch **bs, int nb)
+{
+    int all = 1;
+    for (int i = 0; i < nb; i++) {
+        int rc = bs[i]->out ? DLOCK_OK : dlock_check(bs[i]->h);
+        if (rc != DLOCK_OK) {
+            service_result fail = {0};
+            service_from_lock(s, &fail, rc, bs[i]->u.key[0]);
+            leave_out(bs[i], &fail);
+            all = 0;
+        }
+    }
+    return all;
+}
+
+/* Every batch not left out, in the transaction open on c, then their new
+ * stocks: STORE_OK, 1 when a lock failed at the last check (that batch is
+ * left out: roll back and start again), or a store error for all. */
+static int apply_batches(service *s, store_conn *c, struct batch **bs, int nb,
+                         int64_t *first_order)
+{
+    for (int i = 0; i < nb; i++) {
+        int rc = bs[i]->out ? STORE_OK : apply_batch(s, c, bs[i], first_order);
+        if (rc != STORE_OK)
+            return rc;
+    }
+    if (!locks_hold(s, bs, nb))
+        return 1;
+    service_fault_point(s);
+    for (int i = 0; i < nb; i++) {
+        struct batch_items *u = &bs[i]->u;
+        for (int k = 0; !bs[i]->out && k < u->n; k++) {
+            int rc = store_tx_set_stock(c, u->id[k], u->stock[k],
+                                        u->fence[k].fence ? &u->fence[k] : NULL);
+            if (rc != STORE_OK)
+                return rc;
+        }
+    }
+    return STORE_OK;
+}
+
+/* One transaction for the batches: each claims its rows once, checks its
+ * orders against the stock left, in arrival order; one commit. A batch
+ * whose lock failed is answered so and the transaction is made again
+ * without it (rare: a lease that ran out while queued). */
+static void commit_batches(service *s, store_conn *c, struct batch **bs, int nb)
+{
+    store_commit_check check = {service_commits_allowed, s};
+    int64_t first_order;
+    int rc;
+    do {
+        first_order = 0;
+        rc = store_tx_begin(c);
+        if (rc == STORE_OK)
+            rc = apply_batches(s, c, bs, nb, &first_order);
+        if (rc == STORE_OK)
+            rc = store_tx_commit(c, &check);
+        if (rc != STORE_OK)
+            store_tx_abort(c);
+    } while (rc == 1);
+    if (rc == STORE_OK)
+        return;
+    service_result fail = {0};
+    service_from_store(&fail, rc, c);
+    for (int i = 0; i < nb; i++)
+        if (!bs[i]->out)
+            undo_batch(bs[i], first_order, &fail);
+}
+
+/* Commits batch b, together with those of other leaders that are ready: the
+ * first to arrive commits everything queued, and the batches that arrive
+ * meanwhile go with the next leader's transaction. */
+static void commit_batch(service *s, store_conn *c, struct batch *b)
+{
+    batch_job job = {.queue = COMMIT_QUEUE, .arg = b};
+    int lead = batch_enter(s->batches, &job);
+    if (lead < 0) { /* out of memory: alone */
+        commit_batches(s, c, &b, 1);
+        return;
+    }
+    if (lead == 0)
+        return; /* another leader committed it */
+    batch_job *jobs[COMMIT_MAX];
+    struct batch *bs[COMMIT_MAX];
+    int nb = batch_take(s->batches, COMMIT_QUEUE, jobs, COMMIT_MAX, NULL, NULL,
+                        BATCH_PROMOTE_AT_FINISH);
+    for (int i = 0; i < nb; i++)
+        bs[i] = jobs[i]->arg;
+    commit_batches(s, c, bs, nb);
+    int orders = 0;
+    for (int i = 0; i < nb; i++)
+        orders += bs[i]->out ? 0 : bs[i]->n;
+    metrics_commit(s->metrics, nb, orders);
+    batch_finish(s->batches, jobs, nb);
+}
+
+/* The lock of every item in u, as one. */
+static int lock_items(service *s, struct batch_items *u, dlock_handle **h)
+{
+    const char *keys[DLOCK_MULTI_MAX];
+    for (int k = 0; k < u->n; k++)
+        keys[k] = u->key[k];
+    int64_t t0 = service_now_ms();
+    int rc = u->n == 1 ? dlock_acquire(s->locks, keys[0], &s->cfg.lock, h)
+                       : dlock_acquire_multi(s->locks, keys, u->n, &s->cfg.lock, h);
+    if (u->n > 1 && rc == DLOCK_OK)
+        metrics_multilock_wait(s->metrics, service_now_ms() - t0);
+    return rc;
+}
+
+/* The leader of a queue. An item's queue: takes the item's lock first, then
+ * the batch queued meanwhile (the next leader, promoted by batch_take, waits
+ * for the lock while we work, so our release hands it over inside the
+ * process). The orders of several items: takes the batch first, whose items
+ * it then locks as one; its successor, promoted once the batch is answered,
+ * takes what queued meanwhile (promoted at once, it would lead a batch of
+ * one, and every cart would lock alone). */
+static void lead_batch(service *s, store_conn *c, const struct deduction *own, int64_t queue)
+{
+    batch_job *jobs[BATCH_MAX];
+    struct batch b = {.u = {.n = 1, .id = {own->r->lines[0].item_id}}, .jobs = jobs};
+    int rc;
+    if (queue == CART_QUEUE) {
+        b.u.n = 0;
+        b.n = batch_take(s->batches, queue, jobs, BATCH_MAX, fits_union, &b.u,
+                         BATCH_PROMOTE_AT_FINISH);
+        rc = lock_items(s, &b.u, &b.h);
+    } else {
+        memcpy(b.u.key[0], own->keys[0], sizeof(b.u.key[0]));
+        rc = lock_items(s, &b.u, &b.h);
+        b.n = batch_take(s->batches, queue, jobs, BATCH_MAX, NULL, NULL,
+                         BATCH_PROMOTE_AT_TAKE);
+    }
+    if (rc != DLOCK_OK) {
+        service_result fail = {0};
+        service_from_lock(s, &fail, rc, b.u.n ? b.u.key[0] : own->keys[0]);
+        fail_jobs(jobs, b.n, &fail);
+        batch_finish(s->batches, jobs, b.n);
+        return;
+    }
+    service_note_redis(s, rc);
+    commit_batch(s, c, &b);
+    batch_finish(s->batches, jobs, b.n); /* answered: the next leader may start */
+    if ((rc = dlock_release(b.h)) != DLOCK_OK && !b.out) /* after the commit: answers stand */
+        log_event(LOG_WARN, "lock lost after commit", "key=%s result=%s batch=%d", b.u.key[0],
+                  dlock_strerror(rc), b.n);
+}
+
+int service_batch_place(struct deduction *x)
+{
+    int64_t queue = x->r->nlines == 1 ? x->r->lines[0].item_id : CART_QUEUE;
+    batch_job job = {.queue = queue, .arg = x};
+    int lead = batch_enter(x->s->batches, &job);
+    if (lead > 0)
+        lead_batch(x->s, x->c, x, queue);
+    return lead < 0 ? -1 : 0;
+}
