@@ -140,6 +140,9 @@ run() {
         sampler=$!
     fi
     wait "$lg" || true
+    : >"$STACK_DIR/ceiling"
+    [ "$workload $mode" = "hot handoff+batch" ] &&
+        http_ceiling "$sync" "${targets%,}" >"$STACK_DIR/ceiling"
     if [ -n "$sampler" ]; then
         kill "$sampler"
         wait "$sampler" 2>/dev/null || true
@@ -160,6 +163,7 @@ run() {
     printf '%-7s sync=%-6s %-14s %9.0f %s   p50 %7.2f ms   p99 %8.2f ms   %s\n' "$workload" \
         "$sync" "$mode" "${tp:-0}" "$unit" "$(echo "${p50:-0} / 1000" | bc -l)" \
         "$(echo "${p99:-0} / 1000" | bc -l)" "$verdict"
+    cat "$STACK_DIR/ceiling"
     if [ "$sync" = pg ]; then
         pg_cost "$STACK_DIR/samples"
         psql_pg -d stock -c "DROP DATABASE $pg_db WITH (FORCE)"
@@ -167,6 +171,20 @@ run() {
 }
 
 # The first value of "key" in loadgen's JSON report (one value per line there).
+# GET /health through loadgen on the replicas just measured, with the same
+# connections and duration: the plain HTTP rate that the locked, durable
+# write path is a share of. (/health is no empty answer: it pings the
+# database and every Redis server.)
+http_ceiling() {
+    local tp
+    "$BUILD/loadgen" --get /health -d "$DURATION" -c 64 --target "$2" \
+        --json "$STACK_DIR/health.json" >/dev/null 2>&1 || true
+    tp=$(json_number throughput "$STACK_DIR/health.json")
+    echo "health $1 ceiling ${tp:-0} -" >>"$STACK_DIR/results"
+    printf '%-7s sync=%-6s %-14s %9.0f req/s   (GET /health, the same replicas: the HTTP ceiling)\n' \
+        hot "$1" "GET /health" "${tp:-0}"
+}
+
 json_number() { sed -n "s/.*\"$1\": *\([0-9.]*\).*/\1/p" "$2" | head -n 1; }
 
 : >"$STACK_DIR/results"
@@ -211,6 +229,10 @@ awk '{ tp[$1" "$2" "$3] = $4 } END {
         if (a > 0)
             printf "%-7s sync=%-6s spin %.2fx   handoff+batch %.2fx\n", W[i], S[j],
                    tp[W[i]" "S[j]" spin"] / a, tp[W[i]" "S[j]" handoff+batch"] / a }
+    for (j = 1; j <= 2; j++)
+        if (tp["health "S[j]" ceiling"] > 0)
+            printf "%-7s sync=%-6s handoff+batch keeps %.2f of GET /health on the same replicas\n",
+                   "hot", S[j], tp["hot "S[j]" handoff+batch"] / tp["health "S[j]" ceiling"]
     if (tp["cart full atomic"] > 0)
         printf "%-7s sync=%-6s redis %.2fx\n", "cart", "full",
                tp["cart full redis"] / tp["cart full atomic"]
