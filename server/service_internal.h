@@ -11,6 +11,10 @@
 #include "batch.h"
 #include "service.h"
 
+/* Item ids known to exist, direct-mapped by id: items are never deleted, so
+ * an id seen once needs no read before its lock again. */
+#define SERVICE_KNOWN_ITEMS 4096
+
 struct service {
     service_config cfg;     /* its strings belong to the caller and outlive the service */
     store *store;
@@ -23,6 +27,7 @@ struct service {
     _Atomic int commits_refused;
     _Atomic int redis_state;  /* what Redis last told us, so a change is logged once */
     _Atomic int stopped_once; /* the test-only fault point has fired */
+    _Atomic int64_t known_items[SERVICE_KNOWN_ITEMS]; /* 0: empty (ids are >= 1) */
 };
 
 /* Milliseconds on CLOCK_MONOTONIC, for the service's own measurements. */

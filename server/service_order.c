@@ -324,12 +324,19 @@ static void deduct_under_row_locks(service *s, store_conn *c, const req_order *r
 
 /* Items are never deleted, so one that exists now exists under the lock: an
  * absent one is answered before, and its lock never touches Redis (every
- * itemId a client makes up would otherwise leave keys there). */
-static int items_exist(store_conn *c, const req_order *r, service_result *out)
+ * itemId a client makes up would otherwise leave keys there). An item seen
+ * once is remembered, and not read again for that. */
+static int items_exist(service *s, store_conn *c, const req_order *r, service_result *out)
 {
     int64_t stock;
     for (int i = 0; i < r->nlines; i++) {
-        int rc = store_stock_read(c, r->lines[i].item_id, &stock);
+        int64_t id = r->lines[i].item_id;
+        _Atomic int64_t *known = &s->known_items[(uint64_t)id % SERVICE_KNOWN_ITEMS];
+        if (atomic_load_explicit(known, memory_order_relaxed) == id)
+            continue;
+        int rc = store_stock_read(c, id, &stock);
+        if (rc == STORE_OK)
+            atomic_store_explicit(known, id, memory_order_relaxed);
         if (rc == STORE_ERR_NOT_FOUND && r->nlines > 1)
             return service_fail(out, SERVICE_NOT_FOUND, "no item with id %lld (lines[%d]); "
                                 "nothing deducted", (long long)r->lines[i].item_id, i);
@@ -347,7 +354,7 @@ void service_order_place(service *s, store_conn *c, const req_order *r, service_
         service_from_order_store(out, rc, c, r);
         return;
     }
-    if (items_exist(c, r, out) != SERVICE_OK)
+    if (items_exist(s, c, r, out) != SERVICE_OK)
         return;
     for (int i = 0; i < r->nlines; i++)
         service_lock_key(s->cfg.lock_prefix, r->lines[i].item_id, x.keys[i]);
@@ -390,7 +397,7 @@ void service_order_set_stock(service *s, store_conn *c, int64_t item_id, int64_t
     req_order r = {.nlines = 1, .lines = {{item_id, 0}}};
     struct set_stock a = {{.s = s, .c = c, .r = &r, .out = out}, stock};
     service_lock_key(s->cfg.lock_prefix, item_id, a.x.keys[0]);
-    if (items_exist(c, &r, out) != SERVICE_OK)
+    if (items_exist(s, c, &r, out) != SERVICE_OK)
         return;
     if (s->cfg.lock_mode == SERVICE_LOCK_REDIS)
         under_lock(&a.x, set_stock, 1);
