@@ -16,7 +16,11 @@ ALL_CFLAGS = -std=c11 $(CFLAGS) $(WARN) -pthread -D_GNU_SOURCE -MMD -MP $(SANFLA
 LDFLAGS += -pthread $(SANFLAGS)
 LIBS_LOCK = $(shell $(PKG_CONFIG) --libs hiredis)
 LIBS_SERVER = $(LIBS_LOCK) $(shell $(PKG_CONFIG) --libs libmicrohttpd sqlite3 libpq jansson) -lm
-LIBS_LOADGEN = $(shell $(PKG_CONFIG) --libs libcurl jansson) -lm
+# loadgen's HTTP client parses answers with Debian's libhttp-parser-dev, which
+# ships no pkg-config file: its header is in /usr/include, the library is
+# linked by name.
+LIBS_HTTP_PARSER := -lhttp_parser
+LIBS_LOADGEN = $(shell $(PKG_CONFIG) --libs libcurl jansson) $(LIBS_HTTP_PARSER) -lm
 LIBS_TEST = $(LIBS_SERVER) $(LIBS_LOADGEN) $(shell $(PKG_CONFIG) --libs cmocka)
 
 LOCK_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard lock/*.c))
