@@ -93,8 +93,8 @@ static int cut(th_fake *f, int fd, int nth_on_conn)
         part = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{";
     else if (f->mode == TH_FAKE_CUT_HEADERS)
         part = "HTTP/1.1 200 OK\r\nContent-Len";
-    else if (f->mode == TH_FAKE_CUT_CHUNKED && chunked(buf, sizeof(buf), 200, "{\"quantity\":1}", 1))
-        part = buf;
+    else if (f->mode == TH_FAKE_CUT_CHUNKED)
+        part = chunked(buf, sizeof(buf), 200, "{\"quantity\":1}", 1) ? buf : NULL;
     else if (f->mode == TH_FAKE_SILENT_REUSED && nth_on_conn == 1)
         part = "";
     if (part)
