@@ -37,7 +37,7 @@ static int wait_answer(lg_conn *c, lg_evloop *loop, int rc)
     while (rc == LG_CONN_AGAIN) {
         int64_t until = start + (lg_conn_connecting(c) ? CONNECT_TIMEOUT_NS : CALL_TIMEOUT_NS);
         if (lg_now_ns() >= until) {
-            snprintf(c->why, sizeof(c->why), "%.64s: timed out after %lld s %s", c->addr->host,
+            snprintf(c->why, sizeof(c->why), "timed out after %lld s %s",
                      (long long)((until - start) / 1000000000LL),
                      lg_conn_connecting(c) ? "connecting" : "waiting for the answer");
             lg_conn_close(c);

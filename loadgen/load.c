@@ -291,9 +291,9 @@ static void check_deadline(struct slot *s, int64_t now)
             s->w->scan_ns = s->deadline_ns;
         return;
     }
-    char why[160];
-    snprintf(why, sizeof(why), "%.64s: timed out after %d ms (%s, %zu bytes of the answer in)",
-             s->conn.addr->host, s->w->load->cfg.timeout_ms,
+    char why[120];
+    snprintf(why, sizeof(why), "timed out after %d ms (%s, %zu bytes of the answer in)",
+             s->w->load->cfg.timeout_ms,
              lg_conn_connecting(&s->conn) ? "connecting" : "connected", s->conn.resp.got);
     lg_conn_close(&s->conn);
     on_failed(s, why, now);
@@ -468,6 +468,26 @@ static int check_cfg(const lg_load_cfg *c, lg_err *err)
     return LG_OK;
 }
 
+/* Starts every worker thread; if one cannot start, stops and joins those
+ * that did and returns LG_ERR_SYS. */
+static int start_threads(lg_load *l, lg_err *err)
+{
+    int rc = LG_OK;
+    for (int i = 0; rc == LG_OK && i < l->nworkers; i++) {
+        int e = pthread_create(&l->workers[i].tid, NULL, worker_main, &l->workers[i]);
+        if (e != 0) {
+            rc = lg_errf(err, LG_ERR_SYS, "cannot start thread: %s", strerror(e));
+            atomic_store(&l->stop, 2);
+        } else {
+            l->workers[i].started = 1;
+        }
+    }
+    for (int i = 0; rc != LG_OK && i < l->nworkers; i++)
+        if (l->workers[i].started)
+            pthread_join(l->workers[i].tid, NULL);
+    return rc;
+}
+
 int lg_load_start(const lg_load_cfg *cfg, lg_load **out, lg_err *err)
 {
     *out = NULL;
@@ -502,19 +522,9 @@ int lg_load_start(const lg_load_cfg *cfg, lg_load **out, lg_err *err)
         rc = worker_init(&l->workers[i], l, i, err);
     if (rc == LG_OK)
         schedule(l);
-    for (int i = 0; rc == LG_OK && i < l->nworkers; i++) {
-        int e = pthread_create(&l->workers[i].tid, NULL, worker_main, &l->workers[i]);
-        if (e != 0) {
-            rc = lg_errf(err, LG_ERR_SYS, "cannot start thread: %s", strerror(e));
-            atomic_store(&l->stop, 2);
-        } else {
-            l->workers[i].started = 1;
-        }
-    }
+    if (rc == LG_OK)
+        rc = start_threads(l, err);
     if (rc != LG_OK) {
-        for (int i = 0; i < l->nworkers; i++)
-            if (l->workers[i].started)
-                pthread_join(l->workers[i].tid, NULL);
         load_free(l);
         return rc;
     }
