@@ -43,6 +43,7 @@ rport=$(free_port)
 stack_redis "$rport"
 sport=$(free_port)
 STOCKD_WRAPPER="${server_cpu[*]}" stack_stockd bench "$sport" "$rport" --log-level warn
+stockd_pid=$(tail -n 1 "$STACK_DIR/pids")
 url="http://127.0.0.1:$sport"
 
 median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
@@ -56,6 +57,14 @@ timed() {
         echo "" >"$work/cpu"; "$@"
     fi
 }
+
+# The machine's busy CPU time and stockd's, in clock ticks: the run reports how
+# much of the machine was busy and how much of that was its own, since other
+# work on shared CPUs moves every rate.
+busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
+stockd_ticks() { awk '{ print $14 + $15 }' "/proc/$stockd_pid/stat"; }
+tool_secs=0 # CPU seconds of every tool run, from /usr/bin/time
+add_tool_cpu() { [ -s "$work/cpu" ] && tool_secs=$(awk -v t="$tool_secs" '{ print t + $1 + $2 }' "$work/cpu"); }
 
 cpu_us_per_request() { # requests/s, seconds
     awk -v rate="$1" -v secs="$2" '{ if (NF == 2) printf "%.1f", ($1 + $2) * 1e6 / (rate * secs);
@@ -80,10 +89,11 @@ echo "versions: $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2), loadgen with http_pa
      "$(dpkg-query -W -f '${Version}' libhttp-parser2.9 2>/dev/null || echo '?')"
 [ -n "$BASELINE" ] && echo "baseline: $BASELINE, run after loadgen in every round"
 wrk -t "$THREADS" -c "$CONNS" -d 1s "$url/health" >/dev/null # warm-up: connections, caches
+busy0=$(busy_ticks) stockd0=$(stockd_ticks) start=$(date +%s.%N)
 for f in wrk lg base wcpu lcpu bcpu; do : >"$work/$f"; done
 for r in $(seq "$ROUNDS"); do
-    w=$(run_wrk); wcpu=$(cpu_us_per_request "${w:-0}" "$DURATION")
-    l=$(run_loadgen); lcpu=$(cpu_us_per_request "${l:-0}" "$DURATION")
+    w=$(run_wrk); wcpu=$(cpu_us_per_request "${w:-0}" "$DURATION"); add_tool_cpu
+    l=$(run_loadgen); lcpu=$(cpu_us_per_request "${l:-0}" "$DURATION"); add_tool_cpu
     [ -n "$w" ] && [ -n "$l" ] || die "round $r: could not read a rate (wrk '$w', loadgen '$l')"
     echo "$w" >>"$work/wrk"; echo "$l" >>"$work/lg"
     echo "$wcpu" >>"$work/wcpu"; echo "$lcpu" >>"$work/lcpu"
@@ -92,12 +102,18 @@ for r in $(seq "$ROUNDS"); do
     printf '   ratio %.3f\n' "$(echo "$l / $w" | bc -l)"
     if [ -n "$BASELINE" ]; then
         b=$(run_loadgen "$BASELINE"); bcpu=$(cpu_us_per_request "${b:-0}" "$DURATION")
+        add_tool_cpu
         [ -n "$b" ] || die "round $r: could not read the baseline's rate"
         echo "$b" >>"$work/base"; echo "$bcpu" >>"$work/bcpu"
         printf '         baseline %9.1f req/s (%s us CPU/req)   ratio to wrk %.3f\n' \
             "$b" "$bcpu" "$(echo "$b / $w" | bc -l)"
     fi
 done
+awk -v b0="$busy0" -v b1="$(busy_ticks)" -v s0="$stockd0" -v s1="$(stockd_ticks)" \
+    -v tool="$tool_secs" -v t0="$start" -v t1="$(date +%s.%N)" -v hz="$(getconf CLK_TCK)" \
+    'BEGIN { wall = t1 - t0; busy = (b1 - b0) / hz / wall; ours = ((s1 - s0) / hz + tool) / wall
+             printf "machine during the rounds: %.2f CPUs busy, %.2f of them stockd and the tools," \
+                    " %.2f other work\n", busy, ours, busy - ours }'
 w=$(median <"$work/wrk"); l=$(median <"$work/lg")
 ratio=$(echo "$l / $w" | bc -l)
 printf 'median:  wrk %10.1f req/s   loadgen %10.1f req/s   ratio %.3f (target >= %s)\n' \
