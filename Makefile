@@ -9,15 +9,21 @@ SANFLAGS ?=
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wwrite-strings \
         -Werror=implicit-function-declaration
-# Only the tests need cmocka, so a plain `make` (the Docker build) works without it.
-PKGS := hiredis libmicrohttpd sqlite3 libpq jansson libcurl
+# Only the tests need cmocka and libcurl (their own HTTP calls), so a plain
+# `make` (the Docker build) works without them.
+PKGS := hiredis libmicrohttpd sqlite3 libpq jansson
+TEST_PKGS := cmocka libcurl
 ALL_CFLAGS = -std=c11 $(CFLAGS) $(WARN) -pthread -D_GNU_SOURCE -MMD -MP $(SANFLAGS) \
              -I. $(shell $(PKG_CONFIG) --cflags $(PKGS))
 LDFLAGS += -pthread $(SANFLAGS)
 LIBS_LOCK = $(shell $(PKG_CONFIG) --libs hiredis)
 LIBS_SERVER = $(LIBS_LOCK) $(shell $(PKG_CONFIG) --libs libmicrohttpd sqlite3 libpq jansson) -lm
-LIBS_LOADGEN = $(shell $(PKG_CONFIG) --libs libcurl jansson) -lm
-LIBS_TEST = $(LIBS_SERVER) $(LIBS_LOADGEN) $(shell $(PKG_CONFIG) --libs cmocka)
+# loadgen's HTTP client parses answers with Debian's libhttp-parser-dev, which
+# ships no pkg-config file: its header is in /usr/include, the library is
+# linked by name.
+LIBS_HTTP_PARSER := -lhttp_parser
+LIBS_LOADGEN = $(shell $(PKG_CONFIG) --libs jansson) $(LIBS_HTTP_PARSER) -lm
+LIBS_TEST = $(LIBS_SERVER) $(LIBS_LOADGEN) $(shell $(PKG_CONFIG) --libs $(TEST_PKGS))
 
 LOCK_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard lock/*.c))
 SERVER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out server/main.c,$(wildcard server/*.c)))
@@ -163,7 +169,7 @@ TEST_LIBS := $(if $(SERVER_OBJ),$(BUILD)/libstockd.a) $(if $(LOADGEN_OBJ),$(BUIL
 
 $(BUILD)/obj/tests/%.o: tests/%.c
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(shell $(PKG_CONFIG) --cflags cmocka) -c -o $@ $<
+	$(CC) $(ALL_CFLAGS) $(shell $(PKG_CONFIG) --cflags $(TEST_PKGS)) -c -o $@ $<
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(HARNESS_OBJ) $(TEST_LIBS)
 	@mkdir -p $(@D)

@@ -18,7 +18,8 @@ echo "machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f
          "Linux $(uname -r)"
 echo "versions: $(redis-server --version | cut -d' ' -f1-3), SQLite $(sqlite3 --version 2>/dev/null |
         cut -d' ' -f1 || pkg-config --modversion sqlite3), hiredis $(pkg-config --modversion hiredis),"\
-         "libmicrohttpd $(pkg-config --modversion libmicrohttpd), libcurl $(pkg-config --modversion libcurl),"\
+         "libmicrohttpd $(pkg-config --modversion libmicrohttpd),"\
+         "http_parser $(dpkg-query -W -f '${Version}' libhttp-parser2.9 2>/dev/null || echo ?),"\
          "PostgreSQL $("$(printf '%s\n' /usr/lib/postgresql/*/bin/postgres | sort -V | tail -n 1)" --version 2>/dev/null |
         awk '{ print $3 }'),"\
          "$(cc --version | head -1), commit $(git rev-parse --short HEAD 2>/dev/null || echo ?)"

@@ -1,18 +1,22 @@
-/* api.c - blocking libcurl calls for set-up (create items) and the verdict
- * (read items and their ledger), with error text that names the URL and the
- * answer, since these failures are what a user sees first. */
+/* api.c - blocking calls for set-up (create items) and the verdict (read
+ * items and their ledger), on the load's own HTTP client (conn.h) with a loop
+ * of its own, and error text that names the URL and the answer, since these
+ * failures are what a user sees first. */
 #include "loadgen/api.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
-#include <curl/curl.h>
 #include <jansson.h>
 
+#include "loadgen/conn.h"
+#include "loadgen/evloop.h"
+#include "loadgen/http.h"
+
 #define BODY_MAX (64L * 1024 * 1024) /* a page of ledger rows fits many times over */
-#define CALL_TIMEOUT_MS 60000L
+#define CALL_TIMEOUT_NS 60000000000LL
+#define CONNECT_TIMEOUT_NS 5000000000LL
 #define PAGE_ROWS 1000 /* stockd's largest ?limit=; further rows by ?after= */
 
 struct lg_ledger {
@@ -26,76 +30,76 @@ typedef struct buf {
     size_t len;
 } buf;
 
-static size_t on_body(char *data, size_t size, size_t n, void *arg)
+/* Runs c's request to its end: LG_CONN_DONE, or LG_CONN_ERROR with c->why. */
+static int wait_answer(lg_conn *c, lg_evloop *loop, int rc)
 {
-    buf *b = arg;
-    size_t len = size * n;
-    if (b->len + len > (size_t)BODY_MAX)
-        return 0; /* aborts the transfer: CURLE_WRITE_ERROR */
-    char *grown = realloc(b->data, b->len + len + 1);
-    if (grown == NULL)
-        return 0;
-    b->data = grown;
-    memcpy(b->data + b->len, data, len);
-    b->len += len;
-    b->data[b->len] = '\0';
-    return len;
+    int64_t start = lg_now_ns();
+    while (rc == LG_CONN_AGAIN) {
+        int64_t until = start + (lg_conn_connecting(c) ? CONNECT_TIMEOUT_NS : CALL_TIMEOUT_NS);
+        if (lg_now_ns() >= until) {
+            snprintf(c->why, sizeof(c->why), "timed out after %lld s %s",
+                     (long long)((until - start) / 1000000000LL),
+                     lg_conn_connecting(c) ? "connecting" : "waiting for the answer");
+            lg_conn_close(c);
+            return LG_CONN_ERROR;
+        }
+        lg_event ev;
+        if (lg_evloop_wait(loop, until, &ev, 1) == 1)
+            rc = lg_conn_event(c, ev.events);
+    }
+    return rc;
 }
 
-/* Keeps the two headers an lg_answer_full reports. */
-static size_t on_header(char *data, size_t size, size_t n, void *arg)
-{
-    lg_answer_full *a = arg;
-    size_t len = size * n;
-    if (len > 13 && strncasecmp(data, "Retry-After: ", 13) == 0)
-        snprintf(a->retry_after, sizeof(a->retry_after), "%.*s", (int)strcspn(data + 13, "\r\n"),
-                 data + 13);
-    if (len > 14 && strncasecmp(data, "Content-Type: ", 14) == 0)
-        snprintf(a->content_type, sizeof(a->content_type), "%.*s",
-                 (int)strcspn(data + 14, "\r\n"), data + 14);
-    return len;
-}
-
-/* One exchange; *status 0 on transport failure. The caller frees out->data.
- * headers, when not NULL, gets the headers lg_answer_full reports. */
+/* One exchange on a connection of its own; *status 0 on transport failure.
+ * The caller frees out->data. headers, when not NULL, gets the headers
+ * lg_answer_full reports. */
 static int exchange(const char *method, const char *url, const char *body, long *status,
                     buf *out, lg_answer_full *headers, lg_err *err)
 {
-    char errbuf[CURL_ERROR_SIZE] = "";
     memset(out, 0, sizeof(*out));
     *status = 0;
-    CURL *c = curl_easy_init();
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    if (c == NULL || h == NULL) {
-        curl_easy_cleanup(c);
-        curl_slist_free_all(h);
-        return lg_errf(err, LG_ERR_NOMEM, "out of memory");
-    }
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    lg_http_addr a;
+    const char *path;
+    char head[LG_HTTP_HEAD_MAX + 512];
+    lg_err bad;
+    int rc = lg_http_resolve(url, &a, &path, &bad);
+    if (rc != LG_OK)
+        return lg_errf(err, LG_ERR_TRANSPORT, "%s %s", method, bad.msg);
+    int n = lg_http_head(head, sizeof(head) - 24, method, path, a.host, body != NULL);
+    if (n < 0)
+        return lg_errf(err, LG_ERR_TRANSPORT, "%s %s: the URL is too long", method, url);
+    size_t blen = body ? strlen(body) : 0;
     if (body)
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
-    if (headers) {
-        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-        curl_easy_setopt(c, CURLOPT_HEADERDATA, headers);
+        n += (int)lg_http_head_end(head + n, blen);
+    struct iovec iov[2] = {{head, (size_t)n}, {(char *)body, blen}};
+    lg_evloop *loop;
+    if ((rc = lg_evloop_new(&loop, err)) != LG_OK)
+        return rc;
+    lg_conn c;
+    lg_conn_init(&c, loop, &a, &c, BODY_MAX, headers != NULL);
+    c.resp.head = strcmp(method, "HEAD") == 0;
+    rc = wait_answer(&c, loop, lg_conn_send(&c, iov, body ? 2 : 1));
+    if (rc == LG_CONN_DONE && c.resp.truncated) {
+        rc = LG_CONN_ERROR;
+        snprintf(c.why, sizeof(c.why), "the answer is larger than %ld bytes", BODY_MAX);
     }
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, CALL_TIMEOUT_MS);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_PROXY, "");
-    CURLcode rc = curl_easy_perform(c);
-    if (rc == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    if (rc == CURLE_OK)
-        return LG_OK;
-    return lg_errf(err, LG_ERR_TRANSPORT, "%s %s: %s", method, url,
-                   errbuf[0] ? errbuf : curl_easy_strerror(rc));
+    if (rc == LG_CONN_DONE) {
+        *status = c.resp.status;
+        out->data = c.resp.body; /* taken over from the answer */
+        out->len = c.resp.len;
+        c.resp.body = NULL;
+        if (headers) {
+            snprintf(headers->retry_after, sizeof(headers->retry_after), "%s",
+                     c.resp.retry_after);
+            snprintf(headers->content_type, sizeof(headers->content_type), "%s",
+                     c.resp.content_type);
+        }
+    } else {
+        lg_errf(err, LG_ERR_TRANSPORT, "%s %s: %s", method, url, c.why);
+    }
+    lg_conn_free(&c);
+    lg_evloop_free(loop);
+    return rc == LG_CONN_DONE ? LG_OK : LG_ERR_TRANSPORT;
 }
 
 static int http(const char *method, const char *url, const char *body, long *status, buf *out,

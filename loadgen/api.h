@@ -3,7 +3,7 @@
  * and what was wrong in err when the server is unreachable or answers
  * something unexpected.
  *
- * Thread safety: every call is independent (its own libcurl easy handle). */
+ * Thread safety: every call is independent (its own connection and loop). */
 #ifndef LG_API_H
 #define LG_API_H
 
@@ -23,7 +23,8 @@ typedef struct lg_answer_full {
 
 /* One blocking exchange: method ("GET", "POST", ...) on url with body (may
  * be NULL, sent as JSON). Returns 0 with *out filled (any status), or
- * LG_ERR_TRANSPORT / LG_ERR_NOMEM with out->status 0. Times out after 60 s.
+ * LG_ERR_TRANSPORT / LG_ERR_NOMEM / LG_ERR_SYS with out->status 0. Times out after 60 s
+ * (5 s to connect).
  * The tests' harness uses it too. */
 int lg_api_call(const char *method, const char *url, const char *body, lg_answer_full *out,
                 lg_err *err);

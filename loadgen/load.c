@@ -1,20 +1,23 @@
-/* load.c - the load engine: per thread one libcurl multi handle driven by epoll
- * through curl_multi_socket_action, a fixed set of connection slots that each
- * carry one request at a time, and the closed/open-loop schedule. */
+/* load.c - the load engine: per thread one epoll loop (evloop.h), a fixed
+ * set of connection slots that each carry one request at a time over a
+ * keep-alive HTTP/1.1 connection (conn.h), deadlines for the attempts in
+ * flight, and the closed/open-loop schedule. */
 #include "loadgen/load.h"
 
-#include <curl/curl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "loadgen/conn.h"
 #include "loadgen/evloop.h"
+#include "loadgen/http.h"
 
 #define RESP_MAX 16384          /* answer bytes kept; stockd's answers are far smaller */
-#define IDLE_WAKE_NS 50000000LL /* wake at least every 50 ms to notice stop and deadline */
+#define IDLE_WAKE_NS 50000000LL /* scan at least every 50 ms to notice stop and deadline */
 #define RETRY_BACKOFF_NS 50000000LL
+#define MAX_EVENTS 256
 
 enum slot_state { SLOT_IDLE, SLOT_BUSY, SLOT_RETRY, SLOT_DONE };
 
@@ -23,20 +26,19 @@ struct worker;
 /* One connection's worth of work: one request in flight at a time. */
 struct slot {
     struct worker *w;
-    CURL *easy;
-    CURLU *url;      /* parsed once: libcurl would otherwise re-parse the URL string per request */
+    lg_conn conn;
     int target;
-    int state;       /* enum slot_state */
-    int attempt;     /* 0 for the first send of the current request */
-    size_t rec;      /* index of the current request's record */
+    int state;         /* enum slot_state */
+    int attempt;       /* 0 for the first send of the current request */
+    size_t rec;        /* index of the current request's record */
     int64_t origin_ns; /* latency counts from here: the intended send time */
     int64_t next_ns;   /* open loop: this slot's next scheduled send */
     int64_t retry_ns;  /* SLOT_RETRY: when to resend */
-    char *resp;
-    size_t resp_len, resp_cap;
+    int64_t deadline_ns; /* SLOT_BUSY: when the attempt times out */
+    char head[LG_HTTP_HEAD_MAX]; /* the request head, formatted once */
+    size_t head_len;   /* up to "Content-Length: " when there is a body */
     char body[LG_BODY_MAX];
     size_t body_len;
-    char errbuf[CURL_ERROR_SIZE];
 };
 
 struct worker {
@@ -45,10 +47,10 @@ struct worker {
     pthread_t tid;
     int started;
     lg_evloop *loop;
-    struct curl_slist *headers;
     struct slot *slots;
     int nslots, nlive; /* slots, and those not SLOT_DONE */
     int first;         /* global index of slots[0] */
+    int64_t scan_ns;   /* when the slots next need a look (timers, schedule, stop) */
     lg_tally *tally;   /* [ntargets] */
     lg_batch batch;    /* this thread's records and their lines */
     size_t caprecs, caplines;
@@ -64,10 +66,12 @@ struct worker {
 struct lg_load {
     lg_load_cfg cfg;
     char run_id[40];
+    lg_http_addr *addrs;           /* [ntargets], resolved once, read-only while running */
     struct worker *workers;
     int nworkers;
     int64_t start_ns, deadline_ns; /* deadline -1: none */
     int64_t interval_ns;           /* open loop: time between one slot's sends; 0 closed */
+    int64_t timeout_ns;            /* per attempt */
     atomic_llong tickets;          /* request numbers handed out so far */
     atomic_int stop;               /* 0 run, 1 finish in-flight, 2 abandon in-flight */
 };
@@ -90,29 +94,6 @@ static long long claim(lg_load *l, int64_t now)
         return -1;
     long long t = atomic_fetch_add_explicit(&l->tickets, 1, memory_order_relaxed);
     return l->cfg.requests > 0 && t >= l->cfg.requests ? -1 : t;
-}
-
-static size_t on_write(char *data, size_t size, size_t n, void *arg)
-{
-    struct slot *s = arg;
-    size_t len = size * n;
-    size_t room = s->resp_cap - s->resp_len;
-    if (room < len && s->resp_cap < RESP_MAX) {
-        size_t cap = s->resp_cap;
-        while (cap < RESP_MAX && cap - s->resp_len < len)
-            cap *= 2;
-        char *grown = realloc(s->resp, cap > RESP_MAX ? RESP_MAX : cap);
-        if (grown) {
-            s->resp = grown;
-            s->resp_cap = cap > RESP_MAX ? RESP_MAX : cap;
-        }
-        room = s->resp_cap - s->resp_len;
-    }
-    /* beyond the cap the answer is truncated, which makes it fail to parse: malformed */
-    size_t keep = len < room ? len : room;
-    memcpy(s->resp + s->resp_len, data, keep);
-    s->resp_len += keep;
-    return len;
 }
 
 /* The path every request of the run goes to. */
@@ -168,20 +149,6 @@ static int prepare(struct slot *s, long long ticket)
     return n < 0 ? LG_ERR_USAGE : LG_OK;
 }
 
-static int send_request(struct slot *s)
-{
-    s->resp_len = 0;
-    s->errbuf[0] = '\0';
-    if (!s->w->load->cfg.raw) {
-        curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, s->body);
-        curl_easy_setopt(s->easy, CURLOPT_POSTFIELDSIZE, (long)s->body_len);
-    }
-    if (lg_evloop_add(s->w->loop, s->easy) != LG_OK)
-        return LG_ERR_NOMEM;
-    s->state = SLOT_BUSY;
-    return LG_OK;
-}
-
 /* Books the final outcome of the slot's request and frees the slot. */
 static void complete(struct slot *s, const lg_answer *a, int64_t now)
 {
@@ -217,49 +184,64 @@ static void complete_transport(struct slot *s, const char *why, int64_t now)
     complete(s, &a, now);
 }
 
-/* A transfer ended: retry it, or classify the answer and complete it. */
-static void on_done(struct slot *s, CURLcode result, int64_t now)
+static void on_failed(struct slot *s, const char *why, int64_t now);
+
+/* Puts the slot's request on its connection: the head (with this body's
+ * length when there is one) and the body, straight from the slot's buffers.
+ * A connection that cannot even be made fails the attempt at once. */
+static void send_request(struct slot *s, int64_t now)
+{
+    struct worker *w = s->w;
+    struct iovec iov[2] = {{s->head, s->head_len}, {s->body, s->body_len}};
+    int n = 1;
+    if (!w->load->cfg.raw) {
+        iov[0].iov_len += lg_http_head_end(s->head + s->head_len, s->body_len);
+        n = 2;
+    }
+    s->state = SLOT_BUSY;
+    s->deadline_ns = now + w->load->timeout_ns;
+    if (s->deadline_ns < w->scan_ns)
+        w->scan_ns = s->deadline_ns;
+    if (lg_conn_send(&s->conn, iov, n) == LG_CONN_ERROR)
+        on_failed(s, s->conn.why, now);
+}
+
+/* An attempt got no answer: retry it, or complete it as a transport error. A
+ * slot that needs no retry is looked at again at once (a refused connection
+ * fails inside send_request, which must not recurse into the next one). */
+static void on_failed(struct slot *s, const char *why, int64_t now)
 {
     struct worker *w = s->w;
     const lg_load_cfg *c = &w->load->cfg;
-    if (result != CURLE_OK) {
-        if (!c->raw && s->attempt < c->retries && !atomic_load(&w->load->stop)) {
-            s->attempt++;
-            w->tally[s->target].retries++;
-            s->state = SLOT_RETRY;
-            s->retry_ns = now + RETRY_BACKOFF_NS * s->attempt;
-            return;
-        }
-        complete_transport(s, s->errbuf[0] ? s->errbuf : curl_easy_strerror(result), now);
+    if (!c->raw && s->attempt < c->retries && !atomic_load(&w->load->stop)) {
+        s->attempt++;
+        w->tally[s->target].retries++;
+        s->state = SLOT_RETRY;
+        s->retry_ns = now + RETRY_BACKOFF_NS * s->attempt;
+        if (s->retry_ns < w->scan_ns)
+            w->scan_ns = s->retry_ns;
         return;
     }
-    long status = 0;
-    curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
-    lg_answer a;
-    if (c->raw) {
-        lg_answer_status(status, &a);
-    } else {
-        lg_rec *r = &w->batch.recs[s->rec];
-        lg_shape_answer(&c->shape, status, s->resp, s->resp_len, lg_rec_lines(&w->batch, r),
-                        r->nlines, &a);
-    }
-    complete(s, &a, now);
+    complete_transport(s, why, now);
+    w->scan_ns = now;
 }
 
-/* Completes every finished transfer; returns how many there were. */
-static int drain(struct worker *w)
+/* The whole answer is in: classify it and complete the request. */
+static void on_answer(struct slot *s, int64_t now)
 {
-    CURL *e;
-    CURLcode result;
-    int n = 0;
-    while (lg_evloop_done(w->loop, &e, &result)) {
-        struct slot *s = NULL;
-        curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&s);
-        lg_evloop_remove(w->loop, e); /* the connection stays cached for the next request */
-        on_done(s, result, lg_now_ns());
-        n++;
+    struct worker *w = s->w;
+    const lg_load_cfg *c = &w->load->cfg;
+    const lg_http_resp *r = &s->conn.resp;
+    lg_answer a;
+    if (c->raw) {
+        lg_answer_status(r->status, &a);
+    } else {
+        /* a body beyond RESP_MAX is cut, fails to parse, and so is malformed */
+        lg_rec *rec = &w->batch.recs[s->rec];
+        lg_shape_answer(&c->shape, r->status, r->body, r->len, lg_rec_lines(&w->batch, rec),
+                        rec->nlines, &a);
     }
-    return n;
+    complete(s, &a, now);
 }
 
 static void fail(struct worker *w, int code, const char *msg)
@@ -270,19 +252,22 @@ static void fail(struct worker *w, int code, const char *msg)
     }
 }
 
-/* Starts the next request on an idle slot when its time has come. */
-static void start_idle(struct slot *s, int64_t now, int64_t *wake)
+/* Starts the next request on an idle slot when its time has come; else
+ * makes sure the slots are looked at again by then. */
+static void start_idle(struct slot *s, int64_t now)
 {
-    lg_load *l = s->w->load;
+    struct worker *w = s->w;
+    lg_load *l = w->load;
     if (l->interval_ns && s->next_ns > now && !exhausted(l, now)) {
-        if (s->next_ns < *wake)
-            *wake = s->next_ns;
+        if (s->next_ns < w->scan_ns)
+            w->scan_ns = s->next_ns;
         return;
     }
     long long ticket = claim(l, now);
     if (ticket < 0) {
         s->state = SLOT_DONE;
-        s->w->nlive--;
+        w->nlive--;
+        lg_conn_close(&s->conn); /* nothing more to send on it */
         return;
     }
     /* open loop: latency starts at the planned time even when we are late */
@@ -290,31 +275,50 @@ static void start_idle(struct slot *s, int64_t now, int64_t *wake)
     s->next_ns += l->interval_ns;
     int rc = l->cfg.raw ? LG_OK : prepare(s, ticket);
     if (rc != LG_OK) {
-        fail(s->w, rc, rc == LG_ERR_NOMEM ? "out of memory for request records"
-                                          : "a request body outgrew its buffer");
+        fail(w, rc, rc == LG_ERR_NOMEM ? "out of memory for request records"
+                                       : "a request body outgrew its buffer");
         return;
     }
-    if (send_request(s) != LG_OK)
-        fail(s->w, LG_ERR_NOMEM, "libcurl could not add a transfer");
+    send_request(s, now);
 }
 
-/* Walks the slots: starts due requests and retries; *wake gets the earliest
- * time one of them has to act. */
-static void start_due(struct worker *w, int64_t now, int64_t *wake)
+/* Times the attempt in flight out when its deadline has passed. The
+ * connection goes: a late answer must not be taken for the next request's. */
+static void check_deadline(struct slot *s, int64_t now)
+{
+    if (s->deadline_ns > now) {
+        if (s->deadline_ns < s->w->scan_ns)
+            s->w->scan_ns = s->deadline_ns;
+        return;
+    }
+    char why[120];
+    snprintf(why, sizeof(why), "timed out after %d ms (%s, %zu bytes of the answer in)",
+             s->w->load->cfg.timeout_ms,
+             lg_conn_connecting(&s->conn) ? "connecting" : "connected", s->conn.resp.got);
+    lg_conn_close(&s->conn);
+    on_failed(s, why, now);
+}
+
+/* Walks the slots: times out attempts, starts due requests and retries, and
+ * sets w->scan_ns to the earliest time one of them has to act. */
+static void scan(struct worker *w, int64_t now)
 {
     int stopping = atomic_load_explicit(&w->load->stop, memory_order_relaxed) != 0;
+    w->scan_ns = now + IDLE_WAKE_NS;
     for (int i = 0; i < w->nslots && !w->fail; i++) {
         struct slot *s = &w->slots[i];
+        if (s->state == SLOT_BUSY)
+            check_deadline(s, now);
         if (s->state == SLOT_RETRY) {
             if (stopping)
                 complete_transport(s, "not retried: loadgen was stopped", now);
-            else if (s->retry_ns <= now && send_request(s) != LG_OK)
-                fail(w, LG_ERR_NOMEM, "libcurl could not add a transfer");
-            else if (s->retry_ns > now && s->retry_ns < *wake)
-                *wake = s->retry_ns;
+            else if (s->retry_ns <= now)
+                send_request(s, now);
+            else if (s->retry_ns < w->scan_ns)
+                w->scan_ns = s->retry_ns;
         }
         if (s->state == SLOT_IDLE)
-            start_idle(s, now, wake);
+            start_idle(s, now);
     }
 }
 
@@ -324,8 +328,7 @@ static void abandon_all(struct worker *w, const char *why)
     int64_t now = lg_now_ns();
     for (int i = 0; i < w->nslots; i++) {
         struct slot *s = &w->slots[i];
-        if (s->state == SLOT_BUSY)
-            lg_evloop_remove(w->loop, s->easy);
+        lg_conn_close(&s->conn);
         if (s->state == SLOT_BUSY || s->state == SLOT_RETRY)
             complete_transport(s, why, now);
         if (s->state != SLOT_DONE) {
@@ -335,25 +338,41 @@ static void abandon_all(struct worker *w, const char *why)
     }
 }
 
+/* Socket events: a finished request makes room for the next one on the same
+ * slot at once, as wrk writes its next request from the read handler. */
+static void on_events(struct worker *w, const lg_event *ev, int n)
+{
+    int64_t now = lg_now_ns();
+    for (int i = 0; i < n; i++) {
+        struct slot *s = ev[i].tag;
+        int rc = lg_conn_event(&s->conn, ev[i].events);
+        if (rc == LG_CONN_AGAIN || s->state != SLOT_BUSY)
+            continue;
+        if (rc == LG_CONN_DONE)
+            on_answer(s, now);
+        else
+            on_failed(s, s->conn.why, now);
+        if (s->state == SLOT_IDLE && !w->fail)
+            start_idle(s, now);
+    }
+}
+
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
+    lg_event ev[MAX_EVENTS];
+    w->scan_ns = 0;
     while (w->nlive > 0 && !w->fail) {
         int64_t now = lg_now_ns();
         if (atomic_load(&w->load->stop) == 2) {
             abandon_all(w, "abandoned: loadgen was stopped");
             break;
         }
-        int64_t wake = now + IDLE_WAKE_NS;
-        start_due(w, now, &wake);
-        /* new transfers ask libcurl for an immediate timeout: run it at once so
-         * their requests are on the wire before we wait */
-        if (lg_evloop_timers(w->loop, lg_now_ns()) && drain(w))
-            continue;
-        if (w->nlive == 0)
+        if (now >= w->scan_ns)
+            scan(w, now);
+        if (w->nlive == 0 || w->fail)
             break;
-        lg_evloop_wait(w->loop, lg_evloop_deadline(w->loop, wake));
-        drain(w);
+        on_events(w, ev, lg_evloop_wait(w->loop, w->scan_ns, ev, MAX_EVENTS));
     }
     if (w->fail)
         abandon_all(w, "abandoned: loadgen thread failed");
@@ -361,40 +380,20 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* Formats the slot's request head once: its target, the run's path. */
 static int slot_init(struct slot *s, struct worker *w, int global, lg_err *err)
 {
     const lg_load *l = w->load;
-    char url[LG_URL_MAX + LG_PATH_MAX];
     s->w = w;
     s->target = global % l->cfg.ntargets;
     s->state = SLOT_IDLE;
-    s->resp_cap = 1024;
-    s->resp = malloc(s->resp_cap);
-    s->easy = curl_easy_init();
-    if (s->resp == NULL || s->easy == NULL)
-        return lg_errf(err, LG_ERR_NOMEM, "out of memory setting up connection %d", global);
-    snprintf(url, sizeof(url), "%s%s", l->cfg.targets[s->target].url, req_path(&l->cfg));
-    CURL *e = s->easy;
-    if ((s->url = curl_url()) == NULL || curl_url_set(s->url, CURLUPART_URL, url, 0) != CURLUE_OK)
-        return lg_errf(err, LG_ERR_USAGE, "libcurl cannot parse the URL %s", url);
-    curl_easy_setopt(e, CURLOPT_CURLU, s->url);
-    curl_easy_setopt(e, CURLOPT_NOPROXY, "*");
-    curl_easy_setopt(e, CURLOPT_PRIVATE, s);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, s);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, s->errbuf);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, w->headers);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)l->cfg.timeout_ms);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
-                     (long)(l->cfg.timeout_ms < 5000 ? l->cfg.timeout_ms : 5000));
-    curl_easy_setopt(e, CURLOPT_PROXY, ""); /* targets are direct; ignore *_proxy variables */
-    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-    if (l->cfg.raw)
-        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
-    else
-        curl_easy_setopt(e, CURLOPT_POST, 1L);
+    lg_conn_init(&s->conn, w->loop, &l->addrs[s->target], s, l->cfg.raw ? 0 : RESP_MAX, 0);
+    int n = lg_http_head(s->head, sizeof(s->head) - 24, l->cfg.raw ? "GET" : "POST",
+                         req_path(&l->cfg), l->addrs[s->target].host, !l->cfg.raw);
+    if (n < 0)
+        return lg_errf(err, LG_ERR_USAGE, "the request head for %s%s is too long",
+                       l->cfg.targets[s->target].url, req_path(&l->cfg));
+    s->head_len = (size_t)n;
     return LG_OK;
 }
 
@@ -409,15 +408,9 @@ static int worker_init(struct worker *w, lg_load *l, int id, lg_err *err)
     w->nslots = w->nlive = end - first;
     w->slots = calloc((size_t)w->nslots, sizeof(*w->slots));
     w->tally = calloc((size_t)ntargets, sizeof(*w->tally));
-    /* no Accept (wrk sends none either); Expect: never wait for 100-continue */
-    w->headers = curl_slist_append(NULL, "Accept:");
-    w->headers = curl_slist_append(w->headers, "Expect:");
-    if (!l->cfg.raw)
-        w->headers = curl_slist_append(w->headers, "Content-Type: application/json");
-    if (!w->slots || !w->tally || !w->headers)
+    if (!w->slots || !w->tally)
         return lg_errf(err, LG_ERR_NOMEM, "out of memory setting up thread %d", id);
-    /* keep every connection of this thread open between requests */
-    int rc = lg_evloop_new(w->nslots + 1, &w->loop, err);
+    int rc = lg_evloop_new(&w->loop, err);
     if (rc != LG_OK)
         return rc;
     for (int t = 0; t < ntargets; t++)
@@ -430,16 +423,11 @@ static int worker_init(struct worker *w, lg_load *l, int id, lg_err *err)
 
 static void worker_free(struct worker *w)
 {
-    for (int i = 0; w->slots && i < w->nslots; i++) {
-        if (w->slots[i].state == SLOT_BUSY && w->loop)
-            lg_evloop_remove(w->loop, w->slots[i].easy);
-        curl_easy_cleanup(w->slots[i].easy);
-        curl_url_cleanup(w->slots[i].url);
-        free(w->slots[i].resp);
-    }
+    for (int i = 0; w->slots && i < w->nslots; i++)
+        if (w->slots[i].w)
+            lg_conn_free(&w->slots[i].conn);
     free(w->slots);
     lg_evloop_free(w->loop);
-    curl_slist_free_all(w->headers);
     for (int t = 0; w->tally && t < w->load->cfg.ntargets; t++)
         lg_tally_free(&w->tally[t]);
     free(w->tally);
@@ -452,6 +440,7 @@ static void load_free(lg_load *l)
     for (int i = 0; l->workers && i < l->nworkers; i++)
         worker_free(&l->workers[i]);
     free(l->workers);
+    free(l->addrs);
     free(l);
 }
 
@@ -479,6 +468,26 @@ static int check_cfg(const lg_load_cfg *c, lg_err *err)
     return LG_OK;
 }
 
+/* Starts every worker thread; if one cannot start, stops and joins those
+ * that did and returns LG_ERR_SYS. */
+static int start_threads(lg_load *l, lg_err *err)
+{
+    int rc = LG_OK;
+    for (int i = 0; rc == LG_OK && i < l->nworkers; i++) {
+        int e = pthread_create(&l->workers[i].tid, NULL, worker_main, &l->workers[i]);
+        if (e != 0) {
+            rc = lg_errf(err, LG_ERR_SYS, "cannot start thread: %s", strerror(e));
+            atomic_store(&l->stop, 2);
+        } else {
+            l->workers[i].started = 1;
+        }
+    }
+    for (int i = 0; rc != LG_OK && i < l->nworkers; i++)
+        if (l->workers[i].started)
+            pthread_join(l->workers[i].tid, NULL);
+    return rc;
+}
+
 int lg_load_start(const lg_load_cfg *cfg, lg_load **out, lg_err *err)
 {
     *out = NULL;
@@ -494,34 +503,28 @@ int lg_load_start(const lg_load_cfg *cfg, lg_load **out, lg_err *err)
     l->interval_ns = cfg->rate > 0 ? (int64_t)(cfg->concurrency * 1e9 / cfg->rate) : 0;
     if (cfg->rate > 0 && l->interval_ns < 1)
         l->interval_ns = 1;
+    l->timeout_ns = (int64_t)cfg->timeout_ms * 1000000LL;
     atomic_init(&l->tickets, 0);
     atomic_init(&l->stop, 0);
     l->workers = calloc((size_t)l->nworkers, sizeof(*l->workers));
-    if (l->workers == NULL) {
-        free(l);
+    l->addrs = calloc((size_t)cfg->ntargets, sizeof(*l->addrs));
+    if (l->workers == NULL || l->addrs == NULL) {
+        load_free(l);
         return lg_errf(err, LG_ERR_NOMEM, "out of memory");
     }
-    for (int i = 0; i < l->nworkers; i++) {
+    for (int i = 0; i < l->nworkers; i++)
         l->workers[i].load = l;
-    }
     int rc = LG_OK;
+    /* once, before the clock starts: a name lookup per connection would be wasted */
+    for (int t = 0; rc == LG_OK && t < cfg->ntargets; t++)
+        rc = lg_http_resolve(cfg->targets[t].url, &l->addrs[t], NULL, err);
     for (int i = 0; rc == LG_OK && i < l->nworkers; i++)
         rc = worker_init(&l->workers[i], l, i, err);
     if (rc == LG_OK)
         schedule(l);
-    for (int i = 0; rc == LG_OK && i < l->nworkers; i++) {
-        int e = pthread_create(&l->workers[i].tid, NULL, worker_main, &l->workers[i]);
-        if (e != 0) {
-            rc = lg_errf(err, LG_ERR_SYS, "cannot start thread: %s", strerror(e));
-            atomic_store(&l->stop, 2);
-        } else {
-            l->workers[i].started = 1;
-        }
-    }
+    if (rc == LG_OK)
+        rc = start_threads(l, err);
     if (rc != LG_OK) {
-        for (int i = 0; i < l->nworkers; i++)
-            if (l->workers[i].started)
-                pthread_join(l->workers[i].tid, NULL);
         load_free(l);
         return rc;
     }

@@ -1,9 +1,9 @@
-/* load.h - the load engine: T threads, each with its own libcurl multi handle
- * driven by epoll (curl_multi_socket_action), each owning a share of the C
- * keep-alive connections. Closed loop (send the next request as soon as the
- * answer is in) or open loop (--rate: each connection on a fixed schedule,
- * latency measured from the intended send time, as wrk2 does). Per-thread
- * counters and histograms are merged after join.
+/* load.h - the load engine: T threads, each with its own epoll loop and a
+ * share of the C keep-alive HTTP/1.1 connections (conn.h), each connection
+ * carrying one request at a time. Closed loop (send the next request as soon
+ * as the answer is in) or open loop (--rate: each connection on a fixed
+ * schedule, latency measured from the intended send time, as wrk2 does).
+ * Per-thread counters and histograms are merged after join.
  *
  * Use: lg_load_start(), then poll lg_load_progress()/lg_load_finished() from
  * the starting thread (lg_load_stop() to end early), then lg_load_join(),
@@ -42,9 +42,11 @@ typedef struct lg_progress {
 
 typedef struct lg_load lg_load;
 
-/* Builds the threads' multi handles and connections and starts sending.
- * Returns 0 with *out set, or LG_ERR_NOMEM / LG_ERR_SYS / LG_ERR_USAGE with
- * err filled and *out NULL. */
+/* Resolves the targets' names, builds the threads' loops and connection
+ * slots and starts sending (connections open with their first request).
+ * Returns 0 with *out set, or LG_ERR_NOMEM / LG_ERR_SYS / LG_ERR_USAGE /
+ * LG_ERR_TRANSPORT (a target's name does not resolve) with err filled and
+ * *out NULL. */
 int lg_load_start(const lg_load_cfg *cfg, lg_load **out, lg_err *err);
 
 /* Snapshot of the counters; callable while the threads run. */

@@ -7,7 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
 #include <jansson.h>
 
 #include "loadgen/opts.h"
@@ -184,10 +183,6 @@ int main(int argc, char **argv)
         perror(o.json_path);
         return EXIT_USAGE;
     }
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        fprintf(stderr, "loadgen: libcurl failed to initialise\n");
-        return EXIT_USAGE;
-    }
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
@@ -199,6 +194,5 @@ int main(int argc, char **argv)
                                                      : run_single(&o, json, &pr);
     if (json)
         fclose(json);
-    curl_global_cleanup();
     return status;
 }

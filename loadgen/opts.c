@@ -32,7 +32,7 @@ static const char usage[] =
     "  -d, --duration T        run for T: 30, 30s, 500ms, 2m. Given without --requests it\n"
     "                          alone bounds the run; with both, whichever comes first\n"
     "  -c, --concurrency C     connections (default 32; at least one per target)\n"
-    "  -t, --threads T         event loops, one libcurl multi handle each (default 2)\n"
+    "  -t, --threads T         event loops, each with its share of the connections (default 2)\n"
     "  -R, --rate R            open loop: R requests/s in total, each connection on its own\n"
     "                          schedule; latency counts from the intended send time, so a\n"
     "                          slow server cannot hide its queueing (no coordinated omission)\n"

@@ -26,7 +26,7 @@ typedef struct lg_opts {
     long long requests;  /* total requests; 0 = no limit (then duration_s is set) */
     double duration_s;   /* run length; 0 = until requests are done */
     int concurrency;     /* connections, spread round-robin over the targets */
-    int threads;         /* event loops (one libcurl multi handle each) */
+    int threads;         /* event loops (threads), each owning a share of the connections */
     double rate;         /* requests/s over all connections (open loop); 0 = closed loop */
     long long stock;     /* stock of each item created */
     long long item_id;   /* use this existing item instead of creating; 0 = create */

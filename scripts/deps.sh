@@ -9,6 +9,8 @@ set -eu
 need=""
 want_cmd() { command -v "$1" >/dev/null 2>&1 || need="$need $2"; }
 want_pc() { pkg-config --exists "$1" 2>/dev/null || need="$need $2"; }
+# For a -dev package without a pkg-config file: one file it installs.
+want_file() { [ -e "$1" ] || need="$need $2"; }
 # The PostgreSQL server, looked for where tests/pg.c looks: Debian keeps
 # initdb and postgres off PATH.
 want_pg_server() {
@@ -30,7 +32,8 @@ want_base() {
     want_pg_server
     want_pc jansson libjansson-dev
     want_pc cmocka libcmocka-dev
-    want_pc libcurl libcurl4-openssl-dev
+    want_pc libcurl libcurl4-openssl-dev # the tests' own HTTP calls; loadgen does without
+    want_file /usr/include/http_parser.h libhttp-parser-dev # loadgen's HTTP answers
     want_cmd redis-server redis-server
     want_cmd redis-cli redis-tools
     want_cmd curl curl

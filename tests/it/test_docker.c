@@ -953,6 +953,35 @@ static void package_of(const char *lib, char *pkg, size_t size)
         pclose(p);
 }
 
+/* Whether pkg is one of the libraries the runtime stage installs by name:
+ * what stockd and loadgen link, not what those pull in. */
+static int named_library(const char *pkg)
+{
+    static const char *const ours[] = {"libhiredis", "libmicrohttpd", "libsqlite3", "libpq",
+                                       "libjansson", "libhttp-parser", NULL};
+    for (int i = 0; ours[i]; i++)
+        if (strncmp(pkg, ours[i], strlen(ours[i])) == 0)
+            return 1;
+    return 0;
+}
+
+/* Every lib* package the runtime stage's apt-get line names must be one that
+ * a binary needs (in needed, " pkg " words): none left behind by a binary
+ * that stopped linking it (libcurl4 when loadgen dropped libcurl). */
+static void assert_no_library_unneeded(const char *runtime, const char *needed)
+{
+    const char *install = strstr(runtime, "apt-get install");
+    assert_non_null(install);
+    const char *end = strstr(install, "&&");
+    for (const char *p = strstr(install, " lib"); p && (!end || p < end);
+         p = strstr(p + 1, " lib")) {
+        char word[140];
+        snprintf(word, sizeof(word), " %.*s ", (int)strcspn(p + 1, " \\\n"), p + 1);
+        if (strstr(needed, word) == NULL)
+            fail_msg("the runtime stage installs%sbut neither stockd nor loadgen links it", word);
+    }
+}
+
 static void test_runtime_images_install_their_libraries_and_health_check_tools(void **state)
 {
     (void)state;
@@ -962,6 +991,7 @@ static void test_runtime_images_install_their_libraries_and_health_check_tools(v
     const char *runtime = strstr(dockerfile, "\nFROM debian:bookworm-slim\n");
     assert_non_null(runtime); /* the second, unnamed stage */
     const char *bins[] = {"stockd", "loadgen"};
+    char needed[2048] = " ";
     for (int b = 0; b < 2; b++) {
         char cmd[256], line[512];
         snprintf(cmd, sizeof(cmd), "ldd %s/%s", th_build_dir(), bins[b]);
@@ -976,18 +1006,20 @@ static void test_runtime_images_install_their_libraries_and_health_check_tools(v
             if (!pkg[0] || strstr(line, "libasan") || strstr(line, "libtsan") ||
                 strstr(line, "libubsan"))
                 continue; /* not from a package we ship, or a sanitizer build's runtime */
-            if (strncmp(pkg, "libcurl", 7) != 0 && strncmp(pkg, "libhiredis", 10) != 0 &&
-                strncmp(pkg, "libmicrohttpd", 13) != 0 && strncmp(pkg, "libsqlite3", 10) != 0 &&
-                strncmp(pkg, "libpq", 5) != 0 && strncmp(pkg, "libjansson", 10) != 0)
+            if (!named_library(pkg))
                 continue; /* pulled in by those (the image installs them with their deps) */
             char word[140];
             snprintf(word, sizeof(word), " %s ", pkg);
+            if (strstr(needed, word) == NULL && strlen(needed) + strlen(pkg) + 2 < sizeof(needed))
+                strcat(strcat(needed, pkg), " ");
             if (strstr(runtime, word) == NULL)
                 fail_msg("%s needs %s (package %s), which the runtime stage does not install",
                          bins[b], lib, pkg);
         }
         pclose(p);
     }
+    assert_non_null(strstr(needed, " libhttp-parser2.9 ")); /* loadgen's, so ldd was read */
+    assert_no_library_unneeded(runtime, needed);
     assert_non_null(strstr(runtime, " curl ")); /* the HEALTHCHECK's tool */
     assert_non_null(strstr(runtime, "USER stockd"));
     free(dockerfile);

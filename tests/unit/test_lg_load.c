@@ -1,12 +1,10 @@
-/* test_lg_load.c - the load engine against an in-process fake HTTP server that
- * produces what real stockd can't on demand: connections dropped after a
- * commit (so --retry must replay the same requestId), garbage answers, answers
- * slower than the timeout, a fixed service time for checking that open-loop
- * latency counts from the intended send time, and POST /orders carts answered
- * with their lines (or with the wrong ones). */
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <pthread.h>
+/* test_lg_load.c - the load engine against the in-process fake stockd
+ * (tests/fake.h), which produces what real stockd can't on demand: answers
+ * cut after a commit (so --retry must replay the same requestId), chunked,
+ * dribbled and close-delimited answers, connections the server closes, garbage,
+ * answers slower than the timeout, a fixed service time for checking that
+ * open-loop latency counts from the intended send time, and POST /orders carts
+ * answered with their lines (or with the wrong ones). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -15,37 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <cmocka.h>
-#include <curl/curl.h>
-#include <jansson.h>
 
 #include "loadgen/load.h"
-
-enum mode { MODE_OK, MODE_DROP_FIRST, MODE_GARBAGE, MODE_WRONG_LINES };
-
-#define MAX_IDS 4096
-#define MAX_CONNS 64
-
-typedef struct fake {
-    int lfd, port, mode, delay_ms;
-    pthread_t acceptor;
-    pthread_mutex_t mu; /* guards everything below */
-    char ids[MAX_IDS][48];
-    int commits[MAX_IDS];
-    long long remaining_at[MAX_IDS];
-    char *order_answer[MAX_IDS]; /* an order's first answer, for replays */
-    int nids, served;
-    long long stock;
-    int orders, order_lines, dup_items; /* carts committed, their lines, carts repeating an item */
-    int fds[MAX_CONNS];
-    pthread_t threads[MAX_CONNS];
-    int nconns;
-} fake;
+#include "tests/fake.h"
 
 static void sleep_ms(int ms)
 {
@@ -53,229 +26,10 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-static int reply(int fd, int status, const char *body)
-{
-    char buf[4096];
-    int n = snprintf(buf, sizeof(buf),
-                     "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %zu"
-                     "\r\n\r\n%s", status, strlen(body), body);
-    return send(fd, buf, (size_t)n, MSG_NOSIGNAL) == n ? 0 : -1;
-}
-
-/* Reads one request (headers and Content-Length body) into buf. */
-static int read_request(int fd, char *buf, size_t size)
-{
-    size_t got = 0;
-    for (;;) {
-        char *end = got ? strstr(buf, "\r\n\r\n") : NULL;
-        if (end) {
-            const char *cl = strcasestr(buf, "Content-Length:");
-            size_t want = (size_t)(end + 4 - buf) + (cl ? strtoul(cl + 15, NULL, 10) : 0);
-            if (got >= want)
-                return 0;
-        }
-        ssize_t n = recv(fd, buf + got, size - 1 - got, 0);
-        if (n <= 0)
-            return -1;
-        got += (size_t)n;
-        buf[got] = '\0';
-    }
-}
-
-/* Commits requestId once (a replay answers the first result); -1 = drop the connection. */
-static int answer_reduce(fake *f, int fd, const char *req)
-{
-    const char *rid = strstr(req, "\"requestId\":\"");
-    const char *q = strstr(req, "\"quantity\":");
-    char id[48] = "", body[160];
-    if (rid)
-        snprintf(id, sizeof(id), "%.*s", (int)strcspn(rid + 13, "\""), rid + 13);
-    long long qty = q ? atoll(q + 11) : 1, remaining;
-    int i, fresh;
-    pthread_mutex_lock(&f->mu);
-    for (i = 0; i < f->nids && strcmp(f->ids[i], id) != 0; i++) {
-    }
-    fresh = i == f->nids && i < MAX_IDS;
-    if (fresh) {
-        snprintf(f->ids[f->nids++], sizeof(f->ids[0]), "%s", id);
-        f->remaining_at[i] = f->stock -= qty;
-    }
-    if (i < MAX_IDS)
-        f->commits[i] += fresh;
-    remaining = i < MAX_IDS ? f->remaining_at[i] : -1;
-    pthread_mutex_unlock(&f->mu);
-    if (fresh && f->mode == MODE_DROP_FIRST) {
-        /* committed, but the answer breaks off mid-body: some of it is sent so
-         * that libcurl reports the error instead of silently resending the
-         * request on a fresh connection, as it does when nothing came back */
-        const char part[] = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{";
-        send(fd, part, sizeof(part) - 1, MSG_NOSIGNAL);
-        return -1;
-    }
-    snprintf(body, sizeof(body), "{\"quantity\":%lld,\"remaining\":%lld,\"replayed\":%s}", qty,
-             remaining, fresh ? "false" : "true");
-    return reply(fd, 200, body);
-}
-
-/* The fake's slot for requestId id: 1 when it is new (and now taken). */
-static int take_id(fake *f, const char *id, int *slot)
-{
-    int i;
-    for (i = 0; i < f->nids && strcmp(f->ids[i], id) != 0; i++) {
-    }
-    if (i < f->nids) {
-        *slot = i;
-        return 0;
-    }
-    assert_true(i < MAX_IDS);
-    snprintf(f->ids[f->nids++], sizeof(f->ids[0]), "%s", id);
-    *slot = i;
-    return 1;
-}
-
-/* Commits a cart once per requestId: every line takes its quantity from the
- * one shared stock; the answer repeats the lines (MODE_WRONG_LINES drops the
- * last one) and a replay answers the first body again. */
-static int answer_order(fake *f, int fd, const char *req)
-{
-    json_t *root = json_loads(strstr(req, "\r\n\r\n") + 4, 0, NULL);
-    json_t *lines = json_object_get(root, "lines");
-    pthread_mutex_lock(&f->mu);
-    int slot, fresh = take_id(f, json_string_value(json_object_get(root, "requestId")), &slot);
-    if (fresh) {
-        json_t *out = json_array();
-        size_t n = json_array_size(lines);
-        for (size_t k = 0; k < n; k++) {
-            json_t *line = json_array_get(lines, k);
-            json_int_t item = json_integer_value(json_object_get(line, "itemId"));
-            for (size_t j = 0; j < k; j++)
-                f->dup_items += item == json_integer_value(
-                                            json_object_get(json_array_get(lines, j), "itemId"));
-            f->stock -= json_integer_value(json_object_get(line, "quantity"));
-            if (f->mode != MODE_WRONG_LINES || k + 1 < n)
-                json_array_append_new(out, json_pack("{s:I, s:O, s:I}", "itemId", item,
-                                                     "quantity",
-                                                     json_object_get(line, "quantity"),
-                                                     "remaining", (json_int_t)f->stock));
-        }
-        f->orders++;
-        f->order_lines += (int)n;
-        f->commits[slot]++;
-        json_t *body = json_pack("{s:I, s:o}", "orderId", (json_int_t)slot + 1, "lines", out);
-        f->order_answer[slot] = json_dumps(body, JSON_COMPACT);
-        json_decref(body);
-    }
-    char answer[3072];
-    snprintf(answer, sizeof(answer), "%.*s,\"replayed\":%s}",
-             (int)strlen(f->order_answer[slot]) - 1, f->order_answer[slot],
-             fresh ? "false" : "true");
-    pthread_mutex_unlock(&f->mu);
-    json_decref(root);
-    if (fresh && f->mode == MODE_DROP_FIRST) { /* committed, answer cut off, as in answer_reduce */
-        const char part[] = "HTTP/1.1 201 Created\r\nContent-Length: 100\r\n\r\n{";
-        send(fd, part, sizeof(part) - 1, MSG_NOSIGNAL);
-        return -1;
-    }
-    return reply(fd, fresh ? 201 : 200, answer);
-}
-
-static int answer(fake *f, int fd, const char *req)
-{
-    pthread_mutex_lock(&f->mu);
-    int nth = f->served++;
-    pthread_mutex_unlock(&f->mu);
-    if (f->delay_ms)
-        sleep_ms(f->delay_ms);
-    if (strncmp(req, "GET ", 4) == 0)
-        return reply(fd, nth % 2 ? 200 : 503, "{\"status\":\"ok\"}");
-    if (strncmp(req, "POST /orders ", 13) == 0 && f->mode != MODE_GARBAGE)
-        return answer_order(f, fd, req);
-    if (f->mode == MODE_GARBAGE) {
-        const char *bodies[] = {"not json", "{\"quantity\":\"1\"}", "<html>oops</html>"};
-        return reply(fd, nth % 3 == 2 ? 503 : 200, bodies[nth % 3]);
-    }
-    return answer_reduce(f, fd, req);
-}
-
-static void *serve_conn(void *arg)
-{
-    fake *f = ((void **)arg)[0];
-    int fd = (int)(intptr_t)((void **)arg)[1];
-    free(arg);
-    char buf[8192];
-    while (read_request(fd, buf, sizeof(buf)) == 0 && answer(f, fd, buf) == 0) {
-    }
-    shutdown(fd, SHUT_RDWR);
-    return NULL;
-}
-
-static void *accept_loop(void *arg)
-{
-    fake *f = arg;
-    for (;;) {
-        int fd = accept(f->lfd, NULL, NULL);
-        if (fd < 0)
-            return NULL; /* the listening socket was shut down */
-        void **a = malloc(2 * sizeof(void *));
-        a[0] = f;
-        a[1] = (void *)(intptr_t)fd;
-        pthread_mutex_lock(&f->mu);
-        int k = f->nconns < MAX_CONNS ? f->nconns++ : -1;
-        if (k >= 0) {
-            f->fds[k] = fd;
-            pthread_create(&f->threads[k], NULL, serve_conn, a);
-        }
-        pthread_mutex_unlock(&f->mu);
-        if (k < 0) {
-            close(fd);
-            free(a);
-        }
-    }
-}
-
-static fake *fake_start(int mode, int delay_ms)
-{
-    fake *f = calloc(1, sizeof(*f));
-    f->mode = mode;
-    f->delay_ms = delay_ms;
-    f->stock = 1000000;
-    pthread_mutex_init(&f->mu, NULL);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    f->lfd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(f->lfd >= 0);
-    assert_int_equal(bind(f->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-    assert_int_equal(listen(f->lfd, 64), 0);
-    getsockname(f->lfd, (struct sockaddr *)&a, &len);
-    f->port = ntohs(a.sin_port);
-    pthread_create(&f->acceptor, NULL, accept_loop, f);
-    return f;
-}
-
-static void fake_stop(fake *f)
-{
-    shutdown(f->lfd, SHUT_RDWR);
-    pthread_join(f->acceptor, NULL);
-    close(f->lfd);
-    pthread_mutex_lock(&f->mu);
-    int n = f->nconns;
-    for (int i = 0; i < n; i++)
-        shutdown(f->fds[i], SHUT_RDWR);
-    pthread_mutex_unlock(&f->mu);
-    for (int i = 0; i < n; i++) {
-        pthread_join(f->threads[i], NULL);
-        close(f->fds[i]);
-    }
-    pthread_mutex_destroy(&f->mu);
-    for (int i = 0; i < f->nids; i++)
-        free(f->order_answer[i]);
-    free(f);
-}
-
 static const long long item_ids[] = {11, 12, 13, 14, 15, 16, 17, 18};
 
 /* A closed-loop configuration of n requests over the fakes. */
-static lg_load_cfg cfg_for(lg_target *t, fake **fakes, int nfakes, long long n, int conc)
+static lg_load_cfg cfg_for(lg_target *t, th_fake **fakes, int nfakes, long long n, int conc)
 {
     for (int i = 0; i < nfakes; i++) {
         memset(&t[i], 0, sizeof(t[i]));
@@ -314,7 +68,7 @@ static size_t all_recs(const lg_result *res, int outcome)
 static void test_closed_loop_spreads_connections_over_targets(void **state)
 {
     (void)state;
-    fake *f[2] = {fake_start(MODE_OK, 0), fake_start(MODE_OK, 0)};
+    th_fake *f[2] = {th_fake_start(TH_FAKE_OK, 0), th_fake_start(TH_FAKE_OK, 0)};
     lg_target t[2];
     lg_load_cfg c = cfg_for(t, f, 2, 300, 4);
     lg_result res;
@@ -339,13 +93,13 @@ static void test_closed_loop_spreads_connections_over_targets(void **state)
     assert_null(lg_result_find(&res, "other-0-0", NULL));
     assert_null(lg_result_find(&res, "lgtest-0-0x", NULL));
     lg_result_free(&res);
-    fake_stop(f[0]);
-    fake_stop(f[1]);
+    th_fake_stop(f[0]);
+    th_fake_stop(f[1]);
 }
 
 /* Runs c (with 2 retries) against f, which drops every first answer after
  * committing: each request must be resent once and committed once. */
-static void assert_retries_commit_once(fake *f, lg_load_cfg *c)
+static void assert_retries_commit_once(th_fake *f, lg_load_cfg *c)
 {
     c->retries = 2;
     lg_result res;
@@ -361,17 +115,17 @@ static void assert_retries_commit_once(fake *f, lg_load_cfg *c)
 static void test_retry_resends_the_same_request_id_and_counts_it_once(void **state)
 {
     (void)state;
-    fake *f = fake_start(MODE_DROP_FIRST, 0);
+    th_fake *f = th_fake_start(TH_FAKE_DROP_FIRST, 0);
     lg_target t[1];
     lg_load_cfg c = cfg_for(t, &f, 1, 40, 4);
     assert_retries_commit_once(f, &c);
-    fake_stop(f);
+    th_fake_stop(f);
 }
 
 static void test_without_retry_a_dropped_answer_is_a_transport_error(void **state)
 {
     (void)state;
-    fake *f = fake_start(MODE_DROP_FIRST, 0);
+    th_fake *f = th_fake_start(TH_FAKE_DROP_FIRST, 0);
     lg_target t[1];
     lg_load_cfg c = cfg_for(t, &f, 1, 20, 2);
     lg_result res;
@@ -381,13 +135,13 @@ static void test_without_retry_a_dropped_answer_is_a_transport_error(void **stat
     assert_int_equal(hist_count(res.total.all), 0); /* no answer, no latency */
     assert_true(res.example[LG_OUT_TRANSPORT][0] != '\0');
     lg_result_free(&res);
-    fake_stop(f);
+    th_fake_stop(f);
 }
 
 static void test_garbage_answers_are_counted_not_fatal(void **state)
 {
     (void)state;
-    fake *f = fake_start(MODE_GARBAGE, 0);
+    th_fake *f = th_fake_start(TH_FAKE_GARBAGE, 0);
     lg_target t[1];
     lg_load_cfg c = cfg_for(t, &f, 1, 30, 3);
     lg_result res;
@@ -397,13 +151,13 @@ static void test_garbage_answers_are_counted_not_fatal(void **state)
     assert_int_equal(res.total.counts[LG_OUT_OK], 0);
     assert_non_null(strstr(res.example[LG_OUT_MALFORMED], "/reduceStock"));
     lg_result_free(&res);
-    fake_stop(f);
+    th_fake_stop(f);
 }
 
 static void test_slow_answers_time_out(void **state)
 {
     (void)state;
-    fake *f = fake_start(MODE_OK, 400);
+    th_fake *f = th_fake_start(TH_FAKE_OK, 400);
     lg_target t[1];
     lg_load_cfg c = cfg_for(t, &f, 1, 4, 2);
     c.timeout_ms = 100;
@@ -412,7 +166,7 @@ static void test_slow_answers_time_out(void **state)
     assert_int_equal(res.total.counts[LG_OUT_TRANSPORT], 4);
     assert_non_null(strstr(res.example[LG_OUT_TRANSPORT], "timed out"));
     lg_result_free(&res);
-    fake_stop(f);
+    th_fake_stop(f);
 }
 
 /* 2 connections scheduled every 10 ms each, 50 ms of service: requests fall
@@ -421,7 +175,7 @@ static void test_slow_answers_time_out(void **state)
 static void test_open_loop_latency_counts_from_the_intended_send_time(void **state)
 {
     (void)state;
-    fake *f = fake_start(MODE_OK, 50);
+    th_fake *f = th_fake_start(TH_FAKE_OK, 50);
     lg_target t[1];
     lg_load_cfg c = cfg_for(t, &f, 1, 20, 2);
     c.rate = 200;
@@ -439,13 +193,13 @@ static void test_open_loop_latency_counts_from_the_intended_send_time(void **sta
     assert_true(hist_percentile(res.total.ok, 50) < hist_max(res.total.ok) + 1);
     assert_true(hist_min(res.total.ok) >= 50000);
     lg_result_free(&res);
-    fake_stop(f);
+    th_fake_stop(f);
 }
 
 static void test_open_loop_paces_a_fast_server(void **state)
 {
     (void)state;
-    fake *f = fake_start(MODE_OK, 0);
+    th_fake *f = th_fake_start(TH_FAKE_OK, 0);
     lg_target t[1];
     lg_load_cfg c = cfg_for(t, &f, 1, 30, 3);
     c.rate = 100; /* 30 requests at 100/s: at least 0.29 s whatever the machine */
@@ -454,13 +208,13 @@ static void test_open_loop_paces_a_fast_server(void **state)
     assert_int_equal(res.total.counts[LG_OUT_OK], 30);
     assert_true(res.elapsed_s >= 0.28);
     lg_result_free(&res);
-    fake_stop(f);
+    th_fake_stop(f);
 }
 
 static void test_duration_bounds_a_run_without_a_request_limit(void **state)
 {
     (void)state;
-    fake *f = fake_start(MODE_OK, 1);
+    th_fake *f = th_fake_start(TH_FAKE_OK, 1);
     lg_target t[1];
     lg_load_cfg c = cfg_for(t, &f, 1, 0, 2);
     c.duration_s = 0.2;
@@ -469,13 +223,13 @@ static void test_duration_bounds_a_run_without_a_request_limit(void **state)
     assert_true(res.total.counts[LG_OUT_OK] > 0);
     assert_true(res.elapsed_s >= 0.19 && res.elapsed_s < 10);
     lg_result_free(&res);
-    fake_stop(f);
+    th_fake_stop(f);
 }
 
 static void test_hard_stop_abandons_requests_in_flight(void **state)
 {
     (void)state;
-    fake *f = fake_start(MODE_OK, 3000);
+    th_fake *f = th_fake_start(TH_FAKE_OK, 3000);
     lg_target t[1];
     lg_load_cfg c = cfg_for(t, &f, 1, 100, 4);
     lg_load *l;
@@ -493,13 +247,13 @@ static void test_hard_stop_abandons_requests_in_flight(void **state)
     assert_int_equal(res.total.counts[LG_OUT_TRANSPORT], 4);
     assert_non_null(strstr(res.example[LG_OUT_TRANSPORT], "stopped"));
     lg_result_free(&res);
-    fake_stop(f);
+    th_fake_stop(f);
 }
 
 static void test_raw_mode_gets_a_path_and_keeps_no_records(void **state)
 {
     (void)state;
-    fake *f = fake_start(MODE_OK, 0);
+    th_fake *f = th_fake_start(TH_FAKE_OK, 0);
     lg_target t[1];
     lg_load_cfg c = cfg_for(t, &f, 1, 50, 2);
     c.raw = 1;
@@ -513,11 +267,11 @@ static void test_raw_mode_gets_a_path_and_keeps_no_records(void **state)
     assert_int_equal(res.batches[0].nrecs + res.batches[1].nrecs, 0);
     assert_int_equal(f->nids, 0);
     lg_result_free(&res);
-    fake_stop(f);
+    th_fake_stop(f);
 }
 
 /* n carts of 1-5 lines over the fake's 8 items. */
-static lg_load_cfg cart_cfg(lg_target *t, fake **f, long long n)
+static lg_load_cfg cart_cfg(lg_target *t, th_fake **f, long long n)
 {
     lg_load_cfg c = cfg_for(t, f, 1, n, 4);
     c.shape.nitems = 8;
@@ -529,7 +283,7 @@ static lg_load_cfg cart_cfg(lg_target *t, fake **f, long long n)
 static void test_carts_go_to_orders_with_distinct_items_and_read_back_per_line(void **state)
 {
     (void)state;
-    fake *f = fake_start(MODE_OK, 0);
+    th_fake *f = th_fake_start(TH_FAKE_OK, 0);
     lg_target t[1];
     lg_load_cfg c = cart_cfg(t, &f, 300);
     lg_result res;
@@ -555,24 +309,24 @@ static void test_carts_go_to_orders_with_distinct_items_and_read_back_per_line(v
     for (int n = 1; n <= 5; n++) /* 300 draws: each size shows up */
         assert_true(sizes[n] > 0);
     lg_result_free(&res);
-    fake_stop(f);
+    th_fake_stop(f);
 }
 
 static void test_retry_replays_a_cart_whose_answer_was_cut_off(void **state)
 {
     (void)state;
-    fake *f = fake_start(MODE_DROP_FIRST, 0);
+    th_fake *f = th_fake_start(TH_FAKE_DROP_FIRST, 0);
     lg_target t[1];
     lg_load_cfg c = cart_cfg(t, &f, 40);
     assert_retries_commit_once(f, &c);
     assert_int_equal(f->orders, 40);
-    fake_stop(f);
+    th_fake_stop(f);
 }
 
 static void test_order_answer_missing_a_line_is_malformed(void **state)
 {
     (void)state;
-    fake *f = fake_start(MODE_WRONG_LINES, 0);
+    th_fake *f = th_fake_start(TH_FAKE_WRONG_LINES, 0);
     lg_target t[1];
     lg_load_cfg c = cart_cfg(t, &f, 30);
     lg_result res;
@@ -580,7 +334,134 @@ static void test_order_answer_missing_a_line_is_malformed(void **state)
     assert_int_equal(res.total.counts[LG_OUT_MALFORMED], 30);
     assert_non_null(strstr(res.example[LG_OUT_MALFORMED], "/orders: order answer without"));
     lg_result_free(&res);
-    fake_stop(f);
+    th_fake_stop(f);
+}
+
+/* Every request of c against a fake in mode: answered OK and committed once,
+ * with no retry spent. Returns how many requests the fake got beyond n (sent
+ * again on a new connection). */
+static int assert_all_ok_once(int mode, long long n, int carts)
+{
+    th_fake *f = th_fake_start(mode, 0);
+    lg_target t[1];
+    lg_load_cfg c = carts ? cart_cfg(t, &f, n) : cfg_for(t, &f, 1, n, 4);
+    c.retries = 2; /* must stay unused */
+    lg_result res;
+    run_load(&c, &res);
+    assert_int_equal(res.total.counts[LG_OUT_OK], n);
+    assert_int_equal(all_recs(&res, LG_OUT_OK), n);
+    assert_int_equal(res.total.retries, 0);
+    assert_int_equal(f->nids, n);
+    for (int i = 0; i < f->nids; i++)
+        assert_int_equal(f->commits[i], 1);
+    lg_line *lines;
+    assert_non_null(lg_result_find(&res, f->ids[0], &lines));
+    assert_true(lines[0].remaining >= 0); /* the body was read, not only the status */
+    lg_result_free(&res);
+    int again = f->served - (int)n;
+    th_fake_stop(f);
+    return again;
+}
+
+static void test_chunked_and_dribbled_answers_are_read_whole(void **state)
+{
+    (void)state;
+    assert_int_equal(assert_all_ok_once(TH_FAKE_CHUNKED, 100, 0), 0);
+    assert_int_equal(assert_all_ok_once(TH_FAKE_CHUNKED, 60, 1), 0);
+    assert_int_equal(assert_all_ok_once(TH_FAKE_DRIBBLE, 40, 0), 0);
+    assert_int_equal(assert_all_ok_once(TH_FAKE_DRIBBLE, 20, 1), 0);
+}
+
+static void test_connections_the_server_closes_after_an_answer_are_made_again(void **state)
+{
+    (void)state;
+    /* a request written to a connection the server had closed never reached it */
+    assert_int_equal(assert_all_ok_once(TH_FAKE_CLOSE_EACH, 100, 0), 0);
+    assert_int_equal(assert_all_ok_once(TH_FAKE_CLOSE_DELIMITED, 100, 0), 0);
+    assert_int_equal(assert_all_ok_once(TH_FAKE_CLOSE_DELIMITED, 40, 1), 0);
+}
+
+/* The fake closes every connection's second request without a byte, after
+ * committing it: sent again once on a new connection, it is answered as a
+ * replay, so each request counts once and commits once. */
+static void test_a_reused_connection_closed_without_an_answer_is_sent_again_once(void **state)
+{
+    (void)state;
+    assert_true(assert_all_ok_once(TH_FAKE_SILENT_REUSED, 100, 0) > 0);
+    assert_true(assert_all_ok_once(TH_FAKE_SILENT_REUSED, 40, 1) > 0);
+}
+
+/* ... but one that gave part of an answer back is not: the server may have
+ * acted on it, and only --retry's resend (counted as such) may follow. */
+static void test_a_reused_connection_cut_mid_answer_is_not_sent_again(void **state)
+{
+    (void)state;
+    th_fake *f = th_fake_start(TH_FAKE_CUT_REUSED, 0);
+    lg_target t[1];
+    lg_load_cfg c = cfg_for(t, &f, 1, 40, 2);
+    lg_result res;
+    run_load(&c, &res);
+    assert_int_equal(f->served, 40);
+    assert_true(res.total.counts[LG_OUT_TRANSPORT] >= 10); /* every other one, at least */
+    assert_int_equal(res.total.counts[LG_OUT_OK] + res.total.counts[LG_OUT_TRANSPORT], 40);
+    assert_int_equal(all_recs(&res, LG_OUT_TRANSPORT), res.total.counts[LG_OUT_TRANSPORT]);
+    lg_result_free(&res);
+    th_fake_stop(f);
+}
+
+static void test_an_answer_cut_in_its_head_or_chunks_is_a_transport_error(void **state)
+{
+    (void)state;
+    const int modes[] = {TH_FAKE_CUT_HEADERS, TH_FAKE_CUT_CHUNKED};
+    for (int m = 0; m < 2; m++) {
+        th_fake *f = th_fake_start(modes[m], 0);
+        lg_target t[1];
+        lg_load_cfg c = cfg_for(t, &f, 1, 20, 2);
+        lg_result res;
+        run_load(&c, &res);
+        assert_int_equal(res.total.counts[LG_OUT_TRANSPORT], 20);
+        assert_int_equal(all_recs(&res, LG_OUT_TRANSPORT), 20); /* undetermined, never ok */
+        assert_int_equal(f->served, 20);                         /* and never sent twice */
+        assert_non_null(strstr(res.example[LG_OUT_TRANSPORT], "closed after"));
+        lg_result_free(&res);
+        th_fake_stop(f);
+        f = th_fake_start(modes[m], 0); /* --retry: replayed, answered whole */
+        c = cfg_for(t, &f, 1, 30, 2);
+        assert_retries_commit_once(f, &c);
+        th_fake_stop(f);
+    }
+}
+
+/* An answer that keeps coming, one byte every 50 ms, still times out at the
+ * attempt's deadline: a timeout is not a time without bytes. */
+static void test_a_dribbling_answer_times_out_by_its_deadline(void **state)
+{
+    (void)state;
+    th_fake *f = th_fake_start(TH_FAKE_SLOW_DRIBBLE, 50);
+    lg_target t[1];
+    lg_load_cfg c = cfg_for(t, &f, 1, 4, 2);
+    c.timeout_ms = 300;
+    lg_result res;
+    run_load(&c, &res);
+    assert_int_equal(res.total.counts[LG_OUT_TRANSPORT], 4);
+    assert_non_null(strstr(res.example[LG_OUT_TRANSPORT], "timed out after 300 ms"));
+    assert_true(res.elapsed_s < 4); /* whole answers would take 5 s each */
+    lg_result_free(&res);
+    th_fake_stop(f);
+}
+
+static void test_a_refused_connection_is_a_transport_error(void **state)
+{
+    (void)state;
+    th_fake *f = th_fake_start(TH_FAKE_OK, 0);
+    lg_target t[1];
+    lg_load_cfg c = cfg_for(t, &f, 1, 10, 2);
+    th_fake_stop(f); /* its port now refuses */
+    lg_result res;
+    run_load(&c, &res);
+    assert_int_equal(res.total.counts[LG_OUT_TRANSPORT], 10);
+    assert_non_null(strstr(res.example[LG_OUT_TRANSPORT], "connect"));
+    lg_result_free(&res);
 }
 
 static void test_inconsistent_configuration_is_refused(void **state)
@@ -603,7 +484,6 @@ static void test_inconsistent_configuration_is_refused(void **state)
 
 int main(void)
 {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_closed_loop_spreads_connections_over_targets),
         cmocka_unit_test(test_retry_resends_the_same_request_id_and_counts_it_once),
@@ -618,9 +498,14 @@ int main(void)
         cmocka_unit_test(test_carts_go_to_orders_with_distinct_items_and_read_back_per_line),
         cmocka_unit_test(test_retry_replays_a_cart_whose_answer_was_cut_off),
         cmocka_unit_test(test_order_answer_missing_a_line_is_malformed),
+        cmocka_unit_test(test_chunked_and_dribbled_answers_are_read_whole),
+        cmocka_unit_test(test_connections_the_server_closes_after_an_answer_are_made_again),
+        cmocka_unit_test(test_a_reused_connection_closed_without_an_answer_is_sent_again_once),
+        cmocka_unit_test(test_a_reused_connection_cut_mid_answer_is_not_sent_again),
+        cmocka_unit_test(test_an_answer_cut_in_its_head_or_chunks_is_a_transport_error),
+        cmocka_unit_test(test_a_dribbling_answer_times_out_by_its_deadline),
+        cmocka_unit_test(test_a_refused_connection_is_a_transport_error),
         cmocka_unit_test(test_inconsistent_configuration_is_refused),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    curl_global_cleanup();
-    return rc;
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }

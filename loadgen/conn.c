@@ -1,0 +1,250 @@
+/* conn.c - a keep-alive HTTP/1.1 client connection: non-blocking connect,
+ * writes straight from the caller's buffers (the loop is asked to report
+ * writability only while a write is pending), reads fed to the answer's
+ * parser. Per request that is one send and one recv in the common case. */
+#include "loadgen/conn.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define RECV_BUF 16384
+
+void lg_conn_init(lg_conn *c, lg_evloop *loop, const lg_http_addr *addr, void *tag,
+                  size_t body_max, int keep_headers)
+{
+    memset(c, 0, sizeof(*c));
+    c->loop = loop;
+    c->addr = addr;
+    c->tag = tag;
+    c->fd = -1;
+    lg_http_resp_init(&c->resp, body_max, keep_headers);
+}
+
+int lg_conn_connecting(const lg_conn *c)
+{
+    return c->busy && c->connecting;
+}
+
+/* Closes the socket; the request in flight, if any, stays. Closing the last
+ * descriptor of a socket also takes it out of the epoll set. */
+static void drop(lg_conn *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    c->watching = 0;
+    c->connecting = 0;
+    c->answered = 0;
+}
+
+void lg_conn_close(lg_conn *c)
+{
+    drop(c);
+    c->busy = 0;
+}
+
+void lg_conn_free(lg_conn *c)
+{
+    lg_conn_close(c);
+    lg_http_resp_free(&c->resp);
+}
+
+static int watch(lg_conn *c, unsigned events)
+{
+    if (events == c->watching)
+        return 0;
+    if (lg_evloop_watch(c->loop, c->fd, c->watching, events, c->tag) != 0)
+        return -1;
+    c->watching = events;
+    return 0;
+}
+
+static int start(lg_conn *c);
+
+/* The request failed: cause is an errno from the call named in what, or 0
+ * for a protocol error that what tells. On a reused connection that gave
+ * nothing back, the server most likely closed it while idle: one fresh
+ * connection gets the request again. */
+static int failed(lg_conn *c, int cause, const char *what)
+{
+    int stale = c->answered > 0 && c->resp.got == 0 && !c->resent;
+    drop(c);
+    if (stale) {
+        c->resent = 1;
+        return start(c);
+    }
+    c->busy = 0;
+    if (cause)
+        snprintf(c->why, sizeof(c->why), "%s: %s", what, strerror(cause));
+    else
+        snprintf(c->why, sizeof(c->why), "%s", what);
+    return LG_CONN_ERROR;
+}
+
+/* Has the loop report events on the socket; they move the request on. */
+static int wait_for(lg_conn *c, unsigned events)
+{
+    return watch(c, events) == 0 ? LG_CONN_AGAIN : failed(c, errno, "epoll_ctl");
+}
+
+/* Writes what is left of the request; then waits for the answer only. */
+static int write_some(lg_conn *c)
+{
+    while (c->sent < c->total) {
+        struct iovec iov[2];
+        int n = 0;
+        size_t skip = c->sent;
+        for (int i = 0; i < c->iovcnt; i++) {
+            if (skip >= c->iov[i].iov_len) {
+                skip -= c->iov[i].iov_len;
+                continue;
+            }
+            iov[n].iov_base = (char *)c->iov[i].iov_base + skip;
+            iov[n++].iov_len = c->iov[i].iov_len - skip;
+            skip = 0;
+        }
+        struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(c->fd, &m, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return wait_for(c, LG_EV_READ | LG_EV_WRITE);
+        if (w < 0)
+            return failed(c, errno, "send");
+        c->sent += (size_t)w;
+    }
+    return wait_for(c, LG_EV_READ);
+}
+
+/* Opens a socket to the next of addr's addresses that takes one. */
+static int open_next(lg_conn *c)
+{
+    int last = ECONNREFUSED;
+    for (; c->ai < c->addr->n; c->ai++) {
+        const struct sockaddr *sa = (const struct sockaddr *)&c->addr->sa[c->ai];
+        int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            return failed(c, errno, "socket");
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        int rc = connect(fd, sa, c->addr->salen[c->ai]);
+        if (rc == 0 || errno == EINPROGRESS) {
+            c->fd = fd;
+            c->connecting = rc != 0;
+            break;
+        }
+        last = errno;
+        close(fd);
+    }
+    if (c->fd < 0)
+        return failed(c, last, "connect");
+    if (!c->connecting)
+        return write_some(c);
+    return wait_for(c, LG_EV_READ | LG_EV_WRITE);
+}
+
+/* Sends the request in flight from its first byte, connecting when needed. */
+static int start(lg_conn *c)
+{
+    c->sent = 0;
+    lg_http_resp_reset(&c->resp);
+    if (c->fd >= 0)
+        return write_some(c);
+    c->ai = 0;
+    return open_next(c);
+}
+
+int lg_conn_send(lg_conn *c, const struct iovec *iov, int iovcnt)
+{
+    c->iovcnt = iovcnt < 2 ? iovcnt : 2;
+    c->total = 0;
+    for (int i = 0; i < c->iovcnt; i++) {
+        c->iov[i] = iov[i];
+        c->total += iov[i].iov_len;
+    }
+    c->busy = 1;
+    c->resent = 0;
+    c->why[0] = '\0';
+    return start(c);
+}
+
+/* A non-blocking connect finished: on to the request, or to the next address. */
+static int connected(lg_conn *c)
+{
+    int e = 0;
+    socklen_t len = sizeof(e);
+    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &e, &len) != 0)
+        e = errno;
+    if (e == 0) {
+        c->connecting = 0;
+        return write_some(c);
+    }
+    drop(c);
+    c->ai++;
+    if (c->ai < c->addr->n)
+        return open_next(c);
+    c->busy = 0;
+    snprintf(c->why, sizeof(c->why), "connect: %s", strerror(e));
+    return LG_CONN_ERROR;
+}
+
+/* Feeds what arrived (n == 0: the end of the stream) to the answer. */
+static int take(lg_conn *c, const char *buf, size_t n)
+{
+    size_t used;
+    int rc = lg_http_feed(&c->resp, buf, n, &used);
+    if (rc < 0)
+        return failed(c, 0, c->resp.why);
+    if (rc == 0)
+        return LG_CONN_AGAIN;
+    c->busy = 0;
+    c->answered++;
+    /* bytes nobody asked for, or an answer that came before the request was
+     * all out, leave the connection in a state no next request should meet */
+    if (!c->resp.keep_alive || used < n || n == 0 || c->sent < c->total)
+        drop(c);
+    return LG_CONN_DONE;
+}
+
+static int read_some(lg_conn *c)
+{
+    char buf[RECV_BUF];
+    for (;;) {
+        ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return LG_CONN_AGAIN;
+        if (n < 0)
+            return failed(c, errno, "recv");
+        int rc = take(c, buf, (size_t)n);
+        /* level-triggered: what a short read left is reported again */
+        if (rc != LG_CONN_AGAIN || n < (ssize_t)sizeof(buf))
+            return rc;
+    }
+}
+
+int lg_conn_event(lg_conn *c, unsigned events)
+{
+    if (c->fd < 0)
+        return LG_CONN_AGAIN;
+    if (!c->busy) {
+        drop(c); /* idle: a close, a reset or unasked bytes; the next request reconnects */
+        return LG_CONN_AGAIN;
+    }
+    if (c->connecting)
+        return events & (LG_EV_WRITE | LG_EV_ERROR) ? connected(c) : LG_CONN_AGAIN;
+    if ((events & LG_EV_WRITE) && c->sent < c->total) {
+        int rc = write_some(c);
+        if (rc != LG_CONN_AGAIN || c->fd < 0)
+            return rc;
+    }
+    if (events & (LG_EV_READ | LG_EV_ERROR))
+        return read_some(c);
+    return LG_CONN_AGAIN;
+}
