@@ -10,6 +10,11 @@
  *   lockbench fanout PORTS SECONDS
  *       the machine's floor for a quorum call: rounds per second of one SET
  *       sent to every server, the replies awaited together; no lock.
+ *   lockbench scripts PORT N
+ *       what each script costs Redis (INFO commandstats): N uncontended keys
+ *       acquired, then released, each phase read on its own, so that the
+ *       acquire and the release script, which share EVALSHA's line, are
+ *       told apart.
  * Besides rates, each server's lock commands and CPU per operation (from
  * INFO), and the client's CPU: on a small machine the fan-out costs CPU.
  * PORTS is one port, or several comma-separated (all on 127.0.0.1) for a
@@ -286,6 +291,73 @@ static int fanout(int seconds)
     return 0;
 }
 
+/* EVALSHA's calls and microseconds, and every command's calls, on r. */
+static void evalsha_stats(redisContext *r, long long *calls, double *usec, long long *all)
+{
+    redisReply *rep = redisCommand(r, "INFO commandstats");
+    const char *info = rep && rep->type == REDIS_REPLY_STRING ? rep->str : "", *p = info;
+    *calls = *all = 0;
+    *usec = 0;
+    const char *e = strstr(info, "cmdstat_evalsha:");
+    if (e)
+        sscanf(e, "cmdstat_evalsha:calls=%lld,usec=%lf", calls, usec);
+    while ((p = strstr(p, "calls=")) != NULL)
+        *all += atoll(p += 6);
+    freeReplyObject(rep);
+}
+
+/* One phase of scripts(): what EVALSHA cost per call since the last read,
+ * and the commands per call (the script's own ones included, INFO not). */
+static void script_phase(redisContext *r, const char *name, long long *calls, double *usec,
+                         long long *all)
+{
+    long long c, a;
+    double u;
+    evalsha_stats(r, &c, &u, &a);
+    long long n = c - *calls;
+    printf("%s_calls=%lld %s_usec_per_call=%.2f %s_cmds_per_call=%.2f ", name, n, name,
+           n ? (u - *usec) / n : 0, name, n ? (double)(a - *all - 1) / n : 0);
+    *calls = c, *usec = u, *all = a;
+}
+
+static int scripts(int n)
+{
+    dlock_client *c = client();
+    dlock_opts o;
+    mode_opts("handoff", &o);
+    o.wait_ms = 0, o.watchdog = 0, o.lease_ms = 60000;
+    dlock_handle **h = calloc((size_t)n, sizeof(*h));
+    redisContext *rs[DLOCK_NODES_MAX];
+    connect_all(rs);
+    char key[64];
+    for (int pass = 0; pass < 2; pass++) { /* the first leaves each key's fence counter */
+        long long calls = 0, all = 0;
+        double usec = 0;
+        evalsha_stats(rs[0], &calls, &usec, &all);
+        for (int i = 0; i < n; i++) {
+            snprintf(key, sizeof(key), "bench:script:%d", i);
+            if (dlock_acquire(c, key, &o, &h[i]) != DLOCK_OK) {
+                fprintf(stderr, "lockbench: %s\n", dlock_errstr());
+                return 1;
+            }
+        }
+        if (pass)
+            script_phase(rs[0], "acquire", &calls, &usec, &all);
+        for (int i = 0; i < n; i++)
+            if (dlock_release(h[i]) != DLOCK_OK) {
+                fprintf(stderr, "lockbench: %s\n", dlock_errstr());
+                return 1;
+            }
+        if (pass)
+            script_phase(rs[0], "release", &calls, &usec, &all);
+    }
+    printf("\n");
+    free(h);
+    redisFree(rs[0]);
+    dlock_client_free(c);
+    return 0;
+}
+
 static void wait_go(void)
 {
     char c;
@@ -486,9 +558,13 @@ int main(int argc, char **argv)
         return hot(atoi(argv[3]), atoi(argv[4]), argv[5], atoi(argv[6]), atoi(argv[7]));
     if (argc == 4 && strcmp(argv[1], "fanout") == 0 && parse_ports(argv[2]))
         return fanout(atoi(argv[3]));
+    if (argc == 4 && strcmp(argv[1], "scripts") == 0 && parse_ports(argv[2]) && nports == 1 &&
+        atoi(argv[3]) > 0)
+        return scripts(atoi(argv[3]));
     fprintf(stderr, "usage: lockbench uncontended PORT[,PORT...] SECONDS [MODE]\n"
                     "       lockbench hot PORT[,PORT...] WORKERS PROCS "
                     "spin100|spin5|notify|handoff WORK_MS SECONDS\n"
-                    "       lockbench fanout PORT[,PORT...] SECONDS\n");
+                    "       lockbench fanout PORT[,PORT...] SECONDS\n"
+                    "       lockbench scripts PORT N\n");
     return 2;
 }

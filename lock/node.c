@@ -24,15 +24,20 @@
  * in Redis ms), gone (ZSET of given-up tokens -> until when, in Redis ms,
  * they may not take the key).
  *
- * A fence is the counter's INCR, moved up to Redis's clock in microseconds
- * when it lags that by more than the slack (0 with one server: every fence
- * is then at least the clock). Tokens keep growing when Redis loses the
- * counter (a restart without persistence, or its expiry) or brings back an
- * older one (from an RDB or AOF file), as long as the key sees fewer than a
- * million acquisitions a second on average and Redis's clock does not go
- * back. With several servers the slack (lock/README.md) keeps the counters
- * of the servers in step between reseeds, so a quorum's servers mostly
- * answer the same fence and need no write-back.
+ * A fence is one more than the counter, moved up to Redis's clock in
+ * microseconds when it lags that by more than the slack. With one server
+ * the slack is 0 and the fence is max(counter + 1, clock): one SET ... GET
+ * writes the clock and reads the old counter, and only a counter at or
+ * ahead of the clock (more than a million acquisitions a second, or a clock
+ * that went back) costs a second write. Tokens keep growing when Redis
+ * loses the counter (a restart without persistence, or its expiry) or
+ * brings back an older one (from an RDB or AOF file), as long as the key
+ * sees fewer than a million acquisitions a second on average and Redis's
+ * clock does not go back: every fence issued is at most the clock of its
+ * day, so a fence taken from a later clock is larger. With several servers
+ * the slack (lock/README.md) keeps the counters of the servers in step
+ * between reseeds, so a quorum's servers mostly answer the same fence and
+ * need no write-back.
  *
  * No key lives forever: the lock has its lease, the counter and the gone set
  * keep_ms (DLOCK_KEEP_LEASES leases) after their last write, the queue and
@@ -40,42 +45,61 @@
  *
  * Waiters that registered in the queue get the lock in queue order: a
  * release grants it to the first one whose deadline has not passed (a waiter
- * refreshes it on every try, so a crashed one drops out quickly). */
-#define LUA_HELPERS                                                                \
-    "local function now_ms()\n"                                                    \
-    "  local t = redis.call('time')\n"                                             \
-    "  return t[1] * 1000 + math.floor(t[2] / 1000)\n"                             \
-    "end\n"                                                                        \
-    "local function keep(key, ms)\n"                                                \
-    "  if redis.call('pttl', key) < tonumber(ms) then\n"                           \
-    "    redis.call('pexpire', key, ms)\n"                                         \
-    "  end\n"                                                                      \
+ * refreshes it on every try, so a crashed one drops out quickly). TIME is
+ * read at most once per script: the clock a script sees does not move. */
+#define LUA_FENCE                                                                  \
+    "local clock = nil\n"                                                          \
+    "local function time()\n"                                                      \
+    "  clock = clock or redis.call('time')\n"                                      \
+    "  return clock\n"                                                             \
     "end\n"                                                                        \
     "local function next_fence(keep_ms, slack_us)\n"                               \
-    "  local t = redis.call('time')\n"                                             \
+    "  local t = time()\n"                                                         \
     "  local now_us = t[1] .. string.format('%06d', tonumber(t[2]))\n"             \
+    "  if slack_us == '0' then\n"                                                  \
+    "    local old = redis.call('set', KEYS[2], now_us, 'PX', keep_ms, 'GET')\n"   \
+    "    if not old or tonumber(old) < tonumber(now_us) then\n"                    \
+    "      return tonumber(now_us)\n"                                              \
+    "    end\n"                                                                    \
+    "    redis.call('set', KEYS[2], old, 'PX', keep_ms)\n" /* ahead: count on */   \
+    "    return redis.call('incr', KEYS[2])\n"                                     \
+    "  end\n"                                                                      \
     "  local fence = redis.call('incr', KEYS[2])\n"                                \
     "  if fence < tonumber(now_us) - tonumber(slack_us) then\n"                    \
-    "    redis.call('set', KEYS[2], now_us)\n"                                     \
-    "    fence = tonumber(now_us)\n"                                               \
+    "    redis.call('set', KEYS[2], now_us, 'PX', keep_ms)\n"                      \
+    "    return tonumber(now_us)\n"                                                \
     "  end\n"                                                                      \
     "  redis.call('pexpire', KEYS[2], keep_ms)\n"                                  \
     "  return fence\n"                                                             \
+    "end\n"
+
+/* The queue's helpers, after LUA_FENCE. Defined apart, so that the lean
+ * acquire, which returns before them, does not build their closures. */
+#define LUA_QUEUE                                                                  \
+    "local function now_ms()\n"                                                    \
+    "  local t = time()\n"                                                         \
+    "  return t[1] * 1000 + math.floor(t[2] / 1000)\n"                             \
+    "end\n"                                                                        \
+    "local function keep(key, ms)\n"                                               \
+    "  if redis.call('pttl', key) < tonumber(ms) then\n"                           \
+    "    redis.call('pexpire', key, ms)\n"                                         \
+    "  end\n"                                                                      \
     "end\n"                                                                        \
     "local function dequeue(token)\n"                                              \
     "  redis.call('zrem', KEYS[3], token)\n"                                       \
     "  redis.call('hdel', KEYS[4], token)\n"                                       \
     "end\n"                                                                        \
-    "local function first_live()\n"                                                \
-    "  local now = nil\n"                                                          \
-    "  while true do\n"                                                            \
-    "    local first = redis.call('zrange', KEYS[3], 0, 0)[1]\n"                   \
-    "    if not first then return false end\n"                                     \
-    "    now = now or now_ms()\n"                                                  \
+    "local function first_live()\n" /* and whether anyone was in line at all */   \
+    "  local first = redis.call('zrange', KEYS[3], 0, 0)[1]\n"                     \
+    "  if not first then return false, false end\n"                                \
+    "  local now = now_ms()\n"                                                     \
+    "  while first do\n"                                                           \
     "    local deadline = tonumber(redis.call('hget', KEYS[4], first))\n"          \
-    "    if deadline and deadline > now then return first end\n"                   \
+    "    if deadline and deadline > now then return first, true end\n"             \
     "    dequeue(first)\n"                                                         \
+    "    first = redis.call('zrange', KEYS[3], 0, 0)[1]\n"                         \
     "  end\n"                                                                      \
+    "  return false, true\n"                                                       \
     "end\n"
 
 /* Acquire. ARGV: token, lease_ms, queue_ms (0: don't queue), keep_ms,
@@ -84,16 +108,30 @@
  * when the key is ours (taken now, or granted to us by a release: then the
  * lease is restarted), or {0, pttl} (pttl -1: free, but another waiter is
  * first in line; -2: the token was given up, see release). Never SETNX then
- * EXPIRE: one atomic step. */
+ * EXPIRE: one atomic step.
+ *
+ * The lean path first: with nobody in line and no token given up (neither
+ * the queue nor the gone set exists; one EXISTS asks for both), a free key
+ * is simply SET NX, exactly what the full path below would do then. A
+ * release that granted us the key is looked for before the gone set: a
+ * token is only given up after it left the queue and its grant was undone,
+ * and nothing grants to a token out of the queue. */
 static const char acquire_lua[] =
-    LUA_HELPERS
-    "local gone = redis.call('zscore', KEYS[5], ARGV[1])\n"
-    "if gone and tonumber(gone) > now_ms() then return {0, -2} end\n"
+    LUA_FENCE
+    "local waiting = redis.call('exists', KEYS[3], KEYS[5])\n"
+    "if waiting == 0 and redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
+    "  return {1, next_fence(ARGV[4], ARGV[6])}\n"
+    "end\n"
+    LUA_QUEUE
     "local holder = redis.call('get', KEYS[1])\n"
     "if holder == ARGV[1] then\n" /* the release that granted it dequeued us */
     "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
     "  local fence = tonumber(redis.call('get', KEYS[2]))\n"
     "  return {1, fence or next_fence(ARGV[4], ARGV[6])}\n" /* the counter expired or was evicted */
+    "end\n"
+    "if waiting > 0 then\n"
+    "  local gone = redis.call('zscore', KEYS[5], ARGV[1])\n"
+    "  if gone and tonumber(gone) > now_ms() then return {0, -2} end\n"
     "end\n"
     "if not holder then\n"
     "  local first = first_live()\n"
@@ -127,9 +165,12 @@ static const char acquire_lua[] =
  * may deliver it later) can never take the key. Only our own key is touched:
  * it goes to the first live waiter for grant_ms (it restarts the lease when
  * it claims it) or is deleted; the channel gets the new holder's token, or
- * "" for nobody. */
+ * "" for nobody - only when someone was in line: a waiter that means to
+ * wait queues before it listens (queue.c), so with the queue empty nobody
+ * listens who needs waking. */
 static const char release_lua[] =
-    LUA_HELPERS
+    LUA_FENCE
+    LUA_QUEUE
     "if ARGV[4] == '1' then\n"
     "  dequeue(ARGV[1])\n"
     "  local now = now_ms()\n"
@@ -138,7 +179,7 @@ static const char release_lua[] =
     "  keep(KEYS[5], ARGV[5])\n"
     "end\n"
     "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-    "local next = first_live()\n"
+    "local next, queued = first_live()\n"
     "if next then\n"
     "  redis.call('set', KEYS[1], next, 'PX', ARGV[3])\n"
     "  next_fence(ARGV[5], ARGV[6])\n"
@@ -146,7 +187,7 @@ static const char release_lua[] =
     "  redis.call('publish', ARGV[2], next)\n"
     "else\n"
     "  redis.call('del', KEYS[1])\n"
-    "  redis.call('publish', ARGV[2], '')\n"
+    "  if queued then redis.call('publish', ARGV[2], '') end\n"
     "end\n"
     "return 1\n";
 
@@ -237,13 +278,26 @@ void dlock_node_report(dlock_node *n, dlock_node_info *out)
         out->latency_buckets[i] = atomic_load(&n->latency[i]);
 }
 
+/* key (klen bytes) then suffix into out (size bytes), cut to fit as
+ * snprintf would; memcpy, because every acquire and release derives these. */
+static void suffixed(char *out, size_t size, const char *key, size_t klen, const char *suffix)
+{
+    size_t slen = strlen(suffix);
+    klen = klen < size - 1 ? klen : size - 1;
+    slen = slen < size - 1 - klen ? slen : size - 1 - klen;
+    memcpy(out, key, klen);
+    memcpy(out + klen, suffix, slen);
+    out[klen + slen] = '\0';
+}
+
 void dlock_names_of(const char *key, dlock_names *out)
 {
-    snprintf(out->fence, sizeof(out->fence), "%s:fence", key);
-    snprintf(out->queue, sizeof(out->queue), "%s:queue", key);
-    snprintf(out->alive, sizeof(out->alive), "%s:alive", key);
-    snprintf(out->gone, sizeof(out->gone), "%s:gone", key);
-    snprintf(out->channel, sizeof(out->channel), "%s" DLOCK_CHANNEL_SUFFIX, key);
+    size_t klen = strlen(key);
+    suffixed(out->fence, sizeof(out->fence), key, klen, ":fence");
+    suffixed(out->queue, sizeof(out->queue), key, klen, ":queue");
+    suffixed(out->alive, sizeof(out->alive), key, klen, ":alive");
+    suffixed(out->gone, sizeof(out->gone), key, klen, ":gone");
+    suffixed(out->channel, sizeof(out->channel), key, klen, DLOCK_CHANNEL_SUFFIX);
 }
 
 /* Loads the script once per node; the SHA stays valid for every connection. */
@@ -540,10 +594,22 @@ static redisReply *call_result(dlock_node_call *call)
     return r;
 }
 
-/* A number as a script argument, into buf; its length. */
+/* A number as a script argument, into buf; its length. By hand: a call
+ * formats five of them. */
 static size_t arg_int(char buf[24], int64_t v)
 {
-    return (size_t)snprintf(buf, 24, "%lld", (long long)v);
+    char digits[24];
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    size_t n = 0, len = 0;
+    do
+        digits[n++] = (char)('0' + u % 10);
+    while ((u /= 10) != 0);
+    if (v < 0)
+        buf[len++] = '-';
+    while (n > 0)
+        buf[len++] = digits[--n];
+    buf[len] = '\0';
+    return len;
 }
 
 /* ---- the calls ---- */
