@@ -39,6 +39,7 @@
 
 #define MAX_WORKERS 64
 #define MAX_SAMPLES (4 * 1024 * 1024)
+#define MAX_GAPS (1024 * 1024)
 #define KEY "bench:lock"
 
 /* Shared by the forked processes. last_worker is written only while holding
@@ -53,6 +54,12 @@ struct shared {
     uint64_t acquired[MAX_WORKERS]; /* within the window, per worker */
     uint64_t failures[MAX_WORKERS];
     uint32_t wait_us[MAX_SAMPLES];
+    /* The hand-over gap: from a holder's dlock_release to the next holder's
+     * dlock_acquire returning, apart for leases from Redis (gap[0]) and
+     * hand-offs (gap[1]). released_us is written under the lock. */
+    int64_t released_us;
+    _Atomic uint64_t ngaps[2];
+    uint32_t gap_us[2][MAX_GAPS];
 };
 
 static struct shared *sh;
@@ -396,6 +403,12 @@ static void *work(void *arg)
         }
         int64_t t1 = now_us();
         int counted = !atomic_load(&sh->stop);
+        if (counted && sh->released_us) {
+            int local = dlock_handoff_seq(h) > 0;
+            uint64_t g = atomic_fetch_add(&sh->ngaps[local], 1);
+            if (g < MAX_GAPS)
+                sh->gap_us[local][g] = (uint32_t)(t1 - sh->released_us);
+        }
         critical_section(r, w->id, w->work_ms, counted);
         if (counted) {
             sh->acquired[w->id]++;
@@ -405,6 +418,7 @@ static void *work(void *arg)
             atomic_fetch_add(&sh->hold_us, (uint64_t)(now_us() - t1));
         }
         atomic_fetch_add(&sh->total, 1);
+        sh->released_us = now_us();
         dlock_release(h);
     }
     redisFree(r);
@@ -463,6 +477,14 @@ static void report(const char *mode, int workers, int procs, int work_ms, double
     size_t n = atomic_load(&sh->nsamples);
     n = n < MAX_SAMPLES ? n : MAX_SAMPLES;
     qsort(sh->wait_us, n, sizeof(uint32_t), cmp_u32);
+    double gap50[2], gap99[2];
+    for (int k = 0; k < 2; k++) {
+        size_t g = atomic_load(&sh->ngaps[k]);
+        g = g < MAX_GAPS ? g : MAX_GAPS;
+        qsort(sh->gap_us[k], g, sizeof(uint32_t), cmp_u32);
+        gap50[k] = g ? sh->gap_us[k][g / 2] / 1000.0 : 0;
+        gap99[k] = g ? sh->gap_us[k][g * 99 / 100] / 1000.0 : 0;
+    }
     double hold_ms = acquired ? atomic_load(&sh->hold_us) / 1000.0 / acquired : 0;
     uint64_t total = atomic_load(&sh->total), lib = atomic_load(&sh->lib_acquired);
     /* through Redis rather than handed over: where a quorum costs anything */
@@ -471,14 +493,16 @@ static void report(const char *mode, int workers, int procs, int work_ms, double
            "wait_p99_ms=%.3f wait_max_ms=%.3f hold_ms=%.3f fifo_bound_ms=%.3f "
            "per_worker_min=%llu per_worker_max=%llu fairness=%.2f handoff_pct=%.1f "
            "via_redis_pct=%.1f lock_cmds_per_acq=%s failures=%llu violations=%lld "
-           "client_cpu_us_per_acq=%.1f redis_cpu_us_per_acq=%s\n",
+           "client_cpu_us_per_acq=%.1f redis_cpu_us_per_acq=%s gap_redis_p50_ms=%.3f "
+           "gap_redis_p99_ms=%.3f gap_handoff_p50_ms=%.3f gap_handoff_p99_ms=%.3f\n",
            mode, workers, procs, work_ms, acquired / seconds,
            n ? sh->wait_us[n / 2] / 1000.0 : 0, n ? sh->wait_us[n * 99 / 100] / 1000.0 : 0,
            n ? sh->wait_us[n - 1] / 1000.0 : 0, hold_ms, workers * hold_ms,
            (unsigned long long)min, (unsigned long long)max, max ? (double)min / max : 0,
            acquired ? 100.0 * sh->other_holder / acquired : 0, via_redis, cmds,
            (unsigned long long)failures, (long long)total - counter,
-           total ? (double)atomic_load(&sh->client_cpu_us) / total : 0, redis_cpu);
+           total ? (double)atomic_load(&sh->client_cpu_us) / total : 0, redis_cpu, gap50[0],
+           gap99[0], gap50[1], gap99[1]);
 }
 
 /* The lock's keys from an earlier run would queue or block this one. */
