@@ -116,8 +116,8 @@ typedef struct dlock_config {
  * scripts call, for keys and channels under the lock keys' prefix. */
 #define DLOCK_ACL_COMMANDS                                                                \
     "-@all +ping +evalsha +eval +script|load +subscribe +unsubscribe +get +set +del "    \
-    "+exists +pexpire +pttl +incr +time +zadd +zrange +zrem +zscore +zremrangebyscore +hset "   \
-    "+hget +hdel +publish"
+    "+exists +pexpire +pttl +incr +time +zadd +zrange +zrem +zscore +zremrangebyscore "  \
+    "+zpopmin +zcard +hset +hget +hdel +publish"
 
 /* Per-acquisition behaviour. dlock_opts_defaults() gives the values below;
  * passing NULL where options are expected means exactly those defaults. */

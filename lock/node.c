@@ -80,94 +80,105 @@
     "  local t = time()\n"                                                         \
     "  return t[1] * 1000 + math.floor(t[2] / 1000)\n"                             \
     "end\n"                                                                        \
-    "local function keep(key, ms)\n"                                               \
-    "  if redis.call('pttl', key) < tonumber(ms) then\n"                           \
-    "    redis.call('pexpire', key, ms)\n"                                         \
+    "local function keep(key, ms)\n" /* a TTL of at least ms, never shortened */    \
+    "  if redis.call('pexpire', key, ms, 'GT') == 0 then\n"                        \
+    "    redis.call('pexpire', key, ms, 'NX')\n" /* a new key has none yet */      \
     "  end\n"                                                                      \
+    "end\n"                                                                        \
+    "local function keep_line(ms)\n"                                               \
+    "  keep(KEYS[3], ms)\n"                                                        \
+    "  keep(KEYS[4], ms)\n"                                                        \
     "end\n"                                                                        \
     "local function dequeue(token)\n"                                              \
     "  redis.call('zrem', KEYS[3], token)\n"                                       \
     "  redis.call('hdel', KEYS[4], token)\n"                                       \
     "end\n"                                                                        \
-    "local function first_live()\n" /* and whether anyone was in line at all */   \
-    "  local first = redis.call('zrange', KEYS[3], 0, 0)[1]\n"                     \
-    "  if not first then return false, false end\n"                                \
-    "  local now = now_ms()\n"                                                     \
-    "  while first do\n"                                                           \
-    "    local deadline = tonumber(redis.call('hget', KEYS[4], first))\n"          \
-    "    if deadline and deadline > now then return first, true end\n"             \
-    "    dequeue(first)\n"                                                         \
-    "    first = redis.call('zrange', KEYS[3], 0, 0)[1]\n"                         \
-    "  end\n"                                                                      \
-    "  return false, true\n"                                                       \
+    "local function score_of(score)\n" /* a place in line */                    \
+    "  if score ~= '0' then return score end\n"                                    \
+    "  local t = time()\n"                                                         \
+    "  return t[1] .. string.format('%06d', tonumber(t[2]))\n"                     \
+    "end\n"                                                                        \
+    "local function live(token, now)\n" /* and its stamp: see the release */     \
+    "  local v = redis.call('hget', KEYS[4], token) or ''\n"                       \
+    "  local deadline, sent = string.match(v, '^(%d+):?(%d*)$')\n"                 \
+    "  return deadline and tonumber(deadline) > now, sent or ''\n"                 \
     "end\n"
 
 /* Acquire. ARGV: token, lease_ms, queue_ms (0: don't queue), keep_ms,
- * queue score (0: after the last waiter; a string, as Lua numbers lose
- * digits on the way back to Redis), seed slack in us. Returns {1, fence}
- * when the key is ours (taken now, or granted to us by a release: then the
- * lease is restarted), or {0, pttl} (pttl -1: free, but another waiter is
- * first in line; -2: the token was given up, see release). Never SETNX then
- * EXPIRE: one atomic step.
+ * queue score (0: by Redis's clock in us, the arrival order at this one
+ * server; a string, as Lua numbers lose digits on the way back to Redis),
+ * seed slack in us, sent (the client's stamp for when it sent this, kept
+ * with the waiter's deadline as "deadline:sent"; see the release). Returns {1, fence} when the key is ours (taken now, or
+ * granted to us by a release: then the lease is restarted), or {0, pttl}
+ * (pttl -1: free, but another waiter is first in line; -2: the token was
+ * given up, see release). Never SETNX then EXPIRE: one atomic step.
  *
- * The lean path first: with nobody in line and no token given up (neither
- * the queue nor the gone set exists; one EXISTS asks for both), a free key
- * is simply SET NX, exactly what the full path below would do then. A
- * release that granted us the key is looked for before the gone set: a
- * token is only given up after it left the queue and its grant was undone,
- * and nothing grants to a token out of the queue. */
+ * SET NX GET comes first: it takes a free key, and otherwise names its
+ * holder. The taken key stays ours at once when nobody is in line and no
+ * token was given up (neither the queue nor the gone set exists; one EXISTS
+ * asks for both): the lean path, what the full path below would decide
+ * then. A release that granted us the key is recognised before the gone
+ * set is read: a token is only given up after it left the queue and its
+ * grant was undone, and nothing grants to a token out of the queue. Our
+ * SET NX is undone (DEL, within the script: nobody sees it) when the full
+ * path refuses us. */
 static const char acquire_lua[] =
     LUA_FENCE
-    "local waiting = redis.call('exists', KEYS[3], KEYS[5])\n"
-    "if waiting == 0 and redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
+    "local holder = redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')\n"
+    "if not holder and redis.call('exists', KEYS[3], KEYS[5]) == 0 then\n"
     "  return {1, next_fence(ARGV[4], ARGV[6])}\n"
     "end\n"
     LUA_QUEUE
-    "local holder = redis.call('get', KEYS[1])\n"
     "if holder == ARGV[1] then\n" /* the release that granted it dequeued us */
     "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
     "  local fence = tonumber(redis.call('get', KEYS[2]))\n"
     "  return {1, fence or next_fence(ARGV[4], ARGV[6])}\n" /* the counter expired or was evicted */
     "end\n"
-    "if waiting > 0 then\n"
-    "  local gone = redis.call('zscore', KEYS[5], ARGV[1])\n"
-    "  if gone and tonumber(gone) > now_ms() then return {0, -2} end\n"
+    "local gone = redis.call('zscore', KEYS[5], ARGV[1])\n"
+    "if gone and tonumber(gone) > now_ms() then\n"
+    "  if not holder then redis.call('del', KEYS[1]) end\n"
+    "  return {0, -2}\n"
     "end\n"
-    "if not holder then\n"
-    "  local first = first_live()\n"
+    "if not holder then\n" /* free: ours unless a live waiter is first in line */
+    "  local first = redis.call('zrange', KEYS[3], 0, 0)[1]\n"
+    "  while first and first ~= ARGV[1] and not live(first, now_ms()) do\n"
+    "    dequeue(first)\n"
+    "    first = redis.call('zrange', KEYS[3], 0, 0)[1]\n"
+    "  end\n"
     "  if not first or first == ARGV[1] then\n"
-    "    redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
     "    if first then dequeue(ARGV[1]) end\n"
     "    return {1, next_fence(ARGV[4], ARGV[6])}\n"
     "  end\n"
+    "  redis.call('del', KEYS[1])\n"
     "end\n"
     "if tonumber(ARGV[3]) > 0 then\n"
-    "  if not redis.call('zscore', KEYS[3], ARGV[1]) then\n"
-    "    local score = ARGV[5]\n"
-    "    if score == '0' then\n"
-    "      local last = redis.call('zrange', KEYS[3], -1, -1, 'WITHSCORES')[2]\n"
-    "      score = last and tonumber(last) + 1 or 0\n"
-    "    end\n"
-    "    redis.call('zadd', KEYS[3], score, ARGV[1])\n"
-    "  end\n"
-    "  redis.call('hset', KEYS[4], ARGV[1], now_ms() + tonumber(ARGV[3]))\n"
-    "  keep(KEYS[3], ARGV[3])\n"
-    "  keep(KEYS[4], ARGV[3])\n"
+    "  redis.call('zadd', KEYS[3], 'NX', score_of(ARGV[5]), ARGV[1])\n" /* a refresh keeps its place */
+    "  redis.call('hset', KEYS[4], ARGV[1], (now_ms() + tonumber(ARGV[3])) .. ':' .. ARGV[7])\n"
+    "  keep_line(ARGV[3])\n"
     "end\n"
     "if not holder then return {0, -1} end\n"
     "return {0, redis.call('pttl', KEYS[1])}\n";
 
 /* Release. ARGV: token, channel, grant_ms, leaving, keep_ms, seed slack in
- * us (for the fence of a grant). leaving is 1
+ * us (for the fence of a grant), next ("" for none), next's queue_ms, queue
+ * score and sent stamp (as for acquire). leaving is 1
  * for a token given up (a waiter that stopped waiting, an acquire or release
  * whose reply was lost): it leaves the queue and is marked gone for keep_ms,
  * so that an acquire of it still on its way (a connection that timed out
  * may deliver it later) can never take the key. Only our own key is touched:
  * it goes to the first live waiter for grant_ms (it restarts the lease when
- * it claims it) or is deleted; the channel gets the new holder's token, or
- * "" for nobody - only when someone was in line: a waiter that means to
- * wait queues before it listens (queue.c), so with the queue empty nobody
- * listens who needs waking. */
+ * it claims it; waiters found dead on the way leave the line) or is
+ * deleted; the channel gets "token:fence:grant_ms:sent" of the new holder
+ * (sent: the stamp its waiter's deadline was last written with, so the
+ * grant came after the client's time sent; with one server all it needs
+ * to hold, see queue.c), or "" for nobody - only
+ * when someone was in line: a waiter that means to wait queues before it
+ * listens (queue.c), so with the queue empty nobody listens who needs
+ * waking. When the key went to another waiter, next goes in line behind
+ * the others, as its acquire would have put it: that acquire (a script and
+ * a round trip per turn of the key between processes) is saved. Returns 2
+ * (released, next in line), 1 (released), or 0 when the key was not
+ * ours. */
 static const char release_lua[] =
     LUA_FENCE
     LUA_QUEUE
@@ -179,12 +190,25 @@ static const char release_lua[] =
     "  keep(KEYS[5], ARGV[5])\n"
     "end\n"
     "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-    "local next, queued = first_live()\n"
+    "local next = redis.call('zpopmin', KEYS[3])[1]\n"
+    "local queued, now, alive, sent = next, nil, false, ''\n"
+    "while next do\n"
+    "  now = now or now_ms()\n"
+    "  alive, sent = live(next, now)\n"
+    "  redis.call('hdel', KEYS[4], next)\n"
+    "  if alive then break end\n"
+    "  next = redis.call('zpopmin', KEYS[3])[1]\n"
+    "end\n"
     "if next then\n"
     "  redis.call('set', KEYS[1], next, 'PX', ARGV[3])\n"
-    "  next_fence(ARGV[5], ARGV[6])\n"
-    "  dequeue(next)\n"
-    "  redis.call('publish', ARGV[2], next)\n"
+    "  local fence = string.format('%d', next_fence(ARGV[5], ARGV[6]))\n"
+    "  redis.call('publish', ARGV[2], next .. ':' .. fence .. ':' .. ARGV[3] .. ':' .. sent)\n"
+    "  if ARGV[7] ~= '' and ARGV[7] ~= next then\n"
+    "    redis.call('zadd', KEYS[3], 'NX', score_of(ARGV[9]), ARGV[7])\n"
+    "    redis.call('hset', KEYS[4], ARGV[7], (now_ms() + tonumber(ARGV[8])) .. ':' .. ARGV[10])\n"
+    "    keep_line(ARGV[8])\n"
+    "    return 2\n"
+    "  end\n"
     "else\n"
     "  redis.call('del', KEYS[1])\n"
     "  if queued then redis.call('publish', ARGV[2], '') end\n"
@@ -664,21 +688,33 @@ void dlock_node_acquire_begin(dlock_node *n, const dlock_node_acquire_args *a,
     num_arg(call, 8, 2, a->keep_ms);
     num_arg(call, 9, 3, a->queue_score);
     num_arg(call, 10, 4, a->seed_slack_us);
-    call_script(call, SCRIPT_ACQUIRE, 5, 11);
+    num_arg(call, 11, 5, a->sent_ms);
+    call_script(call, SCRIPT_ACQUIRE, 5, 12);
     call_send(call);
 }
 
-int dlock_node_acquire_end(dlock_node_call *call, int64_t *fence, int64_t *pttl, int *sent)
+/* Whether r is an array of n integers. */
+static int integers(const redisReply *r, size_t n)
 {
-    *sent = call->sent;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != n)
+        return 0;
+    for (size_t i = 0; i < r->elements; i++)
+        if (r->element[i]->type != REDIS_REPLY_INTEGER)
+            return 0;
+    return 1;
+}
+
+int dlock_node_acquire_end(dlock_node_call *call, dlock_acquired *out)
+{
+    out->sent = call->sent;
+    out->pttl = -1;
     redisReply *r = call_result(call);
     if (r == NULL)
         return dlock_redis_failure();
     int rc = DLOCK_ERR_REDIS;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[0]->type == REDIS_REPLY_INTEGER && r->element[1]->type == REDIS_REPLY_INTEGER) {
+    if (integers(r, 2)) { /* {1, fence} or {0, pttl} */
         rc = r->element[0]->integer == 1 ? DLOCK_OK : DLOCK_ERR_TIMEOUT;
-        *(rc == DLOCK_OK ? fence : pttl) = r->element[1]->integer;
+        *(rc == DLOCK_OK ? &out->fence : &out->pttl) = r->element[1]->integer;
     } else {
         dlock_fail(rc, "unexpected reply to the acquire script");
     }
@@ -698,26 +734,36 @@ void dlock_node_release_begin(dlock_node *n, const dlock_node_release_args *a,
     num_arg(call, 8, 1, a->leaving ? 1 : 0);
     num_arg(call, 9, 2, a->keep_ms);
     num_arg(call, 10, 3, a->seed_slack_us);
-    call_script(call, SCRIPT_RELEASE, 5, 11);
+    call->argv[11] = a->next ? a->next : "", call->lens[11] = a->next ? DLOCK_TOKEN_LEN : 0;
+    num_arg(call, 12, 4, a->next_queue_ms);
+    num_arg(call, 13, 5, a->next_score);
+    num_arg(call, 14, 6, a->next_sent_ms);
+    call_script(call, SCRIPT_RELEASE, 5, 15);
     call_send(call);
 }
 
 /* The answer of a script that returns 1 (done) or 0 (the key was not ours). */
-static int owned_result(dlock_node_call *call, const char *key, const char *what)
+/* A script that returns 1 or more (done; *more gets the rest, when not
+ * NULL) or 0 (the key was not ours): its code. */
+static int owned_result(dlock_node_call *call, const char *key, const char *what, int *more)
 {
     redisReply *r = call_result(call);
+    if (more)
+        *more = 0;
     if (r == NULL)
         return dlock_redis_failure();
-    int rc = (r->type == REDIS_REPLY_INTEGER && r->integer == 1) ? DLOCK_OK : DLOCK_ERR_LOST;
+    int rc = (r->type == REDIS_REPLY_INTEGER && r->integer >= 1) ? DLOCK_OK : DLOCK_ERR_LOST;
     if (rc == DLOCK_ERR_LOST)
         dlock_fail(rc, "lock %s was no longer ours at %s on %s", key, what, call->node->name);
+    else if (more)
+        *more = (int)r->integer - 1;
     freeReplyObject(r);
     return rc;
 }
 
-int dlock_node_release_end(dlock_node_call *call)
+int dlock_node_release_end(dlock_node_call *call, int *queued)
 {
-    return owned_result(call, call->argv[0], "release");
+    return owned_result(call, call->argv[0], "release", queued);
 }
 
 void dlock_node_fence_begin(dlock_node *n, const char *key, const char *token, int64_t fence,
@@ -735,7 +781,7 @@ void dlock_node_fence_begin(dlock_node *n, const char *key, const char *token, i
 
 int dlock_node_fence_end(dlock_node_call *call)
 {
-    return owned_result(call, call->argv[0], "fence write-back");
+    return owned_result(call, call->argv[0], "fence write-back", NULL);
 }
 
 void dlock_node_renew_begin(dlock_node *n, redisContext **own, int count,
