@@ -6,7 +6,8 @@
  *       10 s, wait up to 10 s; the critical section is a non-atomic GET then
  *       SET of a Redis counter on the first server (plus WORK_MS of sleep).
  *       MODE is spin100, spin5, notify (no hand-off) or handoff (notify +
- *       hand-off, at most 8 in a row; handoffN for another bound).
+ *       hand-off, at most 8 in a row and fewer when other processes take
+ *       turns; handoffN for another maximum).
  *   lockbench fanout PORTS SECONDS
  *       the machine's floor for a quorum call: rounds per second of one SET
  *       sent to every server, the replies awaited together; no lock.
