@@ -160,8 +160,9 @@ static const char acquire_lua[] =
     "return {0, redis.call('pttl', KEYS[1])}\n";
 
 /* Release. ARGV: token, channel, grant_ms, leaving, keep_ms, seed slack in
- * us (for the fence of a grant), next ("" for none), next's queue_ms, queue
- * score and sent stamp (as for acquire). leaving is 1
+ * us (for the fence of a grant), next ("" for none, else
+ * "token:queue_ms:score:sent", each as for acquire: one argument, as each
+ * costs the script a little). leaving is 1
  * for a token given up (a waiter that stopped waiting, an acquire or release
  * whose reply was lost): it leaves the queue and is marked gone for keep_ms,
  * so that an acquire of it still on its way (a connection that timed out
@@ -181,6 +182,15 @@ static const char acquire_lua[] =
  * ours. */
 static const char release_lua[] =
     LUA_FENCE
+    "local next = false\n"
+    "if ARGV[4] ~= '1' then\n" /* the lean path first: ours, and nobody in line */
+    "  if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+    "  next = redis.call('zpopmin', KEYS[3])[1]\n"
+    "  if not next then\n"
+    "    redis.call('del', KEYS[1])\n"
+    "    return 1\n"
+    "  end\n"
+    "end\n"
     LUA_QUEUE
     "if ARGV[4] == '1' then\n"
     "  dequeue(ARGV[1])\n"
@@ -188,9 +198,9 @@ static const char release_lua[] =
     "  redis.call('zremrangebyscore', KEYS[5], '-inf', now)\n"
     "  redis.call('zadd', KEYS[5], now + tonumber(ARGV[5]), ARGV[1])\n"
     "  keep(KEYS[5], ARGV[5])\n"
+    "  if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+    "  next = redis.call('zpopmin', KEYS[3])[1]\n"
     "end\n"
-    "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-    "local next = redis.call('zpopmin', KEYS[3])[1]\n"
     "local queued, now, alive, sent = next, nil, false, ''\n"
     "while next do\n"
     "  now = now or now_ms()\n"
@@ -203,10 +213,11 @@ static const char release_lua[] =
     "  redis.call('set', KEYS[1], next, 'PX', ARGV[3])\n"
     "  local fence = string.format('%d', next_fence(ARGV[5], ARGV[6]))\n"
     "  redis.call('publish', ARGV[2], next .. ':' .. fence .. ':' .. ARGV[3] .. ':' .. sent)\n"
-    "  if ARGV[7] ~= '' and ARGV[7] ~= next then\n"
-    "    redis.call('zadd', KEYS[3], 'NX', score_of(ARGV[9]), ARGV[7])\n"
-    "    redis.call('hset', KEYS[4], ARGV[7], (now_ms() + tonumber(ARGV[8])) .. ':' .. ARGV[10])\n"
-    "    keep_line(ARGV[8])\n"
+    "  local mine, ms, score, stamp = string.match(ARGV[7], '^(%x+):(%d+):(%d+):(%d+)$')\n"
+    "  if mine and mine ~= next then\n"
+    "    redis.call('zadd', KEYS[3], 'NX', score_of(score), mine)\n"
+    "    redis.call('hset', KEYS[4], mine, (now_ms() + tonumber(ms)) .. ':' .. stamp)\n"
+    "    keep_line(ms)\n"
     "    return 2\n"
     "  end\n"
     "else\n"
@@ -734,11 +745,13 @@ void dlock_node_release_begin(dlock_node *n, const dlock_node_release_args *a,
     num_arg(call, 8, 1, a->leaving ? 1 : 0);
     num_arg(call, 9, 2, a->keep_ms);
     num_arg(call, 10, 3, a->seed_slack_us);
-    call->argv[11] = a->next ? a->next : "", call->lens[11] = a->next ? DLOCK_TOKEN_LEN : 0;
-    num_arg(call, 12, 4, a->next_queue_ms);
-    num_arg(call, 13, 5, a->next_score);
-    num_arg(call, 14, 6, a->next_sent_ms);
-    call_script(call, SCRIPT_RELEASE, 5, 15);
+    call->argv[11] = call->text, call->lens[11] = 0;
+    call->text[0] = '\0';
+    if (a->next)
+        call->lens[11] = (size_t)snprintf(call->text, sizeof(call->text), "%.*s:%d:%lld:%lld",
+                                          DLOCK_TOKEN_LEN, a->next, a->next_queue_ms,
+                                          (long long)a->next_score, (long long)a->next_sent_ms);
+    call_script(call, SCRIPT_RELEASE, 5, 12);
     call_send(call);
 }
 

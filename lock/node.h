@@ -24,7 +24,7 @@
 #include "dlock.h"
 
 #define DLOCK_CHANNEL_SUFFIX ":released"
-#define DLOCK_NODE_ARGS_MAX 15
+#define DLOCK_NODE_ARGS_MAX 12
 
 typedef struct dlock_node dlock_node;
 
@@ -51,7 +51,8 @@ typedef struct dlock_node_call {
     int script, nkeys, nargs; /* a single script call: what to redo on NOSCRIPT */
     const char *argv[DLOCK_NODE_ARGS_MAX];
     size_t lens[DLOCK_NODE_ARGS_MAX];
-    char num[7][24];     /* the call's numeric arguments as text */
+    char num[6][24];     /* the call's numeric arguments as text */
+    char text[96];       /* and a composite one */
     dlock_names names;
     int expect, got;     /* replies */
     redisReply *reply[DLOCK_MULTI_MAX];
