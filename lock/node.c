@@ -1,7 +1,7 @@
 /* node.c - one Redis server and everything the lock says to it: the Lua
- * scripts, run by SHA (EVAL as fallback), PING, and pub/sub requests; each
- * call split into begin (send), wait (read replies, for several servers at
- * once) and end (the result). */
+ * scripts (their text in scripts.c), run by SHA (EVAL as fallback), PING,
+ * and pub/sub requests; each call split into begin (send), wait (read
+ * replies, for several servers at once) and end (the result). */
 #include "node.h"
 
 #include <errno.h>
@@ -14,240 +14,9 @@
 
 #include "err.h"
 #include "pool.h"
+#include "scripts.h"
 #include "sync.h"
 
-/* Shared Lua pieces. KEYS: lock, fence counter, queue (ZSET of waiting tokens
- * by arrival: with one server each newcomer scores one more than the last,
- * so two that arrive within one millisecond keep their order; with several
- * each waiter brings its own score, the same on every server, so that every
- * server puts the waiters in the same order), alive (HASH token -> deadline
- * in Redis ms), gone (ZSET of given-up tokens -> until when, in Redis ms,
- * they may not take the key).
- *
- * A fence is one more than the counter, moved up to Redis's clock in
- * microseconds when it lags that by more than the slack. With one server
- * the slack is 0 and the fence is max(counter + 1, clock): one SET ... GET
- * writes the clock and reads the old counter, and only a counter at or
- * ahead of the clock (more than a million acquisitions a second, or a clock
- * that went back) costs a second write. Tokens keep growing when Redis
- * loses the counter (a restart without persistence, or its expiry) or
- * brings back an older one (from an RDB or AOF file), as long as the key
- * sees fewer than a million acquisitions a second on average and Redis's
- * clock does not go back: every fence issued is at most the clock of its
- * day, so a fence taken from a later clock is larger. With several servers
- * the slack (lock/README.md) keeps the counters of the servers in step
- * between reseeds, so a quorum's servers mostly answer the same fence and
- * need no write-back.
- *
- * No key lives forever: the lock has its lease, the counter and the gone set
- * keep_ms (DLOCK_KEEP_LEASES leases) after their last write, the queue and
- * alive keys until the last waiter's deadline.
- *
- * Waiters that registered in the queue get the lock in queue order: a
- * release grants it to the first one whose deadline has not passed (a waiter
- * refreshes it on every try, so a crashed one drops out quickly). TIME is
- * read at most once per script: the clock a script sees does not move. */
-#define LUA_FENCE                                                                  \
-    "local clock = nil\n"                                                          \
-    "local function time()\n"                                                      \
-    "  clock = clock or redis.call('time')\n"                                      \
-    "  return clock\n"                                                             \
-    "end\n"                                                                        \
-    "local function next_fence(keep_ms, slack_us)\n"                               \
-    "  local t = time()\n"                                                         \
-    "  local now_us = t[1] .. string.format('%06d', tonumber(t[2]))\n"             \
-    "  if slack_us == '0' then\n"                                                  \
-    "    local old = redis.call('set', KEYS[2], now_us, 'PX', keep_ms, 'GET')\n"   \
-    "    if not old or tonumber(old) < tonumber(now_us) then\n"                    \
-    "      return tonumber(now_us)\n"                                              \
-    "    end\n"                                                                    \
-    "    redis.call('set', KEYS[2], old, 'PX', keep_ms)\n" /* ahead: count on */   \
-    "    return redis.call('incr', KEYS[2])\n"                                     \
-    "  end\n"                                                                      \
-    "  local fence = redis.call('incr', KEYS[2])\n"                                \
-    "  if fence < tonumber(now_us) - tonumber(slack_us) then\n"                    \
-    "    redis.call('set', KEYS[2], now_us, 'PX', keep_ms)\n"                      \
-    "    return tonumber(now_us)\n"                                                \
-    "  end\n"                                                                      \
-    "  redis.call('pexpire', KEYS[2], keep_ms)\n"                                  \
-    "  return fence\n"                                                             \
-    "end\n"
-
-/* The queue's helpers, after LUA_FENCE. Defined apart, so that the lean
- * acquire, which returns before them, does not build their closures. */
-#define LUA_QUEUE                                                                  \
-    "local function now_ms()\n"                                                    \
-    "  local t = time()\n"                                                         \
-    "  return t[1] * 1000 + math.floor(t[2] / 1000)\n"                             \
-    "end\n"                                                                        \
-    "local function keep(key, ms)\n" /* a TTL of at least ms, never shortened */    \
-    "  if redis.call('pexpire', key, ms, 'GT') == 0 then\n"                        \
-    "    redis.call('pexpire', key, ms, 'NX')\n" /* a new key has none yet */      \
-    "  end\n"                                                                      \
-    "end\n"                                                                        \
-    "local function keep_line(ms)\n"                                               \
-    "  keep(KEYS[3], ms)\n"                                                        \
-    "  keep(KEYS[4], ms)\n"                                                        \
-    "end\n"                                                                        \
-    "local function dequeue(token)\n"                                              \
-    "  redis.call('zrem', KEYS[3], token)\n"                                       \
-    "  redis.call('hdel', KEYS[4], token)\n"                                       \
-    "end\n"                                                                        \
-    "local function score_of(score)\n" /* a place in line */                    \
-    "  if score ~= '0' then return score end\n"                                    \
-    "  local t = time()\n"                                                         \
-    "  return t[1] .. string.format('%06d', tonumber(t[2]))\n"                     \
-    "end\n"                                                                        \
-    "local function live(token, now)\n" /* and its stamp: see the release */     \
-    "  local v = redis.call('hget', KEYS[4], token) or ''\n"                       \
-    "  local deadline, sent = string.match(v, '^(%d+):?(%d*)$')\n"                 \
-    "  return deadline and tonumber(deadline) > now, sent or ''\n"                 \
-    "end\n"
-
-/* Acquire. ARGV: token, lease_ms, queue_ms (0: don't queue), keep_ms,
- * queue score (0: by Redis's clock in us, the arrival order at this one
- * server; a string, as Lua numbers lose digits on the way back to Redis),
- * seed slack in us, sent (the client's stamp for when it sent this, kept
- * with the waiter's deadline as "deadline:sent"; see the release). Returns {1, fence} when the key is ours (taken now, or
- * granted to us by a release: then the lease is restarted), or {0, pttl}
- * (pttl -1: free, but another waiter is first in line; -2: the token was
- * given up, see release). Never SETNX then EXPIRE: one atomic step.
- *
- * SET NX GET comes first: it takes a free key, and otherwise names its
- * holder. The taken key stays ours at once when nobody is in line and no
- * token was given up (neither the queue nor the gone set exists; one EXISTS
- * asks for both): the lean path, what the full path below would decide
- * then. A release that granted us the key is recognised before the gone
- * set is read: a token is only given up after it left the queue and its
- * grant was undone, and nothing grants to a token out of the queue. Our
- * SET NX is undone (DEL, within the script: nobody sees it) when the full
- * path refuses us. */
-static const char acquire_lua[] =
-    LUA_FENCE
-    "local holder = redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')\n"
-    "if not holder and redis.call('exists', KEYS[3], KEYS[5]) == 0 then\n"
-    "  return {1, next_fence(ARGV[4], ARGV[6])}\n"
-    "end\n"
-    LUA_QUEUE
-    "if holder == ARGV[1] then\n" /* the release that granted it dequeued us */
-    "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
-    "  local fence = tonumber(redis.call('get', KEYS[2]))\n"
-    "  return {1, fence or next_fence(ARGV[4], ARGV[6])}\n" /* the counter expired or was evicted */
-    "end\n"
-    "local gone = redis.call('zscore', KEYS[5], ARGV[1])\n"
-    "if gone and tonumber(gone) > now_ms() then\n"
-    "  if not holder then redis.call('del', KEYS[1]) end\n"
-    "  return {0, -2}\n"
-    "end\n"
-    "if not holder then\n" /* free: ours unless a live waiter is first in line */
-    "  local first = redis.call('zrange', KEYS[3], 0, 0)[1]\n"
-    "  while first and first ~= ARGV[1] and not live(first, now_ms()) do\n"
-    "    dequeue(first)\n"
-    "    first = redis.call('zrange', KEYS[3], 0, 0)[1]\n"
-    "  end\n"
-    "  if not first or first == ARGV[1] then\n"
-    "    if first then dequeue(ARGV[1]) end\n"
-    "    return {1, next_fence(ARGV[4], ARGV[6])}\n"
-    "  end\n"
-    "  redis.call('del', KEYS[1])\n"
-    "end\n"
-    "if tonumber(ARGV[3]) > 0 then\n"
-    "  redis.call('zadd', KEYS[3], 'NX', score_of(ARGV[5]), ARGV[1])\n" /* a refresh keeps its place */
-    "  redis.call('hset', KEYS[4], ARGV[1], (now_ms() + tonumber(ARGV[3])) .. ':' .. ARGV[7])\n"
-    "  keep_line(ARGV[3])\n"
-    "end\n"
-    "if not holder then return {0, -1} end\n"
-    "return {0, redis.call('pttl', KEYS[1])}\n";
-
-/* Release. ARGV: token, channel, grant_ms, leaving, keep_ms, seed slack in
- * us (for the fence of a grant), next ("" for none, else
- * "token:queue_ms:score:sent", each as for acquire: one argument, as each
- * costs the script a little). leaving is 1
- * for a token given up (a waiter that stopped waiting, an acquire or release
- * whose reply was lost): it leaves the queue and is marked gone for keep_ms,
- * so that an acquire of it still on its way (a connection that timed out
- * may deliver it later) can never take the key. Only our own key is touched:
- * it goes to the first live waiter for grant_ms (it restarts the lease when
- * it claims it; waiters found dead on the way leave the line) or is
- * deleted; the channel gets "token:fence:grant_ms:sent" of the new holder
- * (sent: the stamp its waiter's deadline was last written with, so the
- * grant came after the client's time sent; with one server all it needs
- * to hold, see queue.c), or "" for nobody - only
- * when someone was in line: a waiter that means to wait queues before it
- * listens (queue.c), so with the queue empty nobody listens who needs
- * waking. When the key went to another waiter, next goes in line behind
- * the others, as its acquire would have put it: that acquire (a script and
- * a round trip per turn of the key between processes) is saved. Returns 2
- * (released, next in line), 1 (released), or 0 when the key was not
- * ours. */
-static const char release_lua[] =
-    LUA_FENCE
-    "local next = false\n"
-    "if ARGV[4] ~= '1' then\n" /* the lean path first: ours, and nobody in line */
-    "  if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-    "  next = redis.call('zpopmin', KEYS[3])[1]\n"
-    "  if not next then\n"
-    "    redis.call('del', KEYS[1])\n"
-    "    return 1\n"
-    "  end\n"
-    "end\n"
-    LUA_QUEUE
-    "if ARGV[4] == '1' then\n"
-    "  dequeue(ARGV[1])\n"
-    "  local now = now_ms()\n"
-    "  redis.call('zremrangebyscore', KEYS[5], '-inf', now)\n"
-    "  redis.call('zadd', KEYS[5], now + tonumber(ARGV[5]), ARGV[1])\n"
-    "  keep(KEYS[5], ARGV[5])\n"
-    "  if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-    "  next = redis.call('zpopmin', KEYS[3])[1]\n"
-    "end\n"
-    "local queued, now, alive, sent = next, nil, false, ''\n"
-    "while next do\n"
-    "  now = now or now_ms()\n"
-    "  alive, sent = live(next, now)\n"
-    "  redis.call('hdel', KEYS[4], next)\n"
-    "  if alive then break end\n"
-    "  next = redis.call('zpopmin', KEYS[3])[1]\n"
-    "end\n"
-    "if next then\n"
-    "  redis.call('set', KEYS[1], next, 'PX', ARGV[3])\n"
-    "  local fence = string.format('%d', next_fence(ARGV[5], ARGV[6]))\n"
-    "  redis.call('publish', ARGV[2], next .. ':' .. fence .. ':' .. ARGV[3] .. ':' .. sent)\n"
-    "  local mine, ms, score, stamp = string.match(ARGV[7], '^(%x+):(%d+):(%d+):(%d+)$')\n"
-    "  if mine and mine ~= next then\n"
-    "    redis.call('zadd', KEYS[3], 'NX', score_of(score), mine)\n"
-    "    redis.call('hset', KEYS[4], mine, (now_ms() + tonumber(ms)) .. ':' .. stamp)\n"
-    "    keep_line(ms)\n"
-    "    return 2\n"
-    "  end\n"
-    "else\n"
-    "  redis.call('del', KEYS[1])\n"
-    "  if queued then redis.call('publish', ARGV[2], '') end\n"
-    "end\n"
-    "return 1\n";
-
-static const char renew_lua[] =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then\n"
-    "  return redis.call('pexpire', KEYS[1], ARGV[2])\n"
-    "end\n"
-    "return 0\n";
-
-/* Fence write-back. KEYS: lock, fence counter. ARGV: token, fence (a string),
- * keep_ms. Raises the counter to the fence a quorum agreed on, only while
- * the key is still ours here: a server where the lease already ran out (and
- * a next holder may have drawn its fence) must not be raised. Returns 1 when
- * the counter is now at least the fence, 0 when the key is not ours. */
-static const char fence_lua[] =
-    "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-    "local counter = tonumber(redis.call('get', KEYS[2]) or '0')\n"
-    "if counter < tonumber(ARGV[2]) then redis.call('set', KEYS[2], ARGV[2]) end\n"
-    "redis.call('pexpire', KEYS[2], ARGV[3])\n"
-    "return 1\n";
-
-enum script { SCRIPT_ACQUIRE, SCRIPT_RELEASE, SCRIPT_RENEW, SCRIPT_FENCE, SCRIPT_COUNT };
-
-static const char *const script_body[SCRIPT_COUNT] = {acquire_lua, release_lua, renew_lua,
-                                                      fence_lua};
 
 const int dlock_latency_bucket_us[DLOCK_LATENCY_BUCKETS] = {100,  250,   500,   1000,   2500,
                                                             5000, 10000, 25000, 100000, -1};
@@ -258,7 +27,7 @@ struct dlock_node {
     int command_timeout_ms;
     char name[DLOCK_HOST_MAX + 8];
     pthread_mutex_t mu;           /* guards sha */
-    char sha[SCRIPT_COUNT][41];   /* "" until SCRIPT LOAD answered */
+    char sha[DLOCK_SCRIPT_COUNT][41]; /* "" until SCRIPT LOAD answered */
     /* what dlock_node_info reports */
     _Atomic int up;
     _Atomic uint64_t calls, errors, latency_sum_us, latency[DLOCK_LATENCY_BUCKETS];
@@ -336,15 +105,15 @@ void dlock_names_of(const char *key, dlock_names *out)
 }
 
 /* Loads the script once per node; the SHA stays valid for every connection. */
-static int script_sha(dlock_node *n, redisContext *ctx, enum script s, char sha[41])
+static int script_sha(dlock_node *n, redisContext *ctx, enum dlock_script s, char sha[41])
 {
     pthread_mutex_lock(&n->mu);
     memcpy(sha, n->sha[s], 41);
     pthread_mutex_unlock(&n->mu);
     if (sha[0] != '\0')
         return 0;
-    const char *argv[] = {"SCRIPT", "LOAD", script_body[s]};
-    size_t lens[] = {6, 4, strlen(script_body[s])};
+    const char *argv[] = {"SCRIPT", "LOAD", dlock_script_body[s]};
+    size_t lens[] = {6, 4, strlen(dlock_script_body[s])};
     redisReply *r = dlock_pool_checked(ctx, redisCommandArgv(ctx, 3, argv, lens));
     if (r == NULL)
         return -1;
@@ -362,7 +131,7 @@ static int script_sha(dlock_node *n, redisContext *ctx, enum script s, char sha[
     return 0;
 }
 
-static void forget_sha(dlock_node *n, enum script s)
+static void forget_sha(dlock_node *n, enum dlock_script s)
 {
     pthread_mutex_lock(&n->mu);
     n->sha[s][0] = '\0';
@@ -397,12 +166,12 @@ static void script_cmd(struct script_cmd *c, const char *verb, const char *scrip
 /* EVAL of the script's body on ctx, synchronously: after a NOSCRIPT (Redis
  * restarted or flushed its script cache), which also reloads it. The
  * checked reply (caller frees) or NULL with the error set. */
-static redisReply *eval_body(dlock_node *n, redisContext *ctx, enum script s, int nkeys,
+static redisReply *eval_body(dlock_node *n, redisContext *ctx, enum dlock_script s, int nkeys,
                              int nargs, const char **args, const size_t *arg_lens)
 {
     struct script_cmd c;
     forget_sha(n, s);
-    script_cmd(&c, "EVAL", script_body[s], nkeys, nargs, args, arg_lens);
+    script_cmd(&c, "EVAL", dlock_script_body[s], nkeys, nargs, args, arg_lens);
     return dlock_pool_checked(ctx, redisCommandArgv(ctx, c.argc, c.argv, c.lens));
 }
 
@@ -446,7 +215,7 @@ static int call_open(dlock_node *n, dlock_node_call *call, redisContext **own)
 
 /* Appends EVALSHA of script s with the call's arguments (or, when args is
  * NULL, the ones stored in the call) to its output. */
-static void call_append_script(dlock_node_call *call, enum script s, int nkeys, int nargs,
+static void call_append_script(dlock_node_call *call, enum dlock_script s, int nkeys, int nargs,
                                const char **args, const size_t *arg_lens)
 {
     struct script_cmd c;
@@ -470,7 +239,7 @@ static void call_append_script(dlock_node_call *call, enum script s, int nkeys, 
 
 /* A single script call with the arguments stored in the call (kept for a
  * NOSCRIPT redo at end). */
-static void call_script(dlock_node_call *call, enum script s, int nkeys, int nargs)
+static void call_script(dlock_node_call *call, enum dlock_script s, int nkeys, int nargs)
 {
     call->script = s, call->nkeys = nkeys, call->nargs = nargs;
     call_append_script(call, s, nkeys, nargs, call->argv, call->lens);
@@ -700,7 +469,7 @@ void dlock_node_acquire_begin(dlock_node *n, const dlock_node_acquire_args *a,
     num_arg(call, 9, 3, a->queue_score);
     num_arg(call, 10, 4, a->seed_slack_us);
     num_arg(call, 11, 5, a->sent_ms);
-    call_script(call, SCRIPT_ACQUIRE, 5, 12);
+    call_script(call, DLOCK_SCRIPT_ACQUIRE, 5, 12);
     call_send(call);
 }
 
@@ -751,7 +520,7 @@ void dlock_node_release_begin(dlock_node *n, const dlock_node_release_args *a,
         call->lens[11] = (size_t)snprintf(call->text, sizeof(call->text), "%.*s:%d:%lld:%lld",
                                           DLOCK_TOKEN_LEN, a->next, a->next_queue_ms,
                                           (long long)a->next_score, (long long)a->next_sent_ms);
-    call_script(call, SCRIPT_RELEASE, 5, 12);
+    call_script(call, DLOCK_SCRIPT_RELEASE, 5, 12);
     call_send(call);
 }
 
@@ -788,7 +557,7 @@ void dlock_node_fence_begin(dlock_node *n, const char *key, const char *token, i
     call->argv[2] = token, call->lens[2] = DLOCK_TOKEN_LEN;
     num_arg(call, 3, 0, fence);
     num_arg(call, 4, 1, keep_ms);
-    call_script(call, SCRIPT_FENCE, 2, 5);
+    call_script(call, DLOCK_SCRIPT_FENCE, 2, 5);
     call_send(call);
 }
 
@@ -802,12 +571,12 @@ void dlock_node_renew_begin(dlock_node *n, redisContext **own, int count,
 {
     if (call_open(n, call, own) != 0)
         return;
-    call->script = SCRIPT_RENEW;
+    call->script = DLOCK_SCRIPT_RENEW;
     for (int i = 0; i < count && call->rc == DLOCK_OK; i++) {
         char lease[24];
         const char *argv[] = {r[i].key, r[i].token, lease};
         size_t lens[] = {strlen(r[i].key), DLOCK_TOKEN_LEN, arg_int(lease, r[i].lease_ms)};
-        call_append_script(call, SCRIPT_RENEW, 1, 3, argv, lens);
+        call_append_script(call, DLOCK_SCRIPT_RENEW, 1, 3, argv, lens);
     }
     call_send(call);
 }
@@ -840,7 +609,7 @@ void dlock_node_renew_end(dlock_node_call *call, int count, const dlock_node_ren
             char lease[24];
             const char *argv[] = {r[i].key, r[i].token, lease};
             size_t lens[] = {strlen(r[i].key), DLOCK_TOKEN_LEN, arg_int(lease, r[i].lease_ms)};
-            rp = eval_body(n, call->ctx, SCRIPT_RENEW, 1, 3, argv, lens);
+            rp = eval_body(n, call->ctx, DLOCK_SCRIPT_RENEW, 1, 3, argv, lens);
             call->broken |= rp == NULL && call->ctx->err;
             rcs[i] = renewed(n, rp);
         } else {

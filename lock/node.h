@@ -13,7 +13,7 @@
  * lease itself (key = owner token, PX lease), key:fence (the fencing
  * counter), key:queue (waiting tokens by arrival), key:alive (each waiter's
  * deadline), key:gone (tokens given up, refused if their acquire arrives
- * late), and the channel key:released. node.c documents each script. */
+ * late), and the channel key:released. scripts.c documents each script. */
 #ifndef DLOCK_NODE_H
 #define DLOCK_NODE_H
 
