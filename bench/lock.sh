@@ -2,7 +2,8 @@
 # lock.sh - the lock library's benchmarks against private redis-servers:
 #   lock-uncontended: acquire+release pairs/s on one thread next to
 #     redis-benchmark's SET rate with one connection, alternating, medians of
-#     ROUNDS rounds (the floor is two round trips per pair: ratio <= 0.5);
+#     ROUNDS rounds (the floor is two round trips per pair: ratio <= 0.5),
+#     and each script's cost to Redis (lockbench scripts);
 #   lock-hot: W workers over 4 processes on one key, for each wait mode, with
 #     a critical section of GET+SET (and, variant C, 1 ms of sleep);
 #   lock-quorum: both again with N = 1, 3 and 5 independent servers
@@ -87,6 +88,17 @@ done
 p=$(agg med pairs_per_s "$STACK_DIR/unc.1"); s=$(median <"$STACK_DIR/set")
 printf 'median: %s pairs/s, SET %s/s, ratio %.3f (target >= 0.45, floor 2 round trips: 0.5)\n' \
     "$p" "$s" "$(echo "$p / $s" | bc -l)"
+echo
+echo "== lock scripts: what each script costs Redis (INFO commandstats), N=1, $ROUNDS rounds"
+for r in $(seq "$ROUNDS"); do
+    "$bench" scripts "$port" 5000 >>"$STACK_DIR/scripts"
+done
+echo "medians: acquire $(agg med acquire_usec_per_call "$STACK_DIR/scripts") us and" \
+     "$(agg med acquire_cmds_per_call "$STACK_DIR/scripts") commands a call, release" \
+     "$(agg med release_usec_per_call "$STACK_DIR/scripts") us and" \
+     "$(agg med release_cmds_per_call "$STACK_DIR/scripts") commands a call" \
+     "(rounds: acquire $(field_lines acquire_usec_per_call "$STACK_DIR/scripts" | paste -sd' ')," \
+     "release $(field_lines release_usec_per_call "$STACK_DIR/scripts" | paste -sd' ') us)"
 echo
 echo "medians of $ROUNDS rounds; x N=1: median of the rounds' own ratios (N alternates in a round)"
 echo "| N | pairs/s | x N=1 | floor rounds/s | floor x N=1 | pairs / (floor/2) |" \

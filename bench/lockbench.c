@@ -6,10 +6,16 @@
  *       10 s, wait up to 10 s; the critical section is a non-atomic GET then
  *       SET of a Redis counter on the first server (plus WORK_MS of sleep).
  *       MODE is spin100, spin5, notify (no hand-off) or handoff (notify +
- *       hand-off, at most 8 in a row; handoffN for another bound).
+ *       hand-off, at most 8 in a row and fewer when other processes take
+ *       turns; handoffN for another maximum).
  *   lockbench fanout PORTS SECONDS
  *       the machine's floor for a quorum call: rounds per second of one SET
  *       sent to every server, the replies awaited together; no lock.
+ *   lockbench scripts PORT N
+ *       what each script costs Redis (INFO commandstats): N uncontended keys
+ *       acquired, then released, each phase read on its own, so that the
+ *       acquire and the release script, which share EVALSHA's line, are
+ *       told apart.
  * Besides rates, each server's lock commands and CPU per operation (from
  * INFO), and the client's CPU: on a small machine the fan-out costs CPU.
  * PORTS is one port, or several comma-separated (all on 127.0.0.1) for a
@@ -34,6 +40,7 @@
 
 #define MAX_WORKERS 64
 #define MAX_SAMPLES (4 * 1024 * 1024)
+#define MAX_GAPS (1024 * 1024)
 #define KEY "bench:lock"
 
 /* Shared by the forked processes. last_worker is written only while holding
@@ -48,6 +55,12 @@ struct shared {
     uint64_t acquired[MAX_WORKERS]; /* within the window, per worker */
     uint64_t failures[MAX_WORKERS];
     uint32_t wait_us[MAX_SAMPLES];
+    /* The hand-over gap: from a holder's dlock_release to the next holder's
+     * dlock_acquire returning, apart for leases from Redis (gap[0]) and
+     * hand-offs (gap[1]). released_us is written under the lock. */
+    int64_t released_us;
+    _Atomic uint64_t ngaps[2];
+    uint32_t gap_us[2][MAX_GAPS];
 };
 
 static struct shared *sh;
@@ -286,6 +299,73 @@ static int fanout(int seconds)
     return 0;
 }
 
+/* EVALSHA's calls and microseconds, and every command's calls, on r. */
+static void evalsha_stats(redisContext *r, long long *calls, double *usec, long long *all)
+{
+    redisReply *rep = redisCommand(r, "INFO commandstats");
+    const char *info = rep && rep->type == REDIS_REPLY_STRING ? rep->str : "", *p = info;
+    *calls = *all = 0;
+    *usec = 0;
+    const char *e = strstr(info, "cmdstat_evalsha:");
+    if (e)
+        sscanf(e, "cmdstat_evalsha:calls=%lld,usec=%lf", calls, usec);
+    while ((p = strstr(p, "calls=")) != NULL)
+        *all += atoll(p += 6);
+    freeReplyObject(rep);
+}
+
+/* One phase of scripts(): what EVALSHA cost per call since the last read,
+ * and the commands per call (the script's own ones included, INFO not). */
+static void script_phase(redisContext *r, const char *name, long long *calls, double *usec,
+                         long long *all)
+{
+    long long c, a;
+    double u;
+    evalsha_stats(r, &c, &u, &a);
+    long long n = c - *calls;
+    printf("%s_calls=%lld %s_usec_per_call=%.2f %s_cmds_per_call=%.2f ", name, n, name,
+           n ? (u - *usec) / n : 0, name, n ? (double)(a - *all - 1) / n : 0);
+    *calls = c, *usec = u, *all = a;
+}
+
+static int scripts(int n)
+{
+    dlock_client *c = client();
+    dlock_opts o;
+    mode_opts("handoff", &o);
+    o.wait_ms = 0, o.watchdog = 0, o.lease_ms = 60000;
+    dlock_handle **h = calloc((size_t)n, sizeof(*h));
+    redisContext *rs[DLOCK_NODES_MAX];
+    connect_all(rs);
+    char key[64];
+    for (int pass = 0; pass < 2; pass++) { /* the first leaves each key's fence counter */
+        long long calls = 0, all = 0;
+        double usec = 0;
+        evalsha_stats(rs[0], &calls, &usec, &all);
+        for (int i = 0; i < n; i++) {
+            snprintf(key, sizeof(key), "bench:script:%d", i);
+            if (dlock_acquire(c, key, &o, &h[i]) != DLOCK_OK) {
+                fprintf(stderr, "lockbench: %s\n", dlock_errstr());
+                return 1;
+            }
+        }
+        if (pass)
+            script_phase(rs[0], "acquire", &calls, &usec, &all);
+        for (int i = 0; i < n; i++)
+            if (dlock_release(h[i]) != DLOCK_OK) {
+                fprintf(stderr, "lockbench: %s\n", dlock_errstr());
+                return 1;
+            }
+        if (pass)
+            script_phase(rs[0], "release", &calls, &usec, &all);
+    }
+    printf("\n");
+    free(h);
+    redisFree(rs[0]);
+    dlock_client_free(c);
+    return 0;
+}
+
 static void wait_go(void)
 {
     char c;
@@ -324,6 +404,12 @@ static void *work(void *arg)
         }
         int64_t t1 = now_us();
         int counted = !atomic_load(&sh->stop);
+        if (counted && sh->released_us) {
+            int local = dlock_handoff_seq(h) > 0;
+            uint64_t g = atomic_fetch_add(&sh->ngaps[local], 1);
+            if (g < MAX_GAPS)
+                sh->gap_us[local][g] = (uint32_t)(t1 - sh->released_us);
+        }
         critical_section(r, w->id, w->work_ms, counted);
         if (counted) {
             sh->acquired[w->id]++;
@@ -333,6 +419,7 @@ static void *work(void *arg)
             atomic_fetch_add(&sh->hold_us, (uint64_t)(now_us() - t1));
         }
         atomic_fetch_add(&sh->total, 1);
+        sh->released_us = now_us();
         dlock_release(h);
     }
     redisFree(r);
@@ -391,6 +478,14 @@ static void report(const char *mode, int workers, int procs, int work_ms, double
     size_t n = atomic_load(&sh->nsamples);
     n = n < MAX_SAMPLES ? n : MAX_SAMPLES;
     qsort(sh->wait_us, n, sizeof(uint32_t), cmp_u32);
+    double gap50[2], gap99[2];
+    for (int k = 0; k < 2; k++) {
+        size_t g = atomic_load(&sh->ngaps[k]);
+        g = g < MAX_GAPS ? g : MAX_GAPS;
+        qsort(sh->gap_us[k], g, sizeof(uint32_t), cmp_u32);
+        gap50[k] = g ? sh->gap_us[k][g / 2] / 1000.0 : 0;
+        gap99[k] = g ? sh->gap_us[k][g * 99 / 100] / 1000.0 : 0;
+    }
     double hold_ms = acquired ? atomic_load(&sh->hold_us) / 1000.0 / acquired : 0;
     uint64_t total = atomic_load(&sh->total), lib = atomic_load(&sh->lib_acquired);
     /* through Redis rather than handed over: where a quorum costs anything */
@@ -399,14 +494,16 @@ static void report(const char *mode, int workers, int procs, int work_ms, double
            "wait_p99_ms=%.3f wait_max_ms=%.3f hold_ms=%.3f fifo_bound_ms=%.3f "
            "per_worker_min=%llu per_worker_max=%llu fairness=%.2f handoff_pct=%.1f "
            "via_redis_pct=%.1f lock_cmds_per_acq=%s failures=%llu violations=%lld "
-           "client_cpu_us_per_acq=%.1f redis_cpu_us_per_acq=%s\n",
+           "client_cpu_us_per_acq=%.1f redis_cpu_us_per_acq=%s gap_redis_p50_ms=%.3f "
+           "gap_redis_p99_ms=%.3f gap_handoff_p50_ms=%.3f gap_handoff_p99_ms=%.3f\n",
            mode, workers, procs, work_ms, acquired / seconds,
            n ? sh->wait_us[n / 2] / 1000.0 : 0, n ? sh->wait_us[n * 99 / 100] / 1000.0 : 0,
            n ? sh->wait_us[n - 1] / 1000.0 : 0, hold_ms, workers * hold_ms,
            (unsigned long long)min, (unsigned long long)max, max ? (double)min / max : 0,
            acquired ? 100.0 * sh->other_holder / acquired : 0, via_redis, cmds,
            (unsigned long long)failures, (long long)total - counter,
-           total ? (double)atomic_load(&sh->client_cpu_us) / total : 0, redis_cpu);
+           total ? (double)atomic_load(&sh->client_cpu_us) / total : 0, redis_cpu, gap50[0],
+           gap99[0], gap50[1], gap99[1]);
 }
 
 /* The lock's keys from an earlier run would queue or block this one. */
@@ -486,9 +583,13 @@ int main(int argc, char **argv)
         return hot(atoi(argv[3]), atoi(argv[4]), argv[5], atoi(argv[6]), atoi(argv[7]));
     if (argc == 4 && strcmp(argv[1], "fanout") == 0 && parse_ports(argv[2]))
         return fanout(atoi(argv[3]));
+    if (argc == 4 && strcmp(argv[1], "scripts") == 0 && parse_ports(argv[2]) && nports == 1 &&
+        atoi(argv[3]) > 0)
+        return scripts(atoi(argv[3]));
     fprintf(stderr, "usage: lockbench uncontended PORT[,PORT...] SECONDS [MODE]\n"
                     "       lockbench hot PORT[,PORT...] WORKERS PROCS "
                     "spin100|spin5|notify|handoff WORK_MS SECONDS\n"
-                    "       lockbench fanout PORT[,PORT...] SECONDS\n");
+                    "       lockbench fanout PORT[,PORT...] SECONDS\n"
+                    "       lockbench scripts PORT N\n");
     return 2;
 }

@@ -394,15 +394,18 @@ static int release(dlock_handle *h, int *local)
     }
     l->holder = NULL;
     dlock_wd_forget(c->wd, l);
-    dlock_queue_released(c, h);
+    struct dlock_next next;
+    int requeue = dlock_queue_released(c, h, &next), queued = 0;
     pthread_mutex_unlock(&c->mu);
 
-    int rc = dlock_lease_release(c->nodes, l, 0);
+    int rc = dlock_lease_release(c->nodes, l, 0, requeue ? &next : NULL, &queued);
     if (rc == DLOCK_OK && *local == DLOCK_ERR_INTERRUPTED)
         rc = DLOCK_ERR_INTERRUPTED;
     if (rc == DLOCK_ERR_LOST || (rc == DLOCK_ERR_REDIS && *local == DLOCK_ERR_LOST))
         dlock_count(&c->counters.lost);
     pthread_mutex_lock(&c->mu);
+    if (requeue)
+        dlock_queue_requeued(c, e, queued);
     if (e)
         dlock_queue_leave(c, e);
     pthread_mutex_unlock(&c->mu);

@@ -116,8 +116,8 @@ typedef struct dlock_config {
  * scripts call, for keys and channels under the lock keys' prefix. */
 #define DLOCK_ACL_COMMANDS                                                                \
     "-@all +ping +evalsha +eval +script|load +subscribe +unsubscribe +get +set +del "    \
-    "+pexpire +pttl +incr +time +zadd +zrange +zrem +zscore +zremrangebyscore +hset +hget "  \
-    "+hdel +publish"
+    "+exists +pexpire +pttl +incr +time +zadd +zrange +zrem +zscore +zremrangebyscore "  \
+    "+zpopmin +zcard +hset +hget +hdel +publish"
 
 /* Per-acquisition behaviour. dlock_opts_defaults() gives the values below;
  * passing NULL where options are expected means exactly those defaults. */
@@ -129,7 +129,15 @@ typedef struct dlock_opts {
     int watchdog;     /* 1: renew while held; 0: the lease simply runs out */
     int wait_mode;    /* DLOCK_WAIT_NOTIFY (default) or DLOCK_WAIT_SPIN */
     int handoff_max;  /* 8: notify mode: consecutive hand-offs of one lease to local
-                       * waiters before it goes back through Redis; 0 = never */
+                       * waiters before it goes back through Redis; 0 = never. Fewer
+                       * when other processes take turns with the key: a lease taken
+                       * from Redis while q other processes took turns since this
+                       * one's last (the grants to their waiters it heard of) and n
+                       * local waiters queue behind its holder makes at most
+                       * max(1, 1.5 (q+1)(n+1)/q - 1) hand-offs, so that the others
+                       * wait about 1.5x what strict FIFO over the (q+1)(n+1) holders
+                       * would make them: 3 for 2 workers in each of 4 processes,
+                       * handoff_max for 8 in each of 4 */
     int handoff_ms;   /* 100: ... and no hand-off once the lease is this old, so other
                        * processes get their turn */
 } dlock_opts;

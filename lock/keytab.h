@@ -23,8 +23,20 @@ enum dlock_sub_state {
 struct dlock_waiter {
     struct dlock_waiter *prev, *next;
     struct dlock_handle *h; /* the handle it will hold */
+    const dlock_opts *o;    /* its options */
+    struct dlock_lease *spare; /* the lease it asks Redis with: made by the waiter when it
+                                * first contends, or by a releasing holder that puts it in
+                                * line (queue.c); the waiter's to free */
     int granted;            /* set by a holder that handed its lease to h */
+    int contending;         /* in Redis right now, without the mutex */
     pthread_cond_t cv;
+};
+
+/* Where a releasing holder's putting of the head in Redis's line stands. */
+enum dlock_requeue {
+    DLOCK_REQUEUE_NONE,
+    DLOCK_REQUEUE_PENDING, /* the release is on its way: the head waits for it */
+    DLOCK_REQUEUE_DONE,    /* it put wait_token in line */
 };
 
 struct dlock_entry {
@@ -36,6 +48,16 @@ struct dlock_entry {
     unsigned long releases;      /* bumped on every release heard of (published or local),
                                   * so a head busy in Redis doesn't miss one */
     char wait_token[DLOCK_TOKEN_LEN + 1]; /* the token the head waits in Redis's queue with */
+    unsigned others[DLOCK_NODES_MAX]; /* grants to other processes' tokens heard, per
+                                  * server, since this process last took the key from
+                                  * Redis: how many processes take turns with it */
+    int requeue;                 /* enum dlock_requeue, for wait_token */
+    char granted[DLOCK_TOKEN_LEN + 1]; /* a grant heard for this token (the head's) ... */
+    int64_t granted_fence;       /* ... with this fence (0: none heard) ... */
+    int granted_ms;              /* ... this lease on the key ... */
+    int64_t granted_after;       /* ... made after this (dlock_now_ms), as its message
+                                  * says: the stamp of the script that last queued it */
+    unsigned long requeue_seen;  /* releases when that release was sent */
     char key[];
 };
 

@@ -34,7 +34,7 @@ struct dlock_lease *dlock_lease_new(const char *key, const dlock_opts *o)
         return NULL;
     l->lease_ms = o->lease_ms;
     l->retry_ms = o->retry_ms;
-    l->handoff_max = o->handoff_max;
+    l->handoff_max = l->handoff_bound = o->handoff_max;
     l->handoff_ms = o->handoff_ms;
     memcpy(l->key, key, klen + 1);
     make_token(l->token);
@@ -115,18 +115,29 @@ int dlock_lease_try(dlock_quorum *q, struct dlock_lease *l, int queue, int64_t *
                                  .keep_ms = keep_ms(l->lease_ms),
                                  .queue_score = l->queue_score,
                                  .grant_ms = grant_ms(l)};
-    int64_t sent_at = dlock_now_ms(), fence; /* the lease can't have started before this */
-    int sent;
-    int rc = dlock_quorum_acquire(q, &a, &fence, pttl, &sent);
-    l->sent |= sent;
+    int64_t sent_at = dlock_now_ms(); /* the lease can't have started before this */
+    a.sent_ms = sent_at;
+    dlock_acquired got;
+    int rc = dlock_quorum_acquire(q, &a, &got);
+    l->sent |= got.sent;
     if (rc == DLOCK_OK)
-        l->fence = fence, l->acquired_ms = sent_at;
+        l->fence = got.fence, l->acquired_ms = sent_at;
+    else
+        *pttl = got.pttl;
     return rc;
 }
 
-int dlock_lease_release(dlock_quorum *q, const struct dlock_lease *l, int leaving)
+int dlock_lease_release(dlock_quorum *q, const struct dlock_lease *l, int leaving,
+                        const struct dlock_next *next, int *queued)
 {
     dlock_node_release_args a = {l->key, l->token, grant_ms(l), leaving, keep_ms(l->lease_ms),
-                                 0};
-    return dlock_quorum_release(q, &a);
+                                 0, NULL, 0, 0, 0};
+    if (next)
+        a.next = next->token, a.next_queue_ms = next->queue_ms, a.next_score = next->queue_score,
+        a.next_sent_ms = dlock_now_ms();
+    int in_line;
+    int rc = dlock_quorum_release(q, &a, &in_line);
+    if (queued)
+        *queued = rc == DLOCK_OK && in_line;
+    return rc;
 }

@@ -23,8 +23,14 @@ struct dlock_lease {
     int lease_ms;
     int retry_ms;                /* sizes the queue deadline and a release's grant */
     int handoff_max, handoff_ms; /* from the options of the thread that took it from Redis */
+    int handoff_bound;           /* hand-offs allowed: handoff_max, or fewer when other
+                                  * processes wait (queue.c) */
+    int queued;                  /* other processes that had the key since this process
+                                  * last took it from Redis, when it took this lease */
     int64_t fence;
     int64_t acquired_ms; /* when the acquire was sent */
+    int granted_ms;      /* > 0: held on a grant's word alone, with that lease on the
+                          * key, until the watchdog's first renewal (not counted) */
     int64_t queue_score; /* its place in the keys' Redis queues with several servers:
                           * the wall clock in us when it began to wait, the same on each */
     int sent;            /* an acquire with this token may have reached Redis */
@@ -84,8 +90,19 @@ int64_t dlock_holder_valid_until(const dlock_handle *h);
  * attempt may have reached Redis. */
 int dlock_lease_try(dlock_quorum *q, struct dlock_lease *l, int queue, int64_t *pttl);
 
-/* The release script for l's token (leaving: given up, see node.h). Returns
+/* A local waiter's place in Redis's line, for a release to take: a copy,
+ * as the waiter may leave while the release is on its way. */
+struct dlock_next {
+    char token[DLOCK_TOKEN_LEN + 1];
+    int queue_ms;
+    int64_t queue_score;
+};
+
+/* The release script for l's token (leaving: given up, see node.h), which
+ * also puts next (may be NULL) in line when the key goes to another
+ * process's waiter: *queued (may be NULL) tells whether it did. Returns
  * DLOCK_OK, DLOCK_ERR_LOST (not ours), DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. */
-int dlock_lease_release(dlock_quorum *q, const struct dlock_lease *l, int leaving);
+int dlock_lease_release(dlock_quorum *q, const struct dlock_lease *l, int leaving,
+                        const struct dlock_next *next, int *queued);
 
 #endif

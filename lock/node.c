@@ -1,7 +1,7 @@
 /* node.c - one Redis server and everything the lock says to it: the Lua
- * scripts, run by SHA (EVAL as fallback), PING, and pub/sub requests; each
- * call split into begin (send), wait (read replies, for several servers at
- * once) and end (the result). */
+ * scripts (their text in scripts.c), run by SHA (EVAL as fallback), PING,
+ * and pub/sub requests; each call split into begin (send), wait (read
+ * replies, for several servers at once) and end (the result). */
 #include "node.h"
 
 #include <errno.h>
@@ -14,164 +14,9 @@
 
 #include "err.h"
 #include "pool.h"
+#include "scripts.h"
 #include "sync.h"
 
-/* Shared Lua pieces. KEYS: lock, fence counter, queue (ZSET of waiting tokens
- * by arrival: with one server each newcomer scores one more than the last,
- * so two that arrive within one millisecond keep their order; with several
- * each waiter brings its own score, the same on every server, so that every
- * server puts the waiters in the same order), alive (HASH token -> deadline
- * in Redis ms), gone (ZSET of given-up tokens -> until when, in Redis ms,
- * they may not take the key).
- *
- * A fence is the counter's INCR, moved up to Redis's clock in microseconds
- * when it lags that by more than the slack (0 with one server: every fence
- * is then at least the clock). Tokens keep growing when Redis loses the
- * counter (a restart without persistence, or its expiry) or brings back an
- * older one (from an RDB or AOF file), as long as the key sees fewer than a
- * million acquisitions a second on average and Redis's clock does not go
- * back. With several servers the slack (lock/README.md) keeps the counters
- * of the servers in step between reseeds, so a quorum's servers mostly
- * answer the same fence and need no write-back.
- *
- * No key lives forever: the lock has its lease, the counter and the gone set
- * keep_ms (DLOCK_KEEP_LEASES leases) after their last write, the queue and
- * alive keys until the last waiter's deadline.
- *
- * Waiters that registered in the queue get the lock in queue order: a
- * release grants it to the first one whose deadline has not passed (a waiter
- * refreshes it on every try, so a crashed one drops out quickly). */
-#define LUA_HELPERS                                                                \
-    "local function now_ms()\n"                                                    \
-    "  local t = redis.call('time')\n"                                             \
-    "  return t[1] * 1000 + math.floor(t[2] / 1000)\n"                             \
-    "end\n"                                                                        \
-    "local function keep(key, ms)\n"                                                \
-    "  if redis.call('pttl', key) < tonumber(ms) then\n"                           \
-    "    redis.call('pexpire', key, ms)\n"                                         \
-    "  end\n"                                                                      \
-    "end\n"                                                                        \
-    "local function next_fence(keep_ms, slack_us)\n"                               \
-    "  local t = redis.call('time')\n"                                             \
-    "  local now_us = t[1] .. string.format('%06d', tonumber(t[2]))\n"             \
-    "  local fence = redis.call('incr', KEYS[2])\n"                                \
-    "  if fence < tonumber(now_us) - tonumber(slack_us) then\n"                    \
-    "    redis.call('set', KEYS[2], now_us)\n"                                     \
-    "    fence = tonumber(now_us)\n"                                               \
-    "  end\n"                                                                      \
-    "  redis.call('pexpire', KEYS[2], keep_ms)\n"                                  \
-    "  return fence\n"                                                             \
-    "end\n"                                                                        \
-    "local function dequeue(token)\n"                                              \
-    "  redis.call('zrem', KEYS[3], token)\n"                                       \
-    "  redis.call('hdel', KEYS[4], token)\n"                                       \
-    "end\n"                                                                        \
-    "local function first_live()\n"                                                \
-    "  local now = nil\n"                                                          \
-    "  while true do\n"                                                            \
-    "    local first = redis.call('zrange', KEYS[3], 0, 0)[1]\n"                   \
-    "    if not first then return false end\n"                                     \
-    "    now = now or now_ms()\n"                                                  \
-    "    local deadline = tonumber(redis.call('hget', KEYS[4], first))\n"          \
-    "    if deadline and deadline > now then return first end\n"                   \
-    "    dequeue(first)\n"                                                         \
-    "  end\n"                                                                      \
-    "end\n"
-
-/* Acquire. ARGV: token, lease_ms, queue_ms (0: don't queue), keep_ms,
- * queue score (0: after the last waiter; a string, as Lua numbers lose
- * digits on the way back to Redis), seed slack in us. Returns {1, fence}
- * when the key is ours (taken now, or granted to us by a release: then the
- * lease is restarted), or {0, pttl} (pttl -1: free, but another waiter is
- * first in line; -2: the token was given up, see release). Never SETNX then
- * EXPIRE: one atomic step. */
-static const char acquire_lua[] =
-    LUA_HELPERS
-    "local gone = redis.call('zscore', KEYS[5], ARGV[1])\n"
-    "if gone and tonumber(gone) > now_ms() then return {0, -2} end\n"
-    "local holder = redis.call('get', KEYS[1])\n"
-    "if holder == ARGV[1] then\n" /* the release that granted it dequeued us */
-    "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
-    "  local fence = tonumber(redis.call('get', KEYS[2]))\n"
-    "  return {1, fence or next_fence(ARGV[4], ARGV[6])}\n" /* the counter expired or was evicted */
-    "end\n"
-    "if not holder then\n"
-    "  local first = first_live()\n"
-    "  if not first or first == ARGV[1] then\n"
-    "    redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
-    "    if first then dequeue(ARGV[1]) end\n"
-    "    return {1, next_fence(ARGV[4], ARGV[6])}\n"
-    "  end\n"
-    "end\n"
-    "if tonumber(ARGV[3]) > 0 then\n"
-    "  if not redis.call('zscore', KEYS[3], ARGV[1]) then\n"
-    "    local score = ARGV[5]\n"
-    "    if score == '0' then\n"
-    "      local last = redis.call('zrange', KEYS[3], -1, -1, 'WITHSCORES')[2]\n"
-    "      score = last and tonumber(last) + 1 or 0\n"
-    "    end\n"
-    "    redis.call('zadd', KEYS[3], score, ARGV[1])\n"
-    "  end\n"
-    "  redis.call('hset', KEYS[4], ARGV[1], now_ms() + tonumber(ARGV[3]))\n"
-    "  keep(KEYS[3], ARGV[3])\n"
-    "  keep(KEYS[4], ARGV[3])\n"
-    "end\n"
-    "if not holder then return {0, -1} end\n"
-    "return {0, redis.call('pttl', KEYS[1])}\n";
-
-/* Release. ARGV: token, channel, grant_ms, leaving, keep_ms, seed slack in
- * us (for the fence of a grant). leaving is 1
- * for a token given up (a waiter that stopped waiting, an acquire or release
- * whose reply was lost): it leaves the queue and is marked gone for keep_ms,
- * so that an acquire of it still on its way (a connection that timed out
- * may deliver it later) can never take the key. Only our own key is touched:
- * it goes to the first live waiter for grant_ms (it restarts the lease when
- * it claims it) or is deleted; the channel gets the new holder's token, or
- * "" for nobody. */
-static const char release_lua[] =
-    LUA_HELPERS
-    "if ARGV[4] == '1' then\n"
-    "  dequeue(ARGV[1])\n"
-    "  local now = now_ms()\n"
-    "  redis.call('zremrangebyscore', KEYS[5], '-inf', now)\n"
-    "  redis.call('zadd', KEYS[5], now + tonumber(ARGV[5]), ARGV[1])\n"
-    "  keep(KEYS[5], ARGV[5])\n"
-    "end\n"
-    "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-    "local next = first_live()\n"
-    "if next then\n"
-    "  redis.call('set', KEYS[1], next, 'PX', ARGV[3])\n"
-    "  next_fence(ARGV[5], ARGV[6])\n"
-    "  dequeue(next)\n"
-    "  redis.call('publish', ARGV[2], next)\n"
-    "else\n"
-    "  redis.call('del', KEYS[1])\n"
-    "  redis.call('publish', ARGV[2], '')\n"
-    "end\n"
-    "return 1\n";
-
-static const char renew_lua[] =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then\n"
-    "  return redis.call('pexpire', KEYS[1], ARGV[2])\n"
-    "end\n"
-    "return 0\n";
-
-/* Fence write-back. KEYS: lock, fence counter. ARGV: token, fence (a string),
- * keep_ms. Raises the counter to the fence a quorum agreed on, only while
- * the key is still ours here: a server where the lease already ran out (and
- * a next holder may have drawn its fence) must not be raised. Returns 1 when
- * the counter is now at least the fence, 0 when the key is not ours. */
-static const char fence_lua[] =
-    "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-    "local counter = tonumber(redis.call('get', KEYS[2]) or '0')\n"
-    "if counter < tonumber(ARGV[2]) then redis.call('set', KEYS[2], ARGV[2]) end\n"
-    "redis.call('pexpire', KEYS[2], ARGV[3])\n"
-    "return 1\n";
-
-enum script { SCRIPT_ACQUIRE, SCRIPT_RELEASE, SCRIPT_RENEW, SCRIPT_FENCE, SCRIPT_COUNT };
-
-static const char *const script_body[SCRIPT_COUNT] = {acquire_lua, release_lua, renew_lua,
-                                                      fence_lua};
 
 const int dlock_latency_bucket_us[DLOCK_LATENCY_BUCKETS] = {100,  250,   500,   1000,   2500,
                                                             5000, 10000, 25000, 100000, -1};
@@ -182,7 +27,7 @@ struct dlock_node {
     int command_timeout_ms;
     char name[DLOCK_HOST_MAX + 8];
     pthread_mutex_t mu;           /* guards sha */
-    char sha[SCRIPT_COUNT][41];   /* "" until SCRIPT LOAD answered */
+    char sha[DLOCK_SCRIPT_COUNT][41]; /* "" until SCRIPT LOAD answered */
     /* what dlock_node_info reports */
     _Atomic int up;
     _Atomic uint64_t calls, errors, latency_sum_us, latency[DLOCK_LATENCY_BUCKETS];
@@ -237,25 +82,38 @@ void dlock_node_report(dlock_node *n, dlock_node_info *out)
         out->latency_buckets[i] = atomic_load(&n->latency[i]);
 }
 
+/* key (klen bytes) then suffix into out (size bytes), cut to fit as
+ * snprintf would; memcpy, because every acquire and release derives these. */
+static void suffixed(char *out, size_t size, const char *key, size_t klen, const char *suffix)
+{
+    size_t slen = strlen(suffix);
+    klen = klen < size - 1 ? klen : size - 1;
+    slen = slen < size - 1 - klen ? slen : size - 1 - klen;
+    memcpy(out, key, klen);
+    memcpy(out + klen, suffix, slen);
+    out[klen + slen] = '\0';
+}
+
 void dlock_names_of(const char *key, dlock_names *out)
 {
-    snprintf(out->fence, sizeof(out->fence), "%s:fence", key);
-    snprintf(out->queue, sizeof(out->queue), "%s:queue", key);
-    snprintf(out->alive, sizeof(out->alive), "%s:alive", key);
-    snprintf(out->gone, sizeof(out->gone), "%s:gone", key);
-    snprintf(out->channel, sizeof(out->channel), "%s" DLOCK_CHANNEL_SUFFIX, key);
+    size_t klen = strlen(key);
+    suffixed(out->fence, sizeof(out->fence), key, klen, ":fence");
+    suffixed(out->queue, sizeof(out->queue), key, klen, ":queue");
+    suffixed(out->alive, sizeof(out->alive), key, klen, ":alive");
+    suffixed(out->gone, sizeof(out->gone), key, klen, ":gone");
+    suffixed(out->channel, sizeof(out->channel), key, klen, DLOCK_CHANNEL_SUFFIX);
 }
 
 /* Loads the script once per node; the SHA stays valid for every connection. */
-static int script_sha(dlock_node *n, redisContext *ctx, enum script s, char sha[41])
+static int script_sha(dlock_node *n, redisContext *ctx, enum dlock_script s, char sha[41])
 {
     pthread_mutex_lock(&n->mu);
     memcpy(sha, n->sha[s], 41);
     pthread_mutex_unlock(&n->mu);
     if (sha[0] != '\0')
         return 0;
-    const char *argv[] = {"SCRIPT", "LOAD", script_body[s]};
-    size_t lens[] = {6, 4, strlen(script_body[s])};
+    const char *argv[] = {"SCRIPT", "LOAD", dlock_script_body[s]};
+    size_t lens[] = {6, 4, strlen(dlock_script_body[s])};
     redisReply *r = dlock_pool_checked(ctx, redisCommandArgv(ctx, 3, argv, lens));
     if (r == NULL)
         return -1;
@@ -273,7 +131,7 @@ static int script_sha(dlock_node *n, redisContext *ctx, enum script s, char sha[
     return 0;
 }
 
-static void forget_sha(dlock_node *n, enum script s)
+static void forget_sha(dlock_node *n, enum dlock_script s)
 {
     pthread_mutex_lock(&n->mu);
     n->sha[s][0] = '\0';
@@ -308,12 +166,12 @@ static void script_cmd(struct script_cmd *c, const char *verb, const char *scrip
 /* EVAL of the script's body on ctx, synchronously: after a NOSCRIPT (Redis
  * restarted or flushed its script cache), which also reloads it. The
  * checked reply (caller frees) or NULL with the error set. */
-static redisReply *eval_body(dlock_node *n, redisContext *ctx, enum script s, int nkeys,
+static redisReply *eval_body(dlock_node *n, redisContext *ctx, enum dlock_script s, int nkeys,
                              int nargs, const char **args, const size_t *arg_lens)
 {
     struct script_cmd c;
     forget_sha(n, s);
-    script_cmd(&c, "EVAL", script_body[s], nkeys, nargs, args, arg_lens);
+    script_cmd(&c, "EVAL", dlock_script_body[s], nkeys, nargs, args, arg_lens);
     return dlock_pool_checked(ctx, redisCommandArgv(ctx, c.argc, c.argv, c.lens));
 }
 
@@ -357,7 +215,7 @@ static int call_open(dlock_node *n, dlock_node_call *call, redisContext **own)
 
 /* Appends EVALSHA of script s with the call's arguments (or, when args is
  * NULL, the ones stored in the call) to its output. */
-static void call_append_script(dlock_node_call *call, enum script s, int nkeys, int nargs,
+static void call_append_script(dlock_node_call *call, enum dlock_script s, int nkeys, int nargs,
                                const char **args, const size_t *arg_lens)
 {
     struct script_cmd c;
@@ -381,7 +239,7 @@ static void call_append_script(dlock_node_call *call, enum script s, int nkeys, 
 
 /* A single script call with the arguments stored in the call (kept for a
  * NOSCRIPT redo at end). */
-static void call_script(dlock_node_call *call, enum script s, int nkeys, int nargs)
+static void call_script(dlock_node_call *call, enum dlock_script s, int nkeys, int nargs)
 {
     call->script = s, call->nkeys = nkeys, call->nargs = nargs;
     call_append_script(call, s, nkeys, nargs, call->argv, call->lens);
@@ -540,10 +398,22 @@ static redisReply *call_result(dlock_node_call *call)
     return r;
 }
 
-/* A number as a script argument, into buf; its length. */
+/* A number as a script argument, into buf; its length. By hand: a call
+ * formats five of them. */
 static size_t arg_int(char buf[24], int64_t v)
 {
-    return (size_t)snprintf(buf, 24, "%lld", (long long)v);
+    char digits[24];
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    size_t n = 0, len = 0;
+    do
+        digits[n++] = (char)('0' + u % 10);
+    while ((u /= 10) != 0);
+    if (v < 0)
+        buf[len++] = '-';
+    while (n > 0)
+        buf[len++] = digits[--n];
+    buf[len] = '\0';
+    return len;
 }
 
 /* ---- the calls ---- */
@@ -598,21 +468,33 @@ void dlock_node_acquire_begin(dlock_node *n, const dlock_node_acquire_args *a,
     num_arg(call, 8, 2, a->keep_ms);
     num_arg(call, 9, 3, a->queue_score);
     num_arg(call, 10, 4, a->seed_slack_us);
-    call_script(call, SCRIPT_ACQUIRE, 5, 11);
+    num_arg(call, 11, 5, a->sent_ms);
+    call_script(call, DLOCK_SCRIPT_ACQUIRE, 5, 12);
     call_send(call);
 }
 
-int dlock_node_acquire_end(dlock_node_call *call, int64_t *fence, int64_t *pttl, int *sent)
+/* Whether r is an array of n integers. */
+static int integers(const redisReply *r, size_t n)
 {
-    *sent = call->sent;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != n)
+        return 0;
+    for (size_t i = 0; i < r->elements; i++)
+        if (r->element[i]->type != REDIS_REPLY_INTEGER)
+            return 0;
+    return 1;
+}
+
+int dlock_node_acquire_end(dlock_node_call *call, dlock_acquired *out)
+{
+    out->sent = call->sent;
+    out->pttl = -1;
     redisReply *r = call_result(call);
     if (r == NULL)
         return dlock_redis_failure();
     int rc = DLOCK_ERR_REDIS;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[0]->type == REDIS_REPLY_INTEGER && r->element[1]->type == REDIS_REPLY_INTEGER) {
+    if (integers(r, 2)) { /* {1, fence} or {0, pttl} */
         rc = r->element[0]->integer == 1 ? DLOCK_OK : DLOCK_ERR_TIMEOUT;
-        *(rc == DLOCK_OK ? fence : pttl) = r->element[1]->integer;
+        *(rc == DLOCK_OK ? &out->fence : &out->pttl) = r->element[1]->integer;
     } else {
         dlock_fail(rc, "unexpected reply to the acquire script");
     }
@@ -632,26 +514,38 @@ void dlock_node_release_begin(dlock_node *n, const dlock_node_release_args *a,
     num_arg(call, 8, 1, a->leaving ? 1 : 0);
     num_arg(call, 9, 2, a->keep_ms);
     num_arg(call, 10, 3, a->seed_slack_us);
-    call_script(call, SCRIPT_RELEASE, 5, 11);
+    call->argv[11] = call->text, call->lens[11] = 0;
+    call->text[0] = '\0';
+    if (a->next)
+        call->lens[11] = (size_t)snprintf(call->text, sizeof(call->text), "%.*s:%d:%lld:%lld",
+                                          DLOCK_TOKEN_LEN, a->next, a->next_queue_ms,
+                                          (long long)a->next_score, (long long)a->next_sent_ms);
+    call_script(call, DLOCK_SCRIPT_RELEASE, 5, 12);
     call_send(call);
 }
 
 /* The answer of a script that returns 1 (done) or 0 (the key was not ours). */
-static int owned_result(dlock_node_call *call, const char *key, const char *what)
+/* A script that returns 1 or more (done; *more gets the rest, when not
+ * NULL) or 0 (the key was not ours): its code. */
+static int owned_result(dlock_node_call *call, const char *key, const char *what, int *more)
 {
     redisReply *r = call_result(call);
+    if (more)
+        *more = 0;
     if (r == NULL)
         return dlock_redis_failure();
-    int rc = (r->type == REDIS_REPLY_INTEGER && r->integer == 1) ? DLOCK_OK : DLOCK_ERR_LOST;
+    int rc = (r->type == REDIS_REPLY_INTEGER && r->integer >= 1) ? DLOCK_OK : DLOCK_ERR_LOST;
     if (rc == DLOCK_ERR_LOST)
         dlock_fail(rc, "lock %s was no longer ours at %s on %s", key, what, call->node->name);
+    else if (more)
+        *more = (int)r->integer - 1;
     freeReplyObject(r);
     return rc;
 }
 
-int dlock_node_release_end(dlock_node_call *call)
+int dlock_node_release_end(dlock_node_call *call, int *queued)
 {
-    return owned_result(call, call->argv[0], "release");
+    return owned_result(call, call->argv[0], "release", queued);
 }
 
 void dlock_node_fence_begin(dlock_node *n, const char *key, const char *token, int64_t fence,
@@ -663,13 +557,13 @@ void dlock_node_fence_begin(dlock_node *n, const char *key, const char *token, i
     call->argv[2] = token, call->lens[2] = DLOCK_TOKEN_LEN;
     num_arg(call, 3, 0, fence);
     num_arg(call, 4, 1, keep_ms);
-    call_script(call, SCRIPT_FENCE, 2, 5);
+    call_script(call, DLOCK_SCRIPT_FENCE, 2, 5);
     call_send(call);
 }
 
 int dlock_node_fence_end(dlock_node_call *call)
 {
-    return owned_result(call, call->argv[0], "fence write-back");
+    return owned_result(call, call->argv[0], "fence write-back", NULL);
 }
 
 void dlock_node_renew_begin(dlock_node *n, redisContext **own, int count,
@@ -677,12 +571,12 @@ void dlock_node_renew_begin(dlock_node *n, redisContext **own, int count,
 {
     if (call_open(n, call, own) != 0)
         return;
-    call->script = SCRIPT_RENEW;
+    call->script = DLOCK_SCRIPT_RENEW;
     for (int i = 0; i < count && call->rc == DLOCK_OK; i++) {
         char lease[24];
         const char *argv[] = {r[i].key, r[i].token, lease};
         size_t lens[] = {strlen(r[i].key), DLOCK_TOKEN_LEN, arg_int(lease, r[i].lease_ms)};
-        call_append_script(call, SCRIPT_RENEW, 1, 3, argv, lens);
+        call_append_script(call, DLOCK_SCRIPT_RENEW, 1, 3, argv, lens);
     }
     call_send(call);
 }
@@ -715,7 +609,7 @@ void dlock_node_renew_end(dlock_node_call *call, int count, const dlock_node_ren
             char lease[24];
             const char *argv[] = {r[i].key, r[i].token, lease};
             size_t lens[] = {strlen(r[i].key), DLOCK_TOKEN_LEN, arg_int(lease, r[i].lease_ms)};
-            rp = eval_body(n, call->ctx, SCRIPT_RENEW, 1, 3, argv, lens);
+            rp = eval_body(n, call->ctx, DLOCK_SCRIPT_RENEW, 1, 3, argv, lens);
             call->broken |= rp == NULL && call->ctx->err;
             rcs[i] = renewed(n, rp);
         } else {

@@ -13,7 +13,7 @@
  * lease itself (key = owner token, PX lease), key:fence (the fencing
  * counter), key:queue (waiting tokens by arrival), key:alive (each waiter's
  * deadline), key:gone (tokens given up, refused if their acquire arrives
- * late), and the channel key:released. node.c documents each script. */
+ * late), and the channel key:released. scripts.c documents each script. */
 #ifndef DLOCK_NODE_H
 #define DLOCK_NODE_H
 
@@ -51,7 +51,8 @@ typedef struct dlock_node_call {
     int script, nkeys, nargs; /* a single script call: what to redo on NOSCRIPT */
     const char *argv[DLOCK_NODE_ARGS_MAX];
     size_t lens[DLOCK_NODE_ARGS_MAX];
-    char num[5][24];     /* the call's numeric arguments as text */
+    char num[6][24];     /* the call's numeric arguments as text */
+    char text[96];       /* and a composite one */
     dlock_names names;
     int expect, got;     /* replies */
     redisReply *reply[DLOCK_MULTI_MAX];
@@ -83,32 +84,49 @@ typedef struct dlock_node_acquire_args {
     int64_t queue_score; /* the token's place in the queue; 0: after the last one */
     int64_t seed_slack_us; /* reseed the counter from the clock only when it lags this much */
     int grant_ms;          /* a quorum that gives the key back grants it this long */
+    int64_t sent_ms;       /* when this is sent (the caller's clock): a grant to the token
+                            * queued now names it */
 } dlock_node_acquire_args;
 
-/* The acquire script. end: DLOCK_OK (*fence set: the key is ours, taken now
- * or granted to us by a release), DLOCK_ERR_TIMEOUT (another owner holds
- * the key or is first in line; *pttl is the key's TTL in ms, negative when
- * unknown), DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. *sent tells whether the
- * script may have run (it has not when no connection could be had or Redis
- * refused our credentials). */
+/* What an acquire found out. */
+typedef struct dlock_acquired {
+    int64_t fence; /* DLOCK_OK: the fencing token */
+    int64_t pttl;  /* DLOCK_ERR_TIMEOUT: the key's TTL in ms, negative when unknown */
+    int sent;      /* the script may have run (it has not when no connection could be
+                    * had or Redis refused our credentials) */
+} dlock_acquired;
+
+/* The acquire script. end: DLOCK_OK (out->fence set: the key is ours,
+ * taken now or granted to us by a release), DLOCK_ERR_TIMEOUT
+ * (another owner holds the key or is first in line; out->pttl set),
+ * DLOCK_ERR_REDIS or DLOCK_ERR_AUTH; out->sent in every case. */
 void dlock_node_acquire_begin(dlock_node *n, const dlock_node_acquire_args *a,
                               dlock_node_call *call);
-int dlock_node_acquire_end(dlock_node_call *call, int64_t *fence, int64_t *pttl, int *sent);
+int dlock_node_acquire_end(dlock_node_call *call, dlock_acquired *out);
 
 /* What a release asks for: if the key holds token, it goes to the first
  * live waiter for grant_ms or is deleted, and the channel is told. leaving
- * gives the token up (out of the queue, marked gone for keep_ms). */
+ * gives the token up (out of the queue, marked gone for keep_ms). When the
+ * key went to another waiter, next (when not NULL: the token of this
+ * process's next local waiter) takes its place in line behind the others,
+ * as its own acquire would have, with a deadline of next_queue_ms,
+ * next_score as its place (0: by the server's clock) and next_sent_ms as
+ * its acquire's sent_ms. */
 typedef struct dlock_node_release_args {
     const char *key, *token;
     int grant_ms, leaving, keep_ms;
     int64_t seed_slack_us; /* as for acquire, for the fence a grant issues */
+    const char *next;
+    int next_queue_ms;
+    int64_t next_score, next_sent_ms;
 } dlock_node_release_args;
 
 /* The release script. end: DLOCK_OK, DLOCK_ERR_LOST (the key was not ours),
- * DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. */
+ * DLOCK_ERR_REDIS or DLOCK_ERR_AUTH; *queued (may be NULL) is 1 when DLOCK_OK
+ * and next was put in line. */
 void dlock_node_release_begin(dlock_node *n, const dlock_node_release_args *a,
                               dlock_node_call *call);
-int dlock_node_release_end(dlock_node_call *call);
+int dlock_node_release_end(dlock_node_call *call, int *queued);
 
 /* The fence write-back script: raises key:fence to at least fence, only
  * while the key holds token. end: DLOCK_OK (raised, or already as high),

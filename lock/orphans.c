@@ -67,7 +67,7 @@ static void try_one(dlock_orphans *o, struct dlock_lease *l)
 {
     unlink_orphan(o, l);
     pthread_mutex_unlock(&o->mu);
-    int rc = dlock_lease_release(o->quorum, l, 1);
+    int rc = dlock_lease_release(o->quorum, l, 1, NULL, NULL);
     pthread_mutex_lock(&o->mu);
     int64_t now = dlock_now_ms();
     if (rc == DLOCK_ERR_REDIS && now < l->valid_until_ms && !o->stop) {

@@ -7,8 +7,14 @@
  * attempt, so a release in between is seen by that attempt, and also wakes
  * at the earlier of retry_ms and the key's TTL, so a lost message costs at
  * most one interval. A releasing holder hands its lease straight to the next
- * local waiter, up to handoff_max times or handoff_ms, then lets it go
- * through Redis so other processes get their turn. */
+ * local waiter, up to a bound (handoff_bound: handoff_max, less when other
+ * processes take turns) or handoff_ms, then lets it go through Redis so
+ * other processes get their turn.
+ *
+ * A turn of the key between processes costs one script: the release that
+ * grants it to the next process also puts this process's next waiter in
+ * line (requeue), and with one server the grantee holds on the grant's
+ * message alone (take_grant), its lease restarted later by the watchdog. */
 #include "queue.h"
 
 #include <stdlib.h>
@@ -53,27 +59,120 @@ static void await_subscription(dlock_client *c, struct dlock_entry *e, struct dl
         dlock_cond_wait_until(&w->cv, &c->mu, until);
 }
 
+/* The other processes that took turns with this one for e's key since it
+ * last took it from Redis: the grants to their waiters' tokens it heard
+ * (on any server: each server publishes each grant). Starts the count anew. */
+static int turns_of_others(dlock_client *c, struct dlock_entry *e)
+{
+    unsigned most = 0;
+    for (int i = 0; i < dlock_quorum_size(c->nodes); i++) {
+        most = e->others[i] > most ? e->others[i] : most;
+        e->others[i] = 0;
+    }
+    return most < 1000 ? (int)most : 1000;
+}
+
+/* How many hand-offs a lease just taken from Redis may make (the rule
+ * dlock.h states for handoff_max). q: the other processes that took turns
+ * with this one (l->queued: each queues one token per key, and each turn
+ * of theirs is a grant this process hears of); n: this process's waiters
+ * behind the new holder. Each of the q waits for about q turns (a lease
+ * and its hand-offs, a cohort) before its own comes round, where strict
+ * FIFO over the W = (q + 1)(n + 1) holders (the others taken to be like
+ * this one) would make it wait about W holds: a cohort of 1.5 W / q keeps
+ * that within 1.5 FIFO waits, the rest of 2x left for the turns' own
+ * latency. It bites only when processes are many for their workers: W=8
+ * over 4 processes, 4 holders a turn; W=32 over 4, 16, so handoff_max. */
+static int handoff_bound(const struct dlock_lease *l, int n)
+{
+    int q = l->queued;
+    if (q <= 0 || l->handoff_max == 0)
+        return l->handoff_max;
+    int64_t cohort = 3 * (int64_t)(q + 1) * (n + 1) / (2 * (int64_t)q);
+    return cohort - 1 < 1 ? 1 : cohort - 1 < l->handoff_max ? (int)cohort - 1 : l->handoff_max;
+}
+
+/* The head's attempt in Redis (mu held, released around it): rc of the
+ * acquire, *pttl and *seen (releases before it) for the wait after it. A
+ * releasing holder that already put w's token in line (requeue DONE) saves
+ * it: that is a failed attempt that queued, as of when the release went. */
+static int attempt(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w,
+                   int64_t *pttl, unsigned long *seen)
+{
+    struct dlock_lease *l = w->spare;
+    int requeued = e->requeue == DLOCK_REQUEUE_DONE &&
+                   memcmp(e->wait_token, l->token, DLOCK_TOKEN_LEN) == 0;
+    e->requeue = DLOCK_REQUEUE_NONE; /* one for a waiter that left is void */
+    *pttl = -1;
+    if (requeued) {
+        *seen = e->requeue_seen;
+        return DLOCK_ERR_TIMEOUT;
+    }
+    *seen = e->releases; /* a release during the attempt must not be missed */
+    memcpy(e->wait_token, l->token, sizeof(e->wait_token));
+    w->contending = 1;
+    pthread_mutex_unlock(&c->mu); /* w stays head: nobody else here contends meanwhile */
+    /* queue in Redis only when we mean to wait: a fail-fast try just looks */
+    int rc = dlock_lease_try(c->nodes, l, w->o->wait_ms > 0, pttl);
+    pthread_mutex_lock(&c->mu);
+    w->contending = 0;
+    return rc;
+}
+
+/* w, the head, holds its lease (w->spare) from Redis now (mu held). */
+static void hold(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w)
+{
+    dlock_queue_remove(e, w);
+    e->holder = w->h;
+    w->spare->queued = turns_of_others(c, e);
+    w->spare->handoff_bound = handoff_bound(w->spare, e->refs - 1);
+    dlock_wd_hold(c->wd, w->h, w->spare, w->o->watchdog);
+    w->spare = NULL;
+}
+
+/* Takes a grant to w's token on its message's word (mu held). With one
+ * server the message says all that the claim would: the fence, and that
+ * the key is ours for the grant's lease from the grant on - which came
+ * after this process sent the script that last wrote the token's deadline
+ * (the grant echoes that script's stamp: granted_after), however late the
+ * message comes. The watchdog restarts the lease at a third of the grant's,
+ * off the head's path. Not with several servers (the head must claim a
+ * majority), nor without the watchdog, nor with less than a quarter of the
+ * grant left: the head then claims it in Redis. Returns 1 when w holds. */
+static int take_grant(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w)
+{
+    struct dlock_lease *l = w->spare;
+    int64_t fence = e->granted_fence, since = e->granted_after, now = dlock_now_ms();
+    int ms = e->granted_ms;
+    e->granted_fence = 0; /* heard once, used once */
+    if (fence <= 0 || since <= 0 || memcmp(e->granted, l->token, DLOCK_TOKEN_LEN) != 0 ||
+        dlock_quorum_size(c->nodes) != 1 || !w->o->watchdog ||
+        since + ms - dlock_drift_ms(ms) - now < ms / 4)
+        return 0;
+    l->fence = fence;
+    l->acquired_ms = since;
+    l->granted_ms = ms;
+    hold(c, e, w);
+    return 1;
+}
+
 /* The head's turn in Redis (mu held, released around the attempt). Returns
  * DLOCK_OK when h now holds, AGAIN after waiting a while, or an error. */
 static int contend(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w,
-                   const dlock_opts *o, int64_t deadline, struct dlock_lease **lp)
+                   int64_t deadline)
 {
+    const dlock_opts *o = w->o;
     int64_t pttl;
-    if (*lp == NULL && (*lp = dlock_lease_new(e->key, o)) == NULL)
+    unsigned long seen;
+    if (w->spare == NULL && (w->spare = dlock_lease_new(e->key, o)) == NULL)
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
-    unsigned long seen = e->releases; /* a release during the attempt must not be missed */
-    memcpy(e->wait_token, (*lp)->token, sizeof(e->wait_token));
-    pthread_mutex_unlock(&c->mu);     /* w stays head: nobody else here contends meanwhile */
-    /* queue in Redis only when we mean to wait: a fail-fast try just looks */
-    int rc = dlock_lease_try(c->nodes, *lp, o->wait_ms > 0, &pttl);
-    pthread_mutex_lock(&c->mu);
+    if (take_grant(c, e, w))
+        return DLOCK_OK;
+    int rc = attempt(c, e, w, &pttl, &seen);
     if (w->granted) /* a holder whose lease came back to life handed it to us meanwhile; */
         return DLOCK_OK; /* our own token, if it took the key, leaves in the clean-up */
     if (rc == DLOCK_OK) {
-        dlock_queue_remove(e, w);
-        e->holder = w->h;
-        dlock_wd_hold(c->wd, w->h, *lp, o->watchdog);
-        *lp = NULL;
+        hold(c, e, w);
         return DLOCK_OK;
     }
     int64_t now = dlock_now_ms();
@@ -107,23 +206,25 @@ static int holder_expired(const struct dlock_entry *e, int64_t now)
 
 /* Waits (mu held) until w is granted the lease, or contends when it heads
  * the queue and no valid local holder has the key: a holder whose lease ran
- * out blocks nobody, as it would not across processes. */
+ * out blocks nobody, as it would not across processes. While the last
+ * holder's release puts it in line, the head waits for that instead. */
 static int wait_turn(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w,
-                     const dlock_opts *o, int64_t deadline, struct dlock_lease **lp)
+                     int64_t deadline)
 {
     for (;;) {
         if (w->granted)
             return DLOCK_OK;
         int64_t now = dlock_now_ms(), until = deadline;
-        if (e->head == w && (e->holder == NULL || holder_expired(e, now))) {
-            int rc = contend(c, e, w, o, deadline, lp);
+        int mine = e->head == w && e->requeue != DLOCK_REQUEUE_PENDING;
+        if (mine && (e->holder == NULL || holder_expired(e, now))) {
+            int rc = contend(c, e, w, deadline);
             if (rc != AGAIN)
                 return rc;
             continue;
         }
         if (now >= deadline)
             return DLOCK_ERR_TIMEOUT;
-        if (e->head == w && e->holder->lease->valid_until_ms < until)
+        if (mine && e->holder->lease->valid_until_ms < until)
             until = e->holder->lease->valid_until_ms; /* look again when it would run out */
         dlock_cond_wait_until(&w->cv, &c->mu, until);
     }
@@ -132,8 +233,7 @@ static int wait_turn(dlock_client *c, struct dlock_entry *e, struct dlock_waiter
 int dlock_queue_acquire(dlock_client *c, dlock_handle *h, const char *key, const dlock_opts *o,
                         int64_t deadline)
 {
-    struct dlock_waiter w = {.h = h};
-    struct dlock_lease *spare = NULL;
+    struct dlock_waiter w = {.h = h, .o = o};
     if (dlock_cond_init(&w.cv) != 0)
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
     pthread_mutex_lock(&c->mu);
@@ -142,7 +242,7 @@ int dlock_queue_acquire(dlock_client *c, dlock_handle *h, const char *key, const
     if (e) {
         h->entry = e;
         dlock_queue_push(e, &w);
-        rc = wait_turn(c, e, &w, o, deadline, &spare);
+        rc = wait_turn(c, e, &w, deadline);
         if (rc != DLOCK_OK) {
             dlock_queue_remove(e, &w);
             dlock_entry_wake_head(e); /* the next in line may contend now */
@@ -154,12 +254,12 @@ int dlock_queue_acquire(dlock_client *c, dlock_handle *h, const char *key, const
      * lease by hand-off, or lost the reply) is given up in the background:
      * out of the queue, a SET or grant it may have got undone, and refused
      * should its acquire still arrive. Not when it never reached Redis. */
-    if (spare && spare->sent && (o->wait_ms > 0 || rc == DLOCK_ERR_REDIS)) {
-        dlock_orphans_add(c->orphans, spare);
-        spare = NULL;
+    if (w.spare && w.spare->sent && (o->wait_ms > 0 || rc == DLOCK_ERR_REDIS)) {
+        dlock_orphans_add(c->orphans, w.spare);
+        w.spare = NULL;
     }
     pthread_mutex_unlock(&c->mu);
-    free(spare);
+    free(w.spare);
     pthread_cond_destroy(&w.cv);
     return e ? rc : dlock_fail(rc, "out of memory");
 }
@@ -169,7 +269,7 @@ int dlock_queue_handoff(dlock_client *c, dlock_handle *h)
     struct dlock_entry *e = h->entry;
     struct dlock_lease *l = h->lease;
     struct dlock_waiter *w = e->head;
-    if (w == NULL || l->lost || l->handoffs >= l->handoff_max ||
+    if (w == NULL || l->lost || l->handoffs >= l->handoff_bound ||
         dlock_now_ms() - l->acquired_ms >= l->handoff_ms)
         return 0;
     dlock_queue_remove(e, w);
@@ -187,15 +287,46 @@ int dlock_queue_handoff(dlock_client *c, dlock_handle *h)
     return 1;
 }
 
-void dlock_queue_released(dlock_client *c, dlock_handle *h)
+/* Whether the release of e's lease can put the head w in Redis's line for
+ * it (see dlock_queue_released), giving w a lease to be queued with. */
+static int can_requeue(struct dlock_entry *e, struct dlock_waiter *w)
+{
+    if (w == NULL || w->contending || w->granted || w->o->wait_ms == 0)
+        return 0;
+    if (w->spare == NULL && (w->spare = dlock_lease_new(e->key, w->o)) == NULL)
+        return 0; /* out of memory: it contends itself */
+    return 1;
+}
+
+int dlock_queue_released(dlock_client *c, dlock_handle *h, struct dlock_next *next)
 {
     (void)c;
     struct dlock_entry *e = h->entry;
-    if (e && e->holder == h) { /* not when a waiter took over our expired lease */
-        e->holder = NULL;
-        e->releases++;
+    if (e == NULL || e->holder != h) /* not when a waiter took over our expired lease */
+        return 0;
+    e->holder = NULL;
+    e->releases++;
+    struct dlock_waiter *w = e->head;
+    if (!can_requeue(e, w)) {
         dlock_entry_wake_head(e); /* it contends, and our PUBLISH wakes it */
+        return 0;
     }
+    w->spare->sent = 1; /* from now on it may be in line: given up if not used */
+    memcpy(e->wait_token, w->spare->token, sizeof(e->wait_token));
+    memcpy(next->token, w->spare->token, sizeof(next->token));
+    next->queue_ms = dlock_grace_ms(w->spare->retry_ms);
+    next->queue_score = w->spare->queue_score;
+    e->requeue = DLOCK_REQUEUE_PENDING;
+    e->requeue_seen = e->releases; /* a grant to it from now on wakes it */
+    return 1;
+}
+
+void dlock_queue_requeued(dlock_client *c, struct dlock_entry *e, int queued)
+{
+    (void)c;
+    if (e->requeue == DLOCK_REQUEUE_PENDING)
+        e->requeue = queued ? DLOCK_REQUEUE_DONE : DLOCK_REQUEUE_NONE;
+    dlock_entry_wake_head(e); /* it waits for a grant now, or contends itself */
 }
 
 void dlock_queue_leave(dlock_client *c, struct dlock_entry *e)

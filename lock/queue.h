@@ -18,9 +18,15 @@ int dlock_queue_acquire(dlock_client *c, dlock_handle *h, const char *key, const
  * the hand-off bounds allow. Returns 1 when handed over (h no longer holds). */
 int dlock_queue_handoff(dlock_client *c, dlock_handle *h);
 
-/* mu held: h gives its lease back (it goes to Redis next): the key's queue
+/* mu held: h gives its lease back (it goes to Redis next). Returns 1 with
+ * *next filled when the release should put the key's local queue head in
+ * Redis's line (the head then waits for dlock_queue_requeued), else 0: the
  * head may contend now, since a release is under way. */
-void dlock_queue_released(dlock_client *c, dlock_handle *h);
+int dlock_queue_released(dlock_client *c, dlock_handle *h, struct dlock_next *next);
+
+/* mu held: the release that carried next is done; queued tells whether next
+ * is in line (the head then waits for its grant, else it contends). */
+void dlock_queue_requeued(dlock_client *c, struct dlock_entry *e, int queued);
 
 /* mu held: drops the reference a holder or waiter had on e. */
 void dlock_queue_leave(dlock_client *c, struct dlock_entry *e);

@@ -60,6 +60,17 @@ struct fanout {
     int begun[DLOCK_NODES_MAX], now[DLOCK_NODES_MAX];
 };
 
+/* A fan-out with no call begun. Only what says which calls run is cleared:
+ * a call is set up when it begins, and zeroing the 26 KB of calls on every
+ * acquire and release was a visible share of a lone client's CPU. */
+static struct fanout *fanout_init(struct fanout *f, dlock_quorum *q)
+{
+    f->q = q;
+    memset(f->begun, 0, sizeof(f->begun));
+    memset(f->now, 0, sizeof(f->now));
+    return f;
+}
+
 /* Which servers a call goes to: all but those left out for not answering
  * lately - unless the others alone could not make a majority: then all, so
  * that a server that is back is found at once. */
@@ -149,7 +160,8 @@ static int no_majority(dlock_quorum *q, const struct failures *fl, const char *w
 
 int dlock_quorum_ping(dlock_quorum *q, int up[DLOCK_NODES_MAX])
 {
-    struct fanout f = {.q = q};
+    struct fanout f;
+    fanout_init(&f, q);
     struct failures fl = {0};
     int count = 0;
     for (int i = 0; i < q->n; i++) { /* health checks try every server, skipped or not */
@@ -172,23 +184,16 @@ int dlock_quorum_ping(dlock_quorum *q, int up[DLOCK_NODES_MAX])
 
 /* ---- acquire ---- */
 
-/* A fan-out made ready for reuse. The acquire's own, once its answers are
- * read, serves its write-back and give-back: a fan-out is 26 KB, and a
- * request thread's stack is not large (less so under ThreadSanitizer). */
-static struct fanout *reuse(struct fanout *f, dlock_quorum *q)
-{
-    memset(f, 0, sizeof(*f));
-    f->q = q;
-    return f;
-}
-
-/* Releases the key where an attempt that did not hold took it (ok[i]). */
+/* Releases the key where an attempt that did not hold took it (ok[i]). f is
+ * the acquire's own fan-out, its answers read: write-back and give-back
+ * reuse it, as a fan-out is 26 KB and a request thread's stack is not large
+ * (less so under ThreadSanitizer). */
 static void give_back(dlock_quorum *q, const dlock_node_acquire_args *a, const int *ok,
                       struct fanout *f)
 {
     dlock_node_release_args r = {a->key, a->token, a->grant_ms, 0, a->keep_ms,
-                                 a->seed_slack_us};
-    reuse(f, q);
+                                 a->seed_slack_us, NULL, 0, 0, 0};
+    fanout_init(f, q);
     for (int i = 0; i < q->n; i++)
         if (ok[i]) {
             dlock_node_release_begin(q->node[i], &r, &f->calls[i]);
@@ -197,7 +202,7 @@ static void give_back(dlock_quorum *q, const dlock_node_acquire_args *a, const i
     wait_all(f);
     for (int i = 0; i < q->n; i++)
         if (f->begun[i]) {
-            dlock_node_release_end(&f->calls[i]); /* if it fails, the lease runs out there */
+            dlock_node_release_end(&f->calls[i], NULL); /* if it fails, the lease runs out there */
             note_answer(q, i, &f->calls[i]);
         }
 }
@@ -208,7 +213,7 @@ static int write_back(dlock_quorum *q, const dlock_node_acquire_args *a, int64_t
                       const int *lower, struct fanout *f)
 {
     int accepted = 0;
-    reuse(f, q);
+    fanout_init(f, q);
     for (int i = 0; i < q->n; i++)
         if (lower[i]) {
             dlock_node_fence_begin(q->node[i], a->key, a->token, fence, a->keep_ms, &f->calls[i]);
@@ -223,17 +228,36 @@ static int write_back(dlock_quorum *q, const dlock_node_acquire_args *a, int64_t
     return accepted;
 }
 
-int dlock_quorum_acquire(dlock_quorum *q, const dlock_node_acquire_args *args, int64_t *fence,
-                         int64_t *pttl, int *sent)
+/* Server i's acquire answer, counted: ok (with its fence in got[i]), held
+ * by another (the soonest TTL kept in *soonest), or failed. */
+static void tally(dlock_quorum *q, int i, int rc, const dlock_acquired *got, int *ok, int *nok,
+                  int *held, int64_t *soonest, struct failures *fl)
+{
+    if (rc == DLOCK_OK) {
+        ok[i] = 1, (*nok)++;
+    } else if (rc == DLOCK_ERR_TIMEOUT) {
+        (*held)++;
+        if (got->pttl >= 0 && (*soonest < 0 || got->pttl < *soonest))
+            *soonest = got->pttl;
+    } else {
+        add_failure(fl, q, i, rc);
+    }
+}
+
+int dlock_quorum_acquire(dlock_quorum *q, const dlock_node_acquire_args *args,
+                         dlock_acquired *out)
 {
     dlock_node_acquire_args a = *args;
     a.queue_score = q->n > 1 ? args->queue_score : 0;
     a.seed_slack_us = q->n > 1 ? DLOCK_SEED_SLACK_US : 0;
-    int64_t started = dlock_now_ms(), fences[DLOCK_NODES_MAX], soonest = -1;
+    int64_t started = dlock_now_ms(), soonest = -1;
+    dlock_acquired got[DLOCK_NODES_MAX];
     int ok[DLOCK_NODES_MAX] = {0}, nok = 0, held = 0, quorum = dlock_quorum_majority(q);
-    struct fanout f = {.q = q};
+    struct fanout f;
+    fanout_init(&f, q);
     struct failures fl = {0};
-    *sent = 0;
+    out->sent = 0;
+    out->pttl = -1;
     choose(&f);
     do {
         for (int i = 0; i < q->n; i++)
@@ -243,40 +267,30 @@ int dlock_quorum_acquire(dlock_quorum *q, const dlock_node_acquire_args *args, i
         for (int i = 0; i < q->n; i++) {
             if (!f.now[i])
                 continue;
-            int64_t node_pttl = -1;
-            int node_sent = 0;
-            int rc = dlock_node_acquire_end(&f.calls[i], &fences[i], &node_pttl, &node_sent);
+            int rc = dlock_node_acquire_end(&f.calls[i], &got[i]);
             note_answer(q, i, &f.calls[i]);
-            *sent |= node_sent;
-            if (rc == DLOCK_OK) {
-                ok[i] = 1, nok++;
-            } else if (rc == DLOCK_ERR_TIMEOUT) {
-                held++;
-                if (node_pttl >= 0 && (soonest < 0 || node_pttl < soonest))
-                    soonest = node_pttl;
-            } else {
-                add_failure(&fl, q, i, rc);
-            }
+            out->sent |= got[i].sent;
+            tally(q, i, rc, &got[i], ok, &nok, &held, &soonest, &fl);
         }
     } while (nok + held < quorum && ask_the_rest(&f));
     if (q->n == 1 && nok == 1) {
-        *fence = fences[0];
+        out->fence = got[0].fence;
         return DLOCK_OK;
     }
     if (nok >= quorum) {
         int64_t top = 0;
         int agree = 0, lower[DLOCK_NODES_MAX] = {0};
         for (int i = 0; i < q->n; i++)
-            if (ok[i] && fences[i] > top)
-                top = fences[i];
+            if (ok[i] && got[i].fence > top)
+                top = got[i].fence;
         for (int i = 0; i < q->n; i++)
             if (ok[i])
-                fences[i] == top ? agree++ : (lower[i] = 1);
+                got[i].fence == top ? agree++ : (lower[i] = 1);
         if (agree < quorum)
             agree += write_back(q, &a, top, lower, &f);
         int64_t elapsed = dlock_now_ms() - started;
         if (agree >= quorum && elapsed < a.lease_ms - dlock_drift_ms(a.lease_ms)) {
-            *fence = top;
+            out->fence = top;
             return DLOCK_OK;
         }
         held = quorum; /* it was ours, but not for long enough: ask again */
@@ -285,7 +299,7 @@ int dlock_quorum_acquire(dlock_quorum *q, const dlock_node_acquire_args *args, i
     if (nok > 0)
         give_back(q, &a, ok, &f);
     if (nok + held >= quorum) {
-        *pttl = soonest;
+        out->pttl = soonest;
         return dlock_fail(DLOCK_ERR_TIMEOUT, "lock %s is held by another owner", a.key);
     }
     return no_majority(q, &fl, "acquire");
@@ -293,13 +307,15 @@ int dlock_quorum_acquire(dlock_quorum *q, const dlock_node_acquire_args *args, i
 
 /* ---- release ---- */
 
-int dlock_quorum_release(dlock_quorum *q, const dlock_node_release_args *args)
+int dlock_quorum_release(dlock_quorum *q, const dlock_node_release_args *args, int *queued)
 {
     dlock_node_release_args a = *args;
     a.seed_slack_us = q->n > 1 ? DLOCK_SEED_SLACK_US : 0;
-    struct fanout f = {.q = q};
+    a.next_score = q->n > 1 ? args->next_score : 0;
+    struct fanout f;
+    fanout_init(&f, q);
     struct failures fl = {0};
-    int released = 0, lost = 0, quorum = dlock_quorum_majority(q);
+    int released = 0, lost = 0, in_line = 0, quorum = dlock_quorum_majority(q);
     choose(&f);
     do {
         for (int i = 0; i < q->n; i++)
@@ -309,8 +325,10 @@ int dlock_quorum_release(dlock_quorum *q, const dlock_node_release_args *args)
         for (int i = 0; i < q->n; i++) {
             if (!f.now[i])
                 continue;
-            int rc = dlock_node_release_end(&f.calls[i]);
+            int node_queued;
+            int rc = dlock_node_release_end(&f.calls[i], &node_queued);
             note_answer(q, i, &f.calls[i]);
+            in_line += node_queued;
             if (rc == DLOCK_OK)
                 released++;
             else if (rc == DLOCK_ERR_LOST)
@@ -319,6 +337,7 @@ int dlock_quorum_release(dlock_quorum *q, const dlock_node_release_args *args)
                 add_failure(&fl, q, i, rc);
         }
     } while (released < quorum && lost < quorum && ask_the_rest(&f));
+    *queued = in_line >= quorum;
     if (lost >= quorum)
         return dlock_fail(DLOCK_ERR_LOST, "lock %s was no longer ours at release%s", a.key,
                           q->n > 1 ? " on a majority of the Redis servers" : "");
@@ -362,7 +381,8 @@ static int renewals_settled(const dlock_quorum *q, int node_rcs[][DLOCK_MULTI_MA
 void dlock_quorum_renew(dlock_quorum *q, redisContext **own, int count,
                         const dlock_node_renewal *renewals, int *rcs)
 {
-    struct fanout f = {.q = q};
+    struct fanout f;
+    fanout_init(&f, q);
     int node_rcs[DLOCK_NODES_MAX][DLOCK_MULTI_MAX];
     choose(&f);
     do {

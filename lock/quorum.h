@@ -54,20 +54,22 @@ int dlock_quorum_majority(const dlock_quorum *q);
  * set here: a queue place of a->queue_score and the slack above with
  * several servers, the old behaviour with one). DLOCK_OK when a majority
  * granted the key within its validity (lease - elapsed - drift) and agreed
- * on *fence: the largest fence any of them answered, written back to the
- * others by the fence script where it was lower; the holder may use it
- * only then. Otherwise the key is released where it was taken, and the
- * result is DLOCK_ERR_TIMEOUT when the others hold it or are first in line
- * (*pttl: the soonest any of theirs expires, negative when unknown), or
- * DLOCK_ERR_REDIS / DLOCK_ERR_AUTH when too many servers failed to reach a
- * majority. *sent tells whether the script may have run anywhere. */
-int dlock_quorum_acquire(dlock_quorum *q, const dlock_node_acquire_args *a, int64_t *fence,
-                         int64_t *pttl, int *sent);
+ * on out->fence: the largest fence any of them answered, written back to
+ * the others by the fence script where it was lower; the holder may use it
+ * only then. Otherwise the key is released where it was taken, and the result is
+ * DLOCK_ERR_TIMEOUT when the others hold it or are first in line
+ * (out->pttl: the soonest any of theirs expires, negative when unknown),
+ * or DLOCK_ERR_REDIS / DLOCK_ERR_AUTH when too many servers failed to reach
+ * a majority. out->sent tells whether the script may have run anywhere. */
+int dlock_quorum_acquire(dlock_quorum *q, const dlock_node_acquire_args *a,
+                         dlock_acquired *out);
 
-/* The release script on every server. DLOCK_OK when a majority released
+/* The release script on every server (a->next_score is used with several
+ * servers, the server's clock with one). DLOCK_OK when a majority released
  * it, DLOCK_ERR_LOST when a majority says it was not ours, else the
- * failure (DLOCK_ERR_REDIS or DLOCK_ERR_AUTH): the caller retries. */
-int dlock_quorum_release(dlock_quorum *q, const dlock_node_release_args *a);
+ * failure (DLOCK_ERR_REDIS or DLOCK_ERR_AUTH): the caller retries.
+ * *queued is 1 when a majority put a->next in line. */
+int dlock_quorum_release(dlock_quorum *q, const dlock_node_release_args *a, int *queued);
 
 /* The renew script for count leases on every server, on the caller's own
  * connections (own[i] for server i). rcs[j]: DLOCK_OK when a majority renewed

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -212,6 +213,29 @@ static void refused(dlock_subscriber *s)
     dlock_keytab_each(s->keys, fail_pending_entry, s);
 }
 
+/* Whether a release's message ("token:fence:grant_ms:sent", or a bare
+ * token) grants the key to e's head; if so, what it says is kept for the
+ * head (queue.c). */
+static int granted_to_head(struct dlock_entry *e, const char *msg, size_t len)
+{
+    if (len < DLOCK_TOKEN_LEN || (len > DLOCK_TOKEN_LEN && msg[DLOCK_TOKEN_LEN] != ':') ||
+        memcmp(msg, e->wait_token, DLOCK_TOKEN_LEN) != 0)
+        return 0;
+    long long v[3] = {0, 0, 0}; /* fence, grant_ms, sent */
+    const char *p = msg + DLOCK_TOKEN_LEN; /* msg is NUL-terminated (hiredis) */
+    for (int i = 0; i < 3 && *p == ':'; i++) {
+        char *end;
+        v[i] = strtoll(p + 1, &end, 10);
+        p = end;
+    }
+    int whole = *p == '\0' && v[0] > 0 && v[1] > 0 && v[1] <= INT32_MAX && v[2] > 0;
+    memcpy(e->granted, msg, DLOCK_TOKEN_LEN);
+    e->granted_fence = whole ? v[0] : 0;
+    e->granted_ms = (int)v[1];
+    e->granted_after = v[2];
+    return 1;
+}
+
 /* A pub/sub reply: ["message", channel, payload] or ["subscribe", channel, n]. */
 static void handle_reply(dlock_subscriber *s, redisReply *r)
 {
@@ -237,12 +261,16 @@ static void handle_reply(dlock_subscriber *s, redisReply *r)
         e->sub_state[s->idx] = DLOCK_SUB_ACTIVE;
     if (subscribed) {
         dlock_entry_wake_head(e);
-    } else if (strcmp(kind, "message") == 0 && r->element[2]->type == REDIS_REPLY_STRING &&
-               (r->element[2]->len == 0 ||
-                (r->element[2]->len == DLOCK_TOKEN_LEN &&
-                 memcmp(r->element[2]->str, e->wait_token, DLOCK_TOKEN_LEN) == 0))) {
+        return;
+    }
+    const redisReply *to = r->element[2];
+    if (strcmp(kind, "message") != 0 || to->type != REDIS_REPLY_STRING)
+        return;
+    if (to->len == 0 || granted_to_head(e, to->str, to->len)) {
         e->releases++; /* released to nobody, or granted to our head: try now */
         dlock_entry_wake_head(e);
+    } else {
+        e->others[s->idx]++; /* granted to another process's waiter (queue.c counts them) */
     }
 }
 

@@ -90,10 +90,13 @@ static void renewal_done(dlock_watchdog *wd, struct dlock_lease *l, int rc, int6
 {
     l->renewing = 0;
     if (rc == DLOCK_OK) {
-        l->renewals++;
+        if (l->granted_ms == 0) { /* the first after a grant only restarts the lease */
+            l->renewals++;
+            dlock_count(&wd->counters->renewals);
+        }
+        l->granted_ms = 0;
         l->valid_until_ms = sent + l->lease_ms - dlock_drift_ms(l->lease_ms);
         l->next_renew_ms = sent + l->lease_ms / 3;
-        dlock_count(&wd->counters->renewals);
     } else if (rc == DLOCK_ERR_LOST) {
         retire(wd, l, 0);
     } else { /* try again soon; the local deadline bounds how long */
@@ -206,6 +209,11 @@ void dlock_wd_hold(dlock_watchdog *wd, dlock_handle *h, struct dlock_lease *l, i
     l->renewals = 0;
     l->valid_until_ms = l->acquired_ms + l->lease_ms - dlock_drift_ms(l->lease_ms);
     l->next_renew_ms = l->acquired_ms + l->lease_ms / 3;
+    if (l->granted_ms > 0) { /* the key is ours for the grant's lease: restarted at a third
+                              * of that, as a lease is renewed - a short turn never is */
+        l->valid_until_ms = l->acquired_ms + l->granted_ms - dlock_drift_ms(l->granted_ms);
+        l->next_renew_ms = l->acquired_ms + l->granted_ms / 3;
+    }
     if (!renew_it)
         return;
     l->prev = NULL;

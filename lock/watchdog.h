@@ -21,8 +21,9 @@ dlock_watchdog *dlock_wd_start(pthread_mutex_t *mu, dlock_quorum *q, dlock_count
 void dlock_wd_stop(dlock_watchdog *wd);
 
 /* Makes h the holder of l, just taken from Redis (h's hand-off number 0):
- * sets l's deadlines from l->acquired_ms and, when renew is set, adds it to
- * the renewal schedule. */
+ * sets l's deadlines from l->acquired_ms (and, for a lease held on a
+ * grant's word, from l->granted_ms, the grant's shorter lease) and, when
+ * renew is set, adds it to the renewal schedule. */
 void dlock_wd_hold(dlock_watchdog *wd, dlock_handle *h, struct dlock_lease *l, int renew);
 
 /* Removes l from the schedule and waits for an in-flight renewal of l to end

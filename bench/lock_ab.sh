@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# lock_ab.sh - this tree's lock library against another revision's on the
+# uncontended acquire+release pair, interleaved in one process
+# (bench/lockab.c) next to a plain SET, against a private redis-server: a
+# before/after that holds on a machine whose speed moves from one second to
+# the next. The other revision's lock/ is built in a temporary directory
+# with its symbols renamed base_dlock_*.
+# Usage: bench/lock_ab.sh REV [ROUNDS=40] [WINDOW_MS=250]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/stack.sh
+rev=${1:?usage: bench/lock_ab.sh REV [ROUNDS] [WINDOW_MS]}
+rounds=${2:-40}
+window=${3:-250}
+CC=${CC:-cc}
+PKG_CONFIG=${PKG_CONFIG:-pkg-config}
+
+STACK_DIR=$(mktemp -d "${TMPDIR:-/tmp}/lock-ab.XXXXXX")
+trap 'stack_stop; rm -rf "$STACK_DIR"' EXIT
+trap 'exit 130' INT TERM
+
+# lockab.c passes this tree's config and option structs to the other build:
+# their fields (comments aside) must be the same there
+structs() {
+    sed -n '/^typedef struct dlock_\(config\|opts\|endpoint\) {/,/^} dlock_/p' |
+        sed 's|/\*.*||; /^ *\*/d; s/ *$//'
+}
+if ! diff <(git show "$rev:lock/dlock.h" | structs) <(structs <lock/dlock.h) >/dev/null; then
+    echo "lock_ab.sh: dlock_config or dlock_opts differ at $rev: not comparable" >&2
+    exit 2
+fi
+
+base=$STACK_DIR/base
+mkdir -p "$base"
+git archive "$rev" lock | tar -x -C "$base"
+flags="-std=c11 -O2 -g -pthread -D_GNU_SOURCE $($PKG_CONFIG --cflags hiredis)"
+for c in "$base"/lock/*.c; do
+    $CC $flags -I"$base" -c -o "${c%.c}.o" "$c"
+done
+ar rcs "$base/libdlock.a" "$base"/lock/*.o
+nm -g --defined-only "$base/libdlock.a" | awk 'NF == 3 {print $3, "base_" $3}' | sort -u \
+    >"$base/rename"
+objcopy --redefine-syms="$base/rename" "$base/libdlock.a"
+
+make -s "$BUILD/libdlock.a"
+mkdir -p "$BUILD/bench"
+$CC $flags -I. -o "$BUILD/bench/lockab" bench/lockab.c "$BUILD/libdlock.a" "$base/libdlock.a" \
+    $($PKG_CONFIG --libs hiredis)
+
+port=$(free_port)
+stack_redis "$port"
+echo "lock_ab: $(git rev-parse --short "$rev") (base) against this tree (new)," \
+     "$rounds rounds of $window ms each; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+"$BUILD/bench/lockab" "$port" "$rounds" "$window"
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -1,0 +1,236 @@
+/* scripts.c - the Lua scripts the lock runs in Redis (by SHA, see node.c),
+ * and why each does what it does: acquire, release (with its grant to the
+ * next waiter), renew and the quorum's fence write-back. */
+#include "scripts.h"
+
+/* Shared Lua pieces. KEYS: lock, fence counter, queue (ZSET of waiting tokens
+ * by arrival: with one server each newcomer scores one more than the last,
+ * so two that arrive within one millisecond keep their order; with several
+ * each waiter brings its own score, the same on every server, so that every
+ * server puts the waiters in the same order), alive (HASH token -> deadline
+ * in Redis ms), gone (ZSET of given-up tokens -> until when, in Redis ms,
+ * they may not take the key).
+ *
+ * A fence is one more than the counter, moved up to Redis's clock in
+ * microseconds when it lags that by more than the slack. With one server
+ * the slack is 0 and the fence is max(counter + 1, clock): one SET ... GET
+ * writes the clock and reads the old counter, and only a counter at or
+ * ahead of the clock (more than a million acquisitions a second, or a clock
+ * that went back) costs a second write. Tokens keep growing when Redis
+ * loses the counter (a restart without persistence, or its expiry) or
+ * brings back an older one (from an RDB or AOF file), as long as the key
+ * sees fewer than a million acquisitions a second on average and Redis's
+ * clock does not go back: every fence issued is at most the clock of its
+ * day, so a fence taken from a later clock is larger. With several servers
+ * the slack (lock/README.md) keeps the counters of the servers in step
+ * between reseeds, so a quorum's servers mostly answer the same fence and
+ * need no write-back.
+ *
+ * No key lives forever: the lock has its lease, the counter and the gone set
+ * keep_ms (DLOCK_KEEP_LEASES leases) after their last write, the queue and
+ * alive keys until the last waiter's deadline.
+ *
+ * Waiters that registered in the queue get the lock in queue order: a
+ * release grants it to the first one whose deadline has not passed (a waiter
+ * refreshes it on every try, so a crashed one drops out quickly). TIME is
+ * read at most once per script: the clock a script sees does not move. */
+#define LUA_FENCE                                                                  \
+    "local clock = nil\n"                                                          \
+    "local function time()\n"                                                      \
+    "  clock = clock or redis.call('time')\n"                                      \
+    "  return clock\n"                                                             \
+    "end\n"                                                                        \
+    "local function next_fence(keep_ms, slack_us)\n"                               \
+    "  local t = time()\n"                                                         \
+    "  local now_us = t[1] .. string.format('%06d', tonumber(t[2]))\n"             \
+    "  if slack_us == '0' then\n"                                                  \
+    "    local old = redis.call('set', KEYS[2], now_us, 'PX', keep_ms, 'GET')\n"   \
+    "    if not old or tonumber(old) < tonumber(now_us) then\n"                    \
+    "      return tonumber(now_us)\n"                                              \
+    "    end\n"                                                                    \
+    "    redis.call('set', KEYS[2], old, 'PX', keep_ms)\n" /* ahead: count on */   \
+    "    return redis.call('incr', KEYS[2])\n"                                     \
+    "  end\n"                                                                      \
+    "  local fence = redis.call('incr', KEYS[2])\n"                                \
+    "  if fence < tonumber(now_us) - tonumber(slack_us) then\n"                    \
+    "    redis.call('set', KEYS[2], now_us, 'PX', keep_ms)\n"                      \
+    "    return tonumber(now_us)\n"                                                \
+    "  end\n"                                                                      \
+    "  redis.call('pexpire', KEYS[2], keep_ms)\n"                                  \
+    "  return fence\n"                                                             \
+    "end\n"
+
+/* The queue's helpers, after LUA_FENCE. Defined apart, so that the lean
+ * acquire, which returns before them, does not build their closures. */
+#define LUA_QUEUE                                                                  \
+    "local function now_ms()\n"                                                    \
+    "  local t = time()\n"                                                         \
+    "  return t[1] * 1000 + math.floor(t[2] / 1000)\n"                             \
+    "end\n"                                                                        \
+    "local function keep(key, ms)\n" /* a TTL of at least ms, never shortened */    \
+    "  if redis.call('pexpire', key, ms, 'GT') == 0 then\n"                        \
+    "    redis.call('pexpire', key, ms, 'NX')\n" /* a new key has none yet */      \
+    "  end\n"                                                                      \
+    "end\n"                                                                        \
+    "local function keep_line(ms)\n"                                               \
+    "  keep(KEYS[3], ms)\n"                                                        \
+    "  keep(KEYS[4], ms)\n"                                                        \
+    "end\n"                                                                        \
+    "local function dequeue(token)\n"                                              \
+    "  redis.call('zrem', KEYS[3], token)\n"                                       \
+    "  redis.call('hdel', KEYS[4], token)\n"                                       \
+    "end\n"                                                                        \
+    "local function score_of(score)\n" /* a place in line */                    \
+    "  if score ~= '0' then return score end\n"                                    \
+    "  local t = time()\n"                                                         \
+    "  return t[1] .. string.format('%06d', tonumber(t[2]))\n"                     \
+    "end\n"                                                                        \
+    "local function live(token, now)\n" /* and its stamp: see the release */     \
+    "  local v = redis.call('hget', KEYS[4], token) or ''\n"                       \
+    "  local deadline, sent = string.match(v, '^(%d+):?(%d*)$')\n"                 \
+    "  return deadline and tonumber(deadline) > now, sent or ''\n"                 \
+    "end\n"
+
+/* Acquire. ARGV: token, lease_ms, queue_ms (0: don't queue), keep_ms,
+ * queue score (0: by Redis's clock in us, the arrival order at this one
+ * server; a string, as Lua numbers lose digits on the way back to Redis),
+ * seed slack in us, sent (the client's stamp for when it sent this, kept
+ * with the waiter's deadline as "deadline:sent"; see the release). Returns
+ * {1, fence} when the key is ours (taken now, or granted to us by a
+ * release: then the lease is restarted), or {0, pttl} (pttl -1: free, but
+ * another waiter is first in line; -2: the token was given up, see
+ * release). Never SETNX then EXPIRE: one atomic step.
+ *
+ * SET NX GET comes first: it takes a free key, and otherwise names its
+ * holder. The taken key stays ours at once when nobody is in line and no
+ * token was given up (neither the queue nor the gone set exists; one EXISTS
+ * asks for both): the lean path, what the full path below would decide
+ * then. A release that granted us the key is recognised before the gone
+ * set is read: a token is only given up after it left the queue and its
+ * grant was undone, and nothing grants to a token out of the queue. Our
+ * SET NX is undone (DEL, within the script: nobody sees it) when the full
+ * path refuses us. */
+static const char acquire_lua[] =
+    LUA_FENCE
+    "local holder = redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')\n"
+    "if not holder and redis.call('exists', KEYS[3], KEYS[5]) == 0 then\n"
+    "  return {1, next_fence(ARGV[4], ARGV[6])}\n"
+    "end\n"
+    LUA_QUEUE
+    "if holder == ARGV[1] then\n" /* the release that granted it dequeued us */
+    "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
+    "  local fence = tonumber(redis.call('get', KEYS[2]))\n"
+    "  return {1, fence or next_fence(ARGV[4], ARGV[6])}\n" /* the counter expired or was evicted */
+    "end\n"
+    "local gone = redis.call('zscore', KEYS[5], ARGV[1])\n"
+    "if gone and tonumber(gone) > now_ms() then\n"
+    "  if not holder then redis.call('del', KEYS[1]) end\n"
+    "  return {0, -2}\n"
+    "end\n"
+    "if not holder then\n" /* free: ours unless a live waiter is first in line */
+    "  local first = redis.call('zrange', KEYS[3], 0, 0)[1]\n"
+    "  while first and first ~= ARGV[1] and not live(first, now_ms()) do\n"
+    "    dequeue(first)\n"
+    "    first = redis.call('zrange', KEYS[3], 0, 0)[1]\n"
+    "  end\n"
+    "  if not first or first == ARGV[1] then\n"
+    "    if first then dequeue(ARGV[1]) end\n"
+    "    return {1, next_fence(ARGV[4], ARGV[6])}\n"
+    "  end\n"
+    "  redis.call('del', KEYS[1])\n"
+    "end\n"
+    "if tonumber(ARGV[3]) > 0 then\n"
+    "  redis.call('zadd', KEYS[3], 'NX', score_of(ARGV[5]), ARGV[1])\n" /* a refresh keeps its place */
+    "  redis.call('hset', KEYS[4], ARGV[1], (now_ms() + tonumber(ARGV[3])) .. ':' .. ARGV[7])\n"
+    "  keep_line(ARGV[3])\n"
+    "end\n"
+    "if not holder then return {0, -1} end\n"
+    "return {0, redis.call('pttl', KEYS[1])}\n";
+
+/* Release. ARGV: token, channel, grant_ms, leaving, keep_ms, seed slack in
+ * us (for the fence of a grant), next ("" for none, else
+ * "token:queue_ms:score:sent", each as for acquire: one argument, as each
+ * costs the script a little). leaving is 1
+ * for a token given up (a waiter that stopped waiting, an acquire or release
+ * whose reply was lost): it leaves the queue and is marked gone for keep_ms,
+ * so that an acquire of it still on its way (a connection that timed out
+ * may deliver it later) can never take the key. Only our own key is touched:
+ * it goes to the first live waiter for grant_ms (it restarts the lease when
+ * it claims it; waiters found dead on the way leave the line) or is
+ * deleted; the channel gets "token:fence:grant_ms:sent" of the new holder
+ * (sent: the stamp its waiter's deadline was last written with, so the
+ * grant came after the client's time sent; with one server all it needs
+ * to hold, see queue.c), or "" for nobody - only
+ * when someone was in line: a waiter that means to wait queues before it
+ * listens (queue.c), so with the queue empty nobody listens who needs
+ * waking. When the key went to another waiter, next goes in line behind
+ * the others, as its acquire would have put it: that acquire (a script and
+ * a round trip per turn of the key between processes) is saved. Returns 2
+ * (released, next in line), 1 (released), or 0 when the key was not
+ * ours. */
+static const char release_lua[] =
+    LUA_FENCE
+    "local next = false\n"
+    "if ARGV[4] ~= '1' then\n" /* the lean path first: ours, and nobody in line */
+    "  if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+    "  next = redis.call('zpopmin', KEYS[3])[1]\n"
+    "  if not next then\n"
+    "    redis.call('del', KEYS[1])\n"
+    "    return 1\n"
+    "  end\n"
+    "end\n"
+    LUA_QUEUE
+    "if ARGV[4] == '1' then\n"
+    "  dequeue(ARGV[1])\n"
+    "  local now = now_ms()\n"
+    "  redis.call('zremrangebyscore', KEYS[5], '-inf', now)\n"
+    "  redis.call('zadd', KEYS[5], now + tonumber(ARGV[5]), ARGV[1])\n"
+    "  keep(KEYS[5], ARGV[5])\n"
+    "  if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+    "  next = redis.call('zpopmin', KEYS[3])[1]\n"
+    "end\n"
+    "local queued, now, alive, sent = next, nil, false, ''\n"
+    "while next do\n"
+    "  now = now or now_ms()\n"
+    "  alive, sent = live(next, now)\n"
+    "  redis.call('hdel', KEYS[4], next)\n"
+    "  if alive then break end\n"
+    "  next = redis.call('zpopmin', KEYS[3])[1]\n"
+    "end\n"
+    "if next then\n"
+    "  redis.call('set', KEYS[1], next, 'PX', ARGV[3])\n"
+    "  local fence = string.format('%d', next_fence(ARGV[5], ARGV[6]))\n"
+    "  redis.call('publish', ARGV[2], next .. ':' .. fence .. ':' .. ARGV[3] .. ':' .. sent)\n"
+    "  local mine, ms, score, stamp = string.match(ARGV[7], '^(%x+):(%d+):(%d+):(%d+)$')\n"
+    "  if mine and mine ~= next then\n"
+    "    redis.call('zadd', KEYS[3], 'NX', score_of(score), mine)\n"
+    "    redis.call('hset', KEYS[4], mine, (now_ms() + tonumber(ms)) .. ':' .. stamp)\n"
+    "    keep_line(ms)\n"
+    "    return 2\n"
+    "  end\n"
+    "else\n"
+    "  redis.call('del', KEYS[1])\n"
+    "  if queued then redis.call('publish', ARGV[2], '') end\n"
+    "end\n"
+    "return 1\n";
+
+static const char renew_lua[] =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then\n"
+    "  return redis.call('pexpire', KEYS[1], ARGV[2])\n"
+    "end\n"
+    "return 0\n";
+
+/* Fence write-back. KEYS: lock, fence counter. ARGV: token, fence (a string),
+ * keep_ms. Raises the counter to the fence a quorum agreed on, only while
+ * the key is still ours here: a server where the lease already ran out (and
+ * a next holder may have drawn its fence) must not be raised. Returns 1 when
+ * the counter is now at least the fence, 0 when the key is not ours. */
+static const char fence_lua[] =
+    "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+    "local counter = tonumber(redis.call('get', KEYS[2]) or '0')\n"
+    "if counter < tonumber(ARGV[2]) then redis.call('set', KEYS[2], ARGV[2]) end\n"
+    "redis.call('pexpire', KEYS[2], ARGV[3])\n"
+    "return 1\n";
+
+const char *const dlock_script_body[DLOCK_SCRIPT_COUNT] = {acquire_lua, release_lua,
+                                                           renew_lua, fence_lua};

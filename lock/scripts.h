@@ -1,0 +1,17 @@
+/* scripts.h - the Lua scripts of the lock (scripts.c), by number: node.c
+ * loads them (SCRIPT LOAD) and runs them by SHA, their body as fallback.
+ * Their keys and arguments are documented with each in scripts.c. */
+#ifndef DLOCK_SCRIPTS_H
+#define DLOCK_SCRIPTS_H
+
+enum dlock_script {
+    DLOCK_SCRIPT_ACQUIRE,
+    DLOCK_SCRIPT_RELEASE,
+    DLOCK_SCRIPT_RENEW,
+    DLOCK_SCRIPT_FENCE,
+    DLOCK_SCRIPT_COUNT
+};
+
+extern const char *const dlock_script_body[DLOCK_SCRIPT_COUNT];
+
+#endif
