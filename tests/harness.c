@@ -591,6 +591,18 @@ const char *th_item_lock_key(long long item, char *buf)
     return buf;
 }
 
+int th_wait_item_locked(const th_redis *r, long long item, int timeout_ms)
+{
+    char key[DLOCK_KEY_MAX + 1];
+    th_item_lock_key(item, key);
+    for (int64_t end = th_now_ms() + timeout_ms; th_redis_int(r, "EXISTS %s", key) != 1;) {
+        if (th_now_ms() >= end)
+            return -1;
+        th_sleep_ms(2);
+    }
+    return 0;
+}
+
 long th_cpu_ms(pid_t pid)
 {
     char path[64], buf[1024];

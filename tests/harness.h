@@ -213,6 +213,10 @@ void th_proxy_stop(th_proxy *p);
  * as service_lock_key makes it, into buf (DLOCK_KEY_MAX + 1 bytes). */
 const char *th_item_lock_key(long long item, char *buf);
 
+/* Waits until a stockd on Redis r holds item's lock (its key exists), at most
+ * timeout_ms: 0, or -1 when it never did. */
+int th_wait_item_locked(const th_redis *r, long long item, int timeout_ms);
+
 /* Monotonic milliseconds, for the generous hang-detecting bounds tests use. */
 int64_t th_now_ms(void);
 void th_sleep_ms(int ms);

@@ -70,13 +70,7 @@ static int pg_teardown(void **state)
 
 static void wait_for_lock_key(long long item)
 {
-    char cmd[64];
-    char key[DLOCK_KEY_MAX + 1];
-    snprintf(cmd, sizeof(cmd), "EXISTS %s", th_item_lock_key(item, key));
-    for (int64_t end = th_now_ms() + 5000; th_redis_int(&redis, cmd) != 1;) {
-        assert_true(th_now_ms() < end);
-        th_sleep_ms(2);
-    }
+    assert_int_equal(th_wait_item_locked(&redis, item, 5000), 0);
 }
 
 /* 1. kill -9 of a replica while it holds the item's lock: the others wait for

@@ -53,16 +53,6 @@ static void start_replica(th_stockd *s, const char *name)
     assert_int_equal(th_stockd_start(s, &redis, db, dir, flags), 0);
 }
 
-static void wait_for_lock_key(long long item)
-{
-    char cmd[64], key[DLOCK_KEY_MAX + 1];
-    snprintf(cmd, sizeof(cmd), "EXISTS %s", th_item_lock_key(item, key));
-    for (int64_t end = th_now_ms() + 5000; th_redis_int(&redis, cmd) != 1;) {
-        assert_true(th_now_ms() < end);
-        th_sleep_ms(2);
-    }
-}
-
 /* Deductions of one unit from items[0..n-1] on s, each on its own
  * connection; items[0] first, alone, so that it is the one that waits in its
  * transaction (the database is held) while the others queue behind it.
@@ -72,7 +62,7 @@ static void start_deductions(const th_stockd *s, const long long *items, th_bg_r
     for (int i = 0; i < n; i++) {
         bg[i] = (th_bg_reduce){.url = s->url, .item = items[i]};
         th_bg_reduce_start(&bg[i]);
-        wait_for_lock_key(items[i]);
+        assert_int_equal(th_wait_item_locked(&redis, items[i], 5000), 0);
     }
     th_sleep_ms(300); /* from its lock to the commit queue: microseconds */
 }

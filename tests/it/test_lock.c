@@ -16,6 +16,7 @@
 
 #include "lock/dlock.h"
 #include "tests/harness.h"
+#include "tests/lockkit.h"
 
 static th_redis redis;
 static dlock_client *client;
@@ -26,10 +27,7 @@ static int group_setup(void **state)
     (void)state;
     if (redis.pid == 0 && th_redis_start(&redis) != 0)
         return -1;
-    dlock_config cfg;
-    dlock_config_defaults(&cfg);
-    cfg.port = redis.port;
-    return dlock_client_new(&cfg, &client) == DLOCK_OK ? 0 : -1;
+    return (client = th_lock_client(&redis)) ? 0 : -1;
 }
 
 static int group_teardown(void **state)
@@ -43,11 +41,8 @@ static int group_teardown(void **state)
 /* A second client: another process, as far as the lock can tell. */
 static dlock_client *other_client(void)
 {
-    dlock_config cfg;
-    dlock_config_defaults(&cfg);
-    cfg.port = redis.port;
-    dlock_client *c;
-    assert_int_equal(dlock_client_new(&cfg, &c), DLOCK_OK);
+    dlock_client *c = th_lock_client(&redis);
+    assert_non_null(c);
     return c;
 }
 
@@ -738,61 +733,26 @@ static void test_handoff_is_bounded_and_tokens_keep_growing(void **state)
                      log.seq[i], (long long)log.fence[i - 1], log.seq[i - 1]);
 }
 
-#define FIFO_WAITERS 3
-
-struct fifo_waiter {
-    dlock_client *c;
-    int id;
-    int *order, *n;
-    pthread_mutex_t *mu;
-};
-
-static void *fifo_wait(void *arg)
-{
-    struct fifo_waiter *f = arg;
-    dlock_opts o = opts(5000, 10000);
-    o.retry_ms = 1000; /* only the grant should wake them */
-    dlock_handle *h;
-    if (dlock_acquire(f->c, "t:fifo", &o, &h) == DLOCK_OK) {
-        pthread_mutex_lock(f->mu);
-        f->order[(*f->n)++] = f->id;
-        pthread_mutex_unlock(f->mu);
-        th_sleep_ms(20);
-        dlock_release(h);
-    }
-    return NULL;
-}
-
 /* Each waiter is another process (its own client); they queue while the key
  * is held and get it in the order they asked, granted by each release. */
 static void test_waiters_of_other_processes_get_the_key_in_arrival_order(void **state)
 {
     (void)state;
-    dlock_opts o = opts(5000, 0);
+    dlock_opts o = opts(5000, 0), wait = opts(5000, 10000);
+    wait.retry_ms = 1000; /* only the grant should wake them */
     dlock_handle *h;
     dlock_names names;
     dlock_names_of("t:fifo", &names);
     assert_int_equal(dlock_acquire(client, "t:fifo", &o, &h), DLOCK_OK);
-    dlock_client *others[FIFO_WAITERS];
-    pthread_t t[FIFO_WAITERS];
-    struct fifo_waiter f[FIFO_WAITERS];
-    int order[FIFO_WAITERS], n = 0;
-    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    for (int i = 0; i < FIFO_WAITERS; i++) {
+    dlock_client *others[3];
+    int order[3];
+    for (int i = 0; i < 3; i++)
         others[i] = other_client();
-        f[i] = (struct fifo_waiter){others[i], i, order, &n, &mu};
-        pthread_create(&t[i], NULL, fifo_wait, &f[i]);
-        while (th_redis_int(&redis, "ZCARD %s", names.queue) != i + 1) /* in line first */
-            th_sleep_ms(2);
-    }
-    assert_int_equal(dlock_release(h), DLOCK_OK);
-    for (int i = 0; i < FIFO_WAITERS; i++) {
-        pthread_join(t[i], NULL);
+    assert_int_equal(th_lock_fifo(&redis, 1, h, "t:fifo", &wait, others, 3, order, NULL), 3);
+    for (int i = 0; i < 3; i++) {
         dlock_client_free(others[i]);
-    }
-    assert_int_equal(n, FIFO_WAITERS);
-    for (int i = 0; i < FIFO_WAITERS; i++)
         assert_int_equal(order[i], i);
+    }
     assert_int_equal(th_redis_int(&redis, "ZCARD %s", names.queue), 0);
 }
 

@@ -13,6 +13,7 @@
 
 #include "lock/dlock.h"
 #include "tests/harness.h"
+#include "tests/lockkit.h"
 
 static th_redis redis;
 static dlock_client *client;
@@ -22,10 +23,7 @@ static int group_setup(void **state)
     (void)state;
     if (redis.pid == 0 && th_redis_start(&redis) != 0)
         return -1;
-    dlock_config cfg;
-    dlock_config_defaults(&cfg);
-    cfg.port = redis.port;
-    return dlock_client_new(&cfg, &client) == DLOCK_OK ? 0 : -1;
+    return (client = th_lock_client(&redis)) ? 0 : -1;
 }
 
 static int group_teardown(void **state)

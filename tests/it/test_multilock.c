@@ -17,6 +17,7 @@
 
 #include "lock/dlock.h"
 #include "tests/harness.h"
+#include "tests/lockkit.h"
 
 static th_redis redis;
 static dlock_client *client;
@@ -24,11 +25,8 @@ static int wait_mode;
 
 static dlock_client *new_client(void)
 {
-    dlock_config cfg;
-    dlock_config_defaults(&cfg);
-    cfg.port = redis.port;
-    dlock_client *c;
-    assert_int_equal(dlock_client_new(&cfg, &c), DLOCK_OK);
+    dlock_client *c = th_lock_client(&redis);
+    assert_non_null(c);
     return c;
 }
 

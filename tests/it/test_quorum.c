@@ -18,6 +18,7 @@
 
 #include "lock/dlock.h"
 #include "tests/harness.h"
+#include "tests/lockkit.h"
 
 #define NODES 3
 
@@ -388,60 +389,25 @@ static void test_a_server_left_out_is_asked_when_another_fails(void **state)
 /* Waiters of three processes queue while the key is held and get it in
  * the order they asked, each release granting it on every server to the
  * same waiter. */
-struct fifo_waiter {
-    dlock_client *c;
-    int id, *order, *n;
-    pthread_mutex_t *mu;
-};
-
-static void *fifo_wait(void *arg)
-{
-    struct fifo_waiter *f = arg;
-    dlock_opts o = opts(5000, 10000);
-    o.retry_ms = 1000; /* only the grant should wake them */
-    dlock_handle *h;
-    if (dlock_acquire(f->c, "q:fifo", &o, &h) == DLOCK_OK) {
-        pthread_mutex_lock(f->mu);
-        f->order[(*f->n)++] = f->id;
-        pthread_mutex_unlock(f->mu);
-        th_sleep_ms(20);
-        dlock_release(h);
-    }
-    return NULL;
-}
-
 static void test_waiters_of_other_processes_get_the_key_in_arrival_order(void **state)
 {
     (void)state;
     all_up();
     dlock_client *c = new_client(), *others[3];
-    dlock_opts o = opts(5000, 0);
+    dlock_opts o = opts(5000, 0), wait = opts(5000, 10000);
+    wait.retry_ms = 1000; /* only the grant should wake them */
     dlock_handle *h;
-    dlock_names names;
-    dlock_names_of("q:fifo", &names);
     assert_int_equal(dlock_acquire(c, "q:fifo", &o, &h), DLOCK_OK);
-    pthread_t t[3];
-    struct fifo_waiter f[3];
-    int order[3], n = 0;
-    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    for (int i = 0; i < 3; i++) {
-        others[i] = new_client();
-        f[i] = (struct fifo_waiter){others[i], i, order, &n, &mu};
-        pthread_create(&t[i], NULL, fifo_wait, &f[i]);
-        for (int k = 0; k < NODES; k++) /* in line on every server first */
-            while (th_redis_int(&redis[k], "ZCARD %s", names.queue) != i + 1)
-                th_sleep_ms(2);
-    }
-    int64_t t0 = th_now_ms();
-    assert_int_equal(dlock_release(h), DLOCK_OK);
-    for (int i = 0; i < 3; i++) {
-        pthread_join(t[i], NULL);
-        dlock_client_free(others[i]);
-    }
-    assert_int_equal(n, 3);
     for (int i = 0; i < 3; i++)
+        others[i] = new_client();
+    int order[3];
+    int64_t ms;
+    assert_int_equal(th_lock_fifo(redis, NODES, h, "q:fifo", &wait, others, 3, order, &ms), 3);
+    for (int i = 0; i < 3; i++) {
+        dlock_client_free(others[i]);
         assert_int_equal(order[i], i);
-    assert_true(th_now_ms() - t0 < 900); /* woken by grants, not by their 1 s retry */
+    }
+    assert_true(ms < 900); /* woken by grants, not by their 1 s retry */
     dlock_client_free(c);
 }
 

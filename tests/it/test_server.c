@@ -337,10 +337,7 @@ static void test_busy_lock_times_out_without_stalling_other_items(void **state)
     long long hot = th_new_item(&a, "it", 5), cold = th_new_item(&a, "it", 5);
     th_bg_reduce holder = {.url = a.url, .item = hot, .work_ms = 1000};
     th_bg_reduce_start(&holder);
-    char key[64];
-    snprintf(key, sizeof(key), "EXISTS %s", th_item_lock_key(hot, lock_key));
-    while (th_redis_int(&redis, key) != 1)
-        th_sleep_ms(5);
+    assert_int_equal(th_wait_item_locked(&redis, hot, 5000), 0);
 
     char url[128];
     th_resp r;
