@@ -59,6 +59,7 @@ docker)
     want_cmd dockerd docker.io
     want_cmd docker-compose docker-compose
     want_cmd debootstrap debootstrap
+    want_cmd curl curl # the demo asks Prometheus's API on its published port
     ;;
 fresh) want_cmd debootstrap debootstrap ;;
 *)
