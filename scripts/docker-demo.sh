@@ -126,11 +126,13 @@ make_secrets() {
 # Prometheus, as the compose file publishes it on the host.
 prometheus=http://127.0.0.1:9090
 
-# prom_series EXPR: one line per series of an instant query, "labels value".
+# prom_series EXPR: one line per series of an instant query, its labels but
+# the name and its value: "instance=stockd-1:8080 job=stockd 1".
 prom_series() {
     curl -s --max-time 5 -G "$prometheus/api/v1/query" --data-urlencode "query=$1" |
         grep -o '"metric":{[^}]*},"value":\[[^]]*\]' |
-        sed -E 's/"metric":\{([^}]*)\},"value":\[[^,]*,"([^"]*)"\]/{\1} \2/'
+        sed -E -e 's/"metric":\{([^}]*)\},"value":\[[^,]*,"([^"]*)"\]/\1 \2/' \
+            -e 's/"__name__":"[^"]*",?//' -e 's/"([^"]+)":"([^"]*)",?/\1=\2 /g' -e 's/  +/ /g'
 }
 
 # wait_prom WHAT N EXPR: waits (bounded) until the query has N series and
