@@ -130,10 +130,9 @@ static void lock_timeout_on(const th_stockd *s, long long item)
 /* Every kind of answer that leaves a trace in /metrics, on replica s. */
 static void busy(const th_stockd *s)
 {
-    char target[80], body[512];
-    snprintf(target, sizeof(target), "%s", s->url);
+    char body[512];
     loadgen_ok("busy-hot", (const char *[]){"-s", "hot", "-n", "300", "-c", "16", "--target",
-                                            target, NULL});
+                                            s->url, NULL});
     long long item = th_new_item(s, "busy", 10), other = th_new_item(s, "busy-2", 10);
     assert_int_equal(th_reduce(s->url, item, 1, 500, NULL, 0), 200); /* renewed twice */
     assert_int_equal(th_reduce(s->url, item, 1, 3000, body, sizeof(body)), 503);
