@@ -51,7 +51,7 @@ static const char *const lock_outcomes[] = {"lock_timeout", "lock_interrupted", 
 
 static void esc(FILE *f, const char *s)
 {
-    lg_svg_escape(f, s);
+    lg_html_text(f, s);
 }
 
 static const char *verdict_of(const json_t *run)

@@ -39,6 +39,24 @@ const char *lg_html_color(int i, const char *label)
     return palette[i % NPALETTE];
 }
 
+/* s with its URL schemes cut out, into buf. */
+static const char *no_scheme(const char *s, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s", s ? s : "");
+    char *p;
+    while ((p = strstr(buf, "http://")) || (p = strstr(buf, "https://"))) {
+        char *rest = strstr(p, "//") + 2;
+        memmove(p, rest, strlen(rest) + 1);
+    }
+    return buf;
+}
+
+void lg_html_text(FILE *f, const char *s)
+{
+    char buf[1024];
+    lg_svg_escape(f, no_scheme(s, buf, sizeof(buf)));
+}
+
 const json_t *lg_json_at(const json_t *o, const char *path)
 {
     char key[64];
@@ -66,16 +84,16 @@ const char *lg_json_str(const json_t *o, const char *path)
 static void figure_begin(FILE *f, const char *title, const char *sub)
 {
     fprintf(f, "<figure><h2>%s</h2><p class=\"sub\">", title);
-    lg_svg_escape(f, sub);
+    lg_html_text(f, sub);
     fputs("</p>\n", f);
 }
 
 /* A legend entry; dashed draws a dashed line instead of a swatch. */
 static void legend_item(FILE *f, const char *color, const char *name, int dashed)
 {
-    fprintf(f, "<span><i%s style=\"background:%s;border-color:%s\"></i>", dashed ? " class=\"dash\"" : "",
-            color, color);
-    lg_svg_escape(f, name);
+    fprintf(f, "<span><i%s style=\"background:%s;border-color:%s\"></i>",
+            dashed ? " class=\"dash\"" : "", color, color);
+    lg_html_text(f, name);
     fputs("</span>", f);
 }
 
@@ -92,7 +110,7 @@ static void outcome_legend(FILE *f, const double *seen)
 static void nothing(FILE *f, const char *why)
 {
     fputs("<p class=\"sub\">", f);
-    lg_svg_escape(f, why);
+    lg_html_text(f, why);
     fputs("</p></figure>\n", f);
 }
 
@@ -466,11 +484,12 @@ void lg_html_outcomes(FILE *f, const lg_html_run *runs, int n)
     double row = 0;
     for (int r = 0; r < n; r++)
         json_array_foreach(json_object_get(runs[r].run, "perTarget"), i, tg) {
-            char label[300];
+            char label[300], shown[300];
             snprintf(label, sizeof(label), "%s%s%s: %.0f requests", runs[r].label,
                      runs[r].label[0] ? " · " : "", lg_json_str(tg, "url"),
                      lg_json_num(tg, "requests"));
-            lg_chart_text(&c, 0, row + 0.32, "start", "label", label);
+            lg_chart_text(&c, 0, row + 0.32, "start", "label",
+                          no_scheme(label, shown, sizeof(shown)));
             outcome_bar(&c, json_object_get(tg, "outcomes"), row++);
         }
     lg_chart_axes(&c, "requests", "");

@@ -36,6 +36,11 @@ void lg_html_stock(FILE *f, const lg_html_run *runs, int n);
 /* Outcomes per target (per mode and target for compare), as stacked bars. */
 void lg_html_outcomes(FILE *f, const lg_html_run *runs, int n);
 
+/* Writes s escaped (lg_svg_escape) with every "http://" and "https://" left
+ * out: target URLs show as host:port, and the page holds no URL scheme at
+ * all, so nothing in it can point anywhere. At most 1023 bytes of s. */
+void lg_html_text(FILE *f, const char *s);
+
 /* The member at a dotted path ("latencyUs.all"), or NULL. */
 const json_t *lg_json_at(const json_t *o, const char *path);
 

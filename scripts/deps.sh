@@ -37,6 +37,7 @@ want_base() {
     want_cmd redis-server redis-server
     want_cmd redis-cli redis-tools
     want_cmd curl curl
+    want_cmd chromium chromium; want_pc zlib zlib1g-dev # the report test: render, read the PNG
 }
 
 case "${1:-}" in
