@@ -43,7 +43,7 @@ int lg_svg_ticks(double *lo, double *hi, int max, double *out, int cap)
     for (;;) { /* moving the ends out to whole steps may need a wider step */
         first = floor(*lo / step + 1e-9) * step;
         top = ceil(*hi / step - 1e-9) * step;
-        if ((top - first) / step + 1.5 <= max)
+        if ((top - first) / step + 0.5 < max) /* (span in steps + 1) ticks, float-safe */
             break;
         step = nice_step(step * 1.01);
     }
