@@ -396,13 +396,17 @@ static void stock_legend(FILE *f, const lg_html_run *runs, int n)
 
 void lg_html_stock(FILE *f, const lg_html_run *runs, int n)
 {
-    char sub[200];
+    char sub[240];
+    size_t items = json_array_size(json_object_get(runs[0].run, "items"));
     snprintf(sub, sizeof(sub), "item %.0f%s, read with GET /items/{id} while the load ran (%zu "
              "reads); the two lines part where updates are lost, and the ledger's drops below 0 "
              "where stock was oversold",
-             lg_json_num(runs[0].run, "stock.itemId"), n > 1 ? " and the other modes' items" : "",
+             lg_json_num(runs[0].run, "stock.itemId"), n > 1 ? " and the other modes' items"
+                                                      : items > 1 ? ", the first of the run's"
+                                                                  : "",
              json_array_size(lg_json_at(runs[0].run, "stock.tMs")));
-    figure_begin(f, "Stock of the hot item over time", sub);
+    figure_begin(f, items > 1 ? "Stock of the run's first item over time"
+                              : "Stock of the hot item over time", sub);
     stock_curves *sc = calloc((size_t)n, sizeof(*sc));
     double end = 1, lo = 0, hi = 1, t[TICKS_MAX];
     for (int r = 0; sc && r < n; r++) {
