@@ -13,9 +13,10 @@
 
 #define LG_SAMPLES_MAX 512
 /* The interval until the first thinning: a short run (a flash sale sells out
- * in tens of ms) needs every read it can get; the sampler is one connection
- * asking one GET at a time, next to the load's dozens. */
-#define LG_SAMPLE_FIRST_MS 1
+ * in tens of ms) needs frequent reads, but each read is a connection of its
+ * own (a thread in stockd), so not back to back: on a busy machine those
+ * competed with the load itself. */
+#define LG_SAMPLE_FIRST_MS 5
 
 typedef struct lg_sample {
     double t_s;            /* since the load started; the middle of the GET */
