@@ -9,10 +9,11 @@ SANFLAGS ?=
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wwrite-strings \
         -Werror=implicit-function-declaration
-# Only the tests need cmocka and libcurl (their own HTTP calls), so a plain
+# Only the tests need cmocka, libcurl (their own HTTP calls) and zlib (to read
+# the report test's screenshots), so a plain
 # `make` (the Docker build) works without them.
 PKGS := hiredis libmicrohttpd sqlite3 libpq jansson
-TEST_PKGS := cmocka libcurl
+TEST_PKGS := cmocka libcurl zlib
 ALL_CFLAGS = -std=c11 $(CFLAGS) $(WARN) -pthread -D_GNU_SOURCE -MMD -MP $(SANFLAGS) \
              -I. $(shell $(PKG_CONFIG) --cflags $(PKGS))
 LDFLAGS += -pthread $(SANFLAGS)

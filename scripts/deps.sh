@@ -41,6 +41,9 @@ want_base() {
     # in a test. One package ships both.
     want_cmd promtool prometheus
     want_cmd prometheus prometheus
+    # The report test renders loadgen's page in Chromium and reads the PNG.
+    want_cmd chromium chromium
+    want_pc zlib zlib1g-dev
 }
 
 case "${1:-}" in
