@@ -59,6 +59,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The library's version; the shared library's soname carries the major
+ * (libdlock.so.1), which changes only when a program built against an older
+ * dlock.h would break. */
+#define DLOCK_VERSION "1.0.0"
+
+/* Everything declared here is libdlock.so's interface; the rest of the
+ * library is built hidden (-fvisibility=hidden), so programs can't come to
+ * depend on it. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define DLOCK_KEY_MAX 512  /* longest key accepted, in bytes */
 #define DLOCK_TOKEN_LEN 32 /* owner token: 128 random bits as lower-case hex */
 #define DLOCK_MULTI_MAX 64 /* keys one multi-lock may hold */
@@ -350,5 +365,12 @@ const char *dlock_strerror(int code);
 
 /* Details of the calling thread's last failure; valid until its next dlock call. */
 const char *dlock_errstr(void);
+
+#ifdef __cplusplus
+}
+#endif
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #endif
