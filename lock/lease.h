@@ -66,7 +66,8 @@ struct dlock_handle {
     int renewals_at_start;  /* lease->renewals when this holder got it */
     int interrupted;
     int holds;              /* an outermost hold of a key: its handles not yet released */
-    struct dlock_handle *held_next; /* the client's table of holds (reentry.c) */
+    struct dlock_handle *held_next; /* the client's table of holds (reentry.c) ... */
+    unsigned held_bucket;   /* ... and its bucket there: hashed once a hold */
     pthread_cond_t wake;    /* dlock_sleep waits here */
 };
 

@@ -17,9 +17,9 @@ struct dlock_holds {
     dlock_handle *bucket[BUCKETS];
 };
 
-static dlock_handle **bucket_of(dlock_holds *t, const char *key)
+static unsigned bucket_of(const char *key)
 {
-    return &t->bucket[dlock_hash(key, strlen(key)) % BUCKETS];
+    return (unsigned)(dlock_hash(key, strlen(key)) % BUCKETS);
 }
 
 dlock_holds *dlock_holds_new(void) { return calloc(1, sizeof(dlock_holds)); }
@@ -28,7 +28,8 @@ void dlock_holds_free(dlock_holds *t) { free(t); }
 
 void dlock_holds_add(dlock_holds *t, dlock_handle *h)
 {
-    dlock_handle **b = bucket_of(t, h->lease->key);
+    h->held_bucket = bucket_of(h->lease->key);
+    dlock_handle **b = &t->bucket[h->held_bucket];
     h->holds = 1;
     h->held_next = *b;
     *b = h;
@@ -38,7 +39,7 @@ void dlock_holds_add(dlock_holds *t, dlock_handle *h)
 static dlock_handle *find(dlock_holds *t, const char *key)
 {
     pthread_t self = pthread_self();
-    for (dlock_handle *h = *bucket_of(t, key); h; h = h->held_next)
+    for (dlock_handle *h = t->bucket[bucket_of(key)]; h; h = h->held_next)
         if (pthread_equal(h->thread, self) && strcmp(h->lease->key, key) == 0 &&
             dlock_holder_state(h, dlock_now_ms()) != DLOCK_ERR_LOST)
             return h;
@@ -66,7 +67,7 @@ int dlock_holds_leave(dlock_holds *t, dlock_handle **h)
     }
     if (--o->holds > 0)
         return 1;
-    dlock_handle **p = bucket_of(t, o->lease->key);
+    dlock_handle **p = &t->bucket[o->held_bucket];
     while (*p && *p != o)
         p = &(*p)->held_next;
     if (*p)
