@@ -1,8 +1,9 @@
 /* dlock.c - the lock library's public API: clients, acquisition (spin mode
  * here, notify mode in queue.c, a thread's nested holds in reentry.c),
- * owner-checked release, the run-under-lock helper and counters. The layers below: queue.c (notify mode) -> lease.c,
- * watchdog.c, orphans.c, subscriber.c -> quorum.c (one or N servers) ->
- * node.c (one Redis) -> pool.c. */
+ * owner-checked release, the run-under-lock helper and counters. The layers
+ * below: queue.c (notify mode) -> lease.c, watchdog.c, orphans.c,
+ * subscriber.c -> quorum.c (one or N servers) -> node.c (one Redis) ->
+ * pool.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
