@@ -23,6 +23,7 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 prefix=$tmp/prefix
 lib=$prefix/lib
@@ -61,17 +62,18 @@ if command -v g++ >/dev/null; then
 fi
 report "dlock.h compiles alone, as C99 and as C++, without hiredis" "$rc" "$out"
 
-# A private redis-server on a free loopback port.
+# A private redis-server on a free loopback port: sets port and redis_pid in
+# this shell (not in a $(...) subshell, whose redis_pid cleanup would never see).
 start_redis() {
-    local port
     for _ in $(seq 1 50); do
         port=$((20000 + RANDOM % 40000))
         (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue
-        redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
+        redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$tmp" \
             >"$tmp/redis.log" 2>&1 &
         redis_pid=$!
         for _ in $(seq 1 50); do
-            [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] && { echo "$port"; return 0; }
+            kill -0 "$redis_pid" 2>/dev/null || break # the port was taken meanwhile: not ours
+            [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] && return 0
             sleep 0.1
         done
         kill "$redis_pid" 2>/dev/null
@@ -99,8 +101,7 @@ check_run() {
 # 4. The README's program, exactly as written there.
 sed -n '/^<!-- example: dlock-example.c/,/^```$/p' lock/README.md | sed '1,2d;$d' \
     >"$tmp/dlock-example.c"
-port=$(start_redis)
-if [ -z "$port" ]; then
+if ! start_redis; then
     report "the README example builds with pkg-config and runs" 1 "no redis-server started"
     exit 0
 fi
