@@ -1,6 +1,7 @@
 /* dlock.c - the lock library's public API: clients, acquisition (spin mode
  * here, notify mode in queue.c, a thread's nested holds in reentry.c),
- * owner-checked release, the run-under-lock helper and counters. The layers
+ * owner-checked release, the run-under-lock helper and counters; the
+ * semaphore's waiting and release in sem.c. The layers
  * below: queue.c (notify mode) -> lease.c, watchdog.c, orphans.c,
  * subscriber.c -> quorum.c (one or N servers) -> node.c (one Redis) ->
  * pool.c. */
@@ -13,6 +14,7 @@
 #include "err.h"
 #include "queue.h"
 #include "reentry.h"
+#include "sem.h"
 #include "sync.h"
 
 const int dlock_wait_bucket_ms[DLOCK_WAIT_BUCKETS] = {1,   5,    10,   25,   50,    100,
@@ -324,6 +326,19 @@ int dlock_acquire(dlock_client *c, const char *key, const dlock_opts *opts, dloc
     return account(c, acquire_key(c, key, &o, start + o.wait_ms, out), start);
 }
 
+int dlock_sem_acquire(dlock_client *c, const char *key, int permits_total,
+                      const dlock_opts *opts, dlock_handle **out)
+{
+    dlock_opts o;
+    *out = NULL;
+    size_t klen = key ? strnlen(key, DLOCK_KEY_MAX + 1) : 0;
+    if (opts_of(opts, &o) != DLOCK_OK || dlock_key_check(key, klen) != DLOCK_OK ||
+        dlock_sem_check(c, permits_total) != DLOCK_OK)
+        return DLOCK_ERR_INVALID;
+    int64_t start = dlock_now_ms();
+    return account(c, dlock_sem_wait(c, key, permits_total, &o, start + o.wait_ms, out), start);
+}
+
 static int by_key(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -419,6 +434,8 @@ static int release(dlock_handle *h, int *local)
 {
     if (h->parts)
         return release_set(h, local);
+    if (h->lease && h->lease->sem)
+        return dlock_sem_release(h, local);
     dlock_client *c = h->client;
     pthread_mutex_lock(&c->mu);
     *local = dlock_holder_state(h, dlock_now_ms());

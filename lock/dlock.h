@@ -132,7 +132,7 @@ typedef struct dlock_config {
 #define DLOCK_ACL_COMMANDS                                                                \
     "-@all +ping +evalsha +eval +script|load +subscribe +unsubscribe +get +set +del "    \
     "+exists +pexpire +pttl +incr +time +zadd +zrange +zrem +zscore +zremrangebyscore "  \
-    "+zpopmin +hset +hget +hdel +publish"
+    "+zpopmin +zcard +hset +hget +hdel +publish"
 
 /* Per-acquisition behaviour. dlock_opts_defaults() gives the values below;
  * passing NULL where options are expected means exactly those defaults. */
@@ -308,6 +308,40 @@ int dlock_acquire(dlock_client *c, const char *key, const dlock_opts *opts, dloc
  * Returns as dlock_acquire does. */
 int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const dlock_opts *opts,
                         dlock_handle **out);
+
+/* Semaphore with leases, like Redisson's RPermitExpirableSemaphore: at
+ * most permits_total holders of key at once, over every process that uses
+ * it. Each permit is a lease of opts->lease_ms, renewed by the watchdog at
+ * lease/3 and interrupted after max_renewals, exactly as a lock's; a
+ * crashed holder's permit comes back once its lease runs out.
+ * - Redis: key is a ZSET of permit tokens scored by their deadline (Redis
+ *   TIME, ms); key:fence its fencing counter; key:released the channel a
+ *   release publishes on. All in Lua (lock/README.md), so processes share
+ *   it. Don't use a semaphore's key as a lock's key (a ZSET is no lease).
+ * - permits_total is each call's own limit: a call is granted when fewer
+ *   than its permits_total permits are held, whatever others passed. Give
+ *   every caller of a key the same N; a smaller N only makes that caller
+ *   more patient, a larger one lets the holders exceed the smaller N.
+ * - Waiting: as opts->wait_mode. Notify: threads of this client that want
+ *   key queue locally, the head asks Redis, and a release (published, or
+ *   made here) or retry_ms wakes it; it is FIFO within a process, not
+ *   between processes (nor is any waiter's wait bounded). Spin: each
+ *   thread retries every jittered retry_ms. handoff_* and reentrant are
+ *   not used: permits are never handed over, and a thread asking again
+ *   takes a second permit (or waits for one).
+ * - The handle is a dlock_handle, so one API serves both: dlock_release
+ *   (DLOCK_ERR_LOST when the permit had expired or was gone; a Redis
+ *   failure leaves it to run out on its own), dlock_check, dlock_sleep,
+ *   dlock_renewals, dlock_token, dlock_key, dlock_fence (strictly
+ *   increasing over the key's permits), dlock_hold_count (1),
+ *   dlock_handoff_seq (0). Not for dlock_run or multi-locks.
+ * - Several Redis servers (a quorum): not supported yet, refused with
+ *   DLOCK_ERR_INVALID: a permit count agreed by a majority needs more than
+ *   the lock's per-key ownership checks.
+ * Returns as dlock_acquire does (DLOCK_ERR_TIMEOUT: all permits still held
+ * after wait_ms); DLOCK_ERR_INVALID also for permits_total < 1. */
+int dlock_sem_acquire(dlock_client *c, const char *key, int permits_total,
+                      const dlock_opts *opts, dlock_handle **out);
 
 /* Releases the lock and frees h. In notify mode, when a local thread waits for
  * the key and the hand-off bounds allow, the lease passes to it without a

@@ -97,8 +97,7 @@ int64_t dlock_holder_valid_until(const dlock_handle *h)
     return until;
 }
 
-/* How long the fence counter and the gone set outlive their last write. */
-static int keep_ms(int lease_ms)
+int dlock_keep_ms(int lease_ms)
 {
     int64_t ms = (int64_t)lease_ms * DLOCK_KEEP_LEASES;
     return ms < INT32_MAX ? (int)ms : INT32_MAX;
@@ -117,7 +116,7 @@ int dlock_lease_try(dlock_quorum *q, struct dlock_lease *l, int queue, int64_t *
                                  .token = l->token,
                                  .lease_ms = l->lease_ms,
                                  .queue_ms = queue ? dlock_grace_ms(l->retry_ms) : 0,
-                                 .keep_ms = keep_ms(l->lease_ms),
+                                 .keep_ms = dlock_keep_ms(l->lease_ms),
                                  .queue_score = l->queue_score,
                                  .grant_ms = grant_ms(l)};
     int64_t sent_at = dlock_now_ms(); /* the lease can't have started before this */
@@ -135,8 +134,8 @@ int dlock_lease_try(dlock_quorum *q, struct dlock_lease *l, int queue, int64_t *
 int dlock_lease_release(dlock_quorum *q, const struct dlock_lease *l, int leaving,
                         const struct dlock_next *next, int *queued)
 {
-    dlock_node_release_args a = {l->key, l->token, grant_ms(l), leaving, keep_ms(l->lease_ms),
-                                 0, NULL, 0, 0, 0};
+    dlock_node_release_args a = {l->key, l->token, grant_ms(l), leaving,
+                                 dlock_keep_ms(l->lease_ms), 0, NULL, 0, 0, 0};
     if (next)
         a.next = next->token, a.next_queue_ms = next->queue_ms, a.next_score = next->queue_score,
         a.next_sent_ms = dlock_now_ms();

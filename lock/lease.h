@@ -35,6 +35,7 @@ struct dlock_lease {
     int64_t queue_score; /* its place in the keys' Redis queues with several servers:
                           * the wall clock in us when it began to wait, the same on each */
     int sent;            /* an acquire with this token may have reached Redis */
+    int sem;             /* a semaphore's permit (sem.c), not a lock's lease */
     char token[DLOCK_TOKEN_LEN + 1];
     /* mu */
     struct dlock_lease *prev, *next; /* the watchdog's list, or the orphans' */
@@ -78,6 +79,10 @@ static inline int dlock_grace_ms(int retry_ms) { return 2 * retry_ms + 100; }
 /* A new lease for key (copied) with a fresh random token, not yet acquired.
  * NULL when out of memory. Freed with free(). */
 struct dlock_lease *dlock_lease_new(const char *key, const dlock_opts *o);
+
+/* How long the fence counter and the gone set outlive their last write
+ * with leases of lease_ms: DLOCK_KEEP_LEASES leases, at most INT32_MAX. */
+int dlock_keep_ms(int lease_ms);
 
 /* A handle with no lease yet, or NULL when out of memory. */
 dlock_handle *dlock_handle_new(dlock_client *c, const dlock_opts *o);

@@ -558,6 +558,12 @@ int dlock_node_fence_end(dlock_node_call *call)
     return owned_result(call, call->argv[0], "fence write-back", NULL);
 }
 
+/* A lock's lease and a semaphore's permit are renewed alike, by their own scripts. */
+static enum dlock_script renew_script(const dlock_node_renewal *r)
+{
+    return r->sem ? DLOCK_SCRIPT_SEM_RENEW : DLOCK_SCRIPT_RENEW;
+}
+
 void dlock_node_renew_begin(dlock_node *n, redisContext **own, int count,
                             const dlock_node_renewal *r, dlock_node_call *call)
 {
@@ -568,7 +574,7 @@ void dlock_node_renew_begin(dlock_node *n, redisContext **own, int count,
         char lease[24];
         const char *argv[] = {r[i].key, r[i].token, lease};
         size_t lens[] = {strlen(r[i].key), DLOCK_TOKEN_LEN, arg_int(lease, r[i].lease_ms)};
-        call_append_script(call, DLOCK_SCRIPT_RENEW, 1, 3, argv, lens);
+        call_append_script(call, renew_script(&r[i]), 1, 3, argv, lens);
     }
     call_send(call);
 }
@@ -601,7 +607,7 @@ void dlock_node_renew_end(dlock_node_call *call, int count, const dlock_node_ren
             char lease[24];
             const char *argv[] = {r[i].key, r[i].token, lease};
             size_t lens[] = {strlen(r[i].key), DLOCK_TOKEN_LEN, arg_int(lease, r[i].lease_ms)};
-            rp = eval_body(n, call->ctx, DLOCK_SCRIPT_RENEW, 1, 3, argv, lens);
+            rp = eval_body(n, call->ctx, renew_script(&r[i]), 1, 3, argv, lens);
             call->broken |= rp == NULL && call->ctx->err;
             rcs[i] = renewed(n, rp);
         } else {
@@ -610,6 +616,19 @@ void dlock_node_renew_end(dlock_node_call *call, int count, const dlock_node_ren
     }
     call_close(call);
 }
+
+void dlock_node_script_begin(dlock_node *n, enum dlock_script s, int nkeys, int nargs,
+                             const char *const *argv, dlock_node_call *call)
+{
+    if (call_open(n, call, NULL) != 0)
+        return;
+    for (int i = 0; i < nargs; i++)
+        call->argv[i] = argv[i], call->lens[i] = strlen(argv[i]);
+    call_script(call, s, nkeys, nargs);
+    call_send(call);
+}
+
+redisReply *dlock_node_script_end(dlock_node_call *call) { return call_result(call); }
 
 redisContext *dlock_node_subscriber(dlock_node *n) { return dlock_pool_connect(n->pool); }
 

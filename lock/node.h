@@ -22,6 +22,7 @@
 
 #include "counters.h"
 #include "dlock.h"
+#include "scripts.h"
 
 #define DLOCK_CHANNEL_SUFFIX ":released"
 #define DLOCK_NODE_ARGS_MAX 12
@@ -140,6 +141,7 @@ int dlock_node_fence_end(dlock_node_call *call);
 typedef struct dlock_node_renewal {
     const char *key, *token;
     int lease_ms;
+    int sem; /* a semaphore's permit: its renew script, which takes the same arguments */
 } dlock_node_renewal;
 
 /* The renew script (PEXPIRE lease_ms if the key holds token) for count
@@ -150,6 +152,15 @@ void dlock_node_renew_begin(dlock_node *n, redisContext **own, int count,
                             const dlock_node_renewal *renewals, dlock_node_call *call);
 void dlock_node_renew_end(dlock_node_call *call, int count, const dlock_node_renewal *renewals,
                           int *rcs);
+
+/* Script s with argv[0..nkeys-1] its keys and the rest its arguments,
+ * nargs (<= DLOCK_NODE_ARGS_MAX) in all, NUL-terminated and living until
+ * end: for scripts whose calls need no more than that (the semaphore's).
+ * end: the checked reply (the caller frees it), or NULL with the error set
+ * (dlock_redis_failure() tells which). */
+void dlock_node_script_begin(dlock_node *n, enum dlock_script s, int nkeys, int nargs,
+                             const char *const *argv, dlock_node_call *call);
+redisReply *dlock_node_script_end(dlock_node_call *call);
 
 /* A connection of the caller's own for pub/sub (authenticated), or NULL. */
 redisContext *dlock_node_subscriber(dlock_node *n);

@@ -59,6 +59,18 @@ static void await_subscription(dlock_client *c, struct dlock_entry *e, struct dl
         dlock_cond_wait_until(&w->cv, &c->mu, until);
 }
 
+int dlock_queue_listen(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w,
+                       const dlock_opts *o, int64_t deadline)
+{
+    if (sub_state(c, e) != DLOCK_SUB_NONE && sub_state(c, e) != DLOCK_SUB_FAILED)
+        return 0;
+    subscribe(c, e);
+    if (sub_state(c, e) != DLOCK_SUB_PENDING)
+        return 0;
+    await_subscription(c, e, w, o, deadline);
+    return 1;
+}
+
 /* The other processes that took turns with this one for e's key since it
  * last took it from Redis: the grants to their waiters' tokens it heard
  * (on any server: each server publishes each grant). Starts the count anew. */
@@ -180,13 +192,8 @@ static int contend(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *
         return rc;
     if (e->releases != seen)
         return AGAIN; /* released while we asked: ask again at once */
-    if (sub_state(c, e) == DLOCK_SUB_NONE || sub_state(c, e) == DLOCK_SUB_FAILED) {
-        subscribe(c, e);
-        if (sub_state(c, e) == DLOCK_SUB_PENDING) {
-            await_subscription(c, e, w, o, deadline);
-            return AGAIN; /* try again at once, now that releases wake us */
-        }
-    }
+    if (dlock_queue_listen(c, e, w, o, deadline))
+        return AGAIN; /* try again at once, now that releases wake us */
     int64_t wake = now + dlock_jitter_ms(o->retry_ms);
     if (pttl >= 0 && now + pttl + 1 < wake)
         wake = now + pttl + 1; /* the key expires before the next retry: be there */

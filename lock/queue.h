@@ -28,6 +28,13 @@ int dlock_queue_released(dlock_client *c, dlock_handle *h, struct dlock_next *ne
  * is in line (the head then waits for its grant, else it contends). */
 void dlock_queue_requeued(dlock_client *c, struct dlock_entry *e, int queued);
 
+/* mu held, w heading e's queue after a failed attempt: when e's release
+ * channel is not subscribed, subscribes and waits (bounded by retry_ms and
+ * deadline) for Redis to confirm. Returns 1 when it did: the next attempt
+ * should follow at once, as a release from now on wakes w; else 0. */
+int dlock_queue_listen(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w,
+                       const dlock_opts *o, int64_t deadline);
+
 /* mu held: drops the reference a holder or waiter had on e. */
 void dlock_queue_leave(dlock_client *c, struct dlock_entry *e);
 

@@ -1,6 +1,7 @@
 /* scripts.c - the Lua scripts the lock runs in Redis (by SHA, see node.c),
  * and why each does what it does: acquire, release (with its grant to the
- * next waiter), renew and the quorum's fence write-back. */
+ * next waiter), renew and the quorum's fence write-back; and the
+ * semaphore's acquire, renew and release. */
 #include "scripts.h"
 
 /* Shared Lua pieces. KEYS: lock, fence counter, queue (ZSET of waiting tokens
@@ -232,5 +233,57 @@ static const char fence_lua[] =
     "redis.call('pexpire', KEYS[2], ARGV[3])\n"
     "return 1\n";
 
-const char *const dlock_script_body[DLOCK_SCRIPT_COUNT] = {acquire_lua, release_lua,
-                                                           renew_lua, fence_lua};
+/* The semaphore (dlock_sem_acquire): KEYS[1] is a ZSET of permit tokens
+ * scored by their lease deadline in Redis ms, KEYS[2] its fence counter
+ * (LUA_FENCE's). A member whose deadline passed is no permit: acquire and
+ * renew treat it as gone, acquire sweeps such members first. The ZSET's
+ * own TTL is kept at least the latest deadline (keep() never shortens it),
+ * so an abandoned semaphore vanishes once its last lease ran out.
+ *
+ * Acquire. ARGV: token, lease_ms, permits (the caller's own limit: each
+ * call checks against the N it passes), keep_ms. Returns {1, fence}, or
+ * {0, ms until the earliest permit's lease runs out}. */
+static const char sem_acquire_lua[] =
+    LUA_FENCE
+    LUA_QUEUE
+    "local now = now_ms()\n"
+    "redis.call('zremrangebyscore', KEYS[1], '-inf', now)\n"
+    "if redis.call('zcard', KEYS[1]) >= tonumber(ARGV[3]) then\n"
+    "  local first = redis.call('zrange', KEYS[1], 0, 0, 'WITHSCORES')\n"
+    "  return {0, tonumber(first[2]) - now}\n"
+    "end\n"
+    "redis.call('zadd', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])\n"
+    "keep(KEYS[1], ARGV[2])\n"
+    "return {1, next_fence(ARGV[4], '0')}\n";
+
+/* Renew. KEYS[1] the ZSET. ARGV: token, lease_ms (the lock's renew
+ * arguments, so the watchdog renews both alike). Only a permit still
+ * there and not expired is renewed (ZADD XX): an expired one may already
+ * count as free to another acquirer. Returns 1, or 0 when lost. */
+static const char sem_renew_lua[] =
+    LUA_FENCE
+    LUA_QUEUE
+    "local now = now_ms()\n"
+    "local deadline = redis.call('zscore', KEYS[1], ARGV[1])\n"
+    "if not deadline or tonumber(deadline) <= now then return 0 end\n"
+    "redis.call('zadd', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])\n"
+    "keep(KEYS[1], ARGV[2])\n"
+    "return 1\n";
+
+/* Release. KEYS[1] the ZSET. ARGV: token, the release channel. Removes the
+ * permit and, when one was there, publishes "" (a release to nobody in
+ * particular: every waiting process's head tries again). Returns 1, or 0
+ * when the permit was gone or had expired (lost). */
+static const char sem_release_lua[] =
+    LUA_FENCE
+    LUA_QUEUE
+    "local deadline = redis.call('zscore', KEYS[1], ARGV[1])\n"
+    "if not deadline then return 0 end\n"
+    "redis.call('zrem', KEYS[1], ARGV[1])\n"
+    "redis.call('publish', ARGV[2], '')\n"
+    "if tonumber(deadline) <= now_ms() then return 0 end\n"
+    "return 1\n";
+
+const char *const dlock_script_body[DLOCK_SCRIPT_COUNT] = {
+    acquire_lua, release_lua, renew_lua, fence_lua, sem_acquire_lua, sem_renew_lua,
+    sem_release_lua};

@@ -1,0 +1,209 @@
+/* sem.c - the semaphore (dlock_sem_acquire): each permit a lease, a member
+ * of one Redis ZSET scored by its deadline (scripts.c), renewed by the
+ * client's watchdog like a lock's lease and reported through the same
+ * handle. Waiting in notify mode: the threads of one process that want the
+ * key queue in its local FIFO (keytab.h), only the head asks Redis, and a
+ * release heard on the key's channel (subscriber.c) or made here wakes it.
+ * A head that gets a permit wakes the next at once: permits may be left. */
+#include "sem.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "queue.h"
+#include "sync.h"
+
+int dlock_sem_check(dlock_client *c, int permits)
+{
+    if (permits < 1)
+        return dlock_fail(DLOCK_ERR_INVALID, "a semaphore needs permits_total >= 1, got %d",
+                          permits);
+    if (dlock_quorum_size(c->nodes) > 1)
+        return dlock_fail(DLOCK_ERR_INVALID, "semaphores need a single Redis server: not "
+                                             "supported over a quorum of %d",
+                          dlock_quorum_size(c->nodes));
+    return DLOCK_OK;
+}
+
+/* One script on the client's only server: its reply (caller frees) or NULL
+ * with the error set. */
+static redisReply *sem_call(dlock_client *c, enum dlock_script s, int nkeys, int nargs,
+                            const char *const *argv)
+{
+    dlock_node *n = dlock_quorum_node(c->nodes, 0);
+    dlock_node_call call, *calls[] = {&call};
+    dlock_node_script_begin(n, s, nkeys, nargs, argv, &call);
+    dlock_node_wait(calls, 1, dlock_node_deadline(n));
+    return dlock_node_script_end(&call);
+}
+
+/* One attempt for l: DLOCK_OK (l->fence and l->acquired_ms set),
+ * DLOCK_ERR_TIMEOUT (every permit held: *pttl is when the first one's lease
+ * runs out, in ms from now), DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. */
+static int sem_try(dlock_client *c, struct dlock_lease *l, int permits, int64_t *pttl)
+{
+    dlock_names k;
+    char lease[24], limit[24], keep[24];
+    dlock_names_of(l->key, &k);
+    snprintf(lease, sizeof(lease), "%d", l->lease_ms);
+    snprintf(limit, sizeof(limit), "%d", permits);
+    snprintf(keep, sizeof(keep), "%d", dlock_keep_ms(l->lease_ms));
+    const char *argv[] = {l->key, k.fence, l->token, lease, limit, keep};
+    int64_t sent = dlock_now_ms(); /* the lease can't have started before this */
+    redisReply *r = sem_call(c, DLOCK_SCRIPT_SEM_ACQUIRE, 2, 6, argv);
+    if (r == NULL)
+        return dlock_redis_failure();
+    int rc = DLOCK_ERR_REDIS;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[0]->type == REDIS_REPLY_INTEGER && r->element[1]->type == REDIS_REPLY_INTEGER) {
+        rc = r->element[0]->integer == 1 ? DLOCK_OK : DLOCK_ERR_TIMEOUT;
+        if (rc == DLOCK_OK)
+            l->fence = r->element[1]->integer, l->acquired_ms = sent;
+        else
+            *pttl = r->element[1]->integer;
+    } else {
+        dlock_fail(rc, "unexpected reply to the semaphore's acquire script");
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+/* Spin mode: this thread alone retries every jittered retry_ms. */
+static int wait_spin(dlock_client *c, struct dlock_lease *l, int permits, const dlock_opts *o,
+                     int64_t deadline)
+{
+    for (;;) {
+        int64_t pttl;
+        int rc = sem_try(c, l, permits, &pttl);
+        int64_t now = dlock_now_ms();
+        if (rc != DLOCK_ERR_TIMEOUT || now >= deadline)
+            return rc;
+        int64_t pause = dlock_jitter_ms(o->retry_ms);
+        dlock_sleep_ms(pause < deadline - now ? pause : deadline - now);
+    }
+}
+
+/* Notify mode, as w in e's FIFO (mu held, released around each attempt):
+ * waits to head it, then tries until a permit, a failure or deadline. A
+ * waiter that never got to the head still tries once at its deadline. */
+static int contend(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w,
+                   struct dlock_lease *l, int permits, const dlock_opts *o, int64_t deadline)
+{
+    for (;;) {
+        while (e->head != w && dlock_now_ms() < deadline)
+            dlock_cond_wait_until(&w->cv, &c->mu, deadline);
+        unsigned long seen = e->releases; /* one during the attempt must not be missed */
+        int64_t pttl = -1;
+        pthread_mutex_unlock(&c->mu);
+        int rc = sem_try(c, l, permits, &pttl);
+        pthread_mutex_lock(&c->mu);
+        int64_t now = dlock_now_ms();
+        if (rc != DLOCK_ERR_TIMEOUT || now >= deadline)
+            return rc;
+        if (e->releases != seen || dlock_queue_listen(c, e, w, o, deadline))
+            continue; /* released meanwhile, or now subscribed: ask again at once */
+        int64_t wake = now + dlock_jitter_ms(o->retry_ms);
+        if (pttl >= 0 && now + pttl + 1 < wake)
+            wake = now + pttl + 1; /* a permit's lease runs out first: be there */
+        if (wake > deadline)
+            wake = deadline;
+        while (e->releases == seen && dlock_now_ms() < wake)
+            dlock_cond_wait_until(&w->cv, &c->mu, wake);
+    }
+}
+
+static int wait_notify(dlock_client *c, struct dlock_lease *l, int permits, const dlock_opts *o,
+                       int64_t deadline)
+{
+    struct dlock_waiter w;
+    memset(&w, 0, sizeof(w));
+    if (dlock_cond_init(&w.cv) != 0)
+        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+    pthread_mutex_lock(&c->mu);
+    struct dlock_entry *e = dlock_keytab_ref(c->keys, l->key);
+    int rc = DLOCK_ERR_NOMEM;
+    if (e != NULL) {
+        dlock_queue_push(e, &w);
+        rc = contend(c, e, &w, l, permits, o, deadline);
+        dlock_queue_remove(e, &w);
+        dlock_entry_wake_head(e); /* the next tries now: a permit may be left */
+        dlock_queue_leave(c, e);
+    }
+    pthread_mutex_unlock(&c->mu);
+    pthread_cond_destroy(&w.cv);
+    return e ? rc : dlock_fail(rc, "out of memory");
+}
+
+int dlock_sem_wait(dlock_client *c, const char *key, int permits, const dlock_opts *o,
+                   int64_t deadline, dlock_handle **out)
+{
+    dlock_handle *h = dlock_handle_new(c, o);
+    struct dlock_lease *l = h ? dlock_lease_new(key, o) : NULL;
+    if (l == NULL) {
+        if (h)
+            dlock_handle_free(h);
+        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+    }
+    l->sem = 1;
+    int rc = o->wait_mode == DLOCK_WAIT_SPIN ? wait_spin(c, l, permits, o, deadline)
+                                             : wait_notify(c, l, permits, o, deadline);
+    if (rc != DLOCK_OK) { /* a permit taken by an unanswered attempt runs out on its own */
+        free(l);
+        dlock_handle_free(h);
+        if (rc == DLOCK_ERR_TIMEOUT)
+            dlock_fail(rc, "semaphore %s: all %d permits still held after %d ms", key, permits,
+                       o->wait_ms);
+        return rc;
+    }
+    pthread_mutex_lock(&c->mu);
+    dlock_wd_hold(c->wd, h, l, o->watchdog);
+    h->holds = 1;
+    pthread_mutex_unlock(&c->mu);
+    dlock_count(&c->counters.acquired);
+    h->held_since_us = dlock_now_us();
+    *out = h;
+    return DLOCK_OK;
+}
+
+/* The release script's answer as a code (r freed). */
+static int released(redisReply *r, const char *key)
+{
+    if (r == NULL)
+        return dlock_redis_failure();
+    int ours = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+    return ours ? DLOCK_OK
+                : dlock_fail(DLOCK_ERR_LOST, "semaphore %s: our permit had expired", key);
+}
+
+int dlock_sem_release(dlock_handle *h, int *local)
+{
+    dlock_client *c = h->client;
+    struct dlock_lease *l = h->lease;
+    pthread_mutex_lock(&c->mu);
+    *local = dlock_holder_state(h, dlock_now_ms());
+    l->holder = NULL;
+    dlock_wd_forget(c->wd, l); /* no renewal may follow the release */
+    pthread_mutex_unlock(&c->mu);
+
+    dlock_names k;
+    dlock_names_of(l->key, &k);
+    const char *argv[] = {l->key, l->token, k.channel};
+    int rc = released(sem_call(c, DLOCK_SCRIPT_SEM_RELEASE, 1, 3, argv), l->key);
+    if (rc == DLOCK_OK && *local == DLOCK_ERR_INTERRUPTED)
+        rc = DLOCK_ERR_INTERRUPTED;
+    if (rc == DLOCK_ERR_LOST || (rc == DLOCK_ERR_REDIS && *local == DLOCK_ERR_LOST))
+        dlock_count(&c->counters.lost);
+    pthread_mutex_lock(&c->mu);
+    struct dlock_entry *e = dlock_keytab_find(c->keys, l->key, strlen(l->key));
+    if (e != NULL) { /* a local waiter need not wait for the PUBLISH to come back */
+        e->releases++;
+        dlock_entry_wake_head(e);
+    }
+    pthread_mutex_unlock(&c->mu);
+    free(l);
+    dlock_handle_free(h);
+    return rc;
+}
