@@ -250,6 +250,31 @@ static void test_missing_password_is_a_clear_503_logged_once(void **state)
     assert_refused(flags, "NOAUTH");
 }
 
+/* The semaphore's scripts need no more than DLOCK_ACL_COMMANDS either: a
+ * permit taken, renewed, waited for (which subscribes) and released as the
+ * ACL user. */
+static void exercise_semaphore(void)
+{
+    dlock_config cfg;
+    dlock_config_defaults(&cfg);
+    cfg.port = redis.port;
+    cfg.username = "locker";
+    cfg.password = ACL_PASSWORD;
+    dlock_client *c;
+    assert_int_equal(dlock_client_new(&cfg, &c), DLOCK_OK);
+    dlock_opts o;
+    dlock_opts_defaults(&o);
+    o.lease_ms = 150;
+    o.wait_ms = 200;
+    dlock_handle *h, *other;
+    assert_int_equal(dlock_sem_acquire(c, "stock:lock:sem", 1, &o, &h), DLOCK_OK);
+    assert_int_equal(dlock_sem_acquire(c, "stock:lock:sem", 1, &o, &other), DLOCK_ERR_TIMEOUT);
+    assert_int_equal(dlock_sleep(h, 200), DLOCK_OK);
+    assert_true(dlock_renewals(h) >= 1);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    dlock_client_free(c);
+}
+
 /* An ACL user that may only run DLOCK_ACL_COMMANDS on keys and channels
  * under the lock prefix: every lock path works, and a prefix outside its
  * keys is refused as an authentication failure. */
@@ -276,6 +301,7 @@ static void test_acl_user_limited_to_the_lock_keys(void **state)
     assert_int_equal(th_stockd_start(&outside, &redis, db, dir, outside_flags), 0);
     long long item = new_item(&s, 10);
     exercise_lock(&s, &peer, item, 1);
+    exercise_semaphore();
     const char *wait_spin[] = {LOCK_FLAGS, "--redis-user", "locker", "--redis-password-file", pw,
                                "--wait-mode", "spin", NULL};
     th_stockd spin;
