@@ -15,6 +15,9 @@
 
 const int dlock_wait_bucket_ms[DLOCK_WAIT_BUCKETS] = {1,   5,    10,   25,   50,    100,
                                                       250, 500, 1000, 2500, 10000, -1};
+const int dlock_hold_bucket_us[DLOCK_HOLD_BUCKETS] = {
+    100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
+    1000000, 5000000, 30000000, -1};
 
 void dlock_config_defaults(dlock_config *cfg)
 {
@@ -198,14 +201,33 @@ int dlock_key_check(const char *key, size_t len)
     return DLOCK_OK;
 }
 
-static void record_wait(dlock_client *c, int64_t waited_ms)
+/* The first of n bucket bounds (the last, -1, is +Inf) that holds v. */
+static int bucket_of(const int *bounds, int n, int64_t v)
 {
     int b = 0;
-    while (b < DLOCK_WAIT_BUCKETS - 1 && waited_ms > dlock_wait_bucket_ms[b])
+    while (b < n - 1 && v > bounds[b])
         b++;
-    dlock_count(&c->counters.wait_buckets[b]);
+    return b;
+}
+
+static void record_wait(dlock_client *c, int64_t waited_ms)
+{
+    dlock_count(&c->counters.wait_buckets[bucket_of(dlock_wait_bucket_ms, DLOCK_WAIT_BUCKETS,
+                                                    waited_ms)]);
     dlock_count(&c->counters.wait_count);
     atomic_fetch_add(&c->counters.wait_sum_ms, (uint64_t)waited_ms);
+}
+
+/* Counts the hold of h, about to be released; not one that never held. */
+static void record_hold(const dlock_handle *h)
+{
+    if (h->held_since_us == 0)
+        return;
+    dlock_counters *k = &h->client->counters;
+    int64_t us = dlock_now_us() - h->held_since_us;
+    dlock_count(&k->hold_buckets[bucket_of(dlock_hold_bucket_us, DLOCK_HOLD_BUCKETS, us)]);
+    dlock_count(&k->hold_count);
+    atomic_fetch_add(&k->hold_sum_us, (uint64_t)us);
 }
 
 /* Spin mode: this thread alone retries every jittered retry_ms. */
@@ -259,6 +281,7 @@ static int acquire_key(dlock_client *c, const char *key, const dlock_opts *o, in
                                              : dlock_queue_acquire(c, h, key, o, deadline);
     if (rc == DLOCK_OK) {
         dlock_count(&c->counters.acquired);
+        h->held_since_us = dlock_now_us();
         *out = h;
         return DLOCK_OK;
     }
@@ -345,6 +368,7 @@ int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const d
     for (int i = 0; i < n; i++)
         set->parts[i]->parent = set;
     pthread_mutex_unlock(&c->mu);
+    set->held_since_us = dlock_now_us();
     *out = set;
     return account(c, DLOCK_OK, start);
 }
@@ -417,10 +441,18 @@ static int release(dlock_handle *h, int *local)
     return rc;
 }
 
+/* Ends the hold of h, which the caller acquired (a multi-lock's parts are
+ * released by release_set, inside this one hold). */
+static int release_hold(dlock_handle *h, int *local)
+{
+    record_hold(h);
+    return release(h, local);
+}
+
 int dlock_release(dlock_handle *h)
 {
     int local;
-    return h ? release(h, &local) : DLOCK_OK;
+    return h ? release_hold(h, &local) : DLOCK_OK;
 }
 
 int dlock_check(dlock_handle *h)
@@ -482,7 +514,7 @@ static int run_held(dlock_handle *h, dlock_fn fn, void *arg, int *fn_rc)
     int result = fn(h, arg);
     if (fn_rc)
         *fn_rc = result;
-    int local, rc = release(h, &local);
+    int local, rc = release_hold(h, &local);
     /* fn already ran: a release that could not reach Redis leaves the lease to
      * expire, and what the holder knew at the end is the honest answer */
     return rc == DLOCK_ERR_REDIS || rc == DLOCK_ERR_AUTH ? local : rc;
@@ -521,4 +553,8 @@ void dlock_stats_read(dlock_client *c, dlock_stats *s)
     s->wait_sum_ms = atomic_load(&k->wait_sum_ms);
     for (int i = 0; i < DLOCK_WAIT_BUCKETS; i++)
         s->wait_buckets[i] = atomic_load(&k->wait_buckets[i]);
+    s->hold_count = atomic_load(&k->hold_count);
+    s->hold_sum_us = atomic_load(&k->hold_sum_us);
+    for (int i = 0; i < DLOCK_HOLD_BUCKETS; i++)
+        s->hold_buckets[i] = atomic_load(&k->hold_buckets[i]);
 }

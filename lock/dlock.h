@@ -148,6 +148,10 @@ typedef struct dlock_handle dlock_handle;
 /* Counters since dlock_client_new; a consistent-enough snapshot, not atomic as a whole. */
 #define DLOCK_WAIT_BUCKETS 12
 extern const int dlock_wait_bucket_ms[DLOCK_WAIT_BUCKETS]; /* upper bounds; last is +Inf */
+/* Hold times, acquisition to release, are mostly sub-millisecond under
+ * hand-off, so their bounds are microseconds. */
+#define DLOCK_HOLD_BUCKETS 16
+extern const int dlock_hold_bucket_us[DLOCK_HOLD_BUCKETS]; /* upper bounds; last is +Inf */
 
 typedef struct dlock_stats {
     uint64_t acquired;      /* keys acquired, through Redis or hand-off (each key of a
@@ -165,6 +169,9 @@ typedef struct dlock_stats {
     uint64_t wait_count;    /* acquisitions that ended (acquired or timed out) */
     uint64_t wait_sum_ms;   /* total time they spent waiting */
     uint64_t wait_buckets[DLOCK_WAIT_BUCKETS]; /* non-cumulative counts per bucket */
+    uint64_t hold_count;    /* holds released (a multi-lock is one hold) */
+    uint64_t hold_sum_us;   /* their total time held */
+    uint64_t hold_buckets[DLOCK_HOLD_BUCKETS]; /* non-cumulative counts per bucket */
 } dlock_stats;
 
 void dlock_config_defaults(dlock_config *cfg);

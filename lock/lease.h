@@ -54,6 +54,7 @@ struct dlock_handle {
     struct dlock_handle **parts; /* a multi-lock: one holder per key, in key order */
     int nparts;
     struct dlock_handle *parent; /* mu; a part: the multi-lock it belongs to */
+    int64_t held_since_us;  /* when acquired (dlock_now_us); 0 until then */
     /* mu */
     int seq;                /* hand-off number within the lease; 0 = from Redis */
     int renewals_at_start;  /* lease->renewals when this holder got it */

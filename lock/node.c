@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "err.h"
 #include "pool.h"
@@ -32,13 +31,6 @@ struct dlock_node {
     _Atomic int up;
     _Atomic uint64_t calls, errors, latency_sum_us, latency[DLOCK_LATENCY_BUCKETS];
 };
-
-static int64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 dlock_node *dlock_node_new(const dlock_config *cfg, const char *host, int port,
                            dlock_counters *counters)
@@ -198,7 +190,7 @@ static int call_open(dlock_node *n, dlock_node_call *call, redisContext **own)
     call->rc = DLOCK_OK;
     call->sent = call->broken = 0;
     call->err[0] = '\0';
-    call->began_us = now_us();
+    call->began_us = dlock_now_us();
     if (own) {
         if (*own == NULL)
             *own = dlock_pool_connect(n->pool);
@@ -357,7 +349,7 @@ static void call_close(dlock_node_call *call)
     atomic_fetch_add(&n->calls, 1);
     atomic_store(&n->up, answered);
     if (answered) {
-        int64_t us = now_us() - call->began_us;
+        int64_t us = dlock_now_us() - call->began_us;
         int b = 0;
         while (b < DLOCK_LATENCY_BUCKETS - 1 && us > dlock_latency_bucket_us[b])
             b++;

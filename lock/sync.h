@@ -1,5 +1,5 @@
 /* sync.h - the clock and waiting helpers the lock library's threads share:
- * CLOCK_MONOTONIC milliseconds (wall-clock jumps must not stretch or cut a
+ * CLOCK_MONOTONIC milli- and microseconds (wall-clock jumps must not stretch or cut a
  * lease or a wait), condition variables on that clock, a sleep that does not
  * end early, and the jitter that keeps waiters from retrying in step. */
 #ifndef DLOCK_SYNC_H
@@ -10,6 +10,9 @@
 
 /* Milliseconds on CLOCK_MONOTONIC. */
 int64_t dlock_now_ms(void);
+
+/* Microseconds on CLOCK_MONOTONIC: for latencies and hold times. */
+int64_t dlock_now_us(void);
 
 /* Initialises a condition variable whose timed waits use CLOCK_MONOTONIC.
  * Returns 0 or an errno value. */

@@ -482,12 +482,11 @@ static enum MHD_Result respond(http_server *s, struct MHD_Connection *conn, cons
         dispatch(s, conn, method, &rt, rq, &r);
     if (r.status == 405)
         r.allow = rt.allow;
-    metrics_request(service_metrics(s->svc), rt.id, r.status);
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    int64_t us = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000;
+    metrics_request(service_metrics(s->svc), rt.id, r.status, us);
     log_kv(LOG_DEBUG, "request", LOG_STR("method", method), LOG_STR("path", url),
-           LOG_INT("status", r.status),
-           LOG_MS("ms", (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
-                            (double)(t1.tv_nsec - t0.tv_nsec) / 1e6));
+           LOG_INT("status", r.status), LOG_MS("ms", (double)us / 1e3));
     enum MHD_Result ok = send_reply(conn, &r, closing);
     service_leave(s->svc);
     return ok;

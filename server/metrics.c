@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "procinfo.h"
+
 static const int tracked_status[] = {200, 201, 400, 404, 405, 409, 413, 500, 503, 0};
 #define NSTATUS (sizeof(tracked_status) / sizeof(tracked_status[0])) /* last: any other */
 #define OUTCOMES_MAX 32
@@ -16,18 +18,25 @@ static const int line_bounds[] = {1, 2, 3, 4, 5, 8, 16, 32, -1};
 /* Batches and orders per group-commit transaction. */
 static const int group_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, -1};
 #define GROUP_BUCKETS (sizeof(group_bounds) / sizeof(group_bounds[0]))
+/* Request latency, microseconds: from 0.1 ms (a /health) to 10 s (past any wait-ms). */
+static const int latency_bounds[] = {100,    250,    500,     1000,    2500,    5000,
+                                     10000,  25000,  50000,   100000,  250000,  500000,
+                                     1000000, 2500000, 5000000, 10000000, -1};
+#define LATENCY_BUCKETS (sizeof(latency_bounds) / sizeof(latency_bounds[0]))
 
 struct metrics {
     const char *const *outcome_names;
     int noutcomes;
     _Atomic uint64_t requests[ROUTE_COUNT][NSTATUS];
+    _Atomic uint64_t latency[ROUTE_COUNT][LATENCY_BUCKETS], latency_sum_us[ROUTE_COUNT];
     _Atomic uint64_t reduce_outcomes[OUTCOMES_MAX]; /* POST /reduceStock */
     _Atomic uint64_t order_outcomes[OUTCOMES_MAX];  /* every order, either endpoint */
     _Atomic uint64_t units_deducted;
     _Atomic uint64_t lines[LINE_BUCKETS], lines_sum;             /* lines per order */
-    _Atomic uint64_t multi_wait[DLOCK_WAIT_BUCKETS], multi_wait_ms, multi_waits;
+    _Atomic uint64_t multi_wait[DLOCK_WAIT_BUCKETS], multi_wait_ms;
     _Atomic uint64_t commit_batches[GROUP_BUCKETS], commit_batches_sum; /* per transaction */
     _Atomic uint64_t commit_orders[GROUP_BUCKETS], commit_orders_sum;
+    _Atomic uint64_t batch_orders[GROUP_BUCKETS], batch_orders_sum; /* per lock hold */
 };
 
 /* Counts value into the first bucket whose bound holds it (bounds end with -1: +Inf). */
@@ -53,12 +62,16 @@ metrics *metrics_new(const char *const *outcome_names, int noutcomes)
 
 void metrics_free(metrics *m) { free(m); }
 
-void metrics_request(metrics *m, enum route_id route, int status)
+void metrics_request(metrics *m, enum route_id route, int status, int64_t us)
 {
     size_t s = 0;
     while (s < NSTATUS - 1 && tracked_status[s] != status)
         s++;
-    atomic_fetch_add(&m->requests[route < ROUTE_COUNT ? route : ROUTE_NOT_FOUND][s], 1);
+    if (route >= ROUTE_COUNT)
+        route = ROUTE_NOT_FOUND;
+    atomic_fetch_add(&m->requests[route][s], 1);
+    observe(m->latency[route], latency_bounds, (int)LATENCY_BUCKETS, us);
+    atomic_fetch_add(&m->latency_sum_us[route], (uint64_t)(us > 0 ? us : 0));
 }
 
 void metrics_reduce(metrics *m, int outcome)
@@ -80,7 +93,6 @@ void metrics_multilock_wait(metrics *m, int64_t ms)
 {
     observe(m->multi_wait, dlock_wait_bucket_ms, DLOCK_WAIT_BUCKETS, ms);
     atomic_fetch_add(&m->multi_wait_ms, (uint64_t)(ms > 0 ? ms : 0));
-    atomic_fetch_add(&m->multi_waits, 1);
 }
 
 void metrics_commit(metrics *m, int batches, int orders)
@@ -89,6 +101,12 @@ void metrics_commit(metrics *m, int batches, int orders)
     atomic_fetch_add(&m->commit_batches_sum, (uint64_t)batches);
     observe(m->commit_orders, group_bounds, (int)GROUP_BUCKETS, orders);
     atomic_fetch_add(&m->commit_orders_sum, (uint64_t)orders);
+}
+
+void metrics_batch(metrics *m, int orders)
+{
+    observe(m->batch_orders, group_bounds, (int)GROUP_BUCKETS, orders);
+    atomic_fetch_add(&m->batch_orders_sum, (uint64_t)orders);
 }
 
 struct buf {
@@ -124,45 +142,83 @@ static void put_counter(struct buf *b, const char *name, const char *help, uint6
         (unsigned long long)v);
 }
 
+/* Units (v) per the family's unit: 1, or a power of ten (1000 for
+ * milliseconds to seconds). */
+enum scale { SCALE_ONE = 1, SCALE_MILLI = 1000, SCALE_MICRO = 1000000 };
+
+/* v / scale in decimal, exact and without trailing zeros ("0.0005", "12",
+ * "1234567.89"): %g would round sums past six digits. */
+static const char *scaled(char out[32], uint64_t v, enum scale scale)
+{
+    unsigned long long whole = v / (uint64_t)scale, frac = v % (uint64_t)scale;
+    int digits = scale == SCALE_MICRO ? 6 : scale == SCALE_MILLI ? 3 : 0;
+    while (digits > 0 && frac % 10 == 0 && frac > 0)
+        frac /= 10, digits--;
+    if (frac == 0)
+        snprintf(out, 32, "%llu", whole);
+    else
+        snprintf(out, 32, "%llu.%0*llu", whole, digits, frac);
+    return out;
+}
+
 /* One series of a histogram family, with labels ("" or `k="v",...`):
- * cumulative buckets (bounds end with -1: +Inf, each divided by scale for
- * the le label), _sum (also divided) and _count. */
+ * cumulative buckets (bounds end with -1: +Inf), _sum and _count (the +Inf
+ * bucket, so the two always agree). Bounds and sum are in units of 1/scale of
+ * the family's unit. */
 static void put_histogram_series(struct buf *b, const char *name, const char *labels,
-                                 const uint64_t *buckets, const int *bounds, int n, double scale,
-                                 uint64_t sum, uint64_t count)
+                                 const uint64_t *buckets, const int *bounds, int n,
+                                 enum scale scale, uint64_t sum)
 {
     const char *sep = labels[0] ? "," : "";
+    char num[32];
     uint64_t cumulative = 0;
     for (int i = 0; i < n; i++) {
         cumulative += buckets[i];
-        if (bounds[i] < 0)
-            put(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep,
-                (unsigned long long)cumulative);
-        else
-            put(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, bounds[i] / scale,
-                (unsigned long long)cumulative);
+        put(b, "%s_bucket{%s%sle=\"%s\"} %llu\n", name, labels, sep,
+            bounds[i] < 0 ? "+Inf" : scaled(num, (uint64_t)bounds[i], scale),
+            (unsigned long long)cumulative);
     }
-    if (labels[0])
-        put(b, "%s_sum{%s} %g\n%s_count{%s} %llu\n", name, labels, sum / scale, name, labels,
-            (unsigned long long)count);
-    else
-        put(b, "%s_sum %g\n%s_count %llu\n", name, sum / scale, name, (unsigned long long)count);
+    const char *open = labels[0] ? "{" : "", *close = labels[0] ? "}" : "";
+    put(b, "%s_sum%s%s%s %s\n%s_count%s%s%s %llu\n", name, open, labels, close,
+        scaled(num, sum, scale), name, open, labels, close, (unsigned long long)cumulative);
+}
+
+static void put_family(struct buf *b, const char *name, const char *type, const char *help)
+{
+    put(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 /* A histogram family of one unlabelled series. */
 static void put_histogram(struct buf *b, const char *name, const char *help,
-                          const uint64_t *buckets, const int *bounds, int n, double scale,
-                          uint64_t sum, uint64_t count)
+                          const uint64_t *buckets, const int *bounds, int n, enum scale scale,
+                          uint64_t sum)
 {
-    put(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
-    put_histogram_series(b, name, "", buckets, bounds, n, scale, sum, count);
+    put_family(b, name, "histogram", help);
+    put_histogram_series(b, name, "", buckets, bounds, n, scale, sum);
 }
 
-/* Copies atomic counters for rendering. */
-static void load_all(uint64_t *out, _Atomic uint64_t *in, int n)
+#define HIST_MAX 32 /* buckets of any histogram here */
+_Static_assert(LATENCY_BUCKETS <= HIST_MAX && GROUP_BUCKETS <= HIST_MAX &&
+                   LINE_BUCKETS <= HIST_MAX && DLOCK_WAIT_BUCKETS <= HIST_MAX,
+               "a histogram has more buckets than HIST_MAX");
+
+/* One series of this process's own atomic counters. */
+static void put_atomic_series(struct buf *b, const char *name, const char *labels,
+                              _Atomic uint64_t *buckets, const int *bounds, int n,
+                              enum scale scale, _Atomic uint64_t *sum)
 {
+    uint64_t copy[HIST_MAX];
     for (int i = 0; i < n; i++)
-        out[i] = atomic_load(&in[i]);
+        copy[i] = atomic_load(&buckets[i]);
+    put_histogram_series(b, name, labels, copy, bounds, n, scale, atomic_load(sum));
+}
+
+static void put_atomic_histogram(struct buf *b, const char *name, const char *help,
+                                 _Atomic uint64_t *buckets, const int *bounds, int n,
+                                 enum scale scale, _Atomic uint64_t *sum)
+{
+    put_family(b, name, "histogram", help);
+    put_atomic_series(b, name, "", buckets, bounds, n, scale, sum);
 }
 
 static void render_lock(struct buf *b, dlock_client *locks)
@@ -189,8 +245,12 @@ static void render_lock(struct buf *b, dlock_client *locks)
                 "Of those, dropped untried because too many were in doubt at once.",
                 s.orphans_dropped);
     put_histogram(b, "stockd_lock_wait_seconds", "Time spent acquiring a lock.",
-                  s.wait_buckets, dlock_wait_bucket_ms, DLOCK_WAIT_BUCKETS, 1000.0,
-                  s.wait_sum_ms, s.wait_count);
+                  s.wait_buckets, dlock_wait_bucket_ms, DLOCK_WAIT_BUCKETS, SCALE_MILLI,
+                  s.wait_sum_ms);
+    put_histogram(b, "stockd_lock_hold_seconds",
+                  "Time a lock was held, from acquisition to release (a multi-lock is one hold).",
+                  s.hold_buckets, dlock_hold_bucket_us, DLOCK_HOLD_BUCKETS, SCALE_MICRO,
+                  s.hold_sum_us);
 }
 
 /* Each Redis server's state, labelled node="host:port". */
@@ -219,13 +279,11 @@ static void render_nodes(struct buf *b, dlock_client *locks)
            "# TYPE stockd_redis_latency_seconds histogram\n");
     for (int i = 0; i < n; i++) {
         char labels[DLOCK_HOST_MAX + 32];
-        snprintf(labels, sizeof(labels), "node=\"%s\"", info[i].name);
-        uint64_t answered = 0;
-        for (int k = 0; k < DLOCK_LATENCY_BUCKETS; k++)
-            answered += info[i].latency_buckets[k];
+        snprintf(labels, sizeof(labels), "node=\"%.*s\"", (int)sizeof(info[i].name),
+                 info[i].name);
         put_histogram_series(b, "stockd_redis_latency_seconds", labels, info[i].latency_buckets,
-                             dlock_latency_bucket_us, DLOCK_LATENCY_BUCKETS, 1e6,
-                             info[i].latency_sum_us, answered);
+                             dlock_latency_bucket_us, DLOCK_LATENCY_BUCKETS, SCALE_MICRO,
+                             info[i].latency_sum_us);
     }
 }
 
@@ -241,54 +299,88 @@ static void put_outcomes(struct buf *b, const metrics *m, const char *name, cons
 
 static void render_orders(struct buf *b, metrics *m)
 {
-    uint64_t lines[LINE_BUCKETS], waits[DLOCK_WAIT_BUCKETS], orders = 0;
     put_outcomes(b, m, "stockd_reduce_total", "/reduceStock results, by outcome.",
                  m->reduce_outcomes);
     put_outcomes(b, m, "stockd_orders_total", "Orders (either endpoint), by outcome.",
                  m->order_outcomes);
-    load_all(lines, m->lines, (int)LINE_BUCKETS);
-    for (size_t i = 0; i < LINE_BUCKETS; i++)
-        orders += lines[i];
-    put_histogram(b, "stockd_order_lines", "Lines per order.", lines, line_bounds,
-                  (int)LINE_BUCKETS, 1.0, atomic_load(&m->lines_sum), orders);
-    load_all(waits, m->multi_wait, DLOCK_WAIT_BUCKETS);
-    put_histogram(b, "stockd_multilock_wait_seconds",
-                  "Time spent acquiring the locks of an order of several items as one.", waits,
-                  dlock_wait_bucket_ms, DLOCK_WAIT_BUCKETS, 1000.0,
-                  atomic_load(&m->multi_wait_ms), atomic_load(&m->multi_waits));
-    uint64_t groups[GROUP_BUCKETS], commits = 0;
-    load_all(groups, m->commit_batches, (int)GROUP_BUCKETS);
-    for (size_t i = 0; i < GROUP_BUCKETS; i++)
-        commits += groups[i];
-    put_histogram(b, "stockd_commit_batches", "Batches (each one lock hold) per group-commit "
-                  "transaction.", groups, group_bounds, (int)GROUP_BUCKETS, 1.0,
-                  atomic_load(&m->commit_batches_sum), commits);
-    load_all(groups, m->commit_orders, (int)GROUP_BUCKETS);
-    put_histogram(b, "stockd_commit_orders", "Orders per group-commit transaction.", groups,
-                  group_bounds, (int)GROUP_BUCKETS, 1.0, atomic_load(&m->commit_orders_sum),
-                  commits);
+    put_atomic_histogram(b, "stockd_order_lines", "Lines per order.", m->lines, line_bounds,
+                         (int)LINE_BUCKETS, SCALE_ONE, &m->lines_sum);
+    put_atomic_histogram(b, "stockd_multilock_wait_seconds",
+                         "Time spent acquiring the locks of an order of several items as one.",
+                         m->multi_wait, dlock_wait_bucket_ms, DLOCK_WAIT_BUCKETS, SCALE_MILLI,
+                         &m->multi_wait_ms);
+    put_atomic_histogram(b, "stockd_batch_orders",
+                         "Orders committed per lock hold under group commit (the batch size).",
+                         m->batch_orders, group_bounds, (int)GROUP_BUCKETS, SCALE_ONE,
+                         &m->batch_orders_sum);
+    put_atomic_histogram(b, "stockd_commit_batches",
+                         "Batches (each one lock hold) per group-commit transaction.",
+                         m->commit_batches, group_bounds, (int)GROUP_BUCKETS, SCALE_ONE,
+                         &m->commit_batches_sum);
+    put_atomic_histogram(b, "stockd_commit_orders", "Orders per group-commit transaction.",
+                         m->commit_orders, group_bounds, (int)GROUP_BUCKETS, SCALE_ONE,
+                         &m->commit_orders_sum);
     put_counter(b, "stockd_units_deducted_total", "Units of stock deducted.",
                 atomic_load(&m->units_deducted));
+}
+
+static void render_http(struct buf *b, metrics *m)
+{
+    put_family(b, "stockd_http_requests_total", "counter",
+               "HTTP requests answered, by route and status.");
+    for (int r = 0; r < ROUTE_COUNT; r++)
+        for (size_t s = 0; s < NSTATUS; s++) {
+            uint64_t v = atomic_load(&m->requests[r][s]);
+            char status[16];
+            snprintf(status, sizeof(status), tracked_status[s] ? "%d" : "other",
+                     tracked_status[s]);
+            if (v)
+                put(b, "stockd_http_requests_total{route=\"%s\",status=\"%s\"} %llu\n",
+                    route_name(r), status, (unsigned long long)v);
+        }
+    put_family(b, "stockd_http_request_duration_seconds", "histogram",
+               "Time from a request's last byte to its answer, by route.");
+    for (int r = 0; r < ROUTE_COUNT; r++) {
+        char labels[64];
+        snprintf(labels, sizeof(labels), "route=\"%s\"", route_name(r));
+        put_atomic_series(b, "stockd_http_request_duration_seconds", labels, m->latency[r],
+                          latency_bounds, (int)LATENCY_BUCKETS, SCALE_MICRO,
+                          &m->latency_sum_us[r]);
+    }
+}
+
+/* The process_* series every Prometheus client library exports. */
+static void render_process(struct buf *b)
+{
+    procinfo p;
+    if (procinfo_read(&p) != 0)
+        return; /* no /proc: leave them out rather than report zeros */
+    put(b, "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n"
+           "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %.2f\n",
+        p.cpu_seconds);
+    put(b, "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
+           "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %llu\n",
+        (unsigned long long)p.resident_bytes);
+    put(b, "# HELP process_virtual_memory_bytes Virtual memory size in bytes.\n"
+           "# TYPE process_virtual_memory_bytes gauge\nprocess_virtual_memory_bytes %llu\n",
+        (unsigned long long)p.virtual_bytes);
+    put(b, "# HELP process_open_fds Number of open file descriptors.\n"
+           "# TYPE process_open_fds gauge\nprocess_open_fds %lld\n",
+        (long long)p.open_fds);
+    put(b, "# HELP process_max_fds Maximum number of open file descriptors.\n"
+           "# TYPE process_max_fds gauge\nprocess_max_fds %lld\n",
+        (long long)p.max_fds);
+    put(b, "# HELP process_start_time_seconds Start time of the process since unix epoch in "
+           "seconds.\n# TYPE process_start_time_seconds gauge\n"
+           "process_start_time_seconds %.2f\n",
+        p.start_time);
 }
 
 char *metrics_render(metrics *m, const metrics_extra *x, size_t *len)
 {
     struct buf b = {malloc(4096), 0, 4096, 0};
     b.failed = b.data == NULL;
-    put(&b, "# HELP stockd_http_requests_total HTTP requests answered, by route and status.\n"
-            "# TYPE stockd_http_requests_total counter\n");
-    for (int r = 0; r < ROUTE_COUNT; r++)
-        for (size_t s = 0; s < NSTATUS; s++) {
-            uint64_t v = atomic_load(&m->requests[r][s]);
-            if (v == 0)
-                continue;
-            if (tracked_status[s])
-                put(&b, "stockd_http_requests_total{route=\"%s\",status=\"%d\"} %llu\n",
-                    route_name(r), tracked_status[s], (unsigned long long)v);
-            else
-                put(&b, "stockd_http_requests_total{route=\"%s\",status=\"other\"} %llu\n",
-                    route_name(r), (unsigned long long)v);
-        }
+    render_http(&b, m);
     render_orders(&b, m);
     put_counter(&b, "stockd_http_deadline_closed_total",
                 "Connections closed because a request line, headers or body came too slowly.",
@@ -300,6 +392,7 @@ char *metrics_render(metrics *m, const metrics_extra *x, size_t *len)
         render_lock(&b, x->locks);
         render_nodes(&b, x->locks);
     }
+    render_process(&b);
     if (b.failed) {
         free(b.data);
         return NULL;

@@ -17,8 +17,8 @@ typedef struct metrics metrics;
 metrics *metrics_new(const char *const *outcome_names, int noutcomes);
 void metrics_free(metrics *m);
 
-/* Counts one answered request. */
-void metrics_request(metrics *m, enum route_id route, int status);
+/* Counts one answered request and the microseconds it took. */
+void metrics_request(metrics *m, enum route_id route, int status, int64_t us);
 
 /* Counts one POST /reduceStock result. */
 void metrics_reduce(metrics *m, int outcome);
@@ -33,6 +33,9 @@ void metrics_multilock_wait(metrics *m, int64_t ms);
 /* Counts one group-commit transaction: the batches it served (each one
  * lock hold) and their orders. */
 void metrics_commit(metrics *m, int batches, int orders);
+
+/* Counts one batch committed under group commit: the orders of one lock hold. */
+void metrics_batch(metrics *m, int orders);
 
 /* What the rest of the process knows, for one rendering. */
 typedef struct metrics_extra {

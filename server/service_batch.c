@@ -248,7 +248,10 @@ static void commit_batch(service *s, store_conn *c, struct batch *b)
     commit_batches(s, c, bs, nb);
     int orders = 0;
     for (int i = 0; i < nb; i++)
-        orders += bs[i]->out ? 0 : bs[i]->n;
+        if (!bs[i]->out) {
+            orders += bs[i]->n;
+            metrics_batch(s->metrics, bs[i]->n);
+        }
     metrics_commit(s->metrics, nb, orders);
     batch_finish(s->batches, jobs, nb);
 }
