@@ -121,13 +121,21 @@ static void test_plain_values_stay_bare_and_the_line_starts_with_ts(void **state
 {
     (void)state;
     log_field f[] = {LOG_STR("requestId", "order-1"), LOG_INT("units", -3),
-                     LOG_MS("ms", 1.5), LOG_STR("key", "stock:lock:{1}")};
-    char *line = one_line(LOG_FORMAT_TEXT, f, 4);
+                     LOG_MS("ms", 1.5), LOG_STR("key", "stock:lock:{1}"),
+                     LOG_MS("slow", 12345.6789), LOG_MS("tiny", 0.0004), LOG_MS("neg", -0.25),
+                     LOG_INT("min", INT64_MIN), LOG_INT("zero", 0)};
+    char *line = one_line(LOG_FORMAT_TEXT, f, 9);
     const char *rest = strstr(line, "Z level=info");
     assert_non_null(rest);
     assert_memory_equal(line, "ts=20", 5);
     assert_string_equal(rest, "Z level=info msg=\"order placed\" requestId=order-1 units=-3 "
-                              "ms=1.500 key=stock:lock:{1}");
+                              "ms=1.500 key=stock:lock:{1} slow=12345.679 tiny=0.000 "
+                              "neg=-0.250 min=-9223372036854775808 zero=0");
+    th_logfmt l;
+    assert_int_equal(th_logfmt_parse(line, &l), 0);
+    const char *ts = th_logfmt_get(&l, "ts", NULL); /* 2026-11-23T08:16:48.893Z */
+    assert_int_equal(strlen(ts), 24);
+    assert_true(ts[4] == '-' && ts[10] == 'T' && ts[13] == ':' && ts[19] == '.' && ts[23] == 'Z');
     free(line);
 }
 
