@@ -178,7 +178,6 @@ run() {
     fi
 }
 
-# The first value of "key" in loadgen's JSON report (one value per line there).
 # GET /health through loadgen on the replicas just measured, with the same
 # connections and duration: the plain HTTP rate that the locked, durable
 # write path is a share of. (/health is no empty answer: it pings the
@@ -191,14 +190,6 @@ http_ceiling() {
     echo "health $1 ceiling ${tp:-0} -" >>"$STACK_DIR/results"
     printf '%-7s sync=%-6s %-14s %9.0f req/s   (GET /health, the same replicas: the HTTP ceiling)\n' \
         hot "$1" "GET /health" "${tp:-0}"
-}
-
-# CPU ticks (user + system) the processes $@ have used so far; from
-# /proc/PID/stat with the command name cut out, utime and stime are $12, $13.
-proc_ticks() {
-    local p t=0
-    for p; do t=$((t + $(sed 's/^.*) //' "/proc/$p/stat" | awk '{ print $12 + $13 }'))); done
-    echo "$t"
 }
 
 # "lines bytes" the replicas have logged so far (their logs are appended to).
@@ -220,7 +211,6 @@ replica_cost() {
         printf "\n" }'
 }
 
-json_number() { sed -n "s/.*\"$1\": *\([0-9.]*\).*/\1/p" "$2" | head -n 1; }
 
 : >"$STACK_DIR/results"
 if wanted sqlite "$BACKENDS"; then

@@ -36,7 +36,8 @@ static enum log_level level_of(enum service_outcome o)
 }
 
 /* What a line says about the lock: the items, their keys (redis mode) and
- * the tokens, with room for every field of the line. */
+ * the tokens, with room for every field of the line. Up to DLOCK_MULTI_MAX
+ * items (a batch's); keys are made here only for an order's lines. */
 struct lock_fields {
     long long items[DLOCK_MULTI_MAX], fences[DLOCK_MULTI_MAX], seqs[DLOCK_MULTI_MAX];
     char key[RULE_ORDER_LINES_MAX][DLOCK_KEY_MAX + 1];
@@ -47,7 +48,7 @@ struct lock_fields {
 
 /* Appends the n items in lf->items, then, when any line had one, the tokens
  * (fences, fenceSeqs), then (redis mode) the keys: given, or made into
- * lf->key from the items when keys is NULL. */
+ * lf->key from the items when keys is NULL (then n <= RULE_ORDER_LINES_MAX). */
 static void add_lock_fields(const service *s, struct lock_fields *lf, int n,
                             const char *const *keys, const store_fence *tok)
 {
