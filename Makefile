@@ -9,10 +9,11 @@ SANFLAGS ?=
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wwrite-strings \
         -Werror=implicit-function-declaration
-# Only the tests need cmocka and libcurl (their own HTTP calls), so a plain
+# Only the tests need cmocka, libcurl (their own HTTP calls) and zlib (to read
+# the report test's screenshots), so a plain
 # `make` (the Docker build) works without them.
 PKGS := hiredis libmicrohttpd sqlite3 libpq jansson
-TEST_PKGS := cmocka libcurl
+TEST_PKGS := cmocka libcurl zlib
 ALL_CFLAGS = -std=c11 $(CFLAGS) $(WARN) -pthread -D_GNU_SOURCE -MMD -MP $(SANFLAGS) \
              -I. $(shell $(PKG_CONFIG) --cflags $(PKGS))
 LDFLAGS += -pthread $(SANFLAGS)
@@ -34,6 +35,12 @@ LOADGEN_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out loadgen/main.c,$(wil
 HARNESS_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/*.c))
 TESTS := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/unit/test_*.c tests/it/test_*.c))
 
+# The shared library: versioned from dlock.h, its soname carries the major.
+DLOCK_VERSION := $(shell sed -n 's/^\#define DLOCK_VERSION "\(.*\)"/\1/p' lock/dlock.h)
+DLOCK_SONAME := libdlock.so.$(firstword $(subst ., ,$(DLOCK_VERSION)))
+DLOCK_SO := libdlock.so.$(DLOCK_VERSION)
+LOCK_PIC_OBJ := $(patsubst %.c,$(BUILD)/pic/%.o,$(wildcard lock/*.c))
+
 BINS := $(BUILD)/libdlock.a
 ifneq ($(wildcard server/main.c),)
 BINS += $(BUILD)/stockd
@@ -44,7 +51,7 @@ endif
 
 .SECONDARY:
 .PHONY: all deps test check asan tsan fuzz valgrind demo demo-up demo-down bench clean help \
-        test-fresh docker-demo
+        test-fresh docker-demo install uninstall
 
 all: $(BINS)
 
@@ -61,6 +68,7 @@ help:
 	@echo "make bench      every benchmark, about 6 minutes (see bench/README.md)"
 	@echo "make test-fresh (root) make demo and make test in a fresh bookworm chroot"
 	@echo "make docker-demo (root) the compose demo in Docker: replicas, loadgen, a killed replica"
+	@echo "make install    libdlock.a, libdlock.so, dlock.h, dlock.pc under PREFIX (/usr/local)"
 
 deps:
 	@scripts/deps.sh
@@ -151,6 +159,42 @@ $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 
 $(BUILD)/libdlock.a: $(LOCK_OBJ)
 	$(AR) rcs $@ $^
+
+# Position-independent, and hidden but for what dlock.h declares.
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
+
+$(BUILD)/$(DLOCK_SO): $(LOCK_PIC_OBJ)
+	$(CC) -shared -Wl,-soname,$(DLOCK_SONAME) -Wl,--no-undefined $(LDFLAGS) -o $@ $^ $(LIBS_LOCK)
+
+$(BUILD)/dlock.pc: lock/dlock.pc.in lock/dlock.h
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	    -e 's|@VERSION@|$(DLOCK_VERSION)|' $< > $@
+
+# make install PREFIX=... [DESTDIR=...]: libdlock (static and shared), dlock.h
+# and dlock.pc. dlock.pc holds PREFIX, so it is made again for each install.
+# tests/sh/test_install.sh installs into a private prefix and builds
+# lock/README.md's example against it.
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+
+install: $(BUILD)/libdlock.a $(BUILD)/$(DLOCK_SO)
+	@rm -f $(BUILD)/dlock.pc
+	@$(MAKE) --no-print-directory $(BUILD)/dlock.pc
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+	install -m 644 $(BUILD)/libdlock.a $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(BUILD)/$(DLOCK_SO) $(DESTDIR)$(LIBDIR)/
+	ln -sf $(DLOCK_SO) $(DESTDIR)$(LIBDIR)/$(DLOCK_SONAME)
+	ln -sf $(DLOCK_SONAME) $(DESTDIR)$(LIBDIR)/libdlock.so
+	install -m 644 lock/dlock.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 644 $(BUILD)/dlock.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/libdlock.a $(DESTDIR)$(LIBDIR)/$(DLOCK_SO) \
+	    $(DESTDIR)$(LIBDIR)/$(DLOCK_SONAME) $(DESTDIR)$(LIBDIR)/libdlock.so \
+	    $(DESTDIR)$(INCLUDEDIR)/dlock.h $(DESTDIR)$(LIBDIR)/pkgconfig/dlock.pc
 
 $(BUILD)/libstockd.a: $(SERVER_OBJ)
 	$(AR) rcs $@ $^

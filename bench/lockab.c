@@ -15,8 +15,8 @@
 #include "lock/dlock.h"
 
 /* The other build: the same API under another prefix (its structs are the
- * same as this tree's; lock_ab.sh refuses revisions where dlock.h differs
- * in them). */
+ * first fields of this tree's; lock_ab.sh refuses revisions where they are
+ * not). */
 int base_dlock_client_new(const dlock_config *cfg, dlock_client **out);
 void base_dlock_client_free(dlock_client *c);
 int base_dlock_acquire(dlock_client *c, const char *key, const dlock_opts *o, dlock_handle **out);

@@ -153,14 +153,8 @@ static int prepare(struct slot *s, long long ticket)
 static void complete(struct slot *s, const lg_answer *a, int64_t now)
 {
     struct worker *w = s->w;
-    lg_tally *t = &w->tally[s->target];
-    t->counts[a->outcome]++;
-    if (a->outcome != LG_OUT_TRANSPORT) {
-        uint64_t us = (uint64_t)(now - s->origin_ns) / 1000;
-        hist_record(t->all, us);
-        if (a->outcome == LG_OUT_OK)
-            hist_record(t->ok, us);
-    }
+    lg_tally_record(&w->tally[s->target], a->outcome, (uint64_t)(now - s->origin_ns) / 1000,
+                    now - w->load->start_ns);
     if (!w->load->cfg.raw)
         w->batch.recs[s->rec].outcome = (uint8_t)a->outcome;
     if (a->why[0] && !w->example[a->outcome][0])

@@ -1,6 +1,7 @@
 /* main.c - loadgen's entry point: parses flags, runs one run (or one per lock
  * mode for compare), draws the progress line on a terminal, prints the report
- * and turns the verdict into the exit status (0 PASS, 1 FAIL, 2 usage/set-up). */
+ * (and writes it as JSON and HTML when asked) and turns the verdict into the
+ * exit status (0 PASS, 1 FAIL, 2 usage/set-up). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "loadgen/html.h"
 #include "loadgen/opts.h"
 #include "loadgen/report.h"
 #include "loadgen/run.h"
@@ -71,20 +73,39 @@ static void list_scenarios(void)
     }
 }
 
-static int write_json(const char *path, FILE *f, json_t *j)
+/* The report files asked for, opened (and emptied) before the run so a bad
+ * path fails at once. */
+typedef struct outputs {
+    const lg_opts *o;
+    FILE *json, *html;
+} outputs;
+
+/* Writes doc to each file asked for, the HTML drawn from that same document,
+ * and frees doc. 0, or -1 after saying which file could not be written. */
+static int write_reports(const outputs *out, json_t *doc)
 {
-    int rc = j && json_dumpf(j, f, JSON_INDENT(2)) == 0 && fputc('\n', f) != EOF &&
-                     fflush(f) == 0
-                 ? 0
-                 : -1;
-    if (rc != 0)
-        fprintf(stderr, "loadgen: could not write the JSON report to %s\n", path);
-    json_decref(j);
+    int rc = 0;
+    if (out->json && (doc == NULL || json_dumpf(doc, out->json, JSON_INDENT(2)) != 0 ||
+                      fputc('\n', out->json) == EOF || fflush(out->json) != 0)) {
+        fprintf(stderr, "loadgen: could not write the JSON report to %s\n", out->o->json_path);
+        rc = -1;
+    }
+    if (out->html && (doc == NULL || lg_html_write(out->html, doc) != 0)) {
+        fprintf(stderr, "loadgen: could not write the HTML report to %s\n", out->o->html_path);
+        rc = -1;
+    }
+    json_decref(doc);
     return rc;
 }
 
-static int run_single(const lg_opts *o, FILE *json, const progress *pr_in)
+static int wants_report(const outputs *out)
 {
+    return out->json || out->html;
+}
+
+static int run_single(const outputs *out, const progress *pr_in)
+{
+    const lg_opts *o = out->o;
     progress pr = *pr_in;
     lg_run r;
     lg_err err;
@@ -93,8 +114,8 @@ static int run_single(const lg_opts *o, FILE *json, const progress *pr_in)
     clear_progress(&pr);
     if (rc != LG_OK) {
         fprintf(stderr, "loadgen: %s\n", err.msg);
-        if (json) /* the file was opened (emptied) up front: say why it holds no report */
-            write_json(o->json_path, json, json_pack("{s:s}", "error", err.msg));
+        if (wants_report(out)) /* the files were emptied up front: say why they hold no report */
+            write_reports(out, json_pack("{s:s}", "error", err.msg));
         return EXIT_USAGE;
     }
     lg_report_text(stdout, o, &r);
@@ -102,7 +123,7 @@ static int run_single(const lg_opts *o, FILE *json, const progress *pr_in)
     int status = r.verdict == LG_PASS ? EXIT_PASS : EXIT_FAIL;
     if (r.verdict == LG_NO_VERDICT)
         status = r.load.total.counts[LG_OUT_TRANSPORT] ? EXIT_FAIL : EXIT_PASS;
-    if (json && write_json(o->json_path, json, lg_report_json(o, &r)) != 0)
+    if (wants_report(out) && write_reports(out, lg_report_json(o, &r)) != 0)
         status = EXIT_USAGE;
     lg_run_free(&r);
     return status;
@@ -123,8 +144,9 @@ static int group_targets(const lg_opts *o, lg_target groups[][LG_MAX_TARGETS], i
     return n;
 }
 
-static int run_compare(const lg_opts *o, FILE *json, const progress *pr_in)
+static int run_compare(const outputs *out, const progress *pr_in)
 {
+    const lg_opts *o = out->o;
     static lg_target groups[LG_MAX_TARGETS][LG_MAX_TARGETS]; /* too big for the stack */
     int sizes[LG_MAX_TARGETS];
     int n = group_targets(o, groups, sizes);
@@ -144,16 +166,15 @@ static int run_compare(const lg_opts *o, FILE *json, const progress *pr_in)
         clear_progress(&pr);
         if (rc != LG_OK) {
             fprintf(stderr, "loadgen: compare, %s: %s\n", pr.label, err.msg);
-            if (json)
-                write_json(o->json_path, json, json_pack("{s:s, s:s}", "error", err.msg, "label",
-                                                         pr.label));
+            if (wants_report(out))
+                write_reports(out, json_pack("{s:s, s:s}", "error", err.msg, "label", pr.label));
             goto out;
         }
     }
     int verdict = lg_report_compare(stdout, o, runs, done);
     fflush(stdout);
     status = verdict == LG_PASS ? EXIT_PASS : EXIT_FAIL;
-    if (json && write_json(o->json_path, json, lg_report_compare_json(o, runs, done, verdict)))
+    if (wants_report(out) && write_reports(out, lg_report_compare_json(o, runs, done, verdict)))
         status = EXIT_USAGE;
 out:
     for (int i = 0; i < done; i++)
@@ -178,9 +199,15 @@ int main(int argc, char **argv)
             list_scenarios();
         return EXIT_PASS;
     }
-    FILE *json = NULL;
-    if (o.json_path[0] && (json = fopen(o.json_path, "w")) == NULL) {
+    outputs out = {&o, NULL, NULL};
+    if (o.json_path[0] && (out.json = fopen(o.json_path, "w")) == NULL) {
         perror(o.json_path);
+        return EXIT_USAGE;
+    }
+    if (o.html_path[0] && (out.html = fopen(o.html_path, "w")) == NULL) {
+        perror(o.html_path);
+        if (out.json)
+            fclose(out.json);
         return EXIT_USAGE;
     }
     struct sigaction sa;
@@ -190,9 +217,13 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     progress pr = {isatty(STDERR_FILENO), o.requests, ""};
-    int status = strcmp(o.scenario, "compare") == 0 ? run_compare(&o, json, &pr)
-                                                     : run_single(&o, json, &pr);
-    if (json)
-        fclose(json);
+    int status = strcmp(o.scenario, "compare") == 0 ? run_compare(&out, &pr)
+                                                     : run_single(&out, &pr);
+    if (out.json)
+        fclose(out.json);
+    if (out.html && fclose(out.html) != 0 && status != EXIT_USAGE) {
+        perror(o.html_path);
+        status = EXIT_USAGE;
+    }
     return status;
 }

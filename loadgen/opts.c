@@ -56,7 +56,14 @@ static const char usage[] =
     "                          override its values\n"
     "      --list              list the scenarios and the stockd flags each one needs\n"
     "Output\n"
-    "      --json FILE         also write the report as JSON to FILE\n"
+    "      --json FILE         also write the report as JSON to FILE: the counts and\n"
+    "                          latencies above, outcomes per time bucket, percentile curves,\n"
+    "                          and the first item's stock as the service answered it\n"
+    "                          (GET /items/{id}, sampled while the load runs)\n"
+    "      --html FILE         also write it as one self-contained HTML page (inline SVG,\n"
+    "                          no script): the verdict, throughput and errors over time,\n"
+    "                          latency by percentile, the stock over time, outcomes per\n"
+    "                          target; compare draws the modes side by side\n"
     "      --get PATH          raw mode, for measuring loadgen itself (bench/): GET PATH on\n"
     "                          every target instead of POST /reduceStock; no items, no\n"
     "                          verdict; 2xx counts as ok. E.g. --get /health\n"
@@ -88,7 +95,8 @@ const char *lg_usage_text(void)
 }
 
 enum { OPT_TARGET = 256, OPT_LIST, OPT_TIMEOUT, OPT_RETRY, OPT_STOCK, OPT_ITEMS, OPT_ITEM,
-       OPT_QUANTITY, OPT_CART_LINES, OPT_WORK, OPT_JSON, OPT_GET };
+       OPT_QUANTITY, OPT_CART_LINES, OPT_WORK, OPT_JSON, OPT_HTML,
+       OPT_GET };
 
 static const struct option longopts[] = {
     {"target", required_argument, NULL, OPT_TARGET},
@@ -108,6 +116,7 @@ static const struct option longopts[] = {
     {"scenario", required_argument, NULL, 's'},
     {"list", no_argument, NULL, OPT_LIST},
     {"json", required_argument, NULL, OPT_JSON},
+    {"html", required_argument, NULL, OPT_HTML},
     {"get", required_argument, NULL, OPT_GET},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -306,6 +315,8 @@ static int apply_flag(lg_opts *o, int c, const char *arg, seen_flags *seen, lg_e
         return parse_int("--work-ms", arg, 0, 3600000, &o->work_ms, err);
     case OPT_JSON:
         return copy_path(o->json_path, "--json", arg, err);
+    case OPT_HTML:
+        return copy_path(o->html_path, "--html", arg, err);
     case OPT_GET:
         if (arg[0] != '/')
             return lg_errf(err, LG_ERR_USAGE, "--get: expected a path starting with '/', got '%s'",

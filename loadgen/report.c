@@ -3,6 +3,7 @@
  * from the checker; this file only lays it out. */
 #include "loadgen/report.h"
 
+#include <math.h>
 #include <string.h>
 
 static const double pcts[] = {50, 90, 99, 99.9};
@@ -295,6 +296,27 @@ int lg_report_compare(FILE *f, const lg_opts *o, const lg_run *runs, int n)
     return pass;
 }
 
+/* [[percentile, us], ...] as HdrHistogram lists them: PCT_STEPS points per
+ * halving of the distance to 100 %, while 1/(1-p) stays within the count (the
+ * data can't say more), then [100, max]. */
+#define PCT_STEPS 5
+static json_t *distribution_json(const hist *h)
+{
+    json_t *arr = json_array();
+    uint64_t n = hist_count(h);
+    for (int i = 0; arr && n > 0; i++) {
+        double rest = pow(0.5, (double)i / PCT_STEPS); /* 1 - p */
+        if (1.0 / rest > (double)n)
+            break;
+        double p = 100.0 * (1.0 - rest);
+        json_array_append_new(arr, json_pack("[f, I]", round(p * 1e4) / 1e4,
+                                             (json_int_t)hist_percentile(h, p)));
+    }
+    if (arr && n > 0)
+        json_array_append_new(arr, json_pack("[f, I]", 100.0, (json_int_t)hist_max(h)));
+    return arr;
+}
+
 static json_t *latency_json(const hist *h)
 {
     json_t *j = json_pack("{s:I, s:I, s:I, s:f}", "count", (json_int_t)hist_count(h), "min",
@@ -302,6 +324,50 @@ static json_t *latency_json(const hist *h)
                           hist_mean(h));
     for (int i = 0; j && i < NPCTS; i++)
         json_object_set_new(j, pct_names[i], json_integer((json_int_t)hist_percentile(h, pcts[i])));
+    if (j)
+        json_object_set_new(j, "percentiles", distribution_json(h));
+    return j;
+}
+
+/* Outcomes per time bucket, at most TIMELINE_MAX buckets:
+ * {"bucketMs":w, "outcomes":{"ok":[...], ...}} (every outcome, same length). */
+#define TIMELINE_MAX 200
+static json_t *timeline_json(const lg_series *s)
+{
+    size_t f = lg_series_factor(s, TIMELINE_MAX), n = (s->n + f - 1) / f;
+    json_t *outs = json_object();
+    for (int o = 0; outs && o < LG_OUT_COUNT; o++) {
+        json_t *arr = json_array();
+        for (size_t i = 0; arr && i < n; i++)
+            json_array_append_new(arr, json_integer((json_int_t)lg_series_count(s, i, f, o)));
+        json_object_set_new(outs, lg_outcome_name(o), arr);
+    }
+    return json_pack("{s:f, s:o}", "bucketMs", (double)s->width_ns * (double)f / 1e6,
+                     "outcomes", outs);
+}
+
+/* The sampled stock: parallel arrays, time in ms since the load started. */
+static json_t *stock_json(const lg_samples *s)
+{
+    json_t *t = json_array(), *stock = json_array(), *sold = json_array();
+    for (int i = 0; t && stock && sold && i < s->n; i++) {
+        json_array_append_new(t, json_real(round(s->s[i].t_s * 1e4) / 10.0));
+        json_array_append_new(stock, json_integer(s->s[i].stock));
+        json_array_append_new(sold, json_integer(s->s[i].sold));
+    }
+    return json_pack("{s:I, s:s, s:i, s:I, s:o, s:o, s:o}", "itemId", (json_int_t)s->item,
+                     "source", "GET /items/{id} while the load ran, plus the reads before and "
+                     "after it", "intervalMs", s->interval_ms, "failedReads",
+                     (json_int_t)s->failed, "tMs", t, "stock", stock, "sold", sold);
+}
+
+/* The first explanation of each outcome that had one. */
+static json_t *examples_json(const lg_result *res)
+{
+    json_t *j = json_object();
+    for (int o = 0; j && o < LG_OUT_COUNT; o++)
+        if (res->example[o][0])
+            json_object_set_new(j, lg_outcome_name(o), json_string(res->example[o]));
     return j;
 }
 
@@ -397,6 +463,10 @@ json_t *lg_report_json(const lg_opts *o, const lg_run *r)
     json_object_set_new(j, "elapsedSec", json_real(r->load.elapsed_s));
     json_object_set_new(j, "stopped", json_boolean(r->stopped));
     json_object_set_new(j, "perTarget", targets);
+    json_object_set_new(j, "timeline", timeline_json(&r->load.total.series));
+    json_object_set_new(j, "examples", examples_json(&r->load));
+    if (r->nitems > 0)
+        json_object_set_new(j, "stock", stock_json(&r->stock));
     if (r->verdict == LG_NO_VERDICT)
         json_object_set_new(j, "verdict", json_null());
     else
@@ -407,8 +477,11 @@ json_t *lg_report_json(const lg_opts *o, const lg_run *r)
 json_t *lg_report_compare_json(const lg_opts *o, const lg_run *runs, int n, int verdict)
 {
     json_t *arr = json_array();
-    for (int i = 0; arr && i < n; i++)
-        json_array_append_new(arr, lg_report_json(o, &runs[i]));
+    for (int i = 0; arr && i < n; i++) {
+        json_t *run = lg_report_json(o, &runs[i]);
+        json_object_set_new(run, "expectedToFail", json_boolean(expected_to_fail(&runs[i])));
+        json_array_append_new(arr, run);
+    }
     return json_pack("{s:s, s:s, s:o}", "scenario", "compare", "verdict",
                      verdict == LG_PASS ? "PASS" : "FAIL", "runs", arr);
 }

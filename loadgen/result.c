@@ -12,7 +12,19 @@ int lg_tally_init(lg_tally *t)
     memset(t, 0, sizeof(*t));
     t->all = hist_new();
     t->ok = hist_new();
-    return t->all && t->ok ? LG_OK : LG_ERR_NOMEM;
+    int rc = lg_series_init(&t->series);
+    return t->all && t->ok && rc == LG_OK ? LG_OK : LG_ERR_NOMEM;
+}
+
+void lg_tally_record(lg_tally *t, int outcome, uint64_t latency_us, int64_t t_ns)
+{
+    t->counts[outcome]++;
+    lg_series_add(&t->series, t_ns, outcome);
+    if (outcome == LG_OUT_TRANSPORT)
+        return;
+    hist_record(t->all, latency_us);
+    if (outcome == LG_OUT_OK)
+        hist_record(t->ok, latency_us);
 }
 
 void lg_tally_merge(lg_tally *dst, const lg_tally *src)
@@ -22,12 +34,14 @@ void lg_tally_merge(lg_tally *dst, const lg_tally *src)
     dst->retries += src->retries;
     hist_merge(dst->all, src->all);
     hist_merge(dst->ok, src->ok);
+    lg_series_merge(&dst->series, &src->series);
 }
 
 void lg_tally_free(lg_tally *t)
 {
     hist_free(t->all);
     hist_free(t->ok);
+    lg_series_free(&t->series);
 }
 
 void lg_result_free(lg_result *res)

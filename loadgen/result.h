@@ -9,6 +9,7 @@
 
 #include "loadgen/answer.h"
 #include "loadgen/hist.h"
+#include "loadgen/series.h"
 #include "loadgen/verdict.h"
 
 #define LG_EXAMPLE_MAX 448
@@ -19,6 +20,7 @@ typedef struct lg_tally {
     uint64_t retries;              /* attempts beyond the first */
     hist *all;                     /* us, every request that got an HTTP answer */
     hist *ok;                      /* us, the LG_OUT_OK ones */
+    lg_series series;              /* the outcomes over the run's time */
 } lg_tally;
 
 typedef struct lg_result {
@@ -36,7 +38,12 @@ typedef struct lg_result {
  * whatever was allocated; lg_tally_free releases it). */
 int lg_tally_init(lg_tally *t);
 
-/* Adds src's counts and histograms into dst. */
+/* Counts one request's final outcome, answered latency_us after it was (due
+ * to be) sent and t_ns after the run started; a transport error has no
+ * latency. */
+void lg_tally_record(lg_tally *t, int outcome, uint64_t latency_us, int64_t t_ns);
+
+/* Adds src's counts, histograms and series into dst. */
 void lg_tally_merge(lg_tally *dst, const lg_tally *src);
 
 void lg_tally_free(lg_tally *t);

@@ -104,13 +104,27 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-/* Runs the load to its end, ticking the caller a few times a second. */
+static double load_clock(void *arg)
+{
+    lg_progress p;
+    lg_load_progress(arg, &p);
+    return p.elapsed_s;
+}
+
+/* Runs the load to its end, ticking the caller a few times a second, with the
+ * first item's stock sampled meanwhile (not in raw mode: no item). */
 static int drive(const lg_load_cfg *c, lg_tick_fn tick, void *arg, lg_run *r, lg_err *err)
 {
     lg_load *l;
+    lg_sampler *sampler = NULL;
     int rc = lg_load_start(c, &l, err);
     if (rc != LG_OK)
         return rc;
+    int sampling = r->nitems > 0 ? lg_sampler_start(r->targets, r->ntargets, r->items[0].id,
+                                                    load_clock, l, &sampler, err)
+                                 : LG_OK;
+    if (sampling != LG_OK)
+        lg_load_stop(l, 2); /* the run fails with the sampler's error, after the join */
     int stop = 0, waited = 0;
     while (!lg_load_finished(l)) {
         sleep_ms(10);
@@ -131,7 +145,10 @@ static int drive(const lg_load_cfg *c, lg_tick_fn tick, void *arg, lg_run *r, lg
         lg_load_progress(l, &p);
         tick(&p, arg);
     }
-    return lg_load_join(l, &r->load, err);
+    lg_sampler_stop(sampler, &r->stock);
+    lg_err join_err;
+    rc = lg_load_join(l, &r->load, sampling == LG_OK ? err : &join_err);
+    return sampling != LG_OK ? sampling : rc;
 }
 
 static lg_rec *find_rec(void *arg, const char *request_id, lg_line **lines)
@@ -220,6 +237,7 @@ static int judge(const lg_opts *o, lg_run *r, lg_err *err)
         if (rc != LG_OK)
             return rc;
     }
+    lg_samples_add(&r->stock, res->elapsed_s, r->items[0].stock1, r->items[0].sold1);
     lg_verdict_missing(r->items, r->nitems, res->batches, res->nbatch);
     if (r->carts)
         lg_verdict_orders(r->items, r->nitems, res->batches, res->nbatch, res->run_id,
@@ -253,6 +271,10 @@ int lg_run_exec(const lg_opts *o, const lg_target *targets, int ntargets, const 
         rc = lg_errf(err, LG_ERR_NOMEM, "out of memory");
     for (int k = 0; rc == LG_OK && k < out->nitems; k++)
         ids[k] = out->items[k].id;
+    if (rc == LG_OK && out->nitems > 0) {
+        lg_samples_init(&out->stock, ids[0]);
+        lg_samples_add(&out->stock, 0, out->items[0].stock0, out->items[0].sold0);
+    }
     lg_load_cfg cfg;
     load_cfg(o, out, ids, run_id, &cfg);
     if (rc == LG_OK)

@@ -10,6 +10,7 @@
 #include "loadgen/load.h"
 #include "loadgen/opts.h"
 #include "loadgen/result.h"
+#include "loadgen/sample.h"
 #include "loadgen/scenario.h"
 #include "loadgen/verdict.h"
 
@@ -30,6 +31,8 @@ typedef struct lg_run {
     int nexpect;
     int verdict;               /* enum lg_verdict_value */
     int stopped;               /* the user stopped the load early (verdict still valid) */
+    lg_samples stock;          /* the first item's stock and sold over the run, as the
+                                  service answered: before, during (sample.h), after */
 } lg_run;
 
 /* Called about four times a second while the load runs (from the calling

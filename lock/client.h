@@ -20,6 +20,8 @@ struct dlock_client {
     pthread_mutex_t mu;
     dlock_quorum *nodes;      /* the Redis servers: one, or N as a quorum */
     dlock_keytab *keys;       /* mu: per-key queues (notify mode) */
+    struct dlock_holds *holds; /* mu: which thread holds which key (reentry.h, which
+                                * includes this file) */
     dlock_watchdog *wd;
     dlock_subscriber *sub[DLOCK_NODES_MAX]; /* release notifications, one per server */
     dlock_orphans *orphans;   /* clean-up of tokens whose state in Redis is unknown */

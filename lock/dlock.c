@@ -1,8 +1,9 @@
 /* dlock.c - the lock library's public API: clients, acquisition (spin mode
- * here, notify mode in queue.c), owner-checked release, the run-under-lock
- * helper and counters. The layers below: queue.c (notify mode) -> lease.c,
- * watchdog.c, orphans.c, subscriber.c -> quorum.c (one or N servers) ->
- * node.c (one Redis) -> pool.c. */
+ * here, notify mode in queue.c, a thread's nested holds in reentry.c),
+ * owner-checked release, the run-under-lock helper and counters. The layers
+ * below: queue.c (notify mode) -> lease.c, watchdog.c, orphans.c,
+ * subscriber.c -> quorum.c (one or N servers) -> node.c (one Redis) ->
+ * pool.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "client.h"
 #include "err.h"
 #include "queue.h"
+#include "reentry.h"
 #include "sync.h"
 
 const int dlock_wait_bucket_ms[DLOCK_WAIT_BUCKETS] = {1,   5,    10,   25,   50,    100,
@@ -38,6 +40,7 @@ void dlock_opts_defaults(dlock_opts *o)
     o->wait_mode = DLOCK_WAIT_NOTIFY;
     o->handoff_max = 8;
     o->handoff_ms = 100;
+    o->reentrant = 0;
 }
 
 static int opts_check(const dlock_opts *o)
@@ -51,6 +54,8 @@ static int opts_check(const dlock_opts *o)
                                              "must be >= 0, retry_ms >= 1");
     if (o->wait_mode != DLOCK_WAIT_NOTIFY && o->wait_mode != DLOCK_WAIT_SPIN)
         return dlock_fail(DLOCK_ERR_INVALID, "wait_mode must be DLOCK_WAIT_NOTIFY or _SPIN");
+    if (o->reentrant != 0 && o->reentrant != 1)
+        return dlock_fail(DLOCK_ERR_INVALID, "reentrant must be 0 or 1");
     return DLOCK_OK;
 }
 
@@ -137,7 +142,7 @@ int dlock_client_new(const dlock_config *cfg, dlock_client **out)
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&c->mu, NULL);
     int ok = (c->nodes = dlock_quorum_new(cfg, &c->counters)) != NULL &&
-             (c->keys = dlock_keytab_new()) != NULL &&
+             (c->keys = dlock_keytab_new()) != NULL && (c->holds = dlock_holds_new()) != NULL &&
              (c->wd = dlock_wd_start(&c->mu, c->nodes, &c->counters)) != NULL &&
              (c->orphans = dlock_orphans_start(c->nodes, &c->counters)) != NULL;
     for (int i = 0; ok && i < dlock_quorum_size(c->nodes); i++)
@@ -162,6 +167,7 @@ void dlock_client_free(dlock_client *c)
     if (c->wd)
         dlock_wd_stop(c->wd);
     dlock_keytab_free(c->keys);
+    dlock_holds_free(c->holds);
     dlock_quorum_free(c->nodes);
     pthread_mutex_destroy(&c->mu);
     free(c);
@@ -282,6 +288,9 @@ static int acquire_key(dlock_client *c, const char *key, const dlock_opts *o, in
     if (rc == DLOCK_OK) {
         dlock_count(&c->counters.acquired);
         h->held_since_us = dlock_now_us();
+        pthread_mutex_lock(&c->mu);
+        dlock_holds_add(c->holds, h);
+        pthread_mutex_unlock(&c->mu);
         *out = h;
         return DLOCK_OK;
     }
@@ -308,6 +317,9 @@ int dlock_acquire(dlock_client *c, const char *key, const dlock_opts *opts, dloc
     size_t klen = key ? strnlen(key, DLOCK_KEY_MAX + 1) : 0;
     if (opts_of(opts, &o) != DLOCK_OK || dlock_key_check(key, klen) != DLOCK_OK)
         return DLOCK_ERR_INVALID;
+    int rc;
+    if (dlock_reenter(c, key, &o, out, &rc))
+        return rc;
     int64_t start = dlock_now_ms();
     return account(c, acquire_key(c, key, &o, start + o.wait_ms, out), start);
 }
@@ -343,7 +355,8 @@ int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const d
     dlock_opts o;
     const char *order[DLOCK_MULTI_MAX];
     *out = NULL;
-    if (opts_of(opts, &o) != DLOCK_OK || canonical_order(keys, n, order) != DLOCK_OK)
+    if (opts_of(opts, &o) != DLOCK_OK || canonical_order(keys, n, order) != DLOCK_OK ||
+        dlock_holds_none(c, order, n) != DLOCK_OK)
         return DLOCK_ERR_INVALID;
     dlock_handle *set = dlock_handle_new(c, &o);
     if (set == NULL || (set->parts = calloc((size_t)n, sizeof(*set->parts))) == NULL) {
@@ -407,10 +420,14 @@ static int release(dlock_handle *h, int *local)
     if (h->parts)
         return release_set(h, local);
     dlock_client *c = h->client;
-    struct dlock_lease *l = h->lease;
-    struct dlock_entry *e = h->entry;
     pthread_mutex_lock(&c->mu);
     *local = dlock_holder_state(h, dlock_now_ms());
+    if (dlock_holds_leave(c->holds, &h)) { /* still held by the thread's other handles: */
+        pthread_mutex_unlock(&c->mu);      /* nothing to hand over or give back yet */
+        return *local;
+    }
+    struct dlock_lease *l = h->lease;
+    struct dlock_entry *e = h->entry;
     if (e && *local == DLOCK_OK && dlock_queue_handoff(c, h)) {
         pthread_mutex_unlock(&c->mu);
         dlock_handle_free(h);
@@ -466,6 +483,8 @@ int dlock_check(dlock_handle *h)
 int dlock_sleep(dlock_handle *h, int ms)
 {
     dlock_client *c = h->client;
+    if (h->outer) /* the watchdog wakes the outermost hold */
+        h = h->outer;
     /* now is cut to the millisecond: one more never sleeps short */
     int64_t now = dlock_now_ms(), end = now + (ms > 0 ? ms + 1 : 0);
     int st;
@@ -480,10 +499,11 @@ int dlock_sleep(dlock_handle *h, int ms)
     return st;
 }
 
-/* The holder of key i: a part of a multi-lock, or h itself (i = 0). */
+/* The holder of key i: a part of a multi-lock, or h itself (i = 0), or
+ * for a nested hold its outermost hold (which may be a part). */
 static const dlock_handle *part_at(const dlock_handle *h, int i)
 {
-    return h->parts ? h->parts[i] : h;
+    return h->outer ? h->outer : h->parts ? h->parts[i] : h;
 }
 
 int dlock_key_count(const dlock_handle *h) { return h->parts ? h->nparts : 1; }
@@ -506,6 +526,15 @@ int dlock_renewals(const dlock_handle *h)
     }
     pthread_mutex_unlock(&h->client->mu);
     return most;
+}
+
+int dlock_hold_count(const dlock_handle *h)
+{
+    const dlock_handle *o = h->outer ? h->outer : h;
+    pthread_mutex_lock(&h->client->mu);
+    int n = o->parts ? 1 : o->holds;
+    pthread_mutex_unlock(&h->client->mu);
+    return n;
 }
 
 /* Runs fn under the held h and always releases; see dlock_run. */

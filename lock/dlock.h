@@ -59,6 +59,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The library's version; the shared library's soname carries the major
+ * (libdlock.so.1), which changes only when a program built against an older
+ * dlock.h would break. */
+#define DLOCK_VERSION "1.0.0"
+
+/* Everything declared here is libdlock.so's interface; the rest of the
+ * library is built hidden (-fvisibility=hidden), so programs can't come to
+ * depend on it. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define DLOCK_KEY_MAX 512  /* longest key accepted, in bytes */
 #define DLOCK_TOKEN_LEN 32 /* owner token: 128 random bits as lower-case hex */
 #define DLOCK_MULTI_MAX 64 /* keys one multi-lock may hold */
@@ -140,6 +155,8 @@ typedef struct dlock_opts {
                        * handoff_max for 8 in each of 4 */
     int handoff_ms;   /* 100: ... and no hand-off once the lease is this old, so other
                        * processes get their turn */
+    int reentrant;    /* 0: a thread asking for a key it holds is refused at once;
+                       * 1: it gets a nested hold at once. See "Reentrancy" below */
 } dlock_opts;
 
 typedef struct dlock_client dlock_client;
@@ -223,14 +240,47 @@ int dlock_ping_each(dlock_client *c, int up[DLOCK_NODES_MAX]);
  * Returns DLOCK_OK or DLOCK_ERR_INVALID (with dlock_errstr() saying why). */
 int dlock_key_check(const char *key, size_t len);
 
+/* Reentrancy (dlock_opts.reentrant): the holder is the calling thread on
+ * this client. Off by default, unlike Redisson's RLock (reentrant because
+ * Java's locks are): here a handle is the owner, with its own token and
+ * fence, passed to whatever works under it (as stockd does), and a pool
+ * thread that leaked a hold would otherwise re-enter it silently on its
+ * next task, the key never leaving Redis. pthread mutexes make the same
+ * choice (PTHREAD_MUTEX_RECURSIVE is asked for).
+ * - Off: asking for a key the thread holds returns DLOCK_ERR_INVALID at once
+ *   ("already held by this thread"; nothing sent), like an error-checking
+ *   mutex's EDEADLK, instead of waiting wait_ms for itself.
+ * - On: the thread gets a new handle at once, nested in its outermost hold
+ *   of the key (no Redis call; the call's other options are not used).
+ *   Every handle of the hold is released with dlock_release, in any order:
+ *   only the last release hands the key over or releases it in Redis, so a
+ *   waiting thread never gets it while the holder still has a handle of it.
+ *   An earlier release sends nothing and returns the hold's dlock_check
+ *   state; the handle released (the outermost one too) is not to be used
+ *   again.
+ * - Renewal, max_renewals, interruption and the fence are the outermost
+ *   hold's: every handle reports them (dlock_check, dlock_sleep,
+ *   dlock_fence, dlock_token, dlock_handoff_seq, dlock_renewals), and the
+ *   last release returns DLOCK_ERR_INTERRUPTED or _LOST for the hold.
+ * - Another thread, or this thread on another dlock_client, is another
+ *   owner and waits as usual. A hold whose lease is lost holds nothing:
+ *   asking again acquires anew, and its handles keep reporting LOST. An
+ *   interrupted hold still holds the key.
+ * - dlock_acquire nests in the thread's multi-lock's part for the key (and
+ *   sees the set's interruption). dlock_acquire_multi with a key the thread
+ *   holds returns DLOCK_ERR_INVALID, reentrant or not, nothing sent: a set's
+ *   renewal and max_renewals are its own, which they can't be for a key
+ *   another hold rules.
+ * - dlock_stats counts no nested acquisition (nothing was acquired). */
+
 /* Acquires key for a new random owner token (SET NX PX inside a Lua script that
  * also issues the fencing token), waiting up to opts->wait_ms. In notify mode
  * the lock may instead be handed over by a local holder of the same key: the
  * lease (token, fence, TTL) is then shared, and dlock_handoff_seq() > 0.
  * Returns DLOCK_OK with *out set to a handle owned by the caller until
  * dlock_release(); or DLOCK_ERR_TIMEOUT, DLOCK_ERR_REDIS, DLOCK_ERR_AUTH,
- * DLOCK_ERR_INVALID, DLOCK_ERR_NOMEM with *out NULL. Never waits longer than wait_ms plus one
- * command timeout. */
+ * DLOCK_ERR_INVALID (also: the thread holds key and reentrant is 0), DLOCK_ERR_NOMEM
+ * with *out NULL. Never waits longer than wait_ms plus one command timeout. */
 int dlock_acquire(dlock_client *c, const char *key, const dlock_opts *opts, dlock_handle **out);
 
 /* Acquires the n keys (1..DLOCK_MULTI_MAX, distinct) as one lock, like
@@ -272,6 +322,7 @@ int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const d
  * the lease expires on its own at the latest); DLOCK_ERR_AUTH when Redis now
  * refuses our credentials (the lease expires on its own). For a multi-lock,
  * the worst over its keys (LOST, then INTERRUPTED, then a Redis failure).
+ * A handle of a reentrant hold that is not its last: see "Reentrancy".
  * NULL is a no-op. */
 int dlock_release(dlock_handle *h);
 
@@ -300,6 +351,11 @@ const char *dlock_token(const dlock_handle *h); /* owned by h */
 const char *dlock_key(const dlock_handle *h);   /* owned by h */
 int dlock_renewals(const dlock_handle *h);      /* renewals since this holder got the lock
                                                  * (a multi-lock: its most renewed key) */
+
+/* How many handles of h's hold (its outermost one and those nested in it,
+ * see "Reentrancy") are not yet released: 1 when nothing nests in it, and
+ * for a multi-lock, which never nests. */
+int dlock_hold_count(const dlock_handle *h);
 
 /* A multi-lock's keys, in canonical order (a single lock has one, i = 0),
  * and each key's own token; dlock_fence / _handoff_seq / _key / _token give
@@ -350,5 +406,12 @@ const char *dlock_strerror(int code);
 
 /* Details of the calling thread's last failure; valid until its next dlock call. */
 const char *dlock_errstr(void);
+
+#ifdef __cplusplus
+}
+#endif
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #endif

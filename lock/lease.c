@@ -52,6 +52,7 @@ dlock_handle *dlock_handle_new(dlock_client *c, const dlock_opts *o)
         return NULL;
     }
     h->client = c;
+    h->thread = pthread_self();
     h->max_renewals = o->max_renewals;
     return h;
 }
@@ -65,6 +66,8 @@ void dlock_handle_free(dlock_handle *h)
 
 int dlock_holder_state(const dlock_handle *h, int64_t now)
 {
+    if (h->outer)
+        h = h->outer;
     if (h->parts) {
         int worst = DLOCK_OK;
         for (int i = 0; i < h->nparts && worst != DLOCK_ERR_INTERRUPTED; i++) {
@@ -82,6 +85,8 @@ int dlock_holder_state(const dlock_handle *h, int64_t now)
 
 int64_t dlock_holder_valid_until(const dlock_handle *h)
 {
+    if (h->outer)
+        h = h->outer;
     if (h->parts == NULL)
         return h->lease->valid_until_ms;
     int64_t until = INT64_MAX;

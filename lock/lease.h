@@ -1,5 +1,6 @@
 /* lease.h - leases and their holders. A *lease* is one successful acquire in
- * Redis: the key holding our token. A *handle* is one holder of a lease. In
+ * Redis: the key holding our token. A *handle* is one holder of a lease (or,
+ * acquired again by a thread that holds it, nested in that hold). In
  * notify mode a lease can pass from holder to holder inside the process
  * (hand-off) before it goes back to Redis; in spin mode each handle has a
  * lease of its own. Fields marked "mu" are guarded by the client's mutex,
@@ -48,7 +49,12 @@ struct dlock_lease {
 
 struct dlock_handle {
     dlock_client *client;
-    struct dlock_lease *lease; /* NULL for a multi-lock: its parts hold the leases */
+    pthread_t thread;          /* the thread that acquired it: holds are per thread */
+    struct dlock_handle *outer; /* a nested hold (reentrant acquire): the thread's outermost
+                                 * hold of the key, whose lease and state it reports, NULL
+                                 * otherwise (reentry.c) */
+    struct dlock_lease *lease; /* NULL for a multi-lock (its parts hold the leases) and for a
+                                * nested hold */
     struct dlock_entry *entry; /* notify mode: the key's queue; NULL in spin mode */
     int max_renewals;
     struct dlock_handle **parts; /* a multi-lock: one holder per key, in key order */
@@ -59,6 +65,9 @@ struct dlock_handle {
     int seq;                /* hand-off number within the lease; 0 = from Redis */
     int renewals_at_start;  /* lease->renewals when this holder got it */
     int interrupted;
+    int holds;              /* an outermost hold of a key: its handles not yet released */
+    struct dlock_handle *held_next; /* the client's table of holds (reentry.c) ... */
+    unsigned held_bucket;   /* ... and its bucket there: hashed once a hold */
     pthread_cond_t wake;    /* dlock_sleep waits here */
 };
 
@@ -76,11 +85,11 @@ void dlock_handle_free(dlock_handle *h);
 
 /* The holder's state (mu held): DLOCK_OK, DLOCK_ERR_INTERRUPTED or
  * DLOCK_ERR_LOST. A multi-lock's is the worst of its parts' (interrupted
- * first). */
+ * first); a nested hold's is its outermost hold's. */
 int dlock_holder_state(const dlock_handle *h, int64_t now);
 
 /* When the holder counts as lost unless renewed (mu held): for a multi-lock,
- * the earliest of its parts. */
+ * the earliest of its parts; for a nested hold, its outermost hold's. */
 int64_t dlock_holder_valid_until(const dlock_handle *h);
 
 /* One acquisition attempt for l on q's servers. When queue is set, a failed

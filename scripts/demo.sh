@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # demo.sh - the one-command demo: a private redis-server and three stockd
 # replicas sharing one SQLite file, then loadgen's hot and renew scenarios
-# across all three, with their reports and verdicts.
+# across all three, and compare (replica 1 next to one replica without a lock
+# and one with atomic SQL), with their reports and verdicts; each scenario's
+# report is also written as a page, $BUILD/report-<scenario>.html, and its
+# path printed.
 #   scripts/demo.sh        run the demo, stop everything (also on Ctrl-C), exit
 #                          with loadgen's status: non-zero if a verdict failed
 #   scripts/demo.sh up     start the stack on ports 8081-8083 and leave it running
@@ -15,7 +18,6 @@ base=${DEMO_PORT:-8081}
 replica_flags=(--allow-work-ms --lease-ms 500 --redis-timeout-ms 80)
 
 start_stack() {
-    local redis_port
     redis_port=$(free_port)
     stack_redis "$redis_port"
     urls=()
@@ -49,12 +51,32 @@ run)
     ports+=("$(free_port $((ports[1] + 1)))")
     start_stack
     echo "demo: redis-server and 3 stockd replicas on one SQLite file: ${urls[*]}"
+    # compare's other two lock modes, on the same Redis and database
+    mode_ports=("$(free_port $((ports[2] + 1)))")
+    mode_ports+=("$(free_port $((mode_ports[0] + 1)))")
+    stack_stockd none "${mode_ports[0]}" "$redis_port" --lock none --allow-work-ms
+    stack_stockd atomic "${mode_ports[1]}" "$redis_port" --lock atomic --allow-work-ms
     status=0
-    for scenario in hot renew; do
+    reports=()
+    for scenario in hot renew compare; do
         echo
-        echo "=== loadgen --scenario $scenario (across all three replicas)"
-        "$BUILD/loadgen" --scenario "$scenario" --target "$targets" || status=$?
+        if [ "$scenario" = compare ]; then
+            echo "=== loadgen --scenario compare (replica 1, with the lock, next to a replica" \
+                "without one and one with atomic SQL)"
+            args=(--target "redis=${urls[0]}" --target "none=http://127.0.0.1:${mode_ports[0]}"
+                --target "atomic=http://127.0.0.1:${mode_ports[1]}")
+        else
+            echo "=== loadgen --scenario $scenario (across all three replicas)"
+            args=(--target "$targets")
+        fi
+        report="$BUILD/report-$scenario.html"
+        "$BUILD/loadgen" --scenario "$scenario" "${args[@]}" --html "$report" || status=$?
+        echo "report: $report"
+        reports+=("$report")
     done
+    echo
+    echo "Reports (open them in a browser; each is one file, no network needed):"
+    printf '  %s\n' "${reports[@]}"
     try_it_yourself
     exit "$status"
     ;;

@@ -37,6 +37,13 @@ want_base() {
     want_cmd redis-server redis-server
     want_cmd redis-cli redis-tools
     want_cmd curl curl
+    # promtool lints /metrics and the alert rules; prometheus scrapes replicas
+    # in a test. One package ships both.
+    want_cmd promtool prometheus
+    want_cmd prometheus prometheus
+    # The report test renders loadgen's page in Chromium and reads the PNG.
+    want_cmd chromium chromium
+    want_pc zlib zlib1g-dev
 }
 
 case "${1:-}" in
@@ -55,6 +62,7 @@ docker)
     want_cmd dockerd docker.io
     want_cmd docker-compose docker-compose
     want_cmd debootstrap debootstrap
+    want_cmd curl curl # the demo asks Prometheus's API on its published port
     ;;
 fresh) want_cmd debootstrap debootstrap ;;
 *)
@@ -92,6 +100,22 @@ case " $need " in
     fi
     ;;
 esac
+# Packages must start no daemon: prometheus's postinst starts one on :9090
+# (invoke-rc.d, or deb-systemd-invoke under systemd), redis-server's one on
+# :6379, and tests and demos start private ones on free ports; a daemon left
+# in make test-fresh's root would hold it. Both ask policy-rc.d first, and
+# 101 means "not allowed". A policy already there (Docker's images, the
+# fresh root) is kept; ours is removed after apt, also when apt fails. Under
+# systemd the units stay enabled: they start at the next boot.
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+    echo "deps: $policy: no service starts while apt-get runs (removed after)"
+    printf '#!/bin/sh\n# Written by scripts/deps.sh while apt-get runs.\nexit 101\n' |
+        $sudo tee "$policy" >/dev/null
+    $sudo chmod 755 "$policy"
+    trap '$sudo rm -f "$policy"' EXIT
+    trap 'exit 130' INT TERM
+fi
 $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
 # shellcheck disable=SC2086 # word splitting of the package list is intended
 $sudo env DEBIAN_FRONTEND=noninteractive UCF_FORCE_CONFFOLD=1 apt-get install -y -q \

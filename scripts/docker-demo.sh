@@ -8,8 +8,11 @@
 # must say degraded naming it) and started again, then hot while PostgreSQL is
 # stopped and started again (503 storage_unavailable answers expected and
 # counted, /health must say unavailable meanwhile), then hot while one replica
-# is killed; every verdict must PASS. Containers, network and volume are
-# removed on every exit, also on failure and Ctrl-C.
+# is killed; every verdict must PASS. Prometheus (127.0.0.1:9090) must scrape
+# the three replicas and evaluate its recording rules on them, fire the Redis
+# errors alert naming redis-2 while it is down, and see the killed replica
+# down and fire its alert. Containers, network and volume are removed on every
+# exit, also on failure and Ctrl-C.
 # Starts dockerd when no engine answers, and then stops that one by PID.
 # Needs nothing but Debian's packages: a missing debian:bookworm-slim that
 # can't be pulled is imported from a debootstrap root (scripts/debian-root.sh).
@@ -120,6 +123,33 @@ make_secrets() {
     done
 }
 
+# Prometheus, as the compose file publishes it on the host.
+prometheus=http://127.0.0.1:9090
+
+# prom_series EXPR: one line per series of an instant query, its labels but
+# the name and its value: "instance=stockd-1:8080 job=stockd 1".
+prom_series() {
+    curl -s --max-time 5 -G "$prometheus/api/v1/query" --data-urlencode "query=$1" |
+        grep -o '"metric":{[^}]*},"value":\[[^]]*\]' |
+        sed -E -e 's/"metric":\{([^}]*)\},"value":\[[^,]*,"([^"]*)"\]/\1 \2/' \
+            -e 's/"__name__":"[^"]*",?//' -e 's/"([^"]+)":"([^"]*)",?/\1=\2 /g' -e 's/  +/ /g'
+}
+
+# wait_prom WHAT N EXPR: waits (bounded) until the query has N series and
+# prints them; fails saying WHAT when it never does.
+wait_prom() {
+    local out=""
+    for _ in $(seq 120); do
+        out=$(prom_series "$3") || true
+        [ "$(grep -c . <<<"$out")" -ge "$2" ] && break
+        sleep 1
+    done
+    echo "docker-demo: Prometheus: $1: ${out:-nothing}" | sed '2,$s/^/    /'
+    [ "$(grep -c . <<<"$out")" -ge "$2" ] && return 0
+    echo "docker-demo: FAILED: Prometheus: $1: $3 has no $2 series in 120 s" >&2
+    return 1
+}
+
 # A replica's GET /health, through the curl of its image.
 health_of() {
     docker exec "$(compose ps -q "$1")" curl -s --max-time 15 http://127.0.0.1:8080/health
@@ -189,6 +219,7 @@ start=$SECONDS
     { tail -n 40 "$state/up.log" >&2; exit 1; }
 wait_healthy
 echo "docker-demo: up and healthy in $((SECONDS - start)) s"
+wait_prom "every replica scraped" 3 'up{job="stockd"} == 1' || status=1
 health=$(wait_health stockd-1 ok) || status=1
 echo "$health"
 case $health in
@@ -202,6 +233,11 @@ compose --profile loadgen run --rm loadgen </dev/null || status=1
 echo
 echo "=== loadgen --scenario renew (all three replicas)"
 compose --profile loadgen run --rm loadgen --scenario renew --target "$targets" </dev/null ||
+    status=1
+# The recording rules on what the two runs left: one series per replica.
+wait_prom "lock wait p99 over 1 min (s)" 3 'instance:stockd_lock_wait_seconds:p99_1m' ||
+    status=1
+wait_prom "acknowledged deductions/s over 1 min" 3 'instance:stockd_orders_ok:rate1m' ||
     status=1
 echo
 echo "=== loadgen --scenario hot at 500 requests/s for 6 s; redis-2 is killed after 1.5 s, then started again"
@@ -233,6 +269,9 @@ if [ "$unavailable" != 0 ]; then
     echo "docker-demo: FAILED: ${unavailable:-no} redis_unavailable count with one Redis of three down" >&2
     status=1
 fi
+# No alert waits for: each replica's calls to redis-2 failed within the last minute.
+wait_prom "alerts naming redis-2" 3 \
+    'ALERTS{alertname="StockdRedisErrors",alertstate="firing",node="redis-2:6379"}' || status=1
 wait_healthy
 wait_health stockd-2 ok || status=1
 
@@ -286,6 +325,11 @@ sleep 2
 docker kill "$(compose ps -q stockd-1)" >/dev/null
 echo "docker-demo: killed stockd-1"
 wait "$run" || status=1
+wait_prom "stockd-1 down" 1 'up{instance="stockd-1:8080"} == 0' || status=1
+# It fires once the replica has been down for the rule's 30 s.
+wait_prom "the replica-down alert" 1 \
+    'ALERTS{alertname="StockdReplicaDown",alertstate="firing",instance="stockd-1:8080"}' ||
+    status=1
 
 echo
 compose down -v
@@ -294,7 +338,7 @@ if [ -n "$(leftovers)" ]; then
     exit 1
 fi
 if [ "$status" -ne 0 ]; then
-    echo "docker-demo: FAILED: a verdict was not PASS (above)" >&2
+    echo "docker-demo: FAILED: a verdict or a check was not PASS (above)" >&2
     exit 1
 fi
-echo "docker-demo: PASS (every verdict PASS; containers, network and volume removed)"
+echo "docker-demo: PASS (every verdict PASS, Prometheus saw it all; containers, network and volume removed)"

@@ -636,6 +636,13 @@ double th_metric(const char *base_url, const char *name)
     return v;
 }
 
+int th_have(const char *cmd)
+{
+    char probe[160];
+    snprintf(probe, sizeof(probe), "command -v '%s' >/dev/null 2>&1", cmd);
+    return system(probe) == 0;
+}
+
 char *th_read_file(const char *path)
 {
     FILE *f = fopen(path, "rb");

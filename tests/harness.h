@@ -168,6 +168,10 @@ long th_cpu_ms(pid_t pid);
 /* The value of an unlabelled metric in base_url/metrics, or -1. */
 double th_metric(const char *base_url, const char *name);
 
+/* Whether cmd is on PATH (command -v): for a test that needs a tool `make
+ * deps` may not have installed, so that it can skip saying which. */
+int th_have(const char *cmd);
+
 /* Reads a whole file (NUL-terminated, caller frees) or NULL. */
 char *th_read_file(const char *path);
 

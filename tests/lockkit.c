@@ -17,6 +17,42 @@ dlock_client *th_lock_client(const th_redis *r)
     return dlock_client_new(&cfg, &c) == DLOCK_OK ? c : NULL;
 }
 
+static th_redis *suite_redis; /* the running suite's, named by its main */
+static dlock_client **suite_client;
+
+void th_lock_suite(th_redis *r, dlock_client **c)
+{
+    suite_redis = r;
+    suite_client = c;
+}
+
+int th_lock_group_setup(void **state)
+{
+    (void)state;
+    if (suite_redis->pid == 0 && th_redis_start(suite_redis) != 0)
+        return -1;
+    return (*suite_client = th_lock_client(suite_redis)) ? 0 : -1;
+}
+
+int th_lock_group_teardown(void **state)
+{
+    (void)state;
+    dlock_client_free(*suite_client);
+    *suite_client = NULL;
+    return 0;
+}
+
+dlock_opts th_lock_opts(int lease_ms, int wait_ms, int wait_mode)
+{
+    dlock_opts o;
+    dlock_opts_defaults(&o);
+    o.lease_ms = lease_ms;
+    o.wait_ms = wait_ms;
+    o.retry_ms = 10;
+    o.wait_mode = wait_mode;
+    return o;
+}
+
 struct fifo_waiter {
     dlock_client *c;
     const char *key;

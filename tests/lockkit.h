@@ -13,6 +13,18 @@
  * as the lock can tell, from every other client. NULL when it can't be made. */
 dlock_client *th_lock_client(const th_redis *r);
 
+/* A lock suite's groups: main names the suite's Redis and client once
+ * (th_lock_suite), then runs each group with th_lock_group_setup, which
+ * starts the Redis on first use (the suite stops it at the end) and makes
+ * the group's client, and th_lock_group_teardown, which frees it. */
+void th_lock_suite(th_redis *r, dlock_client **c);
+int th_lock_group_setup(void **state);
+int th_lock_group_teardown(void **state);
+
+/* Options for a lock test: the defaults with lease_ms and wait_ms as given,
+ * quick retries (10 ms), in wait_mode. */
+dlock_opts th_lock_opts(int lease_ms, int wait_ms, int wait_mode);
+
 #define TH_FIFO_MAX 8
 
 /* While h holds key, waiters[i] (n <= TH_FIFO_MAX clients) ask for it with o,

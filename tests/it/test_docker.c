@@ -66,13 +66,6 @@ static int nenv;
 static char images[MAX_SERVICES + 1][64]; /* every "image:" value */
 static int nimages;
 
-static int have(const char *cmd)
-{
-    char probe[160];
-    snprintf(probe, sizeof(probe), "command -v %s >/dev/null 2>&1", cmd);
-    return system(probe) == 0;
-}
-
 /* A line below a key: an entry of depends_on ("  name:") and its condition. */
 static void parse_nested(struct service *cur, const char *key)
 {
@@ -245,7 +238,7 @@ static json_t *dockerfile_array(const char *path, const char *after, const char 
 static void test_compose_file_validates(void **state)
 {
     (void)state;
-    if (!have("docker-compose"))
+    if (!th_have("docker-compose"))
         th_skip("docker-compose is not installed (make docker-demo installs Debian's package)");
     const char *argv[] = {"docker-compose", "-f", COMPOSE, "config", "-q", NULL};
     assert_int_equal(th_run(argv, NULL, 60000), 0);
@@ -985,7 +978,7 @@ static void assert_no_library_unneeded(const char *runtime, const char *needed)
 static void test_runtime_images_install_their_libraries_and_health_check_tools(void **state)
 {
     (void)state;
-    if (!have("dpkg") || !have("ldd"))
+    if (!th_have("dpkg") || !th_have("ldd"))
         th_skip("needs dpkg and ldd to map libraries to Debian packages");
     char *dockerfile = th_read_file(DOCKERFILE);
     const char *runtime = strstr(dockerfile, "\nFROM debian:bookworm-slim\n");

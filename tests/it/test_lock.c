@@ -22,22 +22,6 @@ static th_redis redis;
 static dlock_client *client;
 static int wait_mode; /* the mode the current group runs in */
 
-static int group_setup(void **state)
-{
-    (void)state;
-    if (redis.pid == 0 && th_redis_start(&redis) != 0)
-        return -1;
-    return (client = th_lock_client(&redis)) ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    dlock_client_free(client);
-    client = NULL;
-    return 0;
-}
-
 /* A second client: another process, as far as the lock can tell. */
 static dlock_client *other_client(void)
 {
@@ -49,13 +33,7 @@ static dlock_client *other_client(void)
 /* Options for a test: short lease and quick retries unless the test says otherwise. */
 static dlock_opts opts(int lease_ms, int wait_ms)
 {
-    dlock_opts o;
-    dlock_opts_defaults(&o);
-    o.lease_ms = lease_ms;
-    o.wait_ms = wait_ms;
-    o.retry_ms = 10;
-    o.wait_mode = wait_mode;
-    return o;
+    return th_lock_opts(lease_ms, wait_ms, wait_mode);
 }
 
 static void test_acquire_release_and_reacquire(void **state)
@@ -93,13 +71,15 @@ static void test_second_owner_fails_fast_with_zero_wait(void **state)
     (void)state;
     dlock_opts o = opts(5000, 0);
     dlock_handle *h, *h2 = (dlock_handle *)1;
+    dlock_client *other = other_client();
     assert_int_equal(dlock_acquire(client, "t:busy", &o, &h), DLOCK_OK);
     int64_t t0 = th_now_ms();
-    assert_int_equal(dlock_acquire(client, "t:busy", &o, &h2), DLOCK_ERR_TIMEOUT);
+    assert_int_equal(dlock_acquire(other, "t:busy", &o, &h2), DLOCK_ERR_TIMEOUT);
     assert_true(th_now_ms() - t0 < 1000); /* one try, no waiting (hang bound only) */
     assert_null(h2);
     assert_non_null(strstr(dlock_errstr(), "t:busy"));
     assert_int_equal(dlock_release(h), DLOCK_OK);
+    dlock_client_free(other);
 }
 
 static void test_wait_times_out_after_wait_ms(void **state)
@@ -107,14 +87,16 @@ static void test_wait_times_out_after_wait_ms(void **state)
     (void)state;
     dlock_opts o = opts(5000, 0);
     dlock_handle *h, *h2;
+    dlock_client *other = other_client();
     assert_int_equal(dlock_acquire(client, "t:wait", &o, &h), DLOCK_OK);
     o.wait_ms = 300;
     int64_t t0 = th_now_ms();
-    assert_int_equal(dlock_acquire(client, "t:wait", &o, &h2), DLOCK_ERR_TIMEOUT);
+    assert_int_equal(dlock_acquire(other, "t:wait", &o, &h2), DLOCK_ERR_TIMEOUT);
     int64_t waited = th_now_ms() - t0;
     assert_true(waited >= 300);
     assert_true(waited < 300 + 1000); /* wait_ms plus at most one command timeout */
     dlock_release(h);
+    dlock_client_free(other);
 }
 
 struct holder {
@@ -254,12 +236,14 @@ static void test_run_helper_runs_and_always_releases(void **state)
     assert_int_equal(th_redis_int(&redis, "EXISTS t:run"), 0);
 
     dlock_handle *h;
-    assert_int_equal(dlock_acquire(client, "t:run", &o, &h), DLOCK_OK);
+    dlock_client *other = other_client();
+    assert_int_equal(dlock_acquire(other, "t:run", &o, &h), DLOCK_OK);
     rc = -100;
     assert_int_equal(dlock_run(client, "t:run", &o, count_fn, &calls, &rc), DLOCK_ERR_TIMEOUT);
     assert_int_equal(calls, 1); /* fn did not run */
     assert_int_equal(rc, -100);
     dlock_release(h);
+    dlock_client_free(other);
 
     o.lease_ms = 300;
     o.max_renewals = 1;
@@ -786,18 +770,6 @@ static void test_a_dead_waiter_delays_the_key_at_most_briefly(void **state)
     assert_int_equal(th_redis_int(&redis, "ZCARD %s", names.queue), 0);
 }
 
-static int notify_setup(void **state)
-{
-    wait_mode = DLOCK_WAIT_NOTIFY;
-    return group_setup(state);
-}
-
-static int spin_setup(void **state)
-{
-    wait_mode = DLOCK_WAIT_SPIN;
-    return group_setup(state);
-}
-
 int main(void)
 {
     const struct CMUnitTest common[] = {
@@ -830,12 +802,15 @@ int main(void)
         cmocka_unit_test(test_waiters_of_other_processes_get_the_key_in_arrival_order),
         cmocka_unit_test(test_a_dead_waiter_delays_the_key_at_most_briefly),
     };
-    int failed = cmocka_run_group_tests_name("lock, spin mode", common, spin_setup,
-                                             group_teardown);
-    failed += cmocka_run_group_tests_name("lock, notify mode", common, notify_setup,
-                                          group_teardown);
-    failed += cmocka_run_group_tests_name("lock, notify only", notify_only, notify_setup,
-                                          group_teardown);
+    th_lock_suite(&redis, &client);
+    wait_mode = DLOCK_WAIT_SPIN;
+    int failed = cmocka_run_group_tests_name("lock, spin mode", common, th_lock_group_setup,
+                                             th_lock_group_teardown);
+    wait_mode = DLOCK_WAIT_NOTIFY;
+    failed += cmocka_run_group_tests_name("lock, notify mode", common, th_lock_group_setup,
+                                          th_lock_group_teardown);
+    failed += cmocka_run_group_tests_name("lock, notify only", notify_only, th_lock_group_setup,
+                                          th_lock_group_teardown);
     th_redis_stop(&redis, 0);
     return failed;
 }

@@ -18,22 +18,6 @@
 static th_redis redis;
 static dlock_client *client;
 
-static int group_setup(void **state)
-{
-    (void)state;
-    if (redis.pid == 0 && th_redis_start(&redis) != 0)
-        return -1;
-    return (client = th_lock_client(&redis)) ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    dlock_client_free(client);
-    client = NULL;
-    return 0;
-}
-
 static dlock_opts opts(int wait_ms)
 {
     dlock_opts o;
@@ -180,8 +164,9 @@ int main(void)
         cmocka_unit_test(test_fence_counts_on_from_a_counter_ahead_of_the_clock),
         cmocka_unit_test(test_a_release_publishes_only_when_someone_was_in_line),
     };
-    int failed = cmocka_run_group_tests_name("lock, lean paths", tests, group_setup,
-                                             group_teardown);
+    th_lock_suite(&redis, &client);
+    int failed = cmocka_run_group_tests_name("lock, lean paths", tests, th_lock_group_setup,
+                                             th_lock_group_teardown);
     th_redis_stop(&redis, 0);
     return failed;
 }

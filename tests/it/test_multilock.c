@@ -48,13 +48,7 @@ static int teardown(void **state)
 
 static dlock_opts opts(int lease_ms, int wait_ms)
 {
-    dlock_opts o;
-    dlock_opts_defaults(&o);
-    o.lease_ms = lease_ms;
-    o.wait_ms = wait_ms;
-    o.retry_ms = 10;
-    o.wait_mode = wait_mode;
-    return o;
+    return th_lock_opts(lease_ms, wait_ms, wait_mode);
 }
 
 static void test_every_key_is_held_and_released_as_one(void **state)

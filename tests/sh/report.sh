@@ -10,3 +10,10 @@ report() {
         echo "[  FAILED  ] $REPORT_SUITE: $1"
     fi
 }
+
+# skip NAME REASON: the test could not run here; tests/run.sh lists REASON.
+skip() {
+    echo "[ RUN      ] $REPORT_SUITE: $1"
+    echo "skip: $2"
+    echo "[  SKIPPED ] $REPORT_SUITE: $1"
+}

@@ -14,6 +14,7 @@ export BUILD
 declare -A elsewhere=(
     ["make test"]="CI runs it (and this test is part of it)"
     ["make bench"]="takes minutes; its figures are recorded in bench/RESULTS.md"
+    ["scripts/screenshot.sh build/report-compare.html docs/loadgen-report.png"]="it writes the committed picture; tests/it/test_report.c runs the script on pages of its own"
 )
 
 REPORT_SUITE=readme

@@ -1,0 +1,118 @@
+/* sample.c - reads one item's stock from the service while the load runs,
+ * on a thread that only sleeps and asks, so the load's loops never wait for
+ * it. */
+#include "loadgen/sample.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "loadgen/api.h"
+
+#define NAP_MS 5 /* how often the thread looks at its stop flag */
+
+struct lg_sampler {
+    const lg_target *targets;
+    int ntargets;
+    lg_clock_fn clock;
+    void *arg;
+    lg_samples got;
+    atomic_int stop;
+    pthread_t tid;
+};
+
+void lg_samples_init(lg_samples *s, long long item)
+{
+    memset(s, 0, sizeof(*s));
+    s->item = item;
+    s->interval_ms = LG_SAMPLE_FIRST_MS;
+}
+
+void lg_samples_add(lg_samples *s, double t_s, long long stock, long long sold)
+{
+    if (s->n == LG_SAMPLES_MAX) {
+        for (int i = 1; i < LG_SAMPLES_MAX / 2; i++)
+            s->s[i] = s->s[2 * i];
+        s->n = LG_SAMPLES_MAX / 2;
+        s->interval_ms *= 2;
+    }
+    s->s[s->n++] = (lg_sample){t_s, stock, sold};
+}
+
+static void nap(double s)
+{
+    if (s > NAP_MS / 1000.0)
+        s = NAP_MS / 1000.0;
+    struct timespec ts = {0, (long)(s * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* One GET of the item from the first target that answers; 0 when none did. */
+static int take(lg_sampler *p)
+{
+    double t0 = p->clock(p->arg);
+    for (int t = 0; t < p->ntargets; t++) {
+        lg_item_state st;
+        lg_err err;
+        if (lg_api_get_item(p->targets[t].url, p->got.item, 1, &st, NULL, &err) == LG_OK) {
+            lg_samples_add(&p->got, (t0 + p->clock(p->arg)) / 2, st.stock, st.sold);
+            return 1;
+        }
+    }
+    p->got.failed++;
+    return 0;
+}
+
+static void *sampler_main(void *arg)
+{
+    lg_sampler *p = arg;
+    double next = 0;
+    while (!atomic_load(&p->stop)) {
+        double now = p->clock(p->arg);
+        if (now < next) {
+            nap(next - now);
+            continue;
+        }
+        take(p);
+        next = now + p->got.interval_ms / 1000.0;
+    }
+    return NULL;
+}
+
+int lg_sampler_start(const lg_target *targets, int ntargets, long long item,
+                     lg_clock_fn clock, void *arg, lg_sampler **out, lg_err *err)
+{
+    *out = NULL;
+    lg_sampler *p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return lg_errf(err, LG_ERR_NOMEM, "out of memory for the stock sampler");
+    p->targets = targets;
+    p->ntargets = ntargets;
+    p->clock = clock;
+    p->arg = arg;
+    lg_samples_init(&p->got, item);
+    atomic_init(&p->stop, 0);
+    int e = pthread_create(&p->tid, NULL, sampler_main, p);
+    if (e != 0) {
+        free(p);
+        return lg_errf(err, LG_ERR_SYS, "cannot start the stock sampler: %s", strerror(e));
+    }
+    *out = p;
+    return LG_OK;
+}
+
+void lg_sampler_stop(lg_sampler *p, lg_samples *into)
+{
+    if (p == NULL)
+        return;
+    atomic_store(&p->stop, 1);
+    pthread_join(p->tid, NULL);
+    into->failed += p->got.failed;
+    for (int i = 0; i < p->got.n; i++)
+        lg_samples_add(into, p->got.s[i].t_s, p->got.s[i].stock, p->got.s[i].sold);
+    if (p->got.interval_ms > into->interval_ms)
+        into->interval_ms = p->got.interval_ms;
+    free(p);
+}

@@ -1,0 +1,57 @@
+/* sample.h - the stock of one item over the run, as the service reports it:
+ * a thread of its own reads GET /items/{id} every few milliseconds while the
+ * load runs. What is drawn is what the server said at that moment, not what
+ * loadgen worked out from its answers (and its reads are no deductions: the
+ * verdict's ledger is untouched). When LG_SAMPLES_MAX samples are taken,
+ * every other one is dropped and the interval doubles, so a long run keeps an
+ * even record of bounded size. */
+#ifndef LG_SAMPLE_H
+#define LG_SAMPLE_H
+
+#include "loadgen/err.h"
+#include "loadgen/opts.h"
+
+#define LG_SAMPLES_MAX 512
+/* The interval until the first thinning: a short run (a flash sale sells out
+ * in tens of ms) needs frequent reads, but each read is a connection of its
+ * own (a thread in stockd), so not back to back: on a busy machine those
+ * competed with the load itself. */
+#define LG_SAMPLE_FIRST_MS 5
+
+typedef struct lg_sample {
+    double t_s;            /* since the load started; the middle of the GET */
+    long long stock, sold; /* as the item's answer said */
+} lg_sample;
+
+typedef struct lg_samples {
+    long long item;     /* the item's id */
+    int interval_ms;    /* between two samples kept */
+    int n;
+    long long failed;   /* GETs that got no usable answer (skipped) */
+    lg_sample s[LG_SAMPLES_MAX];
+} lg_samples;
+
+/* Empties s for item. */
+void lg_samples_init(lg_samples *s, long long item);
+
+/* Appends a sample, thinning first when s is full (the first sample stays). */
+void lg_samples_add(lg_samples *s, double t_s, long long stock, long long sold);
+
+/* Seconds since the load started (thread-safe); the sampler's clock. */
+typedef double (*lg_clock_fn)(void *arg);
+
+typedef struct lg_sampler lg_sampler;
+
+/* Starts the sampling thread on item against targets[0..ntargets) (the first
+ * that answers is asked; a target that does not answer is skipped). The
+ * targets and clock arg must outlive lg_sampler_stop. Returns 0, or
+ * LG_ERR_NOMEM / LG_ERR_SYS with err set and *out NULL. */
+int lg_sampler_start(const lg_target *targets, int ntargets, long long item,
+                     lg_clock_fn clock, void *arg, lg_sampler **out, lg_err *err);
+
+/* Stops and joins the thread (after its GET in flight, if any), appends its
+ * samples to *into (after what *into holds) and frees the sampler. NULL is a
+ * no-op. */
+void lg_sampler_stop(lg_sampler *s, lg_samples *into);
+
+#endif

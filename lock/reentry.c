@@ -1,0 +1,110 @@
+/* reentry.c - the client's table of outermost holds by key, the count of
+ * handles that keeps a hold alive until its last one is released, and the
+ * acquire-side rule: nest, or refuse. The table is hashed by key and
+ * chained through the handles themselves, so a hold allocates nothing. */
+#include "reentry.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "err.h"
+#include "sync.h"
+
+#define BUCKETS 1024
+
+struct dlock_holds {
+    dlock_handle *bucket[BUCKETS];
+};
+
+static unsigned bucket_of(const char *key)
+{
+    return (unsigned)(dlock_hash(key, strlen(key)) % BUCKETS);
+}
+
+dlock_holds *dlock_holds_new(void) { return calloc(1, sizeof(dlock_holds)); }
+
+void dlock_holds_free(dlock_holds *t) { free(t); }
+
+void dlock_holds_add(dlock_holds *t, dlock_handle *h)
+{
+    h->held_bucket = bucket_of(h->lease->key);
+    dlock_handle **b = &t->bucket[h->held_bucket];
+    h->holds = 1;
+    h->held_next = *b;
+    *b = h;
+}
+
+/* The calling thread's outermost hold of key, unless lost, or NULL. */
+static dlock_handle *find(dlock_holds *t, const char *key)
+{
+    pthread_t self = pthread_self();
+    for (dlock_handle *h = t->bucket[bucket_of(key)]; h; h = h->held_next)
+        if (pthread_equal(h->thread, self) && strcmp(h->lease->key, key) == 0 &&
+            dlock_holder_state(h, dlock_now_ms()) != DLOCK_ERR_LOST)
+            return h;
+    return NULL;
+}
+
+/* A new handle nested in the outermost hold o, or NULL when out of memory. */
+static dlock_handle *nest(dlock_handle *o)
+{
+    dlock_opts none = {0}; /* a nested hold's own options rule nothing: o's do */
+    dlock_handle *h = dlock_handle_new(o->client, &none);
+    if (h == NULL)
+        return NULL;
+    h->outer = o;
+    o->holds++;
+    return h;
+}
+
+int dlock_holds_leave(dlock_holds *t, dlock_handle **h)
+{
+    dlock_handle *o = (*h)->outer ? (*h)->outer : *h;
+    if (o != *h) { /* a nested handle ends here, whatever the order of releases */
+        dlock_handle_free(*h);
+        *h = o;
+    }
+    if (--o->holds > 0)
+        return 1;
+    dlock_handle **p = &t->bucket[o->held_bucket];
+    while (*p && *p != o)
+        p = &(*p)->held_next;
+    if (*p)
+        *p = o->held_next;
+    return 0;
+}
+
+int dlock_reenter(dlock_client *c, const char *key, const dlock_opts *o, dlock_handle **out,
+                  int *rc)
+{
+    pthread_mutex_lock(&c->mu);
+    dlock_handle *held = find(c->holds, key);
+    dlock_handle *h = held && o->reentrant ? nest(held) : NULL;
+    pthread_mutex_unlock(&c->mu);
+    if (held == NULL)
+        return 0;
+    if (!o->reentrant) /* at once: waiting would only be for itself */
+        *rc = dlock_fail(DLOCK_ERR_INVALID, "lock %s is already held by this thread, and "
+                         "reentrant is 0", key);
+    else if (h == NULL)
+        *rc = dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+    else
+        *out = h, *rc = DLOCK_OK;
+    return 1;
+}
+
+int dlock_holds_none(dlock_client *c, const char *const *keys, int n)
+{
+    int i = 0;
+    pthread_mutex_lock(&c->mu);
+    while (i < n && find(c->holds, keys[i]) == NULL)
+        i++;
+    pthread_mutex_unlock(&c->mu);
+    if (i == n)
+        return DLOCK_OK;
+    /* its renewal, max_renewals and interruption are the set's, which they
+     * can't be for a key another hold rules */
+    return dlock_fail(DLOCK_ERR_INVALID, "lock %s is already held by this thread: a "
+                      "multi-lock can't nest in another hold", keys[i]);
+}

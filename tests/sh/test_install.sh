@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# test_install.sh - libdlock as somebody else's program gets it: make install
+# into a private prefix (its own build directory, whatever make test built),
+# then the example program of lock/README.md compiled against the installed
+# files only (pkg-config; shared, then static) and run against a private
+# redis-server, which is stopped by its PID. Also: the soname, the exported
+# symbols (exactly what dlock.h declares), a header that needs no hiredis and
+# compiles as C++, and make uninstall. Prints cmocka-style lines for
+# tests/run.sh.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+
+REPORT_SUITE=install
+. tests/sh/report.sh
+
+tmp=$(mktemp -d /tmp/dlock-install.XXXXXX)
+redis_pid=""
+cleanup() {
+    if [ -n "$redis_pid" ]; then
+        kill "$redis_pid" 2>/dev/null
+        wait "$redis_pid" 2>/dev/null
+    fi
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+prefix=$tmp/prefix
+lib=$prefix/lib
+export PKG_CONFIG_PATH=$lib/pkgconfig
+
+# 1. The files, where the README says.
+out=$(make --no-print-directory -s install PREFIX="$prefix" BUILD="$tmp/build" 2>&1)
+rc=$?
+for f in lib/libdlock.a lib/libdlock.so lib/libdlock.so.1 lib/libdlock.so.1.0.0 \
+    include/dlock.h lib/pkgconfig/dlock.pc; do
+    [ -e "$prefix/$f" ] || { rc=1; out+=$'\n'"missing: $f"; }
+done
+soname=$(readelf -d "$lib/libdlock.so.1.0.0" 2>&1 | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
+[ "$soname" = libdlock.so.1 ] || { rc=1; out+=$'\n'"soname: '$soname'"; }
+[ "$(pkg-config --modversion dlock 2>&1)" = 1.0.0 ] || { rc=1; out+=$'\n'"dlock.pc version"; }
+report "make install lays out the library, header and dlock.pc" "$rc" "$out"
+
+# 2. Exported: the functions and tables dlock.h declares, nothing else.
+declared=$(cc -E -P -I"$prefix/include" -x c - <<<'#include <dlock.h>' |
+    grep -oE '\bdlock_[a-z0-9_]+[[:space:]]*[(\[]' | grep -oE 'dlock_[a-z0-9_]+' | sort -u)
+exported=$(nm -D --defined-only "$lib/libdlock.so" | awk '{ print $3 }' | sort -u)
+diff_out=$(diff <(echo "$declared") <(echo "$exported"))
+[ -n "$declared" ] && [ -z "$diff_out" ]
+report "libdlock.so exports exactly what dlock.h declares" "$?" \
+    "declared (<) vs exported (>):"$'\n'"$diff_out"
+
+# 3. The header alone: no hiredis on the include path, strict C, and C++.
+echo '#include <dlock.h>
+int main(void) { return dlock_strerror(DLOCK_OK) == 0; }' >"$tmp/alone.c"
+out=$(cc -std=c99 -Wall -Wextra -Werror -pedantic -I"$prefix/include" -c -o "$tmp/alone.o" \
+    "$tmp/alone.c" 2>&1 && ! grep -n hiredis "$prefix/include/dlock.h" 2>&1)
+rc=$?
+if command -v g++ >/dev/null; then
+    out+=$(g++ -Wall -Werror -I"$prefix/include" -x c++ -o "$tmp/alone-cxx" "$tmp/alone.c" \
+        -L"$lib" -ldlock 2>&1) || rc=1
+fi
+report "dlock.h compiles alone, as C99 and as C++, without hiredis" "$rc" "$out"
+
+# A private redis-server on a free loopback port: sets port and redis_pid in
+# this shell (not in a $(...) subshell, whose redis_pid cleanup would never see).
+start_redis() {
+    for _ in $(seq 1 50); do
+        port=$((20000 + RANDOM % 40000))
+        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue
+        redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$tmp" \
+            >"$tmp/redis.log" 2>&1 &
+        redis_pid=$!
+        for _ in $(seq 1 50); do
+            kill -0 "$redis_pid" 2>/dev/null || break # the port was taken meanwhile: not ours
+            [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] && return 0
+            sleep 0.1
+        done
+        kill "$redis_pid" 2>/dev/null
+        wait "$redis_pid" 2>/dev/null
+        redis_pid=""
+    done
+    return 1
+}
+
+# The example runs: two writes, the second with a larger fence.
+check_run() {
+    local bin=$1 out fences
+    out=$(LD_LIBRARY_PATH=$lib timeout 30 "$bin" "127.0.0.1:$port" 2>&1) || {
+        echo "$out"
+        return 1
+    }
+    fences=$(sed -n 's/^\(first\|second\) write under example:record:{42}, fence //p' <<<"$out")
+    if [ "$(wc -l <<<"$fences")" -ne 2 ] ||
+        [ "$(tail -n 1 <<<"$fences")" -le "$(head -n 1 <<<"$fences")" ]; then
+        echo "$out"
+        return 1
+    fi
+}
+
+# 4. The README's program, exactly as written there.
+sed -n '/^<!-- example: dlock-example.c/,/^```$/p' lock/README.md | sed '1,2d;$d' \
+    >"$tmp/dlock-example.c"
+if ! start_redis; then
+    report "the README example builds with pkg-config and runs" 1 "no redis-server started"
+    exit 0
+fi
+out=$(cc -std=c11 -Wall -Wextra -Werror -o "$tmp/dlock-example" "$tmp/dlock-example.c" \
+    $(pkg-config --cflags --libs dlock) 2>&1) &&
+    LD_LIBRARY_PATH=$lib ldd "$tmp/dlock-example" | grep -q "libdlock.so.1 => $lib/libdlock.so.1" &&
+    out=$(check_run "$tmp/dlock-example")
+report "the README example builds with pkg-config against libdlock.so and runs" "$?" "$out"
+
+out=$(cc -std=c11 -Wall -Wextra -Werror -o "$tmp/dlock-example-static" \
+    "$tmp/dlock-example.c" $(pkg-config --cflags dlock) "$lib/libdlock.a" \
+    $(pkg-config --libs hiredis) -pthread 2>&1) &&
+    ! ldd "$tmp/dlock-example-static" | grep -q libdlock &&
+    out=$(check_run "$tmp/dlock-example-static")
+report "the README example links libdlock.a statically and runs" "$?" "$out"
+
+# 5. make uninstall takes back every file.
+out=$(make --no-print-directory -s uninstall PREFIX="$prefix" 2>&1)
+left=$(find "$prefix" -type f -o -type l)
+[ -z "$left" ]
+report "make uninstall removes what make install put" "$?" "$out$left"

@@ -1,0 +1,253 @@
+/* test_lg_html.c - the pieces of loadgen's HTML report that need nothing
+ * running: axis ticks, HdrHistogram's percentile axis, labels, escaping,
+ * finite-only coordinates, the time series and the stock samples, and a page
+ * drawn from a hand-made report whose strings try to break out of it. */
+#include <jansson.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "loadgen/html.h"
+#include "loadgen/sample.h"
+#include "loadgen/series.h"
+#include "loadgen/svg.h"
+
+/* What fn wrote to a memory stream, NUL-terminated; the caller frees it. */
+typedef struct mem {
+    char *buf;
+    size_t len;
+    FILE *f;
+} mem;
+
+static FILE *mem_open(mem *m)
+{
+    m->f = open_memstream(&m->buf, &m->len);
+    assert_non_null(m->f);
+    return m->f;
+}
+
+static char *mem_close(mem *m)
+{
+    fclose(m->f);
+    return m->buf;
+}
+
+static void test_ticks_are_whole_steps_and_the_axis_ends_on_one(void **state)
+{
+    (void)state;
+    double t[16], lo = 0, hi = 937;
+    int n = lg_svg_ticks(&lo, &hi, 6, t, 16);
+    assert_int_equal(n, 6);
+    assert_true(t[0] == 0 && t[1] == 200 && t[5] == 1000);
+    assert_true(lo == 0 && hi == 1000);
+    lo = -483, hi = 100; /* a ledger below zero: the axis goes down to a tick */
+    n = lg_svg_ticks(&lo, &hi, 6, t, 16);
+    assert_true(n >= 2 && n <= 6);
+    assert_true(lo <= -483 && t[0] == lo && hi >= 100 && t[n - 1] == hi);
+    lo = 0, hi = 0.0042;
+    n = lg_svg_ticks(&lo, &hi, 6, t, 16);
+    assert_true(n >= 2 && t[1] > 0 && hi >= 0.0042);
+}
+
+static void test_ticks_refuse_an_empty_or_endless_range(void **state)
+{
+    (void)state;
+    double t[16], lo = 5, hi = 5;
+    assert_int_equal(lg_svg_ticks(&lo, &hi, 6, t, 16), 0);
+    lo = 0, hi = NAN;
+    assert_int_equal(lg_svg_ticks(&lo, &hi, 6, t, 16), 0);
+    lo = 0, hi = INFINITY;
+    assert_int_equal(lg_svg_ticks(&lo, &hi, 6, t, 16), 0);
+}
+
+static void test_the_percentile_axis_is_log_of_one_over_one_minus_p(void **state)
+{
+    (void)state;
+    assert_true(fabs(lg_svg_pct_x(0)) < 1e-12);
+    assert_true(fabs(lg_svg_pct_x(50) - log10(2)) < 1e-12);
+    assert_true(fabs(lg_svg_pct_x(90) - 1) < 1e-12);
+    assert_true(fabs(lg_svg_pct_x(99.9) - 3) < 1e-9);
+    assert_true(isinf(lg_svg_pct_x(100)));
+    char buf[32];
+    lg_svg_pct_label(0, buf, sizeof(buf));
+    assert_string_equal(buf, "0%");
+    lg_svg_pct_label(1, buf, sizeof(buf));
+    assert_string_equal(buf, "90%");
+    lg_svg_pct_label(2, buf, sizeof(buf));
+    assert_string_equal(buf, "99%");
+    lg_svg_pct_label(4, buf, sizeof(buf));
+    assert_string_equal(buf, "99.99%");
+}
+
+static void test_numbers_get_short_labels(void **state)
+{
+    (void)state;
+    char buf[32];
+    const struct { double v; const char *want; } cases[] = {
+        {0, "0"}, {0.25, "0.25"}, {12.5, "12.5"}, {980, "980"}, {1500, "1.5k"},
+        {10000, "10k"}, {2e6, "2M"}, {-400, "-400"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        lg_svg_num(cases[i].v, buf, sizeof(buf));
+        assert_string_equal(buf, cases[i].want);
+    }
+}
+
+static void test_escaping_leaves_no_markup_and_no_control_bytes(void **state)
+{
+    (void)state;
+    mem m;
+    lg_svg_escape(mem_open(&m), "<script>a&b\"c'd\x01\n</script>");
+    lg_svg_escape(m.f, NULL);
+    char *out = mem_close(&m);
+    assert_string_equal(out, "&lt;script&gt;a&amp;b&quot;c&#39;d  &lt;/script&gt;");
+    free(out);
+}
+
+static void test_a_chart_maps_data_into_its_plot_area_and_skips_nan(void **state)
+{
+    (void)state;
+    mem m;
+    lg_chart c;
+    lg_chart_begin(&c, mem_open(&m), 560, 290, 0, 10, 0, 100, "a \"chart\"");
+    assert_true(lg_chart_x(&c, 0) == c.left && lg_chart_x(&c, 10) == c.right);
+    assert_true(lg_chart_y(&c, 0) == c.bottom && lg_chart_y(&c, 100) == c.top);
+    assert_true(c.left > 0 && c.right < 560 && c.top > 0 && c.bottom < 290);
+    double xs[] = {0, NAN, 5, 10}, ys[] = {0, 50, INFINITY, 100};
+    lg_chart_line(&c, xs, ys, 4, "#000", 1, NULL, 0);
+    lg_chart_rect(&c, 0, 1, 0, NAN, "#000");
+    lg_chart_end(&c);
+    char *out = mem_close(&m);
+    assert_null(strstr(out, "nan"));
+    assert_null(strstr(out, "inf"));
+    assert_non_null(strstr(out, "aria-label=\"a &quot;chart&quot;\""));
+    assert_null(strstr(out, "<rect")); /* its only rectangle was not finite */
+    assert_non_null(strstr(out, "L")); /* the two finite points made a line */
+    free(out);
+}
+
+static void test_a_series_widens_its_buckets_instead_of_growing(void **state)
+{
+    (void)state;
+    lg_series s, t;
+    assert_int_equal(lg_series_init(&s), 0);
+    assert_int_equal(lg_series_init(&t), 0);
+    int64_t ms = 1000000;
+    lg_series_add(&s, 0, LG_OUT_OK);
+    lg_series_add(&s, 3 * ms, LG_OUT_INSUFFICIENT);
+    assert_int_equal(s.n, 4);
+    /* 2 s at 1 ms buckets would be 2000 of them: the width doubles to fit */
+    lg_series_add(&s, 2000 * ms, LG_OUT_OK);
+    assert_true(s.n <= LG_SERIES_MAX);
+    assert_int_equal(s.width_ns, 4 * ms);
+    assert_int_equal(lg_series_count(&s, 0, 1, LG_OUT_OK), 1);
+    assert_int_equal(lg_series_count(&s, 0, 1, LG_OUT_INSUFFICIENT), 1);
+    /* a finer series merges into the wider one bucket by bucket */
+    lg_series_add(&t, 5 * ms, LG_OUT_OK);
+    lg_series_merge(&s, &t);
+    assert_int_equal(lg_series_count(&s, 1, 1, LG_OUT_OK), 1);
+    assert_int_equal(lg_series_factor(&s, 100), 8); /* 501 buckets in groups of 8: 63 */
+    uint64_t total = 0;
+    for (size_t i = 0; i < (s.n + 7) / 8; i++)
+        total += lg_series_count(&s, i, 8, LG_OUT_OK);
+    assert_int_equal(total, 3);
+    lg_series_free(&s);
+    lg_series_free(&t);
+}
+
+static void test_samples_thin_out_evenly_and_keep_the_first(void **state)
+{
+    (void)state;
+    lg_samples *s = malloc(sizeof(*s));
+    assert_non_null(s);
+    lg_samples_init(s, 7);
+    for (int i = 0; i <= LG_SAMPLES_MAX; i++)
+        lg_samples_add(s, i * 0.001, 1000 - i, i);
+    assert_int_equal(s->n, LG_SAMPLES_MAX / 2 + 1);
+    assert_int_equal(s->interval_ms, 2 * LG_SAMPLE_FIRST_MS);
+    assert_true(s->s[0].t_s == 0 && s->s[0].stock == 1000);
+    assert_int_equal(s->s[1].sold, 2); /* every other one kept */
+    assert_int_equal(s->s[s->n - 1].sold, LG_SAMPLES_MAX);
+    free(s);
+}
+
+/* A report whose every string tries to end the page early. */
+static json_t *hostile_report(void)
+{
+    const char *evil = "<script>alert(1)</script><img src=x onerror=alert(2)>";
+    json_t *lat = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:[[f,i],[f,i]]}", "count",
+                            2, "min", 1000, "max", 3000, "p50", 1000, "p90", 3000, "p99", 3000,
+                            "p99.9", 3000, "mean", 2000, "percentiles", 0.0, 1000, 100.0, 3000);
+    json_t *outs = json_pack("{s:i, s:i}", "ok", 1, "lock_timeout", 1);
+    json_t *target = json_pack("{s:s, s:i, s:O, s:{s:O, s:O}}", "url",
+                               "http://evil\"><script>x</script>", "requests", 2, "outcomes",
+                               outs, "latencyUs", "all", lat, "ok", lat);
+    json_t *doc = json_pack(
+        "{s:s, s:i, s:f, s:i, s:o, s:{s:O, s:O}, s:[o], s:{s:s, s:i, s:i}, s:f, s:s,"
+        " s:[{s:s, s:i, s:s}], s:[s], s:[], s:{s:s}, s:[{s:i, s:i, s:i, s:i}]}",
+        "label", "", "requests", 2, "throughput", 4.0, "retries", 0, "outcomes", outs,
+        "latencyUs", "all", lat, "ok", lat, "perTarget", target, "config", "scenario", evil,
+        "concurrency", 1, "threads", 1, "elapsedSec", 0.5, "verdict", "FAIL", "violations",
+        "kind", "oversold", "amount", 1, "text", evil, "expectationsUnmet", evil, "notes",
+        "examples", "lock_timeout", evil, "items", "stockBefore", 1, "soldBefore", 0,
+        "stockAfter", 0, "soldAfter", 2);
+    json_decref(lat);
+    return doc;
+}
+
+static void test_a_page_escapes_every_string_of_the_report(void **state)
+{
+    (void)state;
+    json_t *doc = hostile_report();
+    assert_non_null(doc);
+    mem m;
+    assert_int_equal(lg_html_write(mem_open(&m), doc), 0);
+    char *page = mem_close(&m);
+    assert_null(strstr(page, "<script"));
+    assert_null(strstr(page, "<img"));
+    assert_null(strstr(page, "http://"));
+    assert_non_null(strstr(page, "&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert_non_null(strstr(page, "<div class=\"word\">FAIL</div>"));
+    /* a run without a timeline or stock samples says so instead of drawing */
+    assert_non_null(strstr(page, "No item: nothing was sampled."));
+    assert_non_null(strstr(page, "</html>"));
+    free(page);
+    json_decref(doc);
+}
+
+static void test_an_error_document_becomes_a_page_that_says_so(void **state)
+{
+    (void)state;
+    json_t *doc = json_pack("{s:s}", "error", "POST http://127.0.0.1:1/items: refused <b>");
+    mem m;
+    assert_int_equal(lg_html_write(mem_open(&m), doc), 0);
+    char *page = mem_close(&m);
+    assert_non_null(strstr(page, "ERROR"));
+    assert_non_null(strstr(page, "POST 127.0.0.1:1/items: refused &lt;b&gt;"));
+    free(page);
+    json_decref(doc);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ticks_are_whole_steps_and_the_axis_ends_on_one),
+        cmocka_unit_test(test_ticks_refuse_an_empty_or_endless_range),
+        cmocka_unit_test(test_the_percentile_axis_is_log_of_one_over_one_minus_p),
+        cmocka_unit_test(test_numbers_get_short_labels),
+        cmocka_unit_test(test_escaping_leaves_no_markup_and_no_control_bytes),
+        cmocka_unit_test(test_a_chart_maps_data_into_its_plot_area_and_skips_nan),
+        cmocka_unit_test(test_a_series_widens_its_buckets_instead_of_growing),
+        cmocka_unit_test(test_samples_thin_out_evenly_and_keep_the_first),
+        cmocka_unit_test(test_a_page_escapes_every_string_of_the_report),
+        cmocka_unit_test(test_an_error_document_becomes_a_page_that_says_so),
+    };
+    return cmocka_run_group_tests_name("lg_html", tests, NULL, NULL);
+}
