@@ -219,6 +219,10 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(HARNESS_OBJ) $(TEST_LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_TEST)
 
+$(BUILD)/bench/logbench: bench/logbench.c $(BUILD)/obj/server/log.o
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^
+
 $(BUILD)/bench/lockbench: bench/lockbench.c $(BUILD)/libdlock.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libdlock.a $(LIBS_LOCK)

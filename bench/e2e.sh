@@ -13,12 +13,16 @@
 # that wrote, WAL bytes, CPU of postgres, Redis, the replicas and loadgen).
 # Usage: bench/e2e.sh (make bench runs it). Knobs: BUILD, DURATION=5,
 # WORKLOADS="hot spread cart" (a subset runs only those), BACKENDS="sqlite
-# postgres" (one of them runs only its runs; cart runs on SQLite only); the
-# replicas read stockd's own variables too (STOCKD_DB_POOL=4: a smaller pool).
+# postgres" (one of them runs only its runs; cart runs on SQLite only),
+# LOG_LEVEL=warn (info: a line per order, as stockd's default; each run then
+# says how much its replicas logged). Each run also gives the
+# replicas' CPU per request. The replicas read stockd's own
+# variables too (STOCKD_DB_POOL=4: a smaller pool, STOCKD_LOG_FORMAT=json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/stack.sh
 DURATION=${DURATION:-5}
+LOG_LEVEL=${LOG_LEVEL:-warn}
 WORKLOADS=${WORKLOADS:-hot spread cart}
 BACKENDS=${BACKENDS:-sqlite postgres}
 STACK_DIR=$(mktemp -d "${TMPDIR:-/tmp}/e2e-bench.XXXXXX")
@@ -119,13 +123,14 @@ run() {
     else
         db=(--sync "$sync")
     fi
-    local pid_mark
+    local pid_mark log_mark
     pid_mark=$(wc -l <"$STACK_DIR/pids")
+    log_mark=$(log_size)
     for i in 0 1 2; do
         ports+=("$(free_port)")
         # shellcheck disable=SC2086 # the mode's flags are words
         stack_stockd "r$i" "${ports[$i]}" "$redis_port" "${db[@]}" ${modes[$mode]} \
-            --log-level warn
+            --log-level "$LOG_LEVEL"
         pids+=("$(tail -n 1 "$STACK_DIR/pids")")
     done
     targets=$(printf 'http://127.0.0.1:%s,' "${ports[@]}")
@@ -134,12 +139,14 @@ run() {
     [ "$workload" = cart ] && items=(--items 8 --cart-lines 3)
     "$BUILD/loadgen" -d "$DURATION" -n 0 -c 64 --stock 100000000 "${items[@]}" \
         --target "${targets%,}" --json "$json" >"$STACK_DIR/out" 2>&1 &
-    local lg=$! sampler=""
+    local lg=$! sampler="" cpu0 cpu1
+    cpu0=$(proc_ticks "${pids[@]}")
     if [ "$sync" = pg ]; then
         pg_sampler "$lg" "${pids[@]}" >"$STACK_DIR/samples" 2>/dev/null &
         sampler=$!
     fi
     wait "$lg" || true
+    cpu1=$(proc_ticks "${pids[@]}")
     : >"$STACK_DIR/ceiling"
     [ "$workload $mode" = "hot handoff+batch" ] &&
         http_ceiling "$sync" "${targets%,}" >"$STACK_DIR/ceiling"
@@ -164,13 +171,13 @@ run() {
         "$sync" "$mode" "${tp:-0}" "$unit" "$(echo "${p50:-0} / 1000" | bc -l)" \
         "$(echo "${p99:-0} / 1000" | bc -l)" "$verdict"
     cat "$STACK_DIR/ceiling"
+    replica_cost $((cpu1 - cpu0)) "${tp:-0}" "$log_mark"
     if [ "$sync" = pg ]; then
         pg_cost "$STACK_DIR/samples"
         psql_pg -d stock -c "DROP DATABASE $pg_db WITH (FORCE)"
     fi
 }
 
-# The first value of "key" in loadgen's JSON report (one value per line there).
 # GET /health through loadgen on the replicas just measured, with the same
 # connections and duration: the plain HTTP rate that the locked, durable
 # write path is a share of. (/health is no empty answer: it pings the
@@ -185,7 +192,25 @@ http_ceiling() {
         hot "$1" "GET /health" "${tp:-0}"
 }
 
-json_number() { sed -n "s/.*\"$1\": *\([0-9.]*\).*/\1/p" "$2" | head -n 1; }
+# "lines bytes" the replicas have logged so far (their logs are appended to).
+log_size() { { cat "$STACK_DIR"/r[0-9].log 2>/dev/null || true; } | wc -lc | awk '{ print $1, $2 }'; }
+
+# The replicas' CPU per request (ticks $1 over the load and loadgen's
+# read-back, at rate $2): on a shared machine it moves less than the rate
+# does. With LOG_LEVEL other than warn, what they logged since log_size's
+# mark $3.
+replica_cost() {
+    local lines bytes l0 b0
+    read -r lines bytes <<<"$(log_size)"
+    read -r l0 b0 <<<"$3"
+    awk -v c="$1" -v hz="$(getconf CLK_TCK)" -v tp="$2" -v d="$DURATION" -v l=$((lines - l0)) \
+        -v b=$((bytes - b0)) -v show_log="$([ "$LOG_LEVEL" = warn ] || echo 1)" 'BEGIN {
+        printf "        stockd: %.0f us CPU a request", tp ? c / hz * 1e6 / (tp * d) : 0
+        if (show_log)
+            printf "; log: %d lines, %.0f bytes a line, %.2f MB/s", l, l ? b / l : 0, b / d / 1e6
+        printf "\n" }'
+}
+
 
 : >"$STACK_DIR/results"
 if wanted sqlite "$BACKENDS"; then

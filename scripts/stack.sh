@@ -115,6 +115,17 @@ stack_pg() {
     STACK_PG_URL=postgresql://stock@127.0.0.1:$port/stock
 }
 
+# CPU ticks (user + system) the processes $@ have used so far; from
+# /proc/PID/stat with the command name cut out, utime and stime are $12, $13.
+proc_ticks() {
+    local p t=0
+    for p; do t=$((t + $(sed 's/^.*) //' "/proc/$p/stat" | awk '{ print $12 + $13 }'))); done
+    echo "$t"
+}
+
+# The first value of "key" $1 in loadgen's JSON report $2 (one value per line there).
+json_number() { sed -n "s/.*\"$1\": *\([0-9.]*\).*/\1/p" "$2" | head -n 1; }
+
 # Stops every recorded process: SIGTERM, up to 10 s, then SIGKILL.
 stack_stop() {
     [ -f "$STACK_DIR/pids" ] || return 0

@@ -117,7 +117,12 @@ static const struct opt opts[] = {
     {"drain-ms", "STOCKD_DRAIN_MS", OPT_INT, F(drain_ms), 0, 3600000, NULL,
      "on SIGTERM/SIGINT, how long to let in-flight requests finish"},
     {"log-level", "STOCKD_LOG_LEVEL", OPT_CHOICE, F(log_level), 0, 0, log_level_names,
-     "lowest level logged"},
+     "lowest level logged: info has a line per order (placed, replayed or not placed); warn "
+     "keeps the failures that need a look (lock and storage trouble) and quiets the rest; "
+     "debug adds a line per HTTP request"},
+    {"log-format", "STOCKD_LOG_FORMAT", OPT_CHOICE, F(log_format), 0, 0, log_format_names,
+     "text: one logfmt line per event (ts=... level=... msg=\"...\" key=value); json: one JSON "
+     "object per line with ts, level, msg and the same fields, for log shippers"},
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
@@ -128,6 +133,7 @@ void cfg_defaults(stockd_config *c)
     http_config_defaults(&c->http);
     c->drain_ms = 30000;
     c->log_level = LOG_INFO;
+    c->log_format = LOG_FORMAT_TEXT;
 }
 
 /* Index of value in a NULL-terminated list of names, or -1. */

@@ -20,6 +20,7 @@ typedef struct stockd_config {
     http_config http;
     int drain_ms;                    /* on SIGTERM, wait this long for in-flight requests */
     int log_level;                   /* enum log_level */
+    int log_format;                  /* enum log_format */
     int no_fencing;                  /* test only: service.fencing = 0 */
     const char *redis_password_file; /* the password's file; else STOCKD_REDIS_PASSWORD */
     const char *redis_servers;       /* --redis host:port[,...]: one, or a quorum of them */

@@ -485,8 +485,8 @@ static enum MHD_Result respond(http_server *s, struct MHD_Connection *conn, cons
     clock_gettime(CLOCK_MONOTONIC, &t1);
     int64_t us = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000;
     metrics_request(service_metrics(s->svc), rt.id, r.status, us);
-    log_event(LOG_DEBUG, "request", "method=%s path=%s status=%d ms=%.3f", method, url, r.status,
-              (double)us / 1e3);
+    log_kv(LOG_DEBUG, "request", LOG_STR("method", method), LOG_STR("path", url),
+           LOG_INT("status", r.status), LOG_MS("ms", (double)us / 1e3));
     enum MHD_Result ok = send_reply(conn, &r, closing);
     service_leave(s->svc);
     return ok;
@@ -576,7 +576,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     struct request *rq = *req_cls;
     reaper_request_done(deadlines_of(conn));
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && toe != MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN)
-        log_event(LOG_DEBUG, "request not completed", "reason=%d", (int)toe);
+        log_kv(LOG_DEBUG, "request not completed", LOG_INT("reason", toe));
     if (rq) {
         free(rq->body);
         free(rq);
@@ -599,10 +599,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     (void)cls;
     char msg[512];
     vsnprintf(msg, sizeof(msg), fmt, ap);
-    msg[strcspn(msg, "\r\n")] = '\0';
-    for (char *p = msg; *p; p++)
-        if (*p == '"')
-            *p = '\'';
+    msg[strcspn(msg, "\r\n")] = '\0'; /* the log escapes the rest */
     time_t now = time(NULL);
     pthread_mutex_lock(&mhd_log.mu);
     int repeat = strcmp(msg, mhd_log.last) == 0 && now == mhd_log.at;
@@ -616,7 +613,8 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     }
     pthread_mutex_unlock(&mhd_log.mu);
     if (!repeat)
-        log_event(LOG_WARN, "libmicrohttpd", "detail=\"%s\" repeats_before=%ld", msg, suppressed);
+        log_kv(LOG_WARN, "libmicrohttpd", LOG_STR("detail", msg),
+               LOG_INT("repeatsBefore", suppressed));
 }
 
 void http_config_defaults(http_config *cfg)

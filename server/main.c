@@ -35,16 +35,18 @@ static int wait_for_stop(const sigset_t *set)
 static void log_listening(const stockd_config *c, const service_config *s)
 {
     char db[512];
-    log_event(LOG_INFO, "listening",
-              "bind=%s port=%d lock=%s wait=%s batch=%s db=%s sync=%s instance=%s%s",
-              c->http.bind, c->http.port, service_lock_mode_names[s->lock_mode],
-              s->lock.wait_mode == DLOCK_WAIT_SPIN ? "spin" : "notify",
-              s->lock_mode == SERVICE_LOCK_REDIS && s->batch ? "on" : "off",
-              store_db_shown(s->store.db, db, sizeof(db)), s->store.sync_full ? "full" : "normal",
-              s->instance_id,
-              s->fencing ? "" : " fencing=OFF(test-only)");
+    log_kv(LOG_INFO, "listening", LOG_STR("bind", c->http.bind), LOG_INT("port", c->http.port),
+           LOG_STR("lock", service_lock_mode_names[s->lock_mode]),
+           LOG_STR("wait", s->lock.wait_mode == DLOCK_WAIT_SPIN ? "spin" : "notify"),
+           LOG_STR("batch", s->lock_mode == SERVICE_LOCK_REDIS && s->batch ? "on" : "off"),
+           LOG_STR("db", store_db_shown(s->store.db, db, sizeof(db))),
+           LOG_STR("sync", s->store.sync_full ? "full" : "normal"),
+           LOG_STR("instance", s->instance_id),
+           LOG_STR("fencing", s->fencing ? "on" : "OFF(test-only)"),
+           LOG_STR("logLevel", log_level_names[c->log_level]),
+           LOG_STR("logFormat", log_format_names[c->log_format]));
     if (s->stop_before_write)
-        log_event(LOG_WARN, "test fault armed: SIGSTOP once before a write", NULL);
+        log_event(LOG_WARN, "test fault armed: SIGSTOP once before a write", NULL, 0);
 }
 
 int main(int argc, char **argv)
@@ -62,6 +64,7 @@ int main(int argc, char **argv)
         return 2;
     }
     log_set_level(c.log_level);
+    log_set_format(c.log_format);
     signal(SIGPIPE, SIG_IGN);
     sigset_t stop_signals;
     sigemptyset(&stop_signals);
@@ -77,29 +80,30 @@ int main(int argc, char **argv)
     explicit_bzero(c.db_password, sizeof(c.db_password));       /* and the store its own */
     if (rc != 0) {
         char db[512];
-        log_event(LOG_ERROR, "cannot start the service", "db=%s detail=\"%s\"",
-                  store_db_shown(c.service.store.db, db, sizeof(db)), err);
+        log_kv(LOG_ERROR, "cannot start the service",
+               LOG_STR("db", store_db_shown(c.service.store.db, db, sizeof(db))),
+               LOG_STR("detail", err));
         return 1;
     }
     if (http_start(&c.http, svc, &srv, err, sizeof(err)) != 0) {
-        log_event(LOG_ERROR, "cannot start HTTP server", "detail=\"%s\"", err);
+        log_kv(LOG_ERROR, "cannot start HTTP server", LOG_STR("detail", err));
         service_close(svc);
         return 1;
     }
     log_listening(&c, &c.service);
 
     int sig = wait_for_stop(&stop_signals);
-    log_event(LOG_INFO, "stopping", "signal=%s drain_ms=%d", sig == SIGINT ? "INT" : "TERM",
-              c.drain_ms);
+    log_kv(LOG_INFO, "stopping", LOG_STR("signal", sig == SIGINT ? "INT" : "TERM"),
+           LOG_INT("drainMs", c.drain_ms));
     http_quiesce(srv);
     int left = service_drain(svc, c.drain_ms);
     if (left > 0) { /* their answers can't be sent any more: don't let them commit */
         service_refuse_commits(svc);
-        log_event(LOG_WARN, "requests still running at the drain deadline; they will not "
-                            "commit", "count=%d", left);
+        log_kv(LOG_WARN, "requests still running at the drain deadline; they will not commit",
+               LOG_INT("count", left));
     }
     http_stop(srv);
     service_close(svc);
-    log_event(LOG_INFO, "stopped", NULL);
+    log_event(LOG_INFO, "stopped", NULL, 0);
     return 0;
 }

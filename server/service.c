@@ -106,12 +106,12 @@ void service_note_redis(service *s, int rc)
     if (now == was)
         return;
     if (now == REDIS_AUTH_FAILED)
-        log_event(LOG_ERROR, "Redis refuses our credentials; every deduction fails until the "
-                  "password or ACL user is fixed", "detail=\"%s\"", dlock_errstr());
+        log_kv(LOG_ERROR, "Redis refuses our credentials; every deduction fails until the "
+               "password or ACL user is fixed", LOG_STR("detail", dlock_errstr()));
     else if (now == REDIS_DOWN)
-        log_event(LOG_WARN, "Redis unreachable", "detail=\"%s\"", dlock_errstr());
+        log_kv(LOG_WARN, "Redis unreachable", LOG_STR("detail", dlock_errstr()));
     else if (was != REDIS_UNKNOWN)
-        log_event(LOG_INFO, "Redis reachable again", NULL);
+        log_event(LOG_INFO, "Redis reachable again", NULL, 0);
 }
 
 static int open_locks(service *s, char *err, size_t errlen)
@@ -209,15 +209,19 @@ static store_conn *begin(service *s, service_result *out)
 
 void service_place_order(service *s, const req_order *r, service_result *out)
 {
+    int64_t t0 = service_now_us();
+    store_fence held[RULE_ORDER_LINES_MAX];
+    memset(held, 0, (size_t)r->nlines * sizeof(held[0]));
     store_conn *c = begin(s, out);
     if (c) {
-        service_order_place(s, c, r, out);
+        service_order_place(s, c, r, out, held);
         store_put(s->store, c);
     }
     int64_t units = 0;
     for (int i = 0; out->outcome == SERVICE_OK && i < r->nlines; i++)
         units += r->lines[i].quantity;
     metrics_order(s->metrics, out->outcome, r->nlines, units);
+    service_log_order(s, r, out, held, t0);
 }
 
 void service_reduce(service *s, const req_order *r, service_result *out)
@@ -247,17 +251,20 @@ void service_create_item(service *s, const req_item *r, service_result *out)
     service_from_store(out, store_item_create(c, r->name, r->stock, &out->item), c);
     store_put(s->store, c);
     if (out->outcome == SERVICE_OK)
-        log_event(LOG_INFO, "item created", "item=%lld stock=%lld instance=%s",
-                  (long long)out->item.id, (long long)out->item.stock, s->cfg.instance_id);
+        log_kv(LOG_INFO, "item created", LOG_INT("item", out->item.id),
+               LOG_INT("stock", out->item.stock), LOG_STR("instance", s->cfg.instance_id));
 }
 
 void service_set_stock(service *s, int64_t item_id, int64_t stock, service_result *out)
 {
+    int64_t t0 = service_now_us();
+    store_fence held = {0, 0};
     store_conn *c = begin(s, out);
     if (c) {
-        service_order_set_stock(s, c, item_id, stock, out);
+        service_order_set_stock(s, c, item_id, stock, out, &held);
         store_put(s->store, c);
     }
+    service_log_stock_set(s, item_id, stock, out, &held, t0);
 }
 
 void service_item_ledger(service *s, int64_t item_id, int64_t before, int limit,

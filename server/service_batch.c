@@ -8,7 +8,6 @@
  * and a batch whose lock was lost is answered with that and left out. */
 #include <string.h>
 
-#include "log.h"
 #include "service_internal.h"
 
 #define BATCH_MAX 64   /* orders in one item's (or the carts') batch */
@@ -257,6 +256,25 @@ static void commit_batch(service *s, store_conn *c, struct batch *b)
     batch_finish(s->batches, jobs, nb);
 }
 
+/* Each order of b learns the tokens its lines' locks hold, for its log line. */
+static void note_tokens(service *s, const struct batch *b)
+{
+    for (int j = 0; j < b->n; j++) {
+        struct deduction *x = job_of(b->jobs[j]);
+        for (int i = 0; i < x->r->nlines; i++)
+            x->held[i] = service_token_of(s, b->h, x->keys[i]);
+    }
+}
+
+/* The release after the commit failed: the answers stand, the log says so. */
+static void log_lost(service *s, const struct batch *b, int rc)
+{
+    const char *keys[DLOCK_MULTI_MAX];
+    for (int k = 0; k < b->u.n; k++)
+        keys[k] = b->u.key[k];
+    service_log_lost_after_commit(s, NULL, b->n, b->u.id, keys, b->u.fence, b->u.n, rc);
+}
+
 /* The lock of every item in u, as one. */
 static int lock_items(service *s, struct batch_items *u, dlock_handle **h)
 {
@@ -302,11 +320,11 @@ static void lead_batch(service *s, store_conn *c, const struct deduction *own, i
         return;
     }
     service_note_redis(s, rc);
+    note_tokens(s, &b);
     commit_batch(s, c, &b);
     batch_finish(s->batches, jobs, b.n); /* answered: the next leader may start */
     if ((rc = dlock_release(b.h)) != DLOCK_OK && !b.out) /* after the commit: answers stand */
-        log_event(LOG_WARN, "lock lost after commit", "key=%s result=%s batch=%d", b.u.key[0],
-                  dlock_strerror(rc), b.n);
+        log_lost(s, &b, rc);
 }
 
 int service_batch_place(struct deduction *x)

@@ -1,6 +1,7 @@
-/* service_internal.h - what the service's two files share: the service
- * itself (service.c: lifecycle, items, health, metrics, draining) and how an
- * order is deducted (service_order.c). Not for other modules. */
+/* service_internal.h - what the service's files share: the service itself
+ * (service.c: lifecycle, items, health, metrics, draining), how an order is
+ * deducted (service_order.c, service_batch.c) and the lines it leaves in the
+ * log (service_log.c). Not for other modules. */
 #ifndef SERVICE_INTERNAL_H
 #define SERVICE_INTERNAL_H
 
@@ -38,22 +39,36 @@ static inline int64_t service_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* What one order asked for, where its answer goes, and its lines' lock keys. */
+/* Microseconds on CLOCK_MONOTONIC, for the elapsed time the log shows. */
+static inline int64_t service_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* What one order asked for, where its answer goes, its lines' lock keys and
+ * the tokens their locks held. */
 struct deduction {
     service *s;
     store_conn *c;
     const req_order *r;
     service_result *out;
+    store_fence *held;     /* held[i]: the token line i's lock held once taken, for the
+                            * log (the caller's; left alone while none is held) */
     int64_t lock_asked_ms; /* when its multi-lock was asked for */
     char keys[RULE_ORDER_LINES_MAX][DLOCK_KEY_MAX + 1]; /* keys[i]: line i's item */
 };
 
-/* service_order.c: places order r on connection c. */
-void service_order_place(service *s, store_conn *c, const req_order *r, service_result *out);
+/* service_order.c: places order r on connection c; held (r->nlines, zeroed
+ * by the caller) gets the tokens of the locks taken for it. */
+void service_order_place(service *s, store_conn *c, const req_order *r, service_result *out,
+                         store_fence *held);
 
-/* service_order.c: an item's stock set under its lock (redis mode). */
+/* service_order.c: an item's stock set under its lock (redis mode); *held
+ * gets the lock's token. */
 void service_order_set_stock(service *s, store_conn *c, int64_t item_id, int64_t stock,
-                             service_result *out);
+                             service_result *out, store_fence *held);
 
 /* service.c: records what a Redis call returned (a DLOCK_* code) and logs
  * one line when that changes Redis's state: reachable, unreachable, or
@@ -100,6 +115,25 @@ int service_commits_allowed(void *arg);
 
 /* The test-only fault (--test-stop-before-write). */
 void service_fault_point(service *s);
+
+/* ---- service_log.c: the lines an operator follows an order by ---- */
+
+/* One line for order r's outcome (its level by the outcome): its requestId,
+ * outcome, orderId, units, ms since t0_us, items, lock keys and the tokens
+ * it was written under (done) or its locks held (held, r->nlines). */
+void service_log_order(const service *s, const req_order *r, const service_result *out,
+                       const store_fence *held, int64_t t0_us);
+
+/* One line for a stock set by PUT /items/{id}, with its lock's token *held. */
+void service_log_stock_set(const service *s, int64_t item_id, int64_t stock,
+                           const service_result *out, const store_fence *held, int64_t t0_us);
+
+/* A lock lost after its orders committed (their answers stand): the n items'
+ * keys and tokens, the number of orders, r's requestId when there is one
+ * order (r not NULL), and the release's DLOCK_* result. */
+void service_log_lost_after_commit(const service *s, const req_order *r, int orders,
+                                   const int64_t *items, const char *const *keys,
+                                   const store_fence *tok, int n, int dlock_rc);
 
 /* ---- service_batch.c: group commit ---- */
 

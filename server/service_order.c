@@ -91,7 +91,7 @@ int service_commits_allowed(void *arg)
 void service_fault_point(service *s)
 {
     if (s->cfg.stop_before_write && atomic_exchange(&s->stopped_once, 1) == 0) {
-        log_event(LOG_WARN, "test fault: stopping before the write", NULL);
+        log_event(LOG_WARN, "test fault: stopping before the write", NULL, 0);
         raise(SIGSTOP);
     }
 }
@@ -177,7 +177,7 @@ static int read_modify_write(dlock_handle *h, void *arg)
     int64_t stock[RULE_ORDER_LINES_MAX];
     for (int i = 0; i < r->nlines; i++) { /* each row claimed with its own key's token */
         store_line *l = &o.lines[i];
-        l->fence = service_token_of(x->s, h, x->keys[i]);
+        l->fence = x->held[i] = service_token_of(x->s, h, x->keys[i]);
         int rc = l->fence.fence ? store_stock_claim(x->c, l->item_id, &l->fence, &stock[i])
                                 : store_stock_read(x->c, l->item_id, &stock[i]);
         if (rc != STORE_OK)
@@ -223,12 +223,11 @@ static void under_lock(struct deduction *x, dlock_fn fn, int nkeys)
     } else if (x->out->outcome == SERVICE_OK) {
         /* committed while still ours (dlock_check and the fences agreed); the
          * loss came after, so the answer stands */
-        log_event(LOG_WARN, "lock lost after commit", "key=%s result=%s", keys[0],
-                  dlock_strerror(rc));
-    }
-    if (x->out->outcome == SERVICE_LOCK_INTERRUPTED || x->out->outcome == SERVICE_LOCK_LOST)
-        log_event(LOG_WARN, "order rolled back", "key=%s outcome=%s detail=\"%s\"", keys[0],
-                  service_outcome_name(x->out->outcome), x->out->message);
+        int64_t items[RULE_ORDER_LINES_MAX];
+        for (int i = 0; i < nkeys; i++)
+            items[i] = x->r->lines[i].item_id;
+        service_log_lost_after_commit(x->s, x->r, 1, items, keys, x->held, nkeys, rc);
+    } /* a failed outcome is in the order's own line */
 }
 
 /* ---- without a distributed lock ---- */
@@ -346,9 +345,10 @@ static int items_exist(service *s, store_conn *c, const req_order *r, service_re
     return SERVICE_OK;
 }
 
-void service_order_place(service *s, store_conn *c, const req_order *r, service_result *out)
+void service_order_place(service *s, store_conn *c, const req_order *r, service_result *out,
+                         store_fence *held)
 {
-    struct deduction x = {.s = s, .c = c, .r = r, .out = out};
+    struct deduction x = {.s = s, .c = c, .r = r, .out = out, .held = held};
     int rc = service_replayed(c, r, out); /* a retry of a committed order needs no lock */
     if (rc != STORE_ERR_NOT_FOUND) {
         service_from_order_store(out, rc, c, r);
@@ -383,7 +383,7 @@ static int set_stock(dlock_handle *h, void *arg)
 {
     struct set_stock *a = arg;
     int64_t item = a->x.r->lines[0].item_id;
-    store_fence fence = service_token_of(a->x.s, h, a->x.keys[0]);
+    store_fence fence = *a->x.held = service_token_of(a->x.s, h, a->x.keys[0]);
     store_commit_check check = {service_commits_allowed, a->x.s};
     int rc = store_item_set_stock(a->x.c, item, a->stock, fence.fence ? &fence : NULL, &check);
     if (rc == STORE_OK)
@@ -392,10 +392,10 @@ static int set_stock(dlock_handle *h, void *arg)
 }
 
 void service_order_set_stock(service *s, store_conn *c, int64_t item_id, int64_t stock,
-                             service_result *out)
+                             service_result *out, store_fence *held)
 {
     req_order r = {.nlines = 1, .lines = {{item_id, 0}}};
-    struct set_stock a = {{.s = s, .c = c, .r = &r, .out = out}, stock};
+    struct set_stock a = {{.s = s, .c = c, .r = &r, .out = out, .held = held}, stock};
     service_lock_key(s->cfg.lock_prefix, item_id, a.x.keys[0]);
     if (items_exist(s, c, &r, out) != SERVICE_OK)
         return;

@@ -15,21 +15,102 @@ int store_open(const store_config *cfg, store **out, char *err, size_t errlen)
     for (size_t i = 0; i < NBACKENDS; i++)
         if (backends[i]->serves(cfg->db))
             return backends[i]->open(cfg, out, err, errlen);
-    snprintf(err, errlen, "no storage backend takes '%s'", cfg->db);
+    char shown[512];
+    snprintf(err, errlen, "no storage backend takes '%s'", store_db_shown(cfg->db, shown,
+                                                                          sizeof(shown)));
     return STORE_ERR_IO;
+}
+
+/* Stretches of --db that hold a secret, as [start, end) offsets. */
+struct secrets {
+    size_t start[16], end[16];
+    int n;
+};
+
+static void secret_at(struct secrets *sp, size_t start, size_t end)
+{
+    if (sp->n < 16)
+        sp->start[sp->n] = start, sp->end[sp->n++] = end;
+}
+
+/* Key [key, key + len) names a secret: password, sslpassword, ... */
+static int is_secret_key(const char *key, size_t len)
+{
+    return len >= 8 && memmem(key, len, "password", 8) != NULL;
+}
+
+/* scheme://user:secret@host,host2:port/db?password=secret&sslpassword=... */
+static void url_secrets(const char *db, const char *auth, struct secrets *sp)
+{
+    size_t alen = strcspn(auth, "/?#");
+    const char *at = memrchr(auth, '@', alen); /* a raw '@' in the secret is the user's */
+    const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+    if (colon)
+        secret_at(sp, (size_t)(colon + 1 - db), (size_t)(at - db));
+    const char *q = strchr(auth + alen, '?');
+    for (const char *p = q ? q + 1 : ""; *p;) {
+        size_t len = strcspn(p, "&#"), klen = strcspn(p, "=&#");
+        if (klen < len && is_secret_key(p, klen))
+            secret_at(sp, (size_t)(p + klen + 1 - db), (size_t)(p + len - db));
+        p += len;
+        if (*p != '&')
+            break;
+        p++;
+    }
+}
+
+/* A conninfo value's length: quoted up to its closing quote, else up to
+ * the next space; a backslash escapes the next character in both. */
+static size_t value_len(const char *v)
+{
+    int quoted = v[0] == '\'';
+    size_t i = quoted;
+    for (; v[i] && (quoted ? v[i] != '\'' : v[i] != ' ' && v[i] != '\t' && v[i] != '\n'); i++)
+        if (v[i] == '\\' && v[i + 1])
+            i++;
+    return i + (quoted && v[i]);
+}
+
+/* key = value key='quoted value' ...: each secret key's value. Past
+ * anything malformed (libpq will refuse it), everything counts as secret. */
+static void conninfo_secrets(const char *db, struct secrets *sp)
+{
+    const char *p = db;
+    for (;;) {
+        p += strspn(p, " \t\n");
+        if (*p == '\0')
+            return;
+        size_t klen = strcspn(p, "= \t\n");
+        const char *eq = p + klen + strspn(p + klen, " \t\n");
+        if (*eq != '=') {
+            secret_at(sp, (size_t)(p - db), strlen(db));
+            return;
+        }
+        const char *v = eq + 1 + strspn(eq + 1, " \t\n");
+        size_t vlen = value_len(v);
+        if (is_secret_key(p, klen))
+            secret_at(sp, (size_t)(v - db), (size_t)(v + vlen - db));
+        p = v + vlen;
+    }
 }
 
 const char *store_db_shown(const char *db, char *buf, size_t size)
 {
-    const char *scheme = strstr(db, "://"), *at = scheme ? strchr(scheme + 3, '@') : NULL;
-    const char *colon = scheme ? memchr(scheme + 3, ':', at ? (size_t)(at - scheme - 3) : 0) : NULL;
-    const char *pw = scheme ? NULL : strstr(db, "password=");
-    if (colon) /* scheme://user:secret@host... */
-        snprintf(buf, size, "%.*s:***%s", (int)(colon - db), db, at);
-    else if (pw) /* ... password=secret ... */
-        snprintf(buf, size, "%.*spassword=***%s", (int)(pw - db), db, pw + strcspn(pw, " "));
-    else
-        snprintf(buf, size, "%s", db);
+    struct secrets sp = {.n = 0};
+    const char *scheme = strstr(db, "://");
+    if (scheme)
+        url_secrets(db, scheme + 3, &sp);
+    else if (store_postgres.serves(db)) /* a conninfo; a file path is shown as it is */
+        conninfo_secrets(db, &sp);
+    size_t used = 0, from = 0;
+    buf[0] = '\0';
+    for (int i = 0; i <= sp.n && used < size; i++) {
+        size_t to = i < sp.n ? sp.start[i] : strlen(db);
+        int k = snprintf(buf + used, size - used, "%.*s%s", (int)(to - from), db + from,
+                         i < sp.n ? "***" : "");
+        used += k > 0 ? (size_t)k : 0;
+        from = i < sp.n ? sp.end[i] : to;
+    }
     return buf;
 }
 

@@ -3,7 +3,8 @@
  * the database's write lock, so that the first deduction waits in its
  * transaction while the batches of other items queue behind it; they must
  * then share one transaction. A batch whose lock is lost while it waits is
- * answered lock_lost and left out, and the others still commit. */
+ * answered lock_lost and left out, and the others still commit. Each order
+ * of a shared transaction has its own log line with its own key and token. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@
 #include "lock/dlock.h"
 #include "tests/calls.h"
 #include "tests/harness.h"
+#include "tests/logline.h"
 
 enum { ITEMS = 6, STOCK = 100 };
 
@@ -93,6 +95,23 @@ static long long stock_of(const th_stockd *s, long long id)
     return stock;
 }
 
+/* The replica's one log line for the order on item (sent without a
+ * requestId): outcome, the item's key and the token its lock held. */
+static void expect_order_line(const th_stockd *s, long long item, const char *outcome)
+{
+    char *log = th_read_file(s->log), id[24], key[DLOCK_KEY_MAX + 1];
+    th_logfmt l;
+    snprintf(id, sizeof(id), "%lld", item);
+    assert_int_equal(th_log_find(log, "items", id, &l), 1);
+    assert_string_equal(th_logfmt_get(&l, "outcome", NULL), outcome);
+    int found;
+    assert_null(th_logfmt_get(&l, "requestId", &found)); /* requestId=-: none was sent */
+    assert_true(found);
+    assert_string_equal(th_logfmt_get(&l, "keys", NULL), th_item_lock_key(item, key));
+    assert_true(atoll(th_logfmt_get(&l, "fences", NULL)) > 0);
+    free(log);
+}
+
 static void test_batches_of_different_items_share_one_transaction(void **state)
 {
     (void)state;
@@ -117,6 +136,8 @@ static void test_batches_of_different_items_share_one_transaction(void **state)
     assert_true(th_metric(s.url, "stockd_commit_batches_count") == 2);
     assert_true(th_metric(s.url, "stockd_commit_batches_sum") == ITEMS);
     assert_int_equal(th_stockd_stop_clean(&s), 0);
+    for (int i = 0; i < ITEMS; i++)
+        expect_order_line(&s, items[i], "ok");
 }
 
 static void test_a_batch_whose_lock_is_lost_is_left_out_and_the_others_commit(void **state)
@@ -151,6 +172,9 @@ static void test_a_batch_whose_lock_is_lost_is_left_out_and_the_others_commit(vo
     assert_true(th_metric(s.url, "stockd_commit_batches_sum") == 3);
     assert_true(th_metric(s.url, "stockd_commit_batches_count") == 2);
     assert_int_equal(th_stockd_stop_clean(&s), 0);
+    expect_order_line(&s, items[0], "ok");
+    expect_order_line(&s, items[1], "lock_lost"); /* with the token its lock had held */
+    expect_order_line(&s, items[2], "ok");
 }
 
 int main(void)

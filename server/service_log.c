@@ -1,0 +1,149 @@
+/* service_log.c - the lines an operator follows an order by: one per order
+ * (placed, replayed or not placed) and one per stock set, each with the
+ * requestId, the items, their lock keys and the fencing tokens the write was
+ * made (or refused) under, so that one grep finds an order on every replica
+ * it touched. */
+#include <string.h>
+
+#include "log.h"
+#include "service_internal.h"
+
+/* An acknowledged deduction is routine (info: a line per order, quieted by
+ * --log-level warn); so are the refusals a client causes and is told about.
+ * Lock and storage trouble is what an operator must see (warn), and a
+ * storage fault or a commit in doubt is worse (error). */
+static const enum log_level outcome_level[SERVICE_OUTCOME_COUNT] = {
+    [SERVICE_OK] = LOG_INFO,
+    [SERVICE_REPLAYED] = LOG_INFO,
+    [SERVICE_NOT_FOUND] = LOG_INFO,
+    [SERVICE_ORDER_NOT_FOUND] = LOG_INFO,
+    [SERVICE_INSUFFICIENT] = LOG_INFO,
+    [SERVICE_CONFLICT] = LOG_WARN,
+    [SERVICE_LOCK_TIMEOUT] = LOG_WARN,
+    [SERVICE_LOCK_INTERRUPTED] = LOG_WARN,
+    [SERVICE_LOCK_LOST] = LOG_WARN,
+    [SERVICE_REDIS_DOWN] = LOG_WARN,
+    [SERVICE_STORAGE_BUSY] = LOG_WARN,
+    [SERVICE_STORAGE_UNAVAILABLE] = LOG_WARN,
+    [SERVICE_COMMIT_UNKNOWN] = LOG_ERROR,
+    [SERVICE_STORAGE_ERROR] = LOG_ERROR,
+    [SERVICE_SHUTTING_DOWN] = LOG_WARN,
+};
+
+static enum log_level level_of(enum service_outcome o)
+{
+    return o < SERVICE_OUTCOME_COUNT ? outcome_level[o] : LOG_ERROR;
+}
+
+/* What a line says about the lock: the items, their keys (redis mode) and
+ * the tokens, with room for every field of the line. Up to DLOCK_MULTI_MAX
+ * items (a batch's); keys are made here only for an order's lines. */
+struct lock_fields {
+    long long items[DLOCK_MULTI_MAX], fences[DLOCK_MULTI_MAX], seqs[DLOCK_MULTI_MAX];
+    char key[RULE_ORDER_LINES_MAX][DLOCK_KEY_MAX + 1];
+    const char *keys[DLOCK_MULTI_MAX];
+    log_field f[16];
+    int nf;
+};
+
+/* Appends the n items in lf->items, then, when any line had one, the tokens
+ * (fences, fenceSeqs), then (redis mode) the keys: given, or made into
+ * lf->key from the items when keys is NULL (then n <= RULE_ORDER_LINES_MAX). */
+static void add_lock_fields(const service *s, struct lock_fields *lf, int n,
+                            const char *const *keys, const store_fence *tok)
+{
+    int fenced = 0;
+    for (int i = 0; i < n; i++) {
+        if (s->cfg.lock_mode == SERVICE_LOCK_REDIS && keys == NULL)
+            service_lock_key(s->cfg.lock_prefix, lf->items[i], lf->key[i]);
+        lf->keys[i] = keys ? keys[i] : lf->key[i];
+        lf->fences[i] = tok[i].fence, lf->seqs[i] = tok[i].seq;
+        fenced |= tok[i].fence != 0;
+    }
+    lf->f[lf->nf++] = LOG_INTS("items", lf->items, n);
+    if (fenced) {
+        lf->f[lf->nf++] = LOG_INTS("fences", lf->fences, n);
+        lf->f[lf->nf++] = LOG_INTS("fenceSeqs", lf->seqs, n);
+    }
+    /* last: when a long --lock-prefix makes a cart's line too long, the keys
+     * (which the items and the prefix tell anyway) are what gets cut */
+    if (s->cfg.lock_mode == SERVICE_LOCK_REDIS)
+        lf->f[lf->nf++] = LOG_STRS("keys", lf->keys, n);
+}
+
+static double ms_since(int64_t t0_us) { return (double)(service_now_us() - t0_us) / 1000.0; }
+
+void service_log_order(const service *s, const req_order *r, const service_result *out,
+                       const store_fence *held, int64_t t0_us)
+{
+    enum log_level level = level_of(out->outcome);
+    if (!log_enabled(level))
+        return;
+    /* Done: the order as written (a replay: as first written, perhaps by
+     * another replica), its lines with the tokens they were written under.
+     * Not done: the request, with the tokens its locks held, if any. */
+    int done = out->outcome == SERVICE_OK || out->outcome == SERVICE_REPLAYED;
+    int n = done ? out->order.nlines : r->nlines;
+    struct lock_fields lf; /* not zeroed: 20 KiB a line is a cost on the hot path */
+    store_fence tok[RULE_ORDER_LINES_MAX];
+    lf.nf = 0;
+    long long units = 0;
+    for (int i = 0; i < n; i++) {
+        lf.items[i] = done ? out->order.lines[i].item_id : r->lines[i].item_id;
+        units += done ? out->order.lines[i].quantity : r->lines[i].quantity;
+        tok[i] = done ? out->order.lines[i].fence : held[i];
+    }
+    lf.f[lf.nf++] = LOG_STR("requestId", r->has_request_id ? r->request_id : NULL);
+    lf.f[lf.nf++] = LOG_STR("outcome", service_outcome_name(out->outcome));
+    if (done)
+        lf.f[lf.nf++] = LOG_INT("orderId", out->order.info.order_id);
+    lf.f[lf.nf++] = LOG_INT("units", units);
+    lf.f[lf.nf++] = LOG_MS("ms", ms_since(t0_us));
+    lf.f[lf.nf++] = LOG_STR("instance", s->cfg.instance_id);
+    if (out->outcome == SERVICE_REPLAYED)
+        lf.f[lf.nf++] = LOG_STR("placedBy", out->order.info.instance);
+    if (!done)
+        lf.f[lf.nf++] = LOG_STR("detail", out->message);
+    add_lock_fields(s, &lf, n, NULL, tok);
+    log_event(level, out->outcome == SERVICE_OK         ? "order placed"
+                     : out->outcome == SERVICE_REPLAYED ? "order replayed"
+                                                        : "order not placed",
+              lf.f, lf.nf);
+}
+
+void service_log_stock_set(const service *s, int64_t item_id, int64_t stock,
+                           const service_result *out, const store_fence *held, int64_t t0_us)
+{
+    enum log_level level = level_of(out->outcome);
+    if (!log_enabled(level))
+        return;
+    struct lock_fields lf;
+    lf.items[0] = item_id, lf.nf = 0;
+    lf.f[lf.nf++] = LOG_INT("stock", stock);
+    lf.f[lf.nf++] = LOG_STR("outcome", service_outcome_name(out->outcome));
+    lf.f[lf.nf++] = LOG_MS("ms", ms_since(t0_us));
+    lf.f[lf.nf++] = LOG_STR("instance", s->cfg.instance_id);
+    if (out->outcome != SERVICE_OK)
+        lf.f[lf.nf++] = LOG_STR("detail", out->message);
+    add_lock_fields(s, &lf, 1, NULL, held);
+    log_event(level, out->outcome == SERVICE_OK ? "stock set" : "stock not set", lf.f, lf.nf);
+}
+
+void service_log_lost_after_commit(const service *s, const req_order *r, int orders,
+                                   const int64_t *items, const char *const *keys,
+                                   const store_fence *tok, int n, int dlock_rc)
+{
+    if (!log_enabled(LOG_WARN))
+        return;
+    struct lock_fields lf;
+    lf.nf = 0;
+    for (int i = 0; i < n; i++)
+        lf.items[i] = items[i];
+    if (r)
+        lf.f[lf.nf++] = LOG_STR("requestId", r->has_request_id ? r->request_id : NULL);
+    lf.f[lf.nf++] = LOG_INT("orders", orders);
+    lf.f[lf.nf++] = LOG_STR("result", dlock_strerror(dlock_rc));
+    lf.f[lf.nf++] = LOG_STR("instance", s->cfg.instance_id);
+    add_lock_fields(s, &lf, n, keys, tok);
+    log_event(LOG_WARN, "lock lost after commit", lf.f, lf.nf);
+}

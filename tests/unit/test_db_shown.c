@@ -1,0 +1,64 @@
+/* test_db_shown.c - --db as logs and /health show it (store_db_shown): every
+ * form of PostgreSQL password replaced by ***, everything else as it was. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "server/store.h"
+
+static const struct {
+    const char *db, *shown;
+} cases[] = {
+    {"stock.db", "stock.db"},
+    {"/tmp/a=b c.db", "/tmp/a=b c.db"}, /* a file: nothing to hide, even with '=' */
+    {"postgresql://stock@127.0.0.1:5432/stock", "postgresql://stock@127.0.0.1:5432/stock"},
+    {"postgresql://stock:s3cret@127.0.0.1:5432/stock", "postgresql://stock:***@127.0.0.1:5432/stock"},
+    {"postgres://u:p@ss@h/db", "postgres://u:***@h/db"}, /* a raw '@' in the password */
+    {"postgresql://u:pw@h1:5432,h2:5433/db", "postgresql://u:***@h1:5432,h2:5433/db"},
+    {"postgresql://u@h/db?password=s3cret&sslmode=disable",
+     "postgresql://u@h/db?password=***&sslmode=disable"},
+    {"postgresql://h/db?sslmode=disable&sslpassword=k3y&password=s3cret",
+     "postgresql://h/db?sslmode=disable&sslpassword=***&password=***"},
+    {"postgresql://u:a@h/db?password=b", "postgresql://u:***@h/db?password=***"},
+    {"host=h password=s3cret dbname=d", "host=h password=*** dbname=d"},
+    {"host=h password = s3cret dbname=d", "host=h password = *** dbname=d"},
+    {"host=h password='s3 cr\\'et' dbname=d", "host=h password=*** dbname=d"},
+    {"dbname=d sslpassword=k3y password=p", "dbname=d sslpassword=*** password=***"},
+    {"host=h password", "host=h ***"},             /* malformed: the rest is hidden */
+    {"host=h passw0rd s3cret", "host=h ***"},
+    {"host=h user=password dbname=d", "host=h user=password dbname=d"},
+};
+
+static void test_every_password_form_is_hidden(void **state)
+{
+    (void)state;
+    char buf[256];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        assert_string_equal(store_db_shown(cases[i].db, buf, sizeof(buf)), cases[i].shown);
+}
+
+static void test_a_short_buffer_cuts_and_never_shows_the_secret(void **state)
+{
+    (void)state;
+    char buf[24];
+    const char *db = "postgresql://u:s3cret@h/db?password=s3cret";
+    for (size_t size = 1; size <= sizeof(buf); size++) {
+        store_db_shown(db, buf, size);
+        assert_true(strlen(buf) < size);
+        assert_null(strstr(buf, "s3"));
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_password_form_is_hidden),
+        cmocka_unit_test(test_a_short_buffer_cuts_and_never_shows_the_secret),
+    };
+    return cmocka_run_group_tests_name("db_shown", tests, NULL, NULL);
+}
