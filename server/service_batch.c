@@ -299,7 +299,11 @@ static int lock_items(service *s, struct batch_items *u, dlock_handle **h)
 static void lead_batch(service *s, store_conn *c, const struct deduction *own, int64_t queue)
 {
     batch_job *jobs[BATCH_MAX];
-    struct batch b = {.u = {.n = 1, .id = {own->r->lines[0].item_id}}, .jobs = jobs};
+    /* Set field by field, not zeroed whole: its key table is 32 KiB, and
+     * every entry below u.n is written before it is read. */
+    struct batch b;
+    b.h = NULL, b.jobs = jobs, b.n = 0, b.out = 0;
+    b.u.n = 1, b.u.id[0] = own->r->lines[0].item_id;
     int rc;
     if (queue == CART_QUEUE) {
         b.u.n = 0;
