@@ -5,7 +5,6 @@
  * stream of readers, a GET+SET counter under write locks never changes
  * under a read lock (W=32 over 4 --mix processes), max_renewals for both,
  * fences grow over reads and writes. */
-#include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -33,124 +32,40 @@ static int wait_mode;        /* the running group's, set by main */
 
 /* ---- the helper processes ---- */
 
-struct mixer {
-    dlock_client *c;
-    int port, id;
-    const char *key;
-    dlock_opts o;
-    int failures;
-};
-
-static long long command_int(redisContext *rc, const char *fmt, const char *key, const char *sfx)
-{
-    redisReply *r = redisCommand(rc, fmt, key, sfx);
-    long long v = LLONG_MIN;
-    if (r && r->type == REDIS_REPLY_INTEGER)
-        v = r->integer;
-    else if (r && r->type == REDIS_REPLY_STRING)
-        v = atoll(r->str);
-    else if (r && r->type == REDIS_REPLY_NIL)
-        v = 0;
-    freeReplyObject(r);
-    return v;
-}
-
 /* A write: GET key:counter, a pause, SET it one higher, under the write lock. */
-static int write_once(struct mixer *m, redisContext *rc)
+static int write_once(struct th_lock_worker *w)
 {
     dlock_handle *h;
-    if (dlock_acquire_write(m->c, m->key, &m->o, &h) != DLOCK_OK)
+    if (dlock_acquire_write(w->c, w->key, &w->o, &h) != DLOCK_OK)
         return 1;
-    long long v = command_int(rc, "GET %s%s", m->key, ":counter");
+    long long v = th_lock_command_int(w->rc, "GET %s%s", w->key, ":counter");
     int bad = dlock_sleep(h, 2) != DLOCK_OK;
-    redisReply *r = redisCommand(rc, "SET %s:counter %lld", m->key, v + 1);
+    redisReply *r = redisCommand(w->rc, "SET %s:counter %lld", w->key, v + 1);
     freeReplyObject(r);
-    command_int(rc, "INCR %s%s", m->key, ":writes");
+    th_lock_command_int(w->rc, "INCR %s%s", w->key, ":writes");
     return bad + (dlock_release(h) != DLOCK_OK);
 }
 
 /* A read: the counter must not move while the read lock is held. */
-static int read_once(struct mixer *m, redisContext *rc)
+static int read_once(struct th_lock_worker *w)
 {
     dlock_handle *h;
-    if (dlock_acquire_read(m->c, m->key, &m->o, &h) != DLOCK_OK)
+    if (dlock_acquire_read(w->c, w->key, &w->o, &h) != DLOCK_OK)
         return 1;
-    long long before = command_int(rc, "GET %s%s", m->key, ":counter");
+    long long before = th_lock_command_int(w->rc, "GET %s%s", w->key, ":counter");
     int bad = dlock_sleep(h, 3) != DLOCK_OK;
-    if (command_int(rc, "GET %s%s", m->key, ":counter") != before)
-        command_int(rc, "INCR %s%s", m->key, ":moved");
+    if (th_lock_command_int(w->rc, "GET %s%s", w->key, ":counter") != before)
+        th_lock_command_int(w->rc, "INCR %s%s", w->key, ":moved");
     return bad + (dlock_release(h) != DLOCK_OK);
 }
 
-static void *mix(void *arg)
+/* --mix: ROUNDS holds, one in ten a write. */
+static int mix(struct th_lock_worker *w)
 {
-    struct mixer *m = arg;
-    redisContext *rc = redisConnect("127.0.0.1", m->port);
-    for (int i = 0; rc && !rc->err && i < ROUNDS; i++)
-        m->failures += (i + m->id) % 10 == 0 ? write_once(m, rc) : read_once(m, rc);
-    if (rc == NULL || rc->err)
-        m->failures++;
-    redisFree(rc);
-    return NULL;
-}
-
-/* --mix port key mode: THREADS workers doing ROUNDS holds, one in ten a
- * write. Exits 0 when every hold was granted and kept. */
-static int run_mix(int port, const char *key, int mode)
-{
-    dlock_config cfg;
-    dlock_config_defaults(&cfg);
-    cfg.port = port;
-    dlock_client *c;
-    if (dlock_client_new(&cfg, &c) != DLOCK_OK)
-        return 2;
-    struct mixer m[THREADS];
-    pthread_t t[THREADS];
-    for (int i = 0; i < THREADS; i++) {
-        m[i] = (struct mixer){c, port, i, key, th_lock_opts(2000, 60000, mode), 0};
-        pthread_create(&t[i], NULL, mix, &m[i]);
-    }
     int failures = 0;
-    for (int i = 0; i < THREADS; i++) {
-        pthread_join(t[i], NULL);
-        failures += m[i].failures;
-    }
-    dlock_client_free(c);
-    return failures ? 1 : 0;
-}
-
-/* --read port key lease_ms: takes a read lock, says so (key:held), and
- * holds it until killed. */
-static int run_reader(int port, const char *key, int lease_ms)
-{
-    dlock_config cfg;
-    dlock_config_defaults(&cfg);
-    cfg.port = port;
-    dlock_client *c;
-    dlock_handle *h;
-    dlock_opts o = th_lock_opts(lease_ms, 5000, DLOCK_WAIT_NOTIFY);
-    o.max_renewals = 0;
-    if (dlock_client_new(&cfg, &c) != DLOCK_OK || dlock_acquire_read(c, key, &o, &h) != DLOCK_OK)
-        return 2;
-    redisContext *rc = redisConnect("127.0.0.1", port);
-    command_int(rc, "INCR %s%s", key, ":held");
-    for (;;)
-        pause();
-}
-
-/* Starts this binary as a helper with args (NULL-terminated, at most 4). */
-static pid_t helper(const char *const *args)
-{
-    static char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    assert_true(n > 0);
-    self[n] = '\0';
-    const char *argv[6] = {self};
-    for (int i = 0; args[i]; i++)
-        argv[i + 1] = args[i];
-    pid_t pid = th_spawn(argv, NULL);
-    assert_true(pid > 0);
-    return pid;
+    for (int i = 0; i < ROUNDS; i++)
+        failures += (i + w->id) % 10 == 0 ? write_once(w) : read_once(w);
+    return failures;
 }
 
 /* ---- the tests ---- */
@@ -237,15 +152,11 @@ static void test_a_writer_excludes_readers_and_writers(void **state)
 static void test_a_crashed_readers_lease_runs_out_and_a_writer_gets_in(void **state)
 {
     (void)state;
-    char key[64], held[80], port[16];
+    char key[64], port[16];
     keyed(key, sizeof(key), "rw:crash");
-    snprintf(held, sizeof(held), "%s:held", key);
     snprintf(port, sizeof(port), "%d", redis.port);
-    pid_t pid = helper((const char *const[]){"--read", port, key, "300", NULL});
-    int64_t until = th_now_ms() + 10000;
-    while (th_redis_int(&redis, "GET %s", held) != 1 && th_now_ms() < until)
-        th_sleep_ms(5);
-    assert_int_equal(th_redis_int(&redis, "GET %s", held), 1);
+    pid_t pid = th_lock_helper((const char *const[]){"--read", port, key, "300", NULL});
+    th_lock_wait_held(&redis, key);
     th_signal(pid, SIGKILL, 5000);
     dlock_opts o = opts(5000, 0);
     dlock_handle *h;
@@ -313,18 +224,10 @@ static void test_a_writer_gets_in_under_a_stream_of_readers(void **state)
 static void test_a_counter_never_moves_under_a_read_lock(void **state)
 {
     (void)state;
-    char key[64], name[96], port[16], mode[16];
+    char key[64], name[96];
     keyed(key, sizeof(key), "rw:counter");
-    snprintf(port, sizeof(port), "%d", redis.port);
-    snprintf(mode, sizeof(mode), "%d", wait_mode);
-    pid_t pids[PROCESSES];
-    for (int i = 0; i < PROCESSES; i++)
-        pids[i] = helper((const char *const[]){"--mix", port, key, mode, NULL});
-    int statuses[PROCESSES];
-    for (int i = 0; i < PROCESSES; i++) /* stopped by PID after a generous bound */
-        statuses[i] = th_wait(pids[i], 120000);
-    for (int i = 0; i < PROCESSES; i++)
-        assert_int_equal(statuses[i], 0); /* every hold granted and kept */
+    /* every hold granted and kept in each process */
+    th_lock_run_helpers(&redis, "--mix", key, wait_mode, PROCESSES);
     snprintf(name, sizeof(name), "%s:writes", key);
     long long writes = th_redis_int(&redis, "GET %s", name);
     assert_int_equal(writes, PROCESSES * THREADS * ROUNDS / 10);
@@ -433,9 +336,10 @@ static void test_bad_arguments_and_a_quorum_are_refused(void **state)
 int main(int argc, char **argv)
 {
     if (argc == 5 && strcmp(argv[1], "--mix") == 0)
-        return run_mix(atoi(argv[2]), argv[3], atoi(argv[4]));
+        return th_lock_run_workers(atoi(argv[2]), THREADS, argv[3], atoi(argv[4]), mix);
     if (argc == 5 && strcmp(argv[1], "--read") == 0)
-        return run_reader(atoi(argv[2]), argv[3], atoi(argv[4]));
+        return th_lock_hold_until_killed(atoi(argv[2]), argv[3], atoi(argv[4]),
+                                         dlock_acquire_read);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_readers_hold_at_once),
         cmocka_unit_test(test_a_writer_excludes_readers_and_writers),
@@ -449,12 +353,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bad_arguments_and_a_quorum_are_refused),
     };
     th_lock_suite(&redis, &client);
-    wait_mode = DLOCK_WAIT_NOTIFY;
-    int failed = cmocka_run_group_tests_name("read-write lock, notify mode", tests,
-                                             th_lock_group_setup, th_lock_group_teardown);
-    wait_mode = DLOCK_WAIT_SPIN;
-    failed += cmocka_run_group_tests_name("read-write lock, spin mode", tests,
-                                          th_lock_group_setup, th_lock_group_teardown);
+    int failed = th_lock_both_modes("read-write lock", tests, sizeof(tests) / sizeof(tests[0]),
+                                    &wait_mode);
     th_redis_stop(&redis, 0);
     return failed;
 }
