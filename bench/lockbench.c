@@ -7,7 +7,8 @@
  *       SET of a Redis counter on the first server (plus WORK_MS of sleep).
  *       MODE is spin100, spin5, notify (no hand-off) or handoff (notify +
  *       hand-off, at most 8 in a row and fewer when other processes take
- *       turns; handoffN for another maximum).
+ *       turns; handoffN for another maximum), or a read-write lock in notify
+ *       mode: read (readers only: a GET, then WORK_MS) or rwN (N% writes).
  *   lockbench fanout PORTS SECONDS
  *       the machine's floor for a quorum call: rounds per second of one SET
  *       sent to every server, the replies awaited together; no lock.
@@ -49,7 +50,7 @@ struct shared {
     _Atomic int stop;
     int last_worker;
     uint64_t other_holder; /* acquisitions whose previous holder was another worker */
-    _Atomic uint64_t total, hold_us, nsamples;
+    _Atomic uint64_t total, reads, hold_us, nsamples;
     _Atomic uint64_t client_cpu_us; /* the worker processes', from the start signal on */
     _Atomic uint64_t lib_acquired, lib_handoffs; /* the clients' dlock_stats, summed */
     uint64_t acquired[MAX_WORKERS]; /* within the window, per worker */
@@ -377,7 +378,20 @@ struct worker {
     dlock_client *c;
     dlock_opts o;
     int id, work_ms;
+    int write_pct, n; /* 100: the plain lock; else a read-write lock's writes */
 };
+
+/* The next acquisition of w: 1 (a write, or the plain lock) or 0 (a read),
+ * the writes spread evenly. *rc gets its result. */
+static int acquire_next(struct worker *w, dlock_handle **h, int *rc)
+{
+    int wr = (w->n + 1) * w->write_pct / 100 > w->n * w->write_pct / 100;
+    w->n++;
+    *rc = w->write_pct == 100 ? dlock_acquire(w->c, KEY, &w->o, h)
+          : wr                ? dlock_acquire_write(w->c, KEY, &w->o, h)
+                              : dlock_acquire_read(w->c, KEY, &w->o, h);
+    return wr;
+}
 
 static void critical_section(redisContext *r, int id, int work_ms, int counted)
 {
@@ -398,7 +412,9 @@ static void *work(void *arg)
     while (!atomic_load(&sh->stop)) {
         dlock_handle *h;
         int64_t t0 = now_us();
-        if (dlock_acquire(w->c, KEY, &w->o, &h) != DLOCK_OK) {
+        int rc;
+        int wr = acquire_next(w, &h, &rc);
+        if (rc != DLOCK_OK) {
             sh->failures[w->id]++;
             continue;
         }
@@ -410,7 +426,13 @@ static void *work(void *arg)
             if (g < MAX_GAPS)
                 sh->gap_us[local][g] = (uint32_t)(t1 - sh->released_us);
         }
-        critical_section(r, w->id, w->work_ms, counted);
+        if (wr) {
+            critical_section(r, w->id, w->work_ms, counted);
+        } else { /* the counter only read: a write would show in violations */
+            freeReplyObject(redisCommand(r, "GET bench:counter"));
+            usleep((useconds_t)w->work_ms * 1000);
+            atomic_fetch_add(&sh->reads, 1);
+        }
         if (counted) {
             sh->acquired[w->id]++;
             uint64_t n = atomic_fetch_add(&sh->nsamples, 1);
@@ -443,7 +465,9 @@ static void process(int first, int n, const char *mode, int work_ms)
     pthread_t t[MAX_WORKERS];
     struct worker w[MAX_WORKERS];
     for (int i = 0; i < n; i++) {
-        w[i] = (struct worker){c, {0}, first + i, work_ms};
+        w[i] = (struct worker){c, {0}, first + i, work_ms, 100, 0};
+        if (strcmp(mode, "read") == 0 || strncmp(mode, "rw", 2) == 0)
+            w[i].write_pct = mode[0] == 'r' && mode[1] == 'w' ? atoi(mode + 2) : 0;
         mode_opts(mode, &w[i].o);
         pthread_create(&t[i], NULL, work, &w[i]);
     }
@@ -501,7 +525,8 @@ static void report(const char *mode, int workers, int procs, int work_ms, double
            n ? sh->wait_us[n - 1] / 1000.0 : 0, hold_ms, workers * hold_ms,
            (unsigned long long)min, (unsigned long long)max, max ? (double)min / max : 0,
            acquired ? 100.0 * sh->other_holder / acquired : 0, via_redis, cmds,
-           (unsigned long long)failures, (long long)total - counter,
+           (unsigned long long)failures,
+           (long long)(total - atomic_load(&sh->reads)) - counter,
            total ? (double)atomic_load(&sh->client_cpu_us) / total : 0, redis_cpu, gap50[0],
            gap99[0], gap50[1], gap99[1]);
 }
@@ -511,8 +536,8 @@ static void clean(redisContext *r)
 {
     dlock_names nm;
     dlock_names_of(KEY, &nm);
-    freeReplyObject(redisCommand(r, "DEL bench:counter %s %s %s %s", KEY, nm.queue, nm.alive,
-                                 nm.gone));
+    freeReplyObject(redisCommand(r, "DEL bench:counter %s %s %s %s %s:writer %s:writers", KEY,
+                                 nm.queue, nm.alive, nm.gone, KEY, KEY));
 }
 
 static int hot(int workers, int procs, const char *mode, int work_ms, int seconds)
@@ -588,7 +613,7 @@ int main(int argc, char **argv)
         return scripts(atoi(argv[3]));
     fprintf(stderr, "usage: lockbench uncontended PORT[,PORT...] SECONDS [MODE]\n"
                     "       lockbench hot PORT[,PORT...] WORKERS PROCS "
-                    "spin100|spin5|notify|handoff WORK_MS SECONDS\n"
+                    "spin100|spin5|notify|handoff|read|rwN WORK_MS SECONDS\n"
                     "       lockbench fanout PORT[,PORT...] SECONDS\n"
                     "       lockbench scripts PORT N\n");
     return 2;

@@ -1,8 +1,8 @@
 /* dlock.c - the lock library's public API: clients, acquisition (spin mode
  * here, notify mode in queue.c, a thread's nested holds in reentry.c),
  * owner-checked release, the run-under-lock helper and counters; the
- * semaphore's waiting and release in sem.c. The layers
- * below: queue.c (notify mode) -> lease.c, watchdog.c, orphans.c,
+ * semaphore's and the read-write lock's waiting and release in sem.c. The
+ * layers below: queue.c (notify mode) -> lease.c, watchdog.c, orphans.c,
  * subscriber.c -> quorum.c (one or N servers) -> node.c (one Redis) ->
  * pool.c. */
 #include <errno.h>
@@ -326,17 +326,17 @@ int dlock_acquire(dlock_client *c, const char *key, const dlock_opts *opts, dloc
     return account(c, acquire_key(c, key, &o, start + o.wait_ms, out), start);
 }
 
-int dlock_sem_acquire(dlock_client *c, const char *key, int permits_total,
-                      const dlock_opts *opts, dlock_handle **out)
+int dlock_claim_acquire(dlock_client *c, const char *key, const struct dlock_claim *cl,
+                        const dlock_opts *opts, dlock_handle **out)
 {
     dlock_opts o;
     *out = NULL;
     size_t klen = key ? strnlen(key, DLOCK_KEY_MAX + 1) : 0;
     if (opts_of(opts, &o) != DLOCK_OK || dlock_key_check(key, klen) != DLOCK_OK ||
-        dlock_sem_check(c, permits_total) != DLOCK_OK)
+        dlock_claim_single(c, cl->what) != DLOCK_OK)
         return DLOCK_ERR_INVALID;
     int64_t start = dlock_now_ms();
-    return account(c, dlock_sem_wait(c, key, permits_total, &o, start + o.wait_ms, out), start);
+    return account(c, dlock_claim_wait(c, key, cl, &o, start + o.wait_ms, out), start);
 }
 
 static int by_key(const void *a, const void *b)
@@ -434,8 +434,8 @@ static int release(dlock_handle *h, int *local)
 {
     if (h->parts)
         return release_set(h, local);
-    if (h->lease && h->lease->sem)
-        return dlock_sem_release(h, local);
+    if (h->lease && h->lease->kind != DLOCK_LEASE_LOCK)
+        return dlock_claim_release(h, local);
     dlock_client *c = h->client;
     pthread_mutex_lock(&c->mu);
     *local = dlock_holder_state(h, dlock_now_ms());

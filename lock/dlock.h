@@ -343,6 +343,44 @@ int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const d
 int dlock_sem_acquire(dlock_client *c, const char *key, int permits_total,
                       const dlock_opts *opts, dlock_handle **out);
 
+/* Read-write lock on key: any number of readers at once, or one writer,
+ * over every process that uses it (like Redisson's RReadWriteLock, with a
+ * different fairness rule, below). Each hold is a lease of opts->lease_ms,
+ * renewed by the watchdog at lease/3 and interrupted after max_renewals,
+ * as a lock's; the handle is a dlock_handle, used as a semaphore's is
+ * (dlock_release, dlock_check, dlock_sleep, dlock_renewals, dlock_token,
+ * dlock_key, dlock_fence; not for dlock_run, multi-locks or reentrancy).
+ * - Redis, all in Lua (lock/README.md): key is a ZSET of reader tokens
+ *   scored by their lease deadline (Redis ms; a crashed reader's entry is
+ *   dropped once it passed), key:writer the writer's token (PX lease),
+ *   key:writers a ZSET of waiting writers, each entry standing for
+ *   2 retry_ms + 100 ms unless that writer tries again; key:fence the
+ *   counter; key:released the channel. Don't use the key for anything else.
+ * - Fairness: writer preference. A reader gets in only while no writer
+ *   holds and none waits, so the readers a waiting writer found drain and
+ *   no new ones join them: a writer waits at most until the readers present
+ *   when it arrived release (their lease, lease_ms, if they crashed; their
+ *   max_renewals interruption, if they hang on) and the writers that get in
+ *   before it. Writers among themselves are not ordered (FIFO within a
+ *   process in notify mode only), and a steady stream of writers starves
+ *   readers: the right rule when writes are rare and must not wait.
+ * - Fencing: readers and writers draw from one counter, so every fence is
+ *   larger than all earlier ones of the key, read or write.
+ * - Waiting: as opts->wait_mode, as dlock_sem_acquire (local FIFO per
+ *   key whose head retries on a published release, or every jittered
+ *   retry_ms). A writer that times out withdraws its wish at once (after
+ *   a Redis failure it runs out within 2 retry_ms + 100 ms). A thread
+ *   that holds key and asks again waits like any other owner (a writer
+ *   asking to read waits for itself until wait_ms).
+ * - Several Redis servers (a quorum): refused with DLOCK_ERR_INVALID, as
+ *   for the semaphore.
+ * Returns as dlock_acquire does (DLOCK_ERR_TIMEOUT: a writer held or
+ * waited, or for a writer: readers or a writer held, after wait_ms). */
+int dlock_acquire_read(dlock_client *c, const char *key, const dlock_opts *opts,
+                       dlock_handle **out);
+int dlock_acquire_write(dlock_client *c, const char *key, const dlock_opts *opts,
+                        dlock_handle **out);
+
 /* Releases the lock and frees h. In notify mode, when a local thread waits for
  * the key and the hand-off bounds allow, the lease passes to it without a
  * Redis round trip. Otherwise the watchdog forgets the lease first, so no

@@ -28,10 +28,24 @@ static void make_token(char out[DLOCK_TOKEN_LEN + 1])
 
 struct dlock_lease *dlock_lease_new(const char *key, const dlock_opts *o)
 {
-    size_t klen = strlen(key);
-    struct dlock_lease *l = calloc(1, sizeof(*l) + klen + 1);
+    return dlock_lease_new_in(key, NULL, DLOCK_LEASE_LOCK, o);
+}
+
+struct dlock_lease *dlock_lease_new_in(const char *key, const char *suffix, int kind,
+                                       const dlock_opts *o)
+{
+    size_t klen = strlen(key), slen = suffix ? strlen(suffix) : 0;
+    struct dlock_lease *l = calloc(1, sizeof(*l) + klen + 1 + (suffix ? klen + slen + 1 : 0));
     if (l == NULL)
         return NULL;
+    l->kind = kind;
+    l->target = l->key;
+    if (suffix) {
+        char *t = l->key + klen + 1;
+        memcpy(t, key, klen);
+        memcpy(t + klen, suffix, slen + 1);
+        l->target = t;
+    }
     l->lease_ms = o->lease_ms;
     l->retry_ms = o->retry_ms;
     l->handoff_max = l->handoff_bound = o->handoff_max;
@@ -42,6 +56,12 @@ struct dlock_lease *dlock_lease_new(const char *key, const dlock_opts *o)
     clock_gettime(CLOCK_REALTIME, &now);
     l->queue_score = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
     return l;
+}
+
+enum dlock_script dlock_lease_renew_script(const struct dlock_lease *l)
+{
+    return l->kind == DLOCK_LEASE_PERMIT || l->kind == DLOCK_LEASE_READ ? DLOCK_SCRIPT_SEM_RENEW
+                                                                         : DLOCK_SCRIPT_RENEW;
 }
 
 dlock_handle *dlock_handle_new(dlock_client *c, const dlock_opts *o)

@@ -13,12 +13,21 @@
 
 #include "dlock.h"
 #include "quorum.h"
+#include "scripts.h"
 
 /* The fence counter and the set of given-up tokens expire this many leases
  * after their last write: a token given up must stay refused longer than
  * its acquire can still be on its way (delayed on a connection we gave up
  * on), and the counter is seeded from Redis's clock when it is gone. */
 #define DLOCK_KEEP_LEASES 10
+
+/* What a lease is, which decides the scripts that renew and release it. */
+enum dlock_lease_kind {
+    DLOCK_LEASE_LOCK,   /* a lock's: key holds the token (PX) */
+    DLOCK_LEASE_PERMIT, /* a semaphore's permit: a member of the ZSET key (sem.c) */
+    DLOCK_LEASE_READ,   /* a read-write lock's reader: a member of the ZSET key (rw.c) */
+    DLOCK_LEASE_WRITE,  /* its writer: key:writer holds the token (PX) (rw.c) */
+};
 
 struct dlock_lease {
     int lease_ms;
@@ -35,7 +44,9 @@ struct dlock_lease {
     int64_t queue_score; /* its place in the keys' Redis queues with several servers:
                           * the wall clock in us when it began to wait, the same on each */
     int sent;            /* an acquire with this token may have reached Redis */
-    int sem;             /* a semaphore's permit (sem.c), not a lock's lease */
+    int kind;            /* enum dlock_lease_kind */
+    const char *target;  /* the Redis key renewal and release touch: key, or a writer's
+                          * key:writer, stored after key */
     char token[DLOCK_TOKEN_LEN + 1];
     /* mu */
     struct dlock_lease *prev, *next; /* the watchdog's list, or the orphans' */
@@ -79,6 +90,16 @@ static inline int dlock_grace_ms(int retry_ms) { return 2 * retry_ms + 100; }
 /* A new lease for key (copied) with a fresh random token, not yet acquired.
  * NULL when out of memory. Freed with free(). */
 struct dlock_lease *dlock_lease_new(const char *key, const dlock_opts *o);
+
+/* The same, for a lease of the given kind held in key + suffix (suffix
+ * NULL: in key itself). */
+struct dlock_lease *dlock_lease_new_in(const char *key, const char *suffix, int kind,
+                                       const dlock_opts *o);
+
+/* The script that renews l: a lock's and a writer's (PEXPIRE while the key
+ * holds the token), or a permit's and a reader's (ZADD XX while the member
+ * is live); both take key, token, lease_ms. */
+enum dlock_script dlock_lease_renew_script(const struct dlock_lease *l);
 
 /* How long the fence counter and the gone set outlive their last write
  * with leases of lease_ms: DLOCK_KEEP_LEASES leases, at most INT32_MAX. */

@@ -558,12 +558,6 @@ int dlock_node_fence_end(dlock_node_call *call)
     return owned_result(call, call->argv[0], "fence write-back", NULL);
 }
 
-/* A lock's lease and a semaphore's permit are renewed alike, by their own scripts. */
-static enum dlock_script renew_script(const dlock_node_renewal *r)
-{
-    return r->sem ? DLOCK_SCRIPT_SEM_RENEW : DLOCK_SCRIPT_RENEW;
-}
-
 void dlock_node_renew_begin(dlock_node *n, redisContext **own, int count,
                             const dlock_node_renewal *r, dlock_node_call *call)
 {
@@ -574,7 +568,7 @@ void dlock_node_renew_begin(dlock_node *n, redisContext **own, int count,
         char lease[24];
         const char *argv[] = {r[i].key, r[i].token, lease};
         size_t lens[] = {strlen(r[i].key), DLOCK_TOKEN_LEN, arg_int(lease, r[i].lease_ms)};
-        call_append_script(call, renew_script(&r[i]), 1, 3, argv, lens);
+        call_append_script(call, r[i].script, 1, 3, argv, lens);
     }
     call_send(call);
 }
@@ -607,7 +601,7 @@ void dlock_node_renew_end(dlock_node_call *call, int count, const dlock_node_ren
             char lease[24];
             const char *argv[] = {r[i].key, r[i].token, lease};
             size_t lens[] = {strlen(r[i].key), DLOCK_TOKEN_LEN, arg_int(lease, r[i].lease_ms)};
-            rp = eval_body(n, call->ctx, renew_script(&r[i]), 1, 3, argv, lens);
+            rp = eval_body(n, call->ctx, r[i].script, 1, 3, argv, lens);
             call->broken |= rp == NULL && call->ctx->err;
             rcs[i] = renewed(n, rp);
         } else {

@@ -141,7 +141,7 @@ int dlock_node_fence_end(dlock_node_call *call);
 typedef struct dlock_node_renewal {
     const char *key, *token;
     int lease_ms;
-    int sem; /* a semaphore's permit: its renew script, which takes the same arguments */
+    enum dlock_script script; /* its renew script: the lock's, or a ZSET member's (lease.h) */
 } dlock_node_renewal;
 
 /* The renew script (PEXPIRE lease_ms if the key holds token) for count

@@ -1,7 +1,8 @@
 /* scripts.c - the Lua scripts the lock runs in Redis (by SHA, see node.c),
  * and why each does what it does: acquire, release (with its grant to the
  * next waiter), renew and the quorum's fence write-back; and the
- * semaphore's acquire, renew and release. */
+ * semaphore's acquire, renew and release; the read-write lock's acquires
+ * and its writer's release. */
 #include "scripts.h"
 
 /* Shared Lua pieces. KEYS: lock, fence counter, queue (ZSET of waiting tokens
@@ -284,6 +285,75 @@ static const char sem_release_lua[] =
     "if tonumber(deadline) <= now_ms() then return 0 end\n"
     "return 1\n";
 
+/* The read-write lock (dlock_acquire_read / _write). KEYS: the readers'
+ * ZSET (token -> lease deadline in Redis ms, a semaphore without a limit:
+ * its renew and release are the semaphore's), the fence counter (one for
+ * readers and writers, so every fence is larger than all earlier ones of
+ * either), key:writer (the writer's token, PX lease: a lock's key, renewed
+ * by the lock's script), key:writers (ZSET of waiting writers -> until when
+ * their wish stands, in Redis ms; refreshed on each try of theirs, so a
+ * writer that crashed or gave up stops blocking readers within queue_ms).
+ *
+ * Read. ARGV: token, lease_ms, keep_ms. Writer preference: a reader gets
+ * in only while no writer holds and none waits, so the readers a waiting
+ * writer found drain and none join them. Returns {1, fence}, or {0, ms
+ * until worth trying again, -1 unknown}. */
+static const char rw_read_lua[] =
+    LUA_FENCE
+    LUA_QUEUE
+    "local now = now_ms()\n"
+    "local w = redis.call('pttl', KEYS[3])\n"
+    "if w > 0 then return {0, w} end\n"
+    "redis.call('zremrangebyscore', KEYS[4], '-inf', now)\n"
+    "if redis.call('zcard', KEYS[4]) > 0 then return {0, -1} end\n"
+    "redis.call('zremrangebyscore', KEYS[1], '-inf', now)\n"
+    "redis.call('zadd', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])\n"
+    "keep(KEYS[1], ARGV[2])\n"
+    "return {1, next_fence(ARGV[3], '0')}\n";
+
+/* Write. ARGV: token, lease_ms, keep_ms, queue_ms (how long this wish to
+ * write stands if not renewed; 0: don't register one). Takes key:writer
+ * when nobody holds (no writer, no live reader); otherwise registers the
+ * wish and answers {0, ms until the writer's lease or the earliest
+ * reader's runs out}. Writers among themselves take it as they come. */
+static const char rw_write_lua[] =
+    LUA_FENCE
+    LUA_QUEUE
+    "local now = now_ms()\n"
+    "redis.call('zremrangebyscore', KEYS[1], '-inf', now)\n"
+    "redis.call('zremrangebyscore', KEYS[4], '-inf', now)\n"
+    "local w = redis.call('pttl', KEYS[3])\n"
+    "if w < 0 and redis.call('zcard', KEYS[1]) == 0 then\n"
+    "  redis.call('set', KEYS[3], ARGV[1], 'PX', ARGV[2])\n"
+    "  redis.call('zrem', KEYS[4], ARGV[1])\n"
+    "  return {1, next_fence(ARGV[3], '0')}\n"
+    "end\n"
+    "if ARGV[4] ~= '0' then\n"
+    "  redis.call('zadd', KEYS[4], now + tonumber(ARGV[4]), ARGV[1])\n"
+    "  keep(KEYS[4], ARGV[4])\n"
+    "end\n"
+    "if w < 0 then\n"
+    "  w = tonumber(redis.call('zrange', KEYS[1], 0, 0, 'WITHSCORES')[2]) - now\n"
+    "end\n"
+    "return {0, w}\n";
+
+/* The writer's release. KEYS[1] key:writer; KEYS[2] key:writers when a
+ * writer gives up waiting, whose wish goes first (rather than keep readers
+ * out until it runs out). ARGV: token, the release channel. Deletes
+ * key:writer only while it holds our token (an acquire whose answer was
+ * lost may have taken it), and publishes "" when that or the wish let
+ * anyone in (every waiting process's head tries again). Returns 1, or 0
+ * when not ours (lost). */
+static const char rw_write_release_lua[] =
+    "local wished = KEYS[2] and redis.call('zrem', KEYS[2], ARGV[1]) or 0\n"
+    "if redis.call('get', KEYS[1]) ~= ARGV[1] then\n"
+    "  if wished == 1 then redis.call('publish', ARGV[2], '') end\n"
+    "  return 0\n"
+    "end\n"
+    "redis.call('del', KEYS[1])\n"
+    "redis.call('publish', ARGV[2], '')\n"
+    "return 1\n";
+
 const char *const dlock_script_body[DLOCK_SCRIPT_COUNT] = {
-    acquire_lua, release_lua, renew_lua, fence_lua, sem_acquire_lua, sem_renew_lua,
-    sem_release_lua};
+    acquire_lua,     release_lua,   renew_lua,    fence_lua,           sem_acquire_lua,
+    sem_renew_lua,   sem_release_lua, rw_read_lua, rw_write_lua, rw_write_release_lua};

@@ -1,10 +1,12 @@
 /* sem.c - the semaphore (dlock_sem_acquire): each permit a lease, a member
  * of one Redis ZSET scored by its deadline (scripts.c), renewed by the
  * client's watchdog like a lock's lease and reported through the same
- * handle. Waiting in notify mode: the threads of one process that want the
- * key queue in its local FIFO (keytab.h), only the head asks Redis, and a
- * release heard on the key's channel (subscriber.c) or made here wakes it.
- * A head that gets a permit wakes the next at once: permits may be left. */
+ * handle; and the waiting and release it shares with the read-write lock
+ * (rw.c), whose attempts are other scripts. Waiting in notify mode: the
+ * threads of one process that want the key queue in its local FIFO
+ * (keytab.h), only the head asks Redis, and a release heard on the key's
+ * channel (subscriber.c) or made here wakes it. A head that gets in wakes
+ * the next at once: permits (or room for readers) may be left. */
 #include "sem.h"
 
 #include <stdio.h>
@@ -15,21 +17,16 @@
 #include "queue.h"
 #include "sync.h"
 
-int dlock_sem_check(dlock_client *c, int permits)
+int dlock_claim_single(dlock_client *c, const char *what)
 {
-    if (permits < 1)
-        return dlock_fail(DLOCK_ERR_INVALID, "a semaphore needs permits_total >= 1, got %d",
-                          permits);
     if (dlock_quorum_size(c->nodes) > 1)
-        return dlock_fail(DLOCK_ERR_INVALID, "semaphores need a single Redis server: not "
+        return dlock_fail(DLOCK_ERR_INVALID, "%ss need a single Redis server: not "
                                              "supported over a quorum of %d",
-                          dlock_quorum_size(c->nodes));
+                          what, dlock_quorum_size(c->nodes));
     return DLOCK_OK;
 }
 
-/* One script on the client's only server: its reply (caller frees) or NULL
- * with the error set. */
-static redisReply *sem_call(dlock_client *c, enum dlock_script s, int nkeys, int nargs,
+redisReply *dlock_claim_call(dlock_client *c, enum dlock_script s, int nkeys, int nargs,
                             const char *const *argv)
 {
     dlock_node *n = dlock_quorum_node(c->nodes, 0);
@@ -39,20 +36,8 @@ static redisReply *sem_call(dlock_client *c, enum dlock_script s, int nkeys, int
     return dlock_node_script_end(&call);
 }
 
-/* One attempt for l: DLOCK_OK (l->fence and l->acquired_ms set),
- * DLOCK_ERR_TIMEOUT (every permit held: *pttl is when the first one's lease
- * runs out, in ms from now), DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. */
-static int sem_try(dlock_client *c, struct dlock_lease *l, int permits, int64_t *pttl)
+int dlock_claim_reply(redisReply *r, struct dlock_lease *l, int64_t sent, int64_t *pttl)
 {
-    dlock_names k;
-    char lease[24], limit[24], keep[24];
-    dlock_names_of(l->key, &k);
-    snprintf(lease, sizeof(lease), "%d", l->lease_ms);
-    snprintf(limit, sizeof(limit), "%d", permits);
-    snprintf(keep, sizeof(keep), "%d", dlock_keep_ms(l->lease_ms));
-    const char *argv[] = {l->key, k.fence, l->token, lease, limit, keep};
-    int64_t sent = dlock_now_ms(); /* the lease can't have started before this */
-    redisReply *r = sem_call(c, DLOCK_SCRIPT_SEM_ACQUIRE, 2, 6, argv);
     if (r == NULL)
         return dlock_redis_failure();
     int rc = DLOCK_ERR_REDIS;
@@ -64,19 +49,48 @@ static int sem_try(dlock_client *c, struct dlock_lease *l, int permits, int64_t 
         else
             *pttl = r->element[1]->integer;
     } else {
-        dlock_fail(rc, "unexpected reply to the semaphore's acquire script");
+        dlock_fail(rc, "unexpected reply to an acquire script");
     }
     freeReplyObject(r);
     return rc;
 }
 
+/* A semaphore's attempt: every permit held gives *pttl, when the first
+ * one's lease runs out. */
+static int sem_try(dlock_client *c, struct dlock_lease *l, const struct dlock_claim *cl,
+                   int64_t *pttl)
+{
+    dlock_names k;
+    char lease[24], limit[24], keep[24];
+    dlock_names_of(l->key, &k);
+    snprintf(lease, sizeof(lease), "%d", l->lease_ms);
+    snprintf(limit, sizeof(limit), "%d", cl->permits);
+    snprintf(keep, sizeof(keep), "%d", dlock_keep_ms(l->lease_ms));
+    const char *argv[] = {l->key, k.fence, l->token, lease, limit, keep};
+    int64_t sent = dlock_now_ms(); /* the lease can't have started before this */
+    return dlock_claim_reply(dlock_claim_call(c, DLOCK_SCRIPT_SEM_ACQUIRE, 2, 6, argv), l, sent,
+                             pttl);
+}
+
+int dlock_sem_acquire(dlock_client *c, const char *key, int permits_total,
+                      const dlock_opts *opts, dlock_handle **out)
+{
+    *out = NULL;
+    if (permits_total < 1)
+        return dlock_fail(DLOCK_ERR_INVALID, "a semaphore needs permits_total >= 1, got %d",
+                          permits_total);
+    struct dlock_claim cl = {"semaphore", "all permits still held", DLOCK_LEASE_PERMIT, NULL,
+                             permits_total, sem_try, NULL};
+    return dlock_claim_acquire(c, key, &cl, opts, out);
+}
+
 /* Spin mode: this thread alone retries every jittered retry_ms. */
-static int wait_spin(dlock_client *c, struct dlock_lease *l, int permits, const dlock_opts *o,
-                     int64_t deadline)
+static int wait_spin(dlock_client *c, struct dlock_lease *l, const struct dlock_claim *cl,
+                     const dlock_opts *o, int64_t deadline)
 {
     for (;;) {
         int64_t pttl;
-        int rc = sem_try(c, l, permits, &pttl);
+        int rc = cl->attempt(c, l, cl, &pttl);
         int64_t now = dlock_now_ms();
         if (rc != DLOCK_ERR_TIMEOUT || now >= deadline)
             return rc;
@@ -89,7 +103,8 @@ static int wait_spin(dlock_client *c, struct dlock_lease *l, int permits, const 
  * waits to head it, then tries until a permit, a failure or deadline. A
  * waiter that never got to the head still tries once at its deadline. */
 static int contend(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w,
-                   struct dlock_lease *l, int permits, const dlock_opts *o, int64_t deadline)
+                   struct dlock_lease *l, const struct dlock_claim *cl, const dlock_opts *o,
+                   int64_t deadline)
 {
     for (;;) {
         while (e->head != w && dlock_now_ms() < deadline)
@@ -97,7 +112,7 @@ static int contend(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *
         unsigned long seen = e->releases; /* one during the attempt must not be missed */
         int64_t pttl = -1;
         pthread_mutex_unlock(&c->mu);
-        int rc = sem_try(c, l, permits, &pttl);
+        int rc = cl->attempt(c, l, cl, &pttl);
         pthread_mutex_lock(&c->mu);
         int64_t now = dlock_now_ms();
         if (rc != DLOCK_ERR_TIMEOUT || now >= deadline)
@@ -114,8 +129,8 @@ static int contend(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *
     }
 }
 
-static int wait_notify(dlock_client *c, struct dlock_lease *l, int permits, const dlock_opts *o,
-                       int64_t deadline)
+static int wait_notify(dlock_client *c, struct dlock_lease *l, const struct dlock_claim *cl,
+                       const dlock_opts *o, int64_t deadline)
 {
     struct dlock_waiter w;
     memset(&w, 0, sizeof(w));
@@ -126,7 +141,7 @@ static int wait_notify(dlock_client *c, struct dlock_lease *l, int permits, cons
     int rc = DLOCK_ERR_NOMEM;
     if (e != NULL) {
         dlock_queue_push(e, &w);
-        rc = contend(c, e, &w, l, permits, o, deadline);
+        rc = contend(c, e, &w, l, cl, o, deadline);
         dlock_queue_remove(e, &w);
         dlock_entry_wake_head(e); /* the next tries now: a permit may be left */
         dlock_queue_leave(c, e);
@@ -136,25 +151,25 @@ static int wait_notify(dlock_client *c, struct dlock_lease *l, int permits, cons
     return e ? rc : dlock_fail(rc, "out of memory");
 }
 
-int dlock_sem_wait(dlock_client *c, const char *key, int permits, const dlock_opts *o,
-                   int64_t deadline, dlock_handle **out)
+int dlock_claim_wait(dlock_client *c, const char *key, const struct dlock_claim *cl,
+                     const dlock_opts *o, int64_t deadline, dlock_handle **out)
 {
     dlock_handle *h = dlock_handle_new(c, o);
-    struct dlock_lease *l = h ? dlock_lease_new(key, o) : NULL;
+    struct dlock_lease *l = h ? dlock_lease_new_in(key, cl->suffix, cl->kind, o) : NULL;
     if (l == NULL) {
         if (h)
             dlock_handle_free(h);
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
     }
-    l->sem = 1;
-    int rc = o->wait_mode == DLOCK_WAIT_SPIN ? wait_spin(c, l, permits, o, deadline)
-                                             : wait_notify(c, l, permits, o, deadline);
-    if (rc != DLOCK_OK) { /* a permit taken by an unanswered attempt runs out on its own */
+    int rc = o->wait_mode == DLOCK_WAIT_SPIN ? wait_spin(c, l, cl, o, deadline)
+                                             : wait_notify(c, l, cl, o, deadline);
+    if (rc != DLOCK_OK) { /* a lease taken by an unanswered attempt runs out on its own */
+        if (cl->give_up && rc == DLOCK_ERR_TIMEOUT) /* after a failure, the mark runs out */
+            cl->give_up(c, l);
         free(l);
         dlock_handle_free(h);
         if (rc == DLOCK_ERR_TIMEOUT)
-            dlock_fail(rc, "semaphore %s: all %d permits still held after %d ms", key, permits,
-                       o->wait_ms);
+            dlock_fail(rc, "%s %s: %s after %d ms", cl->what, key, cl->busy, o->wait_ms);
         return rc;
     }
     pthread_mutex_lock(&c->mu);
@@ -174,11 +189,10 @@ static int released(redisReply *r, const char *key)
         return dlock_redis_failure();
     int ours = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
     freeReplyObject(r);
-    return ours ? DLOCK_OK
-                : dlock_fail(DLOCK_ERR_LOST, "semaphore %s: our permit had expired", key);
+    return ours ? DLOCK_OK : dlock_fail(DLOCK_ERR_LOST, "%s: our lease had expired", key);
 }
 
-int dlock_sem_release(dlock_handle *h, int *local)
+int dlock_claim_release(dlock_handle *h, int *local)
 {
     dlock_client *c = h->client;
     struct dlock_lease *l = h->lease;
@@ -190,8 +204,10 @@ int dlock_sem_release(dlock_handle *h, int *local)
 
     dlock_names k;
     dlock_names_of(l->key, &k);
-    const char *argv[] = {l->key, l->token, k.channel};
-    int rc = released(sem_call(c, DLOCK_SCRIPT_SEM_RELEASE, 1, 3, argv), l->key);
+    const char *argv[] = {l->target, l->token, k.channel};
+    enum dlock_script s = l->kind == DLOCK_LEASE_WRITE ? DLOCK_SCRIPT_RW_WRITE_RELEASE
+                                                       : DLOCK_SCRIPT_SEM_RELEASE;
+    int rc = released(dlock_claim_call(c, s, 1, 3, argv), l->key);
     if (rc == DLOCK_OK && *local == DLOCK_ERR_INTERRUPTED)
         rc = DLOCK_ERR_INTERRUPTED;
     if (rc == DLOCK_ERR_LOST || (rc == DLOCK_ERR_REDIS && *local == DLOCK_ERR_LOST))

@@ -114,8 +114,8 @@ static void renew(dlock_watchdog *wd, struct dlock_lease *l)
     int rcs[DLOCK_MULTI_MAX], n = renewal_group(l, group);
     for (int i = 0; i < n; i++) {
         group[i]->renewing = 1;
-        r[i] = (dlock_node_renewal){group[i]->key, group[i]->token, group[i]->lease_ms,
-                                    group[i]->sem};
+        r[i] = (dlock_node_renewal){group[i]->target, group[i]->token, group[i]->lease_ms,
+                                    dlock_lease_renew_script(group[i])};
     }
     int64_t sent = dlock_now_ms();
     pthread_mutex_unlock(wd->mu);

@@ -1,20 +1,139 @@
 /* lockkit.c - helpers of the lock's integration tests (see lockkit.h). */
 #include "lockkit.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
-dlock_client *th_lock_client(const th_redis *r)
+dlock_client *th_lock_client_at(int port)
 {
     dlock_config cfg;
     dlock_config_defaults(&cfg);
-    cfg.port = r->port;
+    cfg.port = port;
     dlock_client *c;
     return dlock_client_new(&cfg, &c) == DLOCK_OK ? c : NULL;
+}
+
+dlock_client *th_lock_client(const th_redis *r) { return th_lock_client_at(r->port); }
+
+int th_lock_both_modes(const char *name, const struct CMUnitTest *tests, size_t n,
+                       int *wait_mode)
+{
+    char group[128];
+    *wait_mode = DLOCK_WAIT_NOTIFY;
+    snprintf(group, sizeof(group), "%s, notify mode", name);
+    int failed = _cmocka_run_group_tests(group, tests, n, th_lock_group_setup,
+                                         th_lock_group_teardown);
+    *wait_mode = DLOCK_WAIT_SPIN;
+    snprintf(group, sizeof(group), "%s, spin mode", name);
+    return failed + _cmocka_run_group_tests(group, tests, n, th_lock_group_setup,
+                                            th_lock_group_teardown);
+}
+
+pid_t th_lock_helper(const char *const *args)
+{
+    static char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    assert_true(n > 0);
+    self[n] = '\0';
+    const char *argv[6] = {self};
+    for (int i = 0; args[i]; i++)
+        argv[i + 1] = args[i];
+    pid_t pid = th_spawn(argv, NULL);
+    assert_true(pid > 0);
+    return pid;
+}
+
+long long th_lock_command_int(redisContext *rc, const char *fmt, const char *key,
+                              const char *sfx)
+{
+    redisReply *r = redisCommand(rc, fmt, key, sfx);
+    long long v = LLONG_MIN;
+    if (r && r->type == REDIS_REPLY_INTEGER)
+        v = r->integer;
+    else if (r && r->type == REDIS_REPLY_STRING)
+        v = atoll(r->str);
+    else if (r && r->type == REDIS_REPLY_NIL)
+        v = 0;
+    freeReplyObject(r);
+    return v;
+}
+
+int th_lock_hold_until_killed(int port, const char *key, int lease_ms, th_lock_acquire_fn acquire)
+{
+    dlock_client *c = th_lock_client_at(port);
+    dlock_handle *h;
+    dlock_opts o = th_lock_opts(lease_ms, 5000, DLOCK_WAIT_NOTIFY);
+    o.max_renewals = 0;
+    if (c == NULL || acquire(c, key, &o, &h) != DLOCK_OK)
+        return 2;
+    redisContext *rc = redisConnect("127.0.0.1", port);
+    th_lock_command_int(rc, "INCR %s%s", key, ":held");
+    for (;;)
+        pause();
+}
+
+void th_lock_run_helpers(const th_redis *r, const char *flag, const char *key, int mode, int n)
+{
+    char port[16], wait_mode[16];
+    snprintf(port, sizeof(port), "%d", r->port);
+    snprintf(wait_mode, sizeof(wait_mode), "%d", mode);
+    pid_t pids[16];
+    assert_true(n <= 16);
+    for (int i = 0; i < n; i++)
+        pids[i] = th_lock_helper((const char *const[]){flag, port, key, wait_mode, NULL});
+    int statuses[16];
+    for (int i = 0; i < n; i++)
+        statuses[i] = th_wait(pids[i], 120000);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(statuses[i], 0);
+}
+
+static void *run_worker(void *arg)
+{
+    struct th_lock_worker *w = arg;
+    w->failures = w->rc && !w->rc->err ? w->body(w) : 1;
+    return NULL;
+}
+
+int th_lock_run_workers(int port, int n, const char *key, int mode,
+                        int (*body)(struct th_lock_worker *w))
+{
+    dlock_client *c = th_lock_client_at(port);
+    if (c == NULL || n > 64)
+        return 2;
+    struct th_lock_worker w[64];
+    pthread_t t[64];
+    for (int i = 0; i < n; i++) {
+        w[i] = (struct th_lock_worker){c, redisConnect("127.0.0.1", port), i, key,
+                                       th_lock_opts(2000, 60000, mode), 0, body};
+        pthread_create(&t[i], NULL, run_worker, &w[i]);
+    }
+    int failures = 0;
+    for (int i = 0; i < n; i++) {
+        pthread_join(t[i], NULL);
+        failures += w[i].failures;
+        redisFree(w[i].rc);
+    }
+    dlock_client_free(c);
+    return failures ? 1 : 0;
+}
+
+void th_lock_wait_held(const th_redis *r, const char *key)
+{
+    char held[DLOCK_KEY_MAX + 8];
+    snprintf(held, sizeof(held), "%s:held", key);
+    int64_t until = th_now_ms() + 10000;
+    while (th_redis_int(r, "GET %s", held) != 1 && th_now_ms() < until)
+        th_sleep_ms(5);
+    assert_int_equal(th_redis_int(r, "GET %s", held), 1);
 }
 
 static th_redis *suite_redis; /* the running suite's, named by its main */

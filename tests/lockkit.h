@@ -4,10 +4,14 @@
 #ifndef TEST_LOCKKIT_H
 #define TEST_LOCKKIT_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "lock/dlock.h"
 #include "tests/harness.h"
+
+struct CMUnitTest;
 
 /* A client of the lock on Redis r, with the defaults: another process, as far
  * as the lock can tell, from every other client. NULL when it can't be made. */
@@ -24,6 +28,55 @@ int th_lock_group_teardown(void **state);
 /* Options for a lock test: the defaults with lease_ms and wait_ms as given,
  * quick retries (10 ms), in wait_mode. */
 dlock_opts th_lock_opts(int lease_ms, int wait_ms, int wait_mode);
+
+/* A client of the lock on the Redis at 127.0.0.1:port (a helper process's). */
+dlock_client *th_lock_client_at(int port);
+
+/* main's groups: tests run once in notify mode, then once in spin mode,
+ * *wait_mode telling each test which. Returns how many failed. */
+int th_lock_both_modes(const char *name, const struct CMUnitTest *tests, size_t n,
+                       int *wait_mode);
+
+/* Starts this binary as a helper process with args (NULL-terminated, at
+ * most 4), for the test to stop by its PID (th_wait, th_signal). */
+pid_t th_lock_helper(const char *const *args);
+
+/* An integer command's answer (a string is read as a number, nil as 0;
+ * LLONG_MIN on failure): fmt takes key and a suffix. */
+long long th_lock_command_int(redisContext *rc, const char *fmt, const char *key,
+                              const char *sfx);
+
+/* A worker thread of a helper process: the process's client, a Redis
+ * connection of its own, its number, the key, options (lease 2 s, wait 60 s,
+ * the group's mode). Its body returns how many of its steps failed. */
+struct th_lock_worker {
+    dlock_client *c;
+    redisContext *rc;
+    int id;
+    const char *key;
+    dlock_opts o;
+    int failures;
+    int (*body)(struct th_lock_worker *w);
+};
+
+/* A helper's body: n (<= 64) workers on one client of the Redis at port.
+ * Returns its exit status: 0 when no step failed, 1 when some did, 2
+ * when it could not start. */
+int th_lock_run_workers(int port, int n, const char *key, int mode,
+                        int (*body)(struct th_lock_worker *w));
+
+/* Runs n (<= 16) helper processes "flag port key mode" on r at once and
+ * asserts each exited 0; each is stopped by its PID after a generous bound. */
+void th_lock_run_helpers(const th_redis *r, const char *flag, const char *key, int mode, int n);
+
+/* A helper's body: takes key with acquire (lease_ms, no max_renewals, notify
+ * mode), says so (INCR key:held) and holds it until killed. Returns 2 when
+ * it could not. th_lock_wait_held is the test's side: asserts the helper
+ * holds within 10 s. */
+typedef int (*th_lock_acquire_fn)(dlock_client *c, const char *key, const dlock_opts *o,
+                                  dlock_handle **out);
+int th_lock_hold_until_killed(int port, const char *key, int lease_ms, th_lock_acquire_fn acquire);
+void th_lock_wait_held(const th_redis *r, const char *key);
 
 #define TH_FIFO_MAX 8
 

@@ -4,7 +4,6 @@
  * --workers), a crashed holder's permit (a --hold process SIGKILLed)
  * returns after its lease, renewal keeps a permit, max_renewals
  * interrupts, a full semaphore times out, bad arguments are refused. */
-#include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -38,104 +37,32 @@ static int wait_mode;        /* the running group's, set by main */
 
 /* ---- the helper processes ---- */
 
-struct worker {
-    dlock_client *c;
-    int port;
-    const char *key;
-    dlock_opts o;
-    int failures;
-};
-
-static long long command_int(redisContext *rc, const char *fmt, const char *key, const char *sfx)
-{
-    redisReply *r = redisCommand(rc, fmt, key, sfx);
-    long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : LLONG_MIN;
-    freeReplyObject(r);
-    return v;
-}
-
 /* One worker: ROUNDS times take a permit, count itself in, hold a moment,
  * count itself out, release. */
-static void *work(void *arg)
+static int work(struct th_lock_worker *w)
 {
-    struct worker *w = arg;
-    redisContext *rc = redisConnect("127.0.0.1", w->port);
-    for (int i = 0; rc && !rc->err && i < ROUNDS; i++) {
+    int failures = 0;
+    for (int i = 0; i < ROUNDS; i++) {
         dlock_handle *h;
         if (dlock_sem_acquire(w->c, w->key, PERMITS, &w->o, &h) != DLOCK_OK) {
-            w->failures++;
+            failures++;
             continue;
         }
-        command_int(rc, "INCR %s%s", w->key, GRANTED);
-        if (command_int(rc, "INCR %s%s", w->key, HOLDERS) > PERMITS)
-            command_int(rc, "INCR %s%s", w->key, OVER);
-        w->failures += dlock_sleep(h, 3) != DLOCK_OK;
-        command_int(rc, "DECR %s%s", w->key, HOLDERS);
-        w->failures += dlock_release(h) != DLOCK_OK;
+        th_lock_command_int(w->rc, "INCR %s%s", w->key, GRANTED);
+        if (th_lock_command_int(w->rc, "INCR %s%s", w->key, HOLDERS) > PERMITS)
+            th_lock_command_int(w->rc, "INCR %s%s", w->key, OVER);
+        failures += dlock_sleep(h, 3) != DLOCK_OK;
+        th_lock_command_int(w->rc, "DECR %s%s", w->key, HOLDERS);
+        failures += dlock_release(h) != DLOCK_OK;
     }
-    if (rc == NULL || rc->err)
-        w->failures++;
-    redisFree(rc);
-    return NULL;
+    return failures;
 }
 
-/* --workers port key mode: THREADS workers on a client of this process's
- * own. Exits 0 when every worker got every permit it asked for. */
-static int run_workers(int port, const char *key, int mode)
+/* --hold's acquisition: the one permit of a semaphore of 1. */
+static int take_one_of_one(dlock_client *c, const char *key, const dlock_opts *o,
+                           dlock_handle **out)
 {
-    dlock_config cfg;
-    dlock_config_defaults(&cfg);
-    cfg.port = port;
-    dlock_client *c;
-    if (dlock_client_new(&cfg, &c) != DLOCK_OK)
-        return 2;
-    struct worker w[THREADS];
-    pthread_t t[THREADS];
-    for (int i = 0; i < THREADS; i++) {
-        w[i] = (struct worker){c, port, key, th_lock_opts(2000, 60000, mode), 0};
-        pthread_create(&t[i], NULL, work, &w[i]);
-    }
-    int failures = 0;
-    for (int i = 0; i < THREADS; i++) {
-        pthread_join(t[i], NULL);
-        failures += w[i].failures;
-    }
-    dlock_client_free(c);
-    return failures ? 1 : 0;
-}
-
-/* --hold port key lease_ms: takes one permit of 1, says so (key:held), and
- * holds it until killed. */
-static int run_holder(int port, const char *key, int lease_ms)
-{
-    dlock_config cfg;
-    dlock_config_defaults(&cfg);
-    cfg.port = port;
-    dlock_client *c;
-    dlock_handle *h;
-    dlock_opts o = th_lock_opts(lease_ms, 5000, DLOCK_WAIT_NOTIFY);
-    o.max_renewals = 0;
-    if (dlock_client_new(&cfg, &c) != DLOCK_OK || dlock_sem_acquire(c, key, 1, &o, &h) != DLOCK_OK)
-        return 2;
-    redisContext *rc = redisConnect("127.0.0.1", port);
-    command_int(rc, "INCR %s%s", key, ":held");
-    for (;;)
-        pause();
-}
-
-/* Starts this binary as a helper with args (NULL-terminated, at most 4). */
-static pid_t helper(const char *const *args)
-{
-    static char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    assert_true(n > 0);
-    self[n] = '\0';
-    const char *argv[6] = {self};
-    for (int i = 0; args[i]; i++)
-        argv[i + 1] = args[i];
-    pid_t pid = th_spawn(argv, NULL);
-    assert_true(pid > 0);
-    return pid;
+    return dlock_sem_acquire(c, key, 1, o, out);
 }
 
 /* ---- the tests ---- */
@@ -156,17 +83,8 @@ static void test_never_more_than_n_holders_of_32_workers_over_4_processes(void *
 {
     (void)state;
     const char *key = wait_mode == DLOCK_WAIT_SPIN ? "sem:many:spin" : "sem:many:notify";
-    char port[16], mode[16];
-    snprintf(port, sizeof(port), "%d", redis.port);
-    snprintf(mode, sizeof(mode), "%d", wait_mode);
-    pid_t pids[PROCESSES];
-    for (int i = 0; i < PROCESSES; i++)
-        pids[i] = helper((const char *const[]){"--workers", port, key, mode, NULL});
-    int statuses[PROCESSES];
-    for (int i = 0; i < PROCESSES; i++) /* stopped by PID after a generous bound */
-        statuses[i] = th_wait(pids[i], 120000);
-    for (int i = 0; i < PROCESSES; i++)
-        assert_int_equal(statuses[i], 0); /* every worker got every permit */
+    /* every worker got every permit */
+    th_lock_run_helpers(&redis, "--workers", key, wait_mode, PROCESSES);
     assert_int_equal(value(key, GRANTED), PROCESSES * THREADS * ROUNDS);
     assert_true(value(key, OVER) <= 0); /* -1: never set */
     assert_int_equal(value(key, HOLDERS), 0);
@@ -179,11 +97,8 @@ static void test_a_crashed_holders_permit_returns_after_its_lease(void **state)
     const char *key = wait_mode == DLOCK_WAIT_SPIN ? "sem:crash:spin" : "sem:crash:notify";
     char port[16];
     snprintf(port, sizeof(port), "%d", redis.port);
-    pid_t pid = helper((const char *const[]){"--hold", port, key, "300", NULL});
-    int64_t until = th_now_ms() + 10000;
-    while (value(key, ":held") != 1 && th_now_ms() < until)
-        th_sleep_ms(5);
-    assert_int_equal(value(key, ":held"), 1);
+    pid_t pid = th_lock_helper((const char *const[]){"--hold", port, key, "300", NULL});
+    th_lock_wait_held(&redis, key);
     th_signal(pid, SIGKILL, 5000);
     dlock_opts o = opts(5000, 0);
     dlock_handle *h;
@@ -285,9 +200,9 @@ static void test_bad_arguments_are_refused(void **state)
 int main(int argc, char **argv)
 {
     if (argc == 5 && strcmp(argv[1], "--workers") == 0)
-        return run_workers(atoi(argv[2]), argv[3], atoi(argv[4]));
+        return th_lock_run_workers(atoi(argv[2]), THREADS, argv[3], atoi(argv[4]), work);
     if (argc == 5 && strcmp(argv[1], "--hold") == 0)
-        return run_holder(atoi(argv[2]), argv[3], atoi(argv[4]));
+        return th_lock_hold_until_killed(atoi(argv[2]), argv[3], atoi(argv[4]), take_one_of_one);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_never_more_than_n_holders_of_32_workers_over_4_processes),
         cmocka_unit_test(test_a_crashed_holders_permit_returns_after_its_lease),
@@ -298,12 +213,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bad_arguments_are_refused),
     };
     th_lock_suite(&redis, &client);
-    wait_mode = DLOCK_WAIT_NOTIFY;
-    int failed = cmocka_run_group_tests_name("semaphore, notify mode", tests,
-                                             th_lock_group_setup, th_lock_group_teardown);
-    wait_mode = DLOCK_WAIT_SPIN;
-    failed += cmocka_run_group_tests_name("semaphore, spin mode", tests, th_lock_group_setup,
-                                          th_lock_group_teardown);
+    int failed = th_lock_both_modes("semaphore", tests, sizeof(tests) / sizeof(tests[0]),
+                                    &wait_mode);
     th_redis_stop(&redis, 0);
     return failed;
 }

@@ -253,7 +253,7 @@ static void test_missing_password_is_a_clear_503_logged_once(void **state)
 /* The semaphore's scripts need no more than DLOCK_ACL_COMMANDS either: a
  * permit taken, renewed, waited for (which subscribes) and released as the
  * ACL user. */
-static void exercise_semaphore(void)
+static dlock_client *acl_client(dlock_opts *o)
 {
     dlock_config cfg;
     dlock_config_defaults(&cfg);
@@ -262,16 +262,41 @@ static void exercise_semaphore(void)
     cfg.password = ACL_PASSWORD;
     dlock_client *c;
     assert_int_equal(dlock_client_new(&cfg, &c), DLOCK_OK);
+    dlock_opts_defaults(o);
+    o->lease_ms = 150;
+    o->wait_ms = 200;
+    return c;
+}
+
+static void exercise_semaphore(void)
+{
     dlock_opts o;
-    dlock_opts_defaults(&o);
-    o.lease_ms = 150;
-    o.wait_ms = 200;
+    dlock_client *c = acl_client(&o);
     dlock_handle *h, *other;
     assert_int_equal(dlock_sem_acquire(c, "stock:lock:sem", 1, &o, &h), DLOCK_OK);
     assert_int_equal(dlock_sem_acquire(c, "stock:lock:sem", 1, &o, &other), DLOCK_ERR_TIMEOUT);
     assert_int_equal(dlock_sleep(h, 200), DLOCK_OK);
     assert_true(dlock_renewals(h) >= 1);
     assert_int_equal(dlock_release(h), DLOCK_OK);
+    dlock_client_free(c);
+}
+
+/* So do the read-write lock's: a reader renewed, a writer that waits (its
+ * wish registered, then withdrawn when it gives up), a writer renewed. */
+static void exercise_read_write(void)
+{
+    dlock_opts o;
+    dlock_client *c = acl_client(&o);
+    dlock_handle *r, *w;
+    assert_int_equal(dlock_acquire_read(c, "stock:lock:rw", &o, &r), DLOCK_OK);
+    assert_int_equal(dlock_acquire_write(c, "stock:lock:rw", &o, &w), DLOCK_ERR_TIMEOUT);
+    assert_int_equal(dlock_sleep(r, 200), DLOCK_OK);
+    assert_true(dlock_renewals(r) >= 1);
+    assert_int_equal(dlock_release(r), DLOCK_OK);
+    assert_int_equal(dlock_acquire_write(c, "stock:lock:rw", &o, &w), DLOCK_OK);
+    assert_int_equal(dlock_sleep(w, 200), DLOCK_OK);
+    assert_true(dlock_renewals(w) >= 1);
+    assert_int_equal(dlock_release(w), DLOCK_OK);
     dlock_client_free(c);
 }
 
@@ -302,6 +327,7 @@ static void test_acl_user_limited_to_the_lock_keys(void **state)
     long long item = new_item(&s, 10);
     exercise_lock(&s, &peer, item, 1);
     exercise_semaphore();
+    exercise_read_write();
     const char *wait_spin[] = {LOCK_FLAGS, "--redis-user", "locker", "--redis-password-file", pw,
                                "--wait-mode", "spin", NULL};
     th_stockd spin;
