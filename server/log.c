@@ -183,6 +183,8 @@ static int put_list(struct line *l, const log_field *f)
     const char *close = l->json ? "]" : quoted ? "\"" : "";
     put_key(l, f->key);
     put_s(l, l->json ? "[" : quoted ? "\"" : "");
+    if (l->over) /* not even the key: the caller takes back what was written */
+        return f->n > 0 ? f->n : 1;
     l->limit -= strlen(close); /* the close always fits */
     int i = 0;
     for (; i < f->n && !l->over; i++) {

@@ -2,19 +2,27 @@
  * and its dispatch to that backend's operations. */
 #include "store_backend.h"
 
+#include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* In order of preference; the last one, SQLite, takes any path. */
 static const store_backend *const backends[] = {&store_postgres, &store_sqlite};
 #define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
 
+static void redact(const store_config *cfg, char *text, size_t size);
+
 int store_open(const store_config *cfg, store **out, char *err, size_t errlen)
 {
     *out = NULL;
     for (size_t i = 0; i < NBACKENDS; i++)
-        if (backends[i]->serves(cfg->db))
-            return backends[i]->open(cfg, out, err, errlen);
+        if (backends[i]->serves(cfg->db)) {
+            int rc = backends[i]->open(cfg, out, err, errlen);
+            if (rc != STORE_OK)
+                redact(cfg, err, errlen); /* libpq may quote a malformed --db */
+            return rc;
+        }
     char shown[512];
     snprintf(err, errlen, "no storage backend takes '%s'", store_db_shown(cfg->db, shown,
                                                                           sizeof(shown)));
@@ -22,15 +30,23 @@ int store_open(const store_config *cfg, store **out, char *err, size_t errlen)
 }
 
 /* Stretches of --db that hold a secret, as [start, end) offsets. */
+#define SECRETS_MAX 16
+#define REDACT_MIN 3
 struct secrets {
-    size_t start[16], end[16];
+    size_t start[SECRETS_MAX], end[SECRETS_MAX];
     int n;
+    size_t len; /* strlen(db) */
 };
 
+/* Records a secret; the last slot hides everything to the end, so a --db
+ * with more secrets than slots shows none of them. */
 static void secret_at(struct secrets *sp, size_t start, size_t end)
 {
-    if (sp->n < 16)
-        sp->start[sp->n] = start, sp->end[sp->n++] = end;
+    if (sp->n == SECRETS_MAX)
+        return;
+    sp->start[sp->n] = start;
+    sp->end[sp->n] = sp->n == SECRETS_MAX - 1 ? sp->len : end;
+    sp->n++;
 }
 
 /* Key [key, key + len) names a secret: password, sslpassword, ... */
@@ -39,24 +55,46 @@ static int is_secret_key(const char *key, size_t len)
     return len >= 8 && memmem(key, len, "password", 8) != NULL;
 }
 
-/* scheme://user:secret@host,host2:port/db?password=secret&sslpassword=... */
+/* A URL parameter shown with its value: libpq's keywords that hold no
+ * secret. Any other key's value is hidden, including keys written
+ * percent-encoded (libpq decodes them: pass%77ord is password). */
+static int is_shown_param(const char *key, size_t len)
+{
+    static const char *const shown[] = {"host", "hostaddr", "port", "dbname", "user",
+                                        "sslmode", "connect_timeout", "application_name",
+                                        "target_session_attrs", NULL};
+    for (int i = 0; shown[i]; i++)
+        if (strlen(shown[i]) == len && memcmp(shown[i], key, len) == 0)
+            return 1;
+    return 0;
+}
+
+/* scheme://user:secret@host,host2:port/db?param=value&...#...: libpq ends
+ * the user and password at an '@' before the first '/', and a raw '?' or
+ * '#' may be part of them, so the password runs from the first ':' to the
+ * last '@' before that '/'. Parameters' values are hidden unless known to be
+ * harmless, and a fragment as a whole. */
 static void url_secrets(const char *db, const char *auth, struct secrets *sp)
 {
-    size_t alen = strcspn(auth, "/?#");
-    const char *at = memrchr(auth, '@', alen); /* a raw '@' in the secret is the user's */
+    size_t alen = strcspn(auth, "/");
+    const char *at = memrchr(auth, '@', alen);
     const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
     if (colon)
         secret_at(sp, (size_t)(colon + 1 - db), (size_t)(at - db));
-    const char *q = strchr(auth + alen, '?');
-    for (const char *p = q ? q + 1 : ""; *p;) {
+    const char *rest = at ? at + 1 : auth;
+    const char *q = rest + strcspn(rest, "?#");
+    for (const char *p = *q == '?' ? q + 1 : ""; *p;) {
         size_t len = strcspn(p, "&#"), klen = strcspn(p, "=&#");
-        if (klen < len && is_secret_key(p, klen))
+        if (klen < len && !is_shown_param(p, klen))
             secret_at(sp, (size_t)(p + klen + 1 - db), (size_t)(p + len - db));
         p += len;
         if (*p != '&')
             break;
         p++;
     }
+    const char *hash = strchr(rest, '#');
+    if (hash)
+        secret_at(sp, (size_t)(hash + 1 - db), sp->len);
 }
 
 /* A conninfo value's length: quoted up to its closing quote, else up to
@@ -94,14 +132,26 @@ static void conninfo_secrets(const char *db, struct secrets *sp)
     }
 }
 
+/* The secrets of db, in order. Which form db has is told by its start, as
+ * libpq tells it: a URL's scheme, else a conninfo's first keyword. */
+static void find_secrets(const char *db, struct secrets *sp)
+{
+    static const char *const schemes[] = {"postgresql://", "postgres://", NULL};
+    sp->n = 0;
+    sp->len = strlen(db);
+    for (int i = 0; schemes[i]; i++)
+        if (strncmp(db, schemes[i], strlen(schemes[i])) == 0) {
+            url_secrets(db, db + strlen(schemes[i]), sp);
+            return;
+        }
+    if (store_postgres.serves(db)) /* a conninfo; a file path is shown as it is */
+        conninfo_secrets(db, sp);
+}
+
 const char *store_db_shown(const char *db, char *buf, size_t size)
 {
-    struct secrets sp = {.n = 0};
-    const char *scheme = strstr(db, "://");
-    if (scheme)
-        url_secrets(db, scheme + 3, &sp);
-    else if (store_postgres.serves(db)) /* a conninfo; a file path is shown as it is */
-        conninfo_secrets(db, &sp);
+    struct secrets sp;
+    find_secrets(db, &sp);
     size_t used = 0, from = 0;
     buf[0] = '\0';
     for (int i = 0; i <= sp.n && used < size; i++) {
@@ -112,6 +162,62 @@ const char *store_db_shown(const char *db, char *buf, size_t size)
         from = i < sp.n ? sp.end[i] : to;
     }
     return buf;
+}
+
+/* Replaces each occurrence of secret [s, s + len) in text with ***. */
+static void replace_secret(char *text, size_t size, const char *secret, size_t len)
+{
+    if (len < REDACT_MIN)
+        return;
+    char out[1024];
+    size_t used = 0;
+    for (const char *p = text; *p && used < sizeof(out) - 4;) {
+        if (strncmp(p, secret, len) == 0) {
+            memcpy(out + used, "***", 3), used += 3, p += len;
+        } else {
+            out[used++] = *p++;
+        }
+    }
+    out[used] = '\0';
+    snprintf(text, size, "%s", out);
+}
+
+/* The percent-decoded form of [s, s + len) into out (at most size - 1). */
+static size_t percent_decoded(const char *s, size_t len, char *out, size_t size)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len && n < size - 1; i++) {
+        if (s[i] == '%' && i + 2 < len && isxdigit((unsigned char)s[i + 1]) &&
+            isxdigit((unsigned char)s[i + 2])) {
+            char hex[3] = {s[i + 1], s[i + 2], '\0'};
+            out[n++] = (char)strtol(hex, NULL, 16);
+            i += 2;
+        } else {
+            out[n++] = s[i];
+        }
+    }
+    out[n] = '\0';
+    return n;
+}
+
+/* An error text with every secret of cfg - each in --db as written and
+ * percent-decoded, and the password file's - replaced by ***. Secrets
+ * shorter than REDACT_MIN are left: replacing every "a" in a text hides
+ * nothing and garbles it. */
+static void redact(const store_config *cfg, char *text, size_t size)
+{
+    struct secrets sp;
+    find_secrets(cfg->db, &sp);
+    for (int i = 0; i < sp.n; i++) {
+        const char *secret = cfg->db + sp.start[i];
+        size_t len = sp.end[i] - sp.start[i];
+        char decoded[512];
+        replace_secret(text, size, secret, len);
+        replace_secret(text, size, decoded, percent_decoded(secret, len, decoded,
+                                                            sizeof(decoded)));
+    }
+    if (cfg->password)
+        replace_secret(text, size, cfg->password, strlen(cfg->password));
 }
 
 void store_order_written(const store_new_order *o, store_order *out)

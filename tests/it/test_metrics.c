@@ -80,18 +80,19 @@ static void test_latency_hold_and_batch_count_each_request(void **state)
     assert_true(th_metric(replica.url, "stockd_batch_orders_count") >= SEQUENTIAL);
 }
 
-/* One hold of 300 ms lands in the (0.25, 0.5] bucket, and in the sums. */
+/* One hold of 300 ms lands above the 0.25 s bound, and in the sums. (Not
+ * "at most 0.5 s": a loaded machine may stretch the claim and the commit.) */
 static void test_a_slow_hold_lands_in_its_bucket(void **state)
 {
     (void)state;
     long long item = th_new_item(&replica, "slow", 10);
     double below = series("stockd_lock_hold_seconds_bucket", "le=\"0.25\"");
-    double upto = series("stockd_lock_hold_seconds_bucket", "le=\"0.5\"");
+    double all = series("stockd_lock_hold_seconds_bucket", "le=\"+Inf\"");
     double hold_sum = th_metric(replica.url, "stockd_lock_hold_seconds_sum");
     double latency_sum = series("stockd_http_request_duration_seconds_sum", "route=\"reduceStock\"");
     deduct(item, SLOW_WORK_MS);
     assert_true(series("stockd_lock_hold_seconds_bucket", "le=\"0.25\"") == below);
-    assert_true(series("stockd_lock_hold_seconds_bucket", "le=\"0.5\"") == upto + 1);
+    assert_true(series("stockd_lock_hold_seconds_bucket", "le=\"+Inf\"") == all + 1);
     assert_true(th_metric(replica.url, "stockd_lock_hold_seconds_sum") - hold_sum >= 0.3);
     assert_true(series("stockd_http_request_duration_seconds_sum", "route=\"reduceStock\"") -
                     latency_sum >= 0.3);

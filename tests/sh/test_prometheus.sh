@@ -83,6 +83,10 @@ edits=(
     's/outcome="ok"/outcome=~".+"/'
 )
 missed=""
+# The control: a copy with an edit no rule sees must pass, or the mutants
+# below would "fail" for a broken copy rather than for their edit.
+broken '$a\# an edit no rule sees' ||
+    missed+="a copy with a harmless edit fails too: the copies are not tested as they should be"$'\n'
 for e in "${edits[@]}"; do
     broken "$e" && missed+="still passing with $e"$'\n'
 done

@@ -32,6 +32,16 @@ static const struct {
     {"host=h password", "host=h ***"},             /* malformed: the rest is hidden */
     {"host=h passw0rd s3cret", "host=h ***"},
     {"host=h user=password dbname=d", "host=h user=password dbname=d"},
+    /* a conninfo is told by its start, not by a "://" anywhere in it */
+    {"host=h password=ab://cd", "host=h password=***"},
+    {"host=h application_name=x://y password=s3cret", "host=h application_name=x://y password=***"},
+    /* libpq's userinfo ends at an '@' before the first '/': '?' and '#' are part of it */
+    {"postgresql://u:pa?ss@h/db", "postgresql://u:***@h/db"},
+    {"postgresql://u:pa#ss@h/db?sslmode=require", "postgresql://u:***@h/db?sslmode=require"},
+    /* parameters: only known-harmless values are shown; a key may be percent-encoded */
+    {"postgresql://h/db?pass%77ord=s3cret&application_name=a", "postgresql://h/db?pass%77ord=***&application_name=a"},
+    {"postgresql://h/db?options=-c%20x%3Dy", "postgresql://h/db?options=***"},
+    {"postgresql://h/db#s3cret", "postgresql://h/db#***"},
 };
 
 static void test_every_password_form_is_hidden(void **state)
@@ -54,11 +64,41 @@ static void test_a_short_buffer_cuts_and_never_shows_the_secret(void **state)
     }
 }
 
+/* More secrets than the table holds: the rest of the text is hidden. */
+static void test_many_secrets_hide_them_all(void **state)
+{
+    (void)state;
+    char db[1024] = "host=h", buf[1024];
+    for (int i = 0; i < 40; i++)
+        snprintf(db + strlen(db), sizeof(db) - strlen(db), " password=s3cret%d", i);
+    store_db_shown(db, buf, sizeof(buf));
+    assert_null(strstr(buf, "s3"));
+    assert_non_null(strstr(buf, "host=h password=***"));
+}
+
+/* libpq quotes a malformed password in its error; store_open's error must not. */
+static void test_an_open_error_never_quotes_the_password(void **state)
+{
+    (void)state;
+    store_config cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.db = "postgresql://u:s3cr%zzet@127.0.0.1:1/db";
+    cfg.password = NULL;
+    store *st = NULL;
+    char err[512] = "";
+    assert_int_not_equal(store_open(&cfg, &st, err, sizeof(err)), STORE_OK);
+    assert_null(st);
+    assert_true(err[0] != '\0');
+    assert_null(strstr(err, "s3cr"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_password_form_is_hidden),
         cmocka_unit_test(test_a_short_buffer_cuts_and_never_shows_the_secret),
+        cmocka_unit_test(test_many_secrets_hide_them_all),
+        cmocka_unit_test(test_an_open_error_never_quotes_the_password),
     };
     return cmocka_run_group_tests_name("db_shown", tests, NULL, NULL);
 }

@@ -283,6 +283,28 @@ static void check_long_line(enum log_format format)
     free(line);
 }
 
+/* An empty list that meets the end of the line is left out whole: at every
+ * length of what comes before it, the line still parses. */
+static void test_an_empty_list_at_the_limit_leaves_a_whole_line(void **state)
+{
+    (void)state;
+    static char fill[LOG_LINE_MAX];
+    for (int format = LOG_FORMAT_TEXT; format <= LOG_FORMAT_JSON; format++)
+        for (size_t len = LOG_LINE_MAX - 400; len < LOG_LINE_MAX; len++) {
+            memset(fill, 'a', len);
+            fill[len] = '\0';
+            log_field f[] = {LOG_STR("fill", fill), LOG_STRS("keys", NULL, 0),
+                             LOG_INTS("fences", NULL, 0)};
+            char *line = one_line((enum log_format)format, f, 3);
+            th_logfmt l;
+            json_t *j = format == LOG_FORMAT_JSON ? json_loads(line, 0, NULL) : NULL;
+            if (format == LOG_FORMAT_JSON ? j == NULL : th_logfmt_parse(line, &l) != 0)
+                fail_msg("broken line at %zu: %s", len, line);
+            json_decref(j);
+            free(line);
+        }
+}
+
 static void test_a_line_too_long_keeps_whole_values_and_counts_the_rest(void **state)
 {
     (void)state;
@@ -385,6 +407,7 @@ int main(void)
         cmocka_unit_test_setup(test_json_lines_parse_with_their_types, setup),
         cmocka_unit_test_setup(test_a_line_too_long_keeps_whole_values_and_counts_the_rest,
                                setup),
+        cmocka_unit_test_setup(test_an_empty_list_at_the_limit_leaves_a_whole_line, setup),
         cmocka_unit_test_setup(test_levels_below_the_minimum_are_not_written, setup),
         cmocka_unit_test_setup(test_random_values_round_trip, setup),
         cmocka_unit_test_setup(test_lines_from_many_threads_never_interleave, setup),
