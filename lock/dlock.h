@@ -186,7 +186,10 @@ typedef struct dlock_stats {
     uint64_t wait_count;    /* acquisitions that ended (acquired or timed out) */
     uint64_t wait_sum_ms;   /* total time they spent waiting */
     uint64_t wait_buckets[DLOCK_WAIT_BUCKETS]; /* non-cumulative counts per bucket */
-    uint64_t hold_count;    /* holds released (a multi-lock is one hold) */
+    uint64_t hold_count;    /* holds released: of a lock, a read or write lock, a
+                             * permit (a multi-lock is one hold; a nested reentrant
+                             * one is not counted, its outermost is, until the first
+                             * of its handles is released) */
     uint64_t hold_sum_us;   /* their total time held */
     uint64_t hold_buckets[DLOCK_HOLD_BUCKETS]; /* non-cumulative counts per bucket */
 } dlock_stats;
