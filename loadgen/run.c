@@ -38,7 +38,7 @@ static int setup_items(const lg_opts *o, lg_run *r, const char *run_id, lg_err *
         int rc = id ? LG_OK : lg_api_create_item(base, name, o->stock, &id, err);
         lg_item_state st;
         if (rc == LG_OK)
-            rc = lg_api_get_item(base, id, 1, &st, NULL, err);
+            rc = lg_api_get_item(base, id, 1, 0, &st, NULL, err);
         if (rc != LG_OK)
             return rc;
         lg_item_check_init(&r->items[k], id);
@@ -57,7 +57,7 @@ static int check_shared(lg_run *r, lg_err *err)
         lg_item_state st;
         lg_err e;
         lg_err_clear(&e);
-        if (lg_api_get_item(r->targets[t].url, r->items[0].id, 1, &st, NULL, &e) != LG_OK)
+        if (lg_api_get_item(r->targets[t].url, r->items[0].id, 1, 0, &st, NULL, &e) != LG_OK)
             return lg_errf(err, e.code,
                            "%s does not see item %lld created through %s (do the replicas "
                            "share one --db?): %s",
@@ -164,7 +164,7 @@ static int get_item_any(const lg_run *r, long long id, long long rows, lg_item_s
 {
     int rc = LG_OK;
     for (int t = 0; t < r->ntargets; t++)
-        if ((rc = lg_api_get_item(r->targets[t].url, id, rows, st, ledger, err)) == LG_OK)
+        if ((rc = lg_api_get_item(r->targets[t].url, id, rows, 0, st, ledger, err)) == LG_OK)
             break;
     return rc;
 }
