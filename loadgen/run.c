@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "loadgen/evloop.h"
+
 #define TICK_MS 250
 
 /* a line keeps its item's index in 24 bits */
@@ -232,12 +234,16 @@ static int judge(const lg_opts *o, lg_run *r, lg_err *err)
     lg_result *res = &r->load;
     if (lg_verdict_answers(r->items, r->nitems, res->batches, res->nbatch) != LG_OK)
         return lg_errf(err, LG_ERR_NOMEM, "out of memory checking the answers");
+    double read_s = 0;
     for (int k = 0; k < r->nitems; k++) {
+        int64_t t0 = lg_now_ns();
         int rc = read_back(r, k, err);
         if (rc != LG_OK)
             return rc;
+        if (k == 0) /* stamped like a sample, on the run's clock: after every sample */
+            read_s = (double)((t0 + lg_now_ns()) / 2 - res->start_ns) / 1e9;
     }
-    lg_samples_add(&r->stock, res->elapsed_s, r->items[0].stock1, r->items[0].sold1);
+    lg_samples_add(&r->stock, read_s, r->items[0].stock1, r->items[0].sold1);
     lg_verdict_missing(r->items, r->nitems, res->batches, res->nbatch);
     if (r->carts)
         lg_verdict_orders(r->items, r->nitems, res->batches, res->nbatch, res->run_id,
