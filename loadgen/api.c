@@ -30,15 +30,20 @@ typedef struct buf {
     size_t len;
 } buf;
 
-/* Runs c's request to its end: LG_CONN_DONE, or LG_CONN_ERROR with c->why. */
-static int wait_answer(lg_conn *c, lg_evloop *loop, int rc)
+/* Runs c's request to its end: LG_CONN_DONE, or LG_CONN_ERROR with c->why.
+ * timeout_ns > 0 bounds the whole exchange, connecting included; 0 means
+ * CONNECT_TIMEOUT_NS to connect and CALL_TIMEOUT_NS in all. */
+static int wait_answer(lg_conn *c, lg_evloop *loop, int rc, int64_t timeout_ns)
 {
     int64_t start = lg_now_ns();
+    int64_t call = timeout_ns > 0 ? timeout_ns : CALL_TIMEOUT_NS;
+    int64_t connect = timeout_ns > 0 && timeout_ns < CONNECT_TIMEOUT_NS ? timeout_ns
+                                                                        : CONNECT_TIMEOUT_NS;
     while (rc == LG_CONN_AGAIN) {
-        int64_t until = start + (lg_conn_connecting(c) ? CONNECT_TIMEOUT_NS : CALL_TIMEOUT_NS);
+        int64_t until = start + (lg_conn_connecting(c) ? connect : call);
         if (lg_now_ns() >= until) {
-            snprintf(c->why, sizeof(c->why), "timed out after %lld s %s",
-                     (long long)((until - start) / 1000000000LL),
+            snprintf(c->why, sizeof(c->why), "timed out after %.3g s %s",
+                     (double)(until - start) / 1e9,
                      lg_conn_connecting(c) ? "connecting" : "waiting for the answer");
             lg_conn_close(c);
             return LG_CONN_ERROR;
@@ -53,8 +58,8 @@ static int wait_answer(lg_conn *c, lg_evloop *loop, int rc)
 /* One exchange on a connection of its own; *status 0 on transport failure.
  * The caller frees out->data. headers, when not NULL, gets the headers
  * lg_answer_full reports. */
-static int exchange(const char *method, const char *url, const char *body, long *status,
-                    buf *out, lg_answer_full *headers, lg_err *err)
+static int exchange(const char *method, const char *url, const char *body, int64_t timeout_ns,
+                    long *status, buf *out, lg_answer_full *headers, lg_err *err)
 {
     memset(out, 0, sizeof(*out));
     *status = 0;
@@ -78,7 +83,7 @@ static int exchange(const char *method, const char *url, const char *body, long 
     lg_conn c;
     lg_conn_init(&c, loop, &a, &c, BODY_MAX, headers != NULL);
     c.resp.head = strcmp(method, "HEAD") == 0;
-    rc = wait_answer(&c, loop, lg_conn_send(&c, iov, body ? 2 : 1));
+    rc = wait_answer(&c, loop, lg_conn_send(&c, iov, body ? 2 : 1), timeout_ns);
     if (rc == LG_CONN_DONE && c.resp.truncated) {
         rc = LG_CONN_ERROR;
         snprintf(c.why, sizeof(c.why), "the answer is larger than %ld bytes", BODY_MAX);
@@ -102,10 +107,10 @@ static int exchange(const char *method, const char *url, const char *body, long 
     return rc == LG_CONN_DONE ? LG_OK : LG_ERR_TRANSPORT;
 }
 
-static int http(const char *method, const char *url, const char *body, long *status, buf *out,
-                lg_err *err)
+static int http(const char *method, const char *url, const char *body, int64_t timeout_ns,
+                long *status, buf *out, lg_err *err)
 {
-    return exchange(method, url, body, status, out, NULL, err);
+    return exchange(method, url, body, timeout_ns, status, out, NULL, err);
 }
 
 int lg_api_call(const char *method, const char *url, const char *body, lg_answer_full *out,
@@ -113,7 +118,7 @@ int lg_api_call(const char *method, const char *url, const char *body, lg_answer
 {
     buf b;
     memset(out, 0, sizeof(*out));
-    int rc = exchange(method, url, body, &out->status, &b, out, err);
+    int rc = exchange(method, url, body, 0, &out->status, &b, out, err);
     out->body = b.data ? b.data : calloc(1, 1);
     out->len = b.len;
     if (out->body == NULL)
@@ -156,7 +161,7 @@ int lg_api_create_item(const char *base, const char *name, long long stock, long
         return lg_errf(err, LG_ERR_NOMEM, "out of memory");
     long status;
     buf b;
-    int rc = http("POST", url, body, &status, &b, err);
+    int rc = http("POST", url, body, 0, &status, &b, err);
     free(body);
     json_t *root = rc == LG_OK ? json_loadb(b.data ? b.data : "", b.len, 0, NULL) : NULL;
     if (rc == LG_OK && (status != 201 || get_ll(root, "id", id) != 0))
@@ -199,12 +204,12 @@ static int add_rows(lg_ledger *l, json_t *root, const char *url, lg_err *err)
 
 /* One page: GET base/items/{id}?limit=..&after=..; *root gets the answer. */
 static int get_page(const char *base, long long id, long long limit, long long after,
-                    json_t **root, char *url, size_t urlsize, lg_err *err)
+                    int64_t timeout_ns, json_t **root, char *url, size_t urlsize, lg_err *err)
 {
     snprintf(url, urlsize, "%s/items/%lld?limit=%lld&after=%lld", base, id, limit, after);
     long status;
     buf b;
-    int rc = http("GET", url, NULL, &status, &b, err);
+    int rc = http("GET", url, NULL, timeout_ns, &status, &b, err);
     *root = rc == LG_OK ? json_loadb(b.data ? b.data : "", b.len, 0, NULL) : NULL;
     if (rc == LG_OK && status != 200)
         rc = unexpected(err, "GET", url, status, &b, "expected 200");
@@ -215,8 +220,8 @@ static int get_page(const char *base, long long id, long long limit, long long a
 }
 
 /* Follows "nextAfter" until rows rows are in l or there are no more. */
-static int read_ledger(const char *base, long long id, long long rows, json_t *first,
-                       lg_ledger *l, const char *url, lg_err *err)
+static int read_ledger(const char *base, long long id, long long rows, int64_t timeout_ns,
+                       json_t *first, lg_ledger *l, const char *url, lg_err *err)
 {
     char next_url[512];
     json_t *page = json_incref(first);
@@ -228,22 +233,23 @@ static int read_ledger(const char *base, long long id, long long rows, json_t *f
         long long want = rows - (long long)l->n;
         json_decref(page);
         rc = get_page(base, id, want < PAGE_ROWS ? want : PAGE_ROWS, json_integer_value(next),
-                      &page, next_url, sizeof(next_url), err);
+                      timeout_ns, &page, next_url, sizeof(next_url), err);
         url = next_url;
     }
     json_decref(page);
     return rc;
 }
 
-int lg_api_get_item(const char *base, long long id, long long rows, lg_item_state *st,
-                    lg_ledger **ledger, lg_err *err)
+int lg_api_get_item(const char *base, long long id, long long rows, int timeout_ms,
+                    lg_item_state *st, lg_ledger **ledger, lg_err *err)
 {
     char url[512];
     json_t *root;
+    int64_t timeout_ns = timeout_ms > 0 ? (int64_t)timeout_ms * 1000000 : 0;
     if (ledger)
         *ledger = NULL;
-    int rc = get_page(base, id, rows < PAGE_ROWS ? rows : PAGE_ROWS, 0, &root, url, sizeof(url),
-                      err);
+    int rc = get_page(base, id, rows < PAGE_ROWS ? rows : PAGE_ROWS, 0, timeout_ns, &root, url,
+                      sizeof(url), err);
     st->id = id;
     if (rc == LG_OK && (get_ll(root, "stock", &st->stock) != 0 ||
                         get_ll(root, "sold", &st->sold) != 0 ||
@@ -254,7 +260,7 @@ int lg_api_get_item(const char *base, long long id, long long rows, lg_item_stat
                                   (l->pages = json_array()) == NULL))
         rc = lg_errf(err, LG_ERR_NOMEM, "out of memory");
     if (rc == LG_OK && ledger)
-        rc = read_ledger(base, id, rows, root, l, url, err);
+        rc = read_ledger(base, id, rows, timeout_ns, root, l, url, err);
     json_decref(root);
     if (rc == LG_OK && ledger)
         *ledger = l;
@@ -268,7 +274,7 @@ int lg_api_probe(const char *base, const char *path, long *status, lg_err *err)
     char url[512];
     snprintf(url, sizeof(url), "%s%s", base, path);
     buf b;
-    int rc = http("GET", url, NULL, status, &b, err);
+    int rc = http("GET", url, NULL, 0, status, &b, err);
     free(b.data);
     return rc;
 }

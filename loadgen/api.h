@@ -47,10 +47,12 @@ int lg_api_create_item(const char *base, const char *name, long long stock, long
 /* GET base/items/{id}. Fills *st; when ledger is not NULL, *ledger gets the
  * newest rows ledger rows (up to that many; stockd answers them in pages,
  * which this follows by ?after=) and the caller frees it with lg_ledger_free.
- * rows >= 1. Returns 0, LG_ERR_TRANSPORT, or LG_ERR_SETUP (404, or fields
- * missing). */
-int lg_api_get_item(const char *base, long long id, long long rows, lg_item_state *st,
-                    lg_ledger **ledger, lg_err *err);
+ * rows >= 1. timeout_ms > 0 bounds each page's exchange, connecting included
+ * (a sampler that must not wait on a hung replica); 0 is lg_api_call's
+ * default. Returns 0, LG_ERR_TRANSPORT (also on a timeout), or LG_ERR_SETUP
+ * (404, or fields missing). */
+int lg_api_get_item(const char *base, long long id, long long rows, int timeout_ms,
+                    lg_item_state *st, lg_ledger **ledger, lg_err *err);
 
 /* GET base/path; *status gets the HTTP status. 0 or LG_ERR_TRANSPORT. */
 int lg_api_probe(const char *base, const char *path, long *status, lg_err *err);

@@ -135,8 +135,9 @@ static void banner_single(FILE *f, const json_t *run)
 {
     const char *v = verdict_of(run);
     const json_t *cfg = json_object_get(run, "config");
-    fprintf(f, "<header class=\"verdict %s\"><div class=\"word\">%s</div><div>\n",
-            verdict_class(v), strcmp(v, "NONE") == 0 ? "NO VERDICT" : v);
+    fprintf(f, "<header class=\"verdict %s\"><div class=\"word\">", verdict_class(v));
+    esc(f, strcmp(v, "NONE") == 0 ? "NO VERDICT" : v);
+    fputs("</div><div>\n", f);
     if (strcmp(v, "PASS") == 0)
         fputs("<p class=\"lead\">No stock oversold, no update lost: the service's ledger "
               "matches every answer.</p>\n", f);
@@ -257,8 +258,9 @@ static void page_single(FILE *f, const json_t *run)
 static void banner_compare(FILE *f, const json_t *doc, const lg_html_run *runs, int n)
 {
     const char *v = lg_json_str(doc, "verdict");
-    fprintf(f, "<header class=\"verdict %s\"><div class=\"word\">%s</div><div>\n",
-            verdict_class(v), v);
+    fprintf(f, "<header class=\"verdict %s\"><div class=\"word\">", verdict_class(v));
+    esc(f, v);
+    fputs("</div><div>\n", f);
     fprintf(f, "<p class=\"lead\">%s</p>\n<p>",
             strcmp(v, "PASS") == 0 ? "Every mode that locks held the invariants."
                                    : "A mode that must hold the invariants broke them.");
@@ -267,7 +269,9 @@ static void banner_compare(FILE *f, const json_t *doc, const lg_html_run *runs, 
         int expected = json_is_true(json_object_get(runs[i].run, "expectedToFail"));
         fputs("<span class=\"chip\">", f);
         esc(f, runs[i].label);
-        fprintf(f, " %s%s</span>", rv,
+        fputc(' ', f);
+        esc(f, rv);
+        fprintf(f, "%s</span>",
                 !expected                   ? ""
                 : strcmp(rv, "FAIL") == 0   ? ", as expected without a lock"
                                             : ", by luck: expected to fail");
@@ -289,14 +293,16 @@ static void compare_cell(FILE *f, const json_t *run, int row)
     sold_of(run, &sold, &stock);
     double v[] = {total, ok, no, lock, total - ok - no - lock, lg_json_num(run, "throughput"),
                   lg_json_num(lg_json_at(run, "latencyUs.all"), "p99") / 1000.0};
+    fputs("<td>", f);
     if (row < 5)
-        fprintf(f, "<td>%.0f</td>", v[row]);
+        fprintf(f, "%.0f", v[row]);
     else if (row < 7)
-        fprintf(f, "<td>%.*f</td>", row == 5 ? 1 : 3, v[row]);
+        fprintf(f, "%.*f", row == 5 ? 1 : 3, v[row]);
     else if (row == 7)
-        fprintf(f, "<td>%.0f/%.0f</td>", sold, stock);
+        fprintf(f, "%.0f/%.0f", sold, stock);
     else
-        fprintf(f, "<td>%s</td>", verdict_of(run));
+        esc(f, verdict_of(run));
+    fputs("</td>", f);
 }
 
 static void compare_table(FILE *f, const lg_html_run *runs, int n)
@@ -328,7 +334,9 @@ static void compare_table(FILE *f, const lg_html_run *runs, int n)
                        strcmp(verdict_of(runs[i].run), "FAIL") == 0;
         fputs("<h3>", f);
         esc(f, runs[i].label);
-        fprintf(f, ": %s%s</h3>\n", verdict_of(runs[i].run),
+        fputs(": ", f);
+        esc(f, verdict_of(runs[i].run));
+        fprintf(f, "%s</h3>\n",
                 expected ? ", as expected: without a lock, concurrent requests overwrite each "
                            "other and sell stock that is not there" : "");
         findings(f, runs[i].run, "plain");

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "loadgen/answer.h"
+#include "loadgen/report.h"
 #include "loadgen/sample.h"
 #include "loadgen/svg.h"
 
@@ -16,7 +17,7 @@
 #define H 290        /* and height, but for the outcome bars */
 #define BINS_MAX 60  /* bars of the throughput chart */
 #define TICKS_MAX 16
-#define PCT_MAX 128  /* points of one percentile curve */
+#define PCT_MAX LG_REPORT_PCT_POINTS_MAX /* points of one percentile curve */
 
 /* by enum lg_outcome: ok green, refusals grey-blue, the errors warm to dark */
 static const char *const outcome_colors[LG_OUT_COUNT] = {
@@ -270,16 +271,17 @@ void lg_html_throughput(FILE *f, const lg_html_run *runs, int n)
 }
 
 /* A percentile curve: x on HdrHistogram's axis, y in ms. The [100, max]
- * point is drawn at 1/(1-p) = count, the last rank the data resolves. */
+ * point is drawn at 1/(1-p) = count, the last rank the data resolves. A
+ * longer list than loadgen writes loses its first points, never the tail and
+ * the max. */
 static int curve(const json_t *lat, double *xs, double *ys)
 {
-    const json_t *pts = json_object_get(lat, "percentiles"), *pt;
+    const json_t *pts = json_object_get(lat, "percentiles");
     double count = lg_json_num(lat, "count");
-    size_t i;
+    size_t size = json_array_size(pts);
     int n = 0;
-    json_array_foreach(pts, i, pt) {
-        if (n == PCT_MAX)
-            break;
+    for (size_t i = size > PCT_MAX ? size - PCT_MAX : 0; i < size; i++) {
+        const json_t *pt = json_array_get(pts, i);
         double p = json_number_value(json_array_get(pt, 0));
         xs[n] = p >= 100 ? log10(fmax(count, 1)) : lg_svg_pct_x(p);
         ys[n++] = json_number_value(json_array_get(pt, 1)) / 1000.0;

@@ -582,6 +582,7 @@ int lg_load_join(lg_load *l, lg_result *res, lg_err *err)
     for (int i = 0; rc == LG_OK && i < l->nworkers; i++)
         collect(res, &l->workers[i], i, &last);
     res->elapsed_s = (double)(last - l->start_ns) / 1e9;
+    res->start_ns = l->start_ns;
     if (rc != LG_OK)
         lg_errf(err, rc, "out of memory merging results");
     for (int i = 0; rc == LG_OK && i < l->nworkers; i++)

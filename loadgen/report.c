@@ -296,16 +296,16 @@ int lg_report_compare(FILE *f, const lg_opts *o, const lg_run *runs, int n)
     return pass;
 }
 
-/* [[percentile, us], ...] as HdrHistogram lists them: PCT_STEPS points per
- * halving of the distance to 100 %, while 1/(1-p) stays within the count (the
- * data can't say more), then [100, max]. */
-#define PCT_STEPS 5
+/* [[percentile, us], ...] as HdrHistogram lists them: LG_REPORT_PCT_STEPS
+ * points per halving of the distance to 100 %, while 1/(1-p) stays within the
+ * count (the data can't say more), then [100, max]; at most
+ * LG_REPORT_PCT_POINTS_MAX points (report.h). */
 static json_t *distribution_json(const hist *h)
 {
     json_t *arr = json_array();
     uint64_t n = hist_count(h);
-    for (int i = 0; arr && n > 0; i++) {
-        double rest = pow(0.5, (double)i / PCT_STEPS); /* 1 - p */
+    for (int i = 0; arr && n > 0 && i < LG_REPORT_PCT_POINTS_MAX - 1; i++) {
+        double rest = pow(0.5, (double)i / LG_REPORT_PCT_STEPS); /* 1 - p */
         if (1.0 / rest > (double)n)
             break;
         double p = 100.0 * (1.0 - rest);

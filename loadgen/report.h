@@ -12,6 +12,14 @@
 #include "loadgen/opts.h"
 #include "loadgen/run.h"
 
+/* The "percentiles" list of a latency in the JSON report: LG_REPORT_PCT_STEPS
+ * points per halving of the distance to 100 % while 1/(1-p) stays within the
+ * count, then [100, max]. A count is below 2^64, so at most 64 halvings (and
+ * the 0 % point) and the max: LG_REPORT_PCT_POINTS_MAX points, which a reader
+ * sized by it draws all of, the max included. */
+#define LG_REPORT_PCT_STEPS 5
+#define LG_REPORT_PCT_POINTS_MAX (LG_REPORT_PCT_STEPS * 64 + 2)
+
 /* The full text report of one run, ending with the VERDICT line (none in raw mode). */
 void lg_report_text(FILE *f, const lg_opts *o, const lg_run *r);
 

@@ -25,6 +25,7 @@ typedef struct lg_tally {
 
 typedef struct lg_result {
     double elapsed_s;  /* first send to last answer */
+    int64_t start_ns;  /* lg_now_ns() at the first send: later times on the run's clock */
     int ntargets;
     lg_tally *targets; /* [ntargets], same order as the load's targets */
     lg_tally total;

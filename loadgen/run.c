@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "loadgen/evloop.h"
+
 #define TICK_MS 250
 
 /* a line keeps its item's index in 24 bits */
@@ -38,7 +40,7 @@ static int setup_items(const lg_opts *o, lg_run *r, const char *run_id, lg_err *
         int rc = id ? LG_OK : lg_api_create_item(base, name, o->stock, &id, err);
         lg_item_state st;
         if (rc == LG_OK)
-            rc = lg_api_get_item(base, id, 1, &st, NULL, err);
+            rc = lg_api_get_item(base, id, 1, 0, &st, NULL, err);
         if (rc != LG_OK)
             return rc;
         lg_item_check_init(&r->items[k], id);
@@ -57,7 +59,7 @@ static int check_shared(lg_run *r, lg_err *err)
         lg_item_state st;
         lg_err e;
         lg_err_clear(&e);
-        if (lg_api_get_item(r->targets[t].url, r->items[0].id, 1, &st, NULL, &e) != LG_OK)
+        if (lg_api_get_item(r->targets[t].url, r->items[0].id, 1, 0, &st, NULL, &e) != LG_OK)
             return lg_errf(err, e.code,
                            "%s does not see item %lld created through %s (do the replicas "
                            "share one --db?): %s",
@@ -164,7 +166,7 @@ static int get_item_any(const lg_run *r, long long id, long long rows, lg_item_s
 {
     int rc = LG_OK;
     for (int t = 0; t < r->ntargets; t++)
-        if ((rc = lg_api_get_item(r->targets[t].url, id, rows, st, ledger, err)) == LG_OK)
+        if ((rc = lg_api_get_item(r->targets[t].url, id, rows, 0, st, ledger, err)) == LG_OK)
             break;
     return rc;
 }
@@ -232,12 +234,16 @@ static int judge(const lg_opts *o, lg_run *r, lg_err *err)
     lg_result *res = &r->load;
     if (lg_verdict_answers(r->items, r->nitems, res->batches, res->nbatch) != LG_OK)
         return lg_errf(err, LG_ERR_NOMEM, "out of memory checking the answers");
+    double read_s = 0;
     for (int k = 0; k < r->nitems; k++) {
+        int64_t t0 = lg_now_ns();
         int rc = read_back(r, k, err);
         if (rc != LG_OK)
             return rc;
+        if (k == 0) /* stamped like a sample, on the run's clock: after every sample */
+            read_s = (double)((t0 + lg_now_ns()) / 2 - res->start_ns) / 1e9;
     }
-    lg_samples_add(&r->stock, res->elapsed_s, r->items[0].stock1, r->items[0].sold1);
+    lg_samples_add(&r->stock, read_s, r->items[0].stock1, r->items[0].sold1);
     lg_verdict_missing(r->items, r->nitems, res->batches, res->nbatch);
     if (r->carts)
         lg_verdict_orders(r->items, r->nitems, res->batches, res->nbatch, res->run_id,

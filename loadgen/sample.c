@@ -49,14 +49,16 @@ static void nap(double s)
     nanosleep(&ts, NULL);
 }
 
-/* One GET of the item from the first target that answers; 0 when none did. */
+/* One GET of the item from the first target that answers; 0 when none did
+ * (or the sampler was stopped before one did). */
 static int take(lg_sampler *p)
 {
     double t0 = p->clock(p->arg);
-    for (int t = 0; t < p->ntargets; t++) {
+    for (int t = 0; t < p->ntargets && !atomic_load(&p->stop); t++) {
         lg_item_state st;
         lg_err err;
-        if (lg_api_get_item(p->targets[t].url, p->got.item, 1, &st, NULL, &err) == LG_OK) {
+        if (lg_api_get_item(p->targets[t].url, p->got.item, 1, LG_SAMPLE_TIMEOUT_MS, &st, NULL,
+                            &err) == LG_OK) {
             lg_samples_add(&p->got, (t0 + p->clock(p->arg)) / 2, st.stock, st.sold);
             return 1;
         }

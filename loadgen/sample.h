@@ -17,6 +17,10 @@
  * own (a thread in stockd), so not back to back: on a busy machine those
  * competed with the load itself. */
 #define LG_SAMPLE_FIRST_MS 5
+/* How long one read may take: a hung or stopped replica must not hold the end
+ * of the run (or Ctrl-C) for the API's 60 s; a replica that slow is skipped
+ * and the next one asked. */
+#define LG_SAMPLE_TIMEOUT_MS 1000
 
 typedef struct lg_sample {
     double t_s;            /* since the load started; the middle of the GET */
@@ -49,7 +53,8 @@ typedef struct lg_sampler lg_sampler;
 int lg_sampler_start(const lg_target *targets, int ntargets, long long item,
                      lg_clock_fn clock, void *arg, lg_sampler **out, lg_err *err);
 
-/* Stops and joins the thread (after its GET in flight, if any), appends its
+/* Stops and joins the thread (after its GET in flight, if any: at most
+ * LG_SAMPLE_TIMEOUT_MS, no further target is asked), appends its
  * samples to *into (after what *into holds) and frees the sampler. NULL is a
  * no-op. */
 void lg_sampler_stop(lg_sampler *s, lg_samples *into);

@@ -1,7 +1,8 @@
 /* test_lg_html.c - the pieces of loadgen's HTML report that need nothing
  * running: axis ticks, HdrHistogram's percentile axis, labels, escaping,
- * finite-only coordinates, the time series and the stock samples, and a page
- * drawn from a hand-made report whose strings try to break out of it. */
+ * finite-only coordinates, the time series and the stock samples, a page
+ * drawn from a hand-made report whose strings try to break out of it, and a
+ * latency curve as long as the longest report.c writes. */
 #include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
@@ -15,6 +16,7 @@
 #include <cmocka.h>
 
 #include "loadgen/html.h"
+#include "loadgen/report.h"
 #include "loadgen/sample.h"
 #include "loadgen/series.h"
 #include "loadgen/svg.h"
@@ -222,6 +224,67 @@ static void test_a_page_escapes_every_string_of_the_report(void **state)
     json_decref(doc);
 }
 
+/* Verdicts come from loadgen's own JSON, but are escaped like every other
+ * string: in the banner, the title, compare's chips, table and headings. */
+static void test_a_page_escapes_the_verdicts_too(void **state)
+{
+    (void)state;
+    const char *evil = "<b>FAIL</b>";
+    json_t *run = hostile_report();
+    json_object_set_new(run, "verdict", json_string(evil));
+    json_t *run2 = json_deep_copy(run);
+    json_object_set_new(run2, "label", json_string("none"));
+    json_object_set_new(run2, "expectedToFail", json_true());
+    json_t *cmp = json_pack("{s:s, s:s, s:[O, O]}", "scenario", "compare", "verdict", evil,
+                            "runs", run, run2);
+    const json_t *docs[] = {run, cmp};
+    for (size_t i = 0; i < 2; i++) {
+        mem m;
+        assert_int_equal(lg_html_write(mem_open(&m), docs[i]), 0);
+        char *page = mem_close(&m);
+        assert_null(strstr(page, "<b>"));
+        assert_non_null(strstr(page, "&lt;b&gt;FAIL&lt;/b&gt;"));
+        free(page);
+    }
+    json_decref(cmp);
+    json_decref(run2);
+    json_decref(run);
+}
+
+/* The "percentiles" list of a count of 2^40 answers as report.c writes it
+ * (LG_REPORT_PCT_STEPS per halving, then [100, max]): the main curve of the
+ * latency chart has a point for each, the max included. */
+static void test_the_latency_curve_keeps_every_point_up_to_the_max(void **state)
+{
+    (void)state;
+    json_t *doc = hostile_report();
+    json_t *lat = json_object_get(json_object_get(doc, "latencyUs"), "all");
+    double count = 1099511627776.0; /* 2^40 */
+    json_t *pts = json_array();
+    for (int i = 0; pow(2, (double)i / LG_REPORT_PCT_STEPS) <= count; i++)
+        json_array_append_new(pts, json_pack("[f, i]",
+                                             100 * (1 - pow(0.5, (double)i / LG_REPORT_PCT_STEPS)),
+                                             1000 + i));
+    json_array_append_new(pts, json_pack("[f, i]", 100.0, 3000));
+    size_t npts = json_array_size(pts);
+    assert_true(npts <= LG_REPORT_PCT_POINTS_MAX);
+    json_object_set_new(lat, "percentiles", pts);
+    json_object_set_new(lat, "count", json_real(count));
+    mem m;
+    assert_int_equal(lg_html_write(mem_open(&m), doc), 0);
+    char *page = mem_close(&m);
+    char *chart = strstr(page, "aria-label=\"latency by percentile\"");
+    assert_non_null(chart);
+    char *path = strstr(chart, "stroke-width=\"2.2\""); /* all answers */
+    assert_non_null(path);
+    size_t segments = 0;
+    for (const char *c = strstr(path, " d=\"") + 4; *c != '"'; c++)
+        segments += *c == 'L';
+    assert_int_equal(segments + 1, npts);
+    free(page);
+    json_decref(doc);
+}
+
 static void test_an_error_document_becomes_a_page_that_says_so(void **state)
 {
     (void)state;
@@ -247,6 +310,8 @@ int main(void)
         cmocka_unit_test(test_a_series_widens_its_buckets_instead_of_growing),
         cmocka_unit_test(test_samples_thin_out_evenly_and_keep_the_first),
         cmocka_unit_test(test_a_page_escapes_every_string_of_the_report),
+        cmocka_unit_test(test_a_page_escapes_the_verdicts_too),
+        cmocka_unit_test(test_the_latency_curve_keeps_every_point_up_to_the_max),
         cmocka_unit_test(test_an_error_document_becomes_a_page_that_says_so),
     };
     return cmocka_run_group_tests_name("lg_html", tests, NULL, NULL);

@@ -1,0 +1,94 @@
+/* test_lg_sample.c - the stock sampler against replicas that hang: a
+ * listening socket that never accepts takes the connection (the kernel does)
+ * and the request, and never answers, like a SIGSTOPped stockd. Stopping the
+ * sampler must not wait for the API's 60 s call timeout, nor ask one more
+ * replica once it is stopped. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "loadgen/evloop.h"
+#include "loadgen/sample.h"
+
+#define HANGS 2
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* A loopback listener that never accepts; *port gets its port. */
+static int silent_listener(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(fd, 8), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+static double clock_since(void *arg)
+{
+    return (double)(lg_now_ns() - *(const int64_t *)arg) / 1e9;
+}
+
+static void test_a_sampler_on_hung_replicas_stops_within_one_read_timeout(void **state)
+{
+    (void)state;
+    lg_target targets[HANGS];
+    int fds[HANGS];
+    for (int i = 0; i < HANGS; i++) {
+        int port;
+        fds[i] = silent_listener(&port);
+        memset(&targets[i], 0, sizeof(targets[i]));
+        snprintf(targets[i].url, sizeof(targets[i].url), "http://127.0.0.1:%d", port);
+    }
+    int64_t start = lg_now_ns();
+    lg_sampler *s;
+    lg_err err;
+    assert_int_equal(lg_sampler_start(targets, HANGS, 7, clock_since, &start, &s, &err), 0);
+    sleep_ms(100); /* the first read is waiting on the first replica */
+    lg_samples *got = malloc(sizeof(*got));
+    assert_non_null(got);
+    lg_samples_init(got, 7);
+    int64_t t0 = lg_now_ns();
+    lg_sampler_stop(s, got);
+    double took_s = (double)(lg_now_ns() - t0) / 1e9;
+    /* hang detection only: one read's deadline plus slack, not 60 s per replica */
+    if (took_s > 3.0 * LG_SAMPLE_TIMEOUT_MS / 1000)
+        fail_msg("stopping the sampler took %.1f s", took_s);
+    assert_int_equal(got->n, 0);
+    assert_true(got->failed <= 1);
+    /* stopped while the first replica hung: the second was never asked */
+    int c = accept(fds[1], NULL, NULL);
+    if (c >= 0)
+        close(c);
+    assert_true(c < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+    for (int i = 0; i < HANGS; i++)
+        close(fds[i]);
+    free(got);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_sampler_on_hung_replicas_stops_within_one_read_timeout),
+    };
+    return cmocka_run_group_tests_name("lg_sample", tests, NULL, NULL);
+}
