@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -136,7 +137,7 @@ static void test_release_in_the_wrong_order_keeps_the_key_until_the_last(void **
 static void test_an_interrupt_while_nested_is_seen_by_every_handle(void **state)
 {
     (void)state;
-    dlock_opts o = opts(600, 0), unlimited = opts(30000, 0);
+    dlock_opts o = opts(900, 0), unlimited = opts(30000, 0); /* renewed every 300 ms */
     o.max_renewals = 2;
     unlimited.max_renewals = 0;
     dlock_handle *outer, *inner, *late;
@@ -144,7 +145,7 @@ static void test_an_interrupt_while_nested_is_seen_by_every_handle(void **state)
     assert_int_equal(dlock_acquire(client, "r:interrupt", &unlimited, &inner), DLOCK_OK);
     int64_t t0 = th_now_ms();
     assert_int_equal(dlock_sleep(inner, 5000), DLOCK_ERR_INTERRUPTED);
-    assert_true(th_now_ms() - t0 < 3000); /* due at about 600 ms: hang bound only */
+    assert_true(th_now_ms() - t0 < 4000); /* due at about 900 ms: hang bound only */
     assert_int_equal(dlock_renewals(inner), 2);
     assert_int_equal(dlock_check(outer), DLOCK_ERR_INTERRUPTED);
     assert_int_equal(dlock_check(inner), DLOCK_ERR_INTERRUPTED);
@@ -316,7 +317,8 @@ static void test_a_key_nests_in_a_multi_lock_but_a_multi_lock_never_nests(void *
     assert_int_equal(dlock_release(single), DLOCK_OK);
     assert_int_equal(th_redis_int(&redis, "EXISTS r:m:b"), 0);
 
-    o.lease_ms = 300; /* the set's max_renewals interrupts the key nested in it */
+    o.lease_ms = 900; /* the set's max_renewals interrupts the key nested in it, at
+                       * ~900 ms, 600 ms before the lease ends: late renewals are in time */
     o.max_renewals = 2;
     assert_int_equal(dlock_acquire_multi(client, keys, 2, &o, &set), DLOCK_OK);
     assert_int_equal(dlock_acquire(client, "r:m:a", &o, &single), DLOCK_OK);
@@ -328,7 +330,8 @@ static void test_a_key_nests_in_a_multi_lock_but_a_multi_lock_never_nests(void *
 struct waiter {
     const char *key;
     dlock_opts o;
-    _Atomic int got; /* 1 once it holds the key */
+    _Atomic pid_t tid; /* its thread's, once it is about to ask */
+    _Atomic int got;   /* 1 once it holds the key */
     int rc, seq;
     char token[DLOCK_TOKEN_LEN + 1];
 };
@@ -337,6 +340,7 @@ static void *wait_for_key(void *arg)
 {
     struct waiter *w = arg;
     dlock_handle *h;
+    atomic_store(&w->tid, gettid());
     if ((w->rc = dlock_acquire(client, w->key, &w->o, &h)) != DLOCK_OK)
         return NULL;
     w->seq = dlock_handoff_seq(h);
@@ -344,6 +348,38 @@ static void *wait_for_key(void *arg)
     atomic_store(&w->got, 1);
     dlock_release(h);
     return NULL;
+}
+
+/* Calls the running group's client has had answered (the waiter's attempts
+ * in spin mode; the holder sends nothing while nested). */
+static uint64_t client_calls(void)
+{
+    dlock_node_info info;
+    dlock_node_info_read(client, 0, &info);
+    return info.calls;
+}
+
+/* Returns once w is observably waiting for the key, failing the test after
+ * a generous bound. Spin mode: Redis answered two more of the client's calls
+ * (so at least one of w's attempts was refused). Notify mode: a local waiter
+ * sends nothing, so its thread (/proc/<tid> is the thread's own) is seen
+ * asleep in dlock_acquire at five looks 10 ms apart: the local queue's wait,
+ * not a moment's wait for the client's mutex. */
+static void await_waiting(struct waiter *w, uint64_t calls_before)
+{
+    int64_t until = th_now_ms() + 10000;
+    int looks = 0;
+    while (th_now_ms() < until) {
+        if (wait_mode == DLOCK_WAIT_SPIN && client_calls() >= calls_before + 2)
+            return;
+        pid_t tid = atomic_load(&w->tid);
+        int asleep = wait_mode == DLOCK_WAIT_NOTIFY && tid && th_proc_state(tid) == 'S';
+        looks = asleep ? looks + 1 : 0;
+        if (looks == 5)
+            return;
+        th_sleep_ms(10);
+    }
+    fail_msg("the waiter for %s was not seen waiting within 10 s", w->key);
 }
 
 /* Another thread of the process waits for the key: releasing an inner handle, in either
@@ -356,15 +392,21 @@ static void handoff_waits_for_the_last_release(int outer_first)
     dlock_handle *outer, *inner;
     assert_int_equal(dlock_acquire(client, key, &o, &outer), DLOCK_OK);
     assert_int_equal(dlock_acquire(client, key, &o, &inner), DLOCK_OK);
-    struct waiter w = {.key = key, .o = opts(30000, 10000), .rc = -100, .seq = -1};
+    struct waiter w = {.key = key, .o = opts(30000, 20000), .rc = -100, .seq = -1};
+    dlock_stats before, after;
+    dlock_stats_read(client, &before);
     pthread_t t;
     pthread_create(&t, NULL, wait_for_key, &w);
-    th_sleep_ms(100); /* waiting: in notify mode in the local FIFO, in spin mode polling */
+    await_waiting(&w, client_calls()); /* notify: in the local FIFO; spin: polling */
     assert_int_equal(dlock_release(outer_first ? outer : inner), DLOCK_OK);
-    th_sleep_ms(300); /* time for a hand-off or a spin retry, were either allowed */
-    assert_int_equal(atomic_load(&w.got), 0);
     dlock_handle *last = outer_first ? inner : outer;
     char buf[64];
+    assert_string_equal(owner(key, buf, sizeof(buf)), dlock_token(last)); /* not let go */
+    dlock_stats_read(client, &after);
+    assert_int_equal(after.handoffs, before.handoffs); /* nor handed over (done in the release) */
+    if (wait_mode == DLOCK_WAIT_SPIN)
+        await_waiting(&w, client_calls()); /* it tried again since, and was refused */
+    assert_int_equal(atomic_load(&w.got), 0);
     assert_string_equal(owner(key, buf, sizeof(buf)), dlock_token(last));
     assert_int_equal(dlock_release(last), DLOCK_OK);
     pthread_join(t, NULL);

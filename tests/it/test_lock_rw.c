@@ -155,13 +155,15 @@ static void test_a_crashed_readers_lease_runs_out_and_a_writer_gets_in(void **st
     char key[64], port[16];
     keyed(key, sizeof(key), "rw:crash");
     snprintf(port, sizeof(port), "%d", redis.port);
-    pid_t pid = th_lock_helper((const char *const[]){"--read", port, key, "300", NULL});
+    /* a 2 s lease, renewed every 667 ms: at least 1.3 s of it is left when the
+     * reader dies, room for the "not yet" look however slow the machine */
+    pid_t pid = th_lock_helper((const char *const[]){"--read", port, key, "2000", NULL});
     th_lock_wait_held(&redis, key);
     th_signal(pid, SIGKILL, 5000);
     dlock_opts o = opts(5000, 0);
     dlock_handle *h;
     assert_int_equal(dlock_acquire_write(client, key, &o, &h), DLOCK_ERR_TIMEOUT); /* not yet */
-    o.wait_ms = 5000;
+    o.wait_ms = 6000; /* due within 2 s: hang bound only */
     assert_int_equal(dlock_acquire_write(client, key, &o, &h), DLOCK_OK); /* its lease ran out */
     assert_int_equal(dlock_release(h), DLOCK_OK);
 }
@@ -241,7 +243,7 @@ static void interrupted_after_two(int write)
 {
     char key[64];
     keyed(key, sizeof(key), write ? "rw:interrupt:w" : "rw:interrupt:r");
-    dlock_opts o = opts(150, 1000);
+    dlock_opts o = opts(900, 1000); /* interrupted at ~900 ms, 600 ms before the lease ends */
     o.max_renewals = 2;
     dlock_handle *h;
     int rc = write ? dlock_acquire_write(client, key, &o, &h)
@@ -265,10 +267,11 @@ static void test_renewal_keeps_a_writer_past_several_leases(void **state)
     (void)state;
     char key[64];
     keyed(key, sizeof(key), "rw:renew");
-    dlock_opts o = opts(150, 1000);
+    /* renewed every 200 ms: one late by less than 400 ms is still in time */
+    dlock_opts o = opts(600, 1000);
     dlock_handle *h, *other;
     assert_int_equal(dlock_acquire_write(client, key, &o, &h), DLOCK_OK);
-    assert_int_equal(dlock_sleep(h, 700), DLOCK_OK);
+    assert_int_equal(dlock_sleep(h, 2000), DLOCK_OK); /* past three leases, ~10 renewals */
     assert_true(dlock_renewals(h) >= 3);
     o.wait_ms = 0;
     assert_int_equal(dlock_acquire_read(client, key, &o, &other), DLOCK_ERR_TIMEOUT);

@@ -97,13 +97,15 @@ static void test_a_crashed_holders_permit_returns_after_its_lease(void **state)
     const char *key = wait_mode == DLOCK_WAIT_SPIN ? "sem:crash:spin" : "sem:crash:notify";
     char port[16];
     snprintf(port, sizeof(port), "%d", redis.port);
-    pid_t pid = th_lock_helper((const char *const[]){"--hold", port, key, "300", NULL});
+    /* a 2 s lease, renewed every 667 ms: at least 1.3 s of it is left when the
+     * holder dies, room for the "not yet" look however slow the machine */
+    pid_t pid = th_lock_helper((const char *const[]){"--hold", port, key, "2000", NULL});
     th_lock_wait_held(&redis, key);
     th_signal(pid, SIGKILL, 5000);
     dlock_opts o = opts(5000, 0);
     dlock_handle *h;
     assert_int_equal(dlock_sem_acquire(client, key, 1, &o, &h), DLOCK_ERR_TIMEOUT); /* not yet */
-    o.wait_ms = 5000;
+    o.wait_ms = 6000; /* due within 2 s: hang bound only */
     assert_int_equal(dlock_sem_acquire(client, key, 1, &o, &h), DLOCK_OK); /* its lease ran out */
     assert_int_equal(dlock_release(h), DLOCK_OK);
 }
@@ -111,10 +113,11 @@ static void test_a_crashed_holders_permit_returns_after_its_lease(void **state)
 static void test_renewal_keeps_a_permit_past_several_leases(void **state)
 {
     (void)state;
-    dlock_opts o = opts(150, 1000);
+    /* renewed every 200 ms: one late by less than 400 ms is still in time */
+    dlock_opts o = opts(600, 1000);
     dlock_handle *h, *other;
     assert_int_equal(dlock_sem_acquire(client, "sem:renew", 1, &o, &h), DLOCK_OK);
-    assert_int_equal(dlock_sleep(h, 700), DLOCK_OK);
+    assert_int_equal(dlock_sleep(h, 2000), DLOCK_OK); /* past three leases, ~10 renewals */
     assert_true(dlock_renewals(h) >= 3);
     assert_int_equal(dlock_check(h), DLOCK_OK);
     assert_true(th_redis_int(&redis, "ZSCORE sem:renew %s", dlock_token(h)) > 0);
@@ -130,7 +133,7 @@ static void test_renewal_keeps_a_permit_past_several_leases(void **state)
 static void test_max_renewals_interrupts_the_holder(void **state)
 {
     (void)state;
-    dlock_opts o = opts(150, 1000);
+    dlock_opts o = opts(900, 1000); /* interrupted at ~900 ms, 600 ms before the lease ends */
     o.max_renewals = 2;
     dlock_handle *h;
     assert_int_equal(dlock_sem_acquire(client, "sem:interrupt", 2, &o, &h), DLOCK_OK);
