@@ -203,8 +203,15 @@ static void test_a_writer_gets_in_under_a_stream_of_readers(void **state)
         pthread_create(&t[i], NULL, read_on, &s);
         th_sleep_ms(5); /* staggered: some reader always holds */
     }
-    while (atomic_load(&s.reads) < 20)
+    int64_t until = th_now_ms() + 10000; /* a bound, so a broken read lock fails, not hangs */
+    while (atomic_load(&s.reads) < 20 && th_now_ms() < until)
         th_sleep_ms(5);
+    if (atomic_load(&s.reads) < 20) {
+        atomic_store(&s.stop, 1);
+        for (int i = 0; i < 6; i++)
+            pthread_join(t[i], NULL);
+        fail_msg("the readers made %ld reads in 10 s", (long)atomic_load(&s.reads));
+    }
     /* The bound (dlock.h): the readers present drain, each holding 30 ms;
      * 2 s is only there to catch a hang, and a writer that loses to the
      * stream waits all of it. */
