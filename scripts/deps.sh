@@ -7,17 +7,24 @@
 set -eu
 
 need=""
-want_cmd() { command -v "$1" >/dev/null 2>&1 || need="$need $2"; }
-want_pc() { pkg-config --exists "$1" 2>/dev/null || need="$need $2"; }
+# Adds a package once, however many of its files are missing.
+add() {
+    case " $need " in
+    *" $1 "*) ;;
+    *) need="$need $1" ;;
+    esac
+}
+want_cmd() { command -v "$1" >/dev/null 2>&1 || add "$2"; }
+want_pc() { pkg-config --exists "$1" 2>/dev/null || add "$2"; }
 # For a -dev package without a pkg-config file: one file it installs.
-want_file() { [ -e "$1" ] || need="$need $2"; }
+want_file() { [ -e "$1" ] || add "$2"; }
 # The PostgreSQL server, looked for where tests/pg.c looks: Debian keeps
 # initdb and postgres off PATH.
 want_pg_server() {
     for f in /usr/lib/postgresql/*/bin/initdb; do
         [ -x "$f" ] && return 0
     done
-    need="$need postgresql-15"
+    add postgresql-15
 }
 
 # What building, testing and the demo need.
@@ -55,7 +62,7 @@ bench)
     want_cmd wrk wrk
     want_cmd redis-benchmark redis-tools
     want_cmd bc bc
-    [ -x /usr/bin/time ] || need="$need time"
+    [ -x /usr/bin/time ] || add time
     ;;
 docker)
     # dockerd, not docker: a docker client alone may come from elsewhere.
