@@ -177,6 +177,7 @@ struct fifo_waiter {
     const char *key;
     const dlock_opts *o;
     int id, *order, *n;
+    int64_t *got_ms; /* when each waiter got the key (th_now_ms) */
     pthread_mutex_t *mu;
 };
 
@@ -187,6 +188,7 @@ static void *fifo_wait(void *arg)
     if (dlock_acquire(f->c, f->key, f->o, &h) == DLOCK_OK) {
         pthread_mutex_lock(f->mu);
         f->order[(*f->n)++] = f->id;
+        f->got_ms[f->id] = th_now_ms();
         pthread_mutex_unlock(f->mu);
         th_sleep_ms(20);
         dlock_release(h);
@@ -204,9 +206,10 @@ int th_lock_fifo(const th_redis *servers, int nservers, dlock_handle *h, const c
     pthread_t t[TH_FIFO_MAX];
     struct fifo_waiter f[TH_FIFO_MAX];
     int got = 0;
+    int64_t got_ms[TH_FIFO_MAX] = {0};
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     for (int i = 0; i < n; i++) {
-        f[i] = (struct fifo_waiter){waiters[i], key, o, i, order, &got, &mu};
+        f[i] = (struct fifo_waiter){waiters[i], key, o, i, order, &got, got_ms, &mu};
         pthread_create(&t[i], NULL, fifo_wait, &f[i]);
         for (int k = 0; k < nservers; k++) /* in line on every server first */
             while (th_redis_int(&servers[k], "ZCARD %s", names.queue) != i + 1)
@@ -218,5 +221,12 @@ int th_lock_fifo(const th_redis *servers, int nservers, dlock_handle *h, const c
         pthread_join(t[i], NULL);
     if (ms)
         *ms = th_now_ms() - t0;
+    for (int i = 0; i < got; i++) /* out of order: say when each got it, for the failure */
+        if (order[i] != i) {
+            for (int k = 0; k < got; k++)
+                print_message("waiter %d got the key %lld ms after the release\n", order[k],
+                              (long long)(got_ms[order[k]] - t0));
+            break;
+        }
     return got;
 }
