@@ -38,10 +38,16 @@ struct secrets {
     size_t len; /* strlen(db) */
 };
 
-/* Records a secret; the last slot hides everything to the end, so a --db
- * with more secrets than slots shows none of them. */
+/* Records a secret, in order of start; one that overlaps the last joins
+ * it. The last slot hides everything to the end, so a --db with more
+ * secrets than slots shows none of them. */
 static void secret_at(struct secrets *sp, size_t start, size_t end)
 {
+    if (sp->n > 0 && start <= sp->end[sp->n - 1]) {
+        if (end > sp->end[sp->n - 1])
+            sp->end[sp->n - 1] = end;
+        return;
+    }
     if (sp->n == SECRETS_MAX)
         return;
     sp->start[sp->n] = start;
@@ -72,15 +78,19 @@ static int is_shown_param(const char *key, size_t len)
 /* scheme://user:secret@host,host2:port/db?param=value&...#...: libpq ends
  * the user and password at an '@' before the first '/', and a raw '?' or
  * '#' may be part of them, so the password runs from the first ':' to the
- * last '@' before that '/'. Parameters' values are hidden unless known to be
- * harmless, and a fragment as a whole. */
+ * last '@' before that '/'. With no '@' there, a raw '/' in the password
+ * (libpq refuses it, quoting the text) makes the last '@' of all its end:
+ * that hides too much of a URL with an '@' in a parameter, never too
+ * little. Parameters' values are hidden unless known to be harmless, and a
+ * fragment as a whole. */
 static void url_secrets(const char *db, const char *auth, struct secrets *sp)
 {
     size_t alen = strcspn(auth, "/");
     const char *at = memrchr(auth, '@', alen);
-    const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+    const char *end = at ? at : strrchr(auth, '@');
+    const char *colon = end ? memchr(auth, ':', (size_t)(end - auth)) : NULL;
     if (colon)
-        secret_at(sp, (size_t)(colon + 1 - db), (size_t)(at - db));
+        secret_at(sp, (size_t)(colon + 1 - db), (size_t)(end - db));
     const char *rest = at ? at + 1 : auth;
     const char *q = rest + strcspn(rest, "?#");
     for (const char *p = *q == '?' ? q + 1 : ""; *p;) {
@@ -132,8 +142,8 @@ static void conninfo_secrets(const char *db, struct secrets *sp)
     }
 }
 
-/* The secrets of db, in order. Which form db has is told by its start, as
- * libpq tells it: a URL's scheme, else a conninfo's first keyword. */
+/* The secrets of db, in order. Which form db has is told as the backends
+ * tell it: a URL's scheme, else a conninfo's first "keyword=". */
 static void find_secrets(const char *db, struct secrets *sp)
 {
     static const char *const schemes[] = {"postgresql://", "postgres://", NULL};
@@ -200,8 +210,13 @@ static size_t percent_decoded(const char *s, size_t len, char *out, size_t size)
     return n;
 }
 
-/* An error text with every secret of cfg - each in --db as written and
- * percent-decoded, and the password file's - replaced by ***. Secrets
+/* What libpq splits a URL at: a password with one of them raw is read in
+ * pieces, and its error quotes a piece ("invalid integer value "pa" for
+ * connection option "port""). */
+#define URL_DELIMITERS ":/?#@,&="
+
+/* An error text with every secret of cfg - each in --db as written,
+ * percent-decoded and in its pieces, and the password file's - replaced by ***. Secrets
  * shorter than REDACT_MIN are left: replacing every "a" in a text hides
  * nothing and garbles it. */
 static void redact(const store_config *cfg, char *text, size_t size)
@@ -215,6 +230,10 @@ static void redact(const store_config *cfg, char *text, size_t size)
         replace_secret(text, size, secret, len);
         replace_secret(text, size, decoded, percent_decoded(secret, len, decoded,
                                                             sizeof(decoded)));
+        for (size_t at = 0, n; at < len; at += n + 1) { /* and the pieces libpq may */
+            n = strcspn(secret + at, URL_DELIMITERS);   /* have split it into */
+            replace_secret(text, size, secret + at, n < len - at ? n : len - at);
+        }
     }
     if (cfg->password)
         replace_secret(text, size, cfg->password, strlen(cfg->password));

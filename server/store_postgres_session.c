@@ -7,6 +7,7 @@
  * before use; a failure on the way answers STORE_ERR_UNAVAILABLE; a COMMIT
  * whose answer was lost is resolved by looking for the transaction's first
  * order once the old session is surely gone (pg_commit_in_doubt). */
+#include <ctype.h>
 #include <poll.h>
 #include <string.h>
 #include <time.h>
@@ -246,15 +247,19 @@ static int migrate(pg_conn *c, char *err, size_t errlen)
 void pg_close(store *st);
 
 /* PostgreSQL takes its URLs (postgresql:// or postgres://) and libpq's
- * key=value conninfo ("host=... dbname=...", by its first keyword). */
+ * key=value conninfo, told by its first word: a keyword and '=' (blanks
+ * allowed around both, as libpq reads it). Any keyword: a misspelt one gets
+ * libpq's error, not an SQLite file named after the conninfo. A file whose
+ * name starts so is written ./name. */
 int pg_serves(const char *db)
 {
-    static const char *const starts[] = {"postgresql://", "postgres://", "host=", "hostaddr=",
-                                         "dbname=", "user=", "port=", "service=", NULL};
-    for (int i = 0; starts[i]; i++)
-        if (strncmp(db, starts[i], strlen(starts[i])) == 0)
-            return 1;
-    return 0;
+    if (strncmp(db, "postgresql://", 13) == 0 || strncmp(db, "postgres://", 11) == 0)
+        return 1;
+    const char *p = db + strspn(db, " \t\n");
+    size_t klen = 0;
+    while (isalnum((unsigned char)p[klen]) || p[klen] == '_')
+        klen++;
+    return klen > 0 && !isdigit((unsigned char)p[0]) && p[klen + strspn(p + klen, " \t\n")] == '=';
 }
 
 int pg_open(const store_config *cfg, store **out, char *err, size_t errlen)
