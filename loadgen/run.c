@@ -114,15 +114,17 @@ static double load_clock(void *arg)
 }
 
 /* Runs the load to its end, ticking the caller a few times a second, with the
- * first item's stock sampled meanwhile (not in raw mode: no item). */
-static int drive(const lg_load_cfg *c, lg_tick_fn tick, void *arg, lg_run *r, lg_err *err)
+ * first item's stock sampled meanwhile when a report will show it (sample;
+ * not in raw mode: no item). Unasked, its reads would only add load. */
+static int drive(const lg_load_cfg *c, int sample, lg_tick_fn tick, void *arg, lg_run *r,
+                 lg_err *err)
 {
     lg_load *l;
     lg_sampler *sampler = NULL;
     int rc = lg_load_start(c, &l, err);
     if (rc != LG_OK)
         return rc;
-    int sampling = r->nitems > 0 ? lg_sampler_start(r->targets, r->ntargets, r->items[0].id,
+    int sampling = sample && r->nitems > 0 ? lg_sampler_start(r->targets, r->ntargets, r->items[0].id,
                                                     load_clock, l, &sampler, err)
                                  : LG_OK;
     if (sampling != LG_OK)
@@ -284,7 +286,7 @@ int lg_run_exec(const lg_opts *o, const lg_target *targets, int ntargets, const 
     lg_load_cfg cfg;
     load_cfg(o, out, ids, run_id, &cfg);
     if (rc == LG_OK)
-        rc = drive(&cfg, tick, arg, out, err);
+        rc = drive(&cfg, o->json_path[0] || o->html_path[0], tick, arg, out, err);
     free(ids);
     if (rc == LG_OK && !raw)
         rc = judge(o, out, err);

@@ -63,7 +63,8 @@ static int take(lg_sampler *p)
             return 1;
         }
     }
-    p->got.failed++;
+    if (!atomic_load(&p->stop)) /* a read cut short by the stop did not fail */
+        p->got.failed++;
     return 0;
 }
 

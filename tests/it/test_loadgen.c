@@ -307,6 +307,36 @@ static void test_cart_scenario_passes_against_atomic(void **state)
     outcome_free(&o);
 }
 
+/* GET /items/{id} answered by a replica so far. */
+static double item_reads(const th_stockd *s)
+{
+    return th_metric(s->url, "stockd_http_requests_total{route=\"item\",status=\"200\"}");
+}
+
+/* The stock sampler reads the item only for a report that shows it: a run
+ * without --json or --html reads it just before and after the load. */
+static void test_the_stock_is_sampled_only_for_a_report(void **state)
+{
+    (void)state;
+    const char *args[] = {"-n", "300", "--rate", "1000", "--items", "1", "--target",
+                          atomic_srv.url, NULL};
+    double before = item_reads(&atomic_srv);
+    outcome o = run_loadgen(0, args); /* with --json: a read about every 5 ms */
+    outcome_free(&o);
+    double sampled = item_reads(&atomic_srv) - before;
+    char out[160];
+    snprintf(out, sizeof(out), "%s/loadgen-unsampled.out", dir);
+    const char *argv[] = {loadgen, "-n", "300", "--rate", "1000", "--items", "1", "--target",
+                          atomic_srv.url, NULL};
+    before = item_reads(&atomic_srv);
+    assert_int_equal(th_run(argv, out, RUN_TIMEOUT_MS), 0);
+    double unsampled = item_reads(&atomic_srv) - before;
+    print_message("item reads in a 0.3 s run: with a report %.0f, without %.0f\n", sampled,
+                  unsampled);
+    assert_true(unsampled <= 4);
+    assert_true(sampled >= unsampled + 10);
+}
+
 /* Without a lock, carts that read an item's stock at the same time overwrite
  * each other's deduction; a little work widens that window. */
 static void test_cart_scenario_fails_replicas_without_a_lock(void **state)
@@ -382,6 +412,7 @@ static void test_set_up_errors_exit_2_with_a_message(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_the_stock_is_sampled_only_for_a_report),
         cmocka_unit_test(test_hot_scenario_sells_exactly_the_stock_across_three_replicas_notify),
         cmocka_unit_test(test_hot_scenario_sells_exactly_the_stock_across_three_replicas_spin),
         cmocka_unit_test(test_spread_scenario_passes_notify),
