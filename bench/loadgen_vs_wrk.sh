@@ -62,7 +62,6 @@ timed() {
 # much of the machine was busy and how much of that was its own, since other
 # work on shared CPUs moves every rate.
 busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
-stockd_ticks() { awk '{ print $14 + $15 }' "/proc/$stockd_pid/stat"; }
 tool_secs=0 # CPU seconds of every tool run, from /usr/bin/time
 add_tool_cpu() { [ -s "$work/cpu" ] && tool_secs=$(awk -v t="$tool_secs" '{ print t + $1 + $2 }' "$work/cpu"); }
 
@@ -89,7 +88,7 @@ echo "versions: $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2), loadgen with http_pa
      "$(dpkg-query -W -f '${Version}' libhttp-parser2.9 2>/dev/null || echo '?')"
 [ -n "$BASELINE" ] && echo "baseline: $BASELINE, run after loadgen in every round"
 wrk -t "$THREADS" -c "$CONNS" -d 1s "$url/health" >/dev/null # warm-up: connections, caches
-busy0=$(busy_ticks) stockd0=$(stockd_ticks) start=$(date +%s.%N)
+busy0=$(busy_ticks) stockd0=$(proc_ticks "$stockd_pid") start=$(date +%s.%N)
 for f in wrk lg base wcpu lcpu bcpu; do : >"$work/$f"; done
 for r in $(seq "$ROUNDS"); do
     w=$(run_wrk); wcpu=$(cpu_us_per_request "${w:-0}" "$DURATION"); add_tool_cpu
@@ -109,7 +108,7 @@ for r in $(seq "$ROUNDS"); do
             "$b" "$bcpu" "$(echo "$b / $w" | bc -l)"
     fi
 done
-awk -v b0="$busy0" -v b1="$(busy_ticks)" -v s0="$stockd0" -v s1="$(stockd_ticks)" \
+awk -v b0="$busy0" -v b1="$(busy_ticks)" -v s0="$stockd0" -v s1="$(proc_ticks "$stockd_pid")" \
     -v tool="$tool_secs" -v t0="$start" -v t1="$(date +%s.%N)" -v hz="$(getconf CLK_TCK)" \
     'BEGIN { wall = t1 - t0; busy = (b1 - b0) / hz / wall; ours = ((s1 - s0) / hz + tool) / wall
              printf "machine during the rounds: %.2f CPUs busy, %.2f of them stockd and the tools," \

@@ -49,11 +49,6 @@ static const char css[] =
 static const char *const lock_outcomes[] = {"lock_timeout", "lock_interrupted", "lock_lost",
                                             "redis_unavailable"};
 
-static void esc(FILE *f, const char *s)
-{
-    lg_html_text(f, s);
-}
-
 static const char *verdict_of(const json_t *run)
 {
     const char *v = lg_json_str(run, "verdict");
@@ -71,9 +66,9 @@ static void page_begin(FILE *f, const char *what, const char *verdict)
           "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>",
           f);
     fputs("loadgen: ", f);
-    esc(f, what);
+    lg_html_text(f, what);
     fputs(" - ", f);
-    esc(f, verdict);
+    lg_html_text(f, verdict);
     fprintf(f, "</title>\n<style>%s</style>\n</head><body><main>\n", css);
 }
 
@@ -94,7 +89,7 @@ static void list_items(FILE *f, const json_t *run, const char *key, const char *
     json_array_foreach(arr, i, x) {
         fputs("<li>", f);
         fputs(prefix, f);
-        esc(f, field ? lg_json_str(x, field) : json_string_value(x));
+        lg_html_text(f, field ? lg_json_str(x, field) : json_string_value(x));
         fputs("</li>\n", f);
     }
 }
@@ -136,7 +131,7 @@ static void banner_single(FILE *f, const json_t *run)
     const char *v = verdict_of(run);
     const json_t *cfg = json_object_get(run, "config");
     fprintf(f, "<header class=\"verdict %s\"><div class=\"word\">", verdict_class(v));
-    esc(f, strcmp(v, "NONE") == 0 ? "NO VERDICT" : v);
+    lg_html_text(f, strcmp(v, "NONE") == 0 ? "NO VERDICT" : v);
     fputs("</div><div>\n", f);
     if (strcmp(v, "PASS") == 0)
         fputs("<p class=\"lead\">No stock oversold, no update lost: the service's ledger "
@@ -146,14 +141,14 @@ static void banner_single(FILE *f, const json_t *run)
               "scenario claims:</p>\n", f);
     else {
         fputs("<p class=\"lead\">Raw mode (GET ", f);
-        esc(f, lg_json_str(cfg, "get"));
+        lg_html_text(f, lg_json_str(cfg, "get"));
         fputs(") only measures: no items, no verdict.</p>\n", f);
     }
     fputs("<p>", f);
     const char *scn = lg_json_str(cfg, "scenario");
     if (scn[0]) {
         fputs("scenario ", f);
-        esc(f, scn);
+        lg_html_text(f, scn);
         fputs(": ", f);
     }
     run_summary(f, run);
@@ -174,7 +169,7 @@ static void facts(FILE *f, const json_t *run)
     fputs("<p class=\"facts\">Targets: ", f);
     json_array_foreach(json_object_get(run, "perTarget"), i, t) {
         fputs(i ? ", " : "", f);
-        esc(f, lg_json_str(t, "url"));
+        lg_html_text(f, lg_json_str(t, "url"));
     }
     fprintf(f, ". %.0f connections on %.0f threads", lg_json_num(cfg, "concurrency"),
             lg_json_num(cfg, "threads"));
@@ -193,7 +188,7 @@ static void latency_row(FILE *f, const char *name, const json_t *lat)
 {
     static const char *const cols[] = {"min", "p50", "p90", "p99", "p99.9", "max"};
     fputs("<tr><td>", f);
-    esc(f, name);
+    lg_html_text(f, name);
     fprintf(f, "</td><td>%.0f</td>", lg_json_num(lat, "count"));
     for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++)
         fprintf(f, "<td>%.3f</td>", /* "p99.9" is a key, not a path */
@@ -221,9 +216,9 @@ static void tables(FILE *f, const json_t *run)
               f);
         json_object_foreach((json_t *)json_object_get(run, "examples"), key, text) {
             fputs("<li>", f);
-            esc(f, key);
+            lg_html_text(f, key);
             fputs(": ", f);
-            esc(f, json_string_value(text));
+            lg_html_text(f, json_string_value(text));
             fputs("</li>\n", f);
         }
         fputs("</ul>\n", f);
@@ -259,7 +254,7 @@ static void banner_compare(FILE *f, const json_t *doc, const lg_html_run *runs, 
 {
     const char *v = lg_json_str(doc, "verdict");
     fprintf(f, "<header class=\"verdict %s\"><div class=\"word\">", verdict_class(v));
-    esc(f, v);
+    lg_html_text(f, v);
     fputs("</div><div>\n", f);
     fprintf(f, "<p class=\"lead\">%s</p>\n<p>",
             strcmp(v, "PASS") == 0 ? "Every mode that locks held the invariants."
@@ -268,9 +263,9 @@ static void banner_compare(FILE *f, const json_t *doc, const lg_html_run *runs, 
         const char *rv = verdict_of(runs[i].run);
         int expected = json_is_true(json_object_get(runs[i].run, "expectedToFail"));
         fputs("<span class=\"chip\">", f);
-        esc(f, runs[i].label);
+        lg_html_text(f, runs[i].label);
         fputc(' ', f);
-        esc(f, rv);
+        lg_html_text(f, rv);
         fprintf(f, "%s</span>",
                 !expected                   ? ""
                 : strcmp(rv, "FAIL") == 0   ? ", as expected without a lock"
@@ -301,7 +296,7 @@ static void compare_cell(FILE *f, const json_t *run, int row)
     else if (row == 7)
         fprintf(f, "%.0f/%.0f", sold, stock);
     else
-        esc(f, verdict_of(run));
+        lg_html_text(f, verdict_of(run));
     fputs("</td>", f);
 }
 
@@ -313,7 +308,7 @@ static void compare_table(FILE *f, const lg_html_run *runs, int n)
     fputs("<section><h2>Side by side</h2><table><tr><th></th>", f);
     for (int i = 0; i < n; i++) {
         fputs("<th>", f);
-        esc(f, runs[i].label);
+        lg_html_text(f, runs[i].label);
         fputs("</th>", f);
     }
     fputs("</tr>\n", f);
@@ -333,9 +328,9 @@ static void compare_table(FILE *f, const lg_html_run *runs, int n)
         int expected = json_is_true(json_object_get(runs[i].run, "expectedToFail")) &&
                        strcmp(verdict_of(runs[i].run), "FAIL") == 0;
         fputs("<h3>", f);
-        esc(f, runs[i].label);
+        lg_html_text(f, runs[i].label);
         fputs(": ", f);
-        esc(f, verdict_of(runs[i].run));
+        lg_html_text(f, verdict_of(runs[i].run));
         fprintf(f, "%s</h3>\n",
                 expected ? ", as expected: without a lock, concurrent requests overwrite each "
                            "other and sell stock that is not there" : "");
@@ -369,7 +364,7 @@ static void page_error(FILE *f, const json_t *doc)
     page_begin(f, "error", "no report");
     fputs("<header class=\"verdict fail\"><div class=\"word\">ERROR</div><div><p "
           "class=\"lead\">loadgen could not run: ", f);
-    esc(f, lg_json_str(doc, "error"));
+    lg_html_text(f, lg_json_str(doc, "error"));
     fputs("</p></div></header>\n", f);
     page_end(f);
 }

@@ -82,6 +82,17 @@ typedef struct outputs {
 
 /* Writes doc to each file asked for, the HTML drawn from that same document,
  * and frees doc. 0, or -1 after saying which file could not be written. */
+/* Closes a report file (f NULL: none asked); a failure to write its end is
+ * a failed run (exit status 2), like any other failure to write it. */
+static int close_report(FILE *f, const char *path, int status)
+{
+    if (f && fclose(f) != 0 && status != EXIT_USAGE) {
+        perror(path);
+        return EXIT_USAGE;
+    }
+    return status;
+}
+
 static int write_reports(const outputs *out, json_t *doc)
 {
     int rc = 0;
@@ -219,11 +230,6 @@ int main(int argc, char **argv)
     progress pr = {isatty(STDERR_FILENO), o.requests, ""};
     int status = strcmp(o.scenario, "compare") == 0 ? run_compare(&out, &pr)
                                                      : run_single(&out, &pr);
-    if (out.json)
-        fclose(out.json);
-    if (out.html && fclose(out.html) != 0 && status != EXIT_USAGE) {
-        perror(o.html_path);
-        status = EXIT_USAGE;
-    }
-    return status;
+    status = close_report(out.json, o.json_path, status);
+    return close_report(out.html, o.html_path, status);
 }
