@@ -230,4 +230,4 @@ $(BUILD)/bench/lockbench: bench/lockbench.c $(BUILD)/libdlock.a
 clean:
 	rm -rf build
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/pic -name '*.d' 2>/dev/null)
