@@ -31,15 +31,17 @@ static void rw_keys_of(const char *key, struct rw_keys *k)
 
 /* One attempt with script s, whose ARGV are token, lease_ms, keep_ms and,
  * for a writer, how long its wish to write stands: a jittered retry can
- * come 1.5 retry_ms later, so the grace the lock gives a queued waiter. */
-static int rw_try(dlock_client *c, struct dlock_lease *l, enum dlock_script s, int64_t *pttl)
+ * come 1.5 retry_ms later, so the grace the lock gives a queued waiter; 0
+ * for a fail-fast try (wait 0), which keeps no reader out. */
+static int rw_try(dlock_client *c, struct dlock_lease *l, enum dlock_script s, int wait,
+                  int64_t *pttl)
 {
     struct rw_keys k;
     char lease[24], keep[24], wish[24];
     rw_keys_of(l->key, &k);
     snprintf(lease, sizeof(lease), "%d", l->lease_ms);
     snprintf(keep, sizeof(keep), "%d", dlock_keep_ms(l->lease_ms));
-    snprintf(wish, sizeof(wish), "%d", dlock_grace_ms(l->retry_ms));
+    snprintf(wish, sizeof(wish), "%d", wait ? dlock_grace_ms(l->retry_ms) : 0);
     const char *argv[] = {l->key, k.n.fence, k.writer, k.waiting, l->token, lease, keep, wish};
     int nargs = s == DLOCK_SCRIPT_RW_WRITE ? 8 : 7;
     int64_t sent = dlock_now_ms(); /* the lease can't have started before this */
@@ -47,17 +49,17 @@ static int rw_try(dlock_client *c, struct dlock_lease *l, enum dlock_script s, i
 }
 
 static int read_try(dlock_client *c, struct dlock_lease *l, const struct dlock_claim *cl,
-                    int64_t *pttl)
+                    int wait, int64_t *pttl)
 {
     (void)cl;
-    return rw_try(c, l, DLOCK_SCRIPT_RW_READ, pttl);
+    return rw_try(c, l, DLOCK_SCRIPT_RW_READ, wait, pttl);
 }
 
 static int write_try(dlock_client *c, struct dlock_lease *l, const struct dlock_claim *cl,
-                     int64_t *pttl)
+                     int wait, int64_t *pttl)
 {
     (void)cl;
-    return rw_try(c, l, DLOCK_SCRIPT_RW_WRITE, pttl);
+    return rw_try(c, l, DLOCK_SCRIPT_RW_WRITE, wait, pttl);
 }
 
 /* A writer that stops waiting withdraws its wish at once, so the readers

@@ -58,8 +58,9 @@ int dlock_claim_reply(redisReply *r, struct dlock_lease *l, int64_t sent, int64_
 /* A semaphore's attempt: every permit held gives *pttl, when the first
  * one's lease runs out. */
 static int sem_try(dlock_client *c, struct dlock_lease *l, const struct dlock_claim *cl,
-                   int64_t *pttl)
+                   int wait, int64_t *pttl)
 {
+    (void)wait; /* a waiting permit leaves no mark */
     dlock_names k;
     char lease[24], limit[24], keep[24];
     dlock_names_of(l->key, &k);
@@ -90,7 +91,7 @@ static int wait_spin(dlock_client *c, struct dlock_lease *l, const struct dlock_
 {
     for (;;) {
         int64_t pttl;
-        int rc = cl->attempt(c, l, cl, &pttl);
+        int rc = cl->attempt(c, l, cl, o->wait_ms > 0, &pttl);
         int64_t now = dlock_now_ms();
         if (rc != DLOCK_ERR_TIMEOUT || now >= deadline)
             return rc;
@@ -112,7 +113,7 @@ static int contend(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *
         unsigned long seen = e->releases; /* one during the attempt must not be missed */
         int64_t pttl = -1;
         pthread_mutex_unlock(&c->mu);
-        int rc = cl->attempt(c, l, cl, &pttl);
+        int rc = cl->attempt(c, l, cl, o->wait_ms > 0, &pttl);
         pthread_mutex_lock(&c->mu);
         int64_t now = dlock_now_ms();
         if (rc != DLOCK_ERR_TIMEOUT || now >= deadline)
@@ -164,8 +165,8 @@ int dlock_claim_wait(dlock_client *c, const char *key, const struct dlock_claim 
     int rc = o->wait_mode == DLOCK_WAIT_SPIN ? wait_spin(c, l, cl, o, deadline)
                                              : wait_notify(c, l, cl, o, deadline);
     if (rc != DLOCK_OK) { /* a lease taken by an unanswered attempt runs out on its own */
-        if (cl->give_up && rc == DLOCK_ERR_TIMEOUT) /* after a failure, the mark runs out */
-            cl->give_up(c, l);
+        if (cl->give_up && rc == DLOCK_ERR_TIMEOUT && o->wait_ms > 0) /* after a failure, */
+            cl->give_up(c, l); /* the mark runs out */
         free(l);
         dlock_handle_free(h);
         if (rc == DLOCK_ERR_TIMEOUT)

@@ -21,11 +21,12 @@ struct dlock_claim {
     int permits;        /* a semaphore's N */
     /* One attempt for l: DLOCK_OK (l->fence and l->acquired_ms set),
      * DLOCK_ERR_TIMEOUT (*pttl: ms until it is worth trying again, negative
-     * when unknown), DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. */
+     * when unknown), DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. wait: 0 for a
+     * fail-fast try (wait_ms 0), which only looks and leaves no mark. */
     int (*attempt)(dlock_client *c, struct dlock_lease *l, const struct dlock_claim *cl,
-                   int64_t *pttl);
+                   int wait, int64_t *pttl);
     /* NULL, or what a wait that got nothing undoes in Redis (l's attempts
-     * may have left a mark there). */
+     * may have left a mark there; a fail-fast try's leave none). */
     void (*give_up)(dlock_client *c, struct dlock_lease *l);
 };
 

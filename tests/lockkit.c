@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -170,6 +171,19 @@ dlock_opts th_lock_opts(int lease_ms, int wait_ms, int wait_mode)
     o.retry_ms = 10;
     o.wait_mode = wait_mode;
     return o;
+}
+
+long long th_lock_script_calls(const th_redis *r)
+{
+    redisContext *rc = th_redis_connect(r);
+    redisReply *rep = redisCommand(rc, "INFO commandstats");
+    const char *p = rep && rep->type == REDIS_REPLY_STRING
+                        ? strstr(rep->str, "cmdstat_evalsha:calls=")
+                        : NULL;
+    long long calls = p ? atoll(p + 22) : 0;
+    freeReplyObject(rep);
+    redisFree(rc);
+    return calls;
 }
 
 struct fifo_waiter {

@@ -78,6 +78,9 @@ typedef int (*th_lock_acquire_fn)(dlock_client *c, const char *key, const dlock_
 int th_lock_hold_until_killed(int port, const char *key, int lease_ms, th_lock_acquire_fn acquire);
 void th_lock_wait_held(const th_redis *r, const char *key);
 
+/* Scripts r has run so far (EVALSHA calls: every libdlock script call). */
+long long th_lock_script_calls(const th_redis *r);
+
 #define TH_FIFO_MAX 8
 
 /* While h holds key, waiters[i] (n <= TH_FIFO_MAX clients) ask for it with o,

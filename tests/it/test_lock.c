@@ -586,20 +586,6 @@ static void test_missed_notification_costs_at_most_one_retry_interval(void **sta
     assert_true(waited <= 100 + 450 + 300); /* hold + one jittered interval (<= 1.5x) + slack */
 }
 
-static long long acquire_script_calls(void)
-{
-    redisContext *rc = th_redis_connect(&redis);
-    redisReply *r = redisCommand(rc, "INFO commandstats");
-    long long calls = 0;
-    const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "cmdstat_evalsha:calls=")
-                                                        : NULL;
-    if (p)
-        calls = atoll(p + 22);
-    freeReplyObject(r);
-    redisFree(rc);
-    return calls;
-}
-
 struct waiter_arg {
     int mode;
     int ok;
@@ -629,7 +615,7 @@ static long long script_calls_while_six_threads_wait(int mode)
     pthread_create(&holder, NULL, hold_for, &t);
     while (th_redis_int(&redis, "EXISTS t:queue") != 1)
         th_sleep_ms(1);
-    long long before = acquire_script_calls();
+    long long before = th_lock_script_calls(&redis);
     for (int i = 0; i < 6; i++) {
         w[i] = (struct waiter_arg){mode, 0};
         pthread_create(&th[i], NULL, wait_long, &w[i]);
@@ -640,7 +626,7 @@ static long long script_calls_while_six_threads_wait(int mode)
         assert_true(w[i].ok);
     }
     dlock_client_free(other);
-    return acquire_script_calls() - before;
+    return th_lock_script_calls(&redis) - before;
 }
 
 static void test_local_queue_keeps_redis_traffic_per_process_not_per_thread(void **state)

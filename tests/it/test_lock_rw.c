@@ -149,6 +149,24 @@ static void test_a_writer_excludes_readers_and_writers(void **state)
     assert_int_equal(dlock_release(other), DLOCK_OK);
 }
 
+/* A writer that won't wait only looks: one script, no wish left to keep
+ * readers out, nothing to withdraw (and no wake-up of every reader). */
+static void test_a_fail_fast_writer_only_looks(void **state)
+{
+    (void)state;
+    char key[64], wishes[80];
+    keyed(key, sizeof(key), "rw:failfast");
+    snprintf(wishes, sizeof(wishes), "%s:writers", key);
+    dlock_opts o = opts(5000, 0);
+    dlock_handle *r, *w;
+    assert_int_equal(dlock_acquire_read(client, key, &o, &r), DLOCK_OK);
+    long long before = th_lock_script_calls(&redis);
+    assert_int_equal(dlock_acquire_write(client, key, &o, &w), DLOCK_ERR_TIMEOUT);
+    assert_int_equal(th_lock_script_calls(&redis) - before, 1);
+    assert_int_equal(th_redis_int(&redis, "EXISTS %s", wishes), 0);
+    assert_int_equal(dlock_release(r), DLOCK_OK);
+}
+
 static void test_a_crashed_readers_lease_runs_out_and_a_writer_gets_in(void **state)
 {
     (void)state;
@@ -353,6 +371,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_readers_hold_at_once),
         cmocka_unit_test(test_a_writer_excludes_readers_and_writers),
+        cmocka_unit_test(test_a_fail_fast_writer_only_looks),
         cmocka_unit_test(test_a_crashed_readers_lease_runs_out_and_a_writer_gets_in),
         cmocka_unit_test(test_a_writer_gets_in_under_a_stream_of_readers),
         cmocka_unit_test(test_a_counter_never_moves_under_a_read_lock),
