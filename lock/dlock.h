@@ -244,12 +244,16 @@ int dlock_ping_each(dlock_client *c, int up[DLOCK_NODES_MAX]);
 int dlock_key_check(const char *key, size_t len);
 
 /* Reentrancy (dlock_opts.reentrant): the holder is the calling thread on
- * this client. Off by default, unlike Redisson's RLock (reentrant because
- * Java's locks are): here a handle is the owner, with its own token and
- * fence, passed to whatever works under it (as stockd does), and a pool
- * thread that leaked a hold would otherwise re-enter it silently on its
- * next task, the key never leaving Redis. pthread mutexes make the same
- * choice (PTHREAD_MUTEX_RECURSIVE is asked for).
+ * this client - the thread that acquired, until the release, wherever its
+ * handle went: a thread that passes its handle to a worker and asks for the
+ * key again is refused (off) or nested (on), not made to wait for the
+ * worker; let the worker acquire, or use another dlock_client. Off by
+ * default, unlike Redisson's RLock (reentrant because Java's locks are):
+ * here a handle is the owner, with its own token and fence, passed to
+ * whatever works under it (as stockd does), and a pool thread that leaked a
+ * hold would otherwise re-enter it silently on its next task, the key never
+ * leaving Redis. pthread mutexes make the same choice
+ * (PTHREAD_MUTEX_RECURSIVE is asked for).
  * - Off: asking for a key the thread holds returns DLOCK_ERR_INVALID at once
  *   ("already held by this thread"; nothing sent), like an error-checking
  *   mutex's EDEADLK, instead of waiting wait_ms for itself.
@@ -267,8 +271,11 @@ int dlock_key_check(const char *key, size_t len);
  *   last release returns DLOCK_ERR_INTERRUPTED or _LOST for the hold.
  * - Another thread, or this thread on another dlock_client, is another
  *   owner and waits as usual. A hold whose lease is lost holds nothing:
- *   asking again acquires anew, and its handles keep reporting LOST. An
- *   interrupted hold still holds the key.
+ *   asking again acquires anew, and its handles keep reporting LOST. A
+ *   hold past its local deadline whose renewal has not yet come back (Redis
+ *   slow or down) may or may not hold: asking again is refused at once,
+ *   DLOCK_ERR_INVALID, until it is renewed or released. An interrupted hold
+ *   still holds the key.
  * - dlock_acquire nests in the thread's multi-lock's part for the key (and
  *   sees the set's interruption). dlock_acquire_multi with a key the thread
  *   holds returns DLOCK_ERR_INVALID, reentrant or not, nothing sent: a set's

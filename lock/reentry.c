@@ -35,13 +35,22 @@ void dlock_holds_add(dlock_holds *t, dlock_handle *h)
     *b = h;
 }
 
-/* The calling thread's outermost hold of key, unless lost, or NULL. */
+/* Whether h's hold is gone for good: the watchdog found the key gone, or
+ * its lease ran out with nothing to renew it. Past its local deadline while
+ * the watchdog's renewal is late, it may still hold: asking Redis then
+ * would wait for our own token. */
+static int gone(const dlock_handle *h)
+{
+    const struct dlock_lease *l = h->lease;
+    return l->lost || (!l->watched && dlock_now_ms() >= l->valid_until_ms);
+}
+
+/* The calling thread's outermost hold of key, unless gone, or NULL. */
 static dlock_handle *find(dlock_holds *t, const char *key)
 {
     pthread_t self = pthread_self();
     for (dlock_handle *h = t->bucket[bucket_of(key)]; h; h = h->held_next)
-        if (pthread_equal(h->thread, self) && strcmp(h->lease->key, key) == 0 &&
-            dlock_holder_state(h, dlock_now_ms()) != DLOCK_ERR_LOST)
+        if (pthread_equal(h->thread, self) && strcmp(h->lease->key, key) == 0 && !gone(h))
             return h;
     return NULL;
 }
@@ -80,13 +89,19 @@ int dlock_reenter(dlock_client *c, const char *key, const dlock_opts *o, dlock_h
 {
     pthread_mutex_lock(&c->mu);
     dlock_handle *held = find(c->holds, key);
-    dlock_handle *h = held && o->reentrant ? nest(held) : NULL;
+    /* past its local deadline (a renewal late), the hold may be gone: never
+     * nest in it, and never wait in Redis for our own token either */
+    int ran_out = held && dlock_holder_state(held, dlock_now_ms()) == DLOCK_ERR_LOST;
+    dlock_handle *h = held && o->reentrant && !ran_out ? nest(held) : NULL;
     pthread_mutex_unlock(&c->mu);
     if (held == NULL)
         return 0;
     if (!o->reentrant) /* at once: waiting would only be for itself */
         *rc = dlock_fail(DLOCK_ERR_INVALID, "lock %s is already held by this thread, and "
                          "reentrant is 0", key);
+    else if (ran_out)
+        *rc = dlock_fail(DLOCK_ERR_INVALID, "lock %s: this thread's hold ran past its lease "
+                         "(its renewal is late); release it before asking again", key);
     else if (h == NULL)
         *rc = dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
     else

@@ -33,19 +33,6 @@ static dlock_opts opts(int lease_ms, int wait_ms)
     return o;
 }
 
-/* Calls of the lock's scripts so far (INFO commandstats). */
-static long long script_calls(void)
-{
-    redisContext *rc = th_redis_connect(&redis);
-    redisReply *r = redisCommand(rc, "INFO commandstats");
-    assert_int_equal(r->type, REDIS_REPLY_STRING);
-    const char *p = strstr(r->str, "cmdstat_evalsha:calls=");
-    long long calls = p ? atoll(p + strlen("cmdstat_evalsha:calls=")) : 0;
-    freeReplyObject(r);
-    redisFree(rc);
-    return calls;
-}
-
 /* Whose token holds key in Redis right now ("" when nobody's). */
 static const char *owner(const char *key, char *buf, size_t size)
 {
@@ -61,12 +48,12 @@ static void test_a_nested_acquire_is_immediate_and_the_key_stays_until_the_last_
     char buf[64];
     assert_int_equal(dlock_acquire(client, "r:nest", &o, &outer), DLOCK_OK);
     assert_int_equal(dlock_hold_count(outer), 1);
-    long long scripts = script_calls();
+    long long scripts = th_lock_script_calls(&redis);
     dlock_stats before, after;
     dlock_stats_read(client, &before);
     assert_int_equal(dlock_acquire(client, "r:nest", &o, &mid), DLOCK_OK);
     assert_int_equal(dlock_acquire(client, "r:nest", &o, &inner), DLOCK_OK);
-    assert_int_equal(script_calls(), scripts); /* nothing sent to Redis */
+    assert_int_equal(th_lock_script_calls(&redis), scripts); /* nothing sent to Redis */
     dlock_stats_read(client, &after);
     assert_int_equal(after.acquired, before.acquired); /* nothing acquired either */
     assert_ptr_not_equal(mid, outer);
@@ -88,7 +75,7 @@ static void test_a_nested_acquire_is_immediate_and_the_key_stays_until_the_last_
     assert_int_equal(dlock_release(mid), DLOCK_OK);
     assert_int_equal(dlock_hold_count(outer), 1);
     assert_string_equal(owner("r:nest", buf, sizeof(buf)), dlock_token(outer));
-    assert_int_equal(script_calls(), scripts); /* the inner releases sent nothing */
+    assert_int_equal(th_lock_script_calls(&redis), scripts); /* the inner releases sent nothing */
     assert_int_equal(dlock_release(outer), DLOCK_OK);
     assert_int_equal(th_redis_int(&redis, "EXISTS r:nest"), 0);
     dlock_stats_read(client, &after);
@@ -157,6 +144,30 @@ static void test_an_interrupt_while_nested_is_seen_by_every_handle(void **state)
     int rc = dlock_release(inner); /* the last: the key goes, if the lease didn't already */
     assert_true(rc == DLOCK_ERR_INTERRUPTED || rc == DLOCK_ERR_LOST);
     assert_int_equal(th_redis_int(&redis, "EXISTS r:interrupt"), 0);
+}
+
+/* Past its local deadline while a renewal is held up (every client paused
+ * in Redis), a hold may or may not hold: asking again is refused at once,
+ * neither nested in it nor left to wait in Redis for its own token. */
+static void test_a_hold_whose_renewal_is_late_is_not_entered(void **state)
+{
+    (void)state;
+    dlock_opts o = opts(300, 0); /* renewed at 100 ms; valid to about 290 */
+    dlock_handle *h, *again;
+    assert_int_equal(dlock_acquire(client, "r:late", &o, &h), DLOCK_OK);
+    redisContext *rc = th_redis_connect(&redis);
+    freeReplyObject(redisCommand(rc, "CLIENT PAUSE 1500 ALL"));
+    th_sleep_ms(500);
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_check(h), DLOCK_ERR_LOST);
+    assert_int_equal(dlock_acquire(client, "r:late", &o, &again), DLOCK_ERR_INVALID);
+    assert_true(th_now_ms() - t0 < 300); /* at once, not after the pause */
+    assert_non_null(strstr(dlock_errstr(), "ran past its lease"));
+    freeReplyObject(redisCommand(rc, "CLIENT UNPAUSE"));
+    redisFree(rc);
+    int rc_release = dlock_release(h);
+    assert_true(rc_release == DLOCK_OK || rc_release == DLOCK_ERR_LOST);
+    assert_int_equal(th_redis_int(&redis, "EXISTS r:late"), 0);
 }
 
 /* A lost hold holds nothing: asking again takes the key anew, as a new
@@ -241,13 +252,13 @@ static void test_without_reentrant_a_reacquire_is_refused_at_once(void **state)
     o.reentrant = 0;
     dlock_handle *h, *h2 = (dlock_handle *)1;
     assert_int_equal(dlock_acquire(client, "r:plain", &o, &h), DLOCK_OK);
-    long long scripts = script_calls();
+    long long scripts = th_lock_script_calls(&redis);
     int64_t t0 = th_now_ms();
     assert_int_equal(dlock_acquire(client, "r:plain", &o, &h2), DLOCK_ERR_INVALID);
     assert_true(th_now_ms() - t0 < 1000); /* not the 5 s wait: hang bound only */
     assert_null(h2);
     assert_non_null(strstr(dlock_errstr(), "already held by this thread"));
-    assert_int_equal(script_calls(), scripts);
+    assert_int_equal(th_lock_script_calls(&redis), scripts);
     int calls = 0, fn_rc = -100;
     assert_int_equal(dlock_run(client, "r:plain", &o, mark, &calls, &fn_rc), DLOCK_ERR_INVALID);
     assert_int_equal(calls, 0); /* fn never ran */
@@ -429,6 +440,7 @@ int main(void)
             test_a_nested_acquire_is_immediate_and_the_key_stays_until_the_last_release),
         cmocka_unit_test(test_release_in_the_wrong_order_keeps_the_key_until_the_last),
         cmocka_unit_test(test_an_interrupt_while_nested_is_seen_by_every_handle),
+        cmocka_unit_test(test_a_hold_whose_renewal_is_late_is_not_entered),
         cmocka_unit_test(test_a_lost_hold_holds_nothing_and_the_key_is_taken_anew),
         cmocka_unit_test(test_other_threads_and_other_clients_are_never_reentrant),
         cmocka_unit_test(test_without_reentrant_a_reacquire_is_refused_at_once),
