@@ -7,6 +7,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "err.h"
 #include "sync.h"
 
 static void make_token(char out[DLOCK_TOKEN_LEN + 1])
@@ -149,6 +150,36 @@ int dlock_lease_try(dlock_quorum *q, struct dlock_lease *l, int queue, int64_t *
     else
         *pttl = got.pttl;
     return rc;
+}
+
+redisReply *dlock_lease_call(dlock_quorum *q, enum dlock_script s, int nkeys, int nargs,
+                             const char *const *argv, int *sent)
+{
+    dlock_node *n = dlock_quorum_node(q, 0);
+    dlock_node_call call, *calls[] = {&call};
+    dlock_node_script_begin(n, s, nkeys, nargs, argv, &call);
+    dlock_node_wait(calls, 1, dlock_node_deadline(n));
+    redisReply *r = dlock_node_script_end(&call);
+    if (sent)
+        *sent |= call.sent;
+    return r;
+}
+
+int dlock_lease_give_back(dlock_quorum *q, const struct dlock_lease *l)
+{
+    if (l->kind == DLOCK_LEASE_LOCK)
+        return dlock_lease_release(q, l, 1, NULL, NULL);
+    dlock_names k;
+    dlock_names_of(l->key, &k);
+    const char *argv[] = {l->target, l->token, k.channel};
+    enum dlock_script s = l->kind == DLOCK_LEASE_WRITE ? DLOCK_SCRIPT_RW_WRITE_RELEASE
+                                                       : DLOCK_SCRIPT_SEM_RELEASE;
+    redisReply *r = dlock_lease_call(q, s, 1, 3, argv, NULL);
+    if (r == NULL)
+        return dlock_redis_failure();
+    int ours = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+    return ours ? DLOCK_OK : dlock_fail(DLOCK_ERR_LOST, "%s: our lease had expired", l->key);
 }
 
 int dlock_lease_release(dlock_quorum *q, const struct dlock_lease *l, int leaving,

@@ -141,4 +141,16 @@ struct dlock_next {
 int dlock_lease_release(dlock_quorum *q, const struct dlock_lease *l, int leaving,
                         const struct dlock_next *next, int *queued);
 
+/* Script s on the one server a semaphore or read-write lock lives on (they
+ * refuse a quorum); NULL (dlock_errstr says why) when it could not be asked.
+ * sent (may be NULL) is set when the script may have reached Redis. */
+redisReply *dlock_lease_call(dlock_quorum *q, enum dlock_script s, int nkeys, int nargs,
+                             const char *const *argv, int *sent);
+
+/* Gives l back to Redis for good, whatever its kind: a lock's token as
+ * given up (dlock_lease_release, leaving), a permit's, reader's or writer's
+ * by its release script. Returns DLOCK_OK, DLOCK_ERR_LOST (not held by l's
+ * token), DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. */
+int dlock_lease_give_back(dlock_quorum *q, const struct dlock_lease *l);
+
 #endif

@@ -62,15 +62,18 @@ static void append(dlock_orphans *o, struct dlock_lease *l)
 }
 
 /* Tries l's release once, without the mutex; it goes back on the list with
- * its next try when Redis could not be asked and its lease may still run. */
+ * its next try while its lease may still run and Redis could not be asked -
+ * or, for a claim, answered that the token holds nothing: with no gone mark,
+ * an acquire of it still on its way may yet take a permit or the key. */
 static void try_one(dlock_orphans *o, struct dlock_lease *l)
 {
     unlink_orphan(o, l);
     pthread_mutex_unlock(&o->mu);
-    int rc = dlock_lease_release(o->quorum, l, 1, NULL, NULL);
+    int rc = dlock_lease_give_back(o->quorum, l);
     pthread_mutex_lock(&o->mu);
     int64_t now = dlock_now_ms();
-    if (rc == DLOCK_ERR_REDIS && now < l->valid_until_ms && !o->stop) {
+    int again = rc == DLOCK_ERR_REDIS || (rc == DLOCK_ERR_LOST && l->kind != DLOCK_LEASE_LOCK);
+    if (again && now < l->valid_until_ms && !o->stop) {
         l->next_renew_ms = now + backoff_ms(++l->renewals);
         append(o, l);
     } else {

@@ -1,9 +1,12 @@
 /* orphans.h - tokens whose state in Redis is unknown: an acquire or release
  * that was sent but whose reply never came (a timeout, a broken connection)
  * may still run, now or later. One thread per client runs the release
- * script for each such token as "given up": if the key is ours it is
- * released, and the token is marked gone, so an acquire of it still on its
- * way can never take the key. It retries with backoff until Redis answers or
+ * script for each such token (dlock_lease_give_back): a lock's as "given
+ * up": if the key is ours it is released, and the token is marked gone, so
+ * an acquire of it still on its way can never take the key; a permit's,
+ * reader's or writer's by its own release, which has no gone mark, so it is
+ * tried again (backing off to every 2 s) until its lease would have run out:
+ * an acquire that lands late holds at most until the next try. It retries with backoff until Redis answers or
  * the lease would have expired anyway, on connections of its own, so lease
  * renewals never wait behind it.
  *

@@ -45,7 +45,7 @@ static int rw_try(dlock_client *c, struct dlock_lease *l, enum dlock_script s, i
     const char *argv[] = {l->key, k.n.fence, k.writer, k.waiting, l->token, lease, keep, wish};
     int nargs = s == DLOCK_SCRIPT_RW_WRITE ? 8 : 7;
     int64_t sent = dlock_now_ms(); /* the lease can't have started before this */
-    return dlock_claim_reply(dlock_claim_call(c, s, 4, nargs, argv), l, sent, pttl);
+    return dlock_claim_reply(dlock_lease_call(c->nodes, s, 4, nargs, argv, &l->sent), l, sent, pttl);
 }
 
 static int read_try(dlock_client *c, struct dlock_lease *l, const struct dlock_claim *cl,
@@ -69,7 +69,7 @@ static void write_give_up(dlock_client *c, struct dlock_lease *l)
     struct rw_keys k;
     rw_keys_of(l->key, &k);
     const char *argv[] = {k.writer, k.waiting, l->token, k.n.channel};
-    freeReplyObject(dlock_claim_call(c, DLOCK_SCRIPT_RW_WRITE_RELEASE, 2, 4, argv));
+    freeReplyObject(dlock_lease_call(c->nodes, DLOCK_SCRIPT_RW_WRITE_RELEASE, 2, 4, argv, NULL));
 }
 
 int dlock_acquire_read(dlock_client *c, const char *key, const dlock_opts *opts,

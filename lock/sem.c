@@ -26,16 +26,6 @@ int dlock_claim_single(dlock_client *c, const char *what)
     return DLOCK_OK;
 }
 
-redisReply *dlock_claim_call(dlock_client *c, enum dlock_script s, int nkeys, int nargs,
-                            const char *const *argv)
-{
-    dlock_node *n = dlock_quorum_node(c->nodes, 0);
-    dlock_node_call call, *calls[] = {&call};
-    dlock_node_script_begin(n, s, nkeys, nargs, argv, &call);
-    dlock_node_wait(calls, 1, dlock_node_deadline(n));
-    return dlock_node_script_end(&call);
-}
-
 int dlock_claim_reply(redisReply *r, struct dlock_lease *l, int64_t sent, int64_t *pttl)
 {
     if (r == NULL)
@@ -69,8 +59,8 @@ static int sem_try(dlock_client *c, struct dlock_lease *l, const struct dlock_cl
     snprintf(keep, sizeof(keep), "%d", dlock_keep_ms(l->lease_ms));
     const char *argv[] = {l->key, k.fence, l->token, lease, limit, keep};
     int64_t sent = dlock_now_ms(); /* the lease can't have started before this */
-    return dlock_claim_reply(dlock_claim_call(c, DLOCK_SCRIPT_SEM_ACQUIRE, 2, 6, argv), l, sent,
-                             pttl);
+    redisReply *r = dlock_lease_call(c->nodes, DLOCK_SCRIPT_SEM_ACQUIRE, 2, 6, argv, &l->sent);
+    return dlock_claim_reply(r, l, sent, pttl);
 }
 
 int dlock_sem_acquire(dlock_client *c, const char *key, int permits_total,
@@ -164,10 +154,13 @@ int dlock_claim_wait(dlock_client *c, const char *key, const struct dlock_claim 
     }
     int rc = o->wait_mode == DLOCK_WAIT_SPIN ? wait_spin(c, l, cl, o, deadline)
                                              : wait_notify(c, l, cl, o, deadline);
-    if (rc != DLOCK_OK) { /* a lease taken by an unanswered attempt runs out on its own */
+    if (rc != DLOCK_OK) {
         if (cl->give_up && rc == DLOCK_ERR_TIMEOUT && o->wait_ms > 0) /* after a failure, */
             cl->give_up(c, l); /* the mark runs out */
-        free(l);
+        if (rc == DLOCK_ERR_REDIS && l->sent) /* an unanswered attempt may have taken it */
+            dlock_orphans_add(c->orphans, l);
+        else
+            free(l);
         dlock_handle_free(h);
         if (rc == DLOCK_ERR_TIMEOUT)
             dlock_fail(rc, "%s %s: %s after %d ms", cl->what, key, cl->busy, o->wait_ms);
@@ -183,16 +176,6 @@ int dlock_claim_wait(dlock_client *c, const char *key, const struct dlock_claim 
     return DLOCK_OK;
 }
 
-/* The release script's answer as a code (r freed). */
-static int released(redisReply *r, const char *key)
-{
-    if (r == NULL)
-        return dlock_redis_failure();
-    int ours = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
-    freeReplyObject(r);
-    return ours ? DLOCK_OK : dlock_fail(DLOCK_ERR_LOST, "%s: our lease had expired", key);
-}
-
 int dlock_claim_release(dlock_handle *h, int *local)
 {
     dlock_client *c = h->client;
@@ -203,12 +186,7 @@ int dlock_claim_release(dlock_handle *h, int *local)
     dlock_wd_forget(c->wd, l); /* no renewal may follow the release */
     pthread_mutex_unlock(&c->mu);
 
-    dlock_names k;
-    dlock_names_of(l->key, &k);
-    const char *argv[] = {l->target, l->token, k.channel};
-    enum dlock_script s = l->kind == DLOCK_LEASE_WRITE ? DLOCK_SCRIPT_RW_WRITE_RELEASE
-                                                       : DLOCK_SCRIPT_SEM_RELEASE;
-    int rc = released(dlock_claim_call(c, s, 1, 3, argv), l->key);
+    int rc = dlock_lease_give_back(c->nodes, l);
     if (rc == DLOCK_OK && *local == DLOCK_ERR_INTERRUPTED)
         rc = DLOCK_ERR_INTERRUPTED;
     if (rc == DLOCK_ERR_LOST || (rc == DLOCK_ERR_REDIS && *local == DLOCK_ERR_LOST))
@@ -220,7 +198,10 @@ int dlock_claim_release(dlock_handle *h, int *local)
         dlock_entry_wake_head(e);
     }
     pthread_mutex_unlock(&c->mu);
-    free(l);
+    if (rc == DLOCK_ERR_REDIS) /* retried in the background, as a lock's is */
+        dlock_orphans_add(c->orphans, l);
+    else
+        free(l);
     dlock_handle_free(h);
     return rc;
 }

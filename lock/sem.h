@@ -34,11 +34,6 @@ struct dlock_claim {
  * uses several Redis servers, with errstr naming what. */
 int dlock_claim_single(dlock_client *c, const char *what);
 
-/* Script s on the client's only server: its reply (caller frees) or NULL
- * with the error set. */
-redisReply *dlock_claim_call(dlock_client *c, enum dlock_script s, int nkeys, int nargs,
-                             const char *const *argv);
-
 /* An acquire script's {1, fence} or {0, pttl} (r freed) as an attempt's
  * result, for an attempt sent at sent. */
 int dlock_claim_reply(redisReply *r, struct dlock_lease *l, int64_t sent, int64_t *pttl);

@@ -173,6 +173,34 @@ dlock_opts th_lock_opts(int lease_ms, int wait_ms, int wait_mode)
     return o;
 }
 
+int64_t th_lock_unanswered_acquire(const th_redis *r, dlock_client *client, const char *key,
+                                   int wait_mode, th_lock_acquire_fn acquire)
+{
+    th_proxy *proxy = th_proxy_start(r->port);
+    assert_non_null(proxy);
+    dlock_config cfg;
+    dlock_config_defaults(&cfg);
+    cfg.port = th_proxy_port(proxy);
+    cfg.command_timeout_ms = 300;
+    dlock_client *slow;
+    assert_int_equal(dlock_client_new(&cfg, &slow), DLOCK_OK);
+    assert_int_equal(dlock_ping(slow), DLOCK_OK);
+    dlock_opts o = th_lock_opts(30000, 0, wait_mode);
+    dlock_handle *h;
+    th_proxy_delay_next(proxy, "EVALSHA", 1000);
+    assert_int_equal(acquire(slow, key, &o, &h), DLOCK_ERR_REDIS);
+    th_sleep_ms(1200); /* the held script has reached Redis and run by now */
+    o.wait_ms = 10000;
+    int64_t t0 = th_now_ms();
+    assert_int_equal(acquire(client, key, &o, &h), DLOCK_OK);
+    int64_t waited = th_now_ms() - t0;
+    assert_int_equal(th_proxy_delayed(proxy), 1);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    dlock_client_free(slow);
+    th_proxy_stop(proxy);
+    return waited;
+}
+
 long long th_lock_script_calls(const th_redis *r)
 {
     redisContext *rc = th_redis_connect(r);

@@ -76,6 +76,14 @@ void th_lock_run_helpers(const th_redis *r, const char *flag, const char *key, i
 typedef int (*th_lock_acquire_fn)(dlock_client *c, const char *key, const dlock_opts *o,
                                   dlock_handle **out);
 int th_lock_hold_until_killed(int port, const char *key, int lease_ms, th_lock_acquire_fn acquire);
+
+/* An acquire with acquire (30 s lease) whose reply never came - a proxy
+ * holds the script 1 s, past the client's 300 ms command timeout, then
+ * delivers it, so it runs late - must not keep key for its lease: returns
+ * how long client, asking once that script ran, waited for key (with
+ * acquire, up to 10 s; the test fails when it got nothing). */
+int64_t th_lock_unanswered_acquire(const th_redis *r, dlock_client *client, const char *key,
+                                   int wait_mode, th_lock_acquire_fn acquire);
 void th_lock_wait_held(const th_redis *r, const char *key);
 
 /* Scripts r has run so far (EVALSHA calls: every libdlock script call). */

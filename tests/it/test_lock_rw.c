@@ -167,6 +167,18 @@ static void test_a_fail_fast_writer_only_looks(void **state)
     assert_int_equal(dlock_release(r), DLOCK_OK);
 }
 
+/* A write lock whose acquire got no answer is released in the background,
+ * not left to keep every reader and writer out for its 30 s lease. */
+static void test_an_unanswered_write_acquire_does_not_keep_the_key(void **state)
+{
+    (void)state;
+    char key[64];
+    keyed(key, sizeof(key), "rw:orphan");
+    int64_t waited = th_lock_unanswered_acquire(&redis, client, key, wait_mode, dlock_acquire_write);
+    print_message("waited %lld ms for it (its lease: 30 s)\n", (long long)waited);
+    assert_true(waited < 5000); /* released by the orphans' tries, the next within 2 s */
+}
+
 static void test_a_crashed_readers_lease_runs_out_and_a_writer_gets_in(void **state)
 {
     (void)state;
@@ -372,6 +384,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_readers_hold_at_once),
         cmocka_unit_test(test_a_writer_excludes_readers_and_writers),
         cmocka_unit_test(test_a_fail_fast_writer_only_looks),
+        cmocka_unit_test(test_an_unanswered_write_acquire_does_not_keep_the_key),
         cmocka_unit_test(test_a_crashed_readers_lease_runs_out_and_a_writer_gets_in),
         cmocka_unit_test(test_a_writer_gets_in_under_a_stream_of_readers),
         cmocka_unit_test(test_a_counter_never_moves_under_a_read_lock),

@@ -110,6 +110,17 @@ static void test_a_crashed_holders_permit_returns_after_its_lease(void **state)
     assert_int_equal(dlock_release(h), DLOCK_OK);
 }
 
+/* A permit whose acquire got no answer is released in the background, not
+ * left for its 30 s lease. */
+static void test_an_unanswered_acquire_does_not_keep_the_permit(void **state)
+{
+    (void)state;
+    const char *key = wait_mode == DLOCK_WAIT_SPIN ? "sem:orphan:spin" : "sem:orphan:notify";
+    int64_t waited = th_lock_unanswered_acquire(&redis, client, key, wait_mode, take_one_of_one);
+    print_message("waited %lld ms for it (its lease: 30 s)\n", (long long)waited);
+    assert_true(waited < 5000); /* released by the orphans' tries, the next within 2 s */
+}
+
 static void test_renewal_keeps_a_permit_past_several_leases(void **state)
 {
     (void)state;
@@ -209,6 +220,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_never_more_than_n_holders_of_32_workers_over_4_processes),
         cmocka_unit_test(test_a_crashed_holders_permit_returns_after_its_lease),
+        cmocka_unit_test(test_an_unanswered_acquire_does_not_keep_the_permit),
         cmocka_unit_test(test_renewal_keeps_a_permit_past_several_leases),
         cmocka_unit_test(test_max_renewals_interrupts_the_holder),
         cmocka_unit_test(test_all_permits_held_times_out_and_a_release_lets_a_waiter_in),
