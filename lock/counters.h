@@ -17,4 +17,13 @@ typedef struct dlock_counters {
 
 static inline void dlock_count(_Atomic uint64_t *counter) { atomic_fetch_add(counter, 1); }
 
+/* The first of n histogram bucket bounds (the last, -1, is +Inf) that holds v. */
+static inline int dlock_bucket_of(const int *bounds, int n, int64_t v)
+{
+    int b = 0;
+    while (b < n - 1 && v > bounds[b])
+        b++;
+    return b;
+}
+
 #endif

@@ -209,31 +209,24 @@ int dlock_key_check(const char *key, size_t len)
     return DLOCK_OK;
 }
 
-/* The first of n bucket bounds (the last, -1, is +Inf) that holds v. */
-static int bucket_of(const int *bounds, int n, int64_t v)
-{
-    int b = 0;
-    while (b < n - 1 && v > bounds[b])
-        b++;
-    return b;
-}
-
 static void record_wait(dlock_client *c, int64_t waited_ms)
 {
-    dlock_count(&c->counters.wait_buckets[bucket_of(dlock_wait_bucket_ms, DLOCK_WAIT_BUCKETS,
-                                                    waited_ms)]);
+    int b = dlock_bucket_of(dlock_wait_bucket_ms, DLOCK_WAIT_BUCKETS, waited_ms);
+    dlock_count(&c->counters.wait_buckets[b]);
     dlock_count(&c->counters.wait_count);
     atomic_fetch_add(&c->counters.wait_sum_ms, (uint64_t)waited_ms);
 }
 
-/* Counts the hold of h, about to be released; not one that never held. */
+/* Counts the hold of h, ending now; not one that never held, nor a
+ * multi-lock's part (its hold is the set's). */
 static void record_hold(const dlock_handle *h)
 {
     if (h->held_since_us == 0)
         return;
     dlock_counters *k = &h->client->counters;
     int64_t us = dlock_now_us() - h->held_since_us;
-    dlock_count(&k->hold_buckets[bucket_of(dlock_hold_bucket_us, DLOCK_HOLD_BUCKETS, us)]);
+    dlock_count(&k->hold_buckets[dlock_bucket_of(dlock_hold_bucket_us, DLOCK_HOLD_BUCKETS,
+                                                 us)]);
     dlock_count(&k->hold_count);
     atomic_fetch_add(&k->hold_sum_us, (uint64_t)us);
 }
@@ -415,8 +408,10 @@ static int release_set(dlock_handle *h, int *local)
     dlock_client *c = h->client;
     pthread_mutex_lock(&c->mu);
     *local = h->nparts ? dlock_holder_state(h, dlock_now_ms()) : DLOCK_OK;
-    for (int i = 0; i < h->nparts; i++)
+    for (int i = 0; i < h->nparts; i++) {
         h->parts[i]->parent = NULL; /* each goes its own way: hand-off, or back to Redis */
+        h->parts[i]->held_since_us = 0; /* counted as the set's hold */
+    }
     pthread_mutex_unlock(&c->mu);
     int rc = DLOCK_OK, part_local;
     for (int i = h->nparts - 1; i >= 0; i--) {
@@ -432,10 +427,10 @@ static int release_set(dlock_handle *h, int *local)
  * release (OK, INTERRUPTED or LOST), which stands when Redis can't be asked. */
 static int release(dlock_handle *h, int *local)
 {
-    if (h->parts)
-        return release_set(h, local);
-    if (h->lease && h->lease->kind != DLOCK_LEASE_LOCK)
-        return dlock_claim_release(h, local);
+    if (h->parts || (h->lease && h->lease->kind != DLOCK_LEASE_LOCK)) {
+        record_hold(h);
+        return h->parts ? release_set(h, local) : dlock_claim_release(h, local);
+    }
     dlock_client *c = h->client;
     pthread_mutex_lock(&c->mu);
     *local = dlock_holder_state(h, dlock_now_ms());
@@ -443,6 +438,7 @@ static int release(dlock_handle *h, int *local)
         pthread_mutex_unlock(&c->mu);      /* nothing to hand over or give back yet */
         return *local;
     }
+    record_hold(h); /* the outermost handle: the hold ends here, whatever the order */
     struct dlock_lease *l = h->lease;
     struct dlock_entry *e = h->entry;
     if (e && *local == DLOCK_OK && dlock_queue_handoff(c, h)) {
@@ -475,18 +471,10 @@ static int release(dlock_handle *h, int *local)
     return rc;
 }
 
-/* Ends the hold of h, which the caller acquired (a multi-lock's parts are
- * released by release_set, inside this one hold). */
-static int release_hold(dlock_handle *h, int *local)
-{
-    record_hold(h);
-    return release(h, local);
-}
-
 int dlock_release(dlock_handle *h)
 {
     int local;
-    return h ? release_hold(h, &local) : DLOCK_OK;
+    return h ? release(h, &local) : DLOCK_OK;
 }
 
 int dlock_check(dlock_handle *h)
@@ -560,7 +548,7 @@ static int run_held(dlock_handle *h, dlock_fn fn, void *arg, int *fn_rc)
     int result = fn(h, arg);
     if (fn_rc)
         *fn_rc = result;
-    int local, rc = release_hold(h, &local);
+    int local, rc = release(h, &local);
     /* fn already ran: a release that could not reach Redis leaves the lease to
      * expire, and what the holder knew at the end is the honest answer */
     return rc == DLOCK_ERR_REDIS || rc == DLOCK_ERR_AUTH ? local : rc;

@@ -187,9 +187,8 @@ typedef struct dlock_stats {
     uint64_t wait_sum_ms;   /* total time they spent waiting */
     uint64_t wait_buckets[DLOCK_WAIT_BUCKETS]; /* non-cumulative counts per bucket */
     uint64_t hold_count;    /* holds released: of a lock, a read or write lock, a
-                             * permit (a multi-lock is one hold; a nested reentrant
-                             * one is not counted, its outermost is, until the first
-                             * of its handles is released) */
+                             * permit (a multi-lock is one hold; a reentrant hold is
+                             * one, from its first acquire to its last release) */
     uint64_t hold_sum_us;   /* their total time held */
     uint64_t hold_buckets[DLOCK_HOLD_BUCKETS]; /* non-cumulative counts per bucket */
 } dlock_stats;

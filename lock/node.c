@@ -350,9 +350,7 @@ static void call_close(dlock_node_call *call)
     atomic_store(&n->up, answered);
     if (answered) {
         int64_t us = dlock_now_us() - call->began_us;
-        int b = 0;
-        while (b < DLOCK_LATENCY_BUCKETS - 1 && us > dlock_latency_bucket_us[b])
-            b++;
+        int b = dlock_bucket_of(dlock_latency_bucket_us, DLOCK_LATENCY_BUCKETS, us);
         atomic_fetch_add(&n->latency[b], 1);
         atomic_fetch_add(&n->latency_sum_us, (uint64_t)us);
     }

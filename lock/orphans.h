@@ -6,9 +6,10 @@
  * an acquire of it still on its way can never take the key; a permit's,
  * reader's or writer's by its own release, which has no gone mark, so it is
  * tried again (backing off to every 2 s) until its lease would have run out:
- * an acquire that lands late holds at most until the next try. It retries with backoff until Redis answers or
- * the lease would have expired anyway, on connections of its own, so lease
- * renewals never wait behind it.
+ * an acquire that lands late holds at most until the next try. It retries
+ * with backoff until Redis answers (a claim: until the lease would have
+ * expired anyway), on connections of its own, so lease renewals never wait
+ * behind it.
  *
  * Only tokens that may have reached Redis belong here: when nothing was sent
  * (Redis refused the connection) there is nothing to undo. */

@@ -45,7 +45,8 @@ static int rw_try(dlock_client *c, struct dlock_lease *l, enum dlock_script s, i
     const char *argv[] = {l->key, k.n.fence, k.writer, k.waiting, l->token, lease, keep, wish};
     int nargs = s == DLOCK_SCRIPT_RW_WRITE ? 8 : 7;
     int64_t sent = dlock_now_ms(); /* the lease can't have started before this */
-    return dlock_claim_reply(dlock_lease_call(c->nodes, s, 4, nargs, argv, &l->sent), l, sent, pttl);
+    redisReply *r = dlock_lease_call(c->nodes, s, 4, nargs, argv, &l->sent);
+    return dlock_claim_reply(r, l, sent, pttl);
 }
 
 static int read_try(dlock_client *c, struct dlock_lease *l, const struct dlock_claim *cl,

@@ -90,12 +90,16 @@ static void test_release_in_the_wrong_order_keeps_the_key_until_the_last(void **
     dlock_opts o = opts(30000, 0);
     dlock_handle *outer, *inner, *h;
     char token[DLOCK_TOKEN_LEN + 1], buf[64];
+    dlock_stats before, after;
+    dlock_stats_read(client, &before);
     assert_int_equal(dlock_acquire(client, "r:order", &o, &outer), DLOCK_OK);
     assert_int_equal(dlock_acquire(client, "r:order", &o, &inner), DLOCK_OK);
     int64_t fence = dlock_fence(outer);
     snprintf(token, sizeof(token), "%s", dlock_token(outer));
     assert_int_equal(dlock_release(outer), DLOCK_OK);
     assert_string_equal(owner("r:order", buf, sizeof(buf)), token);
+    dlock_stats_read(client, &after);
+    assert_int_equal(after.hold_count, before.hold_count); /* the hold goes on */
     assert_int_equal(dlock_hold_count(inner), 1);
     assert_int_equal(dlock_check(inner), DLOCK_OK);
     assert_int_equal(dlock_fence(inner), fence);
@@ -109,8 +113,12 @@ static void test_release_in_the_wrong_order_keeps_the_key_until_the_last(void **
     assert_int_equal(dlock_fence(again), fence);
     assert_int_equal(dlock_release(inner), DLOCK_OK);
     assert_string_equal(owner("r:order", buf, sizeof(buf)), token);
+    th_sleep_ms(200);
     assert_int_equal(dlock_release(again), DLOCK_OK);
     assert_int_equal(th_redis_int(&redis, "EXISTS r:order"), 0);
+    dlock_stats_read(client, &after); /* one hold, up to its last release */
+    assert_int_equal(after.hold_count, before.hold_count + 1);
+    assert_true(after.hold_sum_us - before.hold_sum_us >= 200000);
     assert_int_equal(dlock_acquire(other, "r:order", &o, &h), DLOCK_OK);
     assert_true(dlock_fence(h) > fence);
     assert_int_equal(dlock_release(h), DLOCK_OK);

@@ -174,7 +174,8 @@ static void test_an_unanswered_write_acquire_does_not_keep_the_key(void **state)
     (void)state;
     char key[64];
     keyed(key, sizeof(key), "rw:orphan");
-    int64_t waited = th_lock_unanswered_acquire(&redis, client, key, wait_mode, dlock_acquire_write);
+    int64_t waited =
+        th_lock_unanswered_acquire(&redis, client, key, wait_mode, dlock_acquire_write);
     print_message("waited %lld ms for it (its lease: 30 s)\n", (long long)waited);
     assert_true(waited < 5000); /* released by the orphans' tries, the next within 2 s */
 }
