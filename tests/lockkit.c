@@ -173,18 +173,25 @@ dlock_opts th_lock_opts(int lease_ms, int wait_ms, int wait_mode)
     return o;
 }
 
+dlock_client *th_lock_client_behind_proxy(const th_redis *r, th_proxy **proxy)
+{
+    *proxy = th_proxy_start(r->port);
+    assert_non_null(*proxy);
+    dlock_config cfg;
+    dlock_config_defaults(&cfg);
+    cfg.port = th_proxy_port(*proxy);
+    cfg.command_timeout_ms = 300;
+    dlock_client *c;
+    assert_int_equal(dlock_client_new(&cfg, &c), DLOCK_OK);
+    assert_int_equal(dlock_ping(c), DLOCK_OK);
+    return c;
+}
+
 int64_t th_lock_unanswered_acquire(const th_redis *r, dlock_client *client, const char *key,
                                    int wait_mode, th_lock_acquire_fn acquire)
 {
-    th_proxy *proxy = th_proxy_start(r->port);
-    assert_non_null(proxy);
-    dlock_config cfg;
-    dlock_config_defaults(&cfg);
-    cfg.port = th_proxy_port(proxy);
-    cfg.command_timeout_ms = 300;
-    dlock_client *slow;
-    assert_int_equal(dlock_client_new(&cfg, &slow), DLOCK_OK);
-    assert_int_equal(dlock_ping(slow), DLOCK_OK);
+    th_proxy *proxy;
+    dlock_client *slow = th_lock_client_behind_proxy(r, &proxy);
     dlock_opts o = th_lock_opts(30000, 0, wait_mode);
     dlock_handle *h;
     th_proxy_delay_next(proxy, "EVALSHA", 1000);

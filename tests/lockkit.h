@@ -77,6 +77,10 @@ typedef int (*th_lock_acquire_fn)(dlock_client *c, const char *key, const dlock_
                                   dlock_handle **out);
 int th_lock_hold_until_killed(int port, const char *key, int lease_ms, th_lock_acquire_fn acquire);
 
+/* A client of r through a new proxy (*proxy; th_proxy_stop it), with a
+ * 300 ms command timeout, connected. */
+dlock_client *th_lock_client_behind_proxy(const th_redis *r, th_proxy **proxy);
+
 /* An acquire with acquire (30 s lease) whose reply never came - a proxy
  * holds the script 1 s, past the client's 300 ms command timeout, then
  * delivers it, so it runs late - must not keep key for its lease: returns

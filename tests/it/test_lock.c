@@ -321,15 +321,8 @@ static void test_a_timed_out_acquire_does_not_leave_the_key_locked(void **state)
 static void test_an_acquire_that_arrives_after_its_timeout_never_takes_the_key(void **state)
 {
     (void)state;
-    th_proxy *proxy = th_proxy_start(redis.port);
-    assert_non_null(proxy);
-    dlock_config cfg;
-    dlock_config_defaults(&cfg);
-    cfg.port = th_proxy_port(proxy);
-    cfg.command_timeout_ms = 300;
-    dlock_client *slow;
-    assert_int_equal(dlock_client_new(&cfg, &slow), DLOCK_OK);
-    assert_int_equal(dlock_ping(slow), DLOCK_OK);
+    th_proxy *proxy;
+    dlock_client *slow = th_lock_client_behind_proxy(&redis, &proxy);
     dlock_opts o = opts(30000, 2000);
     dlock_handle *h;
     th_proxy_delay_next(proxy, "EVALSHA", 1000);
