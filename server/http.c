@@ -46,6 +46,8 @@ struct request {
     size_t len;
     size_t discarded;
     int too_large;
+    int framing;         /* req_check_framing's code: not REQ_OK refuses it unread */
+    char framing_err[128];
 };
 
 /* What a handler answers: a status, a JSON body (or text), optional headers. */
@@ -468,6 +470,10 @@ static enum MHD_Result respond(http_server *s, struct MHD_Connection *conn, cons
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (closing)
         reply_error(&r, 503, "shutting_down", "server is shutting down; retry elsewhere");
+    else if (rq->framing == REQ_ERR_CODING)
+        reply_error(&r, 501, "unsupported_transfer_coding", "%s", rq->framing_err);
+    else if (rq->framing != REQ_OK)
+        reply_error(&r, 400, "bad_framing", "%s", rq->framing_err);
     else if (rt.id == ROUTE_NOT_FOUND)
         reply_error(&r, 404, "not_found", "no route %s %s", method, url);
     else if (!rt.method_ok)
@@ -487,7 +493,7 @@ static enum MHD_Result respond(http_server *s, struct MHD_Connection *conn, cons
     metrics_request(service_metrics(s->svc), rt.id, r.status, us);
     log_kv(LOG_DEBUG, "request", LOG_STR("method", method), LOG_STR("path", url),
            LOG_INT("status", r.status), LOG_MS("ms", (double)us / 1e3));
-    enum MHD_Result ok = send_reply(conn, &r, closing);
+    enum MHD_Result ok = send_reply(conn, &r, closing || rq->framing != REQ_OK);
     service_leave(s->svc);
     return ok;
 }
@@ -509,6 +515,26 @@ static enum MHD_Result take_chunk(struct request *rq, const char *data, size_t s
     return rq->discarded > DISCARD_MAX ? MHD_NO : MHD_YES;
 }
 
+static enum MHD_Result add_framing_field(void *cls, enum MHD_ValueKind kind, const char *name,
+                                        const char *value)
+{
+    (void)kind;
+    req_framing_add(cls, name, value ? value : "");
+    return MHD_YES;
+}
+
+/* Whether the request's body is framed one way only (request.h), checked as
+ * soon as its headers are in: libmicrohttpd 0.9.75 frames a body by
+ * Transfer-Encoding when Content-Length comes too, by the first of two
+ * Content-Lengths, and reads a body of an unknown coding until the
+ * connection closes. Answering now makes it close the connection unread. */
+static int check_framing(struct MHD_Connection *conn, const char *version, struct request *rq)
+{
+    req_framing f = {.http10 = strcmp(version, MHD_HTTP_VERSION_1_0) == 0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, add_framing_field, &f);
+    return req_check_framing(&f, rq->framing_err, sizeof(rq->framing_err));
+}
+
 /* The connection's deadlines (see reaper.h), kept as its socket context. */
 static reaper_conn *deadlines_of(struct MHD_Connection *conn)
 {
@@ -522,17 +548,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   const char *upload_data, size_t *upload_data_size,
                                   void **req_cls)
 {
-    (void)version;
     http_server *s = cls;
     struct request *rq = *req_cls;
-    if (rq == NULL) { /* headers are in: set up, or refuse a declared oversized body now */
+    if (rq == NULL) { /* headers are in: set up, or refuse a body before it is read */
         if ((rq = calloc(1, sizeof(*rq))) == NULL)
             return MHD_NO;
         *req_cls = rq;
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > RULE_BODY_MAX) {
-            rq->too_large = 1;
+        rq->too_large = cl && strtoull(cl, NULL, 10) > RULE_BODY_MAX;
+        rq->framing = check_framing(conn, version, rq);
+        if (rq->too_large || rq->framing != REQ_OK) {
             reaper_request_read(deadlines_of(conn));
             return respond(s, conn, url, method, rq); /* MHD drops the body and closes */
         }

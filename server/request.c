@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* Parses body as a JSON object. Returns it (caller json_decref) or NULL with err set. */
 static json_t *load_object(const char *body, size_t len, int *code, char *err, size_t errlen)
@@ -239,4 +240,41 @@ int req_parse_int_arg(const char *s, int64_t def, int64_t min, int64_t max, int6
         return -1;
     *out = v;
     return 0;
+}
+
+void req_framing_add(req_framing *f, const char *name, const char *value)
+{
+    if (strcasecmp(name, "Content-Length") == 0) {
+        f->lengths++;
+    } else if (strcasecmp(name, "Transfer-Encoding") == 0) {
+        if (f->encodings++ == 0)
+            snprintf(f->coding, sizeof(f->coding), "%s", value);
+        size_t n = strlen(value);
+        while (n && (value[n - 1] == ' ' || value[n - 1] == '\t'))
+            n--; /* the field's trailing blanks are not part of its value */
+        f->chunked_only = f->encodings == 1 && n == 7 && strncasecmp(value, "chunked", 7) == 0;
+    }
+}
+
+int req_check_framing(const req_framing *f, char *err, size_t errlen)
+{
+    if (f->encodings && f->lengths) {
+        snprintf(err, errlen, "both Content-Length and Transfer-Encoding: the body's length "
+                              "is ambiguous; send one of them");
+        return REQ_ERR_FRAMING;
+    }
+    if (f->lengths > 1) {
+        snprintf(err, errlen, "Content-Length given %d times; send it once", f->lengths);
+        return REQ_ERR_FRAMING;
+    }
+    if (f->encodings && f->http10) {
+        snprintf(err, errlen, "Transfer-Encoding in an HTTP/1.0 request; send Content-Length");
+        return REQ_ERR_FRAMING;
+    }
+    if (f->encodings && !f->chunked_only) {
+        snprintf(err, errlen, "transfer coding '%s'%s is not supported; send chunked alone, "
+                              "or Content-Length", f->coding, f->encodings > 1 ? " (and more)" : "");
+        return REQ_ERR_CODING;
+    }
+    return REQ_OK;
 }

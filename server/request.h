@@ -12,6 +12,8 @@ enum req_code {
     REQ_OK = 0,
     REQ_ERR_JSON = -1,    /* not a JSON object: answer 400 invalid_json */
     REQ_ERR_INVALID = -2, /* a field is missing, mistyped or out of range: 400 invalid_request */
+    REQ_ERR_FRAMING = -3, /* the body's length is ambiguous: 400 bad_framing, then close */
+    REQ_ERR_CODING = -4,  /* a transfer coding other than chunked: 501, then close */
 };
 
 typedef struct req_line {
@@ -49,6 +51,28 @@ int req_parse_order(const char *body, size_t len, req_order *out, char *err, siz
  * ({"stock"} required, "name" ignored) depending on need_name. */
 int req_parse_item(const char *body, size_t len, int need_name, req_item *out, char *err,
                    size_t errlen);
+
+/* How a request's body is framed, from its header fields (RFC 9112 6.1 and
+ * 6.3). Behind a proxy that frames a request otherwise (one Content-Length
+ * of two, Content-Length instead of Transfer-Encoding), the bytes one of us
+ * takes for a body the other runs as a request: request smuggling. Zero it,
+ * then req_framing_add each header field. */
+typedef struct req_framing {
+    int http10;         /* an HTTP/1.0 request: no Transfer-Encoding there */
+    int lengths;        /* Content-Length fields */
+    int encodings;      /* Transfer-Encoding fields */
+    int chunked_only;   /* the one Transfer-Encoding field is exactly "chunked" */
+    char coding[32];    /* the first Transfer-Encoding field, cut, for the message */
+} req_framing;
+
+/* Counts field name: value (any other field is ignored). */
+void req_framing_add(req_framing *f, const char *name, const char *value);
+
+/* REQ_OK when the body's length is plain: at most one Content-Length, or one
+ * Transfer-Encoding "chunked" alone and not in HTTP/1.0. Else
+ * REQ_ERR_FRAMING (both fields, two lengths, a coding in HTTP/1.0) or
+ * REQ_ERR_CODING (a coding other than chunked), with a message in err. */
+int req_check_framing(const req_framing *f, char *err, size_t errlen);
 
 /* A decimal id 1..INT64_MAX with no sign, spaces or leading zeros. 0 or -1. */
 int req_parse_id(const char *s, int64_t *out);

@@ -26,6 +26,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int64_t v;
     req_parse_id(s, &v);
     req_parse_int_arg(s, 100, 0, 1000000, &v);
+    req_framing f = {0}; /* header values arrive NUL-terminated too */
+    req_framing_add(&f, "Transfer-Encoding", s);
+    req_framing_add(&f, "Transfer-Encoding", s);
+    req_check_framing(&f, err, sizeof(err));
     free(s);
     return 0;
 }

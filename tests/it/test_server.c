@@ -3,7 +3,9 @@
  * a table of malformed requests that must leave stock alone, renewal,
  * interruption, lock waits that don't stall other items, Redis going away
  * and coming back, and a graceful SIGTERM. */
+#include <errno.h>
 #include <jansson.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -289,6 +292,89 @@ static void test_raw_protocol_abuse_is_refused_without_touching_stock(void **sta
     item_state(&a, id, &stock, &orders);
     assert_int_equal(stock, 100);
     assert_int_equal(orders, 0);
+}
+
+/* Sends req on a new connection and reads until the server closes it: 1 when
+ * it did within timeout_ms (a hang bound), with everything it sent in out. */
+static int raw_until_closed(int port, const char *req, char *out, size_t size, int timeout_ms)
+{
+    int fd = th_connect(port), closed = 0;
+    assert_true(fd >= 0);
+    th_send_all(fd, req, strlen(req));
+    size_t got = 0;
+    out[0] = '\0';
+    for (int64_t end = th_now_ms() + timeout_ms; !closed && th_now_ms() < end;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 50) <= 0)
+            continue;
+        ssize_t n = recv(fd, out + got, size - 1 - got, 0);
+        closed = n == 0 || (n < 0 && errno == ECONNRESET);
+        got += n > 0 ? (size_t)n : 0;
+        out[got] = '\0';
+    }
+    close(fd);
+    return closed;
+}
+
+static int count_of(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p++)
+        n++;
+    return n;
+}
+
+/* RFC 9112 6.1 and 6.3: a body framed two ways is what request smuggling
+ * behind a proxy is made of. Each is refused as soon as its headers are in,
+ * and the connection is closed, so the request hidden in its body never runs. */
+static void test_a_body_framed_two_ways_is_refused_and_closes(void **state)
+{
+    (void)state;
+    long long id = th_new_item(&a, "it", 100), stock, orders;
+    char json[64], hidden[256], body[512], req[1024], out[4096];
+    snprintf(json, sizeof(json), "{\"itemId\":%lld,\"quantity\":1}", id);
+    snprintf(hidden, sizeof(hidden), "POST /reduceStock HTTP/1.1\r\nHost: x\r\n"
+             "Content-Length: %zu\r\n\r\n%s", strlen(json), json);
+
+    snprintf(body, sizeof(body), "0\r\n\r\n%s", hidden); /* CL.TE */
+    snprintf(req, sizeof(req), "POST /reduceStock HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n"
+             "Transfer-Encoding: chunked\r\n\r\n%s", strlen(body), body);
+    assert_true(raw_until_closed(a.port, req, out, sizeof(out), 5000));
+    assert_int_equal(count_of(out, "HTTP/1.1 "), 1);
+    assert_non_null(strstr(out, "HTTP/1.1 400 "));
+    assert_non_null(strstr(out, "\"bad_framing\""));
+    assert_non_null(strstr(out, "Connection: close"));
+
+    snprintf(req, sizeof(req), "POST /reduceStock HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n"
+             "Content-Length: %zu\r\n\r\n{\"it%s", 4 + strlen(hidden), hidden);
+    assert_true(raw_until_closed(a.port, req, out, sizeof(out), 5000));
+    assert_int_equal(count_of(out, "HTTP/1.1 "), 1);
+    assert_non_null(strstr(out, "HTTP/1.1 400 "));
+    assert_non_null(strstr(out, "Content-Length given 2 times"));
+
+    /* a coding we can't read: answered at once, not after the request timeout */
+    snprintf(req, sizeof(req), "POST /reduceStock HTTP/1.1\r\nHost: x\r\n"
+             "Transfer-Encoding: xchunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n%s", hidden);
+    assert_true(raw_until_closed(a.port, req, out, sizeof(out), 5000));
+    assert_int_equal(count_of(out, "HTTP/1.1 "), 1);
+    assert_non_null(strstr(out, "HTTP/1.1 501 "));
+    assert_non_null(strstr(out, "\"unsupported_transfer_coding\""));
+
+    /* chunked alone is fine, and keeps the connection */
+    snprintf(body, sizeof(body), "{\"itemId\":%lld,\"quantity\":2}", id);
+    snprintf(req, sizeof(req), "POST /reduceStock HTTP/1.1\r\nHost: x\r\n"
+             "Transfer-Encoding: chunked\r\n\r\n%zx\r\n%s\r\n0\r\n\r\n", strlen(body), body);
+    int fd = th_connect(a.port);
+    assert_true(th_exchange(fd, req, out, sizeof(out), 5000) > 0);
+    assert_non_null(strstr(out, "HTTP/1.1 200 "));
+    assert_null(strstr(out, "Connection: close"));
+    assert_true(th_exchange(fd, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n", out, sizeof(out),
+                            5000) > 0);
+    assert_non_null(strstr(out, "HTTP/1.1 200 "));
+    close(fd);
+    item_state(&a, id, &stock, &orders);
+    assert_int_equal(stock, 98);
+    assert_int_equal(orders, 1);
 }
 
 static void test_watchdog_renews_during_long_work(void **state)
@@ -859,6 +945,7 @@ int main(void)
         cmocka_unit_test(test_stolen_lock_is_reported_lost_and_rolled_back),
         cmocka_unit_test(test_locked_database_gives_storage_busy),
         cmocka_unit_test(test_storage_fault_gives_500_and_writes_nothing),
+        cmocka_unit_test(test_a_body_framed_two_ways_is_refused_and_closes),
         cmocka_unit_test(test_redis_down_gives_503_then_recovers),
         cmocka_unit_test(test_sigterm_finishes_in_flight_requests_and_releases_locks),
         cmocka_unit_test(test_requests_past_the_drain_deadline_do_not_commit),

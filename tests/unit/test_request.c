@@ -292,6 +292,47 @@ static void test_routes_match_methods_and_ids(void **state)
     assert_string_equal(r.allow, "GET, HEAD");
 }
 
+/* RFC 9112 6.1 and 6.3: one framing or none. */
+static int framing(int http10, const char *const *fields, char *err)
+{
+    req_framing f = {.http10 = http10};
+    for (int i = 0; fields[i]; i += 2)
+        req_framing_add(&f, fields[i], fields[i + 1]);
+    return req_check_framing(&f, err, 128);
+}
+
+static void test_a_body_framed_two_ways_is_refused(void **state)
+{
+    (void)state;
+    char err[128];
+    const char *none[] = {"Host", "x", NULL};
+    const char *length[] = {"content-length", "5", NULL};
+    const char *chunked[] = {"Transfer-Encoding", "Chunked ", NULL};
+    assert_int_equal(framing(0, none, err), REQ_OK);
+    assert_int_equal(framing(0, length, err), REQ_OK);
+    assert_int_equal(framing(0, chunked, err), REQ_OK);
+    assert_int_equal(framing(1, length, err), REQ_OK);
+
+    const char *both[] = {"Content-Length", "5", "Transfer-Encoding", "chunked", NULL};
+    assert_int_equal(framing(0, both, err), REQ_ERR_FRAMING);
+    assert_non_null(strstr(err, "both Content-Length and Transfer-Encoding"));
+    const char *two[] = {"Content-Length", "5", "Content-Length", "60", NULL};
+    assert_int_equal(framing(0, two, err), REQ_ERR_FRAMING);
+    const char *same[] = {"Content-Length", "5", "Content-Length", "5", NULL};
+    assert_int_equal(framing(0, same, err), REQ_ERR_FRAMING);
+    assert_int_equal(framing(1, chunked, err), REQ_ERR_FRAMING);
+    assert_non_null(strstr(err, "HTTP/1.0"));
+
+    const char *unknown[] = {"Transfer-Encoding", "xchunked", NULL};
+    assert_int_equal(framing(0, unknown, err), REQ_ERR_CODING);
+    assert_non_null(strstr(err, "'xchunked'"));
+    const char *gzip[] = {"Transfer-Encoding", "gzip, chunked", NULL};
+    assert_int_equal(framing(0, gzip, err), REQ_ERR_CODING);
+    const char *twice[] = {"Transfer-Encoding", "chunked", "Transfer-Encoding", "chunked", NULL};
+    assert_int_equal(framing(0, twice, err), REQ_ERR_CODING);
+    assert_non_null(strstr(err, "(and more)"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -306,6 +347,7 @@ int main(void)
         cmocka_unit_test(test_item_bodies),
         cmocka_unit_test(test_path_ids_and_query_ints),
         cmocka_unit_test(test_routes_match_methods_and_ids),
+        cmocka_unit_test(test_a_body_framed_two_ways_is_refused),
     };
     return cmocka_run_group_tests_name("request", tests, NULL, NULL);
 }
