@@ -113,6 +113,18 @@ static int http(const char *method, const char *url, const char *body, int64_t t
     return exchange(method, url, body, timeout_ns, status, out, NULL, err);
 }
 
+/* The same, with 503 and a Retry-After (the service asking to be asked
+ * again: its database restarting, a lock busy) as LG_ERR_LATER. */
+static int http_read(const char *url, int64_t timeout_ns, long *status, buf *out, lg_err *err)
+{
+    lg_answer_full h;
+    int rc = exchange("GET", url, NULL, timeout_ns, status, out, &h, err);
+    if (rc == LG_OK && *status == 503 && h.retry_after[0])
+        rc = lg_errf(err, LG_ERR_LATER, "GET %s answered 503 (Retry-After: %s): %.200s", url,
+                     h.retry_after, out->data ? out->data : "");
+    return rc;
+}
+
 int lg_api_call(const char *method, const char *url, const char *body, lg_answer_full *out,
                 lg_err *err)
 {
@@ -209,7 +221,7 @@ static int get_page(const char *base, long long id, long long limit, long long a
     snprintf(url, urlsize, "%s/items/%lld?limit=%lld&after=%lld", base, id, limit, after);
     long status;
     buf b;
-    int rc = http("GET", url, NULL, timeout_ns, &status, &b, err);
+    int rc = http_read(url, timeout_ns, &status, &b, err);
     *root = rc == LG_OK ? json_loadb(b.data ? b.data : "", b.len, 0, NULL) : NULL;
     if (rc == LG_OK && status != 200)
         rc = unexpected(err, "GET", url, status, &b, "expected 200");

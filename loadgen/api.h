@@ -49,8 +49,8 @@ int lg_api_create_item(const char *base, const char *name, long long stock, long
  * which this follows by ?after=) and the caller frees it with lg_ledger_free.
  * rows >= 1. timeout_ms > 0 bounds each page's exchange, connecting included
  * (a sampler that must not wait on a hung replica); 0 is lg_api_call's
- * default. Returns 0, LG_ERR_TRANSPORT (also on a timeout), or LG_ERR_SETUP
- * (404, or fields missing). */
+ * default. Returns 0, LG_ERR_TRANSPORT (also on a timeout), LG_ERR_LATER (a
+ * 503 with Retry-After: ask again), or LG_ERR_SETUP (404, or fields missing). */
 int lg_api_get_item(const char *base, long long id, long long rows, int timeout_ms,
                     lg_item_state *st, lg_ledger **ledger, lg_err *err);
 

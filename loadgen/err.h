@@ -11,6 +11,7 @@ enum lg_code {
     LG_ERR_TRANSPORT = -3, /* a target could not be reached */
     LG_ERR_NOMEM = -4,     /* out of memory */
     LG_ERR_SYS = -5,       /* a system call failed (threads, epoll, files) */
+    LG_ERR_LATER = -6,     /* a target answered 503 with Retry-After: worth asking again */
 };
 
 #define LG_ERR_MSG_MAX 512

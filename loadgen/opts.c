@@ -40,6 +40,10 @@ static const char usage[] =
     "      --retry[=N]         resend a request whose attempt failed in transport (timeout,\n"
     "                          reset, refused) with the same requestId, up to N times\n"
     "                          (3 when N is not given); a replayed 200 counts once\n"
+    "      --settle-s S        after the load, wait up to S s (default 30) for a target to\n"
+    "                          answer the read-back when none can be reached or each\n"
+    "                          answers 503 with Retry-After (a database restarting); the\n"
+    "                          report says how long it waited\n"
     "Items\n"
     "      --stock N           stock of each item loadgen creates (default 1000)\n"
     "      --items K           spread the requests round-robin over K fresh items (default 1)\n"
@@ -96,7 +100,7 @@ const char *lg_usage_text(void)
 
 enum { OPT_TARGET = 256, OPT_LIST, OPT_TIMEOUT, OPT_RETRY, OPT_STOCK, OPT_ITEMS, OPT_ITEM,
        OPT_QUANTITY, OPT_CART_LINES, OPT_WORK, OPT_JSON, OPT_HTML,
-       OPT_GET };
+       OPT_GET, OPT_SETTLE };
 
 static const struct option longopts[] = {
     {"target", required_argument, NULL, OPT_TARGET},
@@ -107,6 +111,7 @@ static const struct option longopts[] = {
     {"rate", required_argument, NULL, 'R'},
     {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
     {"retry", optional_argument, NULL, OPT_RETRY},
+    {"settle-s", required_argument, NULL, OPT_SETTLE},
     {"stock", required_argument, NULL, OPT_STOCK},
     {"items", required_argument, NULL, OPT_ITEMS},
     {"item", required_argument, NULL, OPT_ITEM},
@@ -134,6 +139,7 @@ void lg_opts_defaults(lg_opts *o)
     o->items = 1;
     o->qmin = o->qmax = 1;
     o->timeout_ms = 30000;
+    o->settle_s = 30;
 }
 
 /* Strict integer: all of value, within [min, max]. */
@@ -289,6 +295,8 @@ static int apply_load_flag(lg_opts *o, int c, const char *arg, seen_flags *seen,
     case OPT_RETRY:
         o->retries = 3;
         return arg ? parse_int("--retry", arg, 0, 100, &o->retries, err) : LG_OK;
+    case OPT_SETTLE:
+        return parse_int("--settle-s", arg, 0, 3600, &o->settle_s, err);
     }
     return 1; /* not a load flag */
 }

@@ -166,6 +166,9 @@ static void orders(FILE *f, const lg_order_check *c)
 
 static void verdict(FILE *f, const lg_run *r)
 {
+    if (r->read_waited_s > 0)
+        fprintf(f, "\nread-back waited %.1f s for an answer; first: %s\n", r->read_waited_s,
+                r->read_waited_for);
     fprintf(f, "\nVERDICT: %s%s\n", r->verdict == LG_PASS ? "PASS" : "FAIL",
             r->stopped ? " (the run was stopped early; the checks cover what ran)" : "");
     for (int i = 0; i < r->nfindings; i++)
@@ -462,6 +465,9 @@ json_t *lg_report_json(const lg_opts *o, const lg_run *r)
     json_object_set_new(j, "config", config_json(o));
     json_object_set_new(j, "elapsedSec", json_real(r->load.elapsed_s));
     json_object_set_new(j, "stopped", json_boolean(r->stopped));
+    json_object_set_new(j, "readBackWaitedSec", json_real(r->read_waited_s));
+    json_object_set_new(j, "readBackWaitedFor", r->read_waited_s > 0 ? json_string(r->read_waited_for)
+                                                                       : json_null());
     json_object_set_new(j, "perTarget", targets);
     json_object_set_new(j, "timeline", timeline_json(&r->load.total.series));
     json_object_set_new(j, "examples", examples_json(&r->load));

@@ -13,6 +13,8 @@
 #include "loadgen/evloop.h"
 
 #define TICK_MS 250
+#define SETTLE_LATER_MS 1000      /* stockd's Retry-After */
+#define SETTLE_UNREACHABLE_MS 250 /* no target could be reached */
 
 /* a line keeps its item's index in 24 bits */
 _Static_assert(LG_ITEMS_MAX <= LG_LINE_ITEM_MAX + 1, "--items outgrows lg_line.item");
@@ -162,31 +164,51 @@ static lg_rec *find_rec(void *arg, const char *request_id, lg_line **lines)
 
 /* GET /items/{id} from the first target that answers: a replica may have
  * been stopped or killed during the run (the fault scenarios do that), and
- * every replica reads the same database. */
-static int get_item_any(const lg_run *r, long long id, long long rows, lg_item_state *st,
-                        lg_ledger **ledger, lg_err *err)
+ * every replica reads the same database. When none answers, each being
+ * unreachable or asking to be asked again (503 with Retry-After: a database
+ * restarting after a fault), asks again every second or so until --settle-s
+ * has passed since the read-back first had to wait; r notes the wait. */
+static int get_item_any(const lg_opts *o, lg_run *r, long long id, long long rows,
+                        lg_item_state *st, lg_ledger **ledger, lg_err *err)
 {
-    int rc = LG_OK;
-    for (int t = 0; t < r->ntargets; t++)
-        if ((rc = lg_api_get_item(r->targets[t].url, id, rows, 0, st, ledger, err)) == LG_OK)
-            break;
-    return rc;
+    for (;;) {
+        int rc = LG_OK;
+        for (int t = 0; t < r->ntargets; t++)
+            if ((rc = lg_api_get_item(r->targets[t].url, id, rows, 0, st, ledger, err)) == LG_OK)
+                return LG_OK;
+        if (rc != LG_ERR_TRANSPORT && rc != LG_ERR_LATER)
+            return rc;
+        int64_t now = lg_now_ns();
+        if (r->settle_until_ns == 0) {
+            r->settle_until_ns = now + (int64_t)o->settle_s * 1000000000;
+            snprintf(r->read_waited_for, sizeof(r->read_waited_for), "%s", err->msg);
+        }
+        int pause_ms = rc == LG_ERR_LATER ? SETTLE_LATER_MS : SETTLE_UNREACHABLE_MS;
+        if (now + (int64_t)pause_ms * 1000000 > r->settle_until_ns) {
+            char was[LG_ERR_MSG_MAX];
+            snprintf(was, sizeof(was), "%s", err->msg);
+            return lg_errf(err, rc, "%.400s; gave up reading back after waiting %d s "
+                           "(--settle-s)", was, o->settle_s);
+        }
+        sleep_ms(pause_ms);
+        r->read_waited_s += (double)(lg_now_ns() - now) / 1e9;
+    }
 }
 
 /* Reads item k after the run and reconciles the ledger rows written during it. */
-static int read_back(lg_run *r, int k, lg_err *err)
+static int read_back(const lg_opts *o, lg_run *r, int k, lg_err *err)
 {
     lg_item_check *c = &r->items[k];
     /* each line of a request adds at most one row, so this usually reads them all */
     long long wanted = c->acked_n + c->undetermined_n + c->refused_n + 16;
     lg_item_state st;
     lg_ledger *ledger = NULL;
-    int rc = get_item_any(r, c->id, wanted, &st, &ledger, err);
+    int rc = get_item_any(o, r, c->id, wanted, &st, &ledger, err);
     long long delta = rc == LG_OK ? st.order_count - c->orders0 : 0;
     if (rc == LG_OK && delta > wanted) {
         lg_ledger_free(ledger);
         ledger = NULL;
-        rc = get_item_any(r, c->id, delta, &st, &ledger, err);
+        rc = get_item_any(o, r, c->id, delta, &st, &ledger, err);
         delta = rc == LG_OK ? st.order_count - c->orders0 : 0;
     }
     if (rc != LG_OK)
@@ -239,7 +261,7 @@ static int judge(const lg_opts *o, lg_run *r, lg_err *err)
     double read_s = 0;
     for (int k = 0; k < r->nitems; k++) {
         int64_t t0 = lg_now_ns();
-        int rc = read_back(r, k, err);
+        int rc = read_back(o, r, k, err);
         if (rc != LG_OK)
             return rc;
         if (k == 0) /* stamped like a sample, on the run's clock: after every sample */

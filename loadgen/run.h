@@ -33,6 +33,9 @@ typedef struct lg_run {
     int stopped;               /* the user stopped the load early (verdict still valid) */
     lg_samples stock;          /* the first item's stock and sold over the run, as the
                                   service answered: before, during (sample.h), after */
+    double read_waited_s;      /* how long the read-back waited for an answer */
+    char read_waited_for[LG_ERR_MSG_MAX]; /* the first answer (or failure) it waited on */
+    int64_t settle_until_ns;   /* when the read-back stops waiting; 0 until it first must */
 } lg_run;
 
 /* Called about four times a second while the load runs (from the calling
@@ -42,7 +45,8 @@ typedef int (*lg_tick_fn)(const lg_progress *p, void *arg);
 
 /* Runs o against targets[0..ntargets) (set-up calls go to targets[0]; the
  * verdict reads items back from the first target that answers, so a replica
- * stopped during the run does not spoil it). Returns 0 with *out filled (free with lg_run_free), or
+ * stopped during the run does not spoil it, and waits up to o->settle_s for
+ * one to). Returns 0 with *out filled (free with lg_run_free), or
  * LG_ERR_TRANSPORT / LG_ERR_SETUP / LG_ERR_NOMEM / LG_ERR_SYS with err set,
  * in which case *out holds nothing to free. */
 int lg_run_exec(const lg_opts *o, const lg_target *targets, int ntargets, const char *label,
