@@ -39,17 +39,6 @@ static long long counter_of(const char *key)
     return th_redis_int(&redis, "GET %s", names.fence);
 }
 
-/* Redis's time in microseconds. */
-static long long redis_now_us(void)
-{
-    redisContext *rc = th_redis_connect(&redis);
-    redisReply *t = redisCommand(rc, "TIME");
-    long long us = atoll(t->element[0]->str) * 1000000 + atoll(t->element[1]->str);
-    freeReplyObject(t);
-    redisFree(rc);
-    return us;
-}
-
 /* The token a record got from a holder while Redis's clock was ahead: key's
  * counter set there, one acquisition, the counter then lost (as an expiry,
  * an eviction or a restart loses it). Returns that holder's fence. */
@@ -58,7 +47,7 @@ static int64_t fence_from_the_future(const char *key)
     dlock_names names;
     dlock_names_of(key, &names);
     assert_int_equal(th_redis_int(&redis, "SET %s %lld", names.fence,
-                                  redis_now_us() + AHEAD_US), 0);
+                                  th_redis_now_us(&redis) + AHEAD_US), 0);
     dlock_opts o = opts(5000);
     dlock_handle *h;
     assert_int_equal(dlock_acquire(client, key, &o, &h), DLOCK_OK);
@@ -241,7 +230,7 @@ static void test_semaphore_and_read_write_holders_raise_their_fence(void **state
     (void)state;
     dlock_opts o = opts(5000);
     dlock_handle *p, *q, *r, *w;
-    int64_t row = redis_now_us() + AHEAD_US;
+    int64_t row = th_redis_now_us(&redis) + AHEAD_US;
     assert_int_equal(dlock_sem_acquire(client, "f:sem", 2, &o, &p), DLOCK_OK);
     assert_int_equal(dlock_sem_acquire(client, "f:sem", 2, &o, &q), DLOCK_OK);
     assert_int_equal(dlock_fence_raise(p, row), DLOCK_OK);
