@@ -9,9 +9,11 @@
  * up. Now the holder raises its fence past the row's and the item serves at
  * once - one Redis server or three, batched or not, single lines, carts and
  * stock sets - while a holder whose lock moved on is still refused. Real
- * redis-servers, real stockd processes on one SQLite file. */
+ * redis-servers, real stockd processes on one SQLite file, then on a
+ * private PostgreSQL server. */
 #include <jansson.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -27,6 +29,7 @@
 #include "tests/calls.h"
 #include "tests/harness.h"
 #include "tests/logline.h"
+#include "tests/pg.h"
 
 #define NODES 3
 #define LOCK_FLAGS "--lease-ms", "1000", "--redis-timeout-ms", "150", "--wait-ms", "5000", \
@@ -35,42 +38,76 @@
 
 static th_redis one, nodes[NODES];
 static th_stockd batched, unbatched, q_batched, q_unbatched;
-static char dir[64], db[128];
+static th_pg pg;
+static char dir[64], db[256]; /* the group's database: a SQLite file, or a URL */
 
-static int group_setup(void **state)
+/* The Redis servers, once for both groups (stopped at the end of main). */
+static int servers_up(char *list, size_t size)
 {
-    (void)state;
     curl_global_init(CURL_GLOBAL_ALL);
-    if (th_tempdir("clock-step-it", dir, sizeof(dir)) != 0 || th_redis_start(&one) != 0)
+    if ((dir[0] == '\0' && th_tempdir("clock-step-it", dir, sizeof(dir)) != 0) ||
+        (one.pid == 0 && th_redis_start(&one) != 0))
         return -1;
-    char list[128] = "";
+    list[0] = '\0';
     for (int i = 0; i < NODES; i++) {
-        if (th_redis_start(&nodes[i]) != 0)
+        if (nodes[i].pid == 0 && th_redis_start(&nodes[i]) != 0)
             return -1;
-        snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s127.0.0.1:%d",
-                 i ? "," : "", nodes[i].port);
+        snprintf(list + strlen(list), size - strlen(list), "%s127.0.0.1:%d", i ? "," : "",
+                 nodes[i].port);
     }
-    snprintf(db, sizeof(db), "%s/stock.db", dir);
+    return 0;
+}
+
+/* Replicas on one Redis server, batched and not, on the group's database. */
+static int replicas_up(void)
+{
     const char *fb[] = {LOCK_FLAGS, NULL};
     const char *fu[] = {LOCK_FLAGS, "--batch", "off", NULL};
+    return th_stockd_start(&batched, &one, db, dir, fb) == 0 &&
+                   th_stockd_start(&unbatched, &one, db, dir, fu) == 0
+               ? 0
+               : -1;
+}
+
+/* SQLite: those, and two on a quorum of three servers. */
+static int sqlite_setup(void **state)
+{
+    (void)state;
+    char list[128];
+    if (servers_up(list, sizeof(list)) != 0)
+        return -1;
+    snprintf(db, sizeof(db), "%s/stock.db", dir);
     const char *fqb[] = {LOCK_FLAGS, "--redis", list, NULL};
     const char *fqu[] = {LOCK_FLAGS, "--redis", list, "--batch", "off", NULL};
-    return th_stockd_start(&batched, &one, db, dir, fb) == 0 &&
-                   th_stockd_start(&unbatched, &one, db, dir, fu) == 0 &&
-                   th_stockd_start(&q_batched, NULL, db, dir, fqb) == 0 &&
+    return replicas_up() == 0 && th_stockd_start(&q_batched, NULL, db, dir, fqb) == 0 &&
                    th_stockd_start(&q_unbatched, NULL, db, dir, fqu) == 0
                ? 0
                : -1;
 }
 
-static int group_teardown(void **state)
+static int sqlite_teardown(void **state)
 {
     (void)state;
-    int rc = th_stockd_stop_clean(&batched) | th_stockd_stop_clean(&unbatched) |
-             th_stockd_stop_clean(&q_batched) | th_stockd_stop_clean(&q_unbatched);
-    th_redis_stop(&one, 0);
-    for (int i = 0; i < NODES; i++)
-        th_redis_stop(&nodes[i], 0);
+    return th_stockd_stop_clean(&batched) | th_stockd_stop_clean(&unbatched) |
+           th_stockd_stop_clean(&q_batched) | th_stockd_stop_clean(&q_unbatched);
+}
+
+/* PostgreSQL: the store's refusal and the group commit's redo there. */
+static int pg_setup(void **state)
+{
+    (void)state;
+    char list[128];
+    return servers_up(list, sizeof(list)) == 0 && th_pg_start(&pg) == 0 &&
+                   th_pg_create_db(&pg, "clock_step", db, sizeof(db)) == 0 && replicas_up() == 0
+               ? 0
+               : -1;
+}
+
+static int pg_teardown(void **state)
+{
+    (void)state;
+    int rc = th_stockd_stop_clean(&batched) | th_stockd_stop_clean(&unbatched);
+    th_pg_stop(&pg, SIGINT);
     return rc;
 }
 
@@ -100,17 +137,18 @@ static void on_lock_servers(const th_stockd *s, const char *verb, long long item
             th_redis_int(r[i], "%s %s%s", verb, key, suffix);
 }
 
-/* The fence the item's row carries, read from the database. */
+/* The fence the item's row carries, read from the group's database. */
 static long long row_fence(long long item)
 {
+    char sql[96];
+    snprintf(sql, sizeof(sql), "SELECT fence FROM items WHERE id = %lld", item);
+    if (pg.pid)
+        return th_pg_int(db, sql);
     sqlite3 *h = NULL;
     sqlite3_stmt *st;
     assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     sqlite3_busy_timeout(h, 5000);
-    assert_int_equal(sqlite3_prepare_v2(h, "SELECT fence FROM items WHERE id = ?1", -1, &st,
-                                        NULL),
-                     SQLITE_OK);
-    sqlite3_bind_int64(st, 1, item);
+    assert_int_equal(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
     long long fence = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
@@ -304,7 +342,7 @@ static void test_a_holder_whose_lock_moved_on_is_still_refused(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
+    const struct CMUnitTest sqlite_tests[] = {
         cmocka_unit_test(test_a_line_fenced_from_the_future_serves_at_once_batched),
         cmocka_unit_test(test_a_line_fenced_from_the_future_serves_at_once_unbatched),
         cmocka_unit_test(test_a_cart_fenced_from_the_future_serves_at_once),
@@ -313,5 +351,18 @@ int main(void)
         cmocka_unit_test(test_over_a_quorum_a_line_and_a_cart_serve_at_once),
         cmocka_unit_test(test_a_holder_whose_lock_moved_on_is_still_refused),
     };
-    return cmocka_run_group_tests_name("clock step", tests, group_setup, group_teardown);
+    const struct CMUnitTest pg_tests[] = {
+        cmocka_unit_test(test_a_line_fenced_from_the_future_serves_at_once_batched),
+        cmocka_unit_test(test_a_line_fenced_from_the_future_serves_at_once_unbatched),
+        cmocka_unit_test(test_a_cart_fenced_from_the_future_serves_at_once),
+        cmocka_unit_test(test_a_stock_set_fenced_from_the_future_succeeds_at_once),
+    };
+    int failed = cmocka_run_group_tests_name("clock step on SQLite", sqlite_tests, sqlite_setup,
+                                             sqlite_teardown) +
+                 cmocka_run_group_tests_name("clock step on PostgreSQL", pg_tests, pg_setup,
+                                             pg_teardown);
+    th_redis_stop(&one, 0);
+    for (int i = 0; i < NODES; i++)
+        th_redis_stop(&nodes[i], 0);
+    return failed;
 }
