@@ -1,7 +1,7 @@
 /* node.h - one Redis server, and everything the lock says to it: the Lua
- * scripts (acquire, release, renew, fence write-back and raise), PING, and the pub/sub
- * requests, over that server's connection pool. Every function is
- * thread-safe; none holds a lock across I/O. quorum.h builds a lock over
+ * scripts (acquire, release, renew, fence write-back and raise), PING, and
+ * the pub/sub requests, over that server's connection pool. Every function
+ * is thread-safe; none holds a lock across I/O. quorum.h builds a lock over
  * several servers from these calls.
  *
  * Each call comes in two halves, so that a quorum can send a command to
