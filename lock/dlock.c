@@ -504,28 +504,27 @@ int dlock_sleep(dlock_handle *h, int ms)
     return st;
 }
 
-/* The holder of key i: a part of a multi-lock, or h itself (i = 0), or
- * for a nested hold its outermost hold (which may be a part). */
-static const dlock_handle *part_at(const dlock_handle *h, int i)
-{
-    return h->outer ? h->outer : h->parts ? h->parts[i] : h;
-}
-
 int dlock_key_count(const dlock_handle *h) { return h->parts ? h->nparts : 1; }
-int64_t dlock_fence_at(const dlock_handle *h, int i) { return part_at(h, i)->lease->fence; }
-int dlock_handoff_seq_at(const dlock_handle *h, int i) { return part_at(h, i)->seq; }
-const char *dlock_key_at(const dlock_handle *h, int i) { return part_at(h, i)->lease->key; }
+int64_t dlock_fence_at(const dlock_handle *h, int i)
+{
+    return dlock_holder_at(h, i)->lease->fence;
+}
+int dlock_handoff_seq_at(const dlock_handle *h, int i) { return dlock_holder_at(h, i)->seq; }
+const char *dlock_key_at(const dlock_handle *h, int i)
+{
+    return dlock_holder_at(h, i)->lease->key;
+}
 int64_t dlock_fence(const dlock_handle *h) { return dlock_fence_at(h, 0); }
 int dlock_handoff_seq(const dlock_handle *h) { return dlock_handoff_seq_at(h, 0); }
 const char *dlock_key(const dlock_handle *h) { return dlock_key_at(h, 0); }
-const char *dlock_token(const dlock_handle *h) { return part_at(h, 0)->lease->token; }
+const char *dlock_token(const dlock_handle *h) { return dlock_holder_at(h, 0)->lease->token; }
 
 int dlock_renewals(const dlock_handle *h)
 {
     int most = 0;
     pthread_mutex_lock(&h->client->mu);
     for (int i = 0; i < dlock_key_count(h); i++) {
-        const dlock_handle *p = part_at(h, i);
+        const dlock_handle *p = dlock_holder_at(h, i);
         int n = p->lease->renewals - p->renewals_at_start;
         most = n > most ? n : most;
     }

@@ -420,9 +420,36 @@ int dlock_sleep(dlock_handle *h, int ms);
 
 /* The fencing token of this acquisition: strictly greater than every token
  * issued earlier for the same key, also across Redis restarts (the counter is
- * seeded from Redis's clock in microseconds when missing). Holders that got
+ * seeded from Redis's clock in microseconds when missing), as long as that
+ * clock does not go back (else see dlock_fence_raise). Holders that got
  * the lease by hand-off share its fence and differ in dlock_handoff_seq(). */
 int64_t dlock_fence(const dlock_handle *h);
+
+/* Raises the fencing token of key i of h (dlock_key_at; 0 for a lock, a
+ * permit or a read-write hold) above floor: for a holder that a store
+ * refused because the record carries a larger token, floor. That happens
+ * when fences went back: Redis's clock stepped forward and back (NTP
+ * correcting a bad step), or the key's counter was lost (a restart without
+ * persistence, an eviction, its expiry while the key was idle) while Redis's
+ * clock was behind where it had been, and every holder is refused until the
+ * clock catches up. One script (on every server of a quorum), only while the
+ * key still holds h's token: the counter becomes max(counter, floor) + 1,
+ * which is h's fence from now on (dlock_fence_at; later hand-offs of the
+ * lease share it); with several servers, written back to a majority as an
+ * acquisition's fence is (lock/README.md). Fencing stays safe: a holder
+ * whose lease ran out, its key perhaps another's now, gets DLOCK_ERR_LOST
+ * and stays refused; the raised fence is above every fence issued before it
+ * and below every later one. Take floor only from the store the fence
+ * guards. Call it from the thread that holds h, or one the holder waits for;
+ * never while h is released.
+ * Returns DLOCK_OK (dlock_fence_at(h, i) > floor; nothing sent when it
+ * already was); DLOCK_ERR_LOST (the key is no longer ours: h is lost from
+ * now on, as when a renewal finds that); DLOCK_ERR_INTERRUPTED or
+ * DLOCK_ERR_LOST, nothing sent, when h was already; DLOCK_ERR_REDIS or
+ * DLOCK_ERR_AUTH (not raised, h's fence unchanged: counters may be higher,
+ * never lower); DLOCK_ERR_INVALID for no key i, or floor INT64_MAX. */
+int dlock_fence_raise_at(dlock_handle *h, int i, int64_t floor);
+int dlock_fence_raise(dlock_handle *h, int64_t floor); /* key 0 */
 
 /* 0 when the lease came from Redis, n for the n-th local hand-off of it.
  * (fence, seq) pairs of one key strictly increase in the order of holding. */

@@ -104,6 +104,11 @@ int dlock_holder_state(const dlock_handle *h, int64_t now)
     return DLOCK_OK;
 }
 
+const dlock_handle *dlock_holder_at(const dlock_handle *h, int i)
+{
+    return h->outer ? h->outer : h->parts ? h->parts[i] : h;
+}
+
 int64_t dlock_holder_valid_until(const dlock_handle *h)
 {
     if (h->outer)
@@ -145,10 +150,12 @@ int dlock_lease_try(dlock_quorum *q, struct dlock_lease *l, int queue, int64_t *
     dlock_acquired got;
     int rc = dlock_quorum_acquire(q, &a, &got);
     l->sent |= got.sent;
-    if (rc == DLOCK_OK)
-        l->fence = got.fence, l->acquired_ms = sent_at;
-    else
+    if (rc == DLOCK_OK) {
+        l->fence = got.fence;
+        l->acquired_ms = sent_at;
+    } else {
         *pttl = got.pttl;
+    }
     return rc;
 }
 

@@ -9,6 +9,7 @@
 #define DLOCK_LEASE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "dlock.h"
@@ -37,7 +38,8 @@ struct dlock_lease {
                                   * processes wait (queue.c) */
     int queued;                  /* other processes that had the key since this process
                                   * last took it from Redis, when it took this lease */
-    int64_t fence;
+    _Atomic int64_t fence; /* raised while held (dlock_fence_raise), perhaps from a
+                            * thread the holder waits for: atomic */
     int64_t acquired_ms; /* when the acquire was sent */
     int granted_ms;      /* > 0: held on a grant's word alone, with that lease on the
                           * key, until the watchdog's first renewal (not counted) */
@@ -113,6 +115,10 @@ void dlock_handle_free(dlock_handle *h);
  * DLOCK_ERR_LOST. A multi-lock's is the worst of its parts' (interrupted
  * first); a nested hold's is its outermost hold's. */
 int dlock_holder_state(const dlock_handle *h, int64_t now);
+
+/* The holder of key i of h: a part of a multi-lock, or h itself (i = 0),
+ * or for a nested hold its outermost hold (which may be a part). */
+const dlock_handle *dlock_holder_at(const dlock_handle *h, int i);
 
 /* When the holder counts as lost unless renewed (mu held): for a multi-lock,
  * the earliest of its parts; for a nested hold, its outermost hold's. */

@@ -556,6 +556,39 @@ int dlock_node_fence_end(dlock_node_call *call)
     return owned_result(call, call->argv[0], "fence write-back", NULL);
 }
 
+void dlock_node_raise_begin(dlock_node *n, const dlock_node_raise_args *a,
+                            dlock_node_call *call)
+{
+    if (call_open(n, call, NULL) != 0)
+        return;
+    dlock_names_of(a->key, &call->names);
+    call->argv[0] = a->target, call->lens[0] = strlen(a->target);
+    call->argv[1] = call->names.fence, call->lens[1] = strlen(call->names.fence);
+    call->argv[2] = a->token, call->lens[2] = DLOCK_TOKEN_LEN;
+    num_arg(call, 3, 0, a->floor);
+    num_arg(call, 4, 1, a->keep_ms);
+    num_arg(call, 5, 2, a->member ? 1 : 0);
+    call_script(call, DLOCK_SCRIPT_RAISE, 2, 6);
+    call_send(call);
+}
+
+int dlock_node_raise_end(dlock_node_call *call, int64_t *fence)
+{
+    redisReply *r = call_result(call);
+    if (r == NULL)
+        return dlock_redis_failure();
+    int rc = DLOCK_ERR_REDIS;
+    if (r->type != REDIS_REPLY_INTEGER)
+        dlock_fail(rc, "unexpected reply to the fence raise script");
+    else if (r->integer > 0)
+        *fence = r->integer, rc = DLOCK_OK;
+    else
+        rc = dlock_fail(DLOCK_ERR_LOST, "lock %s was no longer ours at fence raise on %s",
+                        call->argv[0], call->node->name);
+    freeReplyObject(r);
+    return rc;
+}
+
 void dlock_node_renew_begin(dlock_node *n, redisContext **own, int count,
                             const dlock_node_renewal *r, dlock_node_call *call)
 {

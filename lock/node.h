@@ -1,7 +1,7 @@
 /* node.h - one Redis server, and everything the lock says to it: the Lua
- * scripts (acquire, release, renew, fence write-back), PING, and the pub/sub
- * requests, over that server's connection pool. Every function is
- * thread-safe; none holds a lock across I/O. quorum.h builds a lock over
+ * scripts (acquire, release, renew, fence write-back and raise), PING, and
+ * the pub/sub requests, over that server's connection pool. Every function
+ * is thread-safe; none holds a lock across I/O. quorum.h builds a lock over
  * several servers from these calls.
  *
  * Each call comes in two halves, so that a quorum can send a command to
@@ -136,6 +136,24 @@ int dlock_node_release_end(dlock_node_call *call, int *queued);
 void dlock_node_fence_begin(dlock_node *n, const char *key, const char *token, int64_t fence,
                             int keep_ms, dlock_node_call *call);
 int dlock_node_fence_end(dlock_node_call *call);
+
+/* What a fence raise asks for: while target holds token (member: while
+ * token is a live member of the ZSET target), key's fence counter becomes
+ * max(counter, floor) + 1, the holder's new fence (scripts.c). */
+typedef struct dlock_node_raise_args {
+    const char *key;    /* the lock's key, whose counter is key:fence */
+    const char *target; /* the Redis key the lease lives in (lease.h) */
+    const char *token;
+    int64_t floor;
+    int keep_ms; /* how long the counter outlives this write */
+    int member;  /* 1: a permit's or reader's lease, a ZSET member */
+} dlock_node_raise_args;
+
+/* The fence raise script. end: DLOCK_OK (*fence set), DLOCK_ERR_LOST (the
+ * lease is not ours there), DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. */
+void dlock_node_raise_begin(dlock_node *n, const dlock_node_raise_args *a,
+                            dlock_node_call *call);
+int dlock_node_raise_end(dlock_node_call *call, int64_t *fence);
 
 /* One lease to renew. */
 typedef struct dlock_node_renewal {

@@ -207,25 +207,47 @@ static void give_back(dlock_quorum *q, const dlock_node_acquire_args *a, const i
         }
 }
 
-/* Raises the fence counter to fence on the servers that answered less
- * (lower[i]); returns how many accepted it. */
-static int write_back(dlock_quorum *q, const dlock_node_acquire_args *a, int64_t fence,
-                      const int *lower, struct fanout *f)
+/* Raises key's fence counter to fence on the servers that answered less
+ * (lower[i]), where key holds token; returns how many accepted it, and
+ * *refused (may be NULL) how many said the key was not ours. */
+static int write_back(dlock_quorum *q, const char *key, const char *token, int keep_ms,
+                      int64_t fence, const int *lower, struct fanout *f, int *refused)
 {
-    int accepted = 0;
+    int accepted = 0, lost = 0;
     fanout_init(f, q);
     for (int i = 0; i < q->n; i++)
         if (lower[i]) {
-            dlock_node_fence_begin(q->node[i], a->key, a->token, fence, a->keep_ms, &f->calls[i]);
+            dlock_node_fence_begin(q->node[i], key, token, fence, keep_ms, &f->calls[i]);
             f->now[i] = f->begun[i] = 1;
         }
     wait_all(f);
     for (int i = 0; i < q->n; i++)
         if (f->begun[i]) {
-            accepted += dlock_node_fence_end(&f->calls[i]) == DLOCK_OK;
+            int rc = dlock_node_fence_end(&f->calls[i]);
+            accepted += rc == DLOCK_OK;
+            lost += rc == DLOCK_ERR_LOST;
             note_answer(q, i, &f->calls[i]);
         }
+    if (refused)
+        *refused = lost;
     return accepted;
+}
+
+/* The largest of the fences got[i] where ok[i]; lower[i] set for the ok
+ * servers that answered less; returns it, with *agree the ok servers that
+ * answered it. */
+static int64_t top_fence(const dlock_quorum *q, const int *ok, const int64_t *got, int *lower,
+                         int *agree)
+{
+    int64_t top = 0;
+    for (int i = 0; i < q->n; i++)
+        if (ok[i] && got[i] > top)
+            top = got[i];
+    *agree = 0;
+    for (int i = 0; i < q->n; i++)
+        if (ok[i])
+            got[i] == top ? (*agree)++ : (lower[i] = 1);
+    return top;
 }
 
 /* Server i's acquire answer, counted: ok (with its fence in got[i]), held
@@ -278,16 +300,13 @@ int dlock_quorum_acquire(dlock_quorum *q, const dlock_node_acquire_args *args,
         return DLOCK_OK;
     }
     if (nok >= quorum) {
-        int64_t top = 0;
-        int agree = 0, lower[DLOCK_NODES_MAX] = {0};
+        int64_t fences[DLOCK_NODES_MAX];
+        int agree, lower[DLOCK_NODES_MAX] = {0};
         for (int i = 0; i < q->n; i++)
-            if (ok[i] && got[i].fence > top)
-                top = got[i].fence;
-        for (int i = 0; i < q->n; i++)
-            if (ok[i])
-                got[i].fence == top ? agree++ : (lower[i] = 1);
+            fences[i] = ok[i] ? got[i].fence : 0;
+        int64_t top = top_fence(q, ok, fences, lower, &agree);
         if (agree < quorum)
-            agree += write_back(q, &a, top, lower, &f);
+            agree += write_back(q, a.key, a.token, a.keep_ms, top, lower, &f, NULL);
         int64_t elapsed = dlock_now_ms() - started;
         if (agree >= quorum && elapsed < a.lease_ms - dlock_drift_ms(a.lease_ms)) {
             out->fence = top;
@@ -303,6 +322,63 @@ int dlock_quorum_acquire(dlock_quorum *q, const dlock_node_acquire_args *args,
         return dlock_fail(DLOCK_ERR_TIMEOUT, "lock %s is held by another owner", a.key);
     }
     return no_majority(q, &fl, "acquire");
+}
+
+/* ---- fence raise ---- */
+
+/* Sends the raise to the servers of this round of f and reads their
+ * answers: ok[i] with got[i], *lost those that said not ours. */
+static void raise_round(dlock_quorum *q, const dlock_node_raise_args *a, struct fanout *f,
+                        int *ok, int64_t *got, int *nok, int *lost, struct failures *fl)
+{
+    for (int i = 0; i < q->n; i++)
+        if (f->now[i])
+            dlock_node_raise_begin(q->node[i], a, &f->calls[i]);
+    wait_all(f);
+    for (int i = 0; i < q->n; i++) {
+        if (!f->now[i])
+            continue;
+        int rc = dlock_node_raise_end(&f->calls[i], &got[i]);
+        note_answer(q, i, &f->calls[i]);
+        if (rc == DLOCK_OK)
+            ok[i] = 1, (*nok)++;
+        else if (rc == DLOCK_ERR_LOST)
+            (*lost)++;
+        else
+            add_failure(fl, q, i, rc);
+    }
+}
+
+int dlock_quorum_raise(dlock_quorum *q, const dlock_node_raise_args *a, int64_t *fence)
+{
+    struct fanout f;
+    fanout_init(&f, q);
+    struct failures fl = {0};
+    int64_t got[DLOCK_NODES_MAX];
+    int ok[DLOCK_NODES_MAX] = {0}, nok = 0, lost = 0, quorum = dlock_quorum_majority(q);
+    choose(&f);
+    do
+        raise_round(q, a, &f, ok, got, &nok, &lost, &fl);
+    while (nok < quorum && lost <= q->n - quorum && ask_the_rest(&f));
+    if (nok < quorum && lost > q->n - quorum)
+        return dlock_fail(DLOCK_ERR_LOST, "lock %s was no longer ours at fence raise%s",
+                          a->target, q->n > 1 ? " on a majority of the Redis servers" : "");
+    if (nok < quorum)
+        return no_majority(q, &fl, "fence raise");
+    int agree, refused = 0, lower[DLOCK_NODES_MAX] = {0};
+    int64_t top = top_fence(q, ok, got, lower, &agree);
+    if (agree < quorum) /* as an acquire's: a majority must hold it, see lock/README.md */
+        agree += write_back(q, a->key, a->token, a->keep_ms, top, lower, &f, &refused);
+    if (agree >= quorum) {
+        *fence = top;
+        return DLOCK_OK;
+    }
+    if (lost + refused > q->n - quorum)
+        return dlock_fail(DLOCK_ERR_LOST, "lock %s: the raised fence holds on only %d of %d "
+                          "Redis servers, a majority is %d", a->key, agree, q->n, quorum);
+    return dlock_fail(DLOCK_ERR_REDIS, "lock %s: the raised fence holds on only %d of %d Redis "
+                      "servers, a majority is %d; the others did not answer", a->key, agree,
+                      q->n, quorum);
 }
 
 /* ---- release ---- */

@@ -64,6 +64,14 @@ int dlock_quorum_majority(const dlock_quorum *q);
 int dlock_quorum_acquire(dlock_quorum *q, const dlock_node_acquire_args *a,
                          dlock_acquired *out);
 
+/* The fence raise script on every server (a quorum's servers hold locks
+ * only: a->member is 0 there). DLOCK_OK with *fence when a majority found
+ * the lease ours and holds *fence: the largest fence they answered, written
+ * back where lower, as an acquire's is; DLOCK_ERR_LOST when too many say it
+ * is not ours for a majority to be left; else DLOCK_ERR_REDIS or
+ * DLOCK_ERR_AUTH. A failed raise only ever left counters higher. */
+int dlock_quorum_raise(dlock_quorum *q, const dlock_node_raise_args *a, int64_t *fence);
+
 /* The release script on every server (a->next_score is used with several
  * servers, the server's clock with one). DLOCK_OK when a majority released
  * it, DLOCK_ERR_LOST when a majority says it was not ours, else the

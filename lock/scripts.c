@@ -1,8 +1,8 @@
 /* scripts.c - the Lua scripts the lock runs in Redis (by SHA, see node.c),
  * and why each does what it does: acquire, release (with its grant to the
- * next waiter), renew and the quorum's fence write-back; and the
- * semaphore's acquire, renew and release; the read-write lock's acquires
- * and its writer's release. */
+ * next waiter), renew, the quorum's fence write-back and a holder's fence
+ * raise; and the semaphore's acquire, renew and release; the read-write
+ * lock's acquires and its writer's release. */
 #include "scripts.h"
 
 /* Shared Lua pieces. KEYS: lock, fence counter, queue (ZSET of waiting tokens
@@ -354,6 +354,38 @@ static const char rw_write_release_lua[] =
     "redis.call('publish', ARGV[2], '')\n"
     "return 1\n";
 
+/* Fence raise (dlock_fence_raise): a holder whose fence a store refused,
+ * because the row carries a larger one, takes a fence above it. KEYS: the
+ * lease's target (the lock's key, a writer's key:writer, or the ZSET of a
+ * semaphore's permits or of readers), the fence counter. ARGV: token,
+ * floor, keep_ms, member ('1': the lease is a member of the ZSET target
+ * scored by its deadline in Redis ms; else target holds the token). Only
+ * while the lease is ours: then the counter becomes max(counter, floor) + 1
+ * and that is our fence. The owner check is what keeps fencing safe: a
+ * holder whose lease ran out, and whose key may be another's now, gets 0
+ * and stays refused by the row; the owner's new fence is above every fence
+ * the counter issued (it holds the counter's maximum) and every later one
+ * is above it. floor is compared as a decimal string, not a Lua number:
+ * those lose digits past 2^53. Returns the new fence, or 0 when not ours. */
+static const char raise_lua[] =
+    "local ours\n"
+    "if ARGV[4] == '1' then\n"
+    "  local t = redis.call('time')\n"
+    "  local deadline = redis.call('zscore', KEYS[1], ARGV[1])\n"
+    "  ours = deadline and tonumber(deadline) > t[1] * 1000 + math.floor(t[2] / 1000)\n"
+    "else\n"
+    "  ours = redis.call('get', KEYS[1]) == ARGV[1]\n"
+    "end\n"
+    "if not ours then return 0 end\n"
+    "local counter = redis.call('get', KEYS[2]) or '0'\n"
+    "if #ARGV[2] > #counter or (#ARGV[2] == #counter and ARGV[2] > counter) then\n"
+    "  redis.call('set', KEYS[2], ARGV[2])\n"
+    "end\n"
+    "local fence = redis.call('incr', KEYS[2])\n"
+    "redis.call('pexpire', KEYS[2], ARGV[3])\n"
+    "return fence\n";
+
 const char *const dlock_script_body[DLOCK_SCRIPT_COUNT] = {
     acquire_lua,     release_lua,   renew_lua,    fence_lua,           sem_acquire_lua,
-    sem_renew_lua,   sem_release_lua, rw_read_lua, rw_write_lua, rw_write_release_lua};
+    sem_renew_lua,   sem_release_lua, rw_read_lua, rw_write_lua, rw_write_release_lua,
+    raise_lua};

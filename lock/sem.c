@@ -34,10 +34,12 @@ int dlock_claim_reply(redisReply *r, struct dlock_lease *l, int64_t sent, int64_
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
         r->element[0]->type == REDIS_REPLY_INTEGER && r->element[1]->type == REDIS_REPLY_INTEGER) {
         rc = r->element[0]->integer == 1 ? DLOCK_OK : DLOCK_ERR_TIMEOUT;
-        if (rc == DLOCK_OK)
-            l->fence = r->element[1]->integer, l->acquired_ms = sent;
-        else
+        if (rc == DLOCK_OK) {
+            l->fence = r->element[1]->integer;
+            l->acquired_ms = sent;
+        } else {
             *pttl = r->element[1]->integer;
+        }
     } else {
         dlock_fail(rc, "unexpected reply to an acquire script");
     }

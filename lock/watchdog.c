@@ -227,6 +227,8 @@ void dlock_wd_hold(dlock_watchdog *wd, dlock_handle *h, struct dlock_lease *l, i
         pthread_cond_signal(&wd->tick);
 }
 
+void dlock_wd_lost(dlock_watchdog *wd, struct dlock_lease *l) { retire(wd, l, 0); }
+
 void dlock_wd_forget(dlock_watchdog *wd, struct dlock_lease *l)
 {
     unlink_lease(wd, l);

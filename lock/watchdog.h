@@ -26,6 +26,11 @@ void dlock_wd_stop(dlock_watchdog *wd);
  * renew is set, adds it to the renewal schedule. */
 void dlock_wd_hold(dlock_watchdog *wd, dlock_handle *h, struct dlock_lease *l, int renew);
 
+/* l was found not ours in Redis by a call other than a renewal (a fence
+ * raise): as a renewal that found it gone, it leaves the schedule, counts
+ * as lost, and its holder is woken. */
+void dlock_wd_lost(dlock_watchdog *wd, struct dlock_lease *l);
+
 /* Removes l from the schedule and waits for an in-flight renewal of l to end
  * (mu is released while waiting), so nothing renews l afterwards. */
 void dlock_wd_forget(dlock_watchdog *wd, struct dlock_lease *l);

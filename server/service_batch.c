@@ -22,6 +22,7 @@ struct batch_items {
     int64_t id[DLOCK_MULTI_MAX];
     char key[DLOCK_MULTI_MAX][DLOCK_KEY_MAX + 1];
     store_fence fence[DLOCK_MULTI_MAX];
+    store_fence refused[DLOCK_MULTI_MAX]; /* the row's newer token when it refused ours */
     int64_t stock[DLOCK_MULTI_MAX];
 };
 
@@ -31,7 +32,9 @@ struct batch {
     struct batch_items u;
     batch_job **jobs;
     int n;
-    int out; /* answered (its lock failed): left out of the transaction */
+    int out;    /* answered (its lock failed): left out of the transaction */
+    int stale;  /* rows refused its tokens for newer ones: raise, then try again */
+    int raised; /* it was, once: a row that refuses it now is answered so */
 };
 
 static struct deduction *job_of(const batch_job *j) { return j->arg; }
@@ -67,6 +70,13 @@ static void fail_jobs(batch_job **jobs, int n, const service_result *res)
 {
     for (int i = 0; i < n; i++)
         *job_of(jobs[i])->out = *res;
+}
+
+/* Answers b with fail and leaves it out of the transaction. */
+static void leave_out(struct batch *b, const service_result *fail)
+{
+    fail_jobs(b->jobs, b->n, fail);
+    b->out = 1;
 }
 
 /* The transaction was rolled back: every answer of b gets res, except
@@ -117,31 +127,56 @@ static void apply_job(service *s, store_conn *c, struct batch *b, int64_t *first
 }
 
 /* Claims every item of b (each with its own key's token) inside the
- * transaction. STORE_ERR_STALE: a newer holder has claimed one of them. */
+ * transaction. STORE_ERR_STALE: a row carries a newer token than ours;
+ * until b's fences were raised once, every item is tried, and those whose
+ * rows refused get the row's token in u->refused. */
 static int claim_items(service *s, store_conn *c, struct batch *b)
 {
     struct batch_items *u = &b->u;
-    int rc = STORE_OK;
+    int rc = STORE_OK, stale = 0;
     for (int k = 0; rc == STORE_OK && k < u->n; k++) {
         u->fence[k] = service_token_of(s, b->h, u->key[k]);
+        u->refused[k] = (store_fence){0, 0};
         rc = u->fence[k].fence ? store_stock_claim(c, u->id[k], &u->fence[k], &u->stock[k])
                                : store_stock_read(c, u->id[k], &u->stock[k]);
+        if (rc == STORE_ERR_STALE && !b->raised) {
+            u->refused[k] = store_stale_token(c);
+            stale = 1, rc = STORE_OK;
+        }
     }
-    return rc;
+    return rc == STORE_OK && stale ? STORE_ERR_STALE : rc;
 }
 
-/* Answers b with fail and leaves it out of the transaction. */
-static void leave_out(struct batch *b, const service_result *fail)
+/* Raises b's fences past the rows that refused them, out of any
+ * transaction (service_raise_fence asks Redis), once; a batch whose lock is
+ * no longer ours (a stale holder, which fencing exists to refuse) or can't
+ * be asked is answered so and left out. */
+static void raise_fences(service *s, struct batch *b)
 {
-    fail_jobs(b->jobs, b->n, fail);
-    b->out = 1;
+    struct batch_items *u = &b->u;
+    b->stale = 0, b->raised = 1;
+    for (int k = 0; k < u->n; k++) {
+        int rc = u->refused[k].fence ? service_raise_fence(s, b->h, u->key[k], u->refused[k])
+                                     : DLOCK_OK;
+        if (rc != DLOCK_OK) {
+            service_result fail = {0};
+            service_from_lock(s, &fail, rc, u->key[k]);
+            leave_out(b, &fail);
+            return;
+        }
+    }
 }
 
 /* Claims b's rows and applies its orders in the transaction open on c:
- * STORE_OK (b may have been left out: fenced out), or a store error. */
+ * STORE_OK (b may have been left out: fenced out; or marked stale: its
+ * fences are to be raised first), or a store error. */
 static int apply_batch(service *s, store_conn *c, struct batch *b, int64_t *first_order)
 {
     int rc = claim_items(s, c, b);
+    if (rc == STORE_ERR_STALE && !b->raised) {
+        b->stale = 1; /* none of its orders is applied: the transaction starts again */
+        return STORE_OK;
+    }
     if (rc == STORE_ERR_STALE) {
         /* None of its orders is written. A claim of another of its rows that
          * did succeed stays, harmlessly: it records a token its lock got. */
@@ -174,15 +209,20 @@ static int locks_hold(service *s, struct batch **bs, int nb)
 
 /* Every batch not left out, in the transaction open on c, then their new
  * stocks: STORE_OK, 1 when a lock failed at the last check (that batch is
- * left out: roll back and start again), or a store error for all. */
+ * left out) or a batch is stale (its fences are raised before the next
+ * try): roll back and start again; or a store error for all. */
 static int apply_batches(service *s, store_conn *c, struct batch **bs, int nb,
                          int64_t *first_order)
 {
+    int stale = 0;
     for (int i = 0; i < nb; i++) {
         int rc = bs[i]->out ? STORE_OK : apply_batch(s, c, bs[i], first_order);
         if (rc != STORE_OK)
             return rc;
+        stale |= bs[i]->stale;
     }
+    if (stale)
+        return 1;
     if (!locks_hold(s, bs, nb))
         return 1;
     service_fault_point(s);
@@ -201,7 +241,11 @@ static int apply_batches(service *s, store_conn *c, struct batch **bs, int nb,
 /* One transaction for the batches: each claims its rows once, checks its
  * orders against the stock left, in arrival order; one commit. A batch
  * whose lock failed is answered so and the transaction is made again
- * without it (rare: a lease that ran out while queued). */
+ * without it (rare: a lease that ran out while queued); one whose rows
+ * refused its tokens for newer ones (fences that went back: Redis's clock
+ * stepped back, or a counter was lost) has them raised, once, between two
+ * tries: the transaction holds the database's write lock, and a raise asks
+ * Redis. */
 static void commit_batches(service *s, store_conn *c, struct batch **bs, int nb)
 {
     store_commit_check check = {service_commits_allowed, s};
@@ -216,6 +260,9 @@ static void commit_batches(service *s, store_conn *c, struct batch **bs, int nb)
             rc = store_tx_commit(c, &check);
         if (rc != STORE_OK)
             store_tx_abort(c);
+        for (int i = 0; rc == 1 && i < nb; i++)
+            if (bs[i]->stale)
+                raise_fences(s, bs[i]);
     } while (rc == 1);
     if (rc == STORE_OK)
         return;
@@ -302,7 +349,7 @@ static void lead_batch(service *s, store_conn *c, const struct deduction *own, i
     /* Set field by field, not zeroed whole: its key table is 32 KiB, and
      * every entry below u.n is written before it is read. */
     struct batch b;
-    b.h = NULL, b.jobs = jobs, b.n = 0, b.out = 0;
+    b.h = NULL, b.jobs = jobs, b.n = 0, b.out = 0, b.stale = 0, b.raised = 0;
     b.u.n = 1, b.u.id[0] = own->r->lines[0].item_id;
     int rc;
     if (queue == CART_QUEUE) {
@@ -324,8 +371,8 @@ static void lead_batch(service *s, store_conn *c, const struct deduction *own, i
         return;
     }
     service_note_redis(s, rc);
-    note_tokens(s, &b);
     commit_batch(s, c, &b);
+    note_tokens(s, &b); /* after the commit: a raise may have changed them */
     batch_finish(s->batches, jobs, b.n); /* answered: the next leader may start */
     if ((rc = dlock_release(b.h)) != DLOCK_OK && !b.out) /* after the commit: answers stand */
         log_lost(s, &b, rc);

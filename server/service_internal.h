@@ -109,6 +109,15 @@ store_new_order service_new_order(const service *s, const req_order *r, dlock_ha
 /* The fencing token h holds for key, or (0, 0) when unfenced. */
 store_fence service_token_of(const service *s, dlock_handle *h, const char *key);
 
+/* A row refused h's token for key because it carries row, a newer one:
+ * fences went back (Redis's clock stepped back, or the counter was lost)
+ * and every holder would be refused until the clock caught up. Raises h's
+ * fence for key past row, only while key still holds h's token in Redis
+ * (dlock_fence_raise: a holder whose lock moved on stays refused), and logs
+ * it. Call it outside a transaction: it asks Redis. Returns DLOCK_OK (claim
+ * once more with service_token_of), or the lock's failure. */
+int service_raise_fence(service *s, dlock_handle *h, const char *key, store_fence row);
+
 /* The store's last-moment commit check (arg: the service): no commit once
  * draining has refused them. */
 int service_commits_allowed(void *arg);
@@ -134,6 +143,12 @@ void service_log_stock_set(const service *s, int64_t item_id, int64_t stock,
 void service_log_lost_after_commit(const service *s, const req_order *r, int orders,
                                    const int64_t *items, const char *const *keys,
                                    const store_fence *tok, int n, int dlock_rc);
+
+/* A lock's fence for key raised past the token row that a row refused it
+ * for (dlock_rc DLOCK_OK: from was to now), or not (the lock's failure,
+ * dlock_errstr its detail): one warn line with both tokens. */
+void service_log_fence_raise(const service *s, const char *key, store_fence row, int64_t was,
+                             int64_t now, int dlock_rc);
 
 /* ---- service_batch.c: group commit ---- */
 

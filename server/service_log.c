@@ -2,7 +2,7 @@
  * (placed, replayed or not placed) and one per stock set, each with the
  * requestId, the items, their lock keys and the fencing tokens the write was
  * made (or refused) under, so that one grep finds an order on every replica
- * it touched. */
+ * it touched; and one per fence raised past a row's (or not). */
 #include <string.h>
 
 #include "log.h"
@@ -146,4 +146,24 @@ void service_log_lost_after_commit(const service *s, const req_order *r, int ord
     lf.f[lf.nf++] = LOG_STR("instance", s->cfg.instance_id);
     add_lock_fields(s, &lf, n, keys, tok);
     log_event(LOG_WARN, "lock lost after commit", lf.f, lf.nf);
+}
+
+void service_log_fence_raise(const service *s, const char *key, store_fence row, int64_t was,
+                             int64_t now, int dlock_rc)
+{
+    log_field f[8];
+    int n = 0;
+    f[n++] = LOG_STR("key", key);
+    f[n++] = LOG_INT("rowFence", row.fence);
+    f[n++] = LOG_INT("rowFenceSeq", row.seq);
+    f[n++] = LOG_INT("fenceWas", was);
+    if (dlock_rc == DLOCK_OK) {
+        f[n++] = LOG_INT("fence", now);
+    } else {
+        f[n++] = LOG_STR("result", dlock_strerror(dlock_rc));
+        f[n++] = LOG_STR("detail", dlock_errstr());
+    }
+    f[n++] = LOG_STR("instance", s->cfg.instance_id);
+    log_event(LOG_WARN, dlock_rc == DLOCK_OK ? "lock fence raised past the row's"
+                                             : "lock fence not raised", f, n);
 }

@@ -105,6 +105,19 @@ store_fence service_token_of(const service *s, dlock_handle *h, const char *key)
     return f;
 }
 
+int service_raise_fence(service *s, dlock_handle *h, const char *key, store_fence row)
+{
+    int i = 0, n = dlock_key_count(h);
+    while (i < n && strcmp(dlock_key_at(h, i), key) != 0)
+        i++;
+    if (i == n || !s->cfg.fencing) /* no token of h was refused: callers never ask so */
+        return DLOCK_ERR_INVALID;
+    int64_t was = dlock_fence_at(h, i);
+    int rc = dlock_fence_raise_at(h, i, row.fence);
+    service_log_fence_raise(s, key, row, was, dlock_fence_at(h, i), rc);
+    return rc;
+}
+
 /* workMs as honoured: only with --allow-work-ms, and capped. */
 static int work_ms_of(const service *s, const req_order *r)
 {
@@ -165,6 +178,26 @@ static int pause_ms(int ms)
     return DLOCK_OK;
 }
 
+/* Claims line i's row for h's token of its key (*f; held[i] gets it) and
+ * reads its stock: SERVICE_OK, or the failure's outcome, set in x->out. A
+ * row that refuses the token for a newer one (fences that went back) is
+ * claimed once more after a raise, which only a holder h still is in Redis
+ * gets (service_raise_fence). */
+static int claim_line(struct deduction *x, dlock_handle *h, int i, store_fence *f,
+                      int64_t *stock)
+{
+    int64_t item = x->r->lines[i].item_id;
+    int rc = store_stock_claim(x->c, item, f, stock);
+    if (rc == STORE_ERR_STALE) {
+        int lock_rc = service_raise_fence(x->s, h, x->keys[i], store_stale_token(x->c));
+        if (lock_rc != DLOCK_OK)
+            return service_from_lock(x->s, x->out, lock_rc, x->keys[i]);
+        *f = x->held[i] = service_token_of(x->s, h, x->keys[i]);
+        rc = store_stock_claim(x->c, item, f, stock);
+    }
+    return rc == STORE_OK ? SERVICE_OK : service_from_order_store(x->out, rc, x->c, x->r);
+}
+
 /* Read, work, write. h is the held lock (of every line's item), or NULL in
  * mode none. */
 static int read_modify_write(dlock_handle *h, void *arg)
@@ -178,8 +211,12 @@ static int read_modify_write(dlock_handle *h, void *arg)
     for (int i = 0; i < r->nlines; i++) { /* each row claimed with its own key's token */
         store_line *l = &o.lines[i];
         l->fence = x->held[i] = service_token_of(x->s, h, x->keys[i]);
-        int rc = l->fence.fence ? store_stock_claim(x->c, l->item_id, &l->fence, &stock[i])
-                                : store_stock_read(x->c, l->item_id, &stock[i]);
+        if (l->fence.fence) {
+            if (claim_line(x, h, i, &l->fence, &stock[i]) != SERVICE_OK)
+                return x->out->outcome;
+            continue;
+        }
+        int rc = store_stock_read(x->c, l->item_id, &stock[i]);
         if (rc != STORE_OK)
             return service_from_order_store(x->out, rc, x->c, r);
     }
@@ -386,6 +423,13 @@ static int set_stock(dlock_handle *h, void *arg)
     store_fence fence = *a->x.held = service_token_of(a->x.s, h, a->x.keys[0]);
     store_commit_check check = {service_commits_allowed, a->x.s};
     int rc = store_item_set_stock(a->x.c, item, a->stock, fence.fence ? &fence : NULL, &check);
+    if (rc == STORE_ERR_STALE) { /* fences went back, perhaps: as for a claim (claim_line) */
+        int lock_rc = service_raise_fence(a->x.s, h, a->x.keys[0], store_stale_token(a->x.c));
+        if (lock_rc != DLOCK_OK)
+            return service_from_lock(a->x.s, a->x.out, lock_rc, a->x.keys[0]);
+        fence = *a->x.held = service_token_of(a->x.s, h, a->x.keys[0]);
+        rc = store_item_set_stock(a->x.c, item, a->stock, &fence, &check);
+    }
     if (rc == STORE_OK)
         rc = store_item_get(a->x.c, item, &a->x.out->item);
     return service_from_order_store(a->x.out, rc, a->x.c, NULL);

@@ -314,6 +314,8 @@ int store_stock_claim(store_conn *c, int64_t item_id, const store_fence *f, int6
     return c->be->stock_claim(c, item_id, f, stock);
 }
 
+store_fence store_stale_token(const store_conn *c) { return c->stale; }
+
 int store_tx_begin(store_conn *c) { return c->be->tx_begin(c); }
 
 int store_tx_set_stock(store_conn *c, int64_t item_id, int64_t stock, const store_fence *f)

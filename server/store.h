@@ -179,6 +179,11 @@ int store_stock_read(store_conn *c, int64_t item_id, int64_t *stock);
  * STORE_ERR_BUSY, STORE_ERR_IO. Inside a transaction too. */
 int store_stock_claim(store_conn *c, int64_t item_id, const store_fence *f, int64_t *stock);
 
+/* The token the row carried when it last answered STALE on c (a claim, a
+ * fenced write or a fenced stock set): what a lock holder refused by it must
+ * raise its own above, when it may (dlock_fence_raise). (0, 0) before any. */
+store_fence store_stale_token(const store_conn *c);
+
 /* ---- write transactions ----
  *
  * A deduction is a transaction: store_tx_begin (it takes the write lock up

@@ -16,6 +16,7 @@ struct store {
 
 struct store_conn {
     const store_backend *be;
+    store_fence stale; /* the row's token at the last STALE answer (store_stale_token) */
 };
 
 struct store_backend {

@@ -27,6 +27,8 @@ const struct pg_stmt pg_stmts[ST_COUNT] = {
         "UPDATE items SET stock = $2, fence = $3, fence_seq = $4, updated_at = now() "
         "WHERE id = $1 AND (fence, fence_seq) < ($3, $4)", "iiii"},
     [ST_STOCK_READ] = {"read stock", "SELECT stock FROM items WHERE id = $1", "i"},
+    [ST_ROW_FENCE] = {"read the row's token",
+        "SELECT fence, fence_seq FROM items WHERE id = $1", "i"},
     [ST_STOCK_CLAIM] = {"claim row",
         "UPDATE items SET fence = $3, fence_seq = $4 "
         "WHERE id = $1 AND (fence, fence_seq) < ($3, $4) RETURNING stock", "iiii"},
@@ -141,9 +143,24 @@ static int pg_stock_read(store_conn *conn, int64_t item_id, int64_t *stock)
     return rc;
 }
 
+/* The token on item id's row into c's stale answer: STORE_OK,
+ * STORE_ERR_NOT_FOUND, or the failure. */
+static int read_stale_token(pg_conn *c, int64_t id)
+{
+    struct params p = {0};
+    PGresult *r;
+    p_int(&p, id);
+    int rc = pg_exec_row(c, ST_ROW_FENCE, &p, &r);
+    if (rc == STORE_OK)
+        c->base.stale = (store_fence){col_int(r, 0, 0), (int)col_int(r, 0, 1)};
+    PQclear(r);
+    return rc;
+}
+
 /* Runs an UPDATE on one item bound as (id, value, fence, seq). When it
  * changes nothing the item is missing (NOT_FOUND) or, when fenced, another
- * holder's token is on the row (STALE). With RETURNING, *ret gets column 0. */
+ * holder's token is on the row (STALE, that token in c's stale answer).
+ * With RETURNING, *ret gets column 0. */
 static int update_item(pg_conn *c, enum stmt_id id_stmt, int64_t id, int64_t value,
                        const store_fence *f, int64_t *ret)
 {
@@ -159,11 +176,11 @@ static int update_item(pg_conn *c, enum stmt_id id_stmt, int64_t id, int64_t val
         *ret = col_int(r, 0, 0);
     PQclear(r);
     if (rc == STORE_OK && !changed) {
-        int64_t ignored;
-        rc = pg_stock_read(&c->base, id, &ignored);
+        rc = read_stale_token(c, id);
         if (rc == STORE_OK) {
-            snprintf(c->err, sizeof(c->err), "item %lld carries a newer lock's token than "
-                     "(%lld, %d)", (long long)id, (long long)(f ? f->fence : 0), f ? f->seq : 0);
+            snprintf(c->err, sizeof(c->err), "item %lld carries a newer lock's token, "
+                     "(%lld, %d), than (%lld, %d)", (long long)id, (long long)c->base.stale.fence,
+                     c->base.stale.seq, (long long)(f ? f->fence : 0), f ? f->seq : 0);
             rc = STORE_ERR_STALE;
         }
     }

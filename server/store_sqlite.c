@@ -25,7 +25,8 @@ extern const int store_sqlite_migrations_count;
 enum stmt_id {
     ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_PING,
     ST_ITEM_INSERT, ST_ITEM_GET, ST_ITEM_LIST,
-    ST_SET_STOCK, ST_SET_STOCK_FENCED, ST_STOCK_READ, ST_STOCK_CLAIM, ST_STOCK_WRITE_CLAIMED,
+    ST_SET_STOCK, ST_SET_STOCK_FENCED, ST_STOCK_READ, ST_ROW_FENCE, ST_STOCK_CLAIM,
+    ST_STOCK_WRITE_CLAIMED,
     ST_STOCK_TAKE, ST_ORDER_INSERT, ST_LINE_INSERT, ST_ORDER_BY_REQUEST, ST_ORDER_GET,
     ST_LINES_OF_ORDER, ST_LINES_OF_ITEM,
     ST_COUNT
@@ -43,6 +44,7 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_SET_STOCK_FENCED] = "UPDATE items SET stock = ?2, fence = ?3, fence_seq = ?4, "
                             "updated_at = " NOW_SQL " WHERE id = ?1 AND (fence, fence_seq) < (?3, ?4)",
     [ST_STOCK_READ] = "SELECT stock FROM items WHERE id = ?1",
+    [ST_ROW_FENCE] = "SELECT fence, fence_seq FROM items WHERE id = ?1",
     [ST_STOCK_CLAIM] = "UPDATE items SET fence = ?3, fence_seq = ?4 WHERE id = ?1 AND "
                        "(fence, fence_seq) < (?3, ?4) RETURNING stock", /* ?2 unused */
     [ST_STOCK_WRITE_CLAIMED] = "UPDATE items SET stock = ?2, updated_at = " NOW_SQL
@@ -392,9 +394,25 @@ static int sq_stock_read(store_conn *conn, int64_t item_id, int64_t *stock)
     return rc;
 }
 
+/* The token on item id's row into c's stale answer: STORE_OK,
+ * STORE_ERR_NOT_FOUND, or the failure. */
+static int read_stale_token(sqlite_conn *c, int64_t id)
+{
+    sqlite3_stmt *st = stmt(c, ST_ROW_FENCE);
+    if (st == NULL)
+        return STORE_ERR_IO;
+    sqlite3_bind_int64(st, 1, id);
+    int rc = first_row(c, st, "read the row's token");
+    if (rc == STORE_OK)
+        c->base.stale = (store_fence){sqlite3_column_int64(st, 0), sqlite3_column_int(st, 1)};
+    sqlite3_reset(st);
+    return rc;
+}
+
 /* Runs an UPDATE on one item bound as (id, value, fence, seq). When it
  * changes nothing the item is missing (NOT_FOUND) or, when fenced, another
- * holder's token is on the row (STALE). With RETURNING, *ret gets column 0. */
+ * holder's token is on the row (STALE, that token in c's stale answer).
+ * With RETURNING, *ret gets column 0. */
 static int update_item(sqlite_conn *c, enum stmt_id id_stmt, int64_t id, int64_t value,
                        const store_fence *f, int64_t *ret)
 {
@@ -416,11 +434,11 @@ static int update_item(sqlite_conn *c, enum stmt_id id_stmt, int64_t id, int64_t
         rc = fail(c, stmt_sql[id_stmt]);
     sqlite3_reset(st);
     if (rc == STORE_OK && !changed) {
-        int64_t ignored;
-        rc = sq_stock_read(&c->base, id, &ignored);
+        rc = read_stale_token(c, id);
         if (rc == STORE_OK) {
-            snprintf(c->err, sizeof(c->err), "item %lld carries a newer lock's token than "
-                     "(%lld, %d)", (long long)id, (long long)f->fence, f->seq);
+            snprintf(c->err, sizeof(c->err), "item %lld carries a newer lock's token, "
+                     "(%lld, %d), than (%lld, %d)", (long long)id, (long long)c->base.stale.fence,
+                     c->base.stale.seq, (long long)f->fence, f->seq);
             rc = STORE_ERR_STALE;
         }
     }

@@ -53,3 +53,13 @@ long long th_new_item(const th_stockd *s, const char *name, long long stock)
     free(text);
     return id;
 }
+
+long long th_item_stock(const th_stockd *s, long long id)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/items/%lld?limit=0", id);
+    json_t *j = th_call(s, "GET", path, NULL, 200);
+    long long stock = th_jint(j, "stock");
+    json_decref(j);
+    return stock;
+}

@@ -23,4 +23,7 @@ const char *th_jstr(json_t *j, const char *key);
 /* POST /items {"name": name, "stock": stock} to s; the new item's id. */
 long long th_new_item(const th_stockd *s, const char *name, long long stock);
 
+/* The stock of item id, as GET /items/{id} on s answers it. */
+long long th_item_stock(const th_stockd *s, long long id);
+
 #endif

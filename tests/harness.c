@@ -310,6 +310,18 @@ const char *th_redis_get(const th_redis *r, const char *key, char *buf, size_t s
     return buf;
 }
 
+long long th_redis_now_us(const th_redis *r)
+{
+    redisContext *c = th_redis_connect(r);
+    redisReply *t = (c && !c->err) ? redisCommand(c, "TIME") : NULL;
+    long long us = -1;
+    if (t && t->type == REDIS_REPLY_ARRAY && t->elements == 2)
+        us = atoll(t->element[0]->str) * 1000000 + atoll(t->element[1]->str);
+    freeReplyObject(t);
+    redisFree(c);
+    return us;
+}
+
 int th_stockd_start(th_stockd *s, const th_redis *r, const char *db, const char *log_dir,
                     const char *const extra[])
 {

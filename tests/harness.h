@@ -44,6 +44,10 @@ long long th_redis_int(const th_redis *r, const char *fmt, ...);
 /* The string value of key (into buf), or "" when missing. */
 const char *th_redis_get(const th_redis *r, const char *key, char *buf, size_t size);
 
+/* r's clock (TIME) in microseconds, as the lock's fences read it; -1 when r
+ * does not answer. */
+long long th_redis_now_us(const th_redis *r);
+
 /* Starts a process by argv (argv[0] is a path) with stderr to log_path (NULL:
  * inherit), registered for clean-up. Returns the PID or -1. */
 pid_t th_spawn(const char *const argv[], const char *log_path);

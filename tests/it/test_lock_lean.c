@@ -96,17 +96,6 @@ static void test_fences_grow_after_flushall_and_script_flush(void **state)
     }
 }
 
-/* Redis's time in microseconds. */
-static long long redis_now_us(void)
-{
-    redisContext *rc = th_redis_connect(&redis);
-    redisReply *t = redisCommand(rc, "TIME");
-    long long us = atoll(t->element[0]->str) * 1000000 + atoll(t->element[1]->str);
-    freeReplyObject(t);
-    redisFree(rc);
-    return us;
-}
-
 /* A counter ahead of Redis's clock (a burst of more than a million
  * acquisitions a second, or a clock that went back) is counted on from,
  * one at a time: the lean path's SET ... GET must not pull it back to the
@@ -116,7 +105,7 @@ static void test_fence_counts_on_from_a_counter_ahead_of_the_clock(void **state)
     (void)state;
     dlock_names names;
     dlock_names_of("t:ahead", &names);
-    long long ahead = redis_now_us() + 1000000000000LL; /* 11.6 days ahead */
+    long long ahead = th_redis_now_us(&redis) + 1000000000000LL; /* 11.6 days ahead */
     assert_int_equal(th_redis_int(&redis, "SET %s %lld", names.fence, ahead), 0);
     dlock_opts o = opts(0);
     dlock_handle *h;

@@ -3,7 +3,8 @@
  * empty, renewal that needs a majority, a stalled server that must not slow
  * every call, arrival order and hand-off across processes, mutual exclusion
  * while servers die, and fencing tokens that keep growing when the majority
- * changes - including a holder whose fence write-back comes too late. */
+ * changes - including a holder whose fence write-back comes too late, and
+ * a fence raised past a record's (written back, and only for the owner). */
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -525,6 +526,69 @@ static void test_five_servers_tolerate_two_down(void **state)
     nodes = NODES;
 }
 
+/* A holder refused by a record that carries a token from the future
+ * (fences that went back) raises its fence on every server; one server's
+ * counter ran further ahead, so the fence is that server's, and it is
+ * written back to the others, as an acquisition's: a later holder that
+ * gets its keys without that server still draws a larger fence. */
+static void test_a_raised_fence_is_written_back_to_a_majority(void **state)
+{
+    (void)state;
+    all_up();
+    dlock_client *c = new_client();
+    dlock_opts o = opts(5000, 2000);
+    dlock_handle *h;
+    dlock_names names;
+    dlock_names_of("q:raise", &names);
+    assert_int_equal(dlock_acquire(c, "q:raise", &o, &h), DLOCK_OK);
+    long long row = dlock_fence(h) + 1000000000000LL;
+    th_redis_int(&redis[0], "SET %s %lld", names.fence, row + 5000);
+    assert_int_equal(dlock_fence_raise(h, row), DLOCK_OK);
+    long long raised = dlock_fence(h);
+    assert_int_equal(raised, row + 5001);
+    for (int i = 0; i < NODES; i++)
+        assert_true(counter_on(i, "q:raise") >= raised);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    th_redis_stop(&redis[0], 1);
+    assert_int_equal(dlock_acquire(c, "q:raise", &o, &h), DLOCK_OK); /* from servers 1 and 2 */
+    if (dlock_fence(h) <= raised)
+        fail_msg("fence %lld after the raised %lld", (long long)dlock_fence(h), raised);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    dlock_client_free(c);
+}
+
+/* A holder whose key is another's on a majority (its lease ran out there,
+ * and the key was taken) gets no raised fence: it is lost, and the
+ * counters where the key is no longer its own are left alone. With the key
+ * gone from one server only, a majority still holds it, and it raises. */
+static void test_a_holder_without_a_majority_gets_no_raised_fence(void **state)
+{
+    (void)state;
+    all_up();
+    dlock_client *c = new_client();
+    dlock_opts o = opts(5000, 2000);
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire(c, "q:stale", &o, &h), DLOCK_OK);
+    long long row = dlock_fence(h) + 1000000000000LL;
+    th_redis_int(&redis[2], "SET q:stale intruder PX 10000");
+    assert_int_equal(dlock_fence_raise(h, row), DLOCK_OK);
+    assert_int_equal(dlock_fence(h), row + 1);
+    assert_true(counter_on(2, "q:stale") < row); /* not ours there: left alone */
+    th_redis_int(&redis[1], "SET q:stale intruder PX 10000");
+    long long before[NODES];
+    for (int i = 0; i < NODES; i++)
+        before[i] = counter_on(i, "q:stale");
+    assert_int_equal(dlock_fence_raise(h, row + 1000), DLOCK_ERR_LOST);
+    assert_int_equal(dlock_fence(h), row + 1);
+    for (int i = 1; i < NODES; i++)
+        assert_int_equal(counter_on(i, "q:stale"), before[i]);
+    assert_int_equal(dlock_check(h), DLOCK_ERR_LOST);
+    assert_int_equal(dlock_release(h), DLOCK_ERR_LOST);
+    for (int i = 1; i < NODES; i++)
+        th_redis_int(&redis[i], "DEL q:stale");
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -540,6 +604,8 @@ int main(void)
         cmocka_unit_test(test_no_lost_update_while_servers_die_and_return),
         cmocka_unit_test(test_a_name_that_does_not_resolve_costs_at_most_the_connect_timeout),
         cmocka_unit_test(test_five_servers_tolerate_two_down),
+        cmocka_unit_test(test_a_raised_fence_is_written_back_to_a_majority),
+        cmocka_unit_test(test_a_holder_without_a_majority_gets_no_raised_fence),
     };
     return cmocka_run_group_tests_name("quorum", tests, group_setup, group_teardown);
 }

@@ -327,6 +327,32 @@ static void test_handed_off_holders_are_ordered_by_seq(void **state)
     store_put(*state, c);
 }
 
+/* A refusal carries the token on the row: what a holder whose lock is
+ * still its own raises its fence above (dlock_fence_raise) when fences went
+ * back - a claim, a claimed write and a fenced stock set alike. */
+static void test_a_refusal_carries_the_rows_token(void **state)
+{
+    store_conn *c = conn(state);
+    int64_t id = new_item(c, 10), stock, ahead = 1796000000000000;
+    store_order o;
+    assert_int_equal(store_stock_claim(c, id, token(ahead, 3), &stock), STORE_OK);
+    assert_int_equal(store_stock_claim(c, id, token(ahead - 7, 0), &stock), STORE_ERR_STALE);
+    assert_int_equal(store_stale_token(c).fence, ahead);
+    assert_int_equal(store_stale_token(c).seq, 3);
+    assert_int_equal(store_item_set_stock(c, id, 50, token(ahead, 2), NULL), STORE_ERR_STALE);
+    assert_int_equal(store_stale_token(c).fence, ahead);
+    assert_int_equal(store_stale_token(c).seq, 3);
+    store_new_order d = deduction(id, 1, 9, ahead - 7, NULL);
+    assert_int_equal(deduct_write(c, &d, &o, NULL), STORE_ERR_STALE);
+    assert_int_equal(store_stale_token(c).fence, ahead);
+    assert_non_null(strstr(store_errstr(c), "1796000000000000, 3"));
+    /* above it, the claim and the write go through */
+    assert_int_equal(store_stock_claim(c, id, token(ahead + 1, 0), &stock), STORE_OK);
+    d = deduction(id, 1, stock - 1, ahead + 1, NULL);
+    assert_int_equal(deduct_write(c, &d, &o, NULL), STORE_OK);
+    store_put(*state, c);
+}
+
 static void test_unfenced_read_modify_write_loses_updates(void **state)
 {
     /* what mode none does, and why the lock is needed at all */
@@ -800,6 +826,7 @@ int main(void)
     T(test_atomic_deduction_never_goes_below_zero),                  \
     T(test_stale_holder_cannot_write_after_newer_holder_read),       \
     T(test_handed_off_holders_are_ordered_by_seq),                   \
+    T(test_a_refusal_carries_the_rows_token),                        \
     T(test_unfenced_read_modify_write_loses_updates),                \
     T(test_locked_database_reports_busy_and_writes_nothing),         \
     T(test_orders_listing_honours_limit),                            \

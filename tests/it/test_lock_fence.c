@@ -1,0 +1,271 @@
+/* test_lock_fence.c - a holder's fence raised past a larger token that a
+ * store refused it for (dlock_fence_raise), against a real, private
+ * redis-server: after fences went back (a counter set ahead, as a clock
+ * stepped forward would, then lost), the holder gets a fence above the
+ * row's and every later fence is above that; a holder whose key is no
+ * longer its own gets none and is lost; the floor is compared exactly past
+ * 2^53; multi-locks, nested holds, hand-offs, semaphores and read-write
+ * locks raise the fence of the key they hold. The quorum's raise is tested
+ * in test_quorum.c. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "lock/dlock.h"
+#include "tests/harness.h"
+#include "tests/lockkit.h"
+
+static th_redis redis;
+static dlock_client *client;
+
+#define AHEAD_US 1000000000000LL /* 11.6 days: a clock stepped that far forward */
+
+static dlock_opts opts(int lease_ms)
+{
+    return th_lock_opts(lease_ms, 2000, DLOCK_WAIT_NOTIFY);
+}
+
+static long long counter_of(const char *key)
+{
+    dlock_names names;
+    dlock_names_of(key, &names);
+    return th_redis_int(&redis, "GET %s", names.fence);
+}
+
+/* The token a record got from a holder while Redis's clock was ahead: key's
+ * counter set there, one acquisition, the counter then lost (as an expiry,
+ * an eviction or a restart loses it). Returns that holder's fence. */
+static int64_t fence_from_the_future(const char *key)
+{
+    dlock_names names;
+    dlock_names_of(key, &names);
+    assert_int_equal(th_redis_int(&redis, "SET %s %lld", names.fence,
+                                  th_redis_now_us(&redis) + AHEAD_US), 0);
+    dlock_opts o = opts(5000);
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire(client, key, &o, &h), DLOCK_OK);
+    int64_t fence = dlock_fence(h);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    th_redis_int(&redis, "DEL %s", names.fence);
+    return fence;
+}
+
+/* The fault itself: a fence from the clock is below the record's, for
+ * good; raised, it is above, and every later fence is above that. */
+static void test_a_holder_raises_its_fence_past_a_token_from_the_future(void **state)
+{
+    (void)state;
+    int64_t row = fence_from_the_future("f:step");
+    dlock_opts o = opts(5000);
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire(client, "f:step", &o, &h), DLOCK_OK);
+    assert_true(dlock_fence(h) < row); /* the record would refuse it until the clock caught up */
+    assert_int_equal(dlock_fence_raise(h, row), DLOCK_OK);
+    assert_int_equal(dlock_fence(h), row + 1);
+    assert_int_equal(counter_of("f:step"), row + 1);
+    assert_int_equal(dlock_check(h), DLOCK_OK);
+    long long calls = th_lock_script_calls(&redis);
+    assert_int_equal(dlock_fence_raise(h, row - 5), DLOCK_OK); /* above already: nothing sent */
+    assert_int_equal(th_lock_script_calls(&redis), calls);
+    assert_int_equal(dlock_fence(h), row + 1);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    assert_int_equal(dlock_acquire(client, "f:step", &o, &h), DLOCK_OK);
+    assert_true(dlock_fence(h) > row + 1);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+}
+
+/* The owner check: a holder that still thinks it holds (its local lease is
+ * valid) but whose key is another's now gets no fence, is lost from then
+ * on, and the counter is left alone, so the live holder's fence stands. */
+static void test_a_holder_whose_key_moved_on_gets_no_fence(void **state)
+{
+    (void)state;
+    int64_t row = fence_from_the_future("f:moved");
+    dlock_opts o = opts(5000);
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire(client, "f:moved", &o, &h), DLOCK_OK);
+    int64_t mine = dlock_fence(h);
+    /* its lease ran out in Redis (a pause), and another holder took the key */
+    assert_int_equal(th_redis_int(&redis, "SET f:moved intruder-token PX 10000"), 0);
+    long long counter = counter_of("f:moved");
+    assert_int_equal(dlock_fence_raise(h, row), DLOCK_ERR_LOST);
+    assert_int_equal(dlock_fence(h), mine);
+    assert_int_equal(counter_of("f:moved"), counter);
+    assert_int_equal(dlock_check(h), DLOCK_ERR_LOST); /* at once, not at the next renewal */
+    long long calls = th_lock_script_calls(&redis);
+    assert_int_equal(dlock_fence_raise(h, row), DLOCK_ERR_LOST); /* lost: nothing sent */
+    assert_int_equal(th_lock_script_calls(&redis), calls);
+    assert_int_equal(dlock_release(h), DLOCK_ERR_LOST);
+    th_redis_int(&redis, "DEL f:moved");
+}
+
+/* A key that expired with nobody taking it is no longer ours either. */
+static void test_a_holder_whose_key_expired_gets_no_fence(void **state)
+{
+    (void)state;
+    dlock_opts o = opts(5000);
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire(client, "f:expired", &o, &h), DLOCK_OK);
+    th_redis_int(&redis, "DEL f:expired");
+    assert_int_equal(dlock_fence_raise(h, dlock_fence(h) + 1000), DLOCK_ERR_LOST);
+    assert_int_equal(dlock_release(h), DLOCK_ERR_LOST);
+}
+
+/* Lua numbers are doubles: 2^53 + 1 reads as 2^53, and a counter of 2^53
+ * would not look below a floor of 2^53 + 1. The floor is compared as the
+ * decimal it is, so the raised fence is above it. */
+static void test_a_floor_past_2_to_the_53_is_compared_exactly(void **state)
+{
+    (void)state;
+    dlock_opts o = opts(5000);
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire(client, "f:exact", &o, &h), DLOCK_OK);
+    dlock_names names;
+    dlock_names_of("f:exact", &names);
+    assert_int_equal(th_redis_int(&redis, "SET %s 9007199254740992", names.fence), 0);
+    assert_int_equal(dlock_fence_raise(h, 9007199254740993LL), DLOCK_OK);
+    assert_int_equal(dlock_fence(h), 9007199254740994LL);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    th_redis_int(&redis, "DEL %s", names.fence);
+}
+
+static void test_a_multi_lock_raises_the_key_it_is_asked_for(void **state)
+{
+    (void)state;
+    int64_t row = fence_from_the_future("f:multi:b");
+    const char *keys[] = {"f:multi:b", "f:multi:a"};
+    dlock_opts o = opts(5000);
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire_multi(client, keys, 2, &o, &h), DLOCK_OK);
+    assert_string_equal(dlock_key_at(h, 1), "f:multi:b"); /* canonical order */
+    int64_t a = dlock_fence_at(h, 0);
+    assert_int_equal(dlock_fence_raise_at(h, 1, row), DLOCK_OK);
+    assert_int_equal(dlock_fence_at(h, 1), row + 1);
+    assert_int_equal(dlock_fence_at(h, 0), a);
+    assert_int_equal(dlock_fence_raise_at(h, 2, row), DLOCK_ERR_INVALID);
+    assert_int_equal(dlock_fence_raise_at(h, -1, row), DLOCK_ERR_INVALID);
+    assert_int_equal(dlock_fence_raise_at(h, 0, INT64_MAX), DLOCK_ERR_INVALID);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+}
+
+/* A nested hold's fence is its outermost hold's: raised through either. */
+static void test_a_nested_hold_raises_the_outermost_fence(void **state)
+{
+    (void)state;
+    int64_t row = fence_from_the_future("f:nested");
+    dlock_opts o = opts(5000);
+    o.reentrant = 1;
+    dlock_handle *outer, *inner;
+    assert_int_equal(dlock_acquire(client, "f:nested", &o, &outer), DLOCK_OK);
+    assert_int_equal(dlock_acquire(client, "f:nested", &o, &inner), DLOCK_OK);
+    assert_int_equal(dlock_fence_raise(inner, row), DLOCK_OK);
+    assert_int_equal(dlock_fence(outer), row + 1);
+    assert_int_equal(dlock_fence(inner), row + 1);
+    assert_int_equal(dlock_release(inner), DLOCK_OK);
+    assert_int_equal(dlock_release(outer), DLOCK_OK);
+}
+
+struct waiter {
+    const char *key;
+    int rc, seq;
+    int64_t fence;
+    pthread_t thread;
+};
+
+static void *wait_for_key(void *arg)
+{
+    struct waiter *w = arg;
+    dlock_opts o = opts(5000);
+    dlock_handle *h;
+    w->rc = dlock_acquire(client, w->key, &o, &h);
+    if (w->rc == DLOCK_OK) {
+        w->seq = dlock_handoff_seq(h);
+        w->fence = dlock_fence(h);
+        dlock_release(h);
+    }
+    return NULL;
+}
+
+/* A lease handed to a local waiter keeps its raised fence: (fence, seq)
+ * keeps growing in the order of holding. A waiter that was not in line yet
+ * when the key went (a busy machine) takes it from Redis, with a larger
+ * fence still; then the round is tried again, waiting longer. */
+static void test_a_hand_off_passes_the_raised_fence_on(void **state)
+{
+    (void)state;
+    dlock_opts o = opts(5000);
+    o.handoff_ms = 10000; /* however slow the machine, the waiter is handed the lease */
+    int handed = 0;
+    for (int round = 1; round <= 8 && !handed; round++) {
+        int64_t row = fence_from_the_future("f:handoff");
+        dlock_handle *h;
+        assert_int_equal(dlock_acquire(client, "f:handoff", &o, &h), DLOCK_OK);
+        struct waiter w = {.key = "f:handoff", .rc = -99};
+        pthread_create(&w.thread, NULL, wait_for_key, &w);
+        th_sleep_ms(50 * round); /* in the local line, by then */
+        assert_int_equal(dlock_fence_raise(h, row), DLOCK_OK);
+        assert_int_equal(dlock_release(h), DLOCK_OK);
+        pthread_join(w.thread, NULL);
+        assert_int_equal(w.rc, DLOCK_OK);
+        handed = w.seq == 1;
+        if (handed)
+            assert_int_equal(w.fence, row + 1);
+        else
+            assert_true(w.fence > row + 1);
+    }
+    assert_true(handed);
+}
+
+/* A permit or a read or write hold raises the counter its kind draws from,
+ * only while its lease stands: a permit that was taken away gets nothing. */
+static void test_semaphore_and_read_write_holders_raise_their_fence(void **state)
+{
+    (void)state;
+    dlock_opts o = opts(5000);
+    dlock_handle *p, *q, *r, *w;
+    int64_t row = th_redis_now_us(&redis) + AHEAD_US;
+    assert_int_equal(dlock_sem_acquire(client, "f:sem", 2, &o, &p), DLOCK_OK);
+    assert_int_equal(dlock_sem_acquire(client, "f:sem", 2, &o, &q), DLOCK_OK);
+    assert_int_equal(dlock_fence_raise(p, row), DLOCK_OK);
+    assert_int_equal(dlock_fence(p), row + 1);
+    assert_int_equal(th_redis_int(&redis, "ZREM f:sem %s", dlock_token(q)), 1);
+    assert_int_equal(dlock_fence_raise(q, row), DLOCK_ERR_LOST);
+    assert_int_equal(dlock_release(q), DLOCK_ERR_LOST);
+    assert_int_equal(dlock_release(p), DLOCK_OK);
+
+    assert_int_equal(dlock_acquire_read(client, "f:rw", &o, &r), DLOCK_OK);
+    assert_int_equal(dlock_fence_raise(r, row), DLOCK_OK);
+    assert_int_equal(dlock_fence(r), row + 1);
+    assert_int_equal(dlock_release(r), DLOCK_OK);
+    assert_int_equal(dlock_acquire_write(client, "f:rw", &o, &w), DLOCK_OK);
+    assert_true(dlock_fence(w) > row + 1); /* one counter for readers and writers */
+    assert_int_equal(dlock_fence_raise(w, row + 100), DLOCK_OK);
+    assert_int_equal(dlock_fence(w), row + 101);
+    assert_int_equal(dlock_release(w), DLOCK_OK);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_holder_raises_its_fence_past_a_token_from_the_future),
+        cmocka_unit_test(test_a_holder_whose_key_moved_on_gets_no_fence),
+        cmocka_unit_test(test_a_holder_whose_key_expired_gets_no_fence),
+        cmocka_unit_test(test_a_floor_past_2_to_the_53_is_compared_exactly),
+        cmocka_unit_test(test_a_multi_lock_raises_the_key_it_is_asked_for),
+        cmocka_unit_test(test_a_nested_hold_raises_the_outermost_fence),
+        cmocka_unit_test(test_a_hand_off_passes_the_raised_fence_on),
+        cmocka_unit_test(test_semaphore_and_read_write_holders_raise_their_fence),
+    };
+    th_lock_suite(&redis, &client);
+    int failed = cmocka_run_group_tests_name("lock, fence raise", tests, th_lock_group_setup,
+                                             th_lock_group_teardown);
+    th_redis_stop(&redis, 0);
+    return failed;
+}
