@@ -702,9 +702,8 @@ static void test_waiters_of_other_processes_get_the_key_in_arrival_order(void **
 {
     (void)state;
     dlock_opts o = opts(5000, 0), wait = opts(5000, 10000);
-    wait.retry_ms = 1000; /* only the grant should wake them */
-    o.retry_ms = 1000; /* its release's grant waits 2.1 s to be claimed, not 120 ms: a
-                        * grant that lapses costs its waiter its place (see th_lock_fifo) */
+    wait.retry_ms = 1000; /* only the grant should wake them; it lasts their own 2.1 s grace,
+                           * though the holder's retry_ms (10) gives a grace of 120 ms */
     dlock_handle *h;
     dlock_names names;
     dlock_names_of("t:fifo", &names);
