@@ -3,6 +3,7 @@
  * the client's clean-up thread (lock/orphans.c) must give its token up so
  * that the key is never left held by nobody. In both wait modes. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -28,6 +29,48 @@ static const char *mode_key(char *buf, size_t size, const char *name)
 {
     snprintf(buf, size, "%s:%d", name, wait_mode);
     return buf;
+}
+
+/* Redis is stopped while an acquire is on its way; the client gives up after
+ * its 200 ms command timeout and hands the token to its clean-up thread,
+ * whose give-back Redis can't answer either. Resumed, Redis runs the
+ * acquire first (it came first): the key is taken for a 30 s lease by a
+ * token nobody holds, until the give-back after it releases it. That the
+ * stopped script did run is checked (its fence), so that the test can't
+ * pass by the script never running. */
+static void test_an_acquire_run_after_its_timeout_is_released_by_its_give_back(void **state)
+{
+    (void)state;
+    char key[32];
+    mode_key(key, sizeof(key), "t:orphan");
+    dlock_names names;
+    dlock_names_of(key, &names);
+    dlock_config cfg;
+    dlock_config_defaults(&cfg);
+    cfg.port = redis.port;
+    cfg.command_timeout_ms = 200;
+    dlock_client *impatient;
+    assert_int_equal(dlock_client_new(&cfg, &impatient), DLOCK_OK);
+    dlock_opts o = opts(30000, 0);
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire(impatient, key, &o, &h), DLOCK_OK); /* warm pool */
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    long long fence = th_redis_int(&redis, "GET %s", names.fence);
+    th_signal(redis.pid, SIGSTOP, 0);
+    assert_int_equal(dlock_acquire(impatient, key, &o, &h), DLOCK_ERR_REDIS);
+    th_sleep_ms(300); /* the first give-back waits in Redis too, behind the acquire */
+    th_signal(redis.pid, SIGCONT, 0);
+    int64_t until = th_now_ms() + 5000;
+    while (th_redis_int(&redis, "GET %s", names.fence) == fence && th_now_ms() < until)
+        th_sleep_ms(5);
+    assert_true(th_redis_int(&redis, "GET %s", names.fence) > fence); /* it ran */
+    o.wait_ms = 3000; /* not the 30 s lease: a hang bound only */
+    assert_int_equal(dlock_acquire(client, key, &o, &h), DLOCK_OK);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    dlock_stats s;
+    dlock_stats_read(impatient, &s);
+    assert_int_equal(s.orphaned, 1);
+    dlock_client_free(impatient);
 }
 
 /* Redis is out of reach for five leases (of 500 ms) while an acquire is on
@@ -74,6 +117,7 @@ static void test_an_acquire_that_arrives_after_a_long_outage_never_holds_the_key
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_an_acquire_run_after_its_timeout_is_released_by_its_give_back),
         cmocka_unit_test(test_an_acquire_that_arrives_after_a_long_outage_never_holds_the_key),
     };
     th_lock_suite(&redis, &client);
