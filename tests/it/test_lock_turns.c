@@ -266,8 +266,10 @@ static void test_a_waiter_stalled_past_the_releasers_grace_keeps_its_turn(void *
         assert_int_equal(queued(key), i + 1);
     }
     th_signal(pid[0], SIGSTOP, 0);
-    for (int64_t until = th_now_ms() + 5000; th_proc_state(pid[0]) != 'T';)
+    for (int64_t until = th_now_ms() + 5000; th_proc_state(pid[0]) != 'T';) {
         assert_true(th_now_ms() < until);
+        th_sleep_ms(2);
+    }
     assert_int_equal(dlock_release(h), DLOCK_OK);
     th_sleep_ms(600);
     th_signal(pid[0], SIGCONT, 0);
