@@ -15,8 +15,6 @@ rev=${1:?usage: bench/fifo.sh REV [BLOCKS] [ROUNDS] [WAITERS]}
 blocks=${2:-5}
 rounds=${3:-40}
 waiters=${4:-4}
-CC=${CC:-cc}
-PKG_CONFIG=${PKG_CONFIG:-pkg-config}
 
 STACK_DIR=$(mktemp -d "${TMPDIR:-/tmp}/fifo.XXXXXX")
 trap 'stack_stop; rm -rf "$STACK_DIR"' EXIT

@@ -60,48 +60,34 @@ static dlock_opts opts(int retry_ms)
     return o;
 }
 
-/* The holder: takes the key, says so, releases it when told. */
-static int hold(int retry_ms)
+/* A process's turn: takes the key; the holder (id -1) says so and releases
+ * it when told, a waiter notes its place and holds it 20 ms. */
+static int take(int id, int retry_ms)
 {
     dlock_client *c = client();
     dlock_opts o = opts(retry_ms);
     dlock_handle *h;
     if (c == NULL || dlock_acquire(c, KEY, &o, &h) != DLOCK_OK)
         return 1;
-    atomic_store(&sh->held, 1);
-    while (!atomic_load(&sh->release))
-        sleep_ms(1);
+    if (id < 0) {
+        atomic_store(&sh->held, 1);
+        while (!atomic_load(&sh->release))
+            sleep_ms(1);
+    } else {
+        sh->order[atomic_fetch_add(&sh->n, 1)] = id;
+        sleep_ms(20);
+    }
     int rc = dlock_release(h);
     dlock_client_free(c);
     return rc == DLOCK_OK ? 0 : 1;
 }
 
-static int wait_turn(int id, int retry_ms)
-{
-    dlock_client *c = client();
-    dlock_opts o = opts(retry_ms);
-    dlock_handle *h;
-    if (c == NULL || dlock_acquire(c, KEY, &o, &h) != DLOCK_OK)
-        return 1;
-    sh->order[atomic_fetch_add(&sh->n, 1)] = id;
-    sleep_ms(20);
-    int rc = dlock_release(h);
-    dlock_client_free(c);
-    return rc == DLOCK_OK ? 0 : 1;
-}
-
-static pid_t spawn(int (*body)(int, int), int a, int b)
+static pid_t spawn(int id, int retry_ms)
 {
     pid_t pid = fork();
     if (pid == 0)
-        _exit(body(a, b));
+        _exit(take(id, retry_ms));
     return pid;
-}
-
-static int hold_body(int retry_ms, int unused)
-{
-    (void)unused;
-    return hold(retry_ms);
 }
 
 static long long queued(redisContext *r)
@@ -131,10 +117,10 @@ static int round_once(redisContext *r, int waiters, int holder_retry, int waiter
     atomic_store(&sh->release, 0);
     atomic_store(&sh->n, 0);
     pid_t pids[MAX_WAITERS + 1];
-    pids[0] = spawn(hold_body, holder_retry, 0);
+    pids[0] = spawn(-1, holder_retry);
     wait_for(NULL, 0);
     for (int i = 0; i < waiters; i++) {
-        pids[i + 1] = spawn(wait_turn, i, waiter_retry);
+        pids[i + 1] = spawn(i, waiter_retry);
         wait_for(r, i + 1);
     }
     atomic_store(&sh->release, 1);

@@ -13,8 +13,6 @@ cd "$(dirname "$0")/.."
 rev=${1:?usage: bench/lock_ab.sh REV [ROUNDS] [WINDOW_MS]}
 rounds=${2:-40}
 window=${3:-250}
-CC=${CC:-cc}
-PKG_CONFIG=${PKG_CONFIG:-pkg-config}
 
 STACK_DIR=$(mktemp -d "${TMPDIR:-/tmp}/lock-ab.XXXXXX")
 trap 'stack_stop; rm -rf "$STACK_DIR"' EXIT
