@@ -227,6 +227,10 @@ $(BUILD)/bench/lockbench: bench/lockbench.c $(BUILD)/libdlock.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libdlock.a $(LIBS_LOCK)
 
+$(BUILD)/bench/fifobench: bench/fifobench.c $(BUILD)/libdlock.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libdlock.a $(LIBS_LOCK)
+
 clean:
 	rm -rf build
 

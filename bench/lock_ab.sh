@@ -9,11 +9,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/stack.sh
+. bench/rev_lock.sh
 rev=${1:?usage: bench/lock_ab.sh REV [ROUNDS] [WINDOW_MS]}
 rounds=${2:-40}
 window=${3:-250}
-CC=${CC:-cc}
-PKG_CONFIG=${PKG_CONFIG:-pkg-config}
 
 STACK_DIR=$(mktemp -d "${TMPDIR:-/tmp}/lock-ab.XXXXXX")
 trap 'stack_stop; rm -rf "$STACK_DIR"' EXIT
@@ -35,13 +34,8 @@ if ! join -t $'\t' <(git show "$rev:lock/dlock.h" | structs) <(structs <lock/dlo
 fi
 
 base=$STACK_DIR/base
-mkdir -p "$base"
-git archive "$rev" lock | tar -x -C "$base"
-flags="-std=c11 -O2 -g -pthread -D_GNU_SOURCE $($PKG_CONFIG --cflags hiredis)"
-for c in "$base"/lock/*.c; do
-    $CC $flags -I"$base" -c -o "${c%.c}.o" "$c"
-done
-ar rcs "$base/libdlock.a" "$base"/lock/*.o
+rev_lock "$rev" "$base"
+flags=$rev_flags
 nm -g --defined-only "$base/libdlock.a" | awk 'NF == 3 {print $3, "base_" $3}' | sort -u \
     >"$base/rename"
 objcopy --redefine-syms="$base/rename" "$base/libdlock.a"

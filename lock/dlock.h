@@ -139,7 +139,14 @@ typedef struct dlock_config {
 typedef struct dlock_opts {
     int lease_ms;     /* 30000: the key's TTL (PX); renewed at lease_ms/3 while held */
     int wait_ms;      /* 10000: how long acquire keeps trying; 0 = try exactly once */
-    int retry_ms;     /* 100: pause between tries, randomised to 0.5x..1.5x */
+    int retry_ms;     /* 100: pause between tries, randomised to 0.5x..1.5x. Notify
+                       * mode: a waiter's grace is 2 retry_ms + 100; it stays in
+                       * line that long after each try, and a release's grant to
+                       * it lasts at least that (at most lease_ms), whatever the
+                       * releaser's retry_ms, or it would lose its place sooner
+                       * than a silent waiter does. So a waiter that died holds
+                       * the key up for about two of its graces at most: its place
+                       * until it drops out, then the grant that lapses */
     int max_renewals; /* 30: renewals before the holder is interrupted; 0 = never */
     int watchdog;     /* 1: renew while held; 0: the lease simply runs out */
     int wait_mode;    /* DLOCK_WAIT_NOTIFY (default) or DLOCK_WAIT_SPIN */

@@ -129,8 +129,7 @@ int dlock_keep_ms(int lease_ms)
     return ms < INT32_MAX ? (int)ms : INT32_MAX;
 }
 
-/* How long a release's (or a give-back's) grant waits to be claimed. */
-static int grant_ms(const struct dlock_lease *l)
+int dlock_lease_grant_ms(const struct dlock_lease *l)
 {
     int grace = dlock_grace_ms(l->retry_ms);
     return grace < l->lease_ms ? grace : l->lease_ms;
@@ -144,7 +143,7 @@ int dlock_lease_try(dlock_quorum *q, struct dlock_lease *l, int queue, int64_t *
                                  .queue_ms = queue ? dlock_grace_ms(l->retry_ms) : 0,
                                  .keep_ms = dlock_keep_ms(l->lease_ms),
                                  .queue_score = l->queue_score,
-                                 .grant_ms = grant_ms(l)};
+                                 .grant_ms = dlock_lease_grant_ms(l)};
     int64_t sent_at = dlock_now_ms(); /* the lease can't have started before this */
     a.sent_ms = sent_at;
     dlock_acquired got;
@@ -192,11 +191,11 @@ int dlock_lease_give_back(dlock_quorum *q, const struct dlock_lease *l)
 int dlock_lease_release(dlock_quorum *q, const struct dlock_lease *l, int leaving,
                         const struct dlock_next *next, int *queued)
 {
-    dlock_node_release_args a = {l->key, l->token, grant_ms(l), leaving,
-                                 dlock_keep_ms(l->lease_ms), 0, NULL, 0, 0, 0};
+    dlock_node_release_args a = {l->key, l->token, dlock_lease_grant_ms(l), leaving,
+                                 dlock_keep_ms(l->lease_ms), 0, NULL, 0, 0, 0, 0};
     if (next)
         a.next = next->token, a.next_queue_ms = next->queue_ms, a.next_score = next->queue_score,
-        a.next_sent_ms = dlock_now_ms();
+        a.next_sent_ms = dlock_now_ms(), a.next_grant_ms = next->grant_ms;
     int in_line;
     int rc = dlock_quorum_release(q, &a, &in_line);
     if (queued)

@@ -89,6 +89,13 @@ struct dlock_handle {
  * release's grant waits to be claimed: two jittered retry intervals and some. */
 static inline int dlock_grace_ms(int retry_ms) { return 2 * retry_ms + 100; }
 
+/* How long a grant of l's lasts at least, to be claimed: l's grace, at most
+ * its lease. A release by l grants this long; a grant to l's token, when it
+ * waits in line, at least this long too (the script keeps it with the
+ * token's deadline), so that a waiter never loses its grant sooner than it
+ * would lose its place in line. */
+int dlock_lease_grant_ms(const struct dlock_lease *l);
+
 /* A new lease for key (copied) with a fresh random token, not yet acquired.
  * NULL when out of memory. Freed with free(). */
 struct dlock_lease *dlock_lease_new(const char *key, const dlock_opts *o);
@@ -136,7 +143,7 @@ int dlock_lease_try(dlock_quorum *q, struct dlock_lease *l, int queue, int64_t *
  * as the waiter may leave while the release is on its way. */
 struct dlock_next {
     char token[DLOCK_TOKEN_LEN + 1];
-    int queue_ms;
+    int queue_ms, grant_ms;
     int64_t queue_score;
 };
 

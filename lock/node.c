@@ -507,9 +507,10 @@ void dlock_node_release_begin(dlock_node *n, const dlock_node_release_args *a,
     call->argv[11] = call->text, call->lens[11] = 0;
     call->text[0] = '\0';
     if (a->next)
-        call->lens[11] = (size_t)snprintf(call->text, sizeof(call->text), "%.*s:%d:%lld:%lld",
+        call->lens[11] = (size_t)snprintf(call->text, sizeof(call->text), "%.*s:%d:%lld:%lld:%d",
                                           DLOCK_TOKEN_LEN, a->next, a->next_queue_ms,
-                                          (long long)a->next_score, (long long)a->next_sent_ms);
+                                          (long long)a->next_score, (long long)a->next_sent_ms,
+                                          a->next_grant_ms);
     call_script(call, DLOCK_SCRIPT_RELEASE, 5, 12);
     call_send(call);
 }

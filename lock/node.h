@@ -53,7 +53,7 @@ typedef struct dlock_node_call {
     const char *argv[DLOCK_NODE_ARGS_MAX];
     size_t lens[DLOCK_NODE_ARGS_MAX];
     char num[6][24];     /* the call's numeric arguments as text */
-    char text[96];       /* and a composite one */
+    char text[128];      /* and a composite one */
     dlock_names names;
     int expect, got;     /* replies */
     redisReply *reply[DLOCK_MULTI_MAX];
@@ -111,14 +111,16 @@ int dlock_node_acquire_end(dlock_node_call *call, dlock_acquired *out);
  * key went to another waiter, next (when not NULL: the token of this
  * process's next local waiter) takes its place in line behind the others,
  * as its own acquire would have, with a deadline of next_queue_ms,
- * next_score as its place (0: by the server's clock) and next_sent_ms as
- * its acquire's sent_ms. */
+ * next_score as its place (0: by the server's clock), next_sent_ms as
+ * its acquire's sent_ms and next_grant_ms as the least a grant to it lasts
+ * (its own acquire's min(queue_ms, lease_ms)). A grant lasts the longer of
+ * grant_ms and the waiter's own. */
 typedef struct dlock_node_release_args {
     const char *key, *token;
     int grant_ms, leaving, keep_ms;
     int64_t seed_slack_us; /* as for acquire, for the fence a grant issues */
     const char *next;
-    int next_queue_ms;
+    int next_queue_ms, next_grant_ms;
     int64_t next_score, next_sent_ms;
 } dlock_node_release_args;
 

@@ -1,7 +1,8 @@
 /* orphans.c - the clean-up thread for tokens whose state in Redis is unknown
  * (see orphans.h). A pending token is a lease on a list of its own, with
- * next_renew_ms as its next try, valid_until_ms as the time after which its
- * key must have expired anyway, and renewals counting its tries. */
+ * next_renew_ms as its next try, valid_until_ms as the time after which a
+ * permit's, reader's or writer's key must have expired anyway, and renewals
+ * counting its tries. */
 #include "orphans.h"
 
 #include <stdlib.h>
@@ -61,10 +62,26 @@ static void append(dlock_orphans *o, struct dlock_lease *l)
     o->count++;
 }
 
+/* Whether l must be tried again after its give-back answered rc. A lock's
+ * token is done with only once Redis answered (a majority, with several
+ * servers): released or not ours, it is marked gone there, so its acquire,
+ * wherever it still is, can never take the key. However long Redis stays
+ * out of reach until then, the token stays: dropped after its lease, as it
+ * was, its acquire could still arrive late (a partition that heals, a
+ * proxy) and hold the key for nobody for a whole lease. A permit's,
+ * reader's or writer's release has no gone mark: it is tried while its
+ * lease may still run and Redis could not be asked - or answered that the
+ * token holds nothing, as an acquire of it still on its way may yet take a
+ * permit or the key. */
+static int give_back_again(const struct dlock_lease *l, int rc, int64_t now)
+{
+    if (l->kind == DLOCK_LEASE_LOCK)
+        return rc != DLOCK_OK && rc != DLOCK_ERR_LOST;
+    return (rc == DLOCK_ERR_REDIS || rc == DLOCK_ERR_LOST) && now < l->valid_until_ms;
+}
+
 /* Tries l's release once, without the mutex; it goes back on the list with
- * its next try while its lease may still run and Redis could not be asked -
- * or, for a claim, answered that the token holds nothing: with no gone mark,
- * an acquire of it still on its way may yet take a permit or the key. */
+ * its next try when give_back_again says so. */
 static void try_one(dlock_orphans *o, struct dlock_lease *l)
 {
     unlink_orphan(o, l);
@@ -72,8 +89,7 @@ static void try_one(dlock_orphans *o, struct dlock_lease *l)
     int rc = dlock_lease_give_back(o->quorum, l);
     pthread_mutex_lock(&o->mu);
     int64_t now = dlock_now_ms();
-    int again = rc == DLOCK_ERR_REDIS || (rc == DLOCK_ERR_LOST && l->kind != DLOCK_LEASE_LOCK);
-    if (again && now < l->valid_until_ms && !o->stop) {
+    if (give_back_again(l, rc, now) && !o->stop) {
         l->next_renew_ms = now + backoff_ms(++l->renewals);
         append(o, l);
     } else {
@@ -139,7 +155,7 @@ void dlock_orphans_add(dlock_orphans *o, struct dlock_lease *l)
 {
     int64_t now = dlock_now_ms();
     l->next_renew_ms = now;                /* first try: at once */
-    l->valid_until_ms = now + l->lease_ms; /* after that the key expired anyway */
+    l->valid_until_ms = now + l->lease_ms; /* a permit's: after that it expired anyway */
     l->renewals = 0;
     struct dlock_lease *dropped = NULL;
     pthread_mutex_lock(&o->mu);

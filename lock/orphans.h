@@ -2,14 +2,16 @@
  * that was sent but whose reply never came (a timeout, a broken connection)
  * may still run, now or later. One thread per client runs the release
  * script for each such token (dlock_lease_give_back): a lock's as "given
- * up": if the key is ours it is released, and the token is marked gone, so
- * an acquire of it still on its way can never take the key; a permit's,
- * reader's or writer's by its own release, which has no gone mark, so it is
- * tried again (backing off to every 2 s) until its lease would have run out:
- * an acquire that lands late holds at most until the next try. It retries
- * with backoff until Redis answers (a claim: until the lease would have
- * expired anyway), on connections of its own, so lease renewals never wait
- * behind it.
+ * up": if the key is ours it is released, and the token is marked gone (for
+ * DLOCK_KEEP_LEASES leases), so an acquire of it still on its way can never
+ * take the key. It is tried (backing off to every 2 s) until Redis answers,
+ * however long Redis is out of reach: only the gone mark stops an acquire
+ * that arrives after that. A permit's, reader's or writer's token goes by
+ * its own release, which has no gone mark, so it is tried again until its
+ * lease would have run out: an acquire that lands late holds at most until
+ * the next try (one that lands later still, after an outage longer than the
+ * lease, holds for its lease). The tries use the client's pool, not the
+ * watchdog's connections, so lease renewals never wait behind them.
  *
  * Only tokens that may have reached Redis belong here: when nothing was sent
  * (Redis refused the connection) there is nothing to undo. */

@@ -322,6 +322,7 @@ int dlock_queue_released(dlock_client *c, dlock_handle *h, struct dlock_next *ne
     memcpy(e->wait_token, w->spare->token, sizeof(e->wait_token));
     memcpy(next->token, w->spare->token, sizeof(next->token));
     next->queue_ms = dlock_grace_ms(w->spare->retry_ms);
+    next->grant_ms = dlock_lease_grant_ms(w->spare);
     next->queue_score = w->spare->queue_score;
     e->requeue = DLOCK_REQUEUE_PENDING;
     e->requeue_seen = e->releases; /* a grant to it from now on wakes it */

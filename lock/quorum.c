@@ -192,7 +192,7 @@ static void give_back(dlock_quorum *q, const dlock_node_acquire_args *a, const i
                       struct fanout *f)
 {
     dlock_node_release_args r = {a->key, a->token, a->grant_ms, 0, a->keep_ms,
-                                 a->seed_slack_us, NULL, 0, 0, 0};
+                                 a->seed_slack_us, NULL, 0, 0, 0, 0};
     fanout_init(f, q);
     for (int i = 0; i < q->n; i++)
         if (ok[i]) {

@@ -9,9 +9,10 @@
  * by arrival: with one server each newcomer scores one more than the last,
  * so two that arrive within one millisecond keep their order; with several
  * each waiter brings its own score, the same on every server, so that every
- * server puts the waiters in the same order), alive (HASH token -> deadline
- * in Redis ms), gone (ZSET of given-up tokens -> until when, in Redis ms,
- * they may not take the key).
+ * server puts the waiters in the same order), alive (HASH token ->
+ * "deadline:sent:grant": its deadline in Redis ms, its client's stamp, see
+ * the release, and how long a grant to it lasts), gone (ZSET of given-up
+ * tokens -> until when, in Redis ms, they may not take the key).
  *
  * A fence is one more than the counter, moved up to Redis's clock in
  * microseconds when it lags that by more than the slack. With one server
@@ -87,13 +88,16 @@
     "  local t = time()\n"                                                         \
     "  return t[1] .. string.format('%06d', tonumber(t[2]))\n"                     \
     "end\n"                                                                        \
-    "local function live(token, now)\n" /* and its stamp: see the release */     \
+    "local function live(token, now)\n" /* its stamp and grant: see the release */ \
     "  local v = redis.call('hget', KEYS[4], token) or ''\n"                       \
-    "  local deadline, sent = string.match(v, '^(%d+):?(%d*)$')\n"                 \
-    "  return deadline and tonumber(deadline) > now, sent or ''\n"                 \
+    "  local deadline, sent, grant = string.match(v, '^(%d+):?(%d*):?(%d*)$')\n"   \
+    "  local alive = deadline and tonumber(deadline) > now\n"                      \
+    "  return alive, sent or '', tonumber(grant) or 0\n"                           \
     "end\n"
 
-/* Acquire. ARGV: token, lease_ms, queue_ms (0: don't queue), keep_ms,
+/* Acquire. ARGV: token, lease_ms, queue_ms (0: don't queue; else how long
+ * the token stays in line without trying again, its grace, and, at most
+ * lease_ms, how long a release's grant to it lasts at least), keep_ms,
  * queue score (0: by Redis's clock in us, the arrival order at this one
  * server; a string, as Lua numbers lose digits on the way back to Redis),
  * seed slack in us, sent (the client's stamp for when it sent this, kept
@@ -143,7 +147,9 @@ static const char acquire_lua[] =
     "end\n"
     "if tonumber(ARGV[3]) > 0 then\n"
     "  redis.call('zadd', KEYS[3], 'NX', score_of(ARGV[5]), ARGV[1])\n" /* a refresh keeps its place */
-    "  redis.call('hset', KEYS[4], ARGV[1], (now_ms() + tonumber(ARGV[3])) .. ':' .. ARGV[7])\n"
+    "  local grant = math.min(tonumber(ARGV[3]), tonumber(ARGV[2]))\n" /* see the release */
+    "  local deadline = now_ms() + tonumber(ARGV[3])\n"
+    "  redis.call('hset', KEYS[4], ARGV[1], deadline .. ':' .. ARGV[7] .. ':' .. grant)\n"
     "  keep_line(ARGV[3])\n"
     "end\n"
     "if not holder then return {0, -1} end\n"
@@ -151,14 +157,19 @@ static const char acquire_lua[] =
 
 /* Release. ARGV: token, channel, grant_ms, leaving, keep_ms, seed slack in
  * us (for the fence of a grant), next ("" for none, else
- * "token:queue_ms:score:sent", each as for acquire: one argument, as each
- * costs the script a little). leaving is 1
+ * "token:queue_ms:score:sent:grant", each as for acquire, grant being
+ * min(queue_ms, its lease_ms): one argument, as each costs the script a
+ * little). leaving is 1
  * for a token given up (a waiter that stopped waiting, an acquire or release
  * whose reply was lost): it leaves the queue and is marked gone for keep_ms,
  * so that an acquire of it still on its way (a connection that timed out
  * may deliver it later) can never take the key. Only our own key is touched:
- * it goes to the first live waiter for grant_ms (it restarts the lease when
- * it claims it; waiters found dead on the way leave the line) or is
+ * it goes to the first live waiter (it restarts the lease when it claims it;
+ * waiters found dead on the way leave the line) for the longer of grant_ms
+ * and the waiter's own grant, stored with its deadline: a waiter may go
+ * silent in line for its grace, so a grant to it must not lapse sooner,
+ * whatever the releaser's retry_ms (a lapsed grant costs the waiter its
+ * place: it was taken out of the line to be granted), or is
  * deleted; the channel gets "token:fence:grant_ms:sent" of the new holder
  * (sent: the stamp its waiter's deadline was last written with, so the
  * grant came after the client's time sent; with one server all it needs
@@ -191,22 +202,25 @@ static const char release_lua[] =
     "  if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
     "  next = redis.call('zpopmin', KEYS[3])[1]\n"
     "end\n"
-    "local queued, now, alive, sent = next, nil, false, ''\n"
+    "local queued, now, alive, sent, grant = next, nil, false, '', 0\n"
     "while next do\n"
     "  now = now or now_ms()\n"
-    "  alive, sent = live(next, now)\n"
+    "  alive, sent, grant = live(next, now)\n"
     "  redis.call('hdel', KEYS[4], next)\n"
     "  if alive then break end\n"
     "  next = redis.call('zpopmin', KEYS[3])[1]\n"
     "end\n"
     "if next then\n"
-    "  redis.call('set', KEYS[1], next, 'PX', ARGV[3])\n"
+    "  grant = string.format('%d', math.max(tonumber(ARGV[3]), grant))\n"
+    "  redis.call('set', KEYS[1], next, 'PX', grant)\n"
     "  local fence = string.format('%d', next_fence(ARGV[5], ARGV[6]))\n"
-    "  redis.call('publish', ARGV[2], next .. ':' .. fence .. ':' .. ARGV[3] .. ':' .. sent)\n"
-    "  local mine, ms, score, stamp = string.match(ARGV[7], '^(%x+):(%d+):(%d+):(%d+)$')\n"
+    "  redis.call('publish', ARGV[2], next .. ':' .. fence .. ':' .. grant .. ':' .. sent)\n"
+    "  local mine, ms, score, stamp, its =\n"
+    "    string.match(ARGV[7], '^(%x+):(%d+):(%d+):(%d+):(%d+)$')\n"
     "  if mine and mine ~= next then\n"
     "    redis.call('zadd', KEYS[3], 'NX', score_of(score), mine)\n"
-    "    redis.call('hset', KEYS[4], mine, (now_ms() + tonumber(ms)) .. ':' .. stamp)\n"
+    "    local deadline = now_ms() + tonumber(ms)\n"
+    "    redis.call('hset', KEYS[4], mine, deadline .. ':' .. stamp .. ':' .. its)\n"
     "    keep_line(ms)\n"
     "    return 2\n"
     "  end\n"

@@ -101,9 +101,10 @@ long long th_lock_script_calls(const th_redis *r);
  * holds it 20 ms. Fills order with the waiters' indices in the order they got
  * it and returns how many did; *ms (may be NULL) is the time from the release
  * until every waiter was done. Out of order, it prints when each got the key.
- * h's release grants the key for its own grace (2 retry_ms + 100): a waiter
- * that claims a grant after it lapsed goes to the back of the line, so give h
- * a retry_ms that a loaded machine can't outlast. */
+ * A grant lasts the longer of the releaser's and the waiter's grace (2
+ * retry_ms + 100): a waiter that claims a grant after it lapsed goes to the
+ * back of the line, so give the waiters a retry_ms that a loaded machine
+ * can't outlast. */
 int th_lock_fifo(const th_redis *servers, int nservers, dlock_handle *h, const char *key,
                  const dlock_opts *o, dlock_client *const *waiters, int n, int *order,
                  int64_t *ms);

@@ -6,6 +6,7 @@
  * can tell. */
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -63,6 +64,22 @@ static long long queued(const char *key)
     dlock_names names;
     dlock_names_of(key, &names);
     return th_redis_int(&redis, "ZCARD %s", names.queue);
+}
+
+/* How long a grant to the one token in key's line lasts at least: the last
+ * field of its entry in key:alive ("deadline:sent:grant"), or -1. */
+static long long grant_in_line(const char *key)
+{
+    dlock_names names;
+    dlock_names_of(key, &names);
+    redisContext *rc = th_redis_connect(&redis);
+    redisReply *r = redisCommand(rc, "HVALS %s", names.alive);
+    const char *last = r && r->type == REDIS_REPLY_ARRAY && r->elements == 1
+                           ? strrchr(r->element[0]->str, ':') : NULL;
+    long long ms = last ? atoll(last + 1) : -1;
+    freeReplyObject(r);
+    redisFree(rc);
+    return ms;
 }
 
 struct taker {
@@ -145,6 +162,7 @@ static void test_a_release_puts_the_next_local_waiter_in_line(void **state)
     int64_t fence = dlock_fence(a1);
     assert_int_equal(dlock_release(a1), DLOCK_OK);
     assert_int_equal(queued(key), 1); /* B left the line with the key, A2 took its place */
+    assert_int_equal(grant_in_line(key), 4100); /* a grant to A2 lasts its own grace */
     pthread_join(thb, NULL);
     pthread_join(tha, NULL);
     assert_int_equal(tb.rc, DLOCK_OK);
@@ -187,6 +205,87 @@ static void test_a_grant_taken_on_its_word_gets_its_whole_lease(void **state)
     assert_true(tb.fence > fence);
     dlock_client_free(a);
     dlock_client_free(b);
+}
+
+/* A helper process's body: waits for key (retry_ms 1000, so only a grant
+ * wakes it within the test), then says so (RPUSH key:order id), holds it
+ * 20 ms and releases it. Returns 0, or 1 when it did not get the key. */
+static int wait_turn_and_say_so(int port, const char *key, const char *id)
+{
+    dlock_client *c = th_lock_client_at(port);
+    dlock_opts o = opts(1000, 0);
+    dlock_handle *h;
+    if (c == NULL || dlock_acquire(c, key, &o, &h) != DLOCK_OK)
+        return 1;
+    redisContext *rc = redisConnect("127.0.0.1", port);
+    freeReplyObject(redisCommand(rc, "RPUSH %s:order %s", key, id));
+    redisFree(rc);
+    th_sleep_ms(20);
+    int rc_release = dlock_release(h);
+    dlock_client_free(c);
+    return rc_release == DLOCK_OK ? 0 : 1;
+}
+
+/* Subscribers of key's release channel. */
+static long long listeners(const char *key)
+{
+    dlock_names names;
+    dlock_names_of(key, &names);
+    redisContext *rc = th_redis_connect(&redis);
+    redisReply *r = redisCommand(rc, "PUBSUB NUMSUB %s", names.channel);
+    long long n = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2
+                      ? r->element[1]->integer : -1;
+    freeReplyObject(r);
+    redisFree(rc);
+    return n;
+}
+
+/* Two processes wait in line, each with retry_ms 1000 (a grace of 2.1 s
+ * in line); the holder's retry_ms is 10. The first waiter's process is
+ * stopped when the holder's release grants it the key, and resumes 600 ms
+ * later: past the holder's grace (120 ms), well within its own. Its grant
+ * must still stand, so it holds first: a grant lasts as long as the
+ * waiter's own grace, not only the releaser's. */
+static void test_a_waiter_stalled_past_the_releasers_grace_keeps_its_turn(void **state)
+{
+    (void)state;
+    const char *key = "t:stalled";
+    char port[16], order[2][8];
+    snprintf(port, sizeof(port), "%d", redis.port);
+    dlock_client *a = new_client();
+    dlock_opts o = opts(10, 0);
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire(a, key, &o, &h), DLOCK_OK);
+    pid_t pid[2];
+    for (int i = 0; i < 2; i++) {
+        pid[i] = th_lock_helper((const char *const[]){"--wait-turn", port, key, i ? "1" : "0",
+                                                       NULL});
+        int64_t until = th_now_ms() + 10000; /* in line, and listening */
+        while ((queued(key) != i + 1 || listeners(key) != i + 1) && th_now_ms() < until)
+            th_sleep_ms(2);
+        assert_int_equal(queued(key), i + 1);
+    }
+    th_signal(pid[0], SIGSTOP, 0);
+    for (int64_t until = th_now_ms() + 5000; th_proc_state(pid[0]) != 'T';) {
+        assert_true(th_now_ms() < until);
+        th_sleep_ms(2);
+    }
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    th_sleep_ms(600);
+    th_signal(pid[0], SIGCONT, 0);
+    assert_int_equal(th_wait(pid[0], 20000), 0);
+    assert_int_equal(th_wait(pid[1], 20000), 0);
+    redisContext *rc = th_redis_connect(&redis);
+    redisReply *r = redisCommand(rc, "LRANGE %s:order 0 -1", key);
+    for (int i = 0; i < 2; i++)
+        snprintf(order[i], sizeof(order[i]), "%s",
+                 r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[i]->str : "-");
+    freeReplyObject(r);
+    redisFree(rc);
+    print_message("holders in turn: %s, %s\n", order[0], order[1]);
+    assert_string_equal(order[0], "0");
+    assert_string_equal(order[1], "1");
+    dlock_client_free(a);
 }
 
 #define PROCS 4
@@ -278,11 +377,14 @@ static void test_the_hand_off_bound_shrinks_when_other_processes_take_turns(void
     assert_true(shared <= 4);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 5 && strcmp(argv[1], "--wait-turn") == 0)
+        return wait_turn_and_say_so(atoi(argv[2]), argv[3], argv[4]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_release_puts_the_next_local_waiter_in_line),
         cmocka_unit_test(test_a_grant_taken_on_its_word_gets_its_whole_lease),
+        cmocka_unit_test(test_a_waiter_stalled_past_the_releasers_grace_keeps_its_turn),
         cmocka_unit_test(test_the_hand_off_bound_shrinks_when_other_processes_take_turns),
     };
     int failed = cmocka_run_group_tests_name("lock, turns between processes", tests,

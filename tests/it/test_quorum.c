@@ -396,9 +396,8 @@ static void test_waiters_of_other_processes_get_the_key_in_arrival_order(void **
     all_up();
     dlock_client *c = new_client(), *others[3];
     dlock_opts o = opts(5000, 0), wait = opts(5000, 10000);
-    wait.retry_ms = 1000; /* only the grant should wake them */
-    o.retry_ms = 1000; /* its release's grant waits 2.1 s to be claimed, not 120 ms: a
-                        * grant that lapses costs its waiter its place (see th_lock_fifo) */
+    wait.retry_ms = 1000; /* only the grant should wake them; it lasts their own 2.1 s grace,
+                           * though the holder's retry_ms (20) gives a grace of 140 ms */
     dlock_handle *h;
     assert_int_equal(dlock_acquire(c, "q:fifo", &o, &h), DLOCK_OK);
     for (int i = 0; i < 3; i++)
