@@ -3,7 +3,8 @@
  * group commit's shared transaction (a trigger the test plants aborts every
  * line of quantity 777), single lines and carts, beside orders of its own
  * batch and batches of other items; the same order off the batch path (workMs,
- * --lock atomic, --lock db). A failed order answers 500 storage_error and
+ * --lock atomic, --lock db); and the shared COMMIT itself (a deferred check
+ * fails on quantity 778). A failed order answers 500 storage_error and
  * leaves nothing: no order under its requestId, no order without lines,
  * every item's stock + sold as it started; its retry succeeds once the
  * fault is gone; the orders around it commit, and no order is acknowledged
@@ -43,6 +44,18 @@ static const char *const line_fault[2] = {
     "WHEN (NEW.quantity = 777) EXECUTE FUNCTION injected_fault()"};
 static const char *const line_fault_gone[2] = {
     "DROP TRIGGER injected_fault", "DROP TRIGGER injected_fault ON order_lines"};
+
+/* Fails the COMMIT of a transaction that wrote a line of quantity 778, and
+ * nothing before it: a deferred foreign key (SQLite), a deferred
+ * constraint trigger (PostgreSQL). */
+static const char *const commit_fault[2] = {
+    "CREATE TABLE commit_fault (item INTEGER REFERENCES items (id) DEFERRABLE INITIALLY "
+    "DEFERRED); CREATE TRIGGER commit_fault AFTER INSERT ON order_lines WHEN NEW.quantity = "
+    "778 BEGIN INSERT INTO commit_fault VALUES (-1); END",
+    "CREATE FUNCTION commit_fault() RETURNS trigger LANGUAGE plpgsql AS "
+    "$$ BEGIN RAISE EXCEPTION 'injected commit fault'; END $$; "
+    "CREATE CONSTRAINT TRIGGER commit_fault AFTER INSERT ON order_lines DEFERRABLE INITIALLY "
+    "DEFERRED FOR EACH ROW WHEN (NEW.quantity = 778) EXECUTE FUNCTION commit_fault()"};
 
 /* A test's database (SQLite or PostgreSQL, fresh) and its replicas: one in
  * redis mode (group commit, workMs allowed), one in atomic mode and, on
@@ -370,6 +383,33 @@ static void a_failed_cart_leaves_nothing(int on_pg)
     stop(&t);
 }
 
+/* The shared transaction's COMMIT fails: every order in it is answered
+ * 500, none is acknowledged, none is in the ledger. */
+static void a_failed_commit_acknowledges_nothing(int on_pg)
+{
+    struct setup t;
+    start(&t, on_pg, on_pg ? "commit_pg" : "commit");
+    long long ids[3], initial[3] = {100, 1000, 100};
+    for (int i = 0; i < 3; i++)
+        ids[i] = th_new_item(&t.redis, "whole", initial[i]);
+    db_exec(&t, commit_fault[on_pg]);
+    char bodies[ORDERS_MAX][BODY_MAX];
+    th_bg_reduce bg[ORDERS_MAX];
+    th_order_body(bodies[0], BODY_MAX, &ids[0], (int[]){1}, 1, NULL, 0);
+    th_order_body(bodies[1], BODY_MAX, &ids[1], (int[]){5}, 1, "commit-before", 0);
+    th_order_body(bodies[2], BODY_MAX, &ids[1], (int[]){778}, 1, "commit-fails", 0);
+    th_order_body(bodies[3], BODY_MAX, &ids[1], (int[]){5}, 1, "commit-after", 0);
+    th_order_body(bodies[4], BODY_MAX, &ids[2], (int[]){5}, 1, "commit-other", 0);
+    shared_transaction(&t, ids, bodies, 3, bg);
+    expect_answer(&bg[0], 201, NULL);
+    for (int i = 1; i < 5; i++)
+        expect_answer(&bg[i], 500, "storage_error");
+    expect_acknowledged_in_ledger(&t, bg, 5);
+    const char *failed[] = {"commit-before", "commit-fails", "commit-after", "commit-other"};
+    expect_whole(&t, failed, 4, 1, ids, initial, 3);
+    stop(&t);
+}
+
 static void test_sqlite_a_failed_line_in_a_batch_leaves_nothing(void **state)
 {
     (void)state;
@@ -394,6 +434,18 @@ static void test_postgres_a_failed_cart_in_a_batch_leaves_nothing(void **state)
     a_failed_cart_leaves_nothing(1);
 }
 
+static void test_sqlite_a_failed_group_commit_acknowledges_nothing(void **state)
+{
+    (void)state;
+    a_failed_commit_acknowledges_nothing(0);
+}
+
+static void test_postgres_a_failed_group_commit_acknowledges_nothing(void **state)
+{
+    (void)state;
+    a_failed_commit_acknowledges_nothing(1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -401,6 +453,8 @@ int main(void)
         cmocka_unit_test(test_postgres_a_failed_line_in_a_batch_leaves_nothing),
         cmocka_unit_test(test_sqlite_a_failed_cart_in_a_batch_leaves_nothing),
         cmocka_unit_test(test_postgres_a_failed_cart_in_a_batch_leaves_nothing),
+        cmocka_unit_test(test_sqlite_a_failed_group_commit_acknowledges_nothing),
+        cmocka_unit_test(test_postgres_a_failed_group_commit_acknowledges_nothing),
     };
     return cmocka_run_group_tests_name("whole orders", tests, group_setup, group_teardown);
 }
