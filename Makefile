@@ -61,7 +61,7 @@ help:
 	@echo "make test       deps, build, run every unit and integration test"
 	@echo "make asan       the same tests built with AddressSanitizer + UBSan (build/asan)"
 	@echo "make tsan       the same tests built with ThreadSanitizer (build/tsan)"
-	@echo "make mutants    each break of tests/mutants.txt must fail its suite (about 10 minutes)"
+	@echo "make mutants    each break of tests/mutants.txt must fail its suite (2-4 minutes)"
 	@echo "make fuzz       libFuzzer on the request parser and the router (FUZZ_SECONDS=60 each)"
 	@echo "make valgrind   a replica under valgrind through a short load; fails on a definite leak"
 	@echo "make demo       three stockd replicas + redis-server, loadgen scenarios, verdicts"
