@@ -51,7 +51,7 @@ endif
 
 .SECONDARY:
 .PHONY: all deps test check asan tsan fuzz valgrind demo demo-up demo-down bench clean help \
-        test-fresh docker-demo install uninstall
+        test-fresh docker-demo install uninstall mutants
 
 all: $(BINS)
 
@@ -61,6 +61,7 @@ help:
 	@echo "make test       deps, build, run every unit and integration test"
 	@echo "make asan       the same tests built with AddressSanitizer + UBSan (build/asan)"
 	@echo "make tsan       the same tests built with ThreadSanitizer (build/tsan)"
+	@echo "make mutants    each break of tests/mutants.txt must fail its suite (2-4 minutes)"
 	@echo "make fuzz       libFuzzer on the request parser and the router (FUZZ_SECONDS=60 each)"
 	@echo "make valgrind   a replica under valgrind through a short load; fails on a definite leak"
 	@echo "make demo       three stockd replicas + redis-server, loadgen scenarios, verdicts"
@@ -86,6 +87,10 @@ asan: deps
 
 tsan: deps
 	@$(MAKE) --no-print-directory check BUILD=build/tsan SANFLAGS="-fsanitize=thread"
+
+# The breaks are applied to a copy of the tree, built in build/mutants.
+mutants: deps
+	@scripts/mutants.sh
 
 valgrind: deps
 	@scripts/deps.sh valgrind

@@ -154,12 +154,7 @@ run() {
         kill "$sampler"
         wait "$sampler" 2>/dev/null || true
     fi
-    # stop this run's replicas (the lines added after pid_mark)
-    tail -n +"$((pid_mark + 1))" "$STACK_DIR/pids" | while read -r pid; do
-        kill -TERM "$pid"; while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
-    done
-    head -n "$pid_mark" "$STACK_DIR/pids" >"$STACK_DIR/pids.keep"
-    mv "$STACK_DIR/pids.keep" "$STACK_DIR/pids"
+    stack_stop_since "$pid_mark" # this run's replicas
     local verdict tp p50 p99
     verdict=$(grep -o 'VERDICT: [A-Z]*' "$STACK_DIR/out" || echo "VERDICT: ERROR")
     tp=$(json_number throughput "$json")

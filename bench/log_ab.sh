@@ -53,11 +53,7 @@ run() {
     c1=$(proc_ticks "${pids[@]}")
     grep -q "VERDICT: PASS" "$STACK_DIR/out" || { echo "log_ab: $1 did not PASS" >&2; exit 1; }
     tp=$(json_number throughput "$json")
-    for i in "${pids[@]}"; do
-        kill -TERM "$i"; while kill -0 "$i" 2>/dev/null; do sleep 0.05; done
-    done
-    head -n "$mark" "$STACK_DIR/pids" >"$STACK_DIR/pids.keep"
-    mv "$STACK_DIR/pids.keep" "$STACK_DIR/pids"
+    stack_stop_since "$mark"
     awk -v c=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" -v tp="$tp" -v d="$DURATION" \
         'BEGIN { printf "%.1f %.0f\n", c / hz * 1e6 / (tp * d), tp }'
 }

@@ -5,7 +5,8 @@
  * their own: one commit (one fsync) for the batches of every item that was
  * ready meanwhile. Each batch keeps its own lock and fences: its lock is
  * checked just before the commit and its rows are claimed with its tokens,
- * and a batch whose lock was lost is answered with that and left out. */
+ * and a batch whose lock was lost is answered with that and left out. Each
+ * order is written behind a savepoint: one that fails is undone alone. */
 #include <string.h>
 
 #include "service_internal.h"
@@ -94,17 +95,18 @@ static void undo_batch(struct batch *b, int64_t first_order, const service_resul
     }
 }
 
-/* One order of batch b, inside the transaction, against the stock left. */
-static void apply_job(service *s, store_conn *c, struct batch *b, int64_t *first_order,
-                      struct deduction *x)
+/* One order of batch b, inside the transaction, against the stock left:
+ * STORE_OK with x->out saying how it went (placed, replayed, refused), or
+ * the store failure that ended it (x->out says that too). */
+static int place_job(service *s, store_conn *c, struct batch *b, int64_t *first_order,
+                     struct deduction *x)
 {
     const req_order *r = x->r;
     struct batch_items *u = &b->u;
-    memset(x->out, 0, sizeof(*x->out));
     int rc = service_replayed(c, r, x->out);
     if (rc != STORE_ERR_NOT_FOUND) {
         service_from_order_store(x->out, rc, c, r);
-        return;
+        return rc == STORE_ERR_DUPLICATE ? STORE_OK : rc;
     }
     store_new_order o = service_new_order(s, r, b->h);
     for (int i = 0; i < r->nlines; i++) {
@@ -116,14 +118,32 @@ static void apply_job(service *s, store_conn *c, struct batch *b, int64_t *first
     }
     if (x->out->nshort) {
         service_insufficient(x->out);
-        return;
+        return STORE_OK;
     }
     rc = store_tx_add_order(c, &o, &x->out->order);
     if (service_from_order_store(x->out, rc, c, r) != SERVICE_OK)
-        return;
+        return rc == STORE_ERR_DUPLICATE ? STORE_OK : rc;
     for (int i = 0; i < r->nlines; i++)
         u->stock[item_index(u, r->lines[i].item_id)] -= r->lines[i].quantity;
     *first_order = *first_order ? *first_order : x->out->order.info.order_id;
+    return STORE_OK;
+}
+
+/* The order all or nothing in the shared transaction: a failed statement
+ * (a full disk, an I/O error, a constraint) would undo only itself on
+ * SQLite, leaving an order without its lines or a cart's first lines, and
+ * on PostgreSQL would abort the transaction of every batch. Going back to
+ * the savepoint taken before it undoes its writes alone: it answers its
+ * failure, the stock left is as before it, and the others still commit.
+ * Returns STORE_OK, or the failure of the transaction itself. */
+static int apply_job(service *s, store_conn *c, struct batch *b, int64_t *first_order,
+                     struct deduction *x)
+{
+    memset(x->out, 0, sizeof(*x->out));
+    int rc = store_tx_savepoint(c);
+    if (rc == STORE_OK && place_job(s, c, b, first_order, x) != STORE_OK)
+        rc = store_tx_rollback_to_savepoint(c);
+    return rc;
 }
 
 /* Claims every item of b (each with its own key's token) inside the
@@ -186,7 +206,7 @@ static int apply_batch(service *s, store_conn *c, struct batch *b, int64_t *firs
         return STORE_OK;
     }
     for (int j = 0; rc == STORE_OK && j < b->n; j++)
-        apply_job(s, c, b, first_order, job_of(b->jobs[j]));
+        rc = apply_job(s, c, b, first_order, job_of(b->jobs[j]));
     return rc;
 }
 

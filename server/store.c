@@ -338,6 +338,10 @@ int store_tx_add_order(store_conn *c, const store_new_order *o, store_order *out
     return c->be->tx_add_order(c, o, out);
 }
 
+int store_tx_savepoint(store_conn *c) { return c->be->tx_savepoint(c); }
+
+int store_tx_rollback_to_savepoint(store_conn *c) { return c->be->tx_rollback_to_savepoint(c); }
+
 int store_tx_commit(store_conn *c, const store_commit_check *check)
 {
     return c->be->tx_commit(c, check);

@@ -211,6 +211,20 @@ int store_tx_lock_stock(store_conn *c, int64_t item_id, int wait_ms, int64_t *st
  * earlier order in *out when its requestId was used (nothing added). */
 int store_tx_add_order(store_conn *c, const store_new_order *o, store_order *out);
 
+/* A savepoint in the open transaction, replacing the one before: what is
+ * written from now on can be undone alone (store_tx_rollback_to_savepoint)
+ * while the rest of the transaction stays. For a part that must be all or
+ * nothing inside a transaction shared with others (an order of group
+ * commit): a failed statement undoes only itself on SQLite, leaving the
+ * part's earlier writes, and on PostgreSQL it aborts the whole transaction
+ * unless rolled back to a savepoint. STORE_OK, or a failure (then abort). */
+int store_tx_savepoint(store_conn *c);
+
+/* Undoes everything written since the savepoint, a failed statement's
+ * writes too; the transaction is open and usable again and the savepoint
+ * stays. STORE_OK, or a failure (the transaction is lost: abort). */
+int store_tx_rollback_to_savepoint(store_conn *c);
+
 /* Commits unless check (may be NULL) vetoes; on any failure everything is
  * rolled back. A server that goes away during COMMIT leaves its outcome in
  * doubt: the store then finds out (by the transaction's first order) and

@@ -44,6 +44,8 @@ struct store_backend {
     int (*tx_take)(store_conn *c, int64_t item_id, int64_t quantity, int64_t *left);
     int (*tx_lock_stock)(store_conn *c, int64_t item_id, int wait_ms, int64_t *stock); /* or NULL */
     int (*tx_add_order)(store_conn *c, const store_new_order *o, store_order *out);
+    int (*tx_savepoint)(store_conn *c);
+    int (*tx_rollback_to_savepoint)(store_conn *c);
     int (*tx_commit)(store_conn *c, const store_commit_check *check);
     void (*tx_abort)(store_conn *c);
 };

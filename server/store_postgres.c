@@ -201,6 +201,36 @@ static int pg_tx_begin(store_conn *conn)
     int rc = pg_command(c, "BEGIN");
     c->in_tx = rc == STORE_OK;
     c->tx_first_order = 0;
+    c->savepoint = 0;
+    return rc;
+}
+
+/* The one before is released in the same round trip: savepoints would
+ * otherwise pile up, one per order of a transaction. */
+static int pg_tx_savepoint(store_conn *conn)
+{
+    pg_conn *c = CONN(conn);
+    if (!pg_in_transaction(c))
+        return STORE_ERR_IO;
+    int rc = pg_command(c, c->savepoint ? "RELEASE SAVEPOINT part; SAVEPOINT part"
+                                        : "SAVEPOINT part");
+    c->savepoint = rc == STORE_OK;
+    c->savepoint_first_order = c->tx_first_order;
+    return rc;
+}
+
+/* An order added since is undone: it can't be the one a COMMIT in doubt
+ * looks for. */
+static int pg_tx_rollback_to_savepoint(store_conn *conn)
+{
+    pg_conn *c = CONN(conn);
+    if (!pg_in_transaction(c))
+        return STORE_ERR_IO;
+    if (!c->savepoint)
+        snprintf(c->err, sizeof(c->err), "no savepoint to roll back to");
+    int rc = c->savepoint ? pg_command(c, "ROLLBACK TO SAVEPOINT part") : STORE_ERR_IO;
+    if (rc == STORE_OK)
+        c->tx_first_order = c->savepoint_first_order;
     return rc;
 }
 
@@ -431,6 +461,8 @@ const store_backend store_postgres = {
     .tx_take = pg_tx_take,
     .tx_lock_stock = pg_tx_lock_stock,
     .tx_add_order = pg_tx_add_order,
+    .tx_savepoint = pg_tx_savepoint,
+    .tx_rollback_to_savepoint = pg_tx_rollback_to_savepoint,
     .tx_commit = pg_tx_commit,
     .tx_abort = pg_tx_abort,
 };

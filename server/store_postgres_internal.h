@@ -50,6 +50,8 @@ typedef struct pg_conn {
     int pid;                /* the server's process for this session... */
     char started[48];       /* ...and when it started: together, this session */
     int64_t tx_first_order; /* the first order the open transaction added, or 0 */
+    int savepoint;          /* the open transaction has one... */
+    int64_t savepoint_first_order; /* ...and tx_first_order as it was then */
     char err[256];
 } pg_conn;
 

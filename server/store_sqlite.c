@@ -23,7 +23,7 @@ extern const struct store_migration store_sqlite_migrations[];
 extern const int store_sqlite_migrations_count;
 
 enum stmt_id {
-    ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_PING,
+    ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_SAVEPOINT, ST_RELEASE, ST_ROLLBACK_TO, ST_PING,
     ST_ITEM_INSERT, ST_ITEM_GET, ST_ITEM_LIST,
     ST_SET_STOCK, ST_SET_STOCK_FENCED, ST_STOCK_READ, ST_ROW_FENCE, ST_STOCK_CLAIM,
     ST_STOCK_WRITE_CLAIMED,
@@ -36,6 +36,9 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_BEGIN] = "BEGIN IMMEDIATE", /* take the write lock up front: no upgrade deadlocks */
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",
+    [ST_SAVEPOINT] = "SAVEPOINT part",
+    [ST_RELEASE] = "RELEASE part",
+    [ST_ROLLBACK_TO] = "ROLLBACK TO part",
     [ST_PING] = "SELECT 1",
     [ST_ITEM_INSERT] = "INSERT INTO items (name, stock) VALUES (?1, ?2)",
     [ST_ITEM_GET] = ITEM_SELECT "WHERE i.id = ?1 GROUP BY i.id",
@@ -68,6 +71,7 @@ typedef struct sqlite_conn {
     struct store_conn base;
     sqlite3 *db;
     sqlite3_stmt *stmt[ST_COUNT]; /* prepared on first use */
+    int savepoint;                /* the open transaction has one */
     char err[256];
 } sqlite_conn;
 
@@ -469,7 +473,33 @@ static int sq_tx_commit(store_conn *conn, const store_commit_check *check)
     return rc;
 }
 
-static int sq_tx_begin(store_conn *conn) { return run(CONN(conn), ST_BEGIN); }
+static int sq_tx_begin(store_conn *conn)
+{
+    CONN(conn)->savepoint = 0;
+    return run(CONN(conn), ST_BEGIN);
+}
+
+/* The one before is released first: savepoints would otherwise pile up,
+ * one per order of a transaction. */
+static int sq_tx_savepoint(store_conn *conn)
+{
+    sqlite_conn *c = CONN(conn);
+    int rc = in_transaction(c) ? STORE_OK : STORE_ERR_IO;
+    if (rc == STORE_OK && c->savepoint)
+        rc = run(c, ST_RELEASE);
+    if (rc == STORE_OK)
+        rc = run(c, ST_SAVEPOINT);
+    c->savepoint = rc == STORE_OK;
+    return rc;
+}
+
+static int sq_tx_rollback_to_savepoint(store_conn *conn)
+{
+    sqlite_conn *c = CONN(conn);
+    if (in_transaction(c) && !c->savepoint)
+        snprintf(c->err, sizeof(c->err), "no savepoint to roll back to");
+    return in_transaction(c) && c->savepoint ? run(c, ST_ROLLBACK_TO) : STORE_ERR_IO;
+}
 
 static void sq_tx_abort(store_conn *conn) { rollback(CONN(conn)); }
 
@@ -667,6 +697,8 @@ const store_backend store_sqlite = {
     .tx_set_stock = sq_tx_set_stock,
     .tx_take = sq_tx_take,
     .tx_add_order = sq_tx_add_order,
+    .tx_savepoint = sq_tx_savepoint,
+    .tx_rollback_to_savepoint = sq_tx_rollback_to_savepoint,
     .tx_commit = sq_tx_commit,
     .tx_abort = sq_tx_abort,
 };

@@ -42,6 +42,19 @@ const char *th_jstr(json_t *j, const char *key)
     return v ? v : "";
 }
 
+void th_order_body(char *buf, size_t size, const long long *items, const int *qty, int n,
+                   const char *rid, int work_ms)
+{
+    size_t len = (size_t)snprintf(buf, size, "{\"lines\":[");
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(buf + len, size - len, "%s{\"itemId\":%lld,\"quantity\":%d}",
+                                i ? "," : "", items[i], qty[i]);
+    len += (size_t)snprintf(buf + len, size - len, "],\"workMs\":%d", work_ms);
+    if (rid)
+        len += (size_t)snprintf(buf + len, size - len, ",\"requestId\":\"%s\"", rid);
+    snprintf(buf + len, size - len, "}");
+}
+
 long long th_new_item(const th_stockd *s, const char *name, long long stock)
 {
     json_t *body = json_pack("{s:s, s:I}", "name", name, "stock", (json_int_t)stock);
@@ -62,4 +75,22 @@ long long th_item_stock(const th_stockd *s, long long id)
     long long stock = th_jint(j, "stock");
     json_decref(j);
     return stock;
+}
+
+void th_wait_inflight(const th_stockd *s, int n)
+{
+    int64_t end = th_now_ms() + 10000;
+    double now;
+    while ((now = th_metric(s->url, "stockd_inflight_requests")) < n + 1) {
+        if (th_now_ms() > end)
+            fail_msg("%s: %g requests in flight after 10 s, want %d", s->url, now - 1, n);
+        th_sleep_ms(5);
+    }
+}
+
+void th_bg_order_queued(const th_stockd *s, th_bg_reduce *bg, const char *body, int before)
+{
+    *bg = (th_bg_reduce){.url = s->url, .order = body};
+    th_bg_reduce_start(bg);
+    th_wait_inflight(s, before + 1);
 }

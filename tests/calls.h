@@ -20,10 +20,25 @@ long long th_jint(json_t *j, const char *key);
 /* The string member key of j, or "" when there is none. */
 const char *th_jstr(json_t *j, const char *key);
 
+/* A POST /orders body into buf: n lines of items[i] x qty[i], with requestId
+ * rid (NULL: none) and workMs. */
+void th_order_body(char *buf, size_t size, const long long *items, const int *qty, int n,
+                   const char *rid, int work_ms);
+
 /* POST /items {"name": name, "stock": stock} to s; the new item's id. */
 long long th_new_item(const th_stockd *s, const char *name, long long stock);
 
 /* The stock of item id, as GET /items/{id} on s answers it. */
 long long th_item_stock(const th_stockd *s, long long id);
+
+/* Waits until n requests besides the asking one are inside s (between
+ * arrival and answer), as its stockd_inflight_requests says: for a test
+ * that queues requests in a known order. Fails the test after 10 s. */
+void th_wait_inflight(const th_stockd *s, int n);
+
+/* Sends body as POST /orders to s on a thread of its own (bg; join it with
+ * th_bg_reduce_join) and returns once s has it, after the `before`
+ * requests sent before it (th_wait_inflight): in that order they queue. */
+void th_bg_order_queued(const th_stockd *s, th_bg_reduce *bg, const char *body, int before);
 
 #endif

@@ -6,6 +6,10 @@
 #include "server/service.h"
 
 #include <arpa/inet.h>
+#include <setjmp.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -613,6 +617,28 @@ int th_wait_item_locked(const th_redis *r, long long item, int timeout_ms)
         th_sleep_ms(2);
     }
     return 0;
+}
+
+/* Before main: a suite runs only the tests TEST_FILTER names (make mutants
+ * runs one or a few of a suite's tests this way). */
+__attribute__((constructor)) static void filter_tests(void)
+{
+    const char *pattern = getenv("TEST_FILTER");
+    if (pattern && *pattern)
+        cmocka_set_test_filter(pattern);
+}
+
+int th_hold_item_lock(const th_redis *r, long long item)
+{
+    char key[DLOCK_KEY_MAX + 1];
+    return th_redis_int(r, "SET %s nobody NX PX 30000", th_item_lock_key(item, key)) == 0 ? 0
+                                                                                         : -1;
+}
+
+int th_release_item_lock(const th_redis *r, long long item)
+{
+    char key[DLOCK_KEY_MAX + 1];
+    return th_redis_int(r, "DEL %s", th_item_lock_key(item, key)) == 1 ? 0 : -1;
 }
 
 long th_cpu_ms(pid_t pid)

@@ -206,6 +206,11 @@ int th_proxy_delayed(th_proxy *p);
 /* Closes every connection and joins the threads. NULL is a no-op. */
 void th_proxy_stop(th_proxy *p);
 
+/* Every suite runs only the tests whose names match the environment's
+ * TEST_FILTER when it is set: cmocka's pattern, with * and ? as wildcards
+ * (TEST_FILTER='test_a_*' build/tests/it/test_server). The group set-up
+ * still runs. */
+
 /* Skips the running cmocka test with a reason, printed as its last line so
  * that tests/run.sh lists it ("skip: <reason>"). Use where the test needs a
  * tool that `make deps` does not install. */
@@ -224,6 +229,13 @@ const char *th_item_lock_key(long long item, char *buf);
 /* Waits until a stockd on Redis r holds item's lock (its key exists), at most
  * timeout_ms: 0, or -1 when it never did. */
 int th_wait_item_locked(const th_redis *r, long long item, int timeout_ms);
+
+/* Takes item's lock as another owner would (its key set to a token of
+ * nobody's, for 30 s), so that a stockd's orders for the item wait for it;
+ * th_release_item_lock deletes the key. 0, or -1 when the key was there
+ * already (or, releasing, was gone). */
+int th_hold_item_lock(const th_redis *r, long long item);
+int th_release_item_lock(const th_redis *r, long long item);
 
 /* Monotonic milliseconds, for the generous hang-detecting bounds tests use. */
 int64_t th_now_ms(void);

@@ -4,7 +4,8 @@
  * transaction while the batches of other items queue behind it; they must
  * then share one transaction. A batch whose lock is lost while it waits is
  * answered lock_lost and left out, and the others still commit. Each order
- * of a shared transaction has its own log line with its own key and token. */
+ * of a shared transaction has its own log line with its own key and token.
+ * A retry queued in its first attempt's batch is answered that order. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -177,11 +178,44 @@ static void test_a_batch_whose_lock_is_lost_is_left_out_and_the_others_commit(vo
     expect_order_line(&s, items[2], "ok");
 }
 
+/* A retry sent while its first attempt still waits lands in the same
+ * batch: looked up by its requestId inside the transaction, it is answered
+ * the first attempt's order, although that took the last units (checked
+ * against the stock first, it would be refused insufficient_stock). */
+static void test_a_retry_in_its_first_attempts_batch_is_a_replay(void **state)
+{
+    (void)state;
+    th_stockd s;
+    start_replica(&s, "retry");
+    long long item = th_new_item(&s, "last units", 5);
+    char body[256];
+    th_order_body(body, sizeof(body), &item, (int[]){5}, 1, "last-units", 0);
+    th_bg_reduce bg[2];
+    assert_int_equal(th_hold_item_lock(&redis, item), 0); /* both queue behind it */
+    for (int i = 0; i < 2; i++)
+        th_bg_order_queued(&s, &bg[i], body, i);
+    th_sleep_ms(300);
+    assert_int_equal(th_release_item_lock(&redis, item), 0);
+    for (int i = 0; i < 2; i++)
+        th_bg_reduce_join(&bg[i]);
+    assert_true(th_metric(s.url, "stockd_batch_orders_count") == 1); /* one batch of both */
+    if (bg[0].status != 201 || bg[1].status != 200 || !strstr(bg[1].body, "\"replayed\":true"))
+        fail_msg("first %ld %s, retry %ld %s", bg[0].status, bg[0].body, bg[1].status,
+                 bg[1].body);
+    json_t *first = json_loads(bg[0].body, 0, NULL), *retry = json_loads(bg[1].body, 0, NULL);
+    assert_int_equal(th_jint(retry, "orderId"), th_jint(first, "orderId"));
+    json_decref(first);
+    json_decref(retry);
+    assert_int_equal(stock_of(&s, item), 0);
+    assert_int_equal(th_stockd_stop_clean(&s), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batches_of_different_items_share_one_transaction),
         cmocka_unit_test(test_a_batch_whose_lock_is_lost_is_left_out_and_the_others_commit),
+        cmocka_unit_test(test_a_retry_in_its_first_attempts_batch_is_a_replay),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -78,26 +78,11 @@ static long long stock_of(long long id)
     return stock;
 }
 
-/* A POST /orders body: n lines of items[i] x qty[i], with requestId rid
- * (NULL: none) and workMs. */
-static void order_body(char *buf, size_t size, const long long *items, const int *qty, int n,
-                       const char *rid, int work_ms)
-{
-    size_t len = (size_t)snprintf(buf, size, "{\"lines\":[");
-    for (int i = 0; i < n; i++)
-        len += (size_t)snprintf(buf + len, size - len, "%s{\"itemId\":%lld,\"quantity\":%d}",
-                                i ? "," : "", items[i], qty[i]);
-    len += (size_t)snprintf(buf + len, size - len, "],\"workMs\":%d", work_ms);
-    if (rid)
-        len += (size_t)snprintf(buf + len, size - len, ",\"requestId\":\"%s\"", rid);
-    snprintf(buf + len, size - len, "}");
-}
-
 static json_t *order(const th_stockd *s, const long long *items, const int *qty, int n,
                      const char *rid, int work_ms, long expect)
 {
     char body[4096];
-    order_body(body, sizeof(body), items, qty, n, rid, work_ms);
+    th_order_body(body, sizeof(body), items, qty, n, rid, work_ms);
     return th_call(s, "POST", "/orders", body, expect);
 }
 
@@ -425,7 +410,7 @@ static void *cart_worker(void *arg)
             items[i] = w->items[w->single ? (w->first + round) % w->nitems : k];
             qty[i] = 1 + (round + i) % 2;
         }
-        order_body(body, sizeof(body), items, qty, n, NULL, 0);
+        th_order_body(body, sizeof(body), items, qty, n, NULL, 0);
         th_resp r;
         th_http("POST", url, body, &r);
         if (r.status == 201)
@@ -516,7 +501,7 @@ static void test_a_replica_killed_mid_cart_writes_no_line(void **state)
     long long items[3] = {new_item(10), new_item(10), new_item(10)};
     int qty[3] = {1, 2, 3};
     char body[512];
-    order_body(body, sizeof(body), items, qty, 3, "killed-cart", 3000);
+    th_order_body(body, sizeof(body), items, qty, 3, "killed-cart", 3000);
     th_bg_reduce cart = {.url = doomed.url, .order = body};
     th_bg_reduce_start(&cart);
     for (int64_t end = th_now_ms() + 5000; lock_keys_held(items, 3) != 3;) {
@@ -566,7 +551,7 @@ static void test_a_cart_that_loses_one_key_rolls_back_whole(void **state)
     (void)state;
     long long items[3] = {new_item(10), new_item(10), new_item(10)};
     char body[512], key[DLOCK_KEY_MAX + 1];
-    order_body(body, sizeof(body), items, (int[]){1, 1, 1}, 3, "one-key-lost", 1500);
+    th_order_body(body, sizeof(body), items, (int[]){1, 1, 1}, 3, "one-key-lost", 1500);
     th_bg_reduce cart = {.url = a.url, .order = body};
     th_bg_reduce_start(&cart);
     for (int64_t end = th_now_ms() + 5000; lock_keys_held(items, 3) != 3;) {
@@ -597,7 +582,7 @@ static void test_a_stalled_cart_holder_is_fenced_out(void **state)
     assert_int_equal(th_stockd_start(&stalled, &redis, db, dir, flags), 0);
     long long items[2] = {new_item(100), new_item(100)};
     char body[512];
-    order_body(body, sizeof(body), items, (int[]){5, 5}, 2, "stale-cart", 1); /* not batched */
+    th_order_body(body, sizeof(body), items, (int[]){5, 5}, 2, "stale-cart", 1); /* not batched */
     th_bg_reduce stale = {.url = stalled.url, .order = body};
     th_bg_reduce_start(&stale);
     for (int64_t end = th_now_ms() + 5000; th_proc_state(stalled.pid) != 'T';) {

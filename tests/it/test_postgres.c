@@ -2,8 +2,9 @@
  * several hosts: every lock mode under load (loadgen's verdict), the server
  * restarted mid-run (503 storage_unavailable while it is down, then back
  * without restarting stockd), replica 0's sessions killed mid-batch (no
- * partial commit), the row-lock mode's lock_timeout, and the start-up
- * errors a user can make. The faults of a lock holder run on PostgreSQL in
+ * partial commit), the row-lock mode's lock_timeout, a lock lost while
+ * its holder's read waits (without fencing, only the last check stops the
+ * write), and the start-up errors a user can make. The faults of a lock holder run on PostgreSQL in
  * test_faults.c; the store's own semantics in tests/unit/test_store.c. */
 #include <setjmp.h>
 #include <signal.h>
@@ -16,7 +17,9 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <libpq-fe.h>
 
+#include "lock/dlock.h"
 #include "tests/calls.h"
 #include "tests/harness.h"
 #include "tests/pg.h"
@@ -208,6 +211,41 @@ static void test_the_row_lock_mode_times_out_with_503(void **state)
     th_stack_stop(&s);
 }
 
+/* Without fencing, a holder's last dlock_check before its write is all that
+ * stops it once its lock is gone. Here the lock is taken from it while its
+ * read of the stock waits for the items table, which another session holds,
+ * for longer than a lease (1 s): by then its renewal found the key taken
+ * or, on a machine too busy to renew, its local deadline passed. The order
+ * must be refused lock_lost and write nothing. Not batched: one order. */
+static void test_a_lock_lost_during_the_read_stops_the_write_without_fencing(void **state)
+{
+    (void)state;
+    const char *all[] = {"--no-fencing", "--batch", "off", "--db-timeout-ms", "30000", NULL};
+    th_stack s;
+    th_stack_start(&s, dir, &redis, "last-check", all, NULL, 10);
+    th_bg_reduce bg = {.url = s.r[0].url, .item = s.item};
+    th_bg_reduce_start(&bg); /* the replica now knows the item: no read before the lock */
+    th_bg_reduce_join(&bg);
+    assert_int_equal(bg.status, 200);
+    PGconn *other = PQconnectdb(s.db);
+    PQclear(PQexec(other, "BEGIN; LOCK TABLE items IN ACCESS EXCLUSIVE MODE"));
+    assert_int_equal(PQtransactionStatus(other), PQTRANS_INTRANS);
+    th_bg_reduce_start(&bg);
+    assert_int_equal(th_wait_item_locked(&redis, s.item, 5000), 0);
+    char key[DLOCK_KEY_MAX + 1], cmd[96];
+    snprintf(cmd, sizeof(cmd), "SET %s nobody PX 30000", th_item_lock_key(s.item, key));
+    assert_int_equal(th_redis_int(&redis, cmd), 0);
+    th_sleep_ms(1500);
+    PQclear(PQexec(other, "ROLLBACK"));
+    PQfinish(other);
+    th_bg_reduce_join(&bg);
+    if (bg.status != 503 || strstr(bg.body, "\"lock_lost\"") == NULL)
+        fail_msg("a holder that lost its lock before its write: %ld %s", bg.status, bg.body);
+    assert_int_equal(th_stack_stock(&s), 9);
+    assert_int_equal(th_release_item_lock(&redis, s.item), 0);
+    th_stack_stop(&s);
+}
+
 /* What a user can get wrong at start-up: each stops stockd with a message
  * that says what to do, and no password in it. */
 static void test_start_up_errors_are_clear(void **state)
@@ -255,6 +293,7 @@ int main(void)
         cmocka_unit_test(test_the_read_back_waits_for_a_database_that_comes_back),
         cmocka_unit_test(test_sessions_killed_mid_batch_leave_no_partial_commit),
         cmocka_unit_test(test_the_row_lock_mode_times_out_with_503),
+        cmocka_unit_test(test_a_lock_lost_during_the_read_stops_the_write_without_fencing),
         cmocka_unit_test(test_start_up_errors_are_clear),
     };
     return cmocka_run_group_tests_name("postgres", tests, group_setup, group_teardown);

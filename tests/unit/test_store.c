@@ -1,7 +1,7 @@
 /* test_store.c - the store on both backends, the same tests on each: a real
  * SQLite file, then a private PostgreSQL server (a fresh database per test):
  * migrations, items, the ledger, idempotency, the three ways of writing,
- * fencing of stale holders, and a busy database. Then what only a server
+ * fencing of stale holders, a savepoint per order, and a busy database. Then what only a server
  * has: replicas migrating at once, a bounded pool, row locks, a password,
  * and the server going away - restarted, or a session killed mid-write. */
 #include <setjmp.h>
@@ -518,6 +518,40 @@ static void test_a_vetoed_commit_writes_nothing(void **state)
     store_put(*state, c);
 }
 
+/* An order that fails half way (its second line names no item) goes back
+ * to the savepoint taken before it: nothing of it stays, and the
+ * transaction, shared with the orders before and after it, commits them. */
+static void test_a_savepoint_undoes_a_failed_order_alone(void **state)
+{
+    store_conn *c = conn(state);
+    int64_t id = new_item(c, 10);
+    store_new_order first = deduction(id, 1, 9, 0, "sp-first");
+    store_new_order half = deduction(id, 2, 7, 0, "sp-half");
+    store_new_order last = deduction(id, 3, 6, 0, "sp-last");
+    half.nlines = 2;
+    half.lines[1] = (store_line){id + 1000, 1, 0, {0, 0}};
+    store_order o;
+    assert_int_equal(store_tx_begin(c), STORE_OK);
+    assert_int_equal(store_tx_rollback_to_savepoint(c), STORE_ERR_IO); /* none yet */
+    assert_int_equal(store_tx_savepoint(c), STORE_OK);
+    assert_int_equal(store_tx_add_order(c, &first, &o), STORE_OK);
+    assert_int_equal(store_tx_savepoint(c), STORE_OK);
+    assert_int_equal(store_tx_add_order(c, &half, &o), STORE_ERR_IO);
+    assert_int_equal(store_tx_rollback_to_savepoint(c), STORE_OK);
+    assert_int_equal(store_tx_savepoint(c), STORE_OK);
+    assert_int_equal(store_tx_add_order(c, &last, &o), STORE_OK);
+    assert_int_equal(store_tx_set_stock(c, id, 6, NULL), STORE_OK);
+    assert_int_equal(store_tx_commit(c, NULL), STORE_OK);
+    store_item it;
+    assert_int_equal(store_item_get(c, id, &it), STORE_OK);
+    assert_int_equal(it.stock, 6);
+    assert_int_equal(it.sold, 4);
+    assert_int_equal(it.line_count, 2);
+    assert_int_equal(store_order_by_request(c, "sp-half", &o), STORE_ERR_NOT_FOUND);
+    assert_int_equal(store_order_by_request(c, "sp-last", &o), STORE_OK);
+    store_put(*state, c);
+}
+
 /* Runs a schema file of the repository on db. */
 static void apply_file(sqlite3 *db, const char *file)
 {
@@ -831,7 +865,8 @@ int main(void)
     T(test_locked_database_reports_busy_and_writes_nothing),         \
     T(test_orders_listing_honours_limit),                            \
     T(test_listings_page_on_from_a_cursor),                          \
-    T(test_a_vetoed_commit_writes_nothing)
+    T(test_a_vetoed_commit_writes_nothing),                          \
+    T(test_a_savepoint_undoes_a_failed_order_alone)
     const struct CMUnitTest sqlite_tests[] = {
         BOTH,
         T(test_old_deductions_become_orders_with_one_line),
