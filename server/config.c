@@ -42,8 +42,10 @@ static const struct opt opts[] = {
      "PostgreSQL: connections per replica; a request waits up to busy-timeout-ms for a free "
      "one, then 503 storage_busy"},
     {"db-timeout-ms", "STOCKD_DB_TIMEOUT_MS", OPT_INT, F(service.store.timeout_ms), 100, 600000,
-     NULL, "PostgreSQL: bound on one statement (statement_timeout), then 503 storage_busy; "
-     "connecting gets the same, in whole seconds (at least 2)"},
+     NULL, "PostgreSQL: bound on one statement (statement_timeout), then 503 storage_busy; a "
+     "server that does not answer at all a grace later (a quarter, 1 to 2 s) has its session "
+     "dropped, 503 storage_unavailable (a COMMIT's outcome is then looked for); connecting "
+     "gets the same bound, at least 2 s"},
     {"sync", "STOCKD_SYNC", OPT_CHOICE, F(service.store.sync_full), 0, 0, sync_modes,
      "full fsyncs every commit; normal survives a process crash only (PostgreSQL: "
      "synchronous_commit on or off)"},
