@@ -111,7 +111,9 @@ typedef struct store_commit_check {
 
 /* Opens the database cfg->db names with the backend that serves it, applies
  * its migrations, and returns STORE_OK with *out set; or an error with err
- * filled and *out NULL. */
+ * filled and *out NULL: STORE_ERR_UNAVAILABLE when a server could not be
+ * reached or was not ready (it may be later), any other when waiting can't
+ * help (a password or database the server refuses, a malformed --db). */
 int store_open(const store_config *cfg, store **out, char *err, size_t errlen);
 
 /* db as it may be shown (logs, /health): a password in a URL

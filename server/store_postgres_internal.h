@@ -50,7 +50,8 @@ typedef struct pg_conn {
     int pid;                /* the server's process for this session... */
     char started[48];       /* ...and when it started: together, this session */
     int64_t tx_first_order; /* the first order the open transaction added, or 0 */
-    int unreachable;        /* the last session_open failed to connect */
+    int unreachable;        /* the last session_open failed to connect... */
+    int refused;            /* ...on a refusal waiting can't mend */
     char err[256];
 } pg_conn;
 
@@ -114,6 +115,13 @@ int64_t pg_now_ms(void);
 PGconn *pg_io_connect(const char *const *keys, const char *const *values, int64_t deadline,
                       int *timed_out);
 
+/* A failed connect's message: takes the SQLSTATEs the connect's refusals
+ * carry out of msg (FATAL:  28P01: password... becomes FATAL:  password...),
+ * and returns 1 when the server refused us in a way waiting can't mend
+ * (authentication, no such database, no right to connect), 0 otherwise
+ * (unreachable, starting up, shutting down, too many connections). */
+int pg_io_refused(char *msg);
+
 /* The answer to what PQsend* just queued on pg (non-blocking), read until
  * deadline at most: the first failed result, else the last one (PQclear
  * it); NULL when the connection failed, or with *timed_out set when no
@@ -156,7 +164,8 @@ void pg_rollback(pg_conn *c);
 int pg_commit_in_doubt(pg_conn *c);
 
 /* Opens c's session (closing any it had): STORE_OK, or the failure in
- * c->err, c->unreachable set when the connect itself failed. */
+ * c->err, c->unreachable set when the connect itself failed, c->refused
+ * too when waiting can't mend it. */
 int pg_session_open(pg_conn *c);
 
 /* Whether c's session looks usable: open, and nothing unasked to read. */

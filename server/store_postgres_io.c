@@ -4,6 +4,7 @@
  * (minutes on a network that drops packets, for ever behind a stalled
  * server), and statement_timeout only bounds a server that still runs.
  * Beneath the backend's sessions (store_postgres_session.c): libpq only. */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -46,6 +47,8 @@ PGconn *pg_io_connect(const char *const *keys, const char *const *values, int64_
     PGconn *pg = PQconnectStartParams(keys, values, 1);
     if (pg == NULL)
         return NULL;
+    /* a refusal's message then carries its SQLSTATE (pg_io_refused) */
+    PQsetErrorVerbosity(pg, PQERRORS_VERBOSE);
     /* libpq's loop: start as if the last poll said WRITING */
     PostgresPollingStatusType st = PGRES_POLLING_WRITING;
     while (PQstatus(pg) != CONNECTION_BAD && st != PGRES_POLLING_OK &&
@@ -57,9 +60,37 @@ PGconn *pg_io_connect(const char *const *keys, const char *const *values, int64_
             break;
         st = PQconnectPoll(pg);
     }
+    PQsetErrorVerbosity(pg, PQERRORS_DEFAULT);
     if (!*timed_out && PQstatus(pg) == CONNECTION_OK && PQsetnonblocking(pg, 1) != 0)
         PQfinish(pg), pg = NULL; /* not reachable in practice: libpq only flips a flag */
     return pg;
+}
+
+/* SQLSTATEs of a refusal that waiting can't mend: a role or password the
+ * server does not take (class 28), no such database, no right to connect. */
+static int refusal_is_final(const char *state)
+{
+    return strncmp(state, "28", 2) == 0 || strcmp(state, "3D000") == 0 ||
+           strcmp(state, "42501") == 0;
+}
+
+int pg_io_refused(char *msg)
+{
+    int found = 0, final = 1;
+    for (char *p = msg; (p = strstr(p, "FATAL:  ")) != NULL;) {
+        p += 8;
+        char state[6];
+        int n = 0;
+        while (n < 5 && (isdigit((unsigned char)p[n]) || isupper((unsigned char)p[n])))
+            state[n] = p[n], n++;
+        state[n] = '\0';
+        if (n < 5 || strncmp(p + 5, ": ", 2) != 0)
+            continue;
+        found = 1;
+        final = final && refusal_is_final(state);
+        memmove(p, p + 7, strlen(p + 7) + 1); /* "28P01: password..." -> "password..." */
+    }
+    return found && final;
 }
 
 /* Sends what PQsend* queued, reading meanwhile so that a server writing to

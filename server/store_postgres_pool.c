@@ -32,6 +32,21 @@ int pg_serves(const char *db)
     return klen > 0 && !isdigit((unsigned char)p[0]) && p[klen + strspn(p + klen, " \t\n")] == '=';
 }
 
+/* A --db that libpq can't read: STORE_ERR_IO with err saying why (its
+ * text may quote --db; store.c redacts it), rather than waited for. */
+static int check_conninfo(const char *db, char *err, size_t errlen)
+{
+    char *why = NULL;
+    PQconninfoOption *opts = PQconninfoParse(db, &why);
+    int rc = opts ? STORE_OK : STORE_ERR_IO;
+    if (opts == NULL)
+        snprintf(err, errlen, "--db: %.*s", why ? (int)strcspn(why, "\n") : 13,
+                 why ? why : "out of memory");
+    PQconninfoFree(opts);
+    PQfreemem(why);
+    return rc;
+}
+
 static pg_conn *conn_new(pg_store *s)
 {
     pg_conn *c = calloc(1, sizeof(*c));
@@ -44,6 +59,8 @@ static pg_conn *conn_new(pg_store *s)
 
 int pg_open(const store_config *cfg, store **out, char *err, size_t errlen)
 {
+    if (check_conninfo(cfg->db, err, errlen) != STORE_OK)
+        return STORE_ERR_IO;
     pg_store *s = calloc(1, sizeof(*s));
     pg_conn *c = s ? conn_new(s) : NULL;
     if (s == NULL || c == NULL || (s->db = strdup(cfg->db)) == NULL ||
@@ -69,10 +86,13 @@ int pg_open(const store_config *cfg, store **out, char *err, size_t errlen)
     pthread_cond_init(&s->wake, &attr);
     pthread_condattr_destroy(&attr);
     int rc = pg_session_open(c);
-    if (rc != STORE_OK)
+    if (rc != STORE_OK) {
         snprintf(err, errlen, "%s", c->err);
-    else
+        if (c->refused) /* waiting for the server would not help */
+            rc = STORE_ERR_IO;
+    } else {
         rc = pg_migrate(c, err, errlen);
+    }
     if (rc != STORE_OK) {
         pg_conn_free(c);
         pg_close(&s->base);

@@ -209,7 +209,7 @@ static void ignore_notice(void *arg, const char *message) { (void)arg, (void)mes
  * file, if any, and a bound on every statement; the connect bounded by
  * --db-timeout-ms too, but at least CONNECT_MIN_MS: a loaded server takes
  * a while to start a backend. c->unreachable tells a failed connect from a
- * session lost after it. */
+ * session lost after it, c->refused a final refusal from the rest. */
 int pg_session_open(pg_conn *c)
 {
     const store_config *cfg = &c->s->cfg;
@@ -230,12 +230,14 @@ int pg_session_open(pg_conn *c)
             snprintf(why, sizeof(why), "no answer within %d ms", ms);
         else
             snprintf(why, sizeof(why), "%s", c->pg ? PQerrorMessage(c->pg) : "out of memory");
+        int refused = !timed_out && pg_io_refused(why); /* and the SQLSTATEs out of why */
+        c->refused = refused || (c->pg && PQconnectionNeedsPassword(c->pg));
         c->unreachable = 1;
         set_err(c, "cannot connect to PostgreSQL", why);
         pg_session_close(c);
         return STORE_ERR_UNAVAILABLE;
     }
-    c->unreachable = 0;
+    c->refused = c->unreachable = 0;
     PQsetNoticeProcessor(c->pg, ignore_notice, NULL); /* not onto stderr: the log is ours */
     PGresult *r;
     int rc = pg_query(c, "SELECT pg_backend_pid(), backend_start::text FROM "

@@ -2,8 +2,9 @@
  * server that stops answering (a proxy holds every byte both ways, as a
  * network that drops packets or a frozen host would) costs a request at
  * most --db-timeout-ms and a grace, and the item's lock is released with
- * it; and while no session can be opened, requests are answered at once
- * and one thread reconnects. The server restarted under load: test_postgres.c;
+ * it; while no session can be opened, requests are answered at once and
+ * one thread reconnects; and a stockd started before its database waits
+ * for it (--db-wait-s). The server restarted under load: test_postgres.c;
  * a COMMIT in doubt: tests/unit/test_store.c. */
 #include <setjmp.h>
 #include <signal.h>
@@ -176,11 +177,128 @@ static void test_while_no_session_opens_requests_are_answered_at_once(void **sta
     th_proxy_stop(proxy);
 }
 
+/* Lines of text holding needle. */
+static int count_lines_with(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; p && (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* A password file for stock_secret, in dir. */
+static const char *secret_file(void)
+{
+    static char path[128];
+    snprintf(path, sizeof(path), "%s/pg-secret", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(TH_PG_SECRET "\n", f);
+    fclose(f);
+    return path;
+}
+
+/* stockd started while PostgreSQL is down waits for it (--db-wait-s),
+ * logging each attempt without the password, and serves once it is up. */
+static void test_stockd_started_before_its_database_waits_for_it(void **state)
+{
+    (void)state;
+    char url[192], db[256], bin[160], port[16], log[160];
+    assert_int_equal(th_pg_create_db(&pg, "late", url, sizeof(url)), 0);
+    snprintf(db, sizeof(db), "postgresql://stock_secret@127.0.0.1:%d/late", pg.port);
+    th_pg_stop(&pg, SIGINT);
+    th_stockd s = {.port = th_free_port()};
+    snprintf(bin, sizeof(bin), "%s/stockd", th_build_dir());
+    snprintf(port, sizeof(port), "%d", s.port);
+    snprintf(s.url, sizeof(s.url), "http://127.0.0.1:%d", s.port);
+    snprintf(log, sizeof(log), "%s/late.log", dir);
+    const char *argv[] = {bin, "--port", port, "--db", db, "--db-password-file", secret_file(),
+                          "--lock", "atomic", "--db-wait-s", "60", NULL};
+    s.pid = th_spawn(argv, log);
+    int attempts = 0;
+    for (int64_t end = th_now_ms() + RECOVER_MS; attempts < 2 && th_now_ms() < end;
+         th_sleep_ms(50)) {
+        char *text = th_read_file(log);
+        attempts = count_lines_with(text, "database not reachable yet");
+        free(text);
+    }
+    int up = th_pg_start(&pg);
+    json_t *h = NULL;
+    for (int64_t end = th_now_ms() + RECOVER_MS; h == NULL && th_now_ms() < end; th_sleep_ms(100)) {
+        th_resp r;
+        char health[96];
+        snprintf(health, sizeof(health), "%s/health", s.url);
+        if (th_http("GET", health, NULL, &r) == 0 && r.status == 200)
+            h = json_loads(r.body, 0, NULL);
+        th_resp_free(&r);
+    }
+    char *text = th_read_file(log);
+    assert_int_equal(up, 0);
+    assert_true(attempts >= 2);
+    assert_non_null(h);
+    json_decref(h);
+    assert_non_null(strstr(text, "attempt=1"));
+    assert_null(strstr(text, TH_PG_SECRET));
+    free(text);
+    long long item = th_new_item(&s, "late", 5);
+    assert_int_equal(th_reduce(s.url, item, 1, 0, NULL, 0), 200);
+    assert_int_equal(th_stockd_stop_clean(&s), 0);
+}
+
+/* A database that never comes: stockd gives up after --db-wait-s, exit 1,
+ * saying so. */
+static void test_stockd_gives_up_on_a_database_that_never_comes(void **state)
+{
+    (void)state;
+    char db[128], bin[160], out[160], port[16];
+    snprintf(db, sizeof(db), "postgresql://stock@127.0.0.1:%d/never", th_free_port());
+    snprintf(port, sizeof(port), "%d", th_free_port());
+    snprintf(bin, sizeof(bin), "%s/stockd", th_build_dir());
+    snprintf(out, sizeof(out), "%s/never.log", dir);
+    const char *argv[] = {bin, "--port", port, "--db", db, "--lock", "atomic", "--db-wait-s",
+                          "2", NULL};
+    assert_int_equal(th_run(argv, out, 30000), 1);
+    char *text = th_read_file(out);
+    assert_true(count_lines_with(text, "database not reachable yet") >= 2);
+    assert_non_null(strstr(text, "the database stayed unreachable for --db-wait-s"));
+    assert_non_null(strstr(text, "dbWaitS=2"));
+    free(text);
+}
+
+/* SIGTERM while stockd waits for its database: it stops at once, exit 0. */
+static void test_a_stop_signal_ends_the_wait(void **state)
+{
+    (void)state;
+    char db[128], bin[160], log[160], port[16];
+    snprintf(db, sizeof(db), "postgresql://stock@127.0.0.1:%d/never", th_free_port());
+    snprintf(port, sizeof(port), "%d", th_free_port());
+    snprintf(bin, sizeof(bin), "%s/stockd", th_build_dir());
+    snprintf(log, sizeof(log), "%s/stopped.log", dir);
+    const char *argv[] = {bin, "--port", port, "--db", db, "--lock", "atomic", "--db-wait-s",
+                          "600", NULL};
+    pid_t pid = th_spawn(argv, log);
+    int attempts = 0;
+    for (int64_t end = th_now_ms() + RECOVER_MS; attempts < 1 && th_now_ms() < end;
+         th_sleep_ms(50)) {
+        char *text = th_read_file(log);
+        attempts = count_lines_with(text, "database not reachable yet");
+        free(text);
+    }
+    assert_int_equal(th_signal(pid, SIGTERM, RECOVER_MS), 0);
+    char *text = th_read_file(log);
+    assert_true(attempts >= 1);
+    assert_non_null(strstr(text, "stopped while waiting for the database"));
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_stalled_server_costs_its_timeout_and_the_lock_is_released),
         cmocka_unit_test(test_while_no_session_opens_requests_are_answered_at_once),
+        cmocka_unit_test(test_stockd_started_before_its_database_waits_for_it),
+        cmocka_unit_test(test_stockd_gives_up_on_a_database_that_never_comes),
+        cmocka_unit_test(test_a_stop_signal_ends_the_wait),
     };
     return cmocka_run_group_tests_name("pg_outage", tests, group_setup, group_teardown);
 }

@@ -631,7 +631,8 @@ static void test_a_row_lock_waits_then_times_out(void **state)
 }
 
 /* The role stock_secret must authenticate: without the password the store
- * does not open (and says why without any password in it); with it, it does. */
+ * does not open (and says why without any password in it); with it, it does.
+ * A refusal is STORE_ERR_IO, not UNAVAILABLE: waiting would not mend it. */
 static void test_a_password_from_the_config_is_used(void **state)
 {
     (void)state;
@@ -642,14 +643,20 @@ static void test_a_password_from_the_config_is_used(void **state)
     store_config cfg = config(url);
     char err[256];
     store *s;
-    assert_int_equal(store_open(&cfg, &s, err, sizeof(err)), STORE_ERR_UNAVAILABLE);
+    assert_int_equal(store_open(&cfg, &s, err, sizeof(err)), STORE_ERR_IO);
     assert_non_null(strstr(err, "password"));
     cfg.password = "wrong";
-    assert_int_equal(store_open(&cfg, &s, err, sizeof(err)), STORE_ERR_UNAVAILABLE);
+    assert_int_equal(store_open(&cfg, &s, err, sizeof(err)), STORE_ERR_IO);
+    assert_non_null(strstr(err, "password authentication failed"));
     assert_null(strstr(err, "wrong"));
+    assert_null(strstr(err, "28P01")); /* the SQLSTATE it was told by stays out */
     cfg.password = TH_PG_SECRET;
     assert_int_equal(store_open(&cfg, &s, err, sizeof(err)), STORE_OK);
     store_close(s);
+    snprintf(url, sizeof(url), "postgresql://stock@127.0.0.1:%d/nosuchdb", server.port);
+    cfg = config(url);
+    assert_int_equal(store_open(&cfg, &s, err, sizeof(err)), STORE_ERR_IO);
+    assert_non_null(strstr(err, "\"nosuchdb\" does not exist"));
 }
 
 /* The server stops under an open store: 503 material (UNAVAILABLE), both for
