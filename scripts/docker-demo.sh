@@ -7,8 +7,9 @@
 # Redis is killed (docker kill; no redis_unavailable answer allowed, /health
 # must say degraded naming it) and started again, then hot while PostgreSQL is
 # stopped and started again (503 storage_unavailable answers expected and
-# counted, /health must say unavailable meanwhile), then hot while one replica
-# is killed; every verdict must PASS. Prometheus (127.0.0.1:9090) must scrape
+# counted, /health must say unavailable meanwhile; the sale runs until sold
+# out, however long the restart takes), then hot while one replica is killed;
+# every verdict must PASS. Prometheus (127.0.0.1:9090) must scrape
 # the three replicas and evaluate its recording rules on them, fire the Redis
 # errors alert naming redis-2 while it is down, and see the killed replica
 # down and fire its alert. Containers, network and volume are removed on every
@@ -187,6 +188,48 @@ storage_answers() {
         "$1" "$2" | sort
 }
 
+# new_item NAME STOCK: creates an item through stockd-2 and prints its id.
+new_item() {
+    docker exec "$(compose ps -q stockd-2)" curl -s --max-time 15 \
+        -H 'Content-Type: application/json' -d "{\"name\":\"$1\",\"stock\":$2}" \
+        http://127.0.0.1:8080/items |
+        sed -n 's/^{"id":\([0-9]*\),.*/\1/p'
+}
+
+# stock_of ID: the item's stock, read through stockd-2 at its published port
+# (a docker exec takes seconds on a loaded host); "" when unanswered.
+stock_of() {
+    curl -s --max-time 5 "http://127.0.0.1:8082/items/$1?limit=0" |
+        sed -n 's/.*"stock":\([0-9]*\).*/\1/p'
+}
+
+# wait_stock ID WHAT TEST: waits (bounded) until the item's stock passes
+# TEST (an arithmetic test on $stock, e.g. "stock < 1500"), saying WHAT.
+# A paced run's fault starts once its sale has begun: a loaded host may
+# take seconds to start loadgen's container, and `compose run` would start
+# a stopped dependency again.
+wait_stock() {
+    local stock=""
+    for _ in $(seq 1200); do
+        stock=$(stock_of "$1") || true
+        if [ -n "$stock" ] && (($3)); then
+            echo "docker-demo: item $1 $2 (stock $stock)"
+            return 0
+        fi
+        sleep 0.1
+    done
+    echo "docker-demo: FAILED: item $1 not $2 within 120 s (stock ${stock:-unknown})" >&2
+    return 1
+}
+
+# stop_loadgen: SIGINT to the running one-off loadgen: it starts no more
+# requests, finishes those in flight, and reads back and judges what ran.
+stop_loadgen() {
+    docker ps -q --filter "label=com.docker.compose.project=$project" \
+        --filter label=com.docker.compose.oneoff=True \
+        --filter label=com.docker.compose.service=loadgen | xargs -r docker kill -s INT >/dev/null
+}
+
 wait_healthy() {
     local ids
     mapfile -t ids < <(compose ps -q)
@@ -240,16 +283,17 @@ wait_prom "lock wait p99 over 1 min (s)" 3 'instance:stockd_lock_wait_seconds:p9
 wait_prom "acknowledged deductions/s over 1 min" 3 'instance:stockd_orders_ok:rate1m' ||
     status=1
 echo
-echo "=== loadgen --scenario hot at 500 requests/s for 6 s; redis-2 is killed after 1.5 s, then started again"
+echo "=== loadgen --scenario hot at 500 requests/s for 6 s; redis-2 is killed once the sale has begun, then started again"
 # The replicas hold each lock on two of the three Redis servers: with one gone,
 # every deduction still gets its lock (no redis_unavailable), and /health says
 # degraded, naming it. It comes back empty (no persistence) while the load goes on.
 redis2=$(compose ps -q redis-2)
 out=$state/redis-down.out
-compose --profile loadgen run --rm loadgen --scenario hot -n 3000 --rate 500 --stock 1500 \
+item=$(new_item redis-down 1500)
+compose --profile loadgen run --rm loadgen --scenario hot -n 3000 --rate 500 --item "$item" \
     --target "$targets" </dev/null >"$out" &
 run=$!
-sleep 1.5
+wait_stock "$item" "on sale" "stock < 1500" || status=1
 docker kill "$redis2" >/dev/null
 echo "docker-demo: killed redis-2 (docker kill)"
 sleep 0.5
@@ -276,19 +320,24 @@ wait_healthy
 wait_health stockd-2 ok || status=1
 
 echo
-echo "=== loadgen --scenario hot at 500 requests/s for 8 s; postgres is stopped after 2 s, then started again"
+echo "=== loadgen --scenario hot at 500 requests/s until sold out; postgres is stopped once the sale has begun, then started again"
 # docker stop sends the image's STOPSIGNAL, SIGINT: a fast shutdown that ends
 # the replicas' sessions. While it is down, deductions answer 503
-# storage_unavailable (nothing deducted: the verdict checks the ledger) and
-# /health says unavailable; once it is back the same replicas reconnect. 4000
-# requests for a stock of 1500, so that the sale still sells out.
+# storage_unavailable at once (nothing deducted: the verdict checks the
+# ledger) and /health says unavailable; once it is back the same replicas
+# reconnect. However long that takes, the sale goes on until its stock of
+# 5000 is sold out: the run has no request count, and is stopped (SIGINT: it
+# finishes what is in flight and judges it) once every replica's /health is
+# ok again and the item's stock is 0. DOCKER_DEMO_PG_DOWN_S keeps postgres down
+# that much longer, to show it.
 pg=$(compose ps -q postgres)
+item=$(new_item pg-restart 5000)
 reduce_outcomes >"$state/outcomes-before"
 out=$state/postgres-down.out
-compose --profile loadgen run --rm loadgen --scenario hot -n 4000 --rate 500 --stock 1500 \
-    --target "$targets" </dev/null >"$out" &
+compose --profile loadgen run --rm loadgen --scenario hot -n 0 -d 300s --rate 500 \
+    --item "$item" --retry --target "$targets" </dev/null >"$out" &
 run=$!
-sleep 2
+wait_stock "$item" "on sale" "stock < 5000" || status=1
 docker stop "$pg" >/dev/null
 echo "docker-demo: stopped postgres (docker stop)"
 health=$(wait_health stockd-2 unavailable) || status=1
@@ -297,8 +346,15 @@ case $health in
 *PostgreSQL*) ;;
 *) echo "docker-demo: FAILED: stockd-2 /health does not report PostgreSQL down" >&2; status=1 ;;
 esac
+sleep "${DOCKER_DEMO_PG_DOWN_S:-0}"
 docker start "$pg" >/dev/null
 echo "docker-demo: started postgres again (its data kept in the volume)"
+for svc in stockd-1 stockd-2 stockd-3; do # not wait_healthy: loadgen's run is a container too
+    wait_health "$svc" ok || status=1
+done
+wait_stock "$item" "sold out" "stock == 0" || status=1
+sleep 1 # refusals, now that it is sold out: hot expects them
+stop_loadgen
 wait "$run" || status=1
 cat "$out"
 reduce_outcomes >"$state/outcomes-after"
@@ -311,17 +367,17 @@ if [ "${unavailable:-0}" -le 0 ]; then
     status=1
 fi
 wait_healthy
-wait_health stockd-2 ok || status=1
 
 echo
-echo "=== loadgen --scenario hot at 500 requests/s for 6 s; stockd-1 is killed after 2 s"
+echo "=== loadgen --scenario hot at 500 requests/s for 6 s; stockd-1 is killed once the sale has begun"
 # Paced so that the kill lands mid-run. Requests on stockd-1's connections then
 # fail in transport (noted, not violations; --retry resends them, each attempt
 # given 2 s) and the verdict reads the item back from stockd-2.
-compose --profile loadgen run --rm loadgen --scenario hot -n 3000 --rate 500 --stock 1500 \
+item=$(new_item replica-down 1500)
+compose --profile loadgen run --rm loadgen --scenario hot -n 3000 --rate 500 --item "$item" \
     --retry --timeout-ms 2000 --target "$targets" </dev/null &
 run=$!
-sleep 2
+wait_stock "$item" "on sale" "stock < 1500" || status=1
 docker kill "$(compose ps -q stockd-1)" >/dev/null
 echo "docker-demo: killed stockd-1"
 wait "$run" || status=1

@@ -42,8 +42,14 @@ static const struct opt opts[] = {
      "PostgreSQL: connections per replica; a request waits up to busy-timeout-ms for a free "
      "one, then 503 storage_busy"},
     {"db-timeout-ms", "STOCKD_DB_TIMEOUT_MS", OPT_INT, F(service.store.timeout_ms), 100, 600000,
-     NULL, "PostgreSQL: bound on one statement (statement_timeout), then 503 storage_busy; "
-     "connecting gets the same, in whole seconds (at least 2)"},
+     NULL, "PostgreSQL: bound on one statement (statement_timeout), then 503 storage_busy; a "
+     "server that does not answer at all a grace later (a quarter, 1 to 2 s) has its session "
+     "dropped, 503 storage_unavailable (a COMMIT's outcome is then looked for); connecting "
+     "gets the same bound, at least 2 s"},
+    {"db-wait-s", "STOCKD_DB_WAIT_S", OPT_INT, F(db_wait_s), 0, 86400, NULL,
+     "PostgreSQL: at start-up, how long to wait for a server that can't be reached yet "
+     "(starting with the stack, restarting), trying again with backoff and logging each "
+     "attempt, then exit 1; a refusal (password, database name) exits at once; 0 = try once"},
     {"sync", "STOCKD_SYNC", OPT_CHOICE, F(service.store.sync_full), 0, 0, sync_modes,
      "full fsyncs every commit; normal survives a process crash only (PostgreSQL: "
      "synchronous_commit on or off)"},
@@ -132,6 +138,10 @@ void cfg_defaults(stockd_config *c)
     service_config_defaults(&c->service);
     http_config_defaults(&c->http);
     c->drain_ms = 30000;
+    /* a server started beside us (compose without health checks, a host's
+     * boot, crash recovery) takes seconds to tens of them; a wrong host
+     * still fails within a minute, each attempt logged */
+    c->db_wait_s = 60;
     c->log_level = LOG_INFO;
     c->log_format = LOG_FORMAT_TEXT;
 }

@@ -19,6 +19,7 @@ typedef struct stockd_config {
     service_config service;
     http_config http;
     int drain_ms;                    /* on SIGTERM, wait this long for in-flight requests */
+    int db_wait_s;                   /* at start-up, wait this long for a database server */
     int log_level;                   /* enum log_level */
     int log_format;                  /* enum log_format */
     int no_fencing;                  /* test only: service.fencing = 0 */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include "config.h"
 #include "http.h"
@@ -49,6 +50,45 @@ static void log_listening(const stockd_config *c, const service_config *s)
         log_event(LOG_WARN, "test fault armed: SIGSTOP once before a write", NULL, 0);
 }
 
+#define DB_WAIT_FIRST_MS 500 /* the first pause before trying the database again... */
+#define DB_WAIT_MAX_MS 5000  /* ...doubling up to this */
+#define STOPPED_WAITING 1    /* open_service: a stop signal came first */
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Opens the service, trying again for up to --db-wait-s while the database
+ * server can't be reached, a warning per attempt (the store's errors name
+ * no password). A stop signal ends the wait: STOPPED_WAITING. Else
+ * service_open's result, its last. */
+static int open_service(stockd_config *c, const sigset_t *stop, service **svc, char *err,
+                        size_t errlen)
+{
+    char db[512];
+    store_db_shown(c->service.store.db, db, sizeof(db));
+    int64_t end = now_ms() + (int64_t)c->db_wait_s * 1000;
+    int pause = DB_WAIT_FIRST_MS;
+    for (int attempt = 1;; attempt++) {
+        int rc = service_open(&c->service, svc, err, errlen);
+        int64_t left = end - now_ms();
+        if (rc != SERVICE_OPEN_UNREACHABLE || left <= 0)
+            return rc;
+        if (pause > left)
+            pause = (int)left;
+        log_kv(LOG_WARN, "database not reachable yet; trying again", LOG_STR("db", db),
+               LOG_INT("attempt", attempt), LOG_INT("retryInMs", pause),
+               LOG_INT("waitLeftS", (left + 999) / 1000), LOG_STR("detail", err));
+        struct timespec ts = {pause / 1000, (long)(pause % 1000) * 1000000L};
+        if (sigtimedwait(stop, NULL, &ts) > 0)
+            return STOPPED_WAITING;
+        pause = pause * 2 > DB_WAIT_MAX_MS ? DB_WAIT_MAX_MS : pause * 2;
+    }
+}
+
 int main(int argc, char **argv)
 {
     stockd_config c;
@@ -75,14 +115,21 @@ int main(int argc, char **argv)
 
     service *svc = NULL;
     http_server *srv = NULL;
-    rc = service_open(&c.service, &svc, err, sizeof(err));
+    rc = open_service(&c, &stop_signals, &svc, err, sizeof(err));
     explicit_bzero(c.redis_password, sizeof(c.redis_password)); /* the lock has its copy */
     explicit_bzero(c.db_password, sizeof(c.db_password));       /* and the store its own */
+    if (rc == STOPPED_WAITING) {
+        log_event(LOG_INFO, "stopped while waiting for the database", NULL, 0);
+        return 0;
+    }
     if (rc != 0) {
         char db[512];
-        log_kv(LOG_ERROR, "cannot start the service",
+        log_kv(LOG_ERROR, rc == SERVICE_OPEN_UNREACHABLE && c.db_wait_s > 0
+                              ? "cannot start the service: the database stayed unreachable "
+                                "for --db-wait-s"
+                              : "cannot start the service",
                LOG_STR("db", store_db_shown(c.service.store.db, db, sizeof(db))),
-               LOG_STR("detail", err));
+               LOG_INT("dbWaitS", c.db_wait_s), LOG_STR("detail", err));
         return 1;
     }
     if (http_start(&c.http, svc, &srv, err, sizeof(err)) != 0) {

@@ -152,9 +152,10 @@ int service_open(const service_config *cfg, service **out, char *err, size_t err
     s->cfg.redis.password = NULL; /* the lock client has its copy; keep none here */
     if (s->metrics == NULL)
         snprintf(err, errlen, "out of memory");
-    if (rc != 0 || store_open(&cfg->store, &s->store, err, errlen) != STORE_OK) {
+    int store_rc = rc == 0 ? store_open(&cfg->store, &s->store, err, errlen) : STORE_ERR_IO;
+    if (rc != 0 || store_rc != STORE_OK) {
         service_close(s);
-        return -1;
+        return store_rc == STORE_ERR_UNAVAILABLE ? SERVICE_OPEN_UNREACHABLE : -1;
     }
     s->cfg.store.password = NULL; /* the store has its copy */
     if (cfg->lock_mode == SERVICE_LOCK_DB && !store_has_row_locks(s->store)) {

@@ -92,7 +92,10 @@ typedef struct service service;
 
 /* Opens the store (migrating it), and the lock client in redis mode (Redis
  * may be down: requests then get SERVICE_REDIS_DOWN until it is back).
- * Returns 0 with *out set, or -1 with err filled. */
+ * Returns 0 with *out set, or with err filled SERVICE_OPEN_UNREACHABLE when
+ * the database server could not be reached or was not ready (trying again
+ * later may succeed), else -1. */
+#define SERVICE_OPEN_UNREACHABLE (-2)
 int service_open(const service_config *cfg, service **out, char *err, size_t errlen);
 
 /* Closes everything; no request may be running. NULL is a no-op. */

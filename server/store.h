@@ -31,8 +31,8 @@ enum store_code {
     STORE_ERR_VETOED = -7,       /* the commit check said no; nothing written */
     STORE_ERR_UNAVAILABLE = -8,  /* the database can't be reached (a server that is down) */
     STORE_ERR_LOCK_TIMEOUT = -9, /* a row lock was not had within the wait asked for */
-    STORE_ERR_IN_DOUBT = -10,    /* the server went away during COMMIT and stayed away:
-                                  * whether the transaction committed is unknown */
+    STORE_ERR_IN_DOUBT = -10,    /* COMMIT got no answer, and whether the transaction
+                                  * committed can't be told (store_tx_commit) */
 };
 
 typedef struct store_config {
@@ -42,7 +42,10 @@ typedef struct store_config {
     int busy_timeout_ms;  /* how long a write waits for another writer (SQLite), or a
                            * request for a free connection of the pool (a server) */
     int pool_size;        /* a database server: connections at most, per process */
-    int timeout_ms;       /* a database server: bound on one statement */
+    int timeout_ms;       /* a database server: bound on one statement, on the server;
+                           * an answer that has not come a grace later (a quarter,
+                           * 1 to 2 s) drops the session. Connects: the same, at
+                           * least 2 s */
 } store_config;
 
 typedef struct store store;
@@ -108,7 +111,9 @@ typedef struct store_commit_check {
 
 /* Opens the database cfg->db names with the backend that serves it, applies
  * its migrations, and returns STORE_OK with *out set; or an error with err
- * filled and *out NULL. */
+ * filled and *out NULL: STORE_ERR_UNAVAILABLE when a server could not be
+ * reached or was not ready (it may be later), any other when waiting can't
+ * help (a password or database the server refuses, a malformed --db). */
 int store_open(const store_config *cfg, store **out, char *err, size_t errlen);
 
 /* db as it may be shown (logs, /health): a password in a URL
@@ -126,9 +131,10 @@ const char *store_backend_name(const store *s);
 int store_has_row_locks(const store *s);
 
 /* Takes an idle connection or opens one: STORE_OK with *out set, or
- * STORE_ERR_UNAVAILABLE (the server can't be reached), STORE_ERR_BUSY (every
- * connection of the pool stayed in use past the busy timeout), STORE_ERR_IO,
- * with err filled and *out NULL. Thread-safe. */
+ * STORE_ERR_UNAVAILABLE (the server can't be reached: once a connect has
+ * failed, at once, while the store reconnects in the background),
+ * STORE_ERR_BUSY (every connection of the pool stayed in use past the busy
+ * timeout), STORE_ERR_IO, with err filled and *out NULL. Thread-safe. */
 int store_get(store *s, store_conn **out, char *err, size_t errlen);
 
 /* Gives c back (rolling back a transaction left open). */
@@ -226,10 +232,12 @@ int store_tx_savepoint(store_conn *c);
 int store_tx_rollback_to_savepoint(store_conn *c);
 
 /* Commits unless check (may be NULL) vetoes; on any failure everything is
- * rolled back. A server that goes away during COMMIT leaves its outcome in
- * doubt: the store then finds out (by the transaction's first order) and
+ * rolled back. A server that goes away during COMMIT, or does not answer it
+ * in time, leaves its outcome in doubt: the store then finds out (by the
+ * transaction's first order, once the session that ran COMMIT is gone) and
  * answers STORE_OK or STORE_ERR_UNAVAILABLE as it turned out; when it can't
- * (no order was added, or the server stays away), STORE_ERR_IN_DOUBT. */
+ * (no order was added, the server stays away, or that session lives on),
+ * STORE_ERR_IN_DOUBT. */
 int store_tx_commit(store_conn *c, const store_commit_check *check);
 
 void store_tx_abort(store_conn *c);

@@ -246,13 +246,13 @@ static int pg_tx_commit(store_conn *conn, const store_commit_check *check)
         pg_rollback(c);
         return STORE_ERR_VETOED;
     }
-    PGresult *r = PQexec(c->pg, "COMMIT");
-    int answered = r && PQresultStatus(r) == PGRES_COMMAND_OK;
+    PGresult *r;
+    int rc = pg_query(c, "COMMIT", &r);
     /* COMMIT of a transaction that failed earlier answers ROLLBACK */
-    int rc = answered && strcmp(PQcmdStatus(r), "COMMIT") == 0 ? STORE_OK
-             : answered ? (snprintf(c->err, sizeof(c->err), "the transaction was rolled back"),
-                           STORE_ERR_IO)
-                        : pg_fail(c, "COMMIT", r);
+    if (rc == STORE_OK && strcmp(PQcmdStatus(r), "COMMIT") != 0) {
+        snprintf(c->err, sizeof(c->err), "the transaction was rolled back");
+        rc = STORE_ERR_IO;
+    }
     PQclear(r);
     c->in_tx = 0;
     if (rc == STORE_ERR_UNAVAILABLE)
@@ -318,7 +318,9 @@ static int pg_tx_lock_stock(store_conn *conn, int64_t item_id, int wait_ms, int6
     p_int(&p, item_id);
     int rc = pg_command(c, set);
     if (rc == STORE_OK)
-        rc = pg_exec_row(c, ST_STOCK_LOCK, &p, &r);
+        rc = pg_exec_waiting(c, ST_STOCK_LOCK, &p, wait_ms, &r);
+    if (rc == STORE_OK && PQntuples(r) == 0)
+        rc = STORE_ERR_NOT_FOUND;
     if (rc == STORE_OK)
         *stock = col_int(r, 0, 0);
     else if (rc == STORE_ERR_LOCK_TIMEOUT)

@@ -1,8 +1,9 @@
-/* store_postgres_internal.h - what the PostgreSQL backend's two files
- * share: store_postgres_session.c (sessions, the pool, migrations, errors,
- * statements run, a COMMIT in doubt) and store_postgres.c (the store's
- * operations in SQL). Not for other modules: the store's interface is
- * store.h. */
+/* store_postgres_internal.h - what the PostgreSQL backend's files share:
+ * store_postgres.c (the store's operations in SQL) over
+ * store_postgres_pool.c (the store, its pool, outages) over
+ * store_postgres_session.c (sessions, migrations, errors, statements run, a
+ * COMMIT in doubt) over store_postgres_io.c (libpq's exchanges, bounded).
+ * Not for other modules: the store's interface is store.h. */
 #ifndef STORE_POSTGRES_INTERNAL_H
 #define STORE_POSTGRES_INTERNAL_H
 
@@ -52,6 +53,8 @@ typedef struct pg_conn {
     int64_t tx_first_order; /* the first order the open transaction added, or 0 */
     int savepoint;          /* the open transaction has one... */
     int64_t savepoint_first_order; /* ...and tx_first_order as it was then */
+    int unreachable;        /* the last session_open failed to connect... */
+    int refused;            /* ...on a refusal waiting can't mend */
     char err[256];
 } pg_conn;
 
@@ -59,10 +62,18 @@ struct pg_store {
     struct store base;
     store_config cfg;
     char *db, *password;
-    pthread_mutex_t mu; /* guards idle, nidle, open */
+    pthread_mutex_t mu; /* guards the fields below */
     pthread_cond_t freed;
     pg_conn *idle[POOL_MAX];
     int nidle, open; /* pooled, and in all (pooled or in use) */
+    /* An outage: since a new session failed to open, requests that need
+     * one are answered at once while one thread (reconnector) tries again */
+    int64_t down_since;   /* pg_now_ms(), 0 while up */
+    char down_err[256];   /* the last attempt's failure */
+    int reconnecting, closing, started; /* started: reconnector is to be joined */
+    int asked;            /* a request came during the reconnector's pause */
+    pthread_t reconnector;
+    pthread_cond_t wake;  /* the reconnector's pause, cut short by pg_close */
 };
 
 #define CONN(c) ((pg_conn *)(c))
@@ -93,6 +104,33 @@ static inline void col_text(char *dst, size_t size, const PGresult *r, int row, 
     snprintf(dst, size, "%s", PQgetvalue(r, row, col));
 }
 
+/* ---- store_postgres_io.c: libpq's exchanges, each bounded by a deadline ---- */
+
+/* Monotonic milliseconds: the clock deadlines are on. */
+int64_t pg_now_ms(void);
+
+/* Connects (keys and values as PQconnectdbParams takes them, dbname
+ * expanded) by libpq's non-blocking calls, waiting for the server until
+ * deadline at most (only a host name's lookup, in libpq, may outlast it).
+ * Returns the connection, in non-blocking mode when CONNECTION_OK, else
+ * failed (PQerrorMessage says why) and *timed_out set when the deadline
+ * passed; NULL when out of memory. PQfinish it in every case. */
+PGconn *pg_io_connect(const char *const *keys, const char *const *values, int64_t deadline,
+                      int *timed_out);
+
+/* A failed connect's message: takes the SQLSTATEs the connect's refusals
+ * carry out of msg (FATAL:  28P01: password... becomes FATAL:  password...),
+ * and returns 1 when the server refused us in a way waiting can't mend
+ * (authentication, no such database, no right to connect), 0 otherwise
+ * (unreachable, starting up, shutting down, too many connections). */
+int pg_io_refused(char *msg);
+
+/* The answer to what PQsend* just queued on pg (non-blocking), read until
+ * deadline at most: the first failed result, else the last one (PQclear
+ * it); NULL when the connection failed, or with *timed_out set when no
+ * whole answer came in time - the session is then out of step: drop it. */
+PGresult *pg_io_await(PGconn *pg, int64_t deadline, int *timed_out);
+
 /* ---- store_postgres_session.c ---- */
 
 /* Records a failed result (NULL: the connection failed) in c->err and maps
@@ -100,13 +138,21 @@ static inline void col_text(char *dst, size_t size, const PGresult *r, int row, 
 int pg_fail(pg_conn *c, const char *what, const PGresult *r);
 
 /* Runs statement id (prepared on the session's first use): STORE_OK with
- * *out the result (PQclear it), or the failure. pg_exec_row: a statement of
- * one row at most, STORE_ERR_NOT_FOUND when there is none. */
+ * *out the result (PQclear it), or the failure. Its answer is awaited for
+ * --db-timeout-ms (the server's statement_timeout) and a grace for the
+ * server's own timeout to arrive; none in that time is
+ * STORE_ERR_UNAVAILABLE, and the session is dropped. pg_exec_waiting: a
+ * statement that may also wait wait_ms for a row lock. pg_exec_row: a
+ * statement of one row at most, STORE_ERR_NOT_FOUND when there is none. */
 int pg_exec(pg_conn *c, enum stmt_id id, const struct params *p, PGresult **out);
+int pg_exec_waiting(pg_conn *c, enum stmt_id id, const struct params *p, int wait_ms,
+                    PGresult **out);
 int pg_exec_row(pg_conn *c, enum stmt_id id, const struct params *p, PGresult **out);
 
-/* A statement run as plain text (BEGIN, SET, a migration). */
+/* A statement run as plain text (BEGIN, SET, COMMIT, a migration), bounded
+ * as pg_exec; pg_query also hands over its result (PQclear it). */
 int pg_command(pg_conn *c, const char *sql);
+int pg_query(pg_conn *c, const char *sql, PGresult **out);
 
 /* 1 inside a transaction; else 0 with c->err saying so. */
 int pg_in_transaction(pg_conn *c);
@@ -116,8 +162,26 @@ void pg_rollback(pg_conn *c);
 
 /* A COMMIT whose answer never came (c->tx_first_order set): STORE_OK when
  * it committed, STORE_ERR_UNAVAILABLE when it did not, STORE_ERR_IN_DOUBT
- * when the server stays away. */
+ * when that can't be told: the server stays away, or the old session is
+ * still there (it may yet commit). */
 int pg_commit_in_doubt(pg_conn *c);
+
+/* Opens c's session (closing any it had): STORE_OK, or the failure in
+ * c->err, c->unreachable set when the connect itself failed, c->refused
+ * too when waiting can't mend it. */
+int pg_session_open(pg_conn *c);
+
+/* Whether c's session looks usable: open, and nothing unasked to read. */
+int pg_session_alive(pg_conn *c);
+
+/* Closes c's session (c stays, with no session), or c with it. */
+void pg_session_close(pg_conn *c);
+void pg_conn_free(pg_conn *c);
+
+/* Applies the schema files the database has not seen (c's first session). */
+int pg_migrate(pg_conn *c, char *err, size_t errlen);
+
+/* ---- store_postgres_pool.c: the store, its pool and outages ---- */
 
 /* The backend's entries for the pool (store_backend.h). */
 int pg_serves(const char *db);

@@ -1,13 +1,11 @@
-/* store_postgres_session.c - the PostgreSQL backend's sessions: a bounded
- * pool of libpq connections, each with its statements prepared once; errors
- * mapped to store codes; the embedded migrations (schema/postgres/) under an
- * advisory lock, so replicas that start together apply each file once.
- *
- * A server that goes away: a session it closed while pooled is replaced
- * before use; a failure on the way answers STORE_ERR_UNAVAILABLE; a COMMIT
- * whose answer was lost is resolved by looking for the transaction's first
- * order once the old session is surely gone (pg_commit_in_doubt). */
-#include <ctype.h>
+/* store_postgres_session.c - the PostgreSQL backend's sessions: one libpq
+ * connection each, with its statements prepared once and every answer
+ * awaited within a bound (store_postgres_io.c: a session that gives none in
+ * time is dropped); errors mapped to store codes; the embedded migrations
+ * (schema/postgres/) under an advisory lock, so replicas that start
+ * together apply each file once. A COMMIT whose answer was lost is resolved
+ * by looking for the transaction's first order once the old session is
+ * surely gone (pg_commit_in_doubt). The pool: store_postgres_pool.c. */
 #include <poll.h>
 #include <string.h>
 #include <time.h>
@@ -15,7 +13,12 @@
 #include "store_postgres_internal.h"
 
 #define MIGRATION_LOCK 0x73746f636bLL /* pg_advisory_xact_lock key: "stock" */
+#define GRACE_MIN_MS 1000             /* an answer's grace past statement_timeout... */
+#define GRACE_MAX_MS 2000             /* ...a quarter of it, within these */
+#define CONNECT_MIN_MS 2000           /* a connect's least bound */
+#define MIGRATION_MS 300000           /* a migration's bound: it may wait for another's */
 #define IN_DOUBT_MS 10000             /* how long a lost COMMIT's outcome is looked for */
+#define IN_DOUBT_TEXT "10 s"
 
 extern const struct store_migration store_postgres_migrations[];
 extern const int store_postgres_migrations_count;
@@ -51,11 +54,68 @@ int pg_fail(pg_conn *c, const char *what, const PGresult *r)
     return STORE_ERR_IO;
 }
 
+/* How long an answer may take from a server that bounds the statement at
+ * ms itself: ms and a grace (a quarter, 1 to 2 s) for its answer to arrive
+ * from a loaded host, so that a slow server is told apart from a silent
+ * one. 0 (no statement_timeout) is no bound here either. */
+static int answer_ms(int ms)
+{
+    int grace = ms / 4 < GRACE_MIN_MS ? GRACE_MIN_MS : ms / 4 > GRACE_MAX_MS ? GRACE_MAX_MS
+                                                                           : ms / 4;
+    return ms > 0 ? ms + grace : 0;
+}
+
+static int64_t deadline_in(int ms) { return ms > 0 ? pg_now_ms() + ms : INT64_MAX; }
+
+/* The session's socket closed at once, with nothing more sent: what was
+ * asked may still run on the server, to its statement_timeout. What the
+ * caller knows of the transaction (in_tx, tx_first_order) stays. */
+static void drop(pg_conn *c)
+{
+    PQfinish(c->pg);
+    c->pg = NULL;
+    memset(c->prepared, 0, sizeof(c->prepared));
+}
+
+/* A statement on a session already dropped: nothing to send it on. */
+static int no_session(pg_conn *c, const char *what)
+{
+    snprintf(c->err, sizeof(c->err), "%s: the session to PostgreSQL was lost", what);
+    return STORE_ERR_UNAVAILABLE;
+}
+
+/* The answer to what was just sent (sent: PQsend*'s result), awaited for
+ * ms: STORE_OK with *out the result (PQclear it), or the failure. */
+static int await(pg_conn *c, const char *what, int sent, int ms, PGresult **out)
+{
+    int timed_out = 0;
+    PGresult *r = sent ? pg_io_await(c->pg, deadline_in(ms), &timed_out) : NULL;
+    *out = NULL;
+    if (timed_out) {
+        snprintf(c->err, sizeof(c->err), "%s: no answer from PostgreSQL within %d ms; the "
+                 "session was dropped", what, ms);
+        drop(c);
+        return STORE_ERR_UNAVAILABLE;
+    }
+    ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+        int rc = pg_fail(c, what, r);
+        PQclear(r);
+        return rc;
+    }
+    *out = r;
+    return STORE_OK;
+}
+
 /* Runs prepared statement id (preparing it on this session's first use).
  * STORE_OK with *out the result (PQclear it), or the failure. */
-int pg_exec(pg_conn *c, enum stmt_id id, const struct params *p, PGresult **out)
+int pg_exec_waiting(pg_conn *c, enum stmt_id id, const struct params *p, int wait_ms,
+                    PGresult **out)
 {
     *out = NULL;
+    if (c->pg == NULL)
+        return no_session(c, pg_stmts[id].what);
+    int ms = answer_ms(c->s->cfg.timeout_ms);
     char name[8];
     snprintf(name, sizeof(name), "s%d", (int)id);
     if (!c->prepared[id]) {
@@ -63,23 +123,21 @@ int pg_exec(pg_conn *c, enum stmt_id id, const struct params *p, PGresult **out)
         int n = (int)strlen(pg_stmts[id].types);
         for (int i = 0; i < n; i++)
             types[i] = pg_stmts[id].types[i] == 't' ? 25 : 20; /* text, int8 */
-        PGresult *r = PQprepare(c->pg, name, pg_stmts[id].sql, n, types);
-        int ok = r && PQresultStatus(r) == PGRES_COMMAND_OK;
-        int rc = ok ? STORE_OK : pg_fail(c, "prepare", r);
+        PGresult *r;
+        int rc = await(c, "prepare", PQsendPrepare(c->pg, name, pg_stmts[id].sql, n, types),
+                       ms, &r);
         PQclear(r);
         if (rc != STORE_OK)
             return rc;
         c->prepared[id] = 1;
     }
-    PGresult *r = PQexecPrepared(c->pg, name, p ? p->n : 0, p ? p->v : NULL, NULL, NULL, 0);
-    ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
-    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
-        int rc = pg_fail(c, pg_stmts[id].what, r);
-        PQclear(r);
-        return rc;
-    }
-    *out = r;
-    return STORE_OK;
+    int sent = PQsendQueryPrepared(c->pg, name, p ? p->n : 0, p ? p->v : NULL, NULL, NULL, 0);
+    return await(c, pg_stmts[id].what, sent, ms > 0 && wait_ms > 0 ? ms + wait_ms : ms, out);
+}
+
+int pg_exec(pg_conn *c, enum stmt_id id, const struct params *p, PGresult **out)
+{
+    return pg_exec_waiting(c, id, p, 0, out);
 }
 
 /* A statement of one row at most: STORE_OK with the row in *out,
@@ -95,12 +153,25 @@ int pg_exec_row(pg_conn *c, enum stmt_id id, const struct params *p, PGresult **
     return rc;
 }
 
+/* sql as plain text, its answer awaited for ms. */
+static int query_within(pg_conn *c, const char *sql, int ms, PGresult **out)
+{
+    *out = NULL;
+    if (c->pg == NULL)
+        return no_session(c, sql);
+    return await(c, sql, PQsendQuery(c->pg, sql), ms, out);
+}
+
+int pg_query(pg_conn *c, const char *sql, PGresult **out)
+{
+    return query_within(c, sql, answer_ms(c->s->cfg.timeout_ms), out);
+}
+
 /* A statement run as plain text (BEGIN, COMMIT, SET, a migration). */
 int pg_command(pg_conn *c, const char *sql)
 {
-    PGresult *r = PQexec(c->pg, sql);
-    ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
-    int rc = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK ? STORE_OK : pg_fail(c, sql, r);
+    PGresult *r;
+    int rc = pg_query(c, sql, &r);
     PQclear(r);
     return rc;
 }
@@ -121,11 +192,9 @@ void pg_rollback(pg_conn *c)
     c->tx_first_order = 0;
 }
 
-/* ---- sessions and the pool ---- */
+/* ---- sessions ---- */
 
-static const store_backend *backend(void) { return &store_postgres; }
-
-static void session_close(pg_conn *c)
+void pg_session_close(pg_conn *c)
 {
     PQfinish(c->pg);
     c->pg = NULL;
@@ -137,40 +206,52 @@ static void session_close(pg_conn *c)
 static void ignore_notice(void *arg, const char *message) { (void)arg, (void)message; }
 
 /* Opens c's session: --db (a URL or a conninfo) with the password from the
- * file, if any, and a bound on every statement. */
-static int session_open(pg_conn *c)
+ * file, if any, and a bound on every statement; the connect bounded by
+ * --db-timeout-ms too, but at least CONNECT_MIN_MS: a loaded server takes
+ * a while to start a backend. c->unreachable tells a failed connect from a
+ * session lost after it, c->refused a final refusal from the rest. */
+int pg_session_open(pg_conn *c)
 {
     const store_config *cfg = &c->s->cfg;
-    char options[96], connect_s[16];
+    char options[96], why[256];
     /* --sync normal: as on SQLite, a crash of the server may lose the last
      * commits but never half of one */
     snprintf(options, sizeof(options), "-c statement_timeout=%d -c synchronous_commit=%s",
              cfg->timeout_ms, cfg->sync_full ? "on" : "off");
-    snprintf(connect_s, sizeof(connect_s), "%d",
-             cfg->timeout_ms > 2000 ? cfg->timeout_ms / 1000 : 2); /* libpq's least: 2 s */
     /* after dbname, so that these override what the URL says */
-    const char *keys[] = {"dbname", "connect_timeout", "options", "application_name",
+    const char *keys[] = {"dbname", "options", "application_name",
                           c->s->password ? "password" : NULL, NULL};
-    const char *values[] = {c->s->db, connect_s, options, "stockd", c->s->password, NULL};
-    session_close(c);
-    c->pg = PQconnectdbParams(keys, values, 1);
+    const char *values[] = {c->s->db, options, "stockd", c->s->password, NULL};
+    int timed_out, ms = cfg->timeout_ms > CONNECT_MIN_MS ? cfg->timeout_ms : CONNECT_MIN_MS;
+    pg_session_close(c);
+    c->pg = pg_io_connect(keys, values, deadline_in(ms), &timed_out);
     if (c->pg == NULL || PQstatus(c->pg) != CONNECTION_OK) {
-        set_err(c, "cannot connect to PostgreSQL", c->pg ? PQerrorMessage(c->pg) : "out of memory");
-        session_close(c);
+        if (timed_out)
+            snprintf(why, sizeof(why), "no answer within %d ms", ms);
+        else
+            snprintf(why, sizeof(why), "%s", c->pg ? PQerrorMessage(c->pg) : "out of memory");
+        int refused = !timed_out && pg_io_refused(why); /* and the SQLSTATEs out of why */
+        c->refused = refused || (c->pg && PQconnectionNeedsPassword(c->pg));
+        c->unreachable = 1;
+        set_err(c, "cannot connect to PostgreSQL", why);
+        pg_session_close(c);
         return STORE_ERR_UNAVAILABLE;
     }
+    c->refused = c->unreachable = 0;
     PQsetNoticeProcessor(c->pg, ignore_notice, NULL); /* not onto stderr: the log is ours */
-    PGresult *r = PQexec(c->pg, "SELECT pg_backend_pid(), backend_start::text FROM "
-                                "pg_stat_activity WHERE pid = pg_backend_pid()");
-    int rc = r && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1
-                 ? STORE_OK : pg_fail(c, "read the session's identity", r);
-    if (rc == STORE_OK) {
+    PGresult *r;
+    int rc = pg_query(c, "SELECT pg_backend_pid(), backend_start::text FROM "
+                         "pg_stat_activity WHERE pid = pg_backend_pid()", &r);
+    if (rc == STORE_OK && PQntuples(r) == 1) {
         c->pid = (int)col_int(r, 0, 0);
         col_text(c->started, sizeof(c->started), r, 0, 1);
+    } else if (rc == STORE_OK) {
+        snprintf(c->err, sizeof(c->err), "read the session's identity: no row");
+        rc = STORE_ERR_IO;
     }
     PQclear(r);
     if (rc != STORE_OK)
-        session_close(c);
+        pg_session_close(c);
     return rc;
 }
 
@@ -178,7 +259,7 @@ static int session_open(pg_conn *c)
  * read unless the server spoke first - as it does when it ends the session
  * (a restart, pg_terminate_backend: FATAL, then EOF) - so one that has
  * something to read is replaced, rather than left to fail a request. */
-static int session_alive(pg_conn *c)
+int pg_session_alive(pg_conn *c)
 {
     if (c->pg == NULL || PQstatus(c->pg) != CONNECTION_OK)
         return 0;
@@ -186,52 +267,50 @@ static int session_alive(pg_conn *c)
     return poll(&p, 1, 0) == 0;
 }
 
-static void conn_free(pg_conn *c)
+void pg_conn_free(pg_conn *c)
 {
     if (c) {
-        session_close(c);
+        pg_session_close(c);
         free(c);
     }
 }
 
-static int64_t now_ms(void)
+/* A migration's step that may run long, or wait for another replica's. */
+static int migration_step(pg_conn *c, const char *sql)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    PGresult *r;
+    int rc = query_within(c, sql, MIGRATION_MS, &r);
+    PQclear(r);
+    return rc;
 }
 
 /* Applies every embedded schema file the database has not seen, in one
  * transaction under an advisory lock: replicas starting together wait for
  * each other, and the later ones find the work done. */
-static int migrate(pg_conn *c, char *err, size_t errlen)
+int pg_migrate(pg_conn *c, char *err, size_t errlen)
 {
     char sql[160], lock[64];
+    PGresult *r = NULL;
     snprintf(lock, sizeof(lock), "SELECT pg_advisory_xact_lock(%lld)", MIGRATION_LOCK);
     int rc = pg_command(c, "BEGIN");
     if (rc == STORE_OK) /* a long migration, and the wait for another replica's */
         rc = pg_command(c, "SET LOCAL statement_timeout = 0");
     if (rc == STORE_OK)
-        rc = pg_command(c, lock);
+        rc = migration_step(c, lock);
     if (rc == STORE_OK)
         rc = pg_command(c, "CREATE TABLE IF NOT EXISTS stockd_schema (version integer PRIMARY KEY, "
                         "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())");
-    int version = -1;
-    if (rc == STORE_OK) {
-        PGresult *r = PQexec(c->pg, "SELECT COALESCE(max(version), 0) FROM stockd_schema");
-        if (r && PQresultStatus(r) == PGRES_TUPLES_OK)
-            version = (int)col_int(r, 0, 0);
-        else
-            rc = pg_fail(c, "read the schema version", r);
-        PQclear(r);
-    }
+    if (rc == STORE_OK)
+        rc = pg_query(c, "SELECT COALESCE(max(version), 0) FROM stockd_schema", &r);
+    int version = rc == STORE_OK ? (int)col_int(r, 0, 0) : -1;
+    PQclear(r);
     for (int i = 0; rc == STORE_OK && i < store_postgres_migrations_count; i++) {
         const struct store_migration *m = &store_postgres_migrations[i];
         if (m->version <= version)
             continue;
         snprintf(sql, sizeof(sql), "INSERT INTO stockd_schema (version, name) VALUES (%d, '%s')",
                  m->version, m->name); /* embedded names: digits, letters, _ and . */
-        rc = pg_command(c, m->sql);
+        rc = migration_step(c, m->sql);
         if (rc == STORE_OK)
             rc = pg_command(c, sql);
     }
@@ -244,179 +323,44 @@ static int migrate(pg_conn *c, char *err, size_t errlen)
     return rc;
 }
 
-void pg_close(store *st);
-
-/* PostgreSQL takes its URLs (postgresql:// or postgres://) and libpq's
- * key=value conninfo, told by its first word: a keyword and '=' (blanks
- * allowed around both, as libpq reads it). Any keyword: a misspelt one gets
- * libpq's error, not an SQLite file named after the conninfo. A file whose
- * name starts so is written ./name. */
-int pg_serves(const char *db)
-{
-    if (strncmp(db, "postgresql://", 13) == 0 || strncmp(db, "postgres://", 11) == 0)
-        return 1;
-    const char *p = db + strspn(db, " \t\n");
-    size_t klen = 0;
-    while (isalnum((unsigned char)p[klen]) || p[klen] == '_')
-        klen++;
-    return klen > 0 && !isdigit((unsigned char)p[0]) && p[klen + strspn(p + klen, " \t\n")] == '=';
-}
-
-int pg_open(const store_config *cfg, store **out, char *err, size_t errlen)
-{
-    pg_store *s = calloc(1, sizeof(*s));
-    pg_conn *c = calloc(1, sizeof(*c));
-    if (s == NULL || c == NULL || (s->db = strdup(cfg->db)) == NULL ||
-        (cfg->password && (s->password = strdup(cfg->password)) == NULL)) {
-        free(c);
-        if (s)
-            free(s->db);
-        free(s);
-        snprintf(err, errlen, "out of memory");
-        return STORE_ERR_IO;
-    }
-    s->base.be = backend();
-    s->cfg = *cfg;
-    s->cfg.db = s->db;
-    s->cfg.password = NULL; /* s->password has it */
-    s->cfg.pool_size = cfg->pool_size < 1 ? 1 : cfg->pool_size > POOL_MAX ? POOL_MAX
-                                                                          : cfg->pool_size;
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->freed, NULL);
-    c->base.be = backend();
-    c->s = s;
-    int rc = session_open(c);
-    if (rc != STORE_OK)
-        snprintf(err, errlen, "%s", c->err);
-    else
-        rc = migrate(c, err, errlen);
-    if (rc != STORE_OK) {
-        conn_free(c);
-        pg_close(&s->base);
-        return rc;
-    }
-    s->idle[s->nidle++] = c;
-    s->open = 1;
-    *out = &s->base;
-    return STORE_OK;
-}
-
-void pg_close(store *st)
-{
-    pg_store *s = (pg_store *)st;
-    for (int i = 0; i < s->nidle; i++)
-        conn_free(s->idle[i]);
-    pthread_cond_destroy(&s->freed);
-    pthread_mutex_destroy(&s->mu);
-    if (s->password) /* not left in freed memory */
-        memset(s->password, 0, strlen(s->password));
-    free(s->password);
-    free(s->db);
-    free(s);
-}
-
-/* A pooled connection, or a new one while the pool has room; else waits up
- * to the busy timeout for one to come back. */
-int pg_get(store *st, store_conn **out, char *err, size_t errlen)
-{
-    pg_store *s = (pg_store *)st;
-    pg_conn *c = NULL;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += s->cfg.busy_timeout_ms / 1000;
-    until.tv_nsec += (long)(s->cfg.busy_timeout_ms % 1000) * 1000000;
-    if (until.tv_nsec >= 1000000000L)
-        until.tv_sec++, until.tv_nsec -= 1000000000L;
-    *out = NULL;
-    pthread_mutex_lock(&s->mu);
-    while (s->nidle == 0 && s->open >= s->cfg.pool_size &&
-           pthread_cond_timedwait(&s->freed, &s->mu, &until) == 0) {
-    }
-    int busy = 0;
-    if (s->nidle > 0)
-        c = s->idle[--s->nidle];
-    else if (s->open < s->cfg.pool_size)
-        s->open++; /* a new one, opened below */
-    else
-        busy = 1;
-    pthread_mutex_unlock(&s->mu);
-    if (busy) {
-        snprintf(err, errlen, "all %d PostgreSQL connections stayed in use for %d ms",
-                 s->cfg.pool_size, s->cfg.busy_timeout_ms);
-        return STORE_ERR_BUSY;
-    }
-    if (c == NULL && (c = calloc(1, sizeof(*c))) != NULL) {
-        c->base.be = backend();
-        c->s = s;
-    }
-    int rc = c == NULL ? STORE_ERR_IO : session_alive(c) ? STORE_OK : session_open(c);
-    if (rc != STORE_OK) {
-        snprintf(err, errlen, "%s", c ? c->err : "out of memory");
-        conn_free(c);
-        pthread_mutex_lock(&s->mu);
-        s->open--;
-        pthread_cond_signal(&s->freed);
-        pthread_mutex_unlock(&s->mu);
-        return rc;
-    }
-    *out = &c->base;
-    return STORE_OK;
-}
-
-/* Back to the pool, out of any transaction; a broken session is closed
- * here (the next get opens a new one). */
-void pg_put(store *st, store_conn *conn)
-{
-    pg_store *s = (pg_store *)st;
-    pg_conn *c = CONN(conn);
-    pg_rollback(c);
-    if (c->pg && PQstatus(c->pg) != CONNECTION_OK)
-        session_close(c);
-    pthread_mutex_lock(&s->mu);
-    s->idle[s->nidle++] = c; /* nidle <= open <= pool_size <= POOL_MAX */
-    pthread_cond_signal(&s->freed);
-    pthread_mutex_unlock(&s->mu);
-}
-
-const char *pg_errstr(const store_conn *c) { return CONN(c)->err; }
-
-int pg_ping(store_conn *conn)
-{
-    PGresult *r;
-    int rc = pg_exec(CONN(conn), ST_PING, NULL, &r);
-    PQclear(r);
-    return rc;
-}
-
 /* A COMMIT whose answer never came: it may or may not have happened. Once
- * the old session is surely gone (terminated and waited for, should the
- * server still be running it), its first order is there or not for good,
- * and with it the whole transaction. Tried on fresh sessions until
- * IN_DOUBT_MS - a server that is restarting comes back meanwhile. */
+ * the old session is surely gone - terminated, and no longer in
+ * pg_stat_activity, which a backend leaves only after its transaction has
+ * ended - its first order is there or not for good, and with it the whole
+ * transaction. Until then (a backend stopped, or slow to die mid-commit)
+ * nothing can be told: an order not there yet may still land. Looked for
+ * on a fresh session until IN_DOUBT_MS - a server that is restarting
+ * comes back meanwhile. */
 int pg_commit_in_doubt(pg_conn *c)
 {
     char lost[sizeof(c->err)], sql[200]; /* lost: why COMMIT failed, for the message */
-    int64_t order = c->tx_first_order;
     struct params p = {0};
-    p_int(&p, order);
+    p_int(&p, c->tx_first_order);
     snprintf(lost, sizeof(lost), "%s", c->err);
-    snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(pid, 2000) FROM pg_stat_activity "
+    snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
              "WHERE pid = %d AND backend_start::text = '%s'", c->pid, c->started);
-    for (int64_t end = now_ms() + IN_DOUBT_MS; now_ms() < end;) {
+    int fresh = 0, there = 0; /* there: the old session, when last looked for */
+    for (int64_t end = pg_now_ms() + IN_DOUBT_MS; pg_now_ms() < end;) {
         PGresult *r = NULL;
-        if (session_open(c) == STORE_OK && pg_command(c, sql) == STORE_OK &&
-            pg_exec(c, ST_ORDER_EXISTS, &p, &r) == STORE_OK) {
-            int committed = PQntuples(r) > 0;
+        if (!fresh || c->pg == NULL || PQstatus(c->pg) != CONNECTION_OK)
+            fresh = pg_session_open(c) == STORE_OK; /* never the old session: it's in doubt */
+        if (fresh && pg_query(c, sql, &r) == STORE_OK && !(there = PQntuples(r) > 0)) {
             PQclear(r);
-            if (committed)
-                return STORE_OK;
-            snprintf(c->err, sizeof(c->err), "%.180s; nothing was written", lost);
-            return STORE_ERR_UNAVAILABLE;
+            if (pg_exec(c, ST_ORDER_EXISTS, &p, &r) == STORE_OK) {
+                int committed = PQntuples(r) > 0;
+                PQclear(r);
+                if (committed)
+                    return STORE_OK;
+                snprintf(c->err, sizeof(c->err), "%.180s; nothing was written", lost);
+                return STORE_ERR_UNAVAILABLE;
+            }
         }
+        PQclear(r);
         struct timespec pause = {0, 100 * 1000000L};
         nanosleep(&pause, NULL);
     }
-    snprintf(c->err, sizeof(c->err), "%.180s; PostgreSQL stayed away: whether it committed is "
-             "unknown", lost);
+    snprintf(c->err, sizeof(c->err), "%.140s; %s: whether it committed is unknown", lost,
+             there ? "its session still ran on PostgreSQL after " IN_DOUBT_TEXT
+                     " and may yet commit" : "PostgreSQL stayed away");
     return STORE_ERR_IN_DOUBT;
 }

@@ -203,6 +203,15 @@ void th_proxy_delay_next(th_proxy *p, const char *needle, int delay_ms);
 /* Chunks held so far (each armed delay that fired counts one). */
 int th_proxy_delayed(th_proxy *p);
 
+/* on: from now on no byte passes either way, on open connections and on new
+ * ones (accepted, and connected upstream, but silent), as when packets are
+ * dropped; what the client sends meanwhile is held, in order. off: it all
+ * flows again, the held bytes first, even from a client that gave up. */
+void th_proxy_stall(th_proxy *p, int on);
+
+/* Client connections accepted so far. */
+int th_proxy_accepted(th_proxy *p);
+
 /* Closes every connection and joins the threads. NULL is a no-op. */
 void th_proxy_stop(th_proxy *p);
 

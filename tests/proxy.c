@@ -1,6 +1,7 @@
 /* proxy.c - a loopback TCP proxy for fault tests: it can hold one client
  * chunk (a Redis command) for a while, as a slow network would, and still
- * deliver it after the client gave up. See tests/harness.h. */
+ * deliver it after the client gave up; or stall every byte both ways, as a
+ * network that drops packets would. See tests/harness.h. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -24,6 +25,7 @@ struct th_proxy {
     pthread_mutex_t mu; /* guards the fields below */
     char needle[64];
     int delay_ms, armed, delayed, stop;
+    int stalled, accepted;
     pthread_t threads[MAX_CONNS];
     int nthreads;
 };
@@ -60,6 +62,14 @@ static int stopping(th_proxy *p)
     return stop;
 }
 
+static int stalled(th_proxy *p)
+{
+    pthread_mutex_lock(&p->mu);
+    int stall = p->stalled;
+    pthread_mutex_unlock(&p->mu);
+    return stall;
+}
+
 /* A chunk from the client: held when it carries the armed needle, or when
  * bytes before it are held (order is kept). */
 static void from_client(struct conn *c, const char *data, size_t len)
@@ -88,7 +98,8 @@ static void *relay(void *arg)
     int64_t give_up = 0;
     while (!stopping(c->p)) {
         int64_t now = th_now_ms();
-        if (c->nheld && now >= c->hold_until) {
+        int stall = stalled(c->p); /* nothing passes either way */
+        if (c->nheld && now >= c->hold_until && !stall) {
             th_send_all(c->up, c->held, c->nheld);
             c->nheld = 0;
         }
@@ -98,7 +109,8 @@ static void *relay(void *arg)
         }
         if (give_up && now >= give_up)
             break;
-        struct pollfd fds[2] = {{client_open ? c->client : -1, POLLIN, 0}, {c->up, POLLIN, 0}};
+        struct pollfd fds[2] = {{client_open ? c->client : -1, POLLIN, 0},
+                                {stall ? -1 : c->up, POLLIN, 0}};
         if (poll(fds, 2, TICK_MS) < 0 && errno != EINTR)
             break;
         if (fds[0].revents) {
@@ -138,6 +150,7 @@ static void *accept_loop(void *arg)
         struct conn *c = up >= 0 ? calloc(1, sizeof(*c)) : NULL;
         pthread_mutex_lock(&p->mu);
         int room = p->nthreads < MAX_CONNS;
+        p->accepted += client >= 0;
         if (c && room) {
             *c = (struct conn){.p = p, .client = client, .up = up};
             room = pthread_create(&p->threads[p->nthreads], NULL, relay, c) == 0;
@@ -188,6 +201,21 @@ void th_proxy_delay_next(th_proxy *p, const char *needle, int delay_ms)
     p->delay_ms = delay_ms;
     p->armed = 1;
     pthread_mutex_unlock(&p->mu);
+}
+
+void th_proxy_stall(th_proxy *p, int on)
+{
+    pthread_mutex_lock(&p->mu);
+    p->stalled = on;
+    pthread_mutex_unlock(&p->mu);
+}
+
+int th_proxy_accepted(th_proxy *p)
+{
+    pthread_mutex_lock(&p->mu);
+    int n = p->accepted;
+    pthread_mutex_unlock(&p->mu);
+    return n;
 }
 
 int th_proxy_delayed(th_proxy *p)

@@ -74,15 +74,37 @@ static void test_every_lock_mode_passes_on_three_replicas(void **state)
     }
 }
 
+/* Until every replica's /health says 200 again, at most 20 s: 0, or -1. */
+static int wait_until_healthy(const th_stack *s)
+{
+    for (int i = 0; i < TH_REPLICAS; i++) {
+        char url[96];
+        long status = 0;
+        snprintf(url, sizeof(url), "%s/health", s->r[i].url);
+        for (int64_t end = th_now_ms() + 20000; status != 200 && th_now_ms() < end;
+             th_sleep_ms(status == 200 ? 0 : 50)) {
+            th_resp r;
+            th_http("GET", url, NULL, &r);
+            status = r.status;
+            th_resp_free(&r);
+        }
+        if (status != 200)
+            return -1;
+    }
+    return 0;
+}
+
 /* PostgreSQL restarts mid-run: answers are 503 storage_unavailable while it
  * is down (never a half-written order: the verdict checks the ledger), and
- * the same replicas deduct again once it is back. */
+ * the same replicas deduct again once it is back, reconnected in the
+ * background. The run outlasts the restart: loadgen reads the ledger back
+ * at its end. */
 static void test_a_server_restart_mid_run(void **state)
 {
     (void)state;
     th_stack s;
     th_stack_start(&s, dir, &redis, "pg-restart", NULL, NULL, 100000);
-    pid_t lg = th_loadgen_start(&s, "pg-restart", s.targets, "4s", "12", "0");
+    pid_t lg = th_loadgen_start(&s, "pg-restart", s.targets, "8s", "12", "0");
     th_sleep_ms(1000);
     th_pg_stop(&pg, SIGINT);
     json_t *h = th_call(&s.r[1], "GET", "/health", NULL, 503);
@@ -90,6 +112,7 @@ static void test_a_server_restart_mid_run(void **state)
     json_decref(h);
     th_sleep_ms(800);
     assert_int_equal(th_pg_start(&pg), 0);
+    assert_int_equal(wait_until_healthy(&s), 0);
     th_loadgen_expect(&s, lg, "pg-restart", 0);
     assert_true(th_loadgen_outcome(&s, "pg-restart", "other_5xx") > 0); /* storage_unavailable */
     pid_t after = th_loadgen_start(&s, "pg-after", s.targets, "1s", "12", "0");

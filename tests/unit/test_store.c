@@ -3,7 +3,8 @@
  * migrations, items, the ledger, idempotency, the three ways of writing,
  * fencing of stale holders, a savepoint per order, and a busy database. Then what only a server
  * has: replicas migrating at once, a bounded pool, row locks, a password,
- * and the server going away - restarted, or a session killed mid-write. */
+ * and the server going away - restarted, a session killed mid-write, or a
+ * COMMIT left in doubt. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -35,9 +36,11 @@ static store_config config(const char *name)
                           .timeout_ms = 300};
 }
 
-static store *open_store(const char *name)
+/* The store on name with statements bounded at timeout_ms. */
+static store *open_store_bounded(const char *name, int timeout_ms)
 {
     store_config cfg = config(name);
+    cfg.timeout_ms = timeout_ms;
     char err[256];
     store *s;
     if (store_open(&cfg, &s, err, sizeof(err)) != STORE_OK) {
@@ -45,6 +48,11 @@ static store *open_store(const char *name)
         return NULL;
     }
     return s;
+}
+
+static store *open_store(const char *name)
+{
+    return open_store_bounded(name, config(name).timeout_ms);
 }
 
 static int setup(void **state)
@@ -683,7 +691,8 @@ static void test_a_row_lock_waits_then_times_out(void **state)
 }
 
 /* The role stock_secret must authenticate: without the password the store
- * does not open (and says why without any password in it); with it, it does. */
+ * does not open (and says why without any password in it); with it, it does.
+ * A refusal is STORE_ERR_IO, not UNAVAILABLE: waiting would not mend it. */
 static void test_a_password_from_the_config_is_used(void **state)
 {
     (void)state;
@@ -694,19 +703,26 @@ static void test_a_password_from_the_config_is_used(void **state)
     store_config cfg = config(url);
     char err[256];
     store *s;
-    assert_int_equal(store_open(&cfg, &s, err, sizeof(err)), STORE_ERR_UNAVAILABLE);
+    assert_int_equal(store_open(&cfg, &s, err, sizeof(err)), STORE_ERR_IO);
     assert_non_null(strstr(err, "password"));
     cfg.password = "wrong";
-    assert_int_equal(store_open(&cfg, &s, err, sizeof(err)), STORE_ERR_UNAVAILABLE);
+    assert_int_equal(store_open(&cfg, &s, err, sizeof(err)), STORE_ERR_IO);
+    assert_non_null(strstr(err, "password authentication failed"));
     assert_null(strstr(err, "wrong"));
+    assert_null(strstr(err, "28P01")); /* the SQLSTATE it was told by stays out */
     cfg.password = TH_PG_SECRET;
     assert_int_equal(store_open(&cfg, &s, err, sizeof(err)), STORE_OK);
     store_close(s);
+    snprintf(url, sizeof(url), "postgresql://stock@127.0.0.1:%d/nosuchdb", server.port);
+    cfg = config(url);
+    assert_int_equal(store_open(&cfg, &s, err, sizeof(err)), STORE_ERR_IO);
+    assert_non_null(strstr(err, "\"nosuchdb\" does not exist"));
 }
 
 /* The server stops under an open store: 503 material (UNAVAILABLE), both for
- * a pooled session and inside a transaction, nothing half-written; once it
- * is back, the same store works again. */
+ * a pooled session and inside a transaction, nothing half-written; after
+ * the failed connect, at once and saying so; once it is back, the same
+ * store works again, reconnected in the background. */
 static void test_a_restarted_server_answers_unavailable_then_recovers(void **state)
 {
     store_conn *c = conn(state), *in_tx = conn(state);
@@ -723,8 +739,15 @@ static void test_a_restarted_server_answers_unavailable_then_recovers(void **sta
     char err[256];
     assert_int_equal(store_get(*state, &c, err, sizeof(err)), STORE_ERR_UNAVAILABLE);
     assert_non_null(strstr(err, "cannot connect to PostgreSQL"));
+    assert_int_equal(store_get(*state, &c, err, sizeof(err)), STORE_ERR_UNAVAILABLE);
+    assert_non_null(strstr(err, "cannot connect to PostgreSQL"));
+    assert_non_null(strstr(err, "reconnecting in the background"));
     assert_int_equal(th_pg_start(&server), 0);
-    c = conn(state);
+    int rc = STORE_ERR_UNAVAILABLE;
+    for (int64_t end = th_now_ms() + 10000; rc == STORE_ERR_UNAVAILABLE && th_now_ms() < end;
+         th_sleep_ms(rc == STORE_OK ? 0 : 20))
+        rc = store_get(*state, &c, err, sizeof(err));
+    assert_int_equal(rc, STORE_OK);
     store_item it;
     assert_int_equal(store_item_get(c, id, &it), STORE_OK);
     assert_int_equal(it.stock, 10);
@@ -814,37 +837,132 @@ static void *commit_run(void *arg)
     return NULL;
 }
 
-/* A COMMIT that happened but whose answer never came: with a synchronous
- * standby that does not exist, COMMIT commits locally, then waits; the
- * session is terminated during that wait. The store must find the order
- * and answer STORE_OK - not a failure for an order that was written. */
-static void test_a_commit_whose_answer_was_lost_is_found(void **state)
+/* With a synchronous standby that does not exist, COMMIT commits locally,
+ * then waits for it, and is not yet visible: the commit of c's transaction
+ * (an order of 2 of item id under request_id) is started on m's thread.
+ * Returns the waiting backend's pid, or 0 when none waited within 5 s. */
+static int commit_into_a_wait(store_conn *c, int64_t id, const char *request_id,
+                              struct committer *m, pthread_t *t, store_order *o)
 {
-    store_conn *c = conn(state);
-    int64_t id = new_item(c, 10);
-    store_new_order d = deduction(id, 2, 8, 0, "in-doubt");
-    store_order o;
+    store_new_order d = deduction(id, 2, 8, 0, request_id);
     assert_int_equal(store_tx_begin(c), STORE_OK);
-    assert_int_equal(store_tx_add_order(c, &d, &o), STORE_OK);
+    assert_int_equal(store_tx_add_order(c, &d, o), STORE_OK);
     assert_int_equal(store_tx_set_stock(c, id, 8, NULL), STORE_OK);
     assert_int_equal(th_pg_exec(server.url, "ALTER SYSTEM SET synchronous_standby_names = "
                                             "'nobody'"), 0);
     assert_int_equal(th_pg_exec(server.url, "SELECT pg_reload_conf()"), 0);
     th_sleep_ms(200);
-    struct committer m = {c, -100};
-    pthread_t t;
-    pthread_create(&t, NULL, commit_run, &m);
-    long long killed = 0;
-    for (int64_t end = th_now_ms() + 5000; killed < 1 && th_now_ms() < end; th_sleep_ms(50))
-        killed = th_pg_int(server.url, "SELECT count(pg_terminate_backend(pid)) FROM "
-                                       "pg_stat_activity WHERE wait_event = 'SyncRep'");
+    *m = (struct committer){c, -100};
+    pthread_create(t, NULL, commit_run, m);
+    long long pid = -1;
+    for (int64_t end = th_now_ms() + 5000; pid < 0 && th_now_ms() < end; th_sleep_ms(20))
+        pid = th_pg_int(server.url, "SELECT pid FROM pg_stat_activity WHERE wait_event = "
+                                    "'SyncRep'");
+    return pid > 0 ? (int)pid : 0;
+}
+
+/* The standby is wished for no more (a backend still waiting goes on). */
+static void forget_the_standby(void)
+{
     assert_int_equal(th_pg_exec(server.url, "ALTER SYSTEM RESET synchronous_standby_names"), 0);
     assert_int_equal(th_pg_exec(server.url, "SELECT pg_reload_conf()"), 0);
+}
+
+/* A COMMIT that happened but whose answer never came: the session is
+ * terminated while COMMIT waits for the standby. The store must find the
+ * order and answer STORE_OK - not a failure for an order that was written. */
+static void test_a_commit_whose_answer_was_lost_is_found(void **state)
+{
+    store_conn *c = conn(state);
+    int64_t id = new_item(c, 10);
+    store_order o;
+    struct committer m;
+    pthread_t t;
+    int pid = commit_into_a_wait(c, id, "in-doubt", &m, &t, &o);
+    long long killed = pid ? th_pg_int(server.url, "SELECT count(pg_terminate_backend(pid)) "
+                                                   "FROM pg_stat_activity WHERE wait_event = "
+                                                   "'SyncRep'") : 0;
+    forget_the_standby();
     pthread_join(t, NULL);
     assert_int_equal(killed, 1);
     assert_int_equal(m.rc, STORE_OK);
     store_order found;
     assert_int_equal(store_order_by_request(c, "in-doubt", &found), STORE_OK);
+    assert_int_equal(found.info.order_id, o.info.order_id);
+    store_put(*state, c);
+}
+
+/* The same COMMIT, its backend stopped (SIGSTOP) while it waits: no answer
+ * comes (the store gives up after its timeout), and terminating the backend
+ * does nothing while it is stopped. Its order is not visible, yet the
+ * commit is done and lands once the backend runs again: the store must not
+ * call it unwritten, but in doubt. Statements bounded at 3 s, as a
+ * terminate's wait of 2 s fits in. */
+static void test_a_commit_whose_session_stays_stopped_is_in_doubt(void **state)
+{
+    (void)state;
+    store *st = open_store_bounded(target, 3000);
+    assert_non_null(st);
+    store_conn *c = conn((void **)&st);
+    int64_t id = new_item(c, 10);
+    store_order o, found;
+    struct committer m;
+    pthread_t t;
+    int pid = commit_into_a_wait(c, id, "stopped", &m, &t, &o);
+    if (pid)
+        kill(pid, SIGSTOP);
+    forget_the_standby();
+    pthread_join(t, NULL);
+    if (pid)
+        kill(pid, SIGCONT);
+    assert_true(pid > 0);
+    assert_int_equal(m.rc, STORE_ERR_IN_DOUBT);
+    assert_non_null(strstr(store_errstr(c), "may yet commit"));
+    int rc = STORE_ERR_NOT_FOUND; /* the backend, running again, ends its commit */
+    for (int64_t end = th_now_ms() + 5000; rc == STORE_ERR_NOT_FOUND && th_now_ms() < end;
+         th_sleep_ms(rc == STORE_OK ? 0 : 50))
+        rc = store_order_by_request(c, "stopped", &found);
+    assert_int_equal(rc, STORE_OK);
+    assert_int_equal(found.info.order_id, o.info.order_id);
+    store_put(st, c);
+    store_close(st);
+}
+
+struct resumer {
+    int pid, after_ms;
+};
+
+static void *resume_run(void *arg)
+{
+    struct resumer *r = arg;
+    th_sleep_ms(r->after_ms);
+    kill(r->pid, SIGCONT);
+    return NULL;
+}
+
+/* Stopped the same way, but running again a second later, while the store
+ * still looks: it then ends (terminated), its commit visible, and the store
+ * answers STORE_OK. */
+static void test_a_commit_whose_session_resumes_is_found(void **state)
+{
+    store_conn *c = conn(state);
+    int64_t id = new_item(c, 10);
+    store_order o, found;
+    struct committer m;
+    pthread_t t, resume;
+    int pid = commit_into_a_wait(c, id, "resumed", &m, &t, &o);
+    struct resumer r = {pid, 1500};
+    if (pid) {
+        kill(pid, SIGSTOP);
+        pthread_create(&resume, NULL, resume_run, &r);
+    }
+    forget_the_standby();
+    pthread_join(t, NULL);
+    if (pid)
+        pthread_join(resume, NULL);
+    assert_true(pid > 0);
+    assert_int_equal(m.rc, STORE_OK);
+    assert_int_equal(store_order_by_request(c, "resumed", &found), STORE_OK);
     assert_int_equal(found.info.order_id, o.info.order_id);
     store_put(*state, c);
 }
@@ -880,6 +998,8 @@ int main(void)
         T(test_a_restarted_server_answers_unavailable_then_recovers),
         T(test_a_session_killed_mid_transaction_writes_nothing),
         T(test_a_commit_whose_answer_was_lost_is_found),
+        T(test_a_commit_whose_session_stays_stopped_is_in_doubt),
+        T(test_a_commit_whose_session_resumes_is_found),
         T(test_a_request_id_raced_by_two_sessions_is_written_once),
     };
     /* PostgreSQL is not optional: make deps installs it like redis-server */
