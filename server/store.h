@@ -33,6 +33,10 @@ enum store_code {
     STORE_ERR_LOCK_TIMEOUT = -9, /* a row lock was not had within the wait asked for */
     STORE_ERR_IN_DOUBT = -10,    /* the server went away during COMMIT and stayed away:
                                   * whether the transaction committed is unknown */
+    STORE_ERR_FULL = -11,        /* the database's disk is full (SQLite: SQLITE_FULL, or an
+                                  * I/O error with ENOSPC or EDQUOT; PostgreSQL: SQLSTATE
+                                  * 53100 disk_full): nothing written, reads still work,
+                                  * and writes succeed again once space is freed */
 };
 
 typedef struct store_config {
@@ -142,6 +146,14 @@ const char *store_errstr(const store_conn *c);
 /* A trivial read, for /health. */
 int store_ping(store_conn *c);
 
+/* A small write of nothing that matters, committed, that needs new space
+ * where the database keeps its data (SQLite: about what a deduction appends
+ * to the WAL; PostgreSQL: a relation extended by a page): STORE_OK when the
+ * database takes writes, STORE_ERR_FULL while its disk is full, or another
+ * failure. For /health once writes failed for lack of space: a read cannot
+ * tell that space is back. */
+int store_probe_write(store_conn *c);
+
 /* ---- reads and single writes (each its own transaction) ---- */
 
 int store_item_create(store_conn *c, const char *name, int64_t stock, store_item *out);
@@ -209,10 +221,12 @@ int store_tx_lock_stock(store_conn *c, int64_t item_id, int wait_ms, int64_t *st
 int store_tx_add_order(store_conn *c, const store_new_order *o, store_order *out);
 
 /* Commits unless check (may be NULL) vetoes; on any failure everything is
- * rolled back. A server that goes away during COMMIT leaves its outcome in
- * doubt: the store then finds out (by the transaction's first order) and
- * answers STORE_OK or STORE_ERR_UNAVAILABLE as it turned out; when it can't
- * (no order was added, or the server stays away), STORE_ERR_IN_DOUBT. */
+ * rolled back. A transaction that a failure inside it already rolled back
+ * (a full disk, for one) answers that failure's code. A server that goes
+ * away during COMMIT leaves its outcome in doubt: the store then finds out
+ * (by the transaction's first order) and answers STORE_OK or
+ * STORE_ERR_UNAVAILABLE as it turned out; when it can't (no order was
+ * added, or the server stays away), STORE_ERR_IN_DOUBT. */
 int store_tx_commit(store_conn *c, const store_commit_check *check);
 
 void store_tx_abort(store_conn *c);

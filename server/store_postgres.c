@@ -183,6 +183,7 @@ static int pg_tx_begin(store_conn *conn)
     int rc = pg_command(c, "BEGIN");
     c->in_tx = rc == STORE_OK;
     c->tx_first_order = 0;
+    c->tx_rc = 0;
     return rc;
 }
 
@@ -202,11 +203,10 @@ static int pg_tx_commit(store_conn *conn, const store_commit_check *check)
     int answered = r && PQresultStatus(r) == PGRES_COMMAND_OK;
     /* COMMIT of a transaction that failed earlier answers ROLLBACK */
     int rc = answered && strcmp(PQcmdStatus(r), "COMMIT") == 0 ? STORE_OK
-             : answered ? (snprintf(c->err, sizeof(c->err), "the transaction was rolled back"),
-                           STORE_ERR_IO)
-                        : pg_fail(c, "COMMIT", r);
+             : answered ? pg_rolled_back(c) : pg_fail(c, "COMMIT", r);
     PQclear(r);
     c->in_tx = 0;
+    c->tx_rc = 0;
     if (rc == STORE_ERR_UNAVAILABLE)
         rc = c->tx_first_order > 0 ? pg_commit_in_doubt(c) : STORE_ERR_IN_DOUBT;
     c->tx_first_order = 0;
@@ -399,6 +399,7 @@ const store_backend store_postgres = {
     .put = pg_put,
     .errstr = pg_errstr,
     .ping = pg_ping,
+    .probe_write = pg_probe_write,
     .item_create = pg_item_create,
     .item_get = pg_item_get,
     .item_list = pg_item_list,

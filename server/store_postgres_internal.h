@@ -49,7 +49,8 @@ typedef struct pg_conn {
     int pid;                /* the server's process for this session... */
     char started[48];       /* ...and when it started: together, this session */
     int64_t tx_first_order; /* the first order the open transaction added, or 0 */
-    char err[256];
+    int tx_rc;              /* the first failure in the open transaction, which aborted it */
+    char err[256], tx_err[256]; /* tx_err: that failure's text */
 } pg_conn;
 
 struct pg_store {
@@ -102,6 +103,11 @@ int pg_fail(pg_conn *c, const char *what, const PGresult *r);
 int pg_exec(pg_conn *c, enum stmt_id id, const struct params *p, PGresult **out);
 int pg_exec_row(pg_conn *c, enum stmt_id id, const struct params *p, PGresult **out);
 
+/* The open transaction was aborted by a failure (c->tx_rc): that failure's
+ * code (a full disk is still FULL), with c->err saying so; STORE_ERR_IO when
+ * none was seen. */
+int pg_rolled_back(pg_conn *c);
+
 /* A statement run as plain text (BEGIN, SET, a migration). */
 int pg_command(pg_conn *c, const char *sql);
 
@@ -124,5 +130,6 @@ int pg_get(store *st, store_conn **out, char *err, size_t errlen);
 void pg_put(store *st, store_conn *conn);
 const char *pg_errstr(const store_conn *c);
 int pg_ping(store_conn *conn);
+int pg_probe_write(store_conn *conn);
 
 #endif
