@@ -13,7 +13,8 @@
 # Usage: bench/item_read.sh      (from the repository root, after make)
 # Knobs (environment): BUILD=build ORDERS="10 10000000" BACKENDS="sqlite postgres"
 #   DURATION=3 BASE=<rev> (default: the commit before the totals' migration,
-#   built in a temporary worktree) OLD_BUILD=<dir with that stockd> (instead of BASE)
+#   exported with git archive and built in a temporary directory)
+#   OLD_BUILD=<dir with that stockd> (instead of BASE)
 # Exit status: 0, or 2 on set-up errors.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,21 +34,15 @@ done
 command -v sqlite3 >/dev/null || die "sqlite3 not found (Debian package sqlite3; make bench installs it)"
 . scripts/stack.sh
 STACK_DIR=$(mktemp -d "${TMPDIR:-/tmp}/item-read.XXXXXX")
-worktree=
-cleanup() {
-    stack_stop
-    [ -z "$worktree" ] || git worktree remove --force "$worktree" >/dev/null 2>&1 || true
-    rm -rf "$STACK_DIR"
-}
-trap cleanup EXIT
+trap 'stack_stop; rm -rf "$STACK_DIR"' EXIT
 trap 'exit 130' INT TERM
 
-if [ -z "$OLD_BUILD" ]; then
-    worktree=$STACK_DIR/base
-    git worktree add --detach "$worktree" "$BASE" >/dev/null 2>&1 || die "cannot check out $BASE"
-    make -C "$worktree" all >"$STACK_DIR/base-build.log" 2>&1 ||
+if [ -z "$OLD_BUILD" ]; then # a copy of BASE's files: the repository is left as it is
+    mkdir "$STACK_DIR/base"
+    git archive "$BASE" | tar -x -C "$STACK_DIR/base" || die "cannot export $BASE"
+    make -C "$STACK_DIR/base" all >"$STACK_DIR/base-build.log" 2>&1 ||
         die "cannot build $BASE (see $STACK_DIR/base-build.log)"
-    OLD_BUILD=$worktree/build
+    OLD_BUILD=$STACK_DIR/base/build
 fi
 [ -x "$OLD_BUILD/stockd" ] || die "$OLD_BUILD/stockd not found"
 
@@ -78,7 +73,8 @@ make_database() { # backend n
         rm -f "$db" "$db"-*
         { cat schema/sqlite/00[1-3]_*.sql; echo "PRAGMA user_version = 3; $items";
           ledger_sql sqlite "$2"; } | sqlite3 "$db" >/dev/null
-        sqlite3 "$db" "PRAGMA journal_mode = WAL; ANALYZE;" >/dev/null
+        sqlite3 "$db" "PRAGMA journal_mode = WAL; ANALYZE; PRAGMA wal_checkpoint(TRUNCATE);" \
+            >/dev/null
     else
         local name=items_$2
         PGOPTIONS="-c client_min_messages=warning" "$psql" -q -X -v ON_ERROR_STOP=1 \
@@ -90,7 +86,8 @@ make_database() { # backend n
           echo "    applied_at timestamptz NOT NULL DEFAULT now());"
           echo "INSERT INTO stockd_schema (version, name) VALUES (1, '001_init.sql'); $items"
           ledger_sql postgres "$2"; } | "$psql" -q -X -v ON_ERROR_STOP=1 -d "$db" >/dev/null
-        "$psql" -q -X -d "$db" -c "VACUUM ANALYZE" >/dev/null
+        # the writes flushed now, not by a checkpoint while the reads are timed
+        "$psql" -q -X -d "$db" -c "VACUUM ANALYZE" -c "CHECKPOINT" >/dev/null
     fi
 }
 
