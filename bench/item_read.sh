@@ -31,7 +31,8 @@ die() { echo "item_read: $*" >&2; exit 2; }
 for bin in "$BUILD/stockd" "$BUILD/loadgen"; do
     [ -x "$bin" ] || die "$bin not found: run make first"
 done
-command -v sqlite3 >/dev/null || die "sqlite3 not found (Debian package sqlite3; make bench installs it)"
+command -v sqlite3 >/dev/null ||
+    die "sqlite3 not found (Debian package sqlite3; make bench installs it)"
 . scripts/stack.sh
 STACK_DIR=$(mktemp -d "${TMPDIR:-/tmp}/item-read.XXXXXX")
 trap 'stack_stop; rm -rf "$STACK_DIR"' EXIT
