@@ -62,6 +62,7 @@ bench)
     want_cmd wrk wrk
     want_cmd redis-benchmark redis-tools
     want_cmd bc bc
+    want_cmd sqlite3 sqlite3 # bench/item_read.sh writes millions of orders straight in
     [ -x /usr/bin/time ] || add time
     ;;
 docker)

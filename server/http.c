@@ -163,6 +163,10 @@ static const struct {
     [SERVICE_REDIS_DOWN] = {503, 1},   [SERVICE_STORAGE_BUSY] = {503, 1},
     [SERVICE_STORAGE_UNAVAILABLE] = {503, 1}, [SERVICE_COMMIT_UNKNOWN] = {503, 1},
     [SERVICE_STORAGE_ERROR] = {500, 0},    [SERVICE_SHUTTING_DOWN] = {503, 0},
+    /* not 503 with Retry-After: every replica shares the full disk (one SQLite
+     * file, one PostgreSQL server), so "again soon, or elsewhere" would only
+     * multiply the load until an operator frees space (RFC 4918, 11.5) */
+    [SERVICE_STORAGE_FULL] = {507, 0},
 };
 
 /* A failed outcome as its error answer; 0 when the outcome is a success. */
@@ -416,12 +420,14 @@ static void handle_health(http_server *s, struct reply *r)
 {
     service_health h;
     service_check_health(s->svc, &h);
-    r->status = h.ok ? 200 : 503;
-    r->json = json_pack("{s:s, s:o, s:s, s:o, s:s, s:o}", "status",
-                        !h.ok ? "unavailable" : h.degraded ? "degraded" : "ok", "storage",
-                        json_text(h.storage), "storageBackend", h.backend, "redis",
-                        json_text(h.redis), "lockMode", h.lock_mode, "instance",
-                        json_text(h.instance));
+    /* a full disk is not 200: nothing can be sold here (nor on the replicas
+     * that share that disk), though reads still answer */
+    r->status = h.ok && !h.storage_full ? 200 : 503;
+    r->json = json_pack("{s:s, s:o, s:s, s:b, s:o, s:s, s:o}", "status",
+                        !h.ok ? "unavailable" : h.degraded || h.storage_full ? "degraded" : "ok",
+                        "storage", json_text(h.storage), "storageBackend", h.backend,
+                        "storageFull", h.storage_full, "redis", json_text(h.redis), "lockMode",
+                        h.lock_mode, "instance", json_text(h.instance));
     if (h.nodes > 0) { /* each Redis server, for the operator */
         json_t *nodes = json_array();
         for (int i = 0; i < h.nodes; i++)

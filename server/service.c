@@ -30,6 +30,7 @@ static const char *const outcome_names[SERVICE_OUTCOME_COUNT] = {
     [SERVICE_COMMIT_UNKNOWN] = "commit_unknown",
     [SERVICE_STORAGE_ERROR] = "storage_error",
     [SERVICE_SHUTTING_DOWN] = "shutting_down",
+    [SERVICE_STORAGE_FULL] = "storage_full",
 };
 
 const char *service_outcome_name(enum service_outcome o)
@@ -86,6 +87,10 @@ int service_from_store(service_result *out, int rc, const store_conn *c)
                             "/items/{id} shows the stock", store_errstr(c));
     case STORE_ERR_LOCK_TIMEOUT:
         return service_fail(out, SERVICE_LOCK_TIMEOUT, "%s; try again", store_errstr(c));
+    case STORE_ERR_FULL:
+        return service_fail(out, SERVICE_STORAGE_FULL, "the database's disk is full (%s); "
+                            "nothing written, and writes resume once space is freed",
+                            store_errstr(c));
     case STORE_ERR_VETOED: /* only the drain check vetoes */
         return service_fail(out, SERVICE_SHUTTING_DOWN,
                             "server is shutting down; nothing deducted");
@@ -203,9 +208,29 @@ static store_conn *begin(service *s, service_result *out)
         service_fail(out, SERVICE_STORAGE_UNAVAILABLE, "database unavailable: %s", err);
         break;
     case STORE_ERR_BUSY: service_fail(out, SERVICE_STORAGE_BUSY, "database busy: %s", err); break;
+    case STORE_ERR_FULL:
+        service_fail(out, SERVICE_STORAGE_FULL, "the database's disk is full (%s); nothing "
+                     "written", err);
+        break;
     default: service_fail(out, SERVICE_STORAGE_ERROR, "storage error: %s", err); break;
     }
     return c;
+}
+
+/* What the last write told about space. A write refused for a full disk
+ * marks the storage full, and one that commits (wrote: o is a write's
+ * outcome) clears it; each change is logged once, as an operator must free
+ * space and wants to know when writes resumed. */
+static void note_space(service *s, enum service_outcome o, int wrote)
+{
+    int64_t since = 0, now = service_now_ms();
+    if (o == SERVICE_STORAGE_FULL) {
+        if (atomic_compare_exchange_strong(&s->full_since_ms, &since, now > 0 ? now : 1))
+            log_kv(LOG_ERROR, "database disk full: writes refused until space is freed, "
+                   "reads still answered", LOG_STR("backend", store_backend_name(s->store)));
+    } else if (wrote && o == SERVICE_OK && (since = atomic_exchange(&s->full_since_ms, 0))) {
+        log_kv(LOG_INFO, "database takes writes again", LOG_INT("fullForMs", now - since));
+    }
 }
 
 void service_place_order(service *s, const req_order *r, service_result *out)
@@ -218,6 +243,7 @@ void service_place_order(service *s, const req_order *r, service_result *out)
         service_order_place(s, c, r, out, held);
         store_put(s->store, c);
     }
+    note_space(s, out->outcome, 1);
     int64_t units = 0;
     for (int i = 0; out->outcome == SERVICE_OK && i < r->nlines; i++)
         units += r->lines[i].quantity;
@@ -242,6 +268,7 @@ void service_get_order(service *s, int64_t order_id, service_result *out)
     else
         service_from_store(out, rc, c);
     store_put(s->store, c);
+    note_space(s, out->outcome, 0);
 }
 
 void service_create_item(service *s, const req_item *r, service_result *out)
@@ -251,6 +278,7 @@ void service_create_item(service *s, const req_item *r, service_result *out)
         return;
     service_from_store(out, store_item_create(c, r->name, r->stock, &out->item), c);
     store_put(s->store, c);
+    note_space(s, out->outcome, 1);
     if (out->outcome == SERVICE_OK)
         log_kv(LOG_INFO, "item created", LOG_INT("item", out->item.id),
                LOG_INT("stock", out->item.stock), LOG_STR("instance", s->cfg.instance_id));
@@ -265,6 +293,7 @@ void service_set_stock(service *s, int64_t item_id, int64_t stock, service_resul
         service_order_set_stock(s, c, item_id, stock, out, &held);
         store_put(s->store, c);
     }
+    note_space(s, out->outcome, 1);
     service_log_stock_set(s, item_id, stock, out, &held, t0);
 }
 
@@ -279,6 +308,7 @@ void service_item_ledger(service *s, int64_t item_id, int64_t before, int limit,
         rc = store_lines_of_item(c, item_id, before, limit, fn, arg);
     service_from_store(out, rc, c);
     store_put(s->store, c);
+    note_space(s, out->outcome, 0);
 }
 
 void service_list_items(service *s, int64_t after, int limit, store_item_fn fn, void *arg,
@@ -289,6 +319,7 @@ void service_list_items(service *s, int64_t after, int limit, store_item_fn fn, 
         service_from_store(out, store_item_list(c, after, limit, fn, arg), c);
         store_put(s->store, c);
     }
+    note_space(s, out->outcome, 0);
 }
 
 /* Pings every Redis server into h: "ok" when all answer, "degraded"
@@ -322,6 +353,24 @@ static int check_redis(service *s, service_health *h)
     return majority;
 }
 
+/* Writes failed for lack of space: whether they still do, by a write of
+ * health's own (the storage answers reads either way). */
+static void check_space(service *s, store_conn *c, service_health *h)
+{
+    service_result res = {0};
+    int rc = store_probe_write(c);
+    service_from_store(&res, rc, c);
+    note_space(s, res.outcome, 1);
+    if (rc == STORE_OK)
+        return;
+    h->storage_full = 1;
+    int64_t since = atomic_load(&s->full_since_ms);
+    long long secs = since ? (service_now_ms() - since) / 1000 : 0;
+    snprintf(h->storage, sizeof(h->storage), "%s: writes refused for %lld s, reads answered: "
+             "%.160s", rc == STORE_ERR_FULL ? "disk full" : "disk full, not re-checked", secs,
+             store_errstr(c));
+}
+
 void service_check_health(service *s, service_health *h)
 {
     memset(h, 0, sizeof(*h));
@@ -333,6 +382,8 @@ void service_check_health(service *s, service_health *h)
     store_get(s->store, &c, err, sizeof(err));
     int storage_ok = c && store_ping(c) == STORE_OK;
     snprintf(h->storage, sizeof(h->storage), "%s", storage_ok ? "ok" : c ? store_errstr(c) : err);
+    if (storage_ok && atomic_load(&s->full_since_ms))
+        check_space(s, c, h);
     if (c)
         store_put(s->store, c);
     int redis_ok = 1;

@@ -68,6 +68,7 @@ enum service_outcome {
     SERVICE_COMMIT_UNKNOWN,   /* it went away during COMMIT: a retry with the requestId tells */
     SERVICE_STORAGE_ERROR,
     SERVICE_SHUTTING_DOWN,    /* past the drain deadline: not committed */
+    SERVICE_STORAGE_FULL,     /* the database's disk is full: nothing written, reads work */
     SERVICE_OUTCOME_COUNT
 };
 
@@ -141,6 +142,7 @@ void service_list_items(service *s, int64_t after, int limit, store_item_fn fn, 
 typedef struct service_health {
     int ok;                     /* 1 when storage and (in redis mode) Redis answer */
     int degraded;               /* ok, but some of several Redis servers are down */
+    int storage_full;           /* ok for reads, but writes fail for lack of space */
     const char *backend;        /* the storage backend's name */
     char storage[256];          /* "ok" or what went wrong */
     char redis[600];            /* "ok", "degraded: ...", what went wrong, or "unused (lock
@@ -153,6 +155,9 @@ typedef struct service_health {
     const char *lock_mode, *instance;
 } service_health;
 
+/* Pings the store and Redis. Once a write failed for lack of space, also
+ * tries a small write (store_probe_write): storage_full until one succeeds,
+ * a deduction's or this check's, so the state clears with no traffic too. */
 void service_check_health(service *s, service_health *out);
 
 /* ---- shutdown ---- */

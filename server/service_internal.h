@@ -27,6 +27,8 @@ struct service {
     int inflight;           /* requests between service_enter and service_leave */
     _Atomic int commits_refused;
     _Atomic int redis_state;  /* what Redis last told us, so a change is logged once */
+    _Atomic int64_t full_since_ms; /* when writes began to fail for lack of space (the
+                                    * monotonic clock), 0 since one succeeded */
     _Atomic int stopped_once; /* the test-only fault point has fired */
     _Atomic int64_t known_items[SERVICE_KNOWN_ITEMS]; /* 0: empty (ids are >= 1) */
 };

@@ -28,6 +28,7 @@ static const enum log_level outcome_level[SERVICE_OUTCOME_COUNT] = {
     [SERVICE_COMMIT_UNKNOWN] = LOG_ERROR,
     [SERVICE_STORAGE_ERROR] = LOG_ERROR,
     [SERVICE_SHUTTING_DOWN] = LOG_WARN,
+    [SERVICE_STORAGE_FULL] = LOG_ERROR,
 };
 
 static enum log_level level_of(enum service_outcome o)

@@ -266,6 +266,7 @@ int store_get(store *s, store_conn **out, char *err, size_t errlen)
 void store_put(store *s, store_conn *c) { s->be->put(s, c); }
 const char *store_errstr(const store_conn *c) { return c->be->errstr(c); }
 int store_ping(store_conn *c) { return c->be->ping(c); }
+int store_probe_write(store_conn *c) { return c->be->probe_write(c); }
 
 int store_item_create(store_conn *c, const char *name, int64_t stock, store_item *out)
 {

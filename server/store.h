@@ -33,6 +33,10 @@ enum store_code {
     STORE_ERR_LOCK_TIMEOUT = -9, /* a row lock was not had within the wait asked for */
     STORE_ERR_IN_DOUBT = -10,    /* COMMIT got no answer, and whether the transaction
                                   * committed can't be told (store_tx_commit) */
+    STORE_ERR_FULL = -11,        /* the database's disk is full (SQLite: SQLITE_FULL, or an
+                                  * I/O error with ENOSPC or EDQUOT; PostgreSQL: SQLSTATE
+                                  * 53100 disk_full): nothing written, reads still work,
+                                  * and writes succeed again once space is freed */
 };
 
 typedef struct store_config {
@@ -63,7 +67,9 @@ typedef struct store_item {
     char name[RULE_NAME_BYTES + 1];
     int64_t stock;
     int64_t sold;       /* sum of the item's line quantities */
-    int64_t line_count; /* number of lines for the item */
+    int64_t line_count; /* number of lines for the item (one per order) */
+    /* both kept on the item's row, in the transaction that writes each line:
+     * reading them costs the same however long the ledger grows */
 } store_item;
 
 /* Who wrote an order, and when. */
@@ -145,6 +151,14 @@ const char *store_errstr(const store_conn *c);
 
 /* A trivial read, for /health. */
 int store_ping(store_conn *c);
+
+/* A small write of nothing that matters, committed, that needs new space
+ * where the database keeps its data (SQLite: about what a deduction appends
+ * to the WAL; PostgreSQL: a relation extended by a page): STORE_OK when the
+ * database takes writes, STORE_ERR_FULL while its disk is full, or another
+ * failure. For /health once writes failed for lack of space: a read cannot
+ * tell that space is back. */
+int store_probe_write(store_conn *c);
 
 /* ---- reads and single writes (each its own transaction) ---- */
 
@@ -232,11 +246,13 @@ int store_tx_savepoint(store_conn *c);
 int store_tx_rollback_to_savepoint(store_conn *c);
 
 /* Commits unless check (may be NULL) vetoes; on any failure everything is
- * rolled back. A server that goes away during COMMIT, or does not answer it
- * in time, leaves its outcome in doubt: the store then finds out (by the
- * transaction's first order, once the session that ran COMMIT is gone) and
- * answers STORE_OK or STORE_ERR_UNAVAILABLE as it turned out; when it can't
- * (no order was added, the server stays away, or that session lives on),
+ * rolled back. A transaction that a failure inside it already rolled back
+ * (a full disk, for one) answers that failure's code. A server that goes
+ * away during COMMIT, or does not answer it in time, leaves its outcome in
+ * doubt: the store then finds out (by the transaction's first order, once
+ * the session that ran COMMIT is gone) and answers STORE_OK or
+ * STORE_ERR_UNAVAILABLE as it turned out; when it can't (no order was
+ * added, the server stays away, or that session lives on),
  * STORE_ERR_IN_DOUBT. */
 int store_tx_commit(store_conn *c, const store_commit_check *check);
 

@@ -28,6 +28,7 @@ struct store_backend {
     void (*put)(store *s, store_conn *c);
     const char *(*errstr)(const store_conn *c);
     int (*ping)(store_conn *c);
+    int (*probe_write)(store_conn *c);
     int (*item_create)(store_conn *c, const char *name, int64_t stock, store_item *out);
     int (*item_get)(store_conn *c, int64_t id, store_item *out);
     int (*item_list)(store_conn *c, int64_t after, int limit, store_item_fn fn, void *arg);

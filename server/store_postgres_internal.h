@@ -53,9 +53,10 @@ typedef struct pg_conn {
     int64_t tx_first_order; /* the first order the open transaction added, or 0 */
     int savepoint;          /* the open transaction has one... */
     int64_t savepoint_first_order; /* ...and tx_first_order as it was then */
+    int tx_rc;              /* the first failure in the open transaction, which aborted it */
     int unreachable;        /* the last session_open failed to connect... */
     int refused;            /* ...on a refusal waiting can't mend */
-    char err[256];
+    char err[256], tx_err[256]; /* tx_err: that failure's text */
 } pg_conn;
 
 struct pg_store {
@@ -149,6 +150,11 @@ int pg_exec_waiting(pg_conn *c, enum stmt_id id, const struct params *p, int wai
                     PGresult **out);
 int pg_exec_row(pg_conn *c, enum stmt_id id, const struct params *p, PGresult **out);
 
+/* The open transaction was aborted by a failure (c->tx_rc): that failure's
+ * code (a full disk is still FULL), with c->err saying so; STORE_ERR_IO when
+ * none was seen. */
+int pg_rolled_back(pg_conn *c);
+
 /* A statement run as plain text (BEGIN, SET, COMMIT, a migration), bounded
  * as pg_exec; pg_query also hands over its result (PQclear it). */
 int pg_command(pg_conn *c, const char *sql);
@@ -191,5 +197,6 @@ int pg_get(store *st, store_conn **out, char *err, size_t errlen);
 void pg_put(store *st, store_conn *conn);
 const char *pg_errstr(const store_conn *c);
 int pg_ping(store_conn *conn);
+int pg_probe_write(store_conn *conn);
 
 #endif

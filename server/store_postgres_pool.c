@@ -288,3 +288,21 @@ int pg_ping(store_conn *conn)
     PQclear(r);
     return rc;
 }
+
+/* TRUNCATE gives the table a new, empty file, so the row needs a new page
+ * where the tables live: the write that fails first when that disk is full
+ * (most deductions fit in pages their tables already have). */
+int pg_probe_write(store_conn *conn)
+{
+    pg_conn *c = CONN(conn);
+    int rc = pg_command(c, "BEGIN");
+    if (rc == STORE_OK)
+        rc = pg_command(c, "TRUNCATE write_probe");
+    if (rc == STORE_OK)
+        rc = pg_command(c, "INSERT INTO write_probe DEFAULT VALUES");
+    if (rc == STORE_OK)
+        rc = pg_command(c, "COMMIT");
+    if (rc != STORE_OK)
+        pg_command(c, "ROLLBACK");
+    return rc;
+}

@@ -34,24 +34,53 @@ static void set_err(pg_conn *c, const char *what, const char *msg)
     snprintf(c->err, sizeof(c->err), "%s: %.*s", what, (int)strcspn(msg, "\n"), msg);
 }
 
-/* Maps a failed result (or none: the connection failed) to a store code.
- * Connection failures and a server shutting down are UNAVAILABLE; waits
- * cut short (lock_timeout, statement_timeout) and conflicts the server
- * resolved by cancelling us are BUSY or LOCK_TIMEOUT. */
-int pg_fail(pg_conn *c, const char *what, const PGresult *r)
+/* The store code of a failure with SQLSTATE state (NULL: none came, the
+ * connection failed). Connection failures, a server shutting down and
+ * too_many_connections (53300: sessions end, a retry soon may get one) are
+ * UNAVAILABLE; waits cut short (lock_timeout, statement_timeout) and
+ * conflicts the server resolved by cancelling us are BUSY or LOCK_TIMEOUT;
+ * disk_full (53100: a table, an index or a temporary file could not grow) is
+ * FULL. The rest of class 53 - out_of_memory (53200), a configuration limit
+ * - is IO: neither a disk an operator can free nor anything a retry fixes. */
+static int code_of(const pg_conn *c, const char *state)
 {
-    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-    set_err(c, what, r && *PQresultErrorMessage(r) ? PQresultErrorMessage(r)
-                                                    : PQerrorMessage(c->pg));
     if (PQstatus(c->pg) != CONNECTION_OK || state == NULL || strncmp(state, "08", 2) == 0 ||
         strncmp(state, "57P0", 4) == 0 || strcmp(state, "53300") == 0)
         return STORE_ERR_UNAVAILABLE;
+    if (strcmp(state, "53100") == 0)
+        return STORE_ERR_FULL;
     if (strcmp(state, "55P03") == 0)
         return STORE_ERR_LOCK_TIMEOUT;
     if (strcmp(state, "57014") == 0 || strcmp(state, "40P01") == 0 ||
         strcmp(state, "40001") == 0)
         return STORE_ERR_BUSY;
     return STORE_ERR_IO;
+}
+
+/* Maps a failed result (or none: the connection failed) to a store code.
+ * The first failure inside a transaction is kept: it aborted the
+ * transaction, and what comes after in it (in_failed_sql_transaction, then
+ * COMMIT's ROLLBACK) fails with that reason. */
+int pg_fail(pg_conn *c, const char *what, const PGresult *r)
+{
+    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    set_err(c, what, r && *PQresultErrorMessage(r) ? PQresultErrorMessage(r)
+                                                    : PQerrorMessage(c->pg));
+    if (c->in_tx && c->tx_rc && state && strcmp(state, "25P02") == 0)
+        return pg_rolled_back(c);
+    int rc = code_of(c, state);
+    if (c->in_tx && !c->tx_rc) {
+        c->tx_rc = rc;
+        memcpy(c->tx_err, c->err, sizeof(c->err));
+    }
+    return rc;
+}
+
+int pg_rolled_back(pg_conn *c)
+{
+    snprintf(c->err, sizeof(c->err), "the transaction was rolled back%s%.200s",
+             c->tx_rc ? " after " : "", c->tx_rc ? c->tx_err : "");
+    return c->tx_rc ? c->tx_rc : STORE_ERR_IO;
 }
 
 /* How long an answer may take from a server that bounds the statement at
@@ -190,6 +219,7 @@ void pg_rollback(pg_conn *c)
         pg_command(c, "ROLLBACK");
     c->in_tx = 0;
     c->tx_first_order = 0;
+    c->tx_rc = 0;
 }
 
 /* ---- sessions ---- */
