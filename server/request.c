@@ -2,6 +2,7 @@
  * with messages that tell the client exactly which field is wrong. */
 #include "request.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -242,11 +243,28 @@ int req_parse_int_arg(const char *s, int64_t def, int64_t min, int64_t max, int6
     return 0;
 }
 
+/* RFC 9110 5.1: a field name is a token. */
+static int is_token(const char *s)
+{
+    if (*s == '\0')
+        return 0;
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && !strchr("!#$%&'*+-.^_`|~", *s))
+            return 0;
+    return 1;
+}
+
 void req_framing_add(req_framing *f, const char *name, const char *value)
 {
-    if (strcasecmp(name, "Content-Length") == 0) {
+    int length = strcasecmp(name, "Content-Length") == 0;
+    int coding = strcasecmp(name, "Transfer-Encoding") == 0;
+    int looks_like = strncasecmp(name, "Content-Length", 14) == 0 ||
+                     strncasecmp(name, "Transfer-Encoding", 17) == 0;
+    if (!f->bad_name[0] && (!is_token(name) || (looks_like && !length && !coding)))
+        snprintf(f->bad_name, sizeof(f->bad_name), "%s", name);
+    if (length) {
         f->lengths++;
-    } else if (strcasecmp(name, "Transfer-Encoding") == 0) {
+    } else if (coding) {
         if (f->encodings++ == 0)
             snprintf(f->coding, sizeof(f->coding), "%s", value);
         size_t n = strlen(value);
@@ -258,6 +276,11 @@ void req_framing_add(req_framing *f, const char *name, const char *value)
 
 int req_check_framing(const req_framing *f, char *err, size_t errlen)
 {
+    if (f->bad_name[0]) {
+        snprintf(err, errlen, "header field name '%s' is malformed (a blank before its colon, "
+                              "or a folded line); send each field as Name: value", f->bad_name);
+        return REQ_ERR_FRAMING;
+    }
     if (f->encodings && f->lengths) {
         snprintf(err, errlen, "both Content-Length and Transfer-Encoding: the body's length "
                               "is ambiguous; send one of them");

@@ -63,14 +63,20 @@ typedef struct req_framing {
     int encodings;      /* Transfer-Encoding fields */
     int chunked_only;   /* the one Transfer-Encoding field is exactly "chunked" */
     char coding[32];    /* the first Transfer-Encoding field, cut, for the message */
+    char bad_name[32];  /* the first field name that is no token, or that only
+                           looks like a framing field, cut; "" when none */
 } req_framing;
 
 /* Counts field name: value (any other field is ignored). */
 void req_framing_add(req_framing *f, const char *name, const char *value);
 
 /* REQ_OK when the body's length is plain: at most one Content-Length, or one
- * Transfer-Encoding "chunked" alone and not in HTTP/1.0. Else
- * REQ_ERR_FRAMING (both fields, two lengths, a coding in HTTP/1.0) or
+ * Transfer-Encoding "chunked" alone and not in HTTP/1.0, and every field name
+ * a token. Else REQ_ERR_FRAMING (both fields, two lengths, a coding in
+ * HTTP/1.0, a name with a blank in it or one that merely starts like
+ * Content-Length or Transfer-Encoding: what libmicrohttpd makes of
+ * "Transfer-Encoding : chunked" and of a folded line, which a proxy may read
+ * as the real field) or
  * REQ_ERR_CODING (a coding other than chunked), with a message in err. */
 int req_check_framing(const req_framing *f, char *err, size_t errlen);
 

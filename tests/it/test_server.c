@@ -360,6 +360,23 @@ static void test_a_body_framed_two_ways_is_refused_and_closes(void **state)
     assert_non_null(strstr(out, "HTTP/1.1 501 "));
     assert_non_null(strstr(out, "\"unsupported_transfer_coding\""));
 
+    /* a blank before the colon: libmicrohttpd and a proxy may read the field
+     * differently (it frames by Content-Length, the proxy by chunked) */
+    snprintf(body, sizeof(body), "0\r\n\r\n%s", hidden);
+    snprintf(req, sizeof(req), "POST /reduceStock HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n"
+             "Transfer-Encoding : chunked\r\n\r\n%s", strlen(body), body);
+    assert_true(raw_until_closed(a.port, req, out, sizeof(out), 5000));
+    assert_int_equal(count_of(out, "HTTP/1.1 "), 1);
+    assert_non_null(strstr(out, "HTTP/1.1 400 "));
+    assert_non_null(strstr(out, "\"bad_framing\""));
+
+    /* a folded Transfer-Encoding line */
+    snprintf(req, sizeof(req), "POST /reduceStock HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n"
+             "Transfer-Encoding: x\r\n chunked\r\n\r\n%s", strlen(body), body);
+    assert_true(raw_until_closed(a.port, req, out, sizeof(out), 5000));
+    assert_int_equal(count_of(out, "HTTP/1.1 "), 1);
+    assert_non_null(strstr(out, "HTTP/1.1 400 "));
+
     /* chunked alone is fine, and keeps the connection */
     snprintf(body, sizeof(body), "{\"itemId\":%lld,\"quantity\":2}", id);
     snprintf(req, sizeof(req), "POST /reduceStock HTTP/1.1\r\nHost: x\r\n"

@@ -331,6 +331,18 @@ static void test_a_body_framed_two_ways_is_refused(void **state)
     const char *twice[] = {"Transfer-Encoding", "chunked", "Transfer-Encoding", "chunked", NULL};
     assert_int_equal(framing(0, twice, err), REQ_ERR_CODING);
     assert_non_null(strstr(err, "(and more)"));
+
+    /* what libmicrohttpd hands on for "Transfer-Encoding : chunked" and for
+     * a folded "Transfer-Encoding: x\r\n chunked" */
+    const char *blank[] = {"Content-Length", "4", "Transfer-Encoding ", "chunked", NULL};
+    assert_int_equal(framing(0, blank, err), REQ_ERR_FRAMING);
+    assert_non_null(strstr(err, "'Transfer-Encoding '"));
+    const char *folded[] = {"Transfer-Encodingchunked", "", NULL};
+    assert_int_equal(framing(0, folded, err), REQ_ERR_FRAMING);
+    const char *odd[] = {"X-Trace(1)", "a", NULL};
+    assert_int_equal(framing(0, odd, err), REQ_ERR_FRAMING);
+    const char *fine[] = {"X-Request_ID.v2", "a", "content-length", "0", NULL};
+    assert_int_equal(framing(0, fine, err), REQ_OK);
 }
 
 int main(void)
