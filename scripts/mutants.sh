@@ -3,9 +3,9 @@
 # the breaks one at a time to a copy of the tree (never to the tree itself),
 # rebuilds there only what the break touches, runs the suites its entry names
 # (only the tests its filter names) and prints one line per break, caught or
-# SURVIVED, then the totals. The suites named must pass on the unbroken copy
-# first. Fails when a break survived or an entry's text is not in its file
-# exactly once.
+# SURVIVED, then the totals. The suites named must pass, and run (a skip is
+# no pass), on the unbroken copy first. Fails when a break survived or an
+# entry's text is not in its file exactly once.
 # Usage: scripts/mutants.sh [LIST]   (make mutants)
 # Knobs: MUTANTS_DIR (build/mutants: the copy, its build/ and the suites'
 # logs), MUTANT_TIMEOUT (300: seconds a suite may run on one break; one that
@@ -107,16 +107,20 @@ run_spec() {
         timeout -k 10 "$timeout_s" "$target") >"$log" 2>&1
 }
 
+# Whether a suite's log shows a test skipped (it could not run here: a
+# tmpfs it may not mount, a tool it lacks): such a pass proves nothing.
+skipped() { grep -q '^\[  SKIPPED \]' "$1"; }
+
 # Runs each suite of the entry on the broken build: 0 when one failed
 # (caught), 1 when all passed, 2 when the entry is wrong (no such suite, or
 # the break does not build); why says which, or that a suite hung.
 run_suites() {
-    local spec rc
+    local spec rc skips=
     for spec in $suites; do
         run_spec "$spec"
         rc=$?
         case $rc in
-        0) continue ;;
+        0) skipped "$log" && skips+=" $spec" ; continue ;;
         200) why="no suite ${spec%%:*}"; return 2 ;;
         201) why="the break does not build (see $logs/build.log)"; return 2 ;;
         124 | 137) why="by $spec (it hung: killed after $timeout_s s)" ;;
@@ -124,7 +128,7 @@ run_suites() {
         esac
         return 0
     done
-    why="by none of: $suites"
+    why="by none of: $suites${skips:+; skipped here:$skips}"
     return 1
 }
 
@@ -138,6 +142,9 @@ baseline() {
         log=$logs/baseline-${spec//[^A-Za-z0-9_]/_}.log
         if ! run_spec "$spec"; then
             echo "mutants: $spec fails on the unbroken tree (log $log)" >&2
+            failed=1
+        elif skipped "$log"; then
+            echo "mutants: $spec skips its tests here, so its breaks can't be judged (log $log)" >&2
             failed=1
         fi
     done
