@@ -126,19 +126,21 @@ proc_ticks() {
 # The first value of "key" $1 in loadgen's JSON report $2 (one value per line there).
 json_number() { sed -n "s/.*\"$1\": *\([0-9.]*\).*/\1/p" "$2" | head -n 1; }
 
-# Stops every recorded process: SIGTERM, up to 10 s, then SIGKILL.
-# stack_stop_since MARK: stops, one at a time (SIGTERM, waiting for each), the
-# processes started since $STACK_DIR/pids had MARK lines, and forgets them:
-# a run's replicas, the rest of the stack staying up.
+# stack_stop_since MARK: stops, one at a time (SIGTERM, waiting up to 10 s for
+# each, then SIGKILL), the processes started since $STACK_DIR/pids had MARK
+# lines, and forgets them: a run's replicas, the rest of the stack staying up.
 stack_stop_since() {
-    local pid
+    local pid i
     tail -n +"$(($1 + 1))" "$STACK_DIR/pids" | while read -r pid; do
-        kill -TERM "$pid"; while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+        kill -TERM "$pid" 2>/dev/null
+        for i in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+        kill -KILL "$pid" 2>/dev/null || true
     done
     head -n "$1" "$STACK_DIR/pids" >"$STACK_DIR/pids.keep"
     mv "$STACK_DIR/pids.keep" "$STACK_DIR/pids"
 }
 
+# Stops every recorded process: SIGTERM, up to 10 s, then SIGKILL.
 stack_stop() {
     [ -f "$STACK_DIR/pids" ] || return 0
     local pid i

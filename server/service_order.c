@@ -178,21 +178,31 @@ static int pause_ms(int ms)
     return DLOCK_OK;
 }
 
+/* After line i's row refused h's token for a newer one (fences that went
+ * back): raises h's fence past the row's, which only a holder h still is in
+ * Redis gets (service_raise_fence), the new token in *f and x->held[i];
+ * SERVICE_OK to write again, or the lock's failure set in x->out. */
+static int raise_past_row(struct deduction *x, dlock_handle *h, int i, store_fence *f)
+{
+    int lock_rc = service_raise_fence(x->s, h, x->keys[i], store_stale_token(x->c));
+    if (lock_rc != DLOCK_OK)
+        return service_from_lock(x->s, x->out, lock_rc, x->keys[i]);
+    *f = x->held[i] = service_token_of(x->s, h, x->keys[i]);
+    return SERVICE_OK;
+}
+
 /* Claims line i's row for h's token of its key (*f; held[i] gets it) and
  * reads its stock: SERVICE_OK, or the failure's outcome, set in x->out. A
- * row that refuses the token for a newer one (fences that went back) is
- * claimed once more after a raise, which only a holder h still is in Redis
- * gets (service_raise_fence). */
+ * row that refuses the token for a newer one is claimed once more after a
+ * raise (raise_past_row). */
 static int claim_line(struct deduction *x, dlock_handle *h, int i, store_fence *f,
                       int64_t *stock)
 {
     int64_t item = x->r->lines[i].item_id;
     int rc = store_stock_claim(x->c, item, f, stock);
     if (rc == STORE_ERR_STALE) {
-        int lock_rc = service_raise_fence(x->s, h, x->keys[i], store_stale_token(x->c));
-        if (lock_rc != DLOCK_OK)
-            return service_from_lock(x->s, x->out, lock_rc, x->keys[i]);
-        *f = x->held[i] = service_token_of(x->s, h, x->keys[i]);
+        if (raise_past_row(x, h, i, f) != SERVICE_OK)
+            return x->out->outcome;
         rc = store_stock_claim(x->c, item, f, stock);
     }
     return rc == STORE_OK ? SERVICE_OK : service_from_order_store(x->out, rc, x->c, x->r);
@@ -424,10 +434,8 @@ static int set_stock(dlock_handle *h, void *arg)
     store_commit_check check = {service_commits_allowed, a->x.s};
     int rc = store_item_set_stock(a->x.c, item, a->stock, fence.fence ? &fence : NULL, &check);
     if (rc == STORE_ERR_STALE) { /* fences went back, perhaps: as for a claim (claim_line) */
-        int lock_rc = service_raise_fence(a->x.s, h, a->x.keys[0], store_stale_token(a->x.c));
-        if (lock_rc != DLOCK_OK)
-            return service_from_lock(a->x.s, a->x.out, lock_rc, a->x.keys[0]);
-        fence = *a->x.held = service_token_of(a->x.s, h, a->x.keys[0]);
+        if (raise_past_row(&a->x, h, 0, &fence) != SERVICE_OK)
+            return a->x.out->outcome;
         rc = store_item_set_stock(a->x.c, item, a->stock, &fence, &check);
     }
     if (rc == STORE_OK)
