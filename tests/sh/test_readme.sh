@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# test_readme.sh - keeps the README true: every command in its ```sh blocks is
-# run here (against a fresh demo-up stack on free ports), or is one that CI
-# runs (.ci/run; docker compose commands through make docker-demo), or is
-# listed below with the reason it can't run here. A command in none of these
-# fails, so the README can't rot. Prints cmocka-style lines for tests/run.sh.
+# test_readme.sh - keeps the README and the pages it links to true: every
+# command in their ```sh blocks is run here (against a fresh demo-up stack on
+# free ports), or is one that CI runs (.ci/run; docker compose commands
+# through make docker-demo), or is listed below with the reason it can't run
+# here. A command in none of these fails, and so does a page with ```sh
+# blocks that is not in the list below, so no page can rot. Prints
+# cmocka-style lines for tests/run.sh.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/stack.sh
@@ -15,10 +17,23 @@ declare -A elsewhere=(
     ["make test"]="CI runs it (and this test is part of it)"
     ["make bench"]="takes minutes; its figures are recorded in bench/RESULTS.md"
     ["scripts/screenshot.sh build/report-compare.html docs/loadgen-report.png"]="it writes the committed picture; tests/it/test_report.c runs the script on pages of its own"
+    ['cc -o dlock-example dlock-example.c $(pkg-config --cflags --libs dlock)']="tests/sh/test_install.sh builds the example so, against an installed libdlock"
+    ["./dlock-example 127.0.0.1:6379"]="tests/sh/test_install.sh runs it against a private redis-server"
 )
+
+# The pages whose commands run, in reading order.
+pages=(README.md lock/README.md)
 
 REPORT_SUITE=readme
 . tests/sh/report.sh
+
+# Every page with shell blocks is in the list (a new page joins it or fails).
+unlisted=$(git ls-files --cached --others --exclude-standard '*.md' | while read -r f; do
+    grep -q '^```sh$' "$f" && [[ " ${pages[*]} " != *" $f "* ]] && echo "$f"
+done)
+[ -z "$unlisted" ]
+report "every page with shell blocks is run here" $? \
+    "pages with \`\`\`sh blocks missing from pages=() in $0: $unlisted"
 
 # The stack: the demo's own script, on ports nobody uses.
 base=$(free_port 30000)
@@ -33,15 +48,15 @@ if ! out=$(up 2>&1); then
 fi
 report "make demo-up" 0
 
-# The README's commands with the stack's ports and build directory.
+# The pages' commands with the stack's ports and build directory.
 localize() {
     sed -e "s/:8081/:$base/g" -e "s/:8082/:$((base + 1))/g" -e "s/:8083/:$((base + 2))/g" \
         -e "s#^build/#$BUILD/#"
 }
 
-commands=$(awk '/^```sh$/ {on=1; next} /^```/ {on=0} on && NF && $1 !~ /^#/' README.md |
-    sed 's/[[:space:]]\{2,\}#.*$//')
-while IFS= read -r cmd; do
+# check_command PAGE CMD: runs or places one command of PAGE's shell blocks.
+check_command() {
+    local page=$1 cmd=$2 out st local_cmd target args
     case "$cmd" in
     "make demo-up" | "make demo-down") ;; # the stack around this test
     "make demo")
@@ -49,34 +64,46 @@ while IFS= read -r cmd; do
         else out=$(DEMO_PORT= scripts/demo.sh run 2>&1); fi
         st=$?
         [ "$st" = 0 ] && ! grep -q "VERDICT: FAIL" <<<"$out" && grep -q "VERDICT: PASS" <<<"$out"
-        report "$cmd" $? "$out"
+        report "$page: $cmd" $? "$out"
         ;;
     curl\ * | build/loadgen\ * | build/stockd\ *)
         local_cmd=$(localize <<<"$cmd")
-        out=$(timeout 120 bash -c "$local_cmd" 2>&1)
+        out=$(timeout 120 bash -c "$local_cmd" 2>&1 </dev/null)
         st=$?
         if [ "$st" = 0 ] && [ -n "$out" ] && ! grep -q '"error"' <<<"$out"; then
-            report "$cmd" 0
+            report "$page: $cmd" 0
         else
-            report "$cmd" 1 "exit $st: $out"
+            report "$page: $cmd" 1 "exit $st: $out"
         fi
         ;;
     "docker compose -f docker/docker-compose.yml "*) # make docker-demo (CI) runs the same
         args=${cmd#docker compose -f docker/docker-compose.yml }
         grep -qF -- "compose $args" scripts/docker-demo.sh && grep -qE '^make docker-demo( |$)' .ci/run
-        report "$cmd" $? "scripts/docker-demo.sh (make docker-demo, in .ci/run) does not run it"
+        report "$page: $cmd" $? "scripts/docker-demo.sh (make docker-demo, in .ci/run) does not run it"
         ;;
     make\ *) # CI runs the target (its own arguments may differ, e.g. FUZZ_SECONDS)
         target=$(awk '{print $2}' <<<"$cmd")
         grep -qE "^make $target( |$)" .ci/run || [ -n "${elsewhere[$cmd]+x}" ]
-        report "$cmd" $? "not run here, not in .ci/run and not listed as run elsewhere"
+        report "$page: $cmd" $? "not run here, not in .ci/run and not listed as run elsewhere"
         ;;
     *)
         [ -n "${elsewhere[$cmd]+x}" ]
-        report "$cmd" $? "a README command that no test, demo or CI step runs"
+        report "$page: $cmd" $? "a command that no test, demo or CI step runs"
         ;;
     esac
-done <<<"$commands"
+}
+
+for page in "${pages[@]}"; do
+    if [ ! -f "$page" ]; then
+        report "$page is there" 1 "listed in pages=() of $0 but missing"
+        continue
+    fi
+    commands=$(awk '/^```sh$/ {on=1; next} /^```/ {on=0} on && NF && $1 !~ /^#/' "$page" |
+        sed 's/[[:space:]]\{2,\}#.*$//')
+    while IFS= read -r cmd; do
+        [ -n "$cmd" ] && check_command "$page" "$cmd"
+    done <<<"$commands"
+done
 
 out=$(down 2>&1)
 report "make demo-down" $? "$out"
