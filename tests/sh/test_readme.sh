@@ -21,8 +21,10 @@ declare -A elsewhere=(
     ["./dlock-example 127.0.0.1:6379"]="tests/sh/test_install.sh runs it against a private redis-server"
 )
 
-# The pages whose commands run, in reading order.
-pages=(README.md lock/README.md)
+# The pages whose commands run, in reading order: the README's try-it block
+# makes item 1, which the block of docs/http-api.md orders with item 2.
+pages=(README.md docs/http-api.md docs/operations.md docs/loadgen.md docs/docker.md
+    docs/testing.md lock/README.md)
 
 REPORT_SUITE=readme
 . tests/sh/report.sh
