@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # test_install.sh - libdlock as somebody else's program gets it: make install
 # into a private prefix (its own build directory, whatever make test built),
-# then the example program of lock/README.md compiled against the installed
-# files only (pkg-config; shared, then static) and run against a private
-# redis-server, which is stopped by its PID. Also: the soname, the exported
+# then the example programs of lock/README.md and README.md compiled against
+# the installed files only (pkg-config; shared, then static) and run against a
+# private redis-server, which is stopped by its PID. Also: the soname, the exported
 # symbols (exactly what dlock.h declares), a header that needs no hiredis and
 # compiles as C++, and make uninstall. Prints cmocka-style lines for
 # tests/run.sh.
@@ -101,9 +101,11 @@ check_run() {
     fi
 }
 
-# 4. The README's program, exactly as written there.
-sed -n '/^<!-- example: dlock-example.c/,/^```$/p' lock/README.md | sed '1,2d;$d' \
-    >"$tmp/dlock-example.c"
+# 4. The pages' programs, exactly as written there.
+# example PAGE NAME: the C block after PAGE's "<!-- example: NAME" line.
+example() { sed -n "/^<!-- example: $2/,/^\`\`\`\$/p" "$1" | sed '1,2d;$d'; }
+example lock/README.md dlock-example.c >"$tmp/dlock-example.c"
+example README.md sell.c >"$tmp/sell.c"
 if ! start_redis; then
     report "the README example builds with pkg-config and runs" 1 "no redis-server started"
     exit 0
@@ -120,6 +122,12 @@ out=$(cc -std=c11 -Wall -Wextra -Werror -o "$tmp/dlock-example-static" \
     ! ldd "$tmp/dlock-example-static" | grep -q libdlock &&
     out=$(check_run "$tmp/dlock-example-static")
 report "the README example links libdlock.a statically and runs" "$?" "$out"
+
+out=$(cc -std=c11 -Wall -Wextra -Werror -o "$tmp/sell" "$tmp/sell.c" \
+    $(pkg-config --cflags --libs dlock) 2>&1) &&
+    out=$(LD_LIBRARY_PATH=$lib timeout 30 "$tmp/sell" "127.0.0.1:$port" 2>&1) &&
+    grep -qE '^sold item 1 under fence [0-9]+$' <<<"$out"
+report "the top README's example builds with pkg-config and sells under the lock" "$?" "$out"
 
 # 5. make uninstall takes back every file.
 out=$(env -u MAKEFLAGS -u MFLAGS make --no-print-directory -s uninstall PREFIX="$prefix" 2>&1)
