@@ -1,7 +1,7 @@
 /* rules.h - the service's data rules, each defined once: what an item name, a
  * quantity, a stock, a requestId, a page or a request body may be. The
  * parser checks them, the store sizes its rows by them, the HTTP layer pages
- * by them, and the README's API section states them. */
+ * by them, and docs/http-api.md states them. */
 #ifndef RULES_H
 #define RULES_H
 
