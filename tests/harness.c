@@ -177,6 +177,9 @@ static pid_t spawn(const char *const argv[], const char *log_path, const struct 
             }
         }
         child_setup(parent, pw);
+        /* the test's own sockets and files stay with it: a failed test's
+         * leftovers would fill the child's descriptor table */
+        close_range(3, ~0U, 0);
         execv(argv[0], (char *const *)argv); /* exec never writes to argv */
         execvp(argv[0], (char *const *)argv);
         _exit(127);
