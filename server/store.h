@@ -242,7 +242,10 @@ int store_tx_savepoint(store_conn *c);
 
 /* Undoes everything written since the savepoint, a failed statement's
  * writes too; the transaction is open and usable again and the savepoint
- * stays. STORE_OK, or a failure (the transaction is lost: abort). */
+ * stays. STORE_OK, or a failure (the transaction is lost: abort). A
+ * transaction that the failure rolled back whole (SQLite does, on an I/O
+ * error, and on a full disk while spilling its cache) answers that
+ * failure's code, as store_tx_commit does: a full disk stays FULL. */
 int store_tx_rollback_to_savepoint(store_conn *c);
 
 /* Commits unless check (may be NULL) vetoes; on any failure everything is
