@@ -162,6 +162,9 @@ int store_probe_write(store_conn *c);
 
 /* ---- reads and single writes (each its own transaction) ---- */
 
+/* STORE_OK with the item in *out, or a failure. A server's COMMIT in doubt
+ * (store_tx_commit) that can't be resolved is STORE_ERR_IN_DOUBT with
+ * out->id the id the item has if it was created. */
 int store_item_create(store_conn *c, const char *name, int64_t stock, store_item *out);
 int store_item_get(store_conn *c, int64_t id, store_item *out);
 
@@ -252,11 +255,12 @@ int store_tx_rollback_to_savepoint(store_conn *c);
  * rolled back. A transaction that a failure inside it already rolled back
  * (a full disk, for one) answers that failure's code. A server that goes
  * away during COMMIT, or does not answer it in time, leaves its outcome in
- * doubt: the store then finds out (by the transaction's first order, once
- * the session that ran COMMIT is gone) and answers STORE_OK or
- * STORE_ERR_UNAVAILABLE as it turned out; when it can't (no order was
- * added, the server stays away, or that session lives on),
- * STORE_ERR_IN_DOUBT. */
+ * doubt: the store then finds out (by the transaction's id, once the
+ * session that ran COMMIT is gone) and answers STORE_OK or
+ * STORE_ERR_UNAVAILABLE as it turned out; when it can't (the server stays
+ * away, or that session lives on), STORE_ERR_IN_DOUBT. The same for the
+ * writes above that are transactions of their own (an item created, a
+ * stock set). */
 int store_tx_commit(store_conn *c, const store_commit_check *check);
 
 void store_tx_abort(store_conn *c);
