@@ -243,6 +243,12 @@ int store_tx_add_order(store_conn *c, const store_new_order *o, store_order *out
  * unless rolled back to a savepoint. STORE_OK, or a failure (then abort). */
 int store_tx_savepoint(store_conn *c);
 
+/* How many savepoints (one per order of group commit) a transaction should
+ * take at most, or 0 for no bound. PostgreSQL: 64, the subtransaction ids a
+ * session keeps in shared memory; past them, every other session's
+ * snapshot looks in pg_subtrans for as long as the transaction runs. */
+int store_savepoints_max(const store *s);
+
 /* Undoes everything written since the savepoint, a failed statement's
  * writes too; the transaction is open and usable again and the savepoint
  * stays. STORE_OK, or a failure (the transaction is lost: abort). A

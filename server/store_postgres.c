@@ -460,8 +460,15 @@ static int pg_tx_add_order(store_conn *conn, const store_new_order *o, store_ord
     return STORE_OK;
 }
 
+/* PGPROC_MAX_CACHED_SUBXIDS: the subtransaction ids a session shows other
+ * snapshots from shared memory; one more and their snapshots are marked
+ * overflowed, and each look at a row this session may have written goes
+ * through pg_subtrans (an SLRU under one lock) until the transaction ends */
+#define SUBXIDS_CACHED 64
+
 const store_backend store_postgres = {
     .name = "postgres",
+    .savepoints_max = SUBXIDS_CACHED,
     .serves = pg_serves,
     .open = pg_open,
     .close = pg_close,
