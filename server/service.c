@@ -276,7 +276,13 @@ void service_create_item(service *s, const req_item *r, service_result *out)
     store_conn *c = begin(s, out);
     if (c == NULL)
         return;
-    service_from_store(out, store_item_create(c, r->name, r->stock, &out->item), c);
+    int rc = store_item_create(c, r->name, r->stock, &out->item);
+    if (rc == STORE_ERR_IN_DOUBT) /* no requestId to retry with: the id it would have */
+        service_fail(out, SERVICE_COMMIT_UNKNOWN, "%s; item %lld may have been created: GET "
+                     "/items/%lld before creating it again", store_errstr(c),
+                     (long long)out->item.id, (long long)out->item.id);
+    else
+        service_from_store(out, rc, c);
     store_put(s->store, c);
     note_space(s, out->outcome, 1);
     if (out->outcome == SERVICE_OK)

@@ -293,9 +293,27 @@ static void commit_batches(service *s, store_conn *c, struct batch **bs, int nb)
             undo_batch(bs[i], first_order, &fail);
 }
 
+/* batch_take's fits for the batches of one transaction: a batch joins while
+ * their orders, one savepoint each, stay within max (0: no bound). */
+struct savepoints {
+    int orders, max;
+};
+
+static int fits_savepoints(const batch_job *job, void *arg)
+{
+    struct savepoints *sp = arg;
+    const struct batch *b = job->arg;
+    if (sp->max > 0 && sp->orders + b->n > sp->max)
+        return 0;
+    sp->orders += b->n;
+    return 1;
+}
+
 /* Commits batch b, together with those of other leaders that are ready: the
  * first to arrive commits everything queued, and the batches that arrive
- * meanwhile go with the next leader's transaction. */
+ * meanwhile go with the next leader's transaction - as many as the store
+ * takes savepoints for in one transaction (PostgreSQL: 64 orders); the rest
+ * lead the next one. */
 static void commit_batch(service *s, store_conn *c, struct batch *b)
 {
     batch_job job = {.queue = COMMIT_QUEUE, .arg = b};
@@ -308,7 +326,8 @@ static void commit_batch(service *s, store_conn *c, struct batch *b)
         return; /* another leader committed it */
     batch_job *jobs[COMMIT_MAX];
     struct batch *bs[COMMIT_MAX];
-    int nb = batch_take(s->batches, COMMIT_QUEUE, jobs, COMMIT_MAX, NULL, NULL,
+    struct savepoints sp = {0, store_savepoints_max(s->store)};
+    int nb = batch_take(s->batches, COMMIT_QUEUE, jobs, COMMIT_MAX, fits_savepoints, &sp,
                         BATCH_PROMOTE_AT_FINISH);
     for (int i = 0; i < nb; i++)
         bs[i] = jobs[i]->arg;

@@ -258,6 +258,7 @@ void store_close(store *s)
 
 const char *store_backend_name(const store *s) { return s->be->name; }
 int store_has_row_locks(const store *s) { return s->be->tx_lock_stock != NULL; }
+int store_savepoints_max(const store *s) { return s->be->savepoints_max; }
 
 int store_get(store *s, store_conn **out, char *err, size_t errlen)
 {

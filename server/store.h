@@ -162,6 +162,9 @@ int store_probe_write(store_conn *c);
 
 /* ---- reads and single writes (each its own transaction) ---- */
 
+/* STORE_OK with the item in *out, or a failure. A server's COMMIT in doubt
+ * (store_tx_commit) that can't be resolved is STORE_ERR_IN_DOUBT with
+ * out->id the id the item has if it was created. */
 int store_item_create(store_conn *c, const char *name, int64_t stock, store_item *out);
 int store_item_get(store_conn *c, int64_t id, store_item *out);
 
@@ -240,20 +243,30 @@ int store_tx_add_order(store_conn *c, const store_new_order *o, store_order *out
  * unless rolled back to a savepoint. STORE_OK, or a failure (then abort). */
 int store_tx_savepoint(store_conn *c);
 
+/* How many savepoints (one per order of group commit) a transaction should
+ * take at most, or 0 for no bound. PostgreSQL: 64, the subtransaction ids a
+ * session keeps in shared memory; past them, every other session's
+ * snapshot looks in pg_subtrans for as long as the transaction runs. */
+int store_savepoints_max(const store *s);
+
 /* Undoes everything written since the savepoint, a failed statement's
  * writes too; the transaction is open and usable again and the savepoint
- * stays. STORE_OK, or a failure (the transaction is lost: abort). */
+ * stays. STORE_OK, or a failure (the transaction is lost: abort). A
+ * transaction that the failure rolled back whole (SQLite does, on an I/O
+ * error, and on a full disk while spilling its cache) answers that
+ * failure's code, as store_tx_commit does: a full disk stays FULL. */
 int store_tx_rollback_to_savepoint(store_conn *c);
 
 /* Commits unless check (may be NULL) vetoes; on any failure everything is
  * rolled back. A transaction that a failure inside it already rolled back
  * (a full disk, for one) answers that failure's code. A server that goes
  * away during COMMIT, or does not answer it in time, leaves its outcome in
- * doubt: the store then finds out (by the transaction's first order, once
- * the session that ran COMMIT is gone) and answers STORE_OK or
- * STORE_ERR_UNAVAILABLE as it turned out; when it can't (no order was
- * added, the server stays away, or that session lives on),
- * STORE_ERR_IN_DOUBT. */
+ * doubt: the store then finds out (by the transaction's id, once the
+ * session that ran COMMIT is gone) and answers STORE_OK or
+ * STORE_ERR_UNAVAILABLE as it turned out; when it can't (the server stays
+ * away, or that session lives on), STORE_ERR_IN_DOUBT. The same for the
+ * writes above that are transactions of their own (an item created, a
+ * stock set). */
 int store_tx_commit(store_conn *c, const store_commit_check *check);
 
 void store_tx_abort(store_conn *c);

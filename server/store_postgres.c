@@ -49,7 +49,9 @@ const struct pg_stmt pg_stmts[ST_COUNT] = {
     [ST_ORDER_BY_REQUEST] = {"find request id",
         "SELECT " ORDER_COLS " FROM orders o WHERE o.request_id = $1", "t"},
     [ST_ORDER_GET] = {"read order", "SELECT " ORDER_COLS " FROM orders o WHERE o.id = $1", "i"},
-    [ST_ORDER_EXISTS] = {"find order", "SELECT 1 FROM orders WHERE id = $1", "i"},
+    /* committed, aborted, or in progress: what became of a transaction
+     * whose COMMIT got no answer */
+    [ST_XACT_STATUS] = {"look up the transaction", "SELECT pg_xact_status($1::xid8)", "t"},
     [ST_LINES_OF_ORDER] = {"read order lines",
         "SELECT " LINE_COLS " FROM order_lines l WHERE l.order_id = $1 ORDER BY l.id", "i"},
     [ST_LINES_OF_ITEM] = {"list lines",
@@ -102,15 +104,32 @@ static int pg_item_get(store_conn *conn, int64_t id, store_item *out)
     return rc;
 }
 
+static int pg_tx_begin(store_conn *conn);
+static int pg_tx_commit(store_conn *conn, const store_commit_check *check);
+
+/* In a transaction of its own, not in autocommit: an INSERT whose commit
+ * got no answer may have been written, and only a transaction's COMMIT is
+ * looked into (pg_commit_in_doubt). When that can't tell, out->id is the
+ * id the item has if it was created. */
 static int pg_item_create(store_conn *conn, const char *name, int64_t stock, store_item *out)
 {
+    pg_conn *c = CONN(conn);
     struct params p = {0};
-    PGresult *r;
+    PGresult *r = NULL;
     p_text(&p, name);
     p_int(&p, stock);
-    int rc = pg_exec_row(CONN(conn), ST_ITEM_INSERT, &p, &r);
+    memset(out, 0, sizeof(*out));
+    int rc = pg_tx_begin(conn);
+    if (rc == STORE_OK)
+        rc = pg_exec_row(c, ST_ITEM_INSERT, &p, &r);
     int64_t id = rc == STORE_OK ? col_int(r, 0, 0) : 0;
     PQclear(r);
+    if (rc != STORE_OK) {
+        pg_rollback(c);
+        return rc;
+    }
+    rc = pg_tx_commit(conn, NULL);
+    out->id = id;
     return rc == STORE_OK ? pg_item_get(conn, id, out) : rc;
 }
 
@@ -194,14 +213,21 @@ static int pg_stock_claim(store_conn *conn, int64_t item_id, const store_fence *
 
 /* ---- transactions ---- */
 
+/* The transaction's id is taken in the same round trip: should its COMMIT
+ * get no answer, what became of it can be looked up (pg_commit_in_doubt),
+ * whatever it wrote. */
 static int pg_tx_begin(store_conn *conn)
 {
     pg_conn *c = CONN(conn);
-    int rc = pg_command(c, "BEGIN");
-    c->in_tx = rc == STORE_OK;
-    c->tx_first_order = 0;
+    PGresult *r;
+    int rc = pg_query(c, "BEGIN; SELECT pg_current_xact_id()", &r);
+    c->tx_xid = rc == STORE_OK ? col_int(r, 0, 0) : 0;
+    PQclear(r);
     c->savepoint = 0;
     c->tx_rc = 0;
+    c->in_tx = 1;
+    if (rc != STORE_OK) /* BEGIN may have run: not left open on a pooled session */
+        pg_rollback(c);
     return rc;
 }
 
@@ -215,12 +241,9 @@ static int pg_tx_savepoint(store_conn *conn)
     int rc = pg_command(c, c->savepoint ? "RELEASE SAVEPOINT part; SAVEPOINT part"
                                         : "SAVEPOINT part");
     c->savepoint = rc == STORE_OK;
-    c->savepoint_first_order = c->tx_first_order;
     return rc;
 }
 
-/* An order added since is undone: it can't be the one a COMMIT in doubt
- * looks for. */
 static int pg_tx_rollback_to_savepoint(store_conn *conn)
 {
     pg_conn *c = CONN(conn);
@@ -229,10 +252,8 @@ static int pg_tx_rollback_to_savepoint(store_conn *conn)
     if (!c->savepoint)
         snprintf(c->err, sizeof(c->err), "no savepoint to roll back to");
     int rc = c->savepoint ? pg_command(c, "ROLLBACK TO SAVEPOINT part") : STORE_ERR_IO;
-    if (rc == STORE_OK) { /* the transaction is whole again */
-        c->tx_first_order = c->savepoint_first_order;
+    if (rc == STORE_OK) /* the transaction is whole again */
         c->tx_rc = 0;
-    }
     return rc;
 }
 
@@ -257,8 +278,8 @@ static int pg_tx_commit(store_conn *conn, const store_commit_check *check)
     c->in_tx = 0;
     c->tx_rc = 0;
     if (rc == STORE_ERR_UNAVAILABLE)
-        rc = c->tx_first_order > 0 ? pg_commit_in_doubt(c) : STORE_ERR_IN_DOUBT;
-    c->tx_first_order = 0;
+        rc = pg_commit_in_doubt(c);
+    c->tx_xid = 0;
     return rc;
 }
 
@@ -435,14 +456,19 @@ static int pg_tx_add_order(store_conn *conn, const store_new_order *o, store_ord
         rc = insert_line(c, out->info.order_id, &o->lines[i], o->lock_token);
     if (rc != STORE_OK)
         return rc;
-    if (c->tx_first_order == 0)
-        c->tx_first_order = out->info.order_id;
     store_order_written(o, out);
     return STORE_OK;
 }
 
+/* PGPROC_MAX_CACHED_SUBXIDS: the subtransaction ids a session shows other
+ * snapshots from shared memory; one more and their snapshots are marked
+ * overflowed, and each look at a row this session may have written goes
+ * through pg_subtrans (an SLRU under one lock) until the transaction ends */
+#define SUBXIDS_CACHED 64
+
 const store_backend store_postgres = {
     .name = "postgres",
+    .savepoints_max = SUBXIDS_CACHED,
     .serves = pg_serves,
     .open = pg_open,
     .close = pg_close,

@@ -23,7 +23,7 @@ enum stmt_id {
     ST_SET_STOCK, ST_SET_STOCK_FENCED, ST_STOCK_READ, ST_ROW_FENCE, ST_STOCK_CLAIM,
     ST_STOCK_WRITE_CLAIMED,
     ST_STOCK_TAKE, ST_STOCK_LOCK, ST_ORDER_INSERT, ST_LINE_INSERT, ST_ORDER_BY_REQUEST,
-    ST_ORDER_GET, ST_ORDER_EXISTS, ST_LINES_OF_ORDER, ST_LINES_OF_ITEM,
+    ST_ORDER_GET, ST_XACT_STATUS, ST_LINES_OF_ORDER, ST_LINES_OF_ITEM,
     ST_COUNT
 };
 
@@ -50,9 +50,8 @@ typedef struct pg_conn {
     int in_tx;
     int pid;                /* the server's process for this session... */
     char started[48];       /* ...and when it started: together, this session */
-    int64_t tx_first_order; /* the first order the open transaction added, or 0 */
-    int savepoint;          /* the open transaction has one... */
-    int64_t savepoint_first_order; /* ...and tx_first_order as it was then */
+    int64_t tx_xid;         /* the open transaction's id (xid8), or 0 */
+    int savepoint;          /* the open transaction has one */
     int tx_rc;              /* the first failure in the open transaction, which aborted it */
     int unreachable;        /* the last session_open failed to connect... */
     int refused;            /* ...on a refusal waiting can't mend */
@@ -166,10 +165,10 @@ int pg_in_transaction(pg_conn *c);
 /* Ends the open transaction, if any, by ROLLBACK. */
 void pg_rollback(pg_conn *c);
 
-/* A COMMIT whose answer never came (c->tx_first_order set): STORE_OK when
- * it committed, STORE_ERR_UNAVAILABLE when it did not, STORE_ERR_IN_DOUBT
- * when that can't be told: the server stays away, or the old session is
- * still there (it may yet commit). */
+/* A COMMIT whose answer never came (of transaction c->tx_xid): STORE_OK
+ * when it committed, STORE_ERR_UNAVAILABLE when it did not,
+ * STORE_ERR_IN_DOUBT when that can't be told: the server stays away, or the
+ * old session is still there (it may yet commit). */
 int pg_commit_in_doubt(pg_conn *c);
 
 /* Opens c's session (closing any it had): STORE_OK, or the failure in

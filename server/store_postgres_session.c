@@ -4,7 +4,7 @@
  * time is dropped); errors mapped to store codes; the embedded migrations
  * (schema/postgres/) under an advisory lock, so replicas that start
  * together apply each file once. A COMMIT whose answer was lost is resolved
- * by looking for the transaction's first order once the old session is
+ * by the transaction's status (pg_xact_status) once the old session is
  * surely gone (pg_commit_in_doubt). The pool: store_postgres_pool.c. */
 #include <poll.h>
 #include <string.h>
@@ -98,7 +98,7 @@ static int64_t deadline_in(int ms) { return ms > 0 ? pg_now_ms() + ms : INT64_MA
 
 /* The session's socket closed at once, with nothing more sent: what was
  * asked may still run on the server, to its statement_timeout. What the
- * caller knows of the transaction (in_tx, tx_first_order) stays. */
+ * caller knows of the transaction (in_tx, tx_xid) stays. */
 static void drop(pg_conn *c)
 {
     PQfinish(c->pg);
@@ -218,7 +218,7 @@ void pg_rollback(pg_conn *c)
     if (c->in_tx && PQstatus(c->pg) == CONNECTION_OK)
         pg_command(c, "ROLLBACK");
     c->in_tx = 0;
-    c->tx_first_order = 0;
+    c->tx_xid = 0;
     c->tx_rc = 0;
 }
 
@@ -230,7 +230,7 @@ void pg_session_close(pg_conn *c)
     c->pg = NULL;
     memset(c->prepared, 0, sizeof(c->prepared));
     c->in_tx = 0;
-    c->tx_first_order = 0;
+    c->tx_xid = 0;
 }
 
 static void ignore_notice(void *arg, const char *message) { (void)arg, (void)message; }
@@ -353,19 +353,34 @@ int pg_migrate(pg_conn *c, char *err, size_t errlen)
     return rc;
 }
 
+/* What became of transaction p (its xid8, in text): 1 committed, 0 rolled
+ * back or never committed (a crash), -1 not yet known (still running) or
+ * not asked (the session failed). */
+static int xact_status(pg_conn *c, const struct params *p)
+{
+    PGresult *r;
+    if (pg_exec_row(c, ST_XACT_STATUS, p, &r) != STORE_OK)
+        return -1;
+    const char *st = PQgetisnull(r, 0, 0) ? "" : PQgetvalue(r, 0, 0);
+    int known = strcmp(st, "committed") == 0 ? 1 : strcmp(st, "aborted") == 0 ? 0 : -1;
+    PQclear(r);
+    return known;
+}
+
 /* A COMMIT whose answer never came: it may or may not have happened. Once
  * the old session is surely gone - terminated, and no longer in
  * pg_stat_activity, which a backend leaves only after its transaction has
- * ended - its first order is there or not for good, and with it the whole
- * transaction. Until then (a backend stopped, or slow to die mid-commit)
- * nothing can be told: an order not there yet may still land. Looked for
- * on a fresh session until IN_DOUBT_MS - a server that is restarting
- * comes back meanwhile. */
+ * ended - the transaction is committed or aborted for good, and
+ * pg_xact_status says which (whatever it wrote: orders, an item, a stock).
+ * Until then (a backend stopped, or slow to die mid-commit) nothing can be
+ * told: a commit not visible yet may still land. Looked into on a fresh
+ * session until IN_DOUBT_MS - a server that is restarting comes back
+ * meanwhile. */
 int pg_commit_in_doubt(pg_conn *c)
 {
     char lost[sizeof(c->err)], sql[200]; /* lost: why COMMIT failed, for the message */
     struct params p = {0};
-    p_int(&p, c->tx_first_order);
+    p_int(&p, c->tx_xid); /* now: opening a session forgets it */
     snprintf(lost, sizeof(lost), "%s", c->err);
     snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
              "WHERE pid = %d AND backend_start::text = '%s'", c->pid, c->started);
@@ -374,18 +389,16 @@ int pg_commit_in_doubt(pg_conn *c)
         PGresult *r = NULL;
         if (!fresh || c->pg == NULL || PQstatus(c->pg) != CONNECTION_OK)
             fresh = pg_session_open(c) == STORE_OK; /* never the old session: it's in doubt */
-        if (fresh && pg_query(c, sql, &r) == STORE_OK && !(there = PQntuples(r) > 0)) {
-            PQclear(r);
-            if (pg_exec(c, ST_ORDER_EXISTS, &p, &r) == STORE_OK) {
-                int committed = PQntuples(r) > 0;
-                PQclear(r);
-                if (committed)
-                    return STORE_OK;
-                snprintf(c->err, sizeof(c->err), "%.180s; nothing was written", lost);
-                return STORE_ERR_UNAVAILABLE;
-            }
-        }
+        int known = -1;
+        if (fresh && pg_query(c, sql, &r) == STORE_OK && !(there = PQntuples(r) > 0))
+            known = xact_status(c, &p);
         PQclear(r);
+        if (known == 1)
+            return STORE_OK;
+        if (known == 0) {
+            snprintf(c->err, sizeof(c->err), "%.180s; nothing was written", lost);
+            return STORE_ERR_UNAVAILABLE;
+        }
         struct timespec pause = {0, 100 * 1000000L};
         nanosleep(&pause, NULL);
     }

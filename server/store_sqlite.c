@@ -76,7 +76,9 @@ typedef struct sqlite_conn {
     sqlite3 *db;
     sqlite3_stmt *stmt[ST_COUNT]; /* prepared on first use */
     int savepoint;                /* the open transaction has one */
-    char err[256];
+    int in_tx;                    /* a transaction was begun and not ended by us... */
+    int tx_rc;                    /* ...and the failure that made SQLite roll it back */
+    char err[256], tx_err[256];   /* tx_err: that failure's text */
 } sqlite_conn;
 
 typedef struct sqlite_store {
@@ -95,15 +97,29 @@ typedef struct sqlite_store {
  * from the cache mid-transaction, a checkpoint into the main file (each seen
  * on a full tmpfs, SQLite 3.40) - or an I/O error whose errno says so
  * (growing the WAL index, for one). */
-static int fail(sqlite_conn *c, const char *what)
+static int code_of(int code, int sys)
 {
-    int code = sqlite3_errcode(c->db), sys = sqlite3_system_errno(c->db);
-    snprintf(c->err, sizeof(c->err), "%s: %s", what, sqlite3_errmsg(c->db));
     if (code == SQLITE_BUSY || code == SQLITE_LOCKED)
         return STORE_ERR_BUSY;
     if (code == SQLITE_FULL || (code == SQLITE_IOERR && (sys == ENOSPC || sys == EDQUOT)))
         return STORE_ERR_FULL;
     return STORE_ERR_IO;
+}
+
+/* A failed statement may take the whole transaction with it: SQLite rolls
+ * it back itself on an I/O error, and on a full disk or no memory in a
+ * statement without a statement journal (a page spilled from a small cache
+ * mid-transaction). That failure is kept: it is what the transaction's next
+ * steps answer (tx_gone), as its real cause - a full disk stays FULL. */
+static int fail(sqlite_conn *c, const char *what)
+{
+    int rc = code_of(sqlite3_errcode(c->db), sqlite3_system_errno(c->db));
+    snprintf(c->err, sizeof(c->err), "%s: %s", what, sqlite3_errmsg(c->db));
+    if (c->in_tx && !c->tx_rc && sqlite3_get_autocommit(c->db)) {
+        c->tx_rc = rc;
+        memcpy(c->tx_err, c->err, sizeof(c->err));
+    }
+    return rc;
 }
 
 /* The cached statement, reset and unbound; NULL when it can't be prepared. */
@@ -131,6 +147,10 @@ static int run(sqlite_conn *c, enum stmt_id id)
         return STORE_ERR_IO;
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
+    if (rc == SQLITE_DONE && (id == ST_BEGIN || id == ST_COMMIT)) {
+        c->in_tx = id == ST_BEGIN;
+        c->tx_rc = 0;
+    }
     return rc == SQLITE_DONE ? STORE_OK : fail(c, stmt_sql[id]);
 }
 
@@ -146,14 +166,22 @@ static void rollback(sqlite_conn *c)
 {
     if (!sqlite3_get_autocommit(c->db))
         run(c, ST_ROLLBACK);
+    c->in_tx = 0;
 }
 
-static int in_transaction(sqlite_conn *c)
+/* STORE_OK inside a transaction; else what ended it: the failure SQLite
+ * rolled it back for (fail), or STORE_ERR_IO, with c->err saying so. */
+static int tx_open(sqlite_conn *c)
 {
     if (!sqlite3_get_autocommit(c->db))
-        return 1;
+        return STORE_OK;
+    if (c->in_tx && c->tx_rc) {
+        snprintf(c->err, sizeof(c->err), "the transaction was rolled back after %.200s",
+                 c->tx_err);
+        return c->tx_rc;
+    }
     snprintf(c->err, sizeof(c->err), "the transaction is no longer open");
-    return 0;
+    return STORE_ERR_IO;
 }
 
 static void copy_text(char *dst, size_t size, sqlite3_stmt *st, int col)
@@ -471,9 +499,9 @@ static int sq_stock_claim(store_conn *conn, int64_t item_id, const store_fence *
 static int sq_tx_commit(store_conn *conn, const store_commit_check *check)
 {
     sqlite_conn *c = CONN(conn);
-    int rc = STORE_OK;
-    if (!in_transaction(c)) {
-        rc = STORE_ERR_IO;
+    int rc = tx_open(c);
+    if (rc != STORE_OK) {
+        /* rolled back already: nothing to commit */
     } else if (check && !check->ok(check->arg)) {
         snprintf(c->err, sizeof(c->err), "commit vetoed by the caller");
         rc = STORE_ERR_VETOED;
@@ -496,7 +524,7 @@ static int sq_tx_begin(store_conn *conn)
 static int sq_tx_savepoint(store_conn *conn)
 {
     sqlite_conn *c = CONN(conn);
-    int rc = in_transaction(c) ? STORE_OK : STORE_ERR_IO;
+    int rc = tx_open(c);
     if (rc == STORE_OK && c->savepoint)
         rc = run(c, ST_RELEASE);
     if (rc == STORE_OK)
@@ -505,12 +533,17 @@ static int sq_tx_savepoint(store_conn *conn)
     return rc;
 }
 
+/* A transaction SQLite rolled back whole (tx_open) has no savepoint left:
+ * its failure is the answer, for every order of it. */
 static int sq_tx_rollback_to_savepoint(store_conn *conn)
 {
     sqlite_conn *c = CONN(conn);
-    if (in_transaction(c) && !c->savepoint)
+    int rc = tx_open(c);
+    if (rc == STORE_OK && !c->savepoint) {
         snprintf(c->err, sizeof(c->err), "no savepoint to roll back to");
-    return in_transaction(c) && c->savepoint ? run(c, ST_ROLLBACK_TO) : STORE_ERR_IO;
+        rc = STORE_ERR_IO;
+    }
+    return rc == STORE_OK ? run(c, ST_ROLLBACK_TO) : rc;
 }
 
 static void sq_tx_abort(store_conn *conn) { rollback(CONN(conn)); }
@@ -615,20 +648,21 @@ static int sq_lines_of_item(store_conn *conn, int64_t item_id, int64_t before, i
 static int sq_tx_set_stock(store_conn *conn, int64_t item_id, int64_t stock, const store_fence *f)
 {
     sqlite_conn *c = CONN(conn);
-    if (!in_transaction(c))
-        return STORE_ERR_IO;
-    return update_item(c, f ? ST_STOCK_WRITE_CLAIMED : ST_SET_STOCK, item_id, stock, f, NULL);
+    int rc = tx_open(c);
+    return rc != STORE_OK ? rc : update_item(c, f ? ST_STOCK_WRITE_CLAIMED : ST_SET_STOCK,
+                                             item_id, stock, f, NULL);
 }
 
 static int sq_tx_take(store_conn *conn, int64_t item_id, int64_t quantity, int64_t *left)
 {
     sqlite_conn *c = CONN(conn);
-    sqlite3_stmt *st = in_transaction(c) ? stmt(c, ST_STOCK_TAKE) : NULL;
+    int rc = tx_open(c);
+    sqlite3_stmt *st = rc == STORE_OK ? stmt(c, ST_STOCK_TAKE) : NULL;
     if (st == NULL)
-        return STORE_ERR_IO;
+        return rc != STORE_OK ? rc : STORE_ERR_IO;
     sqlite3_bind_int64(st, 1, item_id);
     sqlite3_bind_int64(st, 2, quantity);
-    int step = sqlite3_step(st), rc = STORE_OK;
+    int step = sqlite3_step(st);
     if (step == SQLITE_ROW)
         *left = sqlite3_column_int64(st, 0);
     else if (step != SQLITE_DONE)
@@ -685,14 +719,15 @@ static int insert_order(sqlite_conn *c, const store_new_order *o, store_order *o
 static int sq_tx_add_order(store_conn *conn, const store_new_order *o, store_order *out)
 {
     sqlite_conn *c = CONN(conn);
-    if (!in_transaction(c))
-        return STORE_ERR_IO;
+    int rc = tx_open(c);
+    if (rc != STORE_OK)
+        return rc;
     if (o->request_id) {
-        int rc = sq_order_by_request(conn, o->request_id, out);
+        rc = sq_order_by_request(conn, o->request_id, out);
         if (rc != STORE_ERR_NOT_FOUND)
             return rc == STORE_OK ? STORE_ERR_DUPLICATE : rc;
     }
-    int rc = insert_order(c, o, out);
+    rc = insert_order(c, o, out);
     for (int i = 0; rc == STORE_OK && i < o->nlines; i++)
         rc = insert_line(c, out->info.order_id, &o->lines[i], o->lock_token);
     if (rc != STORE_OK)

@@ -5,7 +5,8 @@
  * there: writes answer 507 storage_full and leave everything as it was,
  * reads still answer, /health says degraded; once space is freed, writes
  * resume in the same processes and /health is ok again, whether a write or
- * /health's own probe finds out first. Under load, across the full period,
+ * /health's own probe finds out first; so too when the disk fills in the
+ * middle of a transaction, which SQLite then rolls back whole. Under load, across the full period,
  * no acknowledged order is lost and none is half-written (loadgen's
  * verdict). Where mounting is refused (a chroot without the right), the
  * tests skip saying so. */
@@ -27,6 +28,7 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <sqlite3.h>
 
 #include "tests/calls.h"
 #include "tests/harness.h"
@@ -248,6 +250,53 @@ static void test_sqlite_full_disk_refuses_writes_and_resumes_when_space_is_freed
     json_decref(th_call(&r[1], "POST", "/items", "{\"name\":\"new\",\"stock\":5}", 201));
 }
 
+/* SQLite's file created with a page cache of 2 pages for every connection
+ * (default_cache_size, kept in the file's header): a transaction spills
+ * pages into the WAL from its first order on. */
+static void create_db_with_a_tiny_cache(const char *db)
+{
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h, "PRAGMA default_cache_size = 2", NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(h);
+}
+
+/* The disk fills while group commit's transaction is open: the page SQLite
+ * spills from its cache for the order's first row can't be written, and
+ * SQLite rolls the whole transaction back (no savepoint left to go back
+ * to). Every order of it answers 507, not 500 storage_error, and /health
+ * says the disk is full; once space is freed the refused requestId is
+ * written as new. */
+static void test_sqlite_a_transaction_rolled_back_by_a_full_disk_answers_507(void **state)
+{
+    (void)state;
+    char db[160], cart[160], again[96];
+    mount_disk("8m");
+    snprintf(db, sizeof(db), "%s/spill.db", disk);
+    create_db_with_a_tiny_cache(db);
+    start_replica(0, db, "redis");
+    long long item = th_new_item(&r[0], "spill", 100), other = th_new_item(&r[0], "o", 100);
+    json_decref(reduce(0, item, NULL, 200));
+    snprintf(cart, sizeof(cart), "{\"lines\":[{\"itemId\":%lld,\"quantity\":1},{\"itemId\":"
+             "%lld,\"quantity\":2}]}", item, other);
+    snprintf(again, sizeof(again), "{\"itemId\":%lld,\"quantity\":1,\"requestId\":\"s-1\"}",
+             item);
+
+    fill_disk();
+    expect_full(0, "POST", "/reduceStock", again);
+    expect_full(0, "POST", "/orders", cart);
+    expect_item(item, 99, 1);
+    expect_health(0, 1);
+
+    free_disk();
+    json_t *j = reduce(0, item, "s-1", 200);
+    assert_false(json_is_true(json_object_get(j, "replayed")));
+    json_decref(j);
+    expect_health(0, 0);
+    expect_item(item, 98, 2);
+}
+
 /* Three replicas (two in redis mode, group commit, one atomic) under
  * loadgen's carts and single lines while the disk fills until writes fail,
  * then empties: every order answered ok is in the ledger and every one that
@@ -335,6 +384,7 @@ int main(void)
 #define T(f) cmocka_unit_test_setup_teardown(f, NULL, test_teardown)
     const struct CMUnitTest tests[] = {
         T(test_sqlite_full_disk_refuses_writes_and_resumes_when_space_is_freed),
+        T(test_sqlite_a_transaction_rolled_back_by_a_full_disk_answers_507),
         T(test_sqlite_no_order_is_lost_or_half_written_across_a_full_period),
         T(test_postgres_full_tablespace_refuses_writes_and_resumes),
     };

@@ -8,7 +8,8 @@
  * leaves nothing: no order under its requestId, no order without lines,
  * every item's stock + sold as it started; its retry succeeds once the
  * fault is gone; the orders around it commit, and no order is acknowledged
- * that the ledger lacks. */
+ * that the ledger lacks. And a savepoint an order has its price on
+ * PostgreSQL: no transaction there holds more than 64 orders. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -410,6 +411,71 @@ static void a_failed_commit_acknowledges_nothing(int on_pg)
     stop(&t);
 }
 
+#define CAP_ITEMS 4
+#define CAP_ORDERS 20 /* a batch of each item */
+
+/* Every session of stockd on db open: at least n. */
+static void wait_sessions(const char *db, int n)
+{
+    char sql[200];
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM pg_stat_activity WHERE application_name "
+             "= 'stockd' AND datname = current_database()");
+    for (int64_t end = th_now_ms() + 60000; th_pg_int(db, sql) < n; th_sleep_ms(20))
+        if (th_now_ms() > end)
+            fail_msg("fewer than %d sessions of stockd after 60 s", n);
+}
+
+/* PostgreSQL keeps the ids of 64 subtransactions a transaction in shared
+ * memory, and group commit takes a savepoint an order: past 64, every
+ * other session's snapshot looks in pg_subtrans while it runs. Four items'
+ * batches of 20 orders queue for one transaction (the orders queue while
+ * the test holds the items' locks, the batches while a plug order's
+ * transaction waits for the database's writes): three batches go in one
+ * transaction, the fourth in the next, and every order is answered. A pool
+ * of 100: each order holds a session while it waits. */
+static void test_postgres_a_transaction_holds_at_most_64_orders(void **state)
+{
+    (void)state;
+    struct setup t = {.pg = 1};
+    assert_int_equal(th_pg_create_db(&pg, "cap_pg", t.db, sizeof(t.db)), 0);
+    const char *flags[] = {"--db-pool", "100", "--wait-ms", "60000", "--busy-timeout-ms",
+                           "60000", "--db-timeout-ms", "60000", NULL};
+    assert_int_equal(th_stockd_start(&t.redis, &redis, t.db, dir, flags), 0);
+    long long plug = th_new_item(&t.redis, "plug", 10), items[CAP_ITEMS];
+    static char bodies[CAP_ITEMS * CAP_ORDERS + 1][BODY_MAX];
+    static th_bg_reduce bg[CAP_ITEMS * CAP_ORDERS + 1];
+    int n = 0;
+    for (int k = 0; k < CAP_ITEMS; k++) {
+        hold_lock(items[k] = th_new_item(&t.redis, "capped", 1000));
+        for (int j = 0; j < CAP_ORDERS; j++, n++) {
+            th_order_body(bodies[n], BODY_MAX, &items[k], (int[]){1}, 1, NULL, 0);
+            th_bg_order_queued(&t.redis, &bg[n], bodies[n], n);
+        }
+    }
+    wait_sessions(t.db, n);
+    th_sleep_ms(300); /* from a session into its item's queue: microseconds */
+    struct hold h = hold_writes(&t);
+    th_order_body(bodies[n], BODY_MAX, &plug, (int[]){1}, 1, NULL, 0);
+    th_bg_order_queued(&t.redis, &bg[n], bodies[n], n);
+    assert_int_equal(th_wait_item_locked(&redis, plug, 5000), 0);
+    for (int k = 0; k < CAP_ITEMS; k++) {
+        release_lock(items[k]);
+        assert_int_equal(th_wait_item_locked(&redis, items[k], 5000), 0);
+    }
+    th_sleep_ms(300); /* every batch queued for the transaction */
+    release_writes(&h);
+    for (int i = 0; i <= n; i++) {
+        th_bg_reduce_join(&bg[i]);
+        expect_answer(&bg[i], 201, NULL);
+    }
+    double txs = th_metric(t.redis.url, "stockd_commit_orders_count");
+    print_message("%g transactions for %d orders\n", txs, n + 1);
+    assert_int_equal(th_metric(t.redis.url, "stockd_commit_orders_sum"), n + 1);
+    assert_true(txs >= 3);
+    assert_int_equal(th_metric(t.redis.url, "stockd_commit_orders_bucket{le=\"64\"}"), txs);
+    assert_int_equal(th_stockd_stop_clean(&t.redis), 0);
+}
+
 static void test_sqlite_a_failed_line_in_a_batch_leaves_nothing(void **state)
 {
     (void)state;
@@ -455,6 +521,7 @@ int main(void)
         cmocka_unit_test(test_postgres_a_failed_cart_in_a_batch_leaves_nothing),
         cmocka_unit_test(test_sqlite_a_failed_group_commit_acknowledges_nothing),
         cmocka_unit_test(test_postgres_a_failed_group_commit_acknowledges_nothing),
+        cmocka_unit_test(test_postgres_a_transaction_holds_at_most_64_orders),
     };
     return cmocka_run_group_tests_name("whole orders", tests, group_setup, group_teardown);
 }

@@ -4,7 +4,7 @@
  * fencing of stale holders, a savepoint per order, and a busy database. Then what only a server
  * has: replicas migrating at once, a bounded pool, row locks, a password,
  * and the server going away - restarted, a session killed mid-write, or a
- * COMMIT left in doubt. */
+ * COMMIT left in doubt (an order's, an item's, a stock set's). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -841,34 +841,44 @@ static void test_a_request_id_raced_by_two_sessions_is_written_once(void **state
     store_put(*state, c);
 }
 
+/* A write whose COMMIT is to wait (run on its own thread): the order
+ * transaction open on c committed, an item created, or a stock set. */
 struct committer {
     store_conn *c;
+    int (*run)(struct committer *m);
+    int64_t id; /* the item written to */
+    store_item it; /* the item created */
     int rc;
 };
 
 static void *commit_run(void *arg)
 {
     struct committer *m = arg;
-    m->rc = store_tx_commit(m->c, NULL);
+    m->rc = m->run(m);
     return NULL;
 }
 
-/* With a synchronous standby that does not exist, COMMIT commits locally,
- * then waits for it, and is not yet visible: the commit of c's transaction
- * (an order of 2 of item id under request_id) is started on m's thread.
- * Returns the waiting backend's pid, or 0 when none waited within 5 s. */
-static int commit_into_a_wait(store_conn *c, int64_t id, const char *request_id,
-                              struct committer *m, pthread_t *t, store_order *o)
+static int commit_open(struct committer *m) { return store_tx_commit(m->c, NULL); }
+static int create_item(struct committer *m)
 {
-    store_new_order d = deduction(id, 2, 8, 0, request_id);
-    assert_int_equal(store_tx_begin(c), STORE_OK);
-    assert_int_equal(store_tx_add_order(c, &d, o), STORE_OK);
-    assert_int_equal(store_tx_set_stock(c, id, 8, NULL), STORE_OK);
+    return store_item_create(m->c, "doubt", 7, &m->it);
+}
+static int set_stock(struct committer *m)
+{
+    return store_item_set_stock(m->c, m->id, 50, NULL, NULL);
+}
+
+/* With a synchronous standby that does not exist, COMMIT commits locally,
+ * then waits for it, and is not yet visible: m's write is started on
+ * thread t. Returns the waiting backend's pid, or 0 when none waited
+ * within 5 s. */
+static int commit_into_a_wait(struct committer *m, pthread_t *t)
+{
     assert_int_equal(th_pg_exec(server.url, "ALTER SYSTEM SET synchronous_standby_names = "
                                             "'nobody'"), 0);
     assert_int_equal(th_pg_exec(server.url, "SELECT pg_reload_conf()"), 0);
     th_sleep_ms(200);
-    *m = (struct committer){c, -100};
+    m->rc = -100;
     pthread_create(t, NULL, commit_run, m);
     long long pid = -1;
     for (int64_t end = th_now_ms() + 5000; pid < 0 && th_now_ms() < end; th_sleep_ms(20))
@@ -877,11 +887,37 @@ static int commit_into_a_wait(store_conn *c, int64_t id, const char *request_id,
     return pid > 0 ? (int)pid : 0;
 }
 
+/* The order transaction a COMMIT in doubt is about: an order of 2 of item
+ * id under request_id, open on c, to be committed by m. */
+static struct committer order_to_commit(store_conn *c, int64_t id, const char *request_id,
+                                        store_order *o)
+{
+    store_new_order d = deduction(id, 2, 8, 0, request_id);
+    assert_int_equal(store_tx_begin(c), STORE_OK);
+    assert_int_equal(store_tx_add_order(c, &d, o), STORE_OK);
+    assert_int_equal(store_tx_set_stock(c, id, 8, NULL), STORE_OK);
+    return (struct committer){.c = c, .run = commit_open};
+}
+
 /* The standby is wished for no more (a backend still waiting goes on). */
 static void forget_the_standby(void)
 {
     assert_int_equal(th_pg_exec(server.url, "ALTER SYSTEM RESET synchronous_standby_names"), 0);
     assert_int_equal(th_pg_exec(server.url, "SELECT pg_reload_conf()"), 0);
+}
+
+/* m's COMMIT, waiting for the standby, loses its answer: its session is
+ * terminated. Returns how many sessions were. */
+static long long commit_loses_its_answer(struct committer *m)
+{
+    pthread_t t;
+    int pid = commit_into_a_wait(m, &t);
+    long long killed = pid ? th_pg_int(server.url, "SELECT count(pg_terminate_backend(pid)) "
+                                                   "FROM pg_stat_activity WHERE wait_event = "
+                                                   "'SyncRep'") : 0;
+    forget_the_standby();
+    pthread_join(t, NULL);
+    return killed;
 }
 
 /* A COMMIT that happened but whose answer never came: the session is
@@ -892,15 +928,8 @@ static void test_a_commit_whose_answer_was_lost_is_found(void **state)
     store_conn *c = conn(state);
     int64_t id = new_item(c, 10);
     store_order o;
-    struct committer m;
-    pthread_t t;
-    int pid = commit_into_a_wait(c, id, "in-doubt", &m, &t, &o);
-    long long killed = pid ? th_pg_int(server.url, "SELECT count(pg_terminate_backend(pid)) "
-                                                   "FROM pg_stat_activity WHERE wait_event = "
-                                                   "'SyncRep'") : 0;
-    forget_the_standby();
-    pthread_join(t, NULL);
-    assert_int_equal(killed, 1);
+    struct committer m = order_to_commit(c, id, "in-doubt", &o);
+    assert_int_equal(commit_loses_its_answer(&m), 1);
     assert_int_equal(m.rc, STORE_OK);
     store_order found;
     assert_int_equal(store_order_by_request(c, "in-doubt", &found), STORE_OK);
@@ -908,12 +937,53 @@ static void test_a_commit_whose_answer_was_lost_is_found(void **state)
     store_put(*state, c);
 }
 
-/* The same COMMIT, its backend stopped (SIGSTOP) while it waits: no answer
- * comes (the store gives up after its timeout), and terminating the backend
- * does nothing while it is stopped. Its order is not visible, yet the
- * commit is done and lands once the backend runs again: the store must not
- * call it unwritten, but in doubt. Statements bounded at 3 s, as a
- * terminate's wait of 2 s fits in. */
+/* An item's INSERT, its commit's answer lost the same way: the item was
+ * created, and the store says so (STORE_OK with the item) rather than
+ * "nothing written", after which a client would create it twice. */
+static void test_an_item_whose_commit_answer_was_lost_is_found(void **state)
+{
+    struct committer m = {.c = conn(state), .run = create_item};
+    assert_int_equal(commit_loses_its_answer(&m), 1);
+    assert_int_equal(m.rc, STORE_OK);
+    assert_true(m.it.id > 0);
+    assert_int_equal(m.it.stock, 7);
+    assert_int_equal(th_pg_int(target, "SELECT count(*) FROM items WHERE name = 'doubt'"), 1);
+    store_put(*state, m.c);
+}
+
+/* A stock set (PUT), the same way: it has no order to look for, and was
+ * still found written. */
+static void test_a_stock_set_whose_commit_answer_was_lost_is_found(void **state)
+{
+    store_conn *c = conn(state);
+    struct committer m = {.c = c, .run = set_stock, .id = new_item(c, 10)};
+    assert_int_equal(commit_loses_its_answer(&m), 1);
+    assert_int_equal(m.rc, STORE_OK);
+    assert_int_equal(store_item_get(c, m.id, &m.it), STORE_OK);
+    assert_int_equal(m.it.stock, 50);
+    store_put(*state, c);
+}
+
+/* m's COMMIT, its backend stopped (SIGSTOP) while it waits: no answer comes
+ * (the store gives up after its timeout), and terminating the backend does
+ * nothing while it is stopped. The commit is done and lands once the
+ * backend runs again (SIGCONT, once m's thread has its answer). */
+static void commit_stays_stopped(struct committer *m)
+{
+    pthread_t t;
+    int pid = commit_into_a_wait(m, &t);
+    if (pid)
+        kill(pid, SIGSTOP);
+    forget_the_standby();
+    pthread_join(t, NULL);
+    if (pid)
+        kill(pid, SIGCONT);
+    assert_true(pid > 0);
+}
+
+/* Its order is not visible while the backend is stopped, yet its commit
+ * lands afterwards: the store must not call it unwritten, but in doubt.
+ * Statements bounded at 3 s, as a terminate's wait of 2 s fits in. */
 static void test_a_commit_whose_session_stays_stopped_is_in_doubt(void **state)
 {
     (void)state;
@@ -922,16 +992,8 @@ static void test_a_commit_whose_session_stays_stopped_is_in_doubt(void **state)
     store_conn *c = conn((void **)&st);
     int64_t id = new_item(c, 10);
     store_order o, found;
-    struct committer m;
-    pthread_t t;
-    int pid = commit_into_a_wait(c, id, "stopped", &m, &t, &o);
-    if (pid)
-        kill(pid, SIGSTOP);
-    forget_the_standby();
-    pthread_join(t, NULL);
-    if (pid)
-        kill(pid, SIGCONT);
-    assert_true(pid > 0);
+    struct committer m = order_to_commit(c, id, "stopped", &o);
+    commit_stays_stopped(&m);
     assert_int_equal(m.rc, STORE_ERR_IN_DOUBT);
     assert_non_null(strstr(store_errstr(c), "may yet commit"));
     int rc = STORE_ERR_NOT_FOUND; /* the backend, running again, ends its commit */
@@ -941,6 +1003,28 @@ static void test_a_commit_whose_session_stays_stopped_is_in_doubt(void **state)
     assert_int_equal(rc, STORE_OK);
     assert_int_equal(found.info.order_id, o.info.order_id);
     store_put(st, c);
+    store_close(st);
+}
+
+/* An item's, the same way: in doubt too, with the id it has if it was
+ * created - which it was, once the backend runs again. */
+static void test_an_item_whose_session_stays_stopped_is_in_doubt(void **state)
+{
+    (void)state;
+    store *st = open_store_bounded(target, 3000);
+    assert_non_null(st);
+    struct committer m = {.c = conn((void **)&st), .run = create_item};
+    commit_stays_stopped(&m);
+    assert_int_equal(m.rc, STORE_ERR_IN_DOUBT);
+    assert_true(m.it.id > 0);
+    int rc = STORE_ERR_NOT_FOUND;
+    store_item it;
+    for (int64_t end = th_now_ms() + 5000; rc == STORE_ERR_NOT_FOUND && th_now_ms() < end;
+         th_sleep_ms(rc == STORE_OK ? 0 : 50))
+        rc = store_item_get(m.c, m.it.id, &it);
+    assert_int_equal(rc, STORE_OK);
+    assert_string_equal(it.name, "doubt");
+    store_put(st, m.c);
     store_close(st);
 }
 
@@ -964,9 +1048,9 @@ static void test_a_commit_whose_session_resumes_is_found(void **state)
     store_conn *c = conn(state);
     int64_t id = new_item(c, 10);
     store_order o, found;
-    struct committer m;
+    struct committer m = order_to_commit(c, id, "resumed", &o);
     pthread_t t, resume;
-    int pid = commit_into_a_wait(c, id, "resumed", &m, &t, &o);
+    int pid = commit_into_a_wait(&m, &t);
     struct resumer r = {pid, 1500};
     if (pid) {
         kill(pid, SIGSTOP);
@@ -1014,7 +1098,10 @@ int main(void)
         T(test_a_restarted_server_answers_unavailable_then_recovers),
         T(test_a_session_killed_mid_transaction_writes_nothing),
         T(test_a_commit_whose_answer_was_lost_is_found),
+        T(test_an_item_whose_commit_answer_was_lost_is_found),
+        T(test_a_stock_set_whose_commit_answer_was_lost_is_found),
         T(test_a_commit_whose_session_stays_stopped_is_in_doubt),
+        T(test_an_item_whose_session_stays_stopped_is_in_doubt),
         T(test_a_commit_whose_session_resumes_is_found),
         T(test_a_request_id_raced_by_two_sessions_is_written_once),
     };
