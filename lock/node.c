@@ -579,11 +579,12 @@ int dlock_node_raise_end(dlock_node_call *call, int64_t *fence)
     if (r == NULL)
         return dlock_redis_failure();
     int rc = DLOCK_ERR_REDIS;
-    if (r->type != REDIS_REPLY_INTEGER)
-        dlock_fail(rc, "unexpected reply to the fence raise script");
+    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0) /* < 0: INCR near 2^63, as a double */
+        dlock_fail(rc, "unexpected reply to the fence raise script on %s (a fence counter "
+                   "past 2^53?)", call->node->name);
     else if (r->integer > 0)
         *fence = r->integer, rc = DLOCK_OK;
-    else
+    else /* 0, and only 0, is the script's "not ours" */
         rc = dlock_fail(DLOCK_ERR_LOST, "lock %s was no longer ours at fence raise on %s",
                         call->argv[0], call->node->name);
     freeReplyObject(r);
