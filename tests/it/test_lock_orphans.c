@@ -74,8 +74,11 @@ static void test_an_acquire_run_after_its_timeout_is_released_by_its_give_back(v
 }
 
 /* Redis is out of reach for five leases (of 500 ms) while an acquire is on
- * its way: a proxy holds the script 4.5 s, and from the client's timeout
- * on every new connection through it fails, so every give-back does. Then
+ * its way: a proxy holds the script 4.5 s, and every new connection through
+ * it fails, so every give-back does - from before the acquire, whose own
+ * connection (dlock_ping's) stays on Redis: a first give-back that got
+ * through before the outage began would mark the token gone and let the
+ * test pass whatever the clean-up thread does after the lease. Then
  * Redis is back, and the acquire arrives after that. The clean-up thread
  * must still be trying to give the token up: it stopped once the lease
  * had passed, and the late acquire then held the key for nobody, for a
@@ -94,8 +97,8 @@ static void test_an_acquire_that_arrives_after_a_long_outage_never_holds_the_key
     dlock_handle *h;
     int64_t t0 = th_now_ms();
     th_proxy_delay_next(proxy, "EVALSHA", 4500);
+    th_proxy_redirect(proxy, th_free_port()); /* out of reach: new connections fail */
     assert_int_equal(dlock_acquire(slow, key, &o, &h), DLOCK_ERR_REDIS);
-    th_proxy_redirect(proxy, th_free_port()); /* out of reach: connections fail */
     th_sleep_ms(2800 - (th_now_ms() - t0));  /* well past the lease and a try after it */
     th_proxy_redirect(proxy, redis.port);
     th_sleep_ms(4800 - (th_now_ms() - t0)); /* the held acquire has run by now */
