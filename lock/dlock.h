@@ -145,14 +145,14 @@ typedef struct dlock_config {
 typedef struct dlock_opts {
     int lease_ms;     /* 30000: the key's TTL (PX); renewed at lease_ms/3 while held */
     int wait_ms;      /* 10000: how long acquire keeps trying; 0 = try exactly once */
-    int retry_ms;     /* 100: pause between tries, randomised to 0.5x..1.5x. Notify
-                       * mode: a waiter's grace is 2 retry_ms + 100; it stays in
-                       * line that long after each try, and a release's grant to
-                       * it lasts at least that (at most lease_ms), whatever the
-                       * releaser's retry_ms, or it would lose its place sooner
-                       * than a silent waiter does. So a waiter that died holds
-                       * the key up for about two of its graces at most: its place
-                       * until it drops out, then the grant that lapses */
+    int retry_ms;     /* 100 (1..lease_ms): pause between tries, randomised to
+                       * 0.5x..1.5x. Notify mode: a waiter's grace is 2 retry_ms
+                       * + 100; it stays in line that long after each try, and a
+                       * release's grant to it lasts the longer of its grace and
+                       * the releaser's (each at most lease_ms), or it would lose
+                       * its place sooner than a silent waiter does. So a waiter
+                       * that died holds the key up for its grace (its place until
+                       * it drops out) plus that grant, which lapses */
     int max_renewals; /* 30: renewals before the holder is interrupted; 0 = never */
     int watchdog;     /* 1: renew while held; 0: the lease simply runs out */
     int wait_mode;    /* DLOCK_WAIT_NOTIFY (default) or DLOCK_WAIT_SPIN */
@@ -214,6 +214,13 @@ void dlock_config_defaults(dlock_config *cfg);
  * with dlock_errstr() naming the bad entry (cfg unchanged). */
 int dlock_config_nodes(dlock_config *cfg, const char *list);
 void dlock_opts_defaults(dlock_opts *opts);
+
+/* Checks opts as every acquire does: DLOCK_OK, or DLOCK_ERR_INVALID with
+ * dlock_errstr() naming the field (lease_ms DLOCK_LEASE_MIN_MS..MAX_MS,
+ * retry_ms 1..lease_ms, the others >= 0, a known wait_mode). For a program
+ * that takes the options from its user: refuse them at start, not at the
+ * first acquire. Thread-safe. */
+int dlock_opts_check(const dlock_opts *opts);
 
 /* Creates a client and starts its watchdog thread. Redis is contacted lazily,
  * so this succeeds while Redis is down. Returns DLOCK_OK with *out set, or
