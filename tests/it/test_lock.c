@@ -540,7 +540,7 @@ static int64_t wait_for_release_by_other(int raw_delete, int retry_ms)
     snprintf(cmd, sizeof(cmd), "EXISTS %s", t.key);
     while (th_redis_int(&redis, cmd) != 1)
         th_sleep_ms(1);
-    dlock_opts o = opts(5000, 10000);
+    dlock_opts o = opts(10000, 10000); /* a lease of at least retry_ms */
     o.retry_ms = retry_ms;
     dlock_handle *h;
     int64_t t0 = th_now_ms();
