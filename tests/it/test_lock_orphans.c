@@ -47,12 +47,8 @@ static void test_an_acquire_run_after_its_timeout_is_released_by_its_give_back(v
     mode_key(key, sizeof(key), "t:orphan");
     dlock_names names;
     dlock_names_of(key, &names);
-    dlock_config cfg;
-    dlock_config_defaults(&cfg);
-    cfg.port = redis.port;
-    cfg.command_timeout_ms = 200;
-    dlock_client *impatient;
-    assert_int_equal(dlock_client_new(&cfg, &impatient), DLOCK_OK);
+    dlock_client *impatient = th_lock_client_timeout(redis.port, 200);
+    assert_non_null(impatient);
     dlock_opts o = opts(30000, 0);
     dlock_handle *h;
     assert_int_equal(dlock_acquire(impatient, key, &o, &h), DLOCK_OK); /* warm pool */
@@ -149,12 +145,8 @@ static void test_tokens_in_doubt_share_one_backoff_while_redis_is_away(void **st
     (void)state;
     th_redis away = {0};
     assert_int_equal(th_redis_start(&away), 0);
-    dlock_config cfg;
-    dlock_config_defaults(&cfg);
-    cfg.port = away.port;
-    cfg.command_timeout_ms = 200;
-    dlock_client *c;
-    assert_int_equal(dlock_client_new(&cfg, &c), DLOCK_OK);
+    dlock_client *c = th_lock_client_timeout(away.port, 200);
+    assert_non_null(c);
     assert_int_equal(dlock_ping(c), DLOCK_OK); /* scripts are loaded per connection, later */
     th_signal(away.pid, SIGSTOP, 0);
     struct unanswered u[OUTAGE_TOKENS];
