@@ -579,9 +579,11 @@ int dlock_node_raise_end(dlock_node_call *call, int64_t *fence)
     if (r == NULL)
         return dlock_redis_failure();
     int rc = DLOCK_ERR_REDIS;
-    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0) /* < 0: INCR near 2^63, as a double */
-        dlock_fail(rc, "unexpected reply to the fence raise script on %s (a fence counter "
-                   "past 2^53?)", call->node->name);
+    if (r->type != REDIS_REPLY_INTEGER)
+        dlock_fail(rc, "unexpected reply to the fence raise script");
+    else if (r->integer < 0) /* INCR's answer near 2^63 came back through a Lua double */
+        dlock_fail(rc, "the fence raise on %s answered %lld: its counter is near 2^63 (fences "
+                   "are exact below 2^53 only)", call->node->name, (long long)r->integer);
     else if (r->integer > 0)
         *fence = r->integer, rc = DLOCK_OK;
     else /* 0, and only 0, is the script's "not ours" */

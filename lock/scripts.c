@@ -406,9 +406,10 @@ static const char rw_write_release_lua[] =
  * holder whose lease ran out, and whose key may be another's now, gets 0
  * and stays refused by the row; the owner's new fence is above every fence
  * the counter issued (it holds the counter's maximum) and every later one
- * is above it. floor is compared as a decimal string, as counters may have
- * been written by hand; it is at most DLOCK_FENCE_MAX, so the INCR's answer,
- * a Lua number, is exact. Returns the new fence, or 0 when not ours. */
+ * is above it. floor is compared as a decimal string, exact whatever the
+ * counter holds; it is at most DLOCK_FENCE_MAX, so the INCR's answer, a Lua
+ * number, is exact unless the counter was past that already (fence.c
+ * refuses such an answer). Returns the new fence, or 0 when not ours. */
 static const char raise_lua[] =
     "local ours\n"
     "if ARGV[4] == '1' then\n"

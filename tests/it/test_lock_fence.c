@@ -126,11 +126,11 @@ static void set_counter(const char *key, long long value)
     assert_int_equal(th_redis_int(&redis, "SET %s %lld", names.fence, value), 0);
 }
 
-/* Lua numbers are doubles, exact below 2^53 only: a floor is refused above
- * DLOCK_FENCE_MAX (2^53 - 2, even), and at it the fence is exact (2^53 - 1:
- * one above 2^53 would read as 2^53 in Lua, the floor's double). Far above
- * (INT64_MAX - 1), the counter's INCR would come back from Lua as INT64_MIN:
- * refused before anything is sent, the holder keeps its key. */
+/* Lua numbers are doubles, exact below 2^53 only: at DLOCK_FENCE_MAX (2^53 -
+ * 2, even) the raised fence is exact, 2^53 - 1 (with a cap of 2^53 the fence
+ * 2^53 + 1 would come back from Lua as 2^53, not above the floor). Above the
+ * cap a floor is refused before anything is sent - also INT64_MAX - 1, whose
+ * INCR would come back as INT64_MIN - and the holder keeps its key. */
 static void test_a_floor_at_the_cap_gives_an_exact_fence_and_above_is_refused(void **state)
 {
     (void)state;

@@ -147,7 +147,6 @@ static void test_tokens_in_doubt_share_one_backoff_while_redis_is_away(void **st
     assert_int_equal(th_redis_start(&away), 0);
     dlock_client *c = th_lock_client_timeout(away.port, 200);
     assert_non_null(c);
-    assert_int_equal(dlock_ping(c), DLOCK_OK); /* scripts are loaded per connection, later */
     th_signal(away.pid, SIGSTOP, 0);
     struct unanswered u[OUTAGE_TOKENS];
     for (int i = 0; i < OUTAGE_TOKENS; i++) {
