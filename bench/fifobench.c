@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -82,11 +83,17 @@ static int take(int id, int retry_ms)
     return rc == DLOCK_OK ? 0 : 1;
 }
 
+/* A child dies with this process (the holder would wait for its release
+ * for ever), also when this one died before the prctl. */
 static pid_t spawn(int id, int retry_ms)
 {
+    pid_t parent = getpid();
     pid_t pid = fork();
-    if (pid == 0)
+    if (pid == 0) {
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+            _exit(1);
         _exit(take(id, retry_ms));
+    }
     return pid;
 }
 

@@ -45,7 +45,7 @@ void dlock_opts_defaults(dlock_opts *o)
     o->reentrant = 0;
 }
 
-static int opts_check(const dlock_opts *o)
+int dlock_opts_check(const dlock_opts *o)
 {
     if (o->lease_ms < DLOCK_LEASE_MIN_MS || o->lease_ms > DLOCK_LEASE_MAX_MS)
         return dlock_fail(DLOCK_ERR_INVALID, "lease_ms must be %d..%d, got %d",
@@ -54,6 +54,10 @@ static int opts_check(const dlock_opts *o)
         o->handoff_ms < 0)
         return dlock_fail(DLOCK_ERR_INVALID, "wait_ms, max_renewals and the hand-off bounds "
                                              "must be >= 0, retry_ms >= 1");
+    if (o->retry_ms > o->lease_ms) /* a waiter's grace, 2 retry_ms + 100, sizes its grant */
+        return dlock_fail(DLOCK_ERR_INVALID, "retry_ms (%d) must not exceed lease_ms (%d): a "
+                          "grant to a waiter holds the key for its grace, 2 retry_ms + 100, "
+                          "up to a lease", o->retry_ms, o->lease_ms);
     if (o->wait_mode != DLOCK_WAIT_NOTIFY && o->wait_mode != DLOCK_WAIT_SPIN)
         return dlock_fail(DLOCK_ERR_INVALID, "wait_mode must be DLOCK_WAIT_NOTIFY or _SPIN");
     if (o->reentrant != 0 && o->reentrant != 1)
@@ -268,7 +272,7 @@ static int opts_of(const dlock_opts *opts, dlock_opts *o)
         dlock_opts_defaults(o);
     else
         *o = *opts;
-    return opts_check(o);
+    return dlock_opts_check(o);
 }
 
 /* One key until deadline, in o's wait mode; *out the holder. */

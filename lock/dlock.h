@@ -81,6 +81,12 @@ extern "C" {
 #define DLOCK_LEASE_MAX_MS (24 * 3600 * 1000)  /* longest lease_ms accepted: a day */
 #define DLOCK_NODES_MAX 7   /* independent Redis servers one client may use as a quorum */
 #define DLOCK_HOST_MAX 255  /* longest host name, in bytes */
+/* The largest floor dlock_fence_raise takes, 2^53 - 2: fences are exact below
+ * 2^53 only (Redis's Lua numbers are doubles), and a raised fence is at most
+ * one more. Fences are max(counter + 1, Redis's clock in us): 2^53 us is some
+ * 285 years of that clock, so only a record's token from a broken clock or
+ * written by hand gets there. */
+#define DLOCK_FENCE_MAX ((INT64_C(1) << 53) - 2)
 
 enum dlock_code {
     DLOCK_OK = 0,
@@ -139,14 +145,14 @@ typedef struct dlock_config {
 typedef struct dlock_opts {
     int lease_ms;     /* 30000: the key's TTL (PX); renewed at lease_ms/3 while held */
     int wait_ms;      /* 10000: how long acquire keeps trying; 0 = try exactly once */
-    int retry_ms;     /* 100: pause between tries, randomised to 0.5x..1.5x. Notify
-                       * mode: a waiter's grace is 2 retry_ms + 100; it stays in
-                       * line that long after each try, and a release's grant to
-                       * it lasts at least that (at most lease_ms), whatever the
-                       * releaser's retry_ms, or it would lose its place sooner
-                       * than a silent waiter does. So a waiter that died holds
-                       * the key up for about two of its graces at most: its place
-                       * until it drops out, then the grant that lapses */
+    int retry_ms;     /* 100 (1..lease_ms): pause between tries, randomised to
+                       * 0.5x..1.5x. Notify mode: a waiter's grace is 2 retry_ms
+                       * + 100; it stays in line that long after each try, and a
+                       * release's grant to it lasts the longer of its grace and
+                       * the releaser's (each at most lease_ms), or it would lose
+                       * its place sooner than a silent waiter does. So a waiter
+                       * that died holds the key up for its grace (its place until
+                       * it drops out) plus that grant, which lapses */
     int max_renewals; /* 30: renewals before the holder is interrupted; 0 = never */
     int watchdog;     /* 1: renew while held; 0: the lease simply runs out */
     int wait_mode;    /* DLOCK_WAIT_NOTIFY (default) or DLOCK_WAIT_SPIN */
@@ -208,6 +214,13 @@ void dlock_config_defaults(dlock_config *cfg);
  * with dlock_errstr() naming the bad entry (cfg unchanged). */
 int dlock_config_nodes(dlock_config *cfg, const char *list);
 void dlock_opts_defaults(dlock_opts *opts);
+
+/* Checks opts as every acquire does: DLOCK_OK, or DLOCK_ERR_INVALID with
+ * dlock_errstr() naming the field (lease_ms DLOCK_LEASE_MIN_MS..MAX_MS,
+ * retry_ms 1..lease_ms, the others >= 0, a known wait_mode). For a program
+ * that takes the options from its user: refuse them at start, not at the
+ * first acquire. Thread-safe. */
+int dlock_opts_check(const dlock_opts *opts);
 
 /* Creates a client and starts its watchdog thread. Redis is contacted lazily,
  * so this succeeds while Redis is down. Returns DLOCK_OK with *out set, or
@@ -428,8 +441,12 @@ int dlock_sleep(dlock_handle *h, int ms);
 /* The fencing token of this acquisition: strictly greater than every token
  * issued earlier for the same key, also across Redis restarts (the counter is
  * seeded from Redis's clock in microseconds when missing), as long as that
- * clock does not go back (else see dlock_fence_raise). Holders that got
- * the lease by hand-off share its fence and differ in dlock_handoff_seq(). */
+ * clock does not go back (else see dlock_fence_raise) and fences stay below
+ * 2^53, where they are exact (DLOCK_FENCE_MAX). Holders that got the lease
+ * by hand-off share its fence and differ in dlock_handoff_seq(). An acquire
+ * that finds no fence above the key's counter (at its maximum, 2^63 - 1:
+ * written by hand, or raised so far by a client older than DLOCK_FENCE_MAX)
+ * fails with DLOCK_ERR_REDIS and takes nothing. */
 int64_t dlock_fence(const dlock_handle *h);
 
 /* Raises the fencing token of key i of h (dlock_key_at; 0 for a lock, a
@@ -454,7 +471,9 @@ int64_t dlock_fence(const dlock_handle *h);
  * now on, as when a renewal finds that); DLOCK_ERR_INTERRUPTED or
  * DLOCK_ERR_LOST, nothing sent, when h was already; DLOCK_ERR_REDIS or
  * DLOCK_ERR_AUTH (not raised, h's fence unchanged: counters may be higher,
- * never lower); DLOCK_ERR_INVALID for no key i, or floor INT64_MAX. */
+ * never lower; also when the counter is already past 2^53 - 1, where no exact
+ * fence is left); DLOCK_ERR_INVALID, nothing sent, for no key i, or floor
+ * above DLOCK_FENCE_MAX. */
 int dlock_fence_raise_at(dlock_handle *h, int i, int64_t floor);
 int dlock_fence_raise(dlock_handle *h, int64_t floor); /* key 0 */
 

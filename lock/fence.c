@@ -1,11 +1,6 @@
 /* fence.c - a holder's fencing token raised past a larger one that a store
- * refused it for (dlock_fence_raise). Fences are max(counter + 1, Redis's
- * clock): after that clock stepped forward and back, or the counter was
- * lost (a restart without persistence, an eviction, its expiry while the
- * key was idle), new fences fall below the one a row carries, and the row
- * refuses every live holder until the clock catches up. The raise script
- * (scripts.c) gives the holder a fence above the row's, only while its lease
- * is ours: a holder whose lock moved on stays refused. */
+ * refused it for (dlock_fence_raise), only while its lease is still its own:
+ * for fences that went back (why and why it is safe: lock/README.md). */
 #include <stdint.h>
 
 #include "client.h"
@@ -28,8 +23,10 @@ int dlock_fence_raise_at(dlock_handle *h, int i, int64_t floor)
 {
     if (h == NULL || i < 0 || i >= dlock_key_count(h))
         return dlock_fail(DLOCK_ERR_INVALID, "the handle has no key %d", i);
-    if (floor >= INT64_MAX) /* the counter can't go past it */
-        return dlock_fail(DLOCK_ERR_INVALID, "no fence is above %lld", (long long)floor);
+    if (floor > DLOCK_FENCE_MAX) /* past 2^53 the scripts' numbers are not exact */
+        return dlock_fail(DLOCK_ERR_INVALID, "fence floor %lld is above DLOCK_FENCE_MAX (%lld): "
+                          "fences are exact below 2^53 only", (long long)floor,
+                          (long long)DLOCK_FENCE_MAX);
     dlock_client *c = h->client;
     pthread_mutex_lock(&c->mu);
     struct dlock_lease *l = dlock_holder_at(h, i)->lease;
@@ -42,7 +39,10 @@ int dlock_fence_raise_at(dlock_handle *h, int i, int64_t floor)
         return DLOCK_OK; /* nothing to raise */
     dlock_node_raise_args a = raise_args(l, floor);
     int rc = dlock_quorum_raise(c->nodes, &a, &fence);
-    if (rc == DLOCK_OK && fence <= floor) /* never a fence the store would refuse again */
+    if (rc == DLOCK_OK && fence > DLOCK_FENCE_MAX + 1) /* the counter was past it already */
+        rc = dlock_fail(DLOCK_ERR_REDIS, "lock %s: the fence raise answered %lld, past 2^53 - 1, "
+                        "where fences are not exact", l->key, (long long)fence);
+    else if (rc == DLOCK_OK && fence <= floor) /* never a fence the store would refuse again */
         rc = dlock_fail(DLOCK_ERR_REDIS, "lock %s: the fence raise answered %lld, not above "
                         "%lld", l->key, (long long)fence, (long long)floor);
     pthread_mutex_lock(&c->mu);

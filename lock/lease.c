@@ -191,11 +191,18 @@ int dlock_lease_give_back(dlock_quorum *q, const struct dlock_lease *l)
 int dlock_lease_release(dlock_quorum *q, const struct dlock_lease *l, int leaving,
                         const struct dlock_next *next, int *queued)
 {
-    dlock_node_release_args a = {l->key, l->token, dlock_lease_grant_ms(l), leaving,
-                                 dlock_keep_ms(l->lease_ms), 0, NULL, 0, 0, 0, 0};
-    if (next)
-        a.next = next->token, a.next_queue_ms = next->queue_ms, a.next_score = next->queue_score,
-        a.next_sent_ms = dlock_now_ms(), a.next_grant_ms = next->grant_ms;
+    dlock_node_release_args a = {.key = l->key,
+                                 .token = l->token,
+                                 .grant_ms = dlock_lease_grant_ms(l),
+                                 .leaving = leaving,
+                                 .keep_ms = dlock_keep_ms(l->lease_ms)};
+    if (next) {
+        a.next = next->token;
+        a.next_queue_ms = next->queue_ms;
+        a.next_score = next->queue_score;
+        a.next_sent_ms = dlock_now_ms();
+        a.next_grant_ms = next->grant_ms;
+    }
     int in_line;
     int rc = dlock_quorum_release(q, &a, &in_line);
     if (queued)

@@ -581,9 +581,12 @@ int dlock_node_raise_end(dlock_node_call *call, int64_t *fence)
     int rc = DLOCK_ERR_REDIS;
     if (r->type != REDIS_REPLY_INTEGER)
         dlock_fail(rc, "unexpected reply to the fence raise script");
+    else if (r->integer < 0) /* INCR's answer near 2^63 came back through a Lua double */
+        dlock_fail(rc, "the fence raise on %s answered %lld: its counter is near 2^63 (fences "
+                   "are exact below 2^53 only)", call->node->name, (long long)r->integer);
     else if (r->integer > 0)
         *fence = r->integer, rc = DLOCK_OK;
-    else
+    else /* 0, and only 0, is the script's "not ours" */
         rc = dlock_fail(DLOCK_ERR_LOST, "lock %s was no longer ours at fence raise on %s",
                         call->argv[0], call->node->name);
     freeReplyObject(r);

@@ -21,10 +21,15 @@ struct dlock_orphans {
     struct dlock_lease *head; /* in arrival order; linked through next */
     int count;
     int stop;
+    int failures;        /* give-backs in a row that Redis did not answer */
+    int64_t quiet_until; /* after one of those: no token is tried before this */
 };
 
-/* 50 ms after the first failure, doubling up to 2 s: a Redis that is down
- * gets a few attempts a second from this thread, however many tokens wait. */
+/* 50 ms after a failure, doubling up to 2 s. Each token backs off on its
+ * own, and all of them together after a give-back Redis did not answer: a
+ * Redis out of reach gets one try per backoff from this thread (soon one
+ * each 2 s) however many tokens wait, and lock tokens stay for a whole
+ * outage. */
 static int64_t backoff_ms(int tries)
 {
     int64_t ms = BACKOFF_FIRST_MS;
@@ -89,6 +94,9 @@ static void try_one(dlock_orphans *o, struct dlock_lease *l)
     int rc = dlock_lease_give_back(o->quorum, l);
     pthread_mutex_lock(&o->mu);
     int64_t now = dlock_now_ms();
+    int unanswered = rc == DLOCK_ERR_REDIS || rc == DLOCK_ERR_AUTH;
+    o->failures = unanswered ? o->failures + 1 : 0;
+    o->quiet_until = unanswered ? now + backoff_ms(o->failures) : 0;
     if (give_back_again(l, rc, now) && !o->stop) {
         l->next_renew_ms = now + backoff_ms(++l->renewals);
         append(o, l);
@@ -103,10 +111,13 @@ static void *run(void *arg)
     pthread_mutex_lock(&o->mu);
     while (!o->stop) {
         struct dlock_lease *l = earliest(o);
-        if (l == NULL)
+        if (l == NULL) {
             pthread_cond_wait(&o->wake, &o->mu);
-        else if (l->next_renew_ms > dlock_now_ms())
-            dlock_cond_wait_until(&o->wake, &o->mu, l->next_renew_ms);
+            continue;
+        }
+        int64_t at = l->next_renew_ms > o->quiet_until ? l->next_renew_ms : o->quiet_until;
+        if (at > dlock_now_ms())
+            dlock_cond_wait_until(&o->wake, &o->mu, at);
         else
             try_one(o, l);
     }

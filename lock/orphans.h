@@ -10,8 +10,10 @@
  * its own release, which has no gone mark, so it is tried again until its
  * lease would have run out: an acquire that lands late holds at most until
  * the next try (one that lands later still, after an outage longer than the
- * lease, holds for its lease). The tries use the client's pool, not the
- * watchdog's connections, so lease renewals never wait behind them.
+ * lease, holds for its lease). While Redis does not answer, the tokens
+ * share one backoff: a try after 50 ms, 100, ... then one each 2 s, however
+ * many wait. The tries use the client's pool, not the watchdog's
+ * connections, so lease renewals never wait behind them.
  *
  * Only tokens that may have reached Redis belong here: when nothing was sent
  * (Redis refused the connection) there is nothing to undo. */

@@ -191,8 +191,11 @@ int dlock_quorum_ping(dlock_quorum *q, int up[DLOCK_NODES_MAX])
 static void give_back(dlock_quorum *q, const dlock_node_acquire_args *a, const int *ok,
                       struct fanout *f)
 {
-    dlock_node_release_args r = {a->key, a->token, a->grant_ms, 0, a->keep_ms,
-                                 a->seed_slack_us, NULL, 0, 0, 0, 0};
+    dlock_node_release_args r = {.key = a->key,
+                                 .token = a->token,
+                                 .grant_ms = a->grant_ms,
+                                 .keep_ms = a->keep_ms,
+                                 .seed_slack_us = a->seed_slack_us};
     fanout_init(f, q);
     for (int i = 0; i < q->n; i++)
         if (ok[i]) {
@@ -373,12 +376,10 @@ int dlock_quorum_raise(dlock_quorum *q, const dlock_node_raise_args *a, int64_t 
         *fence = top;
         return DLOCK_OK;
     }
-    if (lost + refused > q->n - quorum)
-        return dlock_fail(DLOCK_ERR_LOST, "lock %s: the raised fence holds on only %d of %d "
-                          "Redis servers, a majority is %d", a->key, agree, q->n, quorum);
-    return dlock_fail(DLOCK_ERR_REDIS, "lock %s: the raised fence holds on only %d of %d Redis "
-                      "servers, a majority is %d; the others did not answer", a->key, agree,
-                      q->n, quorum);
+    int code = lost + refused > q->n - quorum ? DLOCK_ERR_LOST : DLOCK_ERR_REDIS;
+    return dlock_fail(code, "lock %s: the raised fence holds on only %d of %d Redis servers, a "
+                      "majority is %d%s", a->key, agree, q->n, quorum,
+                      code == DLOCK_ERR_LOST ? "" : "; the others did not answer");
 }
 
 /* ---- release ---- */

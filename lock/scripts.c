@@ -29,6 +29,12 @@
  * between reseeds, so a quorum's servers mostly answer the same fence and
  * need no write-back.
  *
+ * Every script draws its fence before it writes what the fence is for
+ * (the acquire's SET NX, which must come first, is undone): a script's
+ * writes stay when it fails, and a draw can fail (a counter at 2^63 - 1).
+ * Fences are exact below 2^53 only, as Lua numbers are doubles: a raise's
+ * floor is at most DLOCK_FENCE_MAX (dlock.h), and clocks stay below it.
+ *
  * No key lives forever: the lock has its lease, the counter and the gone set
  * keep_ms (DLOCK_KEEP_LEASES leases) after their last write, the queue and
  * alive keys until the last waiter's deadline.
@@ -43,6 +49,12 @@
     "  clock = clock or redis.call('time')\n"                                      \
     "  return clock\n"                                                             \
     "end\n"                                                                        \
+    "local function count(key)\n" /* INCR; at 2^63 - 1 there is no fence above */   \
+    "  local n = redis.pcall('incr', key)\n"                                        \
+    "  if type(n) ~= 'table' then return n end\n"                                  \
+    "  error({err = 'ERR no fence above the counter ' .. key .. ' (' ..\n"          \
+    "               string.gsub(n.err, '^ERR ', '') .. ')'})\n"                    \
+    "end\n"                                                                        \
     "local function next_fence(keep_ms, slack_us)\n"                               \
     "  local t = time()\n"                                                         \
     "  local now_us = t[1] .. string.format('%06d', tonumber(t[2]))\n"             \
@@ -52,9 +64,9 @@
     "      return tonumber(now_us)\n"                                              \
     "    end\n"                                                                    \
     "    redis.call('set', KEYS[2], old, 'PX', keep_ms)\n" /* ahead: count on */   \
-    "    return redis.call('incr', KEYS[2])\n"                                     \
+    "    return count(KEYS[2])\n"                                                  \
     "  end\n"                                                                      \
-    "  local fence = redis.call('incr', KEYS[2])\n"                                \
+    "  local fence = count(KEYS[2])\n"                                             \
     "  if fence < tonumber(now_us) - tonumber(slack_us) then\n"                    \
     "    redis.call('set', KEYS[2], now_us, 'PX', keep_ms)\n"                      \
     "    return tonumber(now_us)\n"                                                \
@@ -101,11 +113,11 @@
  * queue score (0: by Redis's clock in us, the arrival order at this one
  * server; a string, as Lua numbers lose digits on the way back to Redis),
  * seed slack in us, sent (the client's stamp for when it sent this, kept
- * with the waiter's deadline as "deadline:sent"; see the release). Returns
- * {1, fence} when the key is ours (taken now, or granted to us by a
- * release: then the lease is restarted), or {0, pttl} (pttl -1: free, but
- * another waiter is first in line; -2: the token was given up, see
- * release). Never SETNX then EXPIRE: one atomic step.
+ * with the waiter's deadline and its grant as "deadline:sent:grant"; see
+ * the release). Returns {1, fence} when the key is ours (taken now, or
+ * granted to us by a release: then the lease is restarted), or {0, pttl}
+ * (pttl -1: free, but another waiter is first in line; -2: the token was
+ * given up, see release). Never SETNX then EXPIRE: one atomic step.
  *
  * SET NX GET comes first: it takes a free key, and otherwise names its
  * holder. The taken key stays ours at once when nobody is in line and no
@@ -115,12 +127,21 @@
  * set is read: a token is only given up after it left the queue and its
  * grant was undone, and nothing grants to a token out of the queue. Our
  * SET NX is undone (DEL, within the script: nobody sees it) when the full
- * path refuses us. */
+ * path refuses us, and when no fence can be drawn (taken(): a counter at
+ * 2^63 - 1 fails INCR, and a script's writes stay when it fails), so that
+ * the key is never left to a token whose acquire failed. */
 static const char acquire_lua[] =
     LUA_FENCE
+    "local function taken()\n" /* the key our SET NX took, with its fence; or undone */
+    "  local ok, e = pcall(next_fence, ARGV[4], ARGV[6])\n"
+    "  if ok then return {1, e} end\n"
+    "  redis.call('del', KEYS[1])\n"
+    "  e = type(e) == 'table' and e.err or tostring(e)\n" /* a string, in Redis 7 */
+    "  return redis.error_reply(e .. ': the key was not taken')\n"
+    "end\n"
     "local holder = redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')\n"
     "if not holder and redis.call('exists', KEYS[3], KEYS[5]) == 0 then\n"
-    "  return {1, next_fence(ARGV[4], ARGV[6])}\n"
+    "  return taken()\n"
     "end\n"
     LUA_QUEUE
     "if holder == ARGV[1] then\n" /* the release that granted it dequeued us */
@@ -141,7 +162,7 @@ static const char acquire_lua[] =
     "  end\n"
     "  if not first or first == ARGV[1] then\n"
     "    if first then dequeue(ARGV[1]) end\n"
-    "    return {1, next_fence(ARGV[4], ARGV[6])}\n"
+    "    return taken()\n"
     "  end\n"
     "  redis.call('del', KEYS[1])\n"
     "end\n"
@@ -159,28 +180,29 @@ static const char acquire_lua[] =
  * us (for the fence of a grant), next ("" for none, else
  * "token:queue_ms:score:sent:grant", each as for acquire, grant being
  * min(queue_ms, its lease_ms): one argument, as each costs the script a
- * little). leaving is 1
- * for a token given up (a waiter that stopped waiting, an acquire or release
- * whose reply was lost): it leaves the queue and is marked gone for keep_ms,
- * so that an acquire of it still on its way (a connection that timed out
- * may deliver it later) can never take the key. Only our own key is touched:
- * it goes to the first live waiter (it restarts the lease when it claims it;
- * waiters found dead on the way leave the line) for the longer of grant_ms
- * and the waiter's own grant, stored with its deadline: a waiter may go
- * silent in line for its grace, so a grant to it must not lapse sooner,
- * whatever the releaser's retry_ms (a lapsed grant costs the waiter its
- * place: it was taken out of the line to be granted), or is
- * deleted; the channel gets "token:fence:grant_ms:sent" of the new holder
- * (sent: the stamp its waiter's deadline was last written with, so the
- * grant came after the client's time sent; with one server all it needs
- * to hold, see queue.c), or "" for nobody - only
- * when someone was in line: a waiter that means to wait queues before it
- * listens (queue.c), so with the queue empty nobody listens who needs
- * waking. When the key went to another waiter, next goes in line behind
- * the others, as its acquire would have put it: that acquire (a script and
- * a round trip per turn of the key between processes) is saved. Returns 2
- * (released, next in line), 1 (released), or 0 when the key was not
- * ours. */
+ * little). leaving is 1 for a token given up (a waiter that stopped
+ * waiting, an acquire or release whose reply was lost): it leaves the queue
+ * and is marked gone for keep_ms, so that an acquire of it still on its way
+ * (a connection that timed out may deliver it later) can never take the
+ * key. Only our own key is touched: it goes to the first live waiter (it
+ * restarts the lease when it claims it; waiters found dead on the way leave
+ * the line) for the longer of grant_ms and the waiter's own grant, stored
+ * with its deadline: a waiter may go silent in line for its grace, so a
+ * grant to it must not lapse sooner, whatever the releaser's retry_ms (a
+ * lapsed grant costs the waiter its place: it was taken out of the line to
+ * be granted), or is deleted. The channel gets "token:fence:grant:sent" of
+ * the new holder (grant: the longer of the two, how long the key is its;
+ * sent: the stamp its waiter's deadline was last written with, so the grant
+ * came after the client's time sent; with one server all it needs to hold,
+ * see queue.c), or "" for nobody - only when someone was in line: a waiter
+ * that means to wait queues before it listens (queue.c), so with the queue
+ * empty nobody listens who needs waking. A grant needs a fence: when none
+ * can be drawn (see LUA_FENCE), the key is deleted and "" published, as for
+ * nobody in line, and each waiter's own acquire then says why. When the key
+ * went to another waiter, next goes in line behind the others, as its
+ * acquire would have put it: that acquire (a script and a round trip per
+ * turn of the key between processes) is saved. Returns 2 (released, next in
+ * line), 1 (released), or 0 when the key was not ours. */
 static const char release_lua[] =
     LUA_FENCE
     "local next = false\n"
@@ -210,10 +232,12 @@ static const char release_lua[] =
     "  if alive then break end\n"
     "  next = redis.call('zpopmin', KEYS[3])[1]\n"
     "end\n"
-    "if next then\n"
+    "local granted, fence = false, nil\n" /* no fence to draw: the key goes to nobody */
+    "if next then granted, fence = pcall(next_fence, ARGV[5], ARGV[6]) end\n"
+    "if granted then\n"
     "  grant = string.format('%d', math.max(tonumber(ARGV[3]), grant))\n"
     "  redis.call('set', KEYS[1], next, 'PX', grant)\n"
-    "  local fence = string.format('%d', next_fence(ARGV[5], ARGV[6]))\n"
+    "  fence = string.format('%d', fence)\n"
     "  redis.call('publish', ARGV[2], next .. ':' .. fence .. ':' .. grant .. ':' .. sent)\n"
     "  local mine, ms, score, stamp, its =\n"
     "    string.match(ARGV[7], '^(%x+):(%d+):(%d+):(%d+):(%d+)$')\n"
@@ -267,9 +291,10 @@ static const char sem_acquire_lua[] =
     "  local first = redis.call('zrange', KEYS[1], 0, 0, 'WITHSCORES')\n"
     "  return {0, tonumber(first[2]) - now}\n"
     "end\n"
+    "local fence = next_fence(ARGV[4], '0')\n"
     "redis.call('zadd', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])\n"
     "keep(KEYS[1], ARGV[2])\n"
-    "return {1, next_fence(ARGV[4], '0')}\n";
+    "return {1, fence}\n";
 
 /* Renew. KEYS[1] the ZSET. ARGV: token, lease_ms (the lock's renew
  * arguments, so the watchdog renews both alike). Only a permit still
@@ -321,9 +346,10 @@ static const char rw_read_lua[] =
     "redis.call('zremrangebyscore', KEYS[4], '-inf', now)\n"
     "if redis.call('zcard', KEYS[4]) > 0 then return {0, -1} end\n"
     "redis.call('zremrangebyscore', KEYS[1], '-inf', now)\n"
+    "local fence = next_fence(ARGV[3], '0')\n"
     "redis.call('zadd', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])\n"
     "keep(KEYS[1], ARGV[2])\n"
-    "return {1, next_fence(ARGV[3], '0')}\n";
+    "return {1, fence}\n";
 
 /* Write. ARGV: token, lease_ms, keep_ms, queue_ms (how long this wish to
  * write stands if not renewed; 0: don't register one). Takes key:writer
@@ -338,9 +364,10 @@ static const char rw_write_lua[] =
     "redis.call('zremrangebyscore', KEYS[4], '-inf', now)\n"
     "local w = redis.call('pttl', KEYS[3])\n"
     "if w < 0 and redis.call('zcard', KEYS[1]) == 0 then\n"
+    "  local fence = next_fence(ARGV[3], '0')\n"
     "  redis.call('set', KEYS[3], ARGV[1], 'PX', ARGV[2])\n"
     "  redis.call('zrem', KEYS[4], ARGV[1])\n"
-    "  return {1, next_fence(ARGV[3], '0')}\n"
+    "  return {1, fence}\n"
     "end\n"
     "if ARGV[4] ~= '0' then\n"
     "  redis.call('zadd', KEYS[4], now + tonumber(ARGV[4]), ARGV[1])\n"
@@ -379,8 +406,10 @@ static const char rw_write_release_lua[] =
  * holder whose lease ran out, and whose key may be another's now, gets 0
  * and stays refused by the row; the owner's new fence is above every fence
  * the counter issued (it holds the counter's maximum) and every later one
- * is above it. floor is compared as a decimal string, not a Lua number:
- * those lose digits past 2^53. Returns the new fence, or 0 when not ours. */
+ * is above it. floor is compared as a decimal string, exact whatever the
+ * counter holds; it is at most DLOCK_FENCE_MAX, so the INCR's answer, a Lua
+ * number, is exact unless the counter was past that already (fence.c
+ * refuses such an answer). Returns the new fence, or 0 when not ours. */
 static const char raise_lua[] =
     "local ours\n"
     "if ARGV[4] == '1' then\n"

@@ -13,14 +13,18 @@
 
 #include <cmocka.h>
 
-dlock_client *th_lock_client_at(int port)
+dlock_client *th_lock_client_timeout(int port, int command_timeout_ms)
 {
     dlock_config cfg;
     dlock_config_defaults(&cfg);
     cfg.port = port;
+    if (command_timeout_ms > 0)
+        cfg.command_timeout_ms = command_timeout_ms;
     dlock_client *c;
     return dlock_client_new(&cfg, &c) == DLOCK_OK ? c : NULL;
 }
+
+dlock_client *th_lock_client_at(int port) { return th_lock_client_timeout(port, 0); }
 
 dlock_client *th_lock_client(const th_redis *r) { return th_lock_client_at(r->port); }
 
@@ -177,12 +181,8 @@ dlock_client *th_lock_client_behind_proxy(const th_redis *r, th_proxy **proxy)
 {
     *proxy = th_proxy_start(r->port);
     assert_non_null(*proxy);
-    dlock_config cfg;
-    dlock_config_defaults(&cfg);
-    cfg.port = th_proxy_port(*proxy);
-    cfg.command_timeout_ms = 300;
-    dlock_client *c;
-    assert_int_equal(dlock_client_new(&cfg, &c), DLOCK_OK);
+    dlock_client *c = th_lock_client_timeout(th_proxy_port(*proxy), 300);
+    assert_non_null(c);
     assert_int_equal(dlock_ping(c), DLOCK_OK);
     return c;
 }

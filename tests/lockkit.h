@@ -32,6 +32,10 @@ dlock_opts th_lock_opts(int lease_ms, int wait_ms, int wait_mode);
 /* A client of the lock on the Redis at 127.0.0.1:port (a helper process's). */
 dlock_client *th_lock_client_at(int port);
 
+/* The same with command_timeout_ms (0: the default), for a client that gives
+ * up sooner or later than the default's 1 s. NULL when it can't be made. */
+dlock_client *th_lock_client_timeout(int port, int command_timeout_ms);
+
 /* main's groups: tests run once in notify mode, then once in spin mode,
  * *wait_mode telling each test which. Returns how many failed. */
 int th_lock_both_modes(const char *name, const struct CMUnitTest *tests, size_t n,

@@ -3,6 +3,7 @@
  * interruption, fencing, contention, and Redis going away - all of it in both
  * wait modes - then what only notify mode does: wake-ups by the release,
  * local queueing and hand-off. */
+#include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -286,6 +287,20 @@ static void test_invalid_keys_and_options_are_refused(void **state)
     assert_int_equal(dlock_acquire(client, "t:opts", &o, &h), DLOCK_ERR_INVALID);
     o = opts(1000, -1);
     assert_int_equal(dlock_acquire(client, "t:opts", &o, &h), DLOCK_ERR_INVALID);
+    /* retry_ms sizes a waiter's grace (2 retry_ms + 100), its grant: at most a lease,
+     * and never past INT_MAX */
+    o = opts(1000, 0);
+    o.retry_ms = 1001;
+    assert_int_equal(dlock_opts_check(&o), DLOCK_ERR_INVALID);
+    assert_int_equal(dlock_acquire(client, "t:opts", &o, &h), DLOCK_ERR_INVALID);
+    assert_non_null(strstr(dlock_errstr(), "retry_ms (1001) must not exceed lease_ms (1000)"));
+    o.retry_ms = INT_MAX;
+    assert_int_equal(dlock_sem_acquire(client, "t:opts", 2, &o, &h), DLOCK_ERR_INVALID);
+    assert_int_equal(dlock_acquire_write(client, "t:opts:rw", &o, &h), DLOCK_ERR_INVALID);
+    o.retry_ms = 1000;
+    assert_int_equal(dlock_opts_check(&o), DLOCK_OK);
+    assert_int_equal(dlock_acquire(client, "t:opts", &o, &h), DLOCK_OK);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
 }
 
 /* The acquire's reply never came within the command timeout, but the command
@@ -525,7 +540,7 @@ static int64_t wait_for_release_by_other(int raw_delete, int retry_ms)
     snprintf(cmd, sizeof(cmd), "EXISTS %s", t.key);
     while (th_redis_int(&redis, cmd) != 1)
         th_sleep_ms(1);
-    dlock_opts o = opts(5000, 10000);
+    dlock_opts o = opts(10000, 10000); /* a lease of at least retry_ms */
     o.retry_ms = retry_ms;
     dlock_handle *h;
     int64_t t0 = th_now_ms();

@@ -3,8 +3,9 @@
  * redis-server: after fences went back (a counter set ahead, as a clock
  * stepped forward would, then lost), the holder gets a fence above the
  * row's and every later fence is above that; a holder whose key is no
- * longer its own gets none and is lost; the floor is compared exactly past
- * 2^53; multi-locks, nested holds, hand-offs, semaphores and read-write
+ * longer its own gets none and is lost; fences exact up to the cap below
+ * 2^53, a floor past it refused; an acquire that can draw no fence takes
+ * nothing; multi-locks, nested holds, hand-offs, semaphores and read-write
  * locks raise the fence of the key they hold. The quorum's raise is tested
  * in test_quorum.c. */
 #include <pthread.h>
@@ -118,22 +119,171 @@ static void test_a_holder_whose_key_expired_gets_no_fence(void **state)
     assert_int_equal(dlock_release(h), DLOCK_ERR_LOST);
 }
 
-/* Lua numbers are doubles: 2^53 + 1 reads as 2^53, and a counter of 2^53
- * would not look below a floor of 2^53 + 1. The floor is compared as the
- * decimal it is, so the raised fence is above it. */
-static void test_a_floor_past_2_to_the_53_is_compared_exactly(void **state)
+static void set_counter(const char *key, long long value)
+{
+    dlock_names names;
+    dlock_names_of(key, &names);
+    assert_int_equal(th_redis_int(&redis, "SET %s %lld", names.fence, value), 0);
+}
+
+/* Lua numbers are doubles, exact below 2^53 only: at DLOCK_FENCE_MAX (2^53 -
+ * 2, even) the raised fence is exact, 2^53 - 1 (with a cap of 2^53 the fence
+ * 2^53 + 1 would come back from Lua as 2^53, not above the floor). Above the
+ * cap a floor is refused before anything is sent - also INT64_MAX - 1, whose
+ * INCR would come back as INT64_MIN - and the holder keeps its key. */
+static void test_a_floor_at_the_cap_gives_an_exact_fence_and_above_is_refused(void **state)
 {
     (void)state;
     dlock_opts o = opts(5000);
     dlock_handle *h;
     assert_int_equal(dlock_acquire(client, "f:exact", &o, &h), DLOCK_OK);
-    dlock_names names;
-    dlock_names_of("f:exact", &names);
-    assert_int_equal(th_redis_int(&redis, "SET %s 9007199254740992", names.fence), 0);
-    assert_int_equal(dlock_fence_raise(h, 9007199254740993LL), DLOCK_OK);
-    assert_int_equal(dlock_fence(h), 9007199254740994LL);
+    set_counter("f:exact", DLOCK_FENCE_MAX - 1);
+    assert_int_equal(dlock_fence_raise(h, DLOCK_FENCE_MAX), DLOCK_OK);
+    assert_int_equal(dlock_fence(h), DLOCK_FENCE_MAX + 1);
+    assert_int_equal(counter_of("f:exact"), DLOCK_FENCE_MAX + 1);
+    long long calls = th_lock_script_calls(&redis);
+    assert_int_equal(dlock_fence_raise(h, DLOCK_FENCE_MAX + 1), DLOCK_ERR_INVALID);
+    assert_non_null(strstr(dlock_errstr(), "DLOCK_FENCE_MAX"));
+    assert_int_equal(dlock_fence_raise(h, INT64_MAX - 1), DLOCK_ERR_INVALID);
+    assert_int_equal(th_lock_script_calls(&redis), calls); /* nothing sent */
+    assert_int_equal(dlock_fence(h), DLOCK_FENCE_MAX + 1);
+    assert_int_equal(dlock_check(h), DLOCK_OK);
     assert_int_equal(dlock_release(h), DLOCK_OK);
-    th_redis_int(&redis, "DEL %s", names.fence);
+    /* a counter above an even floor of the same length is not taken for below it */
+    th_redis_int(&redis, "DEL f:exact:fence");
+    assert_int_equal(dlock_acquire(client, "f:exact", &o, &h), DLOCK_OK);
+    set_counter("f:exact", DLOCK_FENCE_MAX);
+    assert_int_equal(dlock_fence_raise(h, DLOCK_FENCE_MAX - 2), DLOCK_OK);
+    assert_int_equal(dlock_fence(h), DLOCK_FENCE_MAX + 1);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    th_redis_int(&redis, "DEL f:exact:fence");
+}
+
+/* A counter past the exact range (written by hand, or raised there by an
+ * older client) has no fence to give: the raise fails as Redis's answer
+ * would not be exact, the holder keeps its key and its fence - it is not
+ * taken for lost, as an answer of INT64_MIN (Lua's double of INT64_MAX)
+ * once made it. */
+static void test_a_counter_past_2_to_the_53_refuses_the_raise_and_keeps_the_holder(void **state)
+{
+    (void)state;
+    const long long counters[] = {DLOCK_FENCE_MAX + 1, INT64_MAX - 1, INT64_MAX};
+    for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
+        dlock_opts o = opts(5000);
+        dlock_handle *h;
+        assert_int_equal(dlock_acquire(client, "f:past", &o, &h), DLOCK_OK);
+        int64_t mine = dlock_fence(h);
+        set_counter("f:past", counters[i]);
+        assert_int_equal(dlock_fence_raise(h, mine + 1000), DLOCK_ERR_REDIS);
+        print_message("counter %lld: %s\n", counters[i], dlock_errstr());
+        assert_int_equal(dlock_fence(h), mine);
+        assert_int_equal(dlock_check(h), DLOCK_OK);
+        assert_int_equal(dlock_release(h), DLOCK_OK);
+        th_redis_int(&redis, "DEL f:past:fence");
+    }
+}
+
+static int acquire_permit(dlock_client *c, const char *key, const dlock_opts *o,
+                          dlock_handle **out)
+{
+    return dlock_sem_acquire(c, key, 2, o, out);
+}
+
+/* An acquire that can draw no fence - its counter at INT64_MAX, where INCR
+ * fails - takes nothing: it answers DLOCK_ERR_REDIS, and at once nothing
+ * holds what it asked for (Redis keeps a failed script's writes: a lock's
+ * SET NX, made before the fence, must be undone in the script). Its
+ * background give-back, which would undo it too, is held back 1 s by a
+ * proxy, so the test sees what the acquire itself left. In every kind. */
+static void test_an_acquire_that_can_draw_no_fence_takes_nothing(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *key, *held; /* held: what a holder's token would be in */
+        th_lock_acquire_fn acquire;
+    } kinds[] = {{"f:nofence:lock", "f:nofence:lock", dlock_acquire},
+                 {"f:nofence:sem", "f:nofence:sem", acquire_permit},
+                 {"f:nofence:rw", "f:nofence:rw", dlock_acquire_read},
+                 {"f:nofence:rw", "f:nofence:rw:writer", dlock_acquire_write}};
+    th_proxy *proxy = th_proxy_start(redis.port);
+    assert_non_null(proxy);
+    /* the held give-back is waited for, not tried again */
+    dlock_client *c = th_lock_client_timeout(th_proxy_port(proxy), 5000);
+    assert_non_null(c);
+    dlock_opts o = th_lock_opts(500, 0, DLOCK_WAIT_SPIN); /* spin: no SUBSCRIBE names the channel */
+    for (int i = 0; i < (int)(sizeof(kinds) / sizeof(kinds[0])); i++) {
+        dlock_names names;
+        dlock_names_of(kinds[i].key, &names);
+        set_counter(kinds[i].key, INT64_MAX);
+        th_proxy_delay_next(proxy, names.channel, 1000); /* the give-back names the channel */
+        dlock_handle *h;
+        assert_int_equal(kinds[i].acquire(c, kinds[i].key, &o, &h), DLOCK_ERR_REDIS);
+        if (strstr(dlock_errstr(), "no fence above") == NULL)
+            fail_msg("%s: %s", kinds[i].key, dlock_errstr());
+        long long left = th_redis_int(&redis, "EXISTS %s", kinds[i].held);
+        if (left != 0)
+            fail_msg("%s: its failed acquire left %s held for nobody", kinds[i].key,
+                     kinds[i].held);
+        int64_t until = th_now_ms() + 10000;
+        while (th_proxy_delayed(proxy) <= i && th_now_ms() < until)
+            th_sleep_ms(10);
+        assert_int_equal(th_proxy_delayed(proxy), i + 1);
+        th_redis_int(&redis, "DEL %s", names.fence);
+    }
+    dlock_client_free(c);
+    th_proxy_stop(proxy);
+}
+
+struct waiter {
+    dlock_client *c; /* the test's client when NULL */
+    const char *key;
+    int rc, seq;
+    int64_t fence;
+    char err[256];
+    pthread_t thread;
+};
+
+static void *wait_for_key(void *arg)
+{
+    struct waiter *w = arg;
+    dlock_opts o = opts(5000);
+    dlock_handle *h;
+    w->rc = dlock_acquire(w->c ? w->c : client, w->key, &o, &h);
+    snprintf(w->err, sizeof(w->err), "%s", dlock_errstr());
+    if (w->rc == DLOCK_OK) {
+        w->seq = dlock_handoff_seq(h);
+        w->fence = dlock_fence(h);
+        dlock_release(h);
+    }
+    return NULL;
+}
+
+/* A release whose grant can draw no fence (the counter at INT64_MAX) gives
+ * the key to nobody: it is released, not granted without a fence (its
+ * taker would claim the counter's last fence again) nor left with the
+ * releaser's token; the waiter is woken and told why by its own acquire. */
+static void test_a_release_with_no_fence_to_grant_frees_the_key(void **state)
+{
+    (void)state;
+    dlock_opts o = opts(5000);
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire(client, "f:nogrant", &o, &h), DLOCK_OK);
+    struct waiter w = {.c = th_lock_client(&redis), .key = "f:nogrant", .rc = -99};
+    assert_non_null(w.c);
+    pthread_create(&w.thread, NULL, wait_for_key, &w);
+    int64_t until = th_now_ms() + 10000;
+    while (th_redis_int(&redis, "ZCARD f:nogrant:queue") == 0 && th_now_ms() < until)
+        th_sleep_ms(5);
+    assert_int_equal(th_redis_int(&redis, "ZCARD f:nogrant:queue"), 1);
+    set_counter("f:nogrant", INT64_MAX);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    assert_int_equal(th_redis_int(&redis, "EXISTS f:nogrant"), 0);
+    pthread_join(w.thread, NULL);
+    assert_int_equal(w.rc, DLOCK_ERR_REDIS);
+    if (strstr(w.err, "no fence above") == NULL)
+        fail_msg("the waiter was told: %s", w.err);
+    dlock_client_free(w.c);
+    th_redis_int(&redis, "DEL f:nogrant:fence");
 }
 
 static void test_a_multi_lock_raises_the_key_it_is_asked_for(void **state)
@@ -151,7 +301,7 @@ static void test_a_multi_lock_raises_the_key_it_is_asked_for(void **state)
     assert_int_equal(dlock_fence_at(h, 0), a);
     assert_int_equal(dlock_fence_raise_at(h, 2, row), DLOCK_ERR_INVALID);
     assert_int_equal(dlock_fence_raise_at(h, -1, row), DLOCK_ERR_INVALID);
-    assert_int_equal(dlock_fence_raise_at(h, 0, INT64_MAX), DLOCK_ERR_INVALID);
+    assert_int_equal(dlock_fence_raise_at(h, 0, DLOCK_FENCE_MAX + 1), DLOCK_ERR_INVALID);
     assert_int_equal(dlock_release(h), DLOCK_OK);
 }
 
@@ -170,27 +320,6 @@ static void test_a_nested_hold_raises_the_outermost_fence(void **state)
     assert_int_equal(dlock_fence(inner), row + 1);
     assert_int_equal(dlock_release(inner), DLOCK_OK);
     assert_int_equal(dlock_release(outer), DLOCK_OK);
-}
-
-struct waiter {
-    const char *key;
-    int rc, seq;
-    int64_t fence;
-    pthread_t thread;
-};
-
-static void *wait_for_key(void *arg)
-{
-    struct waiter *w = arg;
-    dlock_opts o = opts(5000);
-    dlock_handle *h;
-    w->rc = dlock_acquire(client, w->key, &o, &h);
-    if (w->rc == DLOCK_OK) {
-        w->seq = dlock_handoff_seq(h);
-        w->fence = dlock_fence(h);
-        dlock_release(h);
-    }
-    return NULL;
 }
 
 /* A lease handed to a local waiter keeps its raised fence: (fence, seq)
@@ -224,7 +353,9 @@ static void test_a_hand_off_passes_the_raised_fence_on(void **state)
 }
 
 /* A permit or a read or write hold raises the counter its kind draws from,
- * only while its lease stands: a permit that was taken away gets nothing. */
+ * only while its lease stands: a permit that was taken away, or a reader
+ * whose deadline passed in Redis (its member may still be there: one that
+ * has expired may be counted free already), gets nothing. */
 static void test_semaphore_and_read_write_holders_raise_their_fence(void **state)
 {
     (void)state;
@@ -244,6 +375,10 @@ static void test_semaphore_and_read_write_holders_raise_their_fence(void **state
     assert_int_equal(dlock_fence_raise(r, row), DLOCK_OK);
     assert_int_equal(dlock_fence(r), row + 1);
     assert_int_equal(dlock_release(r), DLOCK_OK);
+    assert_int_equal(dlock_acquire_read(client, "f:rw", &o, &r), DLOCK_OK);
+    assert_int_equal(th_redis_int(&redis, "ZADD f:rw XX 1 %s", dlock_token(r)), 0); /* expired */
+    assert_int_equal(dlock_fence_raise(r, row + 50), DLOCK_ERR_LOST);
+    assert_int_equal(dlock_release(r), DLOCK_ERR_LOST);
     assert_int_equal(dlock_acquire_write(client, "f:rw", &o, &w), DLOCK_OK);
     assert_true(dlock_fence(w) > row + 1); /* one counter for readers and writers */
     assert_int_equal(dlock_fence_raise(w, row + 100), DLOCK_OK);
@@ -257,7 +392,10 @@ int main(void)
         cmocka_unit_test(test_a_holder_raises_its_fence_past_a_token_from_the_future),
         cmocka_unit_test(test_a_holder_whose_key_moved_on_gets_no_fence),
         cmocka_unit_test(test_a_holder_whose_key_expired_gets_no_fence),
-        cmocka_unit_test(test_a_floor_past_2_to_the_53_is_compared_exactly),
+        cmocka_unit_test(test_a_floor_at_the_cap_gives_an_exact_fence_and_above_is_refused),
+        cmocka_unit_test(test_a_counter_past_2_to_the_53_refuses_the_raise_and_keeps_the_holder),
+        cmocka_unit_test(test_an_acquire_that_can_draw_no_fence_takes_nothing),
+        cmocka_unit_test(test_a_release_with_no_fence_to_grant_frees_the_key),
         cmocka_unit_test(test_a_multi_lock_raises_the_key_it_is_asked_for),
         cmocka_unit_test(test_a_nested_hold_raises_the_outermost_fence),
         cmocka_unit_test(test_a_hand_off_passes_the_raised_fence_on),

@@ -46,19 +46,6 @@ static dlock_opts opts(int retry_ms, int handoff_max)
     return o;
 }
 
-/* Scripts run so far (acquire, release, renew: all EVALSHA). */
-static long long evalsha_calls(void)
-{
-    redisContext *rc = th_redis_connect(&redis);
-    redisReply *r = redisCommand(rc, "INFO commandstats");
-    const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "cmdstat_evalsha:calls=")
-                                                        : NULL;
-    long long calls = p ? atoll(p + 22) : 0;
-    freeReplyObject(r);
-    redisFree(rc);
-    return calls;
-}
-
 static long long queued(const char *key)
 {
     dlock_names names;
@@ -100,7 +87,7 @@ static void *take(void *arg)
     dlock_handle *h;
     if ((t->rc = dlock_acquire(t->c, t->key, &t->o, &h)) != DLOCK_OK)
         return NULL;
-    t->scripts_at_hold = evalsha_calls();
+    t->scripts_at_hold = th_lock_script_calls(&redis);
     t->fence = dlock_fence(h);
     if (t->mu) {
         pthread_mutex_lock(t->mu);
@@ -158,7 +145,7 @@ static void test_a_release_puts_the_next_local_waiter_in_line(void **state)
     pthread_create(&tha, NULL, take, &ta);
     th_sleep_ms(200); /* A2 waits behind A1 in A's own queue: nothing to see in Redis */
     assert_int_equal(queued(key), 1);
-    long long before = evalsha_calls();
+    long long before = th_lock_script_calls(&redis);
     int64_t fence = dlock_fence(a1);
     assert_int_equal(dlock_release(a1), DLOCK_OK);
     assert_int_equal(queued(key), 1); /* B left the line with the key, A2 took its place */
