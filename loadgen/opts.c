@@ -120,7 +120,7 @@ static const lg_flag flags[] = {
      "raw mode, for measuring loadgen itself (bench/): GET PATH on\n"
      "every target instead of POST /reduceStock; no items, no\n"
      "verdict; 2xx counts as ok. E.g. --get /health"},
-    {"help", 'h', LG_ARG_NONE, "", NULL, "this text"},
+    {"help", 'h', LG_ARG_NONE, "", NULL, "print the help and exit"},
 };
 #define NFLAGS ((int)(sizeof(flags) / sizeof(flags[0])))
 
