@@ -49,6 +49,16 @@ ifneq ($(wildcard loadgen/main.c),)
 BINS += $(BUILD)/loadgen
 endif
 
+# Man pages, laid out in build/man as under share/man (MANPATH=build/man man
+# stockd): man/*.in, with the options put in by man/mangen.c from the tables
+# that parse them, and a page per function of dlock.h that opens libdlock(3).
+MAN_PAGES := $(BUILD)/man/man8/stockd.8 $(BUILD)/man/man1/loadgen.1 $(BUILD)/man/man3/libdlock.3
+DLOCK_FUNCS := ${shell sed -n 's/^[a-z].*[ *]\(dlock_[a-z0-9_]*\)(.*/\1/p' lock/dlock.h}
+MAN_LINKS := $(DLOCK_FUNCS:%=$(BUILD)/man/man3/%.3)
+ifneq ($(wildcard man/mangen.c),)
+BINS += $(MAN_PAGES) $(MAN_LINKS)
+endif
+
 .SECONDARY:
 .PHONY: all deps test check asan tsan fuzz valgrind demo demo-up demo-down bench clean help \
         test-fresh docker-demo install uninstall mutants
@@ -200,6 +210,27 @@ uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libdlock.a $(DESTDIR)$(LIBDIR)/$(DLOCK_SO) \
 	    $(DESTDIR)$(LIBDIR)/$(DLOCK_SONAME) $(DESTDIR)$(LIBDIR)/libdlock.so \
 	    $(DESTDIR)$(INCLUDEDIR)/dlock.h $(DESTDIR)$(LIBDIR)/pkgconfig/dlock.pc
+
+$(BUILD)/man/mangen: $(BUILD)/obj/man/mangen.o $(BUILD)/libstockd.a $(BUILD)/libloadgen.a \
+                     $(BUILD)/libdlock.a
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_SERVER) $(LIBS_LOADGEN)
+
+$(BUILD)/man/man8/%.8: man/%.8.in $(BUILD)/man/mangen
+	@mkdir -p $(@D)
+	$(BUILD)/man/mangen $< > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/man/man1/%.1: man/%.1.in $(BUILD)/man/mangen
+	@mkdir -p $(@D)
+	$(BUILD)/man/mangen $< > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/man/man3/libdlock.3: man/libdlock.3.in lock/dlock.h
+	@mkdir -p $(@D)
+	sed 's|@DLOCK_VERSION@|$(DLOCK_VERSION)|g' $< > $@
+
+$(MAN_LINKS): $(BUILD)/man/man3/%.3:
+	@mkdir -p $(@D)
+	@echo '.so man3/libdlock.3' > $@
 
 $(BUILD)/libstockd.a: $(SERVER_OBJ)
 	$(AR) rcs $@ $^
