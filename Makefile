@@ -79,7 +79,7 @@ help:
 	@echo "make bench      every benchmark, about 6 minutes (see bench/README.md)"
 	@echo "make test-fresh (root) make demo and make test in a fresh bookworm chroot"
 	@echo "make docker-demo (root) the compose demo in Docker: replicas, loadgen, a killed replica"
-	@echo "make install    libdlock.a, libdlock.so, dlock.h, dlock.pc under PREFIX (/usr/local)"
+	@echo "make install    libdlock (.a, .so, dlock.h, dlock.pc), man pages under PREFIX (/usr/local)"
 
 deps:
 	@scripts/deps.sh
@@ -187,15 +187,16 @@ $(BUILD)/dlock.pc: lock/dlock.pc.in lock/dlock.h
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	    -e 's|@VERSION@|$(DLOCK_VERSION)|' $< > $@
 
-# make install PREFIX=... [DESTDIR=...]: libdlock (static and shared), dlock.h
-# and dlock.pc. dlock.pc holds PREFIX, so it is made again for each install.
-# tests/sh/test_install.sh installs into a private prefix and builds
-# lock/README.md's example against it.
+# make install PREFIX=... [DESTDIR=...]: libdlock (static and shared), dlock.h,
+# dlock.pc and the man pages. dlock.pc holds PREFIX, so it is made again for
+# each install. tests/sh/test_install.sh installs into a private prefix and
+# builds lock/README.md's example against it.
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
+MANDIR ?= $(PREFIX)/share/man
 
-install: $(BUILD)/libdlock.a $(BUILD)/$(DLOCK_SO)
+install: $(BUILD)/libdlock.a $(BUILD)/$(DLOCK_SO) $(MAN_PAGES) $(MAN_LINKS)
 	@rm -f $(BUILD)/dlock.pc
 	@$(MAKE) --no-print-directory $(BUILD)/dlock.pc
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
@@ -205,11 +206,17 @@ install: $(BUILD)/libdlock.a $(BUILD)/$(DLOCK_SO)
 	ln -sf $(DLOCK_SONAME) $(DESTDIR)$(LIBDIR)/libdlock.so
 	install -m 644 lock/dlock.h $(DESTDIR)$(INCLUDEDIR)/
 	install -m 644 $(BUILD)/dlock.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man8
+	install -m 644 $(BUILD)/man/man1/loadgen.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 $(BUILD)/man/man3/libdlock.3 $(MAN_LINKS) $(DESTDIR)$(MANDIR)/man3/
+	install -m 644 $(BUILD)/man/man8/stockd.8 $(DESTDIR)$(MANDIR)/man8/
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libdlock.a $(DESTDIR)$(LIBDIR)/$(DLOCK_SO) \
 	    $(DESTDIR)$(LIBDIR)/$(DLOCK_SONAME) $(DESTDIR)$(LIBDIR)/libdlock.so \
-	    $(DESTDIR)$(INCLUDEDIR)/dlock.h $(DESTDIR)$(LIBDIR)/pkgconfig/dlock.pc
+	    $(DESTDIR)$(INCLUDEDIR)/dlock.h $(DESTDIR)$(LIBDIR)/pkgconfig/dlock.pc \
+	    $(DESTDIR)$(MANDIR)/man1/loadgen.1 $(DESTDIR)$(MANDIR)/man8/stockd.8 \
+	    $(DESTDIR)$(MANDIR)/man3/libdlock.3 $(DLOCK_FUNCS:%=$(DESTDIR)$(MANDIR)/man3/%.3)
 
 $(BUILD)/man/mangen: $(BUILD)/obj/man/mangen.o $(BUILD)/libstockd.a $(BUILD)/libloadgen.a \
                      $(BUILD)/libdlock.a
