@@ -117,4 +117,5 @@ grep -q "macro 'XY' not defined" <<<"$macro" &&
     grep -q "conflicting types for .dlock_sleep" <<<"$proto" &&
     [ "$nocheck" = "SYNOPSIS < dlock_check" ]
 report "a bad macro, a flag left out, a wrong or missing prototype fail the checks" "$?" \
-    "bad macro: $macro"$'\n'"--json left out: $noflag"$'\n'"dlock_sleep(h, long): $proto"$'\n'"dlock_check left out: $nocheck"
+    "$(printf 'bad macro: %s\n--json left out: %s\ndlock_sleep(h, long): %s\n%s' "$macro" \
+        "$noflag" "$proto" "dlock_check left out: $nocheck")"
