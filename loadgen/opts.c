@@ -170,9 +170,8 @@ void lg_usage(FILE *out)
     fputs(usage_tail, out);
 }
 
-/* getopt_long's tables, made from flags[] (in its order, which decides
- * nothing but is kept); shortopts starts with ':' to tell a missing value
- * from an unknown flag. */
+/* getopt_long's tables, made from flags[]; shortopts starts with ':' to tell
+ * a missing value from an unknown flag. */
 typedef struct getopt_spec {
     struct option longopts[NFLAGS + 1];
     char shortopts[2 * NFLAGS + 2];

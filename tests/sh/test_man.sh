@@ -2,11 +2,11 @@
 # test_man.sh - the man pages that make writes into build/man: each renders
 # without a warning (groff -ww, and man -l as a reader gets it) and no wider
 # than 80 columns; stockd(8) and loadgen(1) have an entry for every flag
-# their --help lists; libdlock(3)'s SYNOPSIS compiles against dlock.h and
-# names every function it declares, as its NAME does, each with a page of
-# its own that opens it. Pages broken on purpose (a bad macro, a flag left
-# out, a wrong prototype) prove that each check can fail. Prints
-# cmocka-style lines for tests/run.sh.
+# their --help lists, loadgen(1) for every scenario of --list; libdlock(3)'s
+# SYNOPSIS compiles against dlock.h and names every function it declares, as
+# its NAME does, each with a page of its own that opens it. Pages broken on
+# purpose (a bad macro, a flag left out, a wrong or missing prototype) prove
+# that each check can fail. Prints cmocka-style lines for tests/run.sh.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -91,6 +91,17 @@ for prog in stockd loadgen; do
     report "$(basename "$page") has an entry for every flag of $prog --help" \
         "$([ -z "$out" ] && echo 0 || echo 1)" "$out"
 done
+
+# The scenarios of loadgen --list ("  hot   flash sale: ..."), each an entry
+# of the page's SCENARIOS.
+scenarios=$(man -l "$man/man1/loadgen.1" 2>/dev/null | sed -n '/^SCENARIOS/,/^[A-Z]/p')
+out=$("$build/loadgen" --list 2>&1 | sed -n 's/^  \([a-z][a-z0-9-]*\) .*/\1/p' |
+    while IFS= read -r name; do
+        grep -qE "^ {7}$name( |$)" <<<"$scenarios" || echo "no entry for scenario $name"
+    done)
+[ -n "$("$build/loadgen" --list 2>/dev/null)" ] || out="$build/loadgen --list printed nothing"
+report "loadgen.1 has an entry for every scenario of loadgen --list" \
+    "$([ -z "$out" ] && echo 0 || echo 1)" "$out"
 
 out=$(synopsis_problems "$man/man3/libdlock.3")
 report "libdlock.3's SYNOPSIS and NAME are what dlock.h declares" \
