@@ -49,6 +49,16 @@ ifneq ($(wildcard loadgen/main.c),)
 BINS += $(BUILD)/loadgen
 endif
 
+# Man pages, laid out in build/man as under share/man (MANPATH=build/man man
+# stockd): man/*.in, with the options put in by man/mangen.c from the tables
+# that parse them, and a page per function of dlock.h that opens libdlock(3).
+MAN_PAGES := $(BUILD)/man/man8/stockd.8 $(BUILD)/man/man1/loadgen.1 $(BUILD)/man/man3/libdlock.3
+DLOCK_FUNCS := ${shell sed -n 's/^[a-z].*[ *]\(dlock_[a-z0-9_]*\)(.*/\1/p' lock/dlock.h}
+MAN_LINKS := $(DLOCK_FUNCS:%=$(BUILD)/man/man3/%.3)
+ifneq ($(wildcard man/mangen.c),)
+BINS += $(MAN_PAGES) $(MAN_LINKS)
+endif
+
 .SECONDARY:
 .PHONY: all deps test check asan tsan fuzz valgrind demo demo-up demo-down bench clean help \
         test-fresh docker-demo install uninstall mutants
@@ -69,7 +79,7 @@ help:
 	@echo "make bench      every benchmark, about 6 minutes (see bench/README.md)"
 	@echo "make test-fresh (root) make demo and make test in a fresh bookworm chroot"
 	@echo "make docker-demo (root) the compose demo in Docker: replicas, loadgen, a killed replica"
-	@echo "make install    libdlock.a, libdlock.so, dlock.h, dlock.pc under PREFIX (/usr/local)"
+	@echo "make install    libdlock (.a, .so, dlock.h, dlock.pc), man pages under PREFIX (/usr/local)"
 
 deps:
 	@scripts/deps.sh
@@ -177,15 +187,16 @@ $(BUILD)/dlock.pc: lock/dlock.pc.in lock/dlock.h
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	    -e 's|@VERSION@|$(DLOCK_VERSION)|' $< > $@
 
-# make install PREFIX=... [DESTDIR=...]: libdlock (static and shared), dlock.h
-# and dlock.pc. dlock.pc holds PREFIX, so it is made again for each install.
-# tests/sh/test_install.sh installs into a private prefix and builds
-# lock/README.md's example against it.
+# make install PREFIX=... [DESTDIR=...]: libdlock (static and shared), dlock.h,
+# dlock.pc and the man pages. dlock.pc holds PREFIX, so it is made again for
+# each install. tests/sh/test_install.sh installs into a private prefix and
+# builds lock/README.md's example against it.
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
+MANDIR ?= $(PREFIX)/share/man
 
-install: $(BUILD)/libdlock.a $(BUILD)/$(DLOCK_SO)
+install: $(BUILD)/libdlock.a $(BUILD)/$(DLOCK_SO) $(MAN_PAGES) $(MAN_LINKS)
 	@rm -f $(BUILD)/dlock.pc
 	@$(MAKE) --no-print-directory $(BUILD)/dlock.pc
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
@@ -195,11 +206,38 @@ install: $(BUILD)/libdlock.a $(BUILD)/$(DLOCK_SO)
 	ln -sf $(DLOCK_SONAME) $(DESTDIR)$(LIBDIR)/libdlock.so
 	install -m 644 lock/dlock.h $(DESTDIR)$(INCLUDEDIR)/
 	install -m 644 $(BUILD)/dlock.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man8
+	install -m 644 $(BUILD)/man/man1/loadgen.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 $(BUILD)/man/man3/libdlock.3 $(MAN_LINKS) $(DESTDIR)$(MANDIR)/man3/
+	install -m 644 $(BUILD)/man/man8/stockd.8 $(DESTDIR)$(MANDIR)/man8/
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libdlock.a $(DESTDIR)$(LIBDIR)/$(DLOCK_SO) \
 	    $(DESTDIR)$(LIBDIR)/$(DLOCK_SONAME) $(DESTDIR)$(LIBDIR)/libdlock.so \
-	    $(DESTDIR)$(INCLUDEDIR)/dlock.h $(DESTDIR)$(LIBDIR)/pkgconfig/dlock.pc
+	    $(DESTDIR)$(INCLUDEDIR)/dlock.h $(DESTDIR)$(LIBDIR)/pkgconfig/dlock.pc \
+	    $(DESTDIR)$(MANDIR)/man1/loadgen.1 $(DESTDIR)$(MANDIR)/man8/stockd.8 \
+	    $(DESTDIR)$(MANDIR)/man3/libdlock.3 $(DLOCK_FUNCS:%=$(DESTDIR)$(MANDIR)/man3/%.3)
+
+$(BUILD)/man/mangen: $(BUILD)/obj/man/mangen.o $(BUILD)/libstockd.a $(BUILD)/libloadgen.a \
+                     $(BUILD)/libdlock.a
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_SERVER) $(LIBS_LOADGEN)
+
+$(BUILD)/man/man8/%.8: man/%.8.in $(BUILD)/man/mangen
+	@mkdir -p $(@D)
+	$(BUILD)/man/mangen $< > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/man/man1/%.1: man/%.1.in $(BUILD)/man/mangen
+	@mkdir -p $(@D)
+	$(BUILD)/man/mangen $< > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/man/man3/libdlock.3: man/libdlock.3.in lock/dlock.h
+	@mkdir -p $(@D)
+	sed 's|@DLOCK_VERSION@|$(DLOCK_VERSION)|g' $< > $@
+
+$(MAN_LINKS): $(BUILD)/man/man3/%.3:
+	@mkdir -p $(@D)
+	@echo '.so man3/libdlock.3' > $@
 
 $(BUILD)/libstockd.a: $(SERVER_OBJ)
 	$(AR) rcs $@ $^

@@ -205,7 +205,7 @@ int main(int argc, char **argv)
     }
     if (o.help || o.list) {
         if (o.help)
-            fputs(lg_usage_text(), stdout);
+            lg_usage(stdout);
         else
             list_scenarios();
         return EXIT_PASS;

@@ -1,6 +1,7 @@
-/* opts.c - parses and validates loadgen's flags: two getopt passes (the
- * scenario first, so its values become the defaults the other flags override)
- * and one clear message per bad value. */
+/* opts.c - loadgen's flags: one table that getopt's options, --help and the
+ * man page come from; two getopt passes (the scenario first, so its values
+ * become the defaults the other flags override) and one clear message per
+ * bad value. */
 #include "loadgen/opts.h"
 
 #include <errno.h>
@@ -13,7 +14,9 @@
 #include "loadgen/answer.h"
 #include "loadgen/scenario.h"
 
-static const char usage[] =
+/* Said before and after the flags in --help; the man page says it in its
+ * own words (man/loadgen.1.in). */
+static const char usage_head[] =
     "Usage: loadgen --target URL [options]\n"
     "       loadgen --scenario NAME --target URL [options]\n"
     "       loadgen --list | --help\n"
@@ -21,57 +24,9 @@ static const char usage[] =
     "Fires concurrent POST /reduceStock requests (or POST /orders carts) at one or more\n"
     "stockd replicas, then reads every item back and checks that stock never oversold,\n"
     "no update was lost and no order was applied in part.\n"
-    "\n"
-    "Targets\n"
-    "      --target URL[,URL]  stockd base URL, http://host:port; repeatable. Connections are\n"
-    "                          spread round-robin over the targets and kept alive, so one\n"
-    "                          connection always talks to the same replica. For compare:\n"
-    "                          LABEL=URL with LABEL redis, none or atomic (the lock mode).\n"
-    "Load\n"
-    "  -n, --requests N        total requests (default 1000); 0 = no limit, needs --duration\n"
-    "  -d, --duration T        run for T: 30, 30s, 500ms, 2m. Given without --requests it\n"
-    "                          alone bounds the run; with both, whichever comes first\n"
-    "  -c, --concurrency C     connections (default 32; at least one per target)\n"
-    "  -t, --threads T         event loops, each with its share of the connections (default 2)\n"
-    "  -R, --rate R            open loop: R requests/s in total, each connection on its own\n"
-    "                          schedule; latency counts from the intended send time, so a\n"
-    "                          slow server cannot hide its queueing (no coordinated omission)\n"
-    "      --timeout-ms MS     limit for one request attempt (default 30000)\n"
-    "      --retry[=N]         resend a request whose attempt failed in transport (timeout,\n"
-    "                          reset, refused) with the same requestId, up to N times\n"
-    "                          (3 when N is not given); a replayed 200 counts once\n"
-    "      --settle-s S        after the load, wait up to S s (default 30) for a target to\n"
-    "                          answer the read-back when none can be reached or each\n"
-    "                          answers 503 with Retry-After (a database restarting); the\n"
-    "                          report says how long it waited\n"
-    "Items\n"
-    "      --stock N           stock of each item loadgen creates (default 1000)\n"
-    "      --items K           spread the requests round-robin over K fresh items (default 1)\n"
-    "      --item ID           use the existing item ID instead; nothing else may deduct\n"
-    "                          from it during the run\n"
-    "      --quantity Q|A-B    units per request (per cart line), or uniform in A..B\n"
-    "                          (default 1)\n"
-    "      --cart-lines N|A-B  send carts: POST /orders of N (or uniform A..B) lines on\n"
-    "                          distinct items drawn at random from the run's items, all or\n"
-    "                          nothing; at most 32 lines and at most --items\n"
-    "      --work-ms MS        workMs to send (stockd honours it with --allow-work-ms)\n"
-    "Scenarios\n"
-    "  -s, --scenario NAME     hot, spread, renew, interrupt, compare, cart; other flags\n"
-    "                          override its values\n"
-    "      --list              list the scenarios and the stockd flags each one needs\n"
-    "Output\n"
-    "      --json FILE         also write the report as JSON to FILE: the counts and\n"
-    "                          latencies above, outcomes per time bucket, percentile curves,\n"
-    "                          and the first item's stock as the service answered it\n"
-    "                          (GET /items/{id}, sampled while the load runs)\n"
-    "      --html FILE         also write it as one self-contained HTML page (inline SVG,\n"
-    "                          no script): the verdict, throughput and errors over time,\n"
-    "                          latency by percentile, the stock over time, outcomes per\n"
-    "                          target; compare draws the modes side by side\n"
-    "      --get PATH          raw mode, for measuring loadgen itself (bench/): GET PATH on\n"
-    "                          every target instead of POST /reduceStock; no items, no\n"
-    "                          verdict; 2xx counts as ok. E.g. --get /health\n"
-    "  -h, --help              this text\n"
+    "\n";
+
+static const char usage_tail[] =
     "\n"
     "Verdict (read back after the load: GET /items/{id} with the ledger rows of the run)\n"
     "  oversold by X     stock < 0, or more sold or acknowledged than the initial stock\n"
@@ -93,41 +48,154 @@ static const char usage[] =
     "expectation), 2 usage or set-up error (bad flag, target unreachable, item not created).\n"
     "In raw mode: 0 when every request got an answer, 1 otherwise.\n";
 
-const char *lg_usage_text(void)
-{
-    return usage;
-}
-
+/* getopt's values of the flags without a letter. */
 enum { OPT_TARGET = 256, OPT_LIST, OPT_TIMEOUT, OPT_RETRY, OPT_STOCK, OPT_ITEMS, OPT_ITEM,
        OPT_QUANTITY, OPT_CART_LINES, OPT_WORK, OPT_JSON, OPT_HTML,
        OPT_GET, OPT_SETTLE };
 
-static const struct option longopts[] = {
-    {"target", required_argument, NULL, OPT_TARGET},
-    {"requests", required_argument, NULL, 'n'},
-    {"duration", required_argument, NULL, 'd'},
-    {"concurrency", required_argument, NULL, 'c'},
-    {"threads", required_argument, NULL, 't'},
-    {"rate", required_argument, NULL, 'R'},
-    {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
-    {"retry", optional_argument, NULL, OPT_RETRY},
-    {"settle-s", required_argument, NULL, OPT_SETTLE},
-    {"stock", required_argument, NULL, OPT_STOCK},
-    {"items", required_argument, NULL, OPT_ITEMS},
-    {"item", required_argument, NULL, OPT_ITEM},
-    {"quantity", required_argument, NULL, OPT_QUANTITY},
-    {"cart-lines", required_argument, NULL, OPT_CART_LINES},
-    {"work-ms", required_argument, NULL, OPT_WORK},
-    {"scenario", required_argument, NULL, 's'},
-    {"list", no_argument, NULL, OPT_LIST},
-    {"json", required_argument, NULL, OPT_JSON},
-    {"html", required_argument, NULL, OPT_HTML},
-    {"get", required_argument, NULL, OPT_GET},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
+/* Every flag, in --help's order. Help lines are broken where --help breaks
+ * them (26 columns in); the man page joins them. */
+static const lg_flag flags[] = {
+    {"target", OPT_TARGET, LG_ARG_REQUIRED, "URL[,URL]", "Targets",
+     "stockd base URL, http://host:port; repeatable. Connections are\n"
+     "spread round-robin over the targets and kept alive, so one\n"
+     "connection always talks to the same replica. For compare:\n"
+     "LABEL=URL with LABEL redis, none or atomic (the lock mode)."},
+    {"requests", 'n', LG_ARG_REQUIRED, "N", "Load",
+     "total requests (default 1000); 0 = no limit, needs --duration"},
+    {"duration", 'd', LG_ARG_REQUIRED, "T", NULL,
+     "run for T: 30, 30s, 500ms, 2m. Given without --requests it\n"
+     "alone bounds the run; with both, whichever comes first"},
+    {"concurrency", 'c', LG_ARG_REQUIRED, "C", NULL,
+     "connections (default 32; at least one per target)"},
+    {"threads", 't', LG_ARG_REQUIRED, "T", NULL,
+     "event loops, each with its share of the connections (default 2)"},
+    {"rate", 'R', LG_ARG_REQUIRED, "R", NULL,
+     "open loop: R requests/s in total, each connection on its own\n"
+     "schedule; latency counts from the intended send time, so a\n"
+     "slow server cannot hide its queueing (no coordinated omission)"},
+    {"timeout-ms", OPT_TIMEOUT, LG_ARG_REQUIRED, "MS", NULL,
+     "limit for one request attempt (default 30000)"},
+    {"retry", OPT_RETRY, LG_ARG_OPTIONAL, "N", NULL,
+     "resend a request whose attempt failed in transport (timeout,\n"
+     "reset, refused) with the same requestId, up to N times\n"
+     "(3 when N is not given); a replayed 200 counts once"},
+    {"settle-s", OPT_SETTLE, LG_ARG_REQUIRED, "S", NULL,
+     "after the load, wait up to S s (default 30) for a target to\n"
+     "answer the read-back when none can be reached or each\n"
+     "answers 503 with Retry-After (a database restarting); the\n"
+     "report says how long it waited"},
+    {"stock", OPT_STOCK, LG_ARG_REQUIRED, "N", "Items",
+     "stock of each item loadgen creates (default 1000)"},
+    {"items", OPT_ITEMS, LG_ARG_REQUIRED, "K", NULL,
+     "spread the requests round-robin over K fresh items (default 1)"},
+    {"item", OPT_ITEM, LG_ARG_REQUIRED, "ID", NULL,
+     "use the existing item ID instead; nothing else may deduct\n"
+     "from it during the run"},
+    {"quantity", OPT_QUANTITY, LG_ARG_REQUIRED, "Q|A-B", NULL,
+     "units per request (per cart line), or uniform in A..B\n"
+     "(default 1)"},
+    {"cart-lines", OPT_CART_LINES, LG_ARG_REQUIRED, "N|A-B", NULL,
+     "send carts: POST /orders of N (or uniform A..B) lines on\n"
+     "distinct items drawn at random from the run's items, all or\n"
+     "nothing; at most 32 lines and at most --items"},
+    {"work-ms", OPT_WORK, LG_ARG_REQUIRED, "MS", NULL,
+     "workMs to send (stockd honours it with --allow-work-ms)"},
+    {"scenario", 's', LG_ARG_REQUIRED, "NAME", "Scenarios",
+     "hot, spread, renew, interrupt, compare, cart; other flags\n"
+     "override its values"},
+    {"list", OPT_LIST, LG_ARG_NONE, "", NULL,
+     "list the scenarios and the stockd flags each one needs"},
+    {"json", OPT_JSON, LG_ARG_REQUIRED, "FILE", "Output",
+     "also write the report as JSON to FILE: the counts and\n"
+     "latencies above, outcomes per time bucket, percentile curves,\n"
+     "and the first item's stock as the service answered it\n"
+     "(GET /items/{id}, sampled while the load runs)"},
+    {"html", OPT_HTML, LG_ARG_REQUIRED, "FILE", NULL,
+     "also write it as one self-contained HTML page (inline SVG,\n"
+     "no script): the verdict, throughput and errors over time,\n"
+     "latency by percentile, the stock over time, outcomes per\n"
+     "target; compare draws the modes side by side"},
+    {"get", OPT_GET, LG_ARG_REQUIRED, "PATH", NULL,
+     "raw mode, for measuring loadgen itself (bench/): GET PATH on\n"
+     "every target instead of POST /reduceStock; no items, no\n"
+     "verdict; 2xx counts as ok. E.g. --get /health"},
+    {"help", 'h', LG_ARG_NONE, "", NULL, "print the help and exit"},
 };
+#define NFLAGS ((int)(sizeof(flags) / sizeof(flags[0])))
 
-static const char shortopts[] = ":n:d:c:t:R:s:h";
+int lg_flag_count(void)
+{
+    return NFLAGS;
+}
+
+const lg_flag *lg_flag_at(int i)
+{
+    return i >= 0 && i < NFLAGS ? &flags[i] : NULL;
+}
+
+/* "--name ARG" (or "--name[=ARG]") of one flag, into buf. */
+static void flag_synopsis(const lg_flag *f, char *buf, size_t size)
+{
+    const char *open = f->has_arg == LG_ARG_OPTIONAL ? "[=" : f->arg[0] ? " " : "";
+    snprintf(buf, size, "--%s%s%s%s", f->name, open, f->arg,
+             f->has_arg == LG_ARG_OPTIONAL ? "]" : "");
+}
+
+#define HELP_COLUMN 26 /* where the flags' help starts */
+
+void lg_usage(FILE *out)
+{
+    fputs(usage_head, out);
+    for (int i = 0; i < NFLAGS; i++) {
+        const lg_flag *f = &flags[i];
+        char syn[64], letter[8] = "    ";
+        if (f->group)
+            fprintf(out, "%s\n", f->group);
+        if (f->key < 256)
+            snprintf(letter, sizeof(letter), "-%c, ", f->key);
+        flag_synopsis(f, syn, sizeof(syn));
+        int col = fprintf(out, "  %s%s", letter, syn);
+        if (!f->help[0])
+            fputc('\n', out);
+        for (const char *line = f->help; *line;) {
+            size_t len = strcspn(line, "\n");
+            if (col > HELP_COLUMN - 2) /* no room for two blanks: the help starts below */
+                col = fprintf(out, "\n") - 1;
+            fprintf(out, "%*s%.*s\n", HELP_COLUMN - col, "", (int)len, line);
+            col = 0;
+            line += len + (line[len] == '\n');
+        }
+    }
+    fputs(usage_tail, out);
+}
+
+/* getopt_long's tables, made from flags[]; shortopts starts with ':' to tell
+ * a missing value from an unknown flag. */
+typedef struct getopt_spec {
+    struct option longopts[NFLAGS + 1];
+    char shortopts[2 * NFLAGS + 2];
+} getopt_spec;
+
+static void getopt_tables(getopt_spec *g)
+{
+    static const int has_arg[] = {[LG_ARG_NONE] = no_argument,
+                                  [LG_ARG_REQUIRED] = required_argument,
+                                  [LG_ARG_OPTIONAL] = optional_argument};
+    size_t n = 0;
+    g->shortopts[n++] = ':';
+    for (int i = 0; i < NFLAGS; i++) {
+        const lg_flag *f = &flags[i];
+        g->longopts[i] = (struct option){f->name, has_arg[f->has_arg], NULL, f->key};
+        if (f->key < 256) {
+            g->shortopts[n++] = (char)f->key;
+            if (f->has_arg == LG_ARG_REQUIRED)
+                g->shortopts[n++] = ':';
+        }
+    }
+    g->shortopts[n] = '\0';
+    g->longopts[NFLAGS] = (struct option){NULL, 0, NULL, 0};
+}
 
 void lg_opts_defaults(lg_opts *o)
 {
@@ -362,12 +430,12 @@ static void apply_scenario(const lg_scenario *s, lg_opts *o)
 
 /* First pass: only --scenario, --help and --list, so the scenario's values can
  * become the defaults before any other flag is applied. */
-static int first_pass(lg_opts *o, int argc, char **argv, lg_err *err)
+static int first_pass(lg_opts *o, int argc, char **argv, const getopt_spec *g, lg_err *err)
 {
     int c;
     optind = 0; /* GNU: full re-initialisation, so parsing can run more than once */
     opterr = 0;
-    while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, g->shortopts, g->longopts, NULL)) != -1) {
         if (c == 'h')
             o->help = 1;
         else if (c == OPT_LIST)
@@ -384,12 +452,12 @@ static int first_pass(lg_opts *o, int argc, char **argv, lg_err *err)
     return LG_OK;
 }
 
-static int second_pass(lg_opts *o, int argc, char **argv, lg_err *err)
+static int second_pass(lg_opts *o, int argc, char **argv, const getopt_spec *g, lg_err *err)
 {
     seen_flags seen = {0, 0};
     int c;
     optind = 0;
-    while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, g->shortopts, g->longopts, NULL)) != -1) {
         if (c == '?' || c == ':')
             return bad_option(c, argc, argv, err);
         int rc = apply_flag(o, c, optarg, &seen, err);
@@ -464,9 +532,11 @@ int lg_opts_parse(lg_opts *o, int argc, char **argv, lg_err *err)
     lg_opts_defaults(o);
     /* every flag is parsed even with --help, so `loadgen <flags> --help` checks
      * the flags (tests/it/test_docker.c does that for the compose file) */
-    int rc = first_pass(o, argc, argv, err);
+    getopt_spec g;
+    getopt_tables(&g);
+    int rc = first_pass(o, argc, argv, &g, err);
     if (rc == LG_OK)
-        rc = second_pass(o, argc, argv, err);
+        rc = second_pass(o, argc, argv, &g, err);
     if (rc == LG_OK && !o->help && !o->list)
         rc = validate(o, err);
     return rc;

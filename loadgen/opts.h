@@ -1,8 +1,10 @@
 /* opts.h - loadgen's command line: the options struct with its defaults, the
  * parser (scenario defaults first, then flags, so every scenario value can be
- * overridden) and the --help text. */
+ * overridden), and the table of flags that --help and the man page print. */
 #ifndef LG_OPTS_H
 #define LG_OPTS_H
+
+#include <stdio.h>
 
 #include "loadgen/err.h"
 
@@ -56,7 +58,25 @@ int lg_opts_parse(lg_opts *o, int argc, char **argv, lg_err *err);
  * "LABEL=URL". Returns 0 or LG_ERR_USAGE. */
 int lg_opts_add_targets(lg_opts *o, const char *value, lg_err *err);
 
-/* The --help text (static). */
-const char *lg_usage_text(void);
+/* Prints the --help text. */
+void lg_usage(FILE *out);
+
+/* Whether a flag takes a value. */
+enum lg_arg { LG_ARG_NONE, LG_ARG_REQUIRED, LG_ARG_OPTIONAL };
+
+/* One flag as getopt, --help and the man page (man/mangen.c) see it. */
+typedef struct lg_flag {
+    const char *name;  /* without the leading "--" */
+    int key;           /* getopt's value: the short letter (-n) when below 256 */
+    enum lg_arg has_arg;
+    const char *arg;   /* the value's name ("N", "URL[,URL]"), "" without one */
+    const char *group; /* the heading this flag starts in --help ("Load"), or NULL */
+    const char *help;  /* what it does; '\n' where --help breaks the line */
+} lg_flag;
+
+/* Flag i (0 <= i < lg_flag_count()), in --help's order; NULL past the end.
+ * Static. */
+int lg_flag_count(void);
+const lg_flag *lg_flag_at(int i);
 
 #endif

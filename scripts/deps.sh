@@ -51,6 +51,10 @@ want_base() {
     # The report test renders loadgen's page in Chromium and reads the PNG.
     want_cmd chromium chromium
     want_pc zlib zlib1g-dev
+    # The man pages' test renders each as a reader would (man -l) and with
+    # every groff warning on; a minbase root has neither.
+    want_cmd man man-db
+    want_cmd groff groff-base
 }
 
 case "${1:-}" in

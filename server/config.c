@@ -334,20 +334,47 @@ int cfg_load(stockd_config *c, int argc, char **argv, char *err, size_t errlen)
     return read_redis_password(c, err, errlen);
 }
 
-static void print_default(FILE *out, const stockd_config *d, const struct opt *o)
+/* A flag's default in d, as text. */
+static void default_text(const stockd_config *d, const struct opt *o, char *buf, size_t size)
 {
     const char *field = (const char *)d + o->offset;
     int v = *(const int *)field;
     switch (o->type) {
     case OPT_STR: {
         const char *s = *(const char *const *)field;
-        fprintf(out, "%s", s ? s : "(unset)");
+        snprintf(buf, size, "%s", s ? s : "(unset)");
         break;
     }
-    case OPT_BOOL: fprintf(out, "%s", v ? "on" : "off"); break;
-    case OPT_INT: fprintf(out, "%d", v); break;
-    case OPT_CHOICE: fprintf(out, "%s", o->choices[v]); break;
+    case OPT_BOOL: snprintf(buf, size, "%s", v ? "on" : "off"); break;
+    case OPT_INT: snprintf(buf, size, "%d", v); break;
+    case OPT_CHOICE: snprintf(buf, size, "%s", o->choices[v]); break;
     }
+}
+
+size_t cfg_flag_count(void)
+{
+    return NOPTS;
+}
+
+/* With the defaults of d, made once by the caller. */
+static void describe(const stockd_config *d, size_t i, cfg_flag_doc *doc)
+{
+    const struct opt *o = &opts[i];
+    doc->flag = o->flag;
+    doc->arg = o->type == OPT_BOOL ? "" : o->type == OPT_INT ? "N" : "VALUE";
+    doc->env = o->env;
+    doc->help = o->help;
+    default_text(d, o, doc->def, sizeof(doc->def));
+    doc->choices[0] = '\0';
+    if (o->choices)
+        choice_list(o->choices, doc->choices, sizeof(doc->choices));
+}
+
+void cfg_flag_describe(size_t i, cfg_flag_doc *d)
+{
+    stockd_config defaults;
+    cfg_defaults(&defaults);
+    describe(&defaults, i, d);
 }
 
 void cfg_usage(FILE *out)
@@ -358,14 +385,11 @@ void cfg_usage(FILE *out)
                  "Inventory service: POST /reduceStock guarded by a Redis distributed lock.\n"
                  "Every flag can also be set by its environment variable; flags win.\n\n");
     for (size_t i = 0; i < NOPTS; i++) {
-        const struct opt *o = &opts[i];
+        cfg_flag_doc doc;
+        describe(&d, i, &doc);
         char flag[64];
-        snprintf(flag, sizeof(flag), "--%s%s", o->flag,
-                 o->type == OPT_BOOL ? "" : o->type == OPT_INT ? " N" : " VALUE");
-        fprintf(out, "  %-26s %-26s default: ", flag, o->env);
-        print_default(out, &d, o);
-        char list[128];
-        fprintf(out, "\n      %s%s%s\n", o->help, o->choices ? "; one of " : "",
-                o->choices ? choice_list(o->choices, list, sizeof(list)) : "");
+        snprintf(flag, sizeof(flag), "--%s%s%s", doc.flag, doc.arg[0] ? " " : "", doc.arg);
+        fprintf(out, "  %-26s %-26s default: %s\n      %s%s%s\n", flag, doc.env, doc.def,
+                doc.help, doc.choices[0] ? "; one of " : "", doc.choices);
     }
 }

@@ -44,4 +44,20 @@ int cfg_load(stockd_config *c, int argc, char **argv, char *err, size_t errlen);
 /* Prints every flag with its variable, default and meaning. */
 void cfg_usage(FILE *out);
 
+/* One flag as --help and the man page (man/mangen.c) show it. */
+typedef struct cfg_flag_doc {
+    const char *flag;  /* without the leading "--" */
+    const char *arg;   /* the value's name ("N", "VALUE"), or "" for a switch */
+    const char *env;   /* its STOCKD_* variable */
+    const char *help;  /* what it does, one paragraph */
+    char def[64];      /* its default, as text ("(unset)" for none) */
+    char choices[128]; /* "a|b|c" when it takes one of a list, else "" */
+} cfg_flag_doc;
+
+/* How many flags there are; cfg_flag_describe fills d for flag i
+ * (0 <= i < cfg_flag_count()), in --help's order. Strings other than def
+ * and choices are static. */
+size_t cfg_flag_count(void);
+void cfg_flag_describe(size_t i, cfg_flag_doc *d);
+
 #endif

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # test_install.sh - libdlock as somebody else's program gets it: make install
 # into a private prefix (its own build directory, whatever make test built),
-# then the example programs of lock/README.md and README.md compiled against
-# the installed files only (pkg-config; shared, then static) and run against a
-# private redis-server, which is stopped by its PID. Also: the soname, the exported
+# the man pages where man finds them, then the example programs of
+# lock/README.md and README.md compiled against the installed files only
+# (pkg-config; shared, then static) and run against a private redis-server,
+# which is stopped by its PID. Also: the soname, the exported
 # symbols (exactly what dlock.h declares), a header that needs no hiredis and
 # compiles as C++, and make uninstall. Prints cmocka-style lines for
 # tests/run.sh.
@@ -36,13 +37,27 @@ out=$(env -u MAKEFLAGS -u MFLAGS make --no-print-directory -s install PREFIX="$p
     BUILD="$tmp/build" SANFLAGS= 2>&1)
 rc=$?
 for f in lib/libdlock.a lib/libdlock.so lib/libdlock.so.1 lib/libdlock.so.1.0.0 \
-    include/dlock.h lib/pkgconfig/dlock.pc; do
+    include/dlock.h lib/pkgconfig/dlock.pc share/man/man1/loadgen.1 share/man/man3/libdlock.3 \
+    share/man/man3/dlock_acquire.3 share/man/man8/stockd.8; do
     [ -e "$prefix/$f" ] || { rc=1; out+=$'\n'"missing: $f"; }
 done
 soname=$(readelf -d "$lib/libdlock.so.1.0.0" 2>&1 | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
 [ "$soname" = libdlock.so.1 ] || { rc=1; out+=$'\n'"soname: '$soname'"; }
 [ "$(pkg-config --modversion dlock 2>&1)" = 1.0.0 ] || { rc=1; out+=$'\n'"dlock.pc version"; }
-report "make install lays out the library, header and dlock.pc" "$rc" "$out"
+report "make install lays out the library, header, dlock.pc and man pages" "$rc" "$out"
+
+# The pages as man finds them there: by program, by library, by function
+# (a page of one .so line that opens libdlock's).
+out=$(for name in "8 stockd" "1 loadgen" "3 libdlock" "3 dlock_acquire"; do
+    set -- $name
+    title=$(LC_ALL=C.UTF-8 MANPATH=$prefix/share/man MANPAGER=cat MAN_DISABLE_SECCOMP=1 \
+        man "$1" "$2" 2>&1 | head -n 1)
+    want=STOCKD\(8\)
+    case $2 in loadgen) want=LOADGEN\(1\) ;; lib* | dlock*) want=LIBDLOCK\(3\) ;; esac
+    [[ $title == "$want"* ]] || echo "man $1 $2: '$title', expected $want"
+done)
+report "man finds stockd(8), loadgen(1), libdlock(3) and dlock_acquire(3) there" \
+    "$([ -z "$out" ] && echo 0 || echo 1)" "$out"
 
 # 2. Exported: the functions and tables dlock.h declares, nothing else.
 declared=$(cc -E -P -I"$prefix/include" -x c - <<<'#include <dlock.h>' |

@@ -5,6 +5,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -35,6 +37,20 @@ static void assert_says(const lg_err *err, const char *flag, const char *value, 
     if (strstr(err->msg, says) == NULL)
         fail_msg("'%s %s' gave \"%s\", expected it to mention %s", flag, value ? value : "",
                  err->msg, says);
+}
+
+/* Whether --help mentions what. */
+static int usage_mentions(const char *what)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    lg_usage(f);
+    fclose(f);
+    int found = strstr(text, what) != NULL;
+    free(text);
+    return found;
 }
 
 static void test_defaults_need_only_a_target(void **state)
@@ -169,7 +185,7 @@ static void test_cart_lines_must_fit_the_api_and_the_items(void **state)
     assert_int_equal(PARSE(&o, &err, T1, "--item", "5", "--cart-lines", "2"), LG_ERR_USAGE);
     assert_int_equal(PARSE(&o, &err, T1, "--get", "/health", "--cart-lines", "1"), LG_ERR_USAGE);
     assert_non_null(strstr(err.msg, "drop --cart-lines"));
-    assert_non_null(strstr(lg_usage_text(), "--cart-lines"));
+    assert_true(usage_mentions("--cart-lines"));
 }
 
 static void test_threads_are_capped_by_connections(void **state)
@@ -253,7 +269,7 @@ static void test_help_and_list_need_no_target_but_check_every_flag(void **state)
     assert_int_equal(PARSE(&o, &err, "-s", "hot", "-c", "8", "--help"), LG_OK);
     assert_int_equal(PARSE(&o, &err, "--list", "--bogus"), LG_ERR_USAGE);
     assert_int_equal(PARSE(&o, &err, "-c", "many", "--help"), LG_ERR_USAGE);
-    assert_non_null(strstr(lg_usage_text(), "--scenario"));
+    assert_true(usage_mentions("--scenario"));
 }
 
 static void test_every_scenario_is_listed_and_found(void **state)
