@@ -46,9 +46,11 @@ run_suite() {
     local name=$1; shift
     local out rc counts ok bad skips
     echo "=== $name"
+    local start=$SECONDS
     out=$("$@" 2>&1)
     rc=$?
     printf '%s\n' "$out"
+    echo "=== $name took $((SECONDS - start)) s" # what CI's time goes to
     counts=$(count_suite <<<"$out")
     read -r ok bad skips <<<"$(head -n 1 <<<"$counts")"
     if [ "$rc" -ne 0 ] && [ "$bad" -eq 0 ]; then
