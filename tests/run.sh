@@ -65,9 +65,11 @@ run_suite() {
 for t in "$build"/tests/unit/test_* "$build"/tests/it/test_*; do
     [ -x "$t" ] && [ -f "$t" ] && run_suite "$(basename "$t")" "$t"
 done
-for t in tests/sh/test_*.sh; do
-    [ -f "$t" ] && run_suite "$(basename "$t")" bash "$t"
-done
+if [ "${TEST_SHELL:-yes}" != no ]; then # the Makefile says when it is
+    for t in tests/sh/test_*.sh; do
+        [ -f "$t" ] && run_suite "$(basename "$t")" bash "$t"
+    done
+fi
 
 if [ "$skipped" -gt 0 ]; then
     echo "skipped ($skipped):"

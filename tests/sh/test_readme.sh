@@ -14,7 +14,7 @@ export BUILD
 
 # Commands that cannot run inside make test, and why.
 declare -A elsewhere=(
-    ["make test"]="CI runs it (and this test is part of it)"
+    ["make test"]="CI runs it, in make test-fresh (and this test is part of it)"
     ["make bench"]="takes minutes; its figures are recorded in bench/RESULTS.md"
     ["scripts/screenshot.sh build/report-compare.html docs/loadgen-report.png"]="it writes the committed picture; tests/it/test_report.c runs the script on pages of its own"
     ['cc -o dlock-example dlock-example.c $(pkg-config --cflags --libs dlock)']="tests/sh/test_install.sh builds the example so, against an installed libdlock"
