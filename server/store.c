@@ -239,17 +239,6 @@ static void redact(const store_config *cfg, char *text, size_t size)
         replace_secret(text, size, cfg->password, strlen(cfg->password));
 }
 
-void store_order_written(const store_new_order *o, store_order *out)
-{
-    out->info.has_request_id = o->request_id != NULL;
-    snprintf(out->info.request_id, sizeof(out->info.request_id), "%s",
-             o->request_id ? o->request_id : "");
-    snprintf(out->info.instance, sizeof(out->info.instance), "%s", o->instance);
-    snprintf(out->info.lock_mode, sizeof(out->info.lock_mode), "%s", o->lock_mode);
-    out->nlines = o->nlines;
-    memcpy(out->lines, o->lines, (size_t)o->nlines * sizeof(o->lines[0]));
-}
-
 void store_close(store *s)
 {
     if (s)

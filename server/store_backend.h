@@ -2,7 +2,8 @@
  * operations (the ones store.h states), filled by one file per backend, and
  * chosen in store.c by what --db looks like. A backend's store and
  * connection structs begin with the headers below, so store.c can dispatch.
- * Only store.c and the backends include this file. */
+ * Only store.c and the backends include this file. Calls go store.c ->
+ * a backend -> store_backend.c (what the backends share), never back up. */
 #ifndef STORE_BACKEND_H
 #define STORE_BACKEND_H
 
@@ -55,6 +56,8 @@ struct store_backend {
 /* The backends. */
 extern const store_backend store_sqlite;
 extern const store_backend store_postgres;
+
+/* ---- store_backend.c: helpers for the backends ---- */
 
 /* out as the order o that a backend just wrote: o's requestId, instance,
  * lock mode and lines; out's order id and created_at (the backend's) stay. */
