@@ -422,10 +422,7 @@ static int pg_tx_add_order(store_conn *conn, const store_new_order *o, store_ord
     }
     for (int i = 0; rc == STORE_OK && i < o->nlines; i++)
         rc = insert_line(c, out->info.order_id, &o->lines[i], o->lock_token);
-    if (rc != STORE_OK)
-        return rc;
-    store_order_written(o, out);
-    return STORE_OK;
+    return rc; /* store.c fills in the rest of out from o */
 }
 
 /* PGPROC_MAX_CACHED_SUBXIDS: the subtransaction ids a session shows other

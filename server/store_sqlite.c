@@ -470,10 +470,7 @@ static int sq_tx_add_order(store_conn *conn, const store_new_order *o, store_ord
     rc = insert_order(c, o, out);
     for (int i = 0; rc == STORE_OK && i < o->nlines; i++)
         rc = insert_line(c, out->info.order_id, &o->lines[i], o->lock_token);
-    if (rc != STORE_OK)
-        return rc;
-    store_order_written(o, out);
-    return STORE_OK;
+    return rc; /* store.c fills in the rest of out from o */
 }
 
 const store_backend store_sqlite = {
