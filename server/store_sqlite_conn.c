@@ -79,7 +79,7 @@ static int code_of(int code, int sys)
  * it back itself on an I/O error, and on a full disk or no memory in a
  * statement without a statement journal (a page spilled from a small cache
  * mid-transaction). That failure is kept: it is what the transaction's next
- * steps answer (tx_gone), as its real cause - a full disk stays FULL. */
+ * steps answer (sq_tx_open), as its real cause - a full disk stays FULL. */
 int sq_fail(sqlite_conn *c, const char *what)
 {
     int rc = code_of(sqlite3_errcode(c->db), sqlite3_system_errno(c->db));
@@ -128,7 +128,9 @@ int sq_run(sqlite_conn *c, enum stmt_id id)
 int sq_first_row(sqlite_conn *c, sqlite3_stmt *st, const char *what)
 {
     int step = sqlite3_step(st);
-    return step == SQLITE_ROW ? STORE_OK : step == SQLITE_DONE ? STORE_ERR_NOT_FOUND : sq_fail(c, what);
+    return step == SQLITE_ROW    ? STORE_OK
+           : step == SQLITE_DONE ? STORE_ERR_NOT_FOUND
+                                 : sq_fail(c, what);
 }
 
 void sq_rollback(sqlite_conn *c)
