@@ -239,17 +239,6 @@ static void redact(const store_config *cfg, char *text, size_t size)
         replace_secret(text, size, cfg->password, strlen(cfg->password));
 }
 
-void store_order_written(const store_new_order *o, store_order *out)
-{
-    out->info.has_request_id = o->request_id != NULL;
-    snprintf(out->info.request_id, sizeof(out->info.request_id), "%s",
-             o->request_id ? o->request_id : "");
-    snprintf(out->info.instance, sizeof(out->info.instance), "%s", o->instance);
-    snprintf(out->info.lock_mode, sizeof(out->info.lock_mode), "%s", o->lock_mode);
-    out->nlines = o->nlines;
-    memcpy(out->lines, o->lines, (size_t)o->nlines * sizeof(o->lines[0]));
-}
-
 void store_close(store *s)
 {
     if (s)
@@ -335,9 +324,26 @@ int store_tx_lock_stock(store_conn *c, int64_t item_id, int wait_ms, int64_t *st
     return c->be->tx_lock_stock(c, item_id, wait_ms, stock);
 }
 
+/* out as the order o that the backend just wrote: o's requestId, instance,
+ * lock mode and lines; out's order id and created_at (the backend's) stay.
+ * Done here, once for every backend. */
+static void order_written(const store_new_order *o, store_order *out)
+{
+    out->info.has_request_id = o->request_id != NULL;
+    snprintf(out->info.request_id, sizeof(out->info.request_id), "%s",
+             o->request_id ? o->request_id : "");
+    snprintf(out->info.instance, sizeof(out->info.instance), "%s", o->instance);
+    snprintf(out->info.lock_mode, sizeof(out->info.lock_mode), "%s", o->lock_mode);
+    out->nlines = o->nlines;
+    memcpy(out->lines, o->lines, (size_t)o->nlines * sizeof(o->lines[0]));
+}
+
 int store_tx_add_order(store_conn *c, const store_new_order *o, store_order *out)
 {
-    return c->be->tx_add_order(c, o, out);
+    int rc = c->be->tx_add_order(c, o, out);
+    if (rc == STORE_OK)
+        order_written(o, out);
+    return rc;
 }
 
 int store_tx_savepoint(store_conn *c) { return c->be->tx_savepoint(c); }

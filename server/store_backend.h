@@ -2,7 +2,9 @@
  * operations (the ones store.h states), filled by one file per backend, and
  * chosen in store.c by what --db looks like. A backend's store and
  * connection structs begin with the headers below, so store.c can dispatch.
- * Only store.c and the backends include this file. */
+ * Only store.c and the backends include this file. Calls go from store.c
+ * to a backend, never back up: what every backend would do alike, store.c
+ * does around its call. */
 #ifndef STORE_BACKEND_H
 #define STORE_BACKEND_H
 
@@ -45,6 +47,8 @@ struct store_backend {
     int (*tx_set_stock)(store_conn *c, int64_t item_id, int64_t stock, const store_fence *f);
     int (*tx_take)(store_conn *c, int64_t item_id, int64_t quantity, int64_t *left);
     int (*tx_lock_stock)(store_conn *c, int64_t item_id, int wait_ms, int64_t *stock); /* or NULL */
+    /* fills out's order id and created_at (the rest: store.c, from o), or
+     * with STORE_ERR_DUPLICATE the whole earlier order */
     int (*tx_add_order)(store_conn *c, const store_new_order *o, store_order *out);
     int (*tx_savepoint)(store_conn *c);
     int (*tx_rollback_to_savepoint)(store_conn *c);
@@ -55,10 +59,6 @@ struct store_backend {
 /* The backends. */
 extern const store_backend store_sqlite;
 extern const store_backend store_postgres;
-
-/* out as the order o that a backend just wrote: o's requestId, instance,
- * lock mode and lines; out's order id and created_at (the backend's) stay. */
-void store_order_written(const store_new_order *o, store_order *out);
 
 /* One embedded schema file (scripts/embed-sql.sh writes the arrays). */
 struct store_migration {

@@ -1,10 +1,22 @@
 /* store_postgres.c - the PostgreSQL backend of the store (store_backend.h),
  * for replicas on several hosts: items, orders, lines and their
  * transactions with the semantics store.h states, on READ COMMITTED and
- * row locks. Sessions, the pool and migrations: store_postgres_session.c. */
+ * row locks. Its statements are passed down to the pool
+ * (store_postgres_pool.c) for its sessions (store_postgres_session.c);
+ * BEGIN, savepoints and COMMIT: store_postgres_tx.c. */
 #include <string.h>
 
-#include "store_postgres_internal.h"
+#include "store_postgres_tx.h"
+
+enum stmt_id {
+    ST_PING, ST_ITEM_INSERT, ST_ITEM_GET, ST_ITEM_LIST,
+    ST_SET_STOCK, ST_SET_STOCK_FENCED, ST_STOCK_READ, ST_ROW_FENCE, ST_STOCK_CLAIM,
+    ST_STOCK_WRITE_CLAIMED,
+    ST_STOCK_TAKE, ST_STOCK_LOCK, ST_ORDER_INSERT, ST_LINE_INSERT, ST_ORDER_BY_REQUEST,
+    ST_ORDER_GET, ST_LINES_OF_ORDER, ST_LINES_OF_ITEM,
+    ST_COUNT
+};
+_Static_assert(ST_COUNT <= PG_STMTS_MAX, "a session prepares PG_STMTS_MAX statements at most");
 
 #define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 /* sold and line_count are kept on the row by a trigger (schema 002): a read
@@ -14,7 +26,7 @@
 #define LINE_COLS "l.item_id, l.quantity, l.remaining, COALESCE(l.fence, 0), " \
                   "COALESCE(l.fence_seq, 0)"
 
-const struct pg_stmt pg_stmts[ST_COUNT] = {
+static const struct pg_stmt stmts[ST_COUNT] = {
     [ST_PING] = {"ping", "SELECT 1", ""},
     [ST_ITEM_INSERT] = {"insert item",
         "INSERT INTO items (name, stock) VALUES ($1, $2) RETURNING id", "ti"},
@@ -49,9 +61,6 @@ const struct pg_stmt pg_stmts[ST_COUNT] = {
     [ST_ORDER_BY_REQUEST] = {"find request id",
         "SELECT " ORDER_COLS " FROM orders o WHERE o.request_id = $1", "t"},
     [ST_ORDER_GET] = {"read order", "SELECT " ORDER_COLS " FROM orders o WHERE o.id = $1", "i"},
-    /* committed, aborted, or in progress: what became of a transaction
-     * whose COMMIT got no answer */
-    [ST_XACT_STATUS] = {"look up the transaction", "SELECT pg_xact_status($1::xid8)", "t"},
     [ST_LINES_OF_ORDER] = {"read order lines",
         "SELECT " LINE_COLS " FROM order_lines l WHERE l.order_id = $1 ORDER BY l.id", "i"},
     [ST_LINES_OF_ITEM] = {"list lines",
@@ -90,6 +99,39 @@ static void read_line(const PGresult *r, int row, int col, store_line *l)
     l->fence.seq = (int)col_int(r, row, col + 4);
 }
 
+/* ---- the store: a pool of sessions that run these statements ---- */
+
+static int pg_open(const store_config *cfg, store **out, char *err, size_t errlen)
+{
+    return pg_pool_open(cfg, &store_postgres, stmts, ST_COUNT, out, err, errlen);
+}
+
+static int pg_ping(store_conn *conn)
+{
+    PGresult *r;
+    int rc = pg_exec(SESSION(conn), ST_PING, NULL, &r);
+    PQclear(r);
+    return rc;
+}
+
+/* TRUNCATE gives the table a new, empty file, so the row needs a new page
+ * where the tables live: the write that fails first when that disk is full
+ * (most deductions fit in pages their tables already have). */
+static int pg_probe_write(store_conn *conn)
+{
+    pg_session *c = SESSION(conn);
+    int rc = pg_command(c, "BEGIN");
+    if (rc == STORE_OK)
+        rc = pg_command(c, "TRUNCATE write_probe");
+    if (rc == STORE_OK)
+        rc = pg_command(c, "INSERT INTO write_probe DEFAULT VALUES");
+    if (rc == STORE_OK)
+        rc = pg_command(c, "COMMIT");
+    if (rc != STORE_OK)
+        pg_command(c, "ROLLBACK");
+    return rc;
+}
+
 /* ---- items ---- */
 
 static int pg_item_get(store_conn *conn, int64_t id, store_item *out)
@@ -97,23 +139,20 @@ static int pg_item_get(store_conn *conn, int64_t id, store_item *out)
     struct params p = {0};
     PGresult *r;
     p_int(&p, id);
-    int rc = pg_exec_row(CONN(conn), ST_ITEM_GET, &p, &r);
+    int rc = pg_exec_row(SESSION(conn), ST_ITEM_GET, &p, &r);
     if (rc == STORE_OK)
         read_item(r, 0, out);
     PQclear(r);
     return rc;
 }
 
-static int pg_tx_begin(store_conn *conn);
-static int pg_tx_commit(store_conn *conn, const store_commit_check *check);
-
 /* In a transaction of its own, not in autocommit: an INSERT whose commit
  * got no answer may have been written, and only a transaction's COMMIT is
- * looked into (pg_commit_in_doubt). When that can't tell, out->id is the
+ * looked into (store_postgres_tx.c). When that can't tell, out->id is the
  * id the item has if it was created. */
 static int pg_item_create(store_conn *conn, const char *name, int64_t stock, store_item *out)
 {
-    pg_conn *c = CONN(conn);
+    pg_session *c = SESSION(conn);
     struct params p = {0};
     PGresult *r = NULL;
     p_text(&p, name);
@@ -139,7 +178,7 @@ static int pg_item_list(store_conn *conn, int64_t after, int limit, store_item_f
     PGresult *r;
     p_int(&p, after);
     p_int(&p, limit);
-    int rc = pg_exec(CONN(conn), ST_ITEM_LIST, &p, &r);
+    int rc = pg_exec(SESSION(conn), ST_ITEM_LIST, &p, &r);
     store_item it;
     for (int i = 0; rc == STORE_OK && i < PQntuples(r); i++) {
         read_item(r, i, &it);
@@ -154,34 +193,35 @@ static int pg_stock_read(store_conn *conn, int64_t item_id, int64_t *stock)
     struct params p = {0};
     PGresult *r;
     p_int(&p, item_id);
-    int rc = pg_exec_row(CONN(conn), ST_STOCK_READ, &p, &r);
+    int rc = pg_exec_row(SESSION(conn), ST_STOCK_READ, &p, &r);
     if (rc == STORE_OK)
         *stock = col_int(r, 0, 0);
     PQclear(r);
     return rc;
 }
 
-/* The token on item id's row into c's stale answer: STORE_OK,
+/* The token on item id's row into conn's stale answer: STORE_OK,
  * STORE_ERR_NOT_FOUND, or the failure. */
-static int read_stale_token(pg_conn *c, int64_t id)
+static int read_stale_token(store_conn *conn, int64_t id)
 {
     struct params p = {0};
     PGresult *r;
     p_int(&p, id);
-    int rc = pg_exec_row(c, ST_ROW_FENCE, &p, &r);
+    int rc = pg_exec_row(SESSION(conn), ST_ROW_FENCE, &p, &r);
     if (rc == STORE_OK)
-        c->base.stale = (store_fence){col_int(r, 0, 0), (int)col_int(r, 0, 1)};
+        conn->stale = (store_fence){col_int(r, 0, 0), (int)col_int(r, 0, 1)};
     PQclear(r);
     return rc;
 }
 
 /* Runs an UPDATE on one item bound as (id, value, fence, seq). When it
  * changes nothing the item is missing (NOT_FOUND) or, when fenced, another
- * holder's token is on the row (STALE, that token in c's stale answer).
+ * holder's token is on the row (STALE, that token in conn's stale answer).
  * With RETURNING, *ret gets column 0. */
-static int update_item(pg_conn *c, enum stmt_id id_stmt, int64_t id, int64_t value,
+static int update_item(store_conn *conn, enum stmt_id id_stmt, int64_t id, int64_t value,
                        const store_fence *f, int64_t *ret)
 {
+    pg_session *c = SESSION(conn);
     struct params p = {0};
     PGresult *r;
     p_int(&p, id);
@@ -194,11 +234,11 @@ static int update_item(pg_conn *c, enum stmt_id id_stmt, int64_t id, int64_t val
         *ret = col_int(r, 0, 0);
     PQclear(r);
     if (rc == STORE_OK && !changed) {
-        rc = read_stale_token(c, id);
+        rc = read_stale_token(conn, id);
         if (rc == STORE_OK) {
             snprintf(c->err, sizeof(c->err), "item %lld carries a newer lock's token, "
-                     "(%lld, %d), than (%lld, %d)", (long long)id, (long long)c->base.stale.fence,
-                     c->base.stale.seq, (long long)(f ? f->fence : 0), f ? f->seq : 0);
+                     "(%lld, %d), than (%lld, %d)", (long long)id, (long long)conn->stale.fence,
+                     conn->stale.seq, (long long)(f ? f->fence : 0), f ? f->seq : 0);
             rc = STORE_ERR_STALE;
         }
     }
@@ -208,88 +248,16 @@ static int update_item(pg_conn *c, enum stmt_id id_stmt, int64_t id, int64_t val
 static int pg_stock_claim(store_conn *conn, int64_t item_id, const store_fence *f,
                           int64_t *stock)
 {
-    return update_item(CONN(conn), ST_STOCK_CLAIM, item_id, 0, f, stock);
-}
-
-/* ---- transactions ---- */
-
-/* The transaction's id is taken in the same round trip: should its COMMIT
- * get no answer, what became of it can be looked up (pg_commit_in_doubt),
- * whatever it wrote. */
-static int pg_tx_begin(store_conn *conn)
-{
-    pg_conn *c = CONN(conn);
-    PGresult *r;
-    int rc = pg_query(c, "BEGIN; SELECT pg_current_xact_id()", &r);
-    c->tx_xid = rc == STORE_OK ? col_int(r, 0, 0) : 0;
-    PQclear(r);
-    c->savepoint = 0;
-    c->tx_rc = 0;
-    c->in_tx = 1;
-    if (rc != STORE_OK) /* BEGIN may have run: not left open on a pooled session */
-        pg_rollback(c);
-    return rc;
-}
-
-/* The one before is released in the same round trip: savepoints would
- * otherwise pile up, one per order of a transaction. */
-static int pg_tx_savepoint(store_conn *conn)
-{
-    pg_conn *c = CONN(conn);
-    if (!pg_in_transaction(c))
-        return STORE_ERR_IO;
-    int rc = pg_command(c, c->savepoint ? "RELEASE SAVEPOINT part; SAVEPOINT part"
-                                        : "SAVEPOINT part");
-    c->savepoint = rc == STORE_OK;
-    return rc;
-}
-
-static int pg_tx_rollback_to_savepoint(store_conn *conn)
-{
-    pg_conn *c = CONN(conn);
-    if (!pg_in_transaction(c))
-        return STORE_ERR_IO;
-    if (!c->savepoint)
-        snprintf(c->err, sizeof(c->err), "no savepoint to roll back to");
-    int rc = c->savepoint ? pg_command(c, "ROLLBACK TO SAVEPOINT part") : STORE_ERR_IO;
-    if (rc == STORE_OK) /* the transaction is whole again */
-        c->tx_rc = 0;
-    return rc;
-}
-
-static void pg_tx_abort(store_conn *conn) { pg_rollback(CONN(conn)); }
-
-static int pg_tx_commit(store_conn *conn, const store_commit_check *check)
-{
-    pg_conn *c = CONN(conn);
-    if (!pg_in_transaction(c))
-        return STORE_ERR_IO;
-    if (check && !check->ok(check->arg)) {
-        snprintf(c->err, sizeof(c->err), "commit vetoed by the caller");
-        pg_rollback(c);
-        return STORE_ERR_VETOED;
-    }
-    PGresult *r;
-    int rc = pg_query(c, "COMMIT", &r);
-    /* COMMIT of a transaction that failed earlier answers ROLLBACK */
-    if (rc == STORE_OK && strcmp(PQcmdStatus(r), "COMMIT") != 0)
-        rc = pg_rolled_back(c);
-    PQclear(r);
-    c->in_tx = 0;
-    c->tx_rc = 0;
-    if (rc == STORE_ERR_UNAVAILABLE)
-        rc = pg_commit_in_doubt(c);
-    c->tx_xid = 0;
-    return rc;
+    return update_item(conn, ST_STOCK_CLAIM, item_id, 0, f, stock);
 }
 
 static int pg_item_set_stock(store_conn *conn, int64_t id, int64_t stock, const store_fence *f,
                              const store_commit_check *check)
 {
-    pg_conn *c = CONN(conn);
+    pg_session *c = SESSION(conn);
     int rc = pg_tx_begin(conn);
     if (rc == STORE_OK)
-        rc = update_item(c, f ? ST_SET_STOCK_FENCED : ST_SET_STOCK, id, stock, f, NULL);
+        rc = update_item(conn, f ? ST_SET_STOCK_FENCED : ST_SET_STOCK, id, stock, f, NULL);
     if (rc == STORE_OK)
         return pg_tx_commit(conn, check);
     pg_rollback(c);
@@ -298,15 +266,15 @@ static int pg_item_set_stock(store_conn *conn, int64_t id, int64_t stock, const 
 
 static int pg_tx_set_stock(store_conn *conn, int64_t item_id, int64_t stock, const store_fence *f)
 {
-    pg_conn *c = CONN(conn);
+    pg_session *c = SESSION(conn);
     if (!pg_in_transaction(c))
         return STORE_ERR_IO;
-    return update_item(c, f ? ST_STOCK_WRITE_CLAIMED : ST_SET_STOCK, item_id, stock, f, NULL);
+    return update_item(conn, f ? ST_STOCK_WRITE_CLAIMED : ST_SET_STOCK, item_id, stock, f, NULL);
 }
 
 static int pg_tx_take(store_conn *conn, int64_t item_id, int64_t quantity, int64_t *left)
 {
-    pg_conn *c = CONN(conn);
+    pg_session *c = SESSION(conn);
     if (!pg_in_transaction(c))
         return STORE_ERR_IO;
     struct params p = {0};
@@ -328,13 +296,13 @@ static int pg_tx_take(store_conn *conn, int64_t item_id, int64_t quantity, int64
 
 static int pg_tx_lock_stock(store_conn *conn, int64_t item_id, int wait_ms, int64_t *stock)
 {
-    pg_conn *c = CONN(conn);
+    pg_session *c = SESSION(conn);
     if (!pg_in_transaction(c))
         return STORE_ERR_IO;
     /* the statement's own bound must not cut the wait short */
     char set[96];
     snprintf(set, sizeof(set), "SET LOCAL lock_timeout = %d; SET LOCAL statement_timeout = %d",
-             wait_ms > 0 ? wait_ms : 1, (wait_ms > 0 ? wait_ms : 1) + c->s->cfg.timeout_ms);
+             wait_ms > 0 ? wait_ms : 1, (wait_ms > 0 ? wait_ms : 1) + c->cfg->timeout_ms);
     struct params p = {0};
     PGresult *r = NULL;
     p_int(&p, item_id);
@@ -354,7 +322,7 @@ static int pg_tx_lock_stock(store_conn *conn, int64_t item_id, int wait_ms, int6
 
 /* ---- orders and lines ---- */
 
-static int read_lines_of_order(pg_conn *c, store_order *o)
+static int read_lines_of_order(pg_session *c, store_order *o)
 {
     struct params p = {0};
     PGresult *r;
@@ -368,7 +336,7 @@ static int read_lines_of_order(pg_conn *c, store_order *o)
 }
 
 /* The order statement id finds by p, with its lines. */
-static int read_order(pg_conn *c, enum stmt_id id, const struct params *p, store_order *out)
+static int read_order(pg_session *c, enum stmt_id id, const struct params *p, store_order *out)
 {
     PGresult *r;
     int rc = pg_exec_row(c, id, p, &r);
@@ -382,14 +350,14 @@ static int pg_order_by_request(store_conn *conn, const char *request_id, store_o
 {
     struct params p = {0};
     p_text(&p, request_id);
-    return read_order(CONN(conn), ST_ORDER_BY_REQUEST, &p, out);
+    return read_order(SESSION(conn), ST_ORDER_BY_REQUEST, &p, out);
 }
 
 static int pg_order_get(store_conn *conn, int64_t order_id, store_order *out)
 {
     struct params p = {0};
     p_int(&p, order_id);
-    return read_order(CONN(conn), ST_ORDER_GET, &p, out);
+    return read_order(SESSION(conn), ST_ORDER_GET, &p, out);
 }
 
 static int pg_lines_of_item(store_conn *conn, int64_t item_id, int64_t before, int limit,
@@ -400,7 +368,7 @@ static int pg_lines_of_item(store_conn *conn, int64_t item_id, int64_t before, i
     p_int(&p, item_id);
     p_int(&p, before > 0 ? before : INT64_MAX);
     p_int(&p, limit);
-    int rc = pg_exec(CONN(conn), ST_LINES_OF_ITEM, &p, &r);
+    int rc = pg_exec(SESSION(conn), ST_LINES_OF_ITEM, &p, &r);
     store_order_info o;
     store_line l;
     for (int i = 0; rc == STORE_OK && i < PQntuples(r); i++) {
@@ -412,7 +380,7 @@ static int pg_lines_of_item(store_conn *conn, int64_t item_id, int64_t before, i
     return rc;
 }
 
-static int insert_line(pg_conn *c, int64_t order_id, const store_line *l, const char *lock_token)
+static int insert_line(pg_session *c, int64_t order_id, const store_line *l, const char *lock_token)
 {
     struct params p = {0};
     PGresult *r;
@@ -432,7 +400,7 @@ static int insert_line(pg_conn *c, int64_t order_id, const store_line *l, const 
 
 static int pg_tx_add_order(store_conn *conn, const store_new_order *o, store_order *out)
 {
-    pg_conn *c = CONN(conn);
+    pg_session *c = SESSION(conn);
     if (!pg_in_transaction(c))
         return STORE_ERR_IO;
     struct params p = {0};
@@ -454,10 +422,7 @@ static int pg_tx_add_order(store_conn *conn, const store_new_order *o, store_ord
     }
     for (int i = 0; rc == STORE_OK && i < o->nlines; i++)
         rc = insert_line(c, out->info.order_id, &o->lines[i], o->lock_token);
-    if (rc != STORE_OK)
-        return rc;
-    store_order_written(o, out);
-    return STORE_OK;
+    return rc; /* store.c fills in the rest of out from o */
 }
 
 /* PGPROC_MAX_CACHED_SUBXIDS: the subtransaction ids a session shows other

@@ -9,12 +9,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "store_postgres_internal.h"
+#include "store_postgres_pool.h"
 
 #define RECONNECT_FIRST_MS 50 /* the reconnector's first pause... */
 #define RECONNECT_MAX_MS 1000 /* ...doubling up to this, while no request comes */
-
-static const store_backend *backend(void) { return &store_postgres; }
 
 /* PostgreSQL takes its URLs (postgresql:// or postgres://) and libpq's
  * key=value conninfo, told by its first word: a keyword and '=' (blanks
@@ -51,17 +49,28 @@ static pg_conn *conn_new(pg_store *s)
 {
     pg_conn *c = calloc(1, sizeof(*c));
     if (c) {
-        c->base.be = backend();
-        c->s = s;
+        c->base.be = s->base.be;
+        c->ses.cfg = &s->session;
     }
     return c;
 }
 
-int pg_open(const store_config *cfg, store **out, char *err, size_t errlen)
+static void conn_free(pg_conn *c)
+{
+    if (c) {
+        pg_session_close(&c->ses);
+        free(c);
+    }
+}
+
+int pg_pool_open(const store_config *cfg, const store_backend *be, const struct pg_stmt *stmts,
+                 int nstmts, store **out, char *err, size_t errlen)
 {
     if (check_conninfo(cfg->db, err, errlen) != STORE_OK)
         return STORE_ERR_IO;
     pg_store *s = calloc(1, sizeof(*s));
+    if (s)
+        s->base.be = be;
     pg_conn *c = s ? conn_new(s) : NULL;
     if (s == NULL || c == NULL || (s->db = strdup(cfg->db)) == NULL ||
         (cfg->password && (s->password = strdup(cfg->password)) == NULL)) {
@@ -72,10 +81,11 @@ int pg_open(const store_config *cfg, store **out, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return STORE_ERR_IO;
     }
-    s->base.be = backend();
     s->cfg = *cfg;
     s->cfg.db = s->db;
     s->cfg.password = NULL; /* s->password has it */
+    s->session = (pg_session_cfg){s->db, s->password, cfg->timeout_ms, cfg->sync_full, stmts,
+                                  nstmts};
     s->cfg.pool_size = cfg->pool_size < 1 ? 1 : cfg->pool_size > POOL_MAX ? POOL_MAX
                                                                           : cfg->pool_size;
     pthread_mutex_init(&s->mu, NULL);
@@ -85,16 +95,16 @@ int pg_open(const store_config *cfg, store **out, char *err, size_t errlen)
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&s->wake, &attr);
     pthread_condattr_destroy(&attr);
-    int rc = pg_session_open(c);
+    int rc = pg_session_open(&c->ses);
     if (rc != STORE_OK) {
-        snprintf(err, errlen, "%s", c->err);
-        if (c->refused) /* waiting for the server would not help */
+        snprintf(err, errlen, "%s", c->ses.err);
+        if (c->ses.refused) /* waiting for the server would not help */
             rc = STORE_ERR_IO;
     } else {
-        rc = pg_migrate(c, err, errlen);
+        rc = pg_migrate(&c->ses, err, errlen);
     }
     if (rc != STORE_OK) {
-        pg_conn_free(c);
+        conn_free(c);
         pg_close(&s->base);
         return rc;
     }
@@ -114,7 +124,7 @@ void pg_close(store *st)
     if (s->started)
         pthread_join(s->reconnector, NULL);
     for (int i = 0; i < s->nidle; i++)
-        pg_conn_free(s->idle[i]);
+        conn_free(s->idle[i]);
     pthread_cond_destroy(&s->wake);
     pthread_cond_destroy(&s->freed);
     pthread_mutex_destroy(&s->mu);
@@ -155,7 +165,7 @@ static void *reconnect(void *arg)
         pthread_mutex_unlock(&s->mu);
         if (c == NULL)
             c = conn_new(s);
-        int rc = c ? pg_session_open(c) : STORE_ERR_IO;
+        int rc = c ? pg_session_open(&c->ses) : STORE_ERR_IO;
         pthread_mutex_lock(&s->mu);
         if (rc == STORE_OK) {
             s->down_since = 0;
@@ -167,13 +177,13 @@ static void *reconnect(void *arg)
             }
             break;
         }
-        snprintf(s->down_err, sizeof(s->down_err), "%s", c ? c->err : "out of memory");
+        snprintf(s->down_err, sizeof(s->down_err), "%s", c ? c->ses.err : "out of memory");
         reconnect_pause(s, pause);
         pause = pause * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : pause * 2;
     }
     s->reconnecting = 0; /* with down_since, in one step: a new outage starts a new one */
     pthread_mutex_unlock(&s->mu);
-    pg_conn_free(c);
+    conn_free(c);
     return NULL;
 }
 
@@ -247,13 +257,13 @@ int pg_get(store *st, store_conn **out, char *err, size_t errlen)
     }
     if (c == NULL)
         c = conn_new(s);
-    int rc = c == NULL ? STORE_ERR_IO : pg_session_alive(c) ? STORE_OK
-                                      : down[0] ? STORE_ERR_UNAVAILABLE : pg_session_open(c);
+    int rc = c == NULL ? STORE_ERR_IO : pg_session_alive(&c->ses) ? STORE_OK
+                                      : down[0] ? STORE_ERR_UNAVAILABLE : pg_session_open(&c->ses);
     if (rc != STORE_OK) {
-        snprintf(err, errlen, "%s", c == NULL ? "out of memory" : down[0] ? down : c->err);
-        if (c && !down[0] && c->unreachable) /* not a session lost after its connect */
-            outage_begin(s, c->err);
-        pg_conn_free(c);
+        snprintf(err, errlen, "%s", c == NULL ? "out of memory" : down[0] ? down : c->ses.err);
+        if (c && !down[0] && c->ses.unreachable) /* not a session lost after its connect */
+            outage_begin(s, c->ses.err);
+        conn_free(c);
         pthread_mutex_lock(&s->mu);
         s->open--;
         pthread_cond_signal(&s->freed);
@@ -270,39 +280,13 @@ void pg_put(store *st, store_conn *conn)
 {
     pg_store *s = (pg_store *)st;
     pg_conn *c = CONN(conn);
-    pg_rollback(c);
-    if (c->pg && PQstatus(c->pg) != CONNECTION_OK)
-        pg_session_close(c);
+    pg_rollback(&c->ses);
+    if (c->ses.pg && PQstatus(c->ses.pg) != CONNECTION_OK)
+        pg_session_close(&c->ses);
     pthread_mutex_lock(&s->mu);
     s->idle[s->nidle++] = c; /* nidle <= open <= pool_size <= POOL_MAX */
     pthread_cond_signal(&s->freed);
     pthread_mutex_unlock(&s->mu);
 }
 
-const char *pg_errstr(const store_conn *c) { return CONN(c)->err; }
-
-int pg_ping(store_conn *conn)
-{
-    PGresult *r;
-    int rc = pg_exec(CONN(conn), ST_PING, NULL, &r);
-    PQclear(r);
-    return rc;
-}
-
-/* TRUNCATE gives the table a new, empty file, so the row needs a new page
- * where the tables live: the write that fails first when that disk is full
- * (most deductions fit in pages their tables already have). */
-int pg_probe_write(store_conn *conn)
-{
-    pg_conn *c = CONN(conn);
-    int rc = pg_command(c, "BEGIN");
-    if (rc == STORE_OK)
-        rc = pg_command(c, "TRUNCATE write_probe");
-    if (rc == STORE_OK)
-        rc = pg_command(c, "INSERT INTO write_probe DEFAULT VALUES");
-    if (rc == STORE_OK)
-        rc = pg_command(c, "COMMIT");
-    if (rc != STORE_OK)
-        pg_command(c, "ROLLBACK");
-    return rc;
-}
+const char *pg_errstr(const store_conn *c) { return CONN(c)->ses.err; }

@@ -1,31 +1,29 @@
 /* store_postgres_session.c - the PostgreSQL backend's sessions: one libpq
- * connection each, with its statements prepared once and every answer
- * awaited within a bound (store_postgres_io.c: a session that gives none in
- * time is dropped); errors mapped to store codes; the embedded migrations
- * (schema/postgres/) under an advisory lock, so replicas that start
- * together apply each file once. A COMMIT whose answer was lost is resolved
- * by the transaction's status (pg_xact_status) once the old session is
- * surely gone (pg_commit_in_doubt). The pool: store_postgres_pool.c. */
+ * connection each, with the statements of the table its user passes in
+ * prepared once and every answer awaited within a bound
+ * (store_postgres_io.c: a session that gives none in time is dropped);
+ * errors mapped to store codes; the embedded migrations (schema/postgres/)
+ * under an advisory lock, so replicas that start together apply each file
+ * once. Above it: the pool (store_postgres_pool.c), and the statements and
+ * transactions (store_postgres.c). */
 #include <poll.h>
 #include <string.h>
-#include <time.h>
 
-#include "store_postgres_internal.h"
+#include "store_backend.h" /* struct store_migration */
+#include "store_postgres_session.h"
 
 #define MIGRATION_LOCK 0x73746f636bLL /* pg_advisory_xact_lock key: "stock" */
 #define GRACE_MIN_MS 1000             /* an answer's grace past statement_timeout... */
 #define GRACE_MAX_MS 2000             /* ...a quarter of it, within these */
 #define CONNECT_MIN_MS 2000           /* a connect's least bound */
 #define MIGRATION_MS 300000           /* a migration's bound: it may wait for another's */
-#define IN_DOUBT_MS 10000             /* how long a lost COMMIT's outcome is looked for */
-#define IN_DOUBT_TEXT "10 s"
 
 extern const struct store_migration store_postgres_migrations[];
 extern const int store_postgres_migrations_count;
 
 /* libpq's messages: the first line (the rest is advice such as "This
  * probably means..."), without "ERROR:  ". */
-static void set_err(pg_conn *c, const char *what, const char *msg)
+static void set_err(pg_session *c, const char *what, const char *msg)
 {
     if (msg == NULL || *msg == '\0')
         msg = "unknown error";
@@ -42,7 +40,7 @@ static void set_err(pg_conn *c, const char *what, const char *msg)
  * disk_full (53100: a table, an index or a temporary file could not grow) is
  * FULL. The rest of class 53 - out_of_memory (53200), a configuration limit
  * - is IO: neither a disk an operator can free nor anything a retry fixes. */
-static int code_of(const pg_conn *c, const char *state)
+static int code_of(const pg_session *c, const char *state)
 {
     if (PQstatus(c->pg) != CONNECTION_OK || state == NULL || strncmp(state, "08", 2) == 0 ||
         strncmp(state, "57P0", 4) == 0 || strcmp(state, "53300") == 0)
@@ -61,7 +59,7 @@ static int code_of(const pg_conn *c, const char *state)
  * The first failure inside a transaction is kept: it aborted the
  * transaction, and what comes after in it (in_failed_sql_transaction, then
  * COMMIT's ROLLBACK) fails with that reason. */
-int pg_fail(pg_conn *c, const char *what, const PGresult *r)
+int pg_fail(pg_session *c, const char *what, const PGresult *r)
 {
     const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
     set_err(c, what, r && *PQresultErrorMessage(r) ? PQresultErrorMessage(r)
@@ -76,7 +74,7 @@ int pg_fail(pg_conn *c, const char *what, const PGresult *r)
     return rc;
 }
 
-int pg_rolled_back(pg_conn *c)
+int pg_rolled_back(pg_session *c)
 {
     snprintf(c->err, sizeof(c->err), "the transaction was rolled back%s%.200s",
              c->tx_rc ? " after " : "", c->tx_rc ? c->tx_err : "");
@@ -99,7 +97,7 @@ static int64_t deadline_in(int ms) { return ms > 0 ? pg_now_ms() + ms : INT64_MA
 /* The session's socket closed at once, with nothing more sent: what was
  * asked may still run on the server, to its statement_timeout. What the
  * caller knows of the transaction (in_tx, tx_xid) stays. */
-static void drop(pg_conn *c)
+static void drop(pg_session *c)
 {
     PQfinish(c->pg);
     c->pg = NULL;
@@ -107,7 +105,7 @@ static void drop(pg_conn *c)
 }
 
 /* A statement on a session already dropped: nothing to send it on. */
-static int no_session(pg_conn *c, const char *what)
+static int no_session(pg_session *c, const char *what)
 {
     snprintf(c->err, sizeof(c->err), "%s: the session to PostgreSQL was lost", what);
     return STORE_ERR_UNAVAILABLE;
@@ -115,7 +113,7 @@ static int no_session(pg_conn *c, const char *what)
 
 /* The answer to what was just sent (sent: PQsend*'s result), awaited for
  * ms: STORE_OK with *out the result (PQclear it), or the failure. */
-static int await(pg_conn *c, const char *what, int sent, int ms, PGresult **out)
+static int await(pg_session *c, const char *what, int sent, int ms, PGresult **out)
 {
     int timed_out = 0;
     PGresult *r = sent ? pg_io_await(c->pg, deadline_in(ms), &timed_out) : NULL;
@@ -138,22 +136,22 @@ static int await(pg_conn *c, const char *what, int sent, int ms, PGresult **out)
 
 /* Runs prepared statement id (preparing it on this session's first use).
  * STORE_OK with *out the result (PQclear it), or the failure. */
-int pg_exec_waiting(pg_conn *c, enum stmt_id id, const struct params *p, int wait_ms,
+int pg_exec_waiting(pg_session *c, int id, const struct params *p, int wait_ms,
                     PGresult **out)
 {
     *out = NULL;
     if (c->pg == NULL)
-        return no_session(c, pg_stmts[id].what);
-    int ms = answer_ms(c->s->cfg.timeout_ms);
+        return no_session(c, c->cfg->stmts[id].what);
+    int ms = answer_ms(c->cfg->timeout_ms);
     char name[8];
     snprintf(name, sizeof(name), "s%d", (int)id);
     if (!c->prepared[id]) {
         Oid types[PARAMS_MAX];
-        int n = (int)strlen(pg_stmts[id].types);
+        int n = (int)strlen(c->cfg->stmts[id].types);
         for (int i = 0; i < n; i++)
-            types[i] = pg_stmts[id].types[i] == 't' ? 25 : 20; /* text, int8 */
+            types[i] = c->cfg->stmts[id].types[i] == 't' ? 25 : 20; /* text, int8 */
         PGresult *r;
-        int rc = await(c, "prepare", PQsendPrepare(c->pg, name, pg_stmts[id].sql, n, types),
+        int rc = await(c, "prepare", PQsendPrepare(c->pg, name, c->cfg->stmts[id].sql, n, types),
                        ms, &r);
         PQclear(r);
         if (rc != STORE_OK)
@@ -161,17 +159,17 @@ int pg_exec_waiting(pg_conn *c, enum stmt_id id, const struct params *p, int wai
         c->prepared[id] = 1;
     }
     int sent = PQsendQueryPrepared(c->pg, name, p ? p->n : 0, p ? p->v : NULL, NULL, NULL, 0);
-    return await(c, pg_stmts[id].what, sent, ms > 0 && wait_ms > 0 ? ms + wait_ms : ms, out);
+    return await(c, c->cfg->stmts[id].what, sent, ms > 0 && wait_ms > 0 ? ms + wait_ms : ms, out);
 }
 
-int pg_exec(pg_conn *c, enum stmt_id id, const struct params *p, PGresult **out)
+int pg_exec(pg_session *c, int id, const struct params *p, PGresult **out)
 {
     return pg_exec_waiting(c, id, p, 0, out);
 }
 
 /* A statement of one row at most: STORE_OK with the row in *out,
  * STORE_ERR_NOT_FOUND, or the failure. */
-int pg_exec_row(pg_conn *c, enum stmt_id id, const struct params *p, PGresult **out)
+int pg_exec_row(pg_session *c, int id, const struct params *p, PGresult **out)
 {
     int rc = pg_exec(c, id, p, out);
     if (rc == STORE_OK && PQntuples(*out) == 0) {
@@ -183,7 +181,7 @@ int pg_exec_row(pg_conn *c, enum stmt_id id, const struct params *p, PGresult **
 }
 
 /* sql as plain text, its answer awaited for ms. */
-static int query_within(pg_conn *c, const char *sql, int ms, PGresult **out)
+static int query_within(pg_session *c, const char *sql, int ms, PGresult **out)
 {
     *out = NULL;
     if (c->pg == NULL)
@@ -191,13 +189,13 @@ static int query_within(pg_conn *c, const char *sql, int ms, PGresult **out)
     return await(c, sql, PQsendQuery(c->pg, sql), ms, out);
 }
 
-int pg_query(pg_conn *c, const char *sql, PGresult **out)
+int pg_query(pg_session *c, const char *sql, PGresult **out)
 {
-    return query_within(c, sql, answer_ms(c->s->cfg.timeout_ms), out);
+    return query_within(c, sql, answer_ms(c->cfg->timeout_ms), out);
 }
 
 /* A statement run as plain text (BEGIN, COMMIT, SET, a migration). */
-int pg_command(pg_conn *c, const char *sql)
+int pg_command(pg_session *c, const char *sql)
 {
     PGresult *r;
     int rc = pg_query(c, sql, &r);
@@ -205,7 +203,7 @@ int pg_command(pg_conn *c, const char *sql)
     return rc;
 }
 
-int pg_in_transaction(pg_conn *c)
+int pg_in_transaction(pg_session *c)
 {
     if (c->in_tx)
         return 1;
@@ -213,7 +211,7 @@ int pg_in_transaction(pg_conn *c)
     return 0;
 }
 
-void pg_rollback(pg_conn *c)
+void pg_rollback(pg_session *c)
 {
     if (c->in_tx && PQstatus(c->pg) == CONNECTION_OK)
         pg_command(c, "ROLLBACK");
@@ -224,7 +222,7 @@ void pg_rollback(pg_conn *c)
 
 /* ---- sessions ---- */
 
-void pg_session_close(pg_conn *c)
+void pg_session_close(pg_session *c)
 {
     PQfinish(c->pg);
     c->pg = NULL;
@@ -240,9 +238,9 @@ static void ignore_notice(void *arg, const char *message) { (void)arg, (void)mes
  * --db-timeout-ms too, but at least CONNECT_MIN_MS: a loaded server takes
  * a while to start a backend. c->unreachable tells a failed connect from a
  * session lost after it, c->refused a final refusal from the rest. */
-int pg_session_open(pg_conn *c)
+int pg_session_open(pg_session *c)
 {
-    const store_config *cfg = &c->s->cfg;
+    const pg_session_cfg *cfg = c->cfg;
     char options[96], why[256];
     /* --sync normal: as on SQLite, a crash of the server may lose the last
      * commits but never half of one */
@@ -250,8 +248,8 @@ int pg_session_open(pg_conn *c)
              cfg->timeout_ms, cfg->sync_full ? "on" : "off");
     /* after dbname, so that these override what the URL says */
     const char *keys[] = {"dbname", "options", "application_name",
-                          c->s->password ? "password" : NULL, NULL};
-    const char *values[] = {c->s->db, options, "stockd", c->s->password, NULL};
+                          cfg->password ? "password" : NULL, NULL};
+    const char *values[] = {cfg->db, options, "stockd", cfg->password, NULL};
     int timed_out, ms = cfg->timeout_ms > CONNECT_MIN_MS ? cfg->timeout_ms : CONNECT_MIN_MS;
     pg_session_close(c);
     c->pg = pg_io_connect(keys, values, deadline_in(ms), &timed_out);
@@ -289,7 +287,7 @@ int pg_session_open(pg_conn *c)
  * read unless the server spoke first - as it does when it ends the session
  * (a restart, pg_terminate_backend: FATAL, then EOF) - so one that has
  * something to read is replaced, rather than left to fail a request. */
-int pg_session_alive(pg_conn *c)
+int pg_session_alive(pg_session *c)
 {
     if (c->pg == NULL || PQstatus(c->pg) != CONNECTION_OK)
         return 0;
@@ -297,16 +295,8 @@ int pg_session_alive(pg_conn *c)
     return poll(&p, 1, 0) == 0;
 }
 
-void pg_conn_free(pg_conn *c)
-{
-    if (c) {
-        pg_session_close(c);
-        free(c);
-    }
-}
-
 /* A migration's step that may run long, or wait for another replica's. */
-static int migration_step(pg_conn *c, const char *sql)
+static int migration_step(pg_session *c, const char *sql)
 {
     PGresult *r;
     int rc = query_within(c, sql, MIGRATION_MS, &r);
@@ -317,7 +307,7 @@ static int migration_step(pg_conn *c, const char *sql)
 /* Applies every embedded schema file the database has not seen, in one
  * transaction under an advisory lock: replicas starting together wait for
  * each other, and the later ones find the work done. */
-int pg_migrate(pg_conn *c, char *err, size_t errlen)
+int pg_migrate(pg_session *c, char *err, size_t errlen)
 {
     char sql[160], lock[64];
     PGresult *r = NULL;
@@ -351,59 +341,4 @@ int pg_migrate(pg_conn *c, char *err, size_t errlen)
         snprintf(err, errlen, "schema migration failed: %s", c->err);
     }
     return rc;
-}
-
-/* What became of transaction p (its xid8, in text): 1 committed, 0 rolled
- * back or never committed (a crash), -1 not yet known (still running) or
- * not asked (the session failed). */
-static int xact_status(pg_conn *c, const struct params *p)
-{
-    PGresult *r;
-    if (pg_exec_row(c, ST_XACT_STATUS, p, &r) != STORE_OK)
-        return -1;
-    const char *st = PQgetisnull(r, 0, 0) ? "" : PQgetvalue(r, 0, 0);
-    int known = strcmp(st, "committed") == 0 ? 1 : strcmp(st, "aborted") == 0 ? 0 : -1;
-    PQclear(r);
-    return known;
-}
-
-/* A COMMIT whose answer never came: it may or may not have happened. Once
- * the old session is surely gone - terminated, and no longer in
- * pg_stat_activity, which a backend leaves only after its transaction has
- * ended - the transaction is committed or aborted for good, and
- * pg_xact_status says which (whatever it wrote: orders, an item, a stock).
- * Until then (a backend stopped, or slow to die mid-commit) nothing can be
- * told: a commit not visible yet may still land. Looked into on a fresh
- * session until IN_DOUBT_MS - a server that is restarting comes back
- * meanwhile. */
-int pg_commit_in_doubt(pg_conn *c)
-{
-    char lost[sizeof(c->err)], sql[200]; /* lost: why COMMIT failed, for the message */
-    struct params p = {0};
-    p_int(&p, c->tx_xid); /* now: opening a session forgets it */
-    snprintf(lost, sizeof(lost), "%s", c->err);
-    snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-             "WHERE pid = %d AND backend_start::text = '%s'", c->pid, c->started);
-    int fresh = 0, there = 0; /* there: the old session, when last looked for */
-    for (int64_t end = pg_now_ms() + IN_DOUBT_MS; pg_now_ms() < end;) {
-        PGresult *r = NULL;
-        if (!fresh || c->pg == NULL || PQstatus(c->pg) != CONNECTION_OK)
-            fresh = pg_session_open(c) == STORE_OK; /* never the old session: it's in doubt */
-        int known = -1;
-        if (fresh && pg_query(c, sql, &r) == STORE_OK && !(there = PQntuples(r) > 0))
-            known = xact_status(c, &p);
-        PQclear(r);
-        if (known == 1)
-            return STORE_OK;
-        if (known == 0) {
-            snprintf(c->err, sizeof(c->err), "%.180s; nothing was written", lost);
-            return STORE_ERR_UNAVAILABLE;
-        }
-        struct timespec pause = {0, 100 * 1000000L};
-        nanosleep(&pause, NULL);
-    }
-    snprintf(c->err, sizeof(c->err), "%.140s; %s: whether it committed is unknown", lost,
-             there ? "its session still ran on PostgreSQL after " IN_DOUBT_TEXT
-                     " and may yet commit" : "PostgreSQL stayed away");
-    return STORE_ERR_IN_DOUBT;
 }
