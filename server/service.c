@@ -102,24 +102,15 @@ char *service_metrics_text(service *s, uint64_t reaped, size_t *len)
     return metrics_render(s->metrics, &x, len);
 }
 
-/* Clears out and takes a store connection; NULL with the failure in out. */
+/* Clears out and takes a store connection; NULL with the failure in out
+ * (mapped as any store result: store_get tells why in err, having no
+ * connection to say it on). */
 static store_conn *begin(service *s, service_result *out)
 {
     char err[256];
     store_conn *c;
     memset(out, 0, sizeof(*out));
-    switch (store_get(s->store, &c, err, sizeof(err))) {
-    case STORE_OK: break;
-    case STORE_ERR_UNAVAILABLE:
-        service_fail(out, SERVICE_STORAGE_UNAVAILABLE, "database unavailable: %s", err);
-        break;
-    case STORE_ERR_BUSY: service_fail(out, SERVICE_STORAGE_BUSY, "database busy: %s", err); break;
-    case STORE_ERR_FULL:
-        service_fail(out, SERVICE_STORAGE_FULL, "the database's disk is full (%s); nothing "
-                     "written", err);
-        break;
-    default: service_fail(out, SERVICE_STORAGE_ERROR, "storage error: %s", err); break;
-    }
+    service_from_store_text(out, store_get(s->store, &c, err, sizeof(err)), err);
     return c;
 }
 

@@ -149,7 +149,11 @@ extern const char *const service_outcome_names[SERVICE_OUTCOME_COUNT];
 int service_fail(service_result *out, enum service_outcome o, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Maps a store result on c to out (rc STORE_OK leaves out alone). */
+/* Maps a store result to out, detail saying what went wrong (rc STORE_OK
+ * leaves out alone); returns the outcome. */
+int service_from_store_text(service_result *out, int rc, const char *detail);
+
+/* service_from_store_text for a result on c, whose store_errstr is the detail. */
 int service_from_store(service_result *out, int rc, const store_conn *c);
 
 /* Maps a store result for order r (NULL: not an order); STORE_ERR_DUPLICATE

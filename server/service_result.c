@@ -50,36 +50,39 @@ int service_fail(service_result *out, enum service_outcome o, const char *fmt, .
     return o;
 }
 
-int service_from_store(service_result *out, int rc, const store_conn *c)
+int service_from_store_text(service_result *out, int rc, const char *detail)
 {
     switch (rc) {
     case STORE_OK: return out->outcome;
     case STORE_ERR_NOT_FOUND: return service_fail(out, SERVICE_NOT_FOUND, "no item with this id");
     case STORE_ERR_STALE:
         return service_fail(out, SERVICE_LOCK_LOST,
-                            "stale lock holder refused by fencing (%s); nothing deducted",
-                            store_errstr(c));
+                            "stale lock holder refused by fencing (%s); nothing deducted", detail);
     case STORE_ERR_BUSY:
-        return service_fail(out, SERVICE_STORAGE_BUSY, "database busy: %s", store_errstr(c));
+        return service_fail(out, SERVICE_STORAGE_BUSY, "database busy: %s", detail);
     case STORE_ERR_UNAVAILABLE:
         return service_fail(out, SERVICE_STORAGE_UNAVAILABLE, "database unavailable: %s; "
-                            "nothing written", store_errstr(c));
+                            "nothing written", detail);
     case STORE_ERR_IN_DOUBT:
         return service_fail(out, SERVICE_COMMIT_UNKNOWN, "%s; it may have been written: a retry "
                             "with the same requestId answers the order if it was, and GET "
-                            "/items/{id} shows the stock", store_errstr(c));
+                            "/items/{id} shows the stock", detail);
     case STORE_ERR_LOCK_TIMEOUT:
-        return service_fail(out, SERVICE_LOCK_TIMEOUT, "%s; try again", store_errstr(c));
+        return service_fail(out, SERVICE_LOCK_TIMEOUT, "%s; try again", detail);
     case STORE_ERR_FULL:
         return service_fail(out, SERVICE_STORAGE_FULL, "the database's disk is full (%s); "
-                            "nothing written, and writes resume once space is freed",
-                            store_errstr(c));
+                            "nothing written, and writes resume once space is freed", detail);
     case STORE_ERR_VETOED: /* only the drain check vetoes */
         return service_fail(out, SERVICE_SHUTTING_DOWN,
                             "server is shutting down; nothing deducted");
     default:
-        return service_fail(out, SERVICE_STORAGE_ERROR, "storage error: %s", store_errstr(c));
+        return service_fail(out, SERVICE_STORAGE_ERROR, "storage error: %s", detail);
     }
+}
+
+int service_from_store(service_result *out, int rc, const store_conn *c)
+{
+    return rc == STORE_OK ? (int)out->outcome : service_from_store_text(out, rc, store_errstr(c));
 }
 
 /* What Redis last told us. */
