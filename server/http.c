@@ -1,5 +1,8 @@
-/* http.c - stockd's HTTP server: libmicrohttpd plumbing (request bodies,
- * limits, graceful stop), JSON responses, and the route handlers. */
+/* http.c - stockd's HTTP server, the libmicrohttpd plumbing: the daemon and
+ * its connection callbacks, request bodies within their limits, the framing
+ * check, deadlines (reaper.c), the refusals no route gets to see, sending
+ * the answer, and a graceful stop. What each route answers is the handler's
+ * (handlers.c, given to http_start): this file knows no route's meaning. */
 #include "http.h"
 
 #include <arpa/inet.h>
@@ -30,35 +33,24 @@
 #else
 #define STACK_SIZE (512 * 1024)
 #endif
-#define ORDERS_DEFAULT 100 /* an item's orders shown when ?limit= is not given */
 
 struct http_server {
     http_config cfg;
     service *svc;
+    http_handler *handle;
     struct MHD_Daemon *daemon;
     reaper *reaper; /* deadlines for slow senders */
     _Atomic int draining;
 };
 
 /* Per-request state, from the headers to NOTIFY_COMPLETED. */
-struct request {
+struct req_state {
     char *body;
     size_t len;
     size_t discarded;
     int too_large;
     int framing;         /* req_check_framing's code: not REQ_OK refuses it unread */
     char framing_err[128];
-};
-
-/* What a handler answers: a status, a JSON body (or text), optional headers. */
-struct reply {
-    int status;
-    json_t *json;      /* owned; NULL when text is set */
-    char *text;        /* owned, malloc'd (metrics) */
-    size_t text_len;
-    char location[64]; /* "" = no header */
-    int retry_after;   /* seconds; 0 = no header */
-    const char *allow; /* 405 */
 };
 
 /* Length of the well-formed UTF-8 sequence at s (n bytes left): 1..4, or 0
@@ -80,10 +72,8 @@ static size_t utf8_len(const unsigned char *s, size_t n)
     return len;
 }
 
-/* A JSON string of s with every byte that is not part of valid UTF-8 (raw
- * bytes from a URL, a message cut mid-character) replaced by U+FFFD: jansson
- * refuses invalid UTF-8, and an answer must never fail to build for it. */
-static json_t *json_text(const char *s)
+/* Raw bytes from a URL, a message cut mid-character: replaced, not refused. */
+json_t *http_json_text(const char *s)
 {
     size_t n = strlen(s), used = 0;
     char *out = malloc(3 * n + 1);
@@ -102,9 +92,7 @@ static json_t *json_text(const char *s)
     return j;
 }
 
-static void reply_error(struct reply *r, int status, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void reply_error(struct reply *r, int status, const char *code, const char *fmt, ...)
+void http_reply_error(http_reply *r, int status, const char *code, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -113,10 +101,10 @@ static void reply_error(struct reply *r, int status, const char *code, const cha
     va_end(ap);
     json_decref(r->json);
     r->status = status;
-    r->json = json_pack("{s:s, s:o}", "error", code, "message", json_text(msg));
+    r->json = json_pack("{s:s, s:o}", "error", code, "message", http_json_text(msg));
 }
 
-static enum MHD_Result send_reply(struct MHD_Connection *conn, struct reply *r, int closing)
+static enum MHD_Result send_reply(struct MHD_Connection *conn, http_reply *r, int closing)
 {
     char *body = r->text;
     size_t len = r->text_len;
@@ -149,349 +137,46 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, struct reply *r, 
     return ok;
 }
 
-/* ---- answers of the service ---- */
-
-static const struct {
-    int status;
-    int retry_after;
-} outcome_http[SERVICE_OUTCOME_COUNT] = {
-    [SERVICE_OK] = {200, 0},           [SERVICE_REPLAYED] = {200, 0},
-    [SERVICE_NOT_FOUND] = {404, 0},    [SERVICE_ORDER_NOT_FOUND] = {404, 0},
-    [SERVICE_INSUFFICIENT] = {409, 0},
-    [SERVICE_CONFLICT] = {409, 0},     [SERVICE_LOCK_TIMEOUT] = {503, 1},
-    [SERVICE_LOCK_INTERRUPTED] = {503, 0}, [SERVICE_LOCK_LOST] = {503, 0},
-    [SERVICE_REDIS_DOWN] = {503, 1},   [SERVICE_STORAGE_BUSY] = {503, 1},
-    [SERVICE_STORAGE_UNAVAILABLE] = {503, 1}, [SERVICE_COMMIT_UNKNOWN] = {503, 1},
-    [SERVICE_STORAGE_ERROR] = {500, 0},    [SERVICE_SHUTTING_DOWN] = {503, 0},
-    /* not 503 with Retry-After: every replica shares the full disk (one SQLite
-     * file, one PostgreSQL server), so "again soon, or elsewhere" would only
-     * multiply the load until an operator frees space (RFC 4918, 11.5) */
-    [SERVICE_STORAGE_FULL] = {507, 0},
-};
-
-/* A failed outcome as its error answer; 0 when the outcome is a success. */
-static int reply_failure(struct reply *r, const service_result *res)
+/* What no handler gets to see: a drain, a body framed two ways or too
+ * large, a path or method no route takes. 1 with the refusal in r, else 0. */
+static int refuse(const struct req_state *rq, const route_result *rt, const char *method,
+                  const char *url, int closing, http_reply *r)
 {
-    enum service_outcome o = res->outcome;
-    if (o == SERVICE_OK || o == SERVICE_REPLAYED)
-        return 0;
-    reply_error(r, outcome_http[o].status, service_outcome_name(o), "%s", res->message);
-    r->retry_after = outcome_http[o].retry_after;
-    return 1;
-}
-
-static json_t *request_id_json(const store_order_info *o)
-{
-    return o->has_request_id ? json_text(o->request_id) : json_null();
-}
-
-static json_t *short_json(const service_short_line *l)
-{
-    return json_pack("{s:I, s:I, s:I}", "itemId", (json_int_t)l->item_id, "remaining",
-                     (json_int_t)l->remaining, "requested", (json_int_t)l->requested);
-}
-
-/* A body parse failure as its 400 answer; 0 when the body parsed. */
-static int reply_bad_body(struct reply *r, int rc, const char *err)
-{
-    if (rc == REQ_OK)
-        return 0;
-    reply_error(r, 400, rc == REQ_ERR_JSON ? "invalid_json" : "invalid_request", "%s", err);
-    return 1;
-}
-
-/* ---- /reduceStock ---- */
-
-static void handle_reduce(http_server *s, const struct request *rq, struct reply *r)
-{
-    req_order req;
-    char err[256];
-    if (reply_bad_body(r, req_parse_reduce(rq->body, rq->len, &req, err, sizeof(err)), err))
-        return;
-    service_result res;
-    service_reduce(s->svc, &req, &res);
-    if (reply_failure(r, &res)) {
-        if (res.outcome == SERVICE_INSUFFICIENT) { /* its line's figures, at the top level */
-            json_t *line = short_json(&res.shorts[0]);
-            json_object_update(r->json, line);
-            json_decref(line);
-        }
-        return;
-    }
-    const store_order *o = &res.order;
-    r->status = 200;
-    r->json = json_pack("{s:I, s:I, s:I, s:I, s:o, s:b}", "itemId",
-                        (json_int_t)o->lines[0].item_id, "quantity",
-                        (json_int_t)o->lines[0].quantity, "remaining",
-                        (json_int_t)o->lines[0].remaining, "orderId",
-                        (json_int_t)o->info.order_id, "requestId", request_id_json(&o->info),
-                        "replayed", res.outcome == SERVICE_REPLAYED);
-}
-
-/* ---- /orders and /orders/{id} ---- */
-
-static void handle_order(http_server *s, const struct request *rq, struct reply *r)
-{
-    req_order req;
-    char err[256];
-    if (reply_bad_body(r, req_parse_order(rq->body, rq->len, &req, err, sizeof(err)), err))
-        return;
-    service_result res;
-    service_place_order(s->svc, &req, &res);
-    if (reply_failure(r, &res)) {
-        if (res.outcome == SERVICE_INSUFFICIENT) {
-            json_t *lines = json_array();
-            for (int i = 0; i < res.nshort; i++)
-                json_array_append_new(lines, short_json(&res.shorts[i]));
-            json_object_set_new(r->json, "lines", lines);
-        }
-        return;
-    }
-    const store_order *o = &res.order;
-    json_t *lines = json_array();
-    for (int i = 0; i < o->nlines; i++)
-        json_array_append_new(lines, json_pack("{s:I, s:I, s:I}", "itemId",
-                                               (json_int_t)o->lines[i].item_id, "quantity",
-                                               (json_int_t)o->lines[i].quantity, "remaining",
-                                               (json_int_t)o->lines[i].remaining));
-    r->status = res.outcome == SERVICE_REPLAYED ? 200 : 201; /* a replay creates nothing */
-    if (r->status == 201)
-        snprintf(r->location, sizeof(r->location), "/orders/%lld", (long long)o->info.order_id);
-    r->json = json_pack("{s:I, s:o, s:o, s:b}", "orderId", (json_int_t)o->info.order_id,
-                        "requestId", request_id_json(&o->info), "lines", lines, "replayed",
-                        res.outcome == SERVICE_REPLAYED);
-}
-
-static void show_order(http_server *s, const route_result *rt, struct reply *r)
-{
-    service_result res;
-    service_get_order(s->svc, rt->path_id, &res);
-    if (reply_failure(r, &res))
-        return;
-    const store_order *o = &res.order;
-    json_t *lines = json_array();
-    for (int i = 0; i < o->nlines; i++) {
-        const store_line *l = &o->lines[i];
-        json_array_append_new(lines, json_pack("{s:I, s:I, s:I, s:I, s:i}", "itemId",
-                                               (json_int_t)l->item_id, "quantity",
-                                               (json_int_t)l->quantity, "remaining",
-                                               (json_int_t)l->remaining, "fence",
-                                               (json_int_t)l->fence.fence, "fenceSeq",
-                                               l->fence.seq));
-    }
-    r->status = 200;
-    r->json = json_pack("{s:I, s:o, s:o, s:s, s:s, s:o}", "orderId",
-                        (json_int_t)o->info.order_id, "requestId", request_id_json(&o->info),
-                        "instance", json_text(o->info.instance), "lockMode", o->info.lock_mode,
-                        "createdAt", o->info.created_at, "lines", lines);
-}
-
-/* ---- /items and /items/{id} ---- */
-
-static json_t *item_json(const store_item *it)
-{
-    return json_pack("{s:I, s:o, s:I, s:I}", "id", (json_int_t)it->id, "name",
-                     json_text(it->name), "stock", (json_int_t)it->stock, "sold",
-                     (json_int_t)it->sold);
-}
-
-static void add_item(const store_item *it, void *arr) { json_array_append_new(arr, item_json(it)); }
-
-/* One of an item's lines, as one of "the orders that took from it". */
-static void add_line(const store_order_info *o, const store_line *l, void *arr)
-{
-    json_array_append_new(
-        arr, json_pack("{s:I, s:I, s:I, s:o, s:o, s:s, s:I, s:i, s:s}", "orderId",
-                       (json_int_t)o->order_id, "quantity", (json_int_t)l->quantity, "remaining",
-                       (json_int_t)l->remaining, "requestId", request_id_json(o), "instance",
-                       json_text(o->instance), "lockMode", o->lock_mode, "fence",
-                       (json_int_t)l->fence.fence, "fenceSeq", l->fence.seq, "createdAt",
-                       o->created_at));
-}
-
-/* One page of a listing: ?limit= rows (at most RULE_PAGE_MAX) after the row
- * whose id is ?after= in the listing's order. Memory per answer stays
- * bounded however long the ledger grows. */
-struct page {
-    int64_t limit, after; /* after 0: from the start */
-};
-
-/* Reads ?limit= and ?after=. Returns 0, or -1 with a 400 in r. */
-static int page_args(struct MHD_Connection *conn, int64_t def, struct page *p, struct reply *r)
-{
-    const char *limit = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "limit");
-    const char *after = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "after");
-    if (req_parse_int_arg(limit, def, 0, RULE_PAGE_MAX, &p->limit) != 0) {
-        reply_error(r, 400, "invalid_request", "limit must be 0..%d; page on with ?after=",
-                    RULE_PAGE_MAX);
-        return -1;
-    }
-    if (req_parse_int_arg(after, 0, 0, INT64_MAX, &p->after) != 0) {
-        reply_error(r, 400, "invalid_request", "after must be an id 0..%lld", (long long)INT64_MAX);
-        return -1;
-    }
-    return 0;
-}
-
-/* The service was asked for limit + 1 rows: when it had more than limit,
- * the last is dropped and "nextAfter" names the id to page on from (else
- * null). */
-static void page_finish(json_t *obj, json_t *rows, const struct page *p, const char *id_key)
-{
-    json_t *next = json_null();
-    if (json_array_size(rows) > (size_t)p->limit) {
-        json_array_remove(rows, json_array_size(rows) - 1);
-        next = json_object_get(json_array_get(rows, json_array_size(rows) - 1), id_key);
-        next = next ? json_incref(next) : json_null();
-    }
-    json_object_set_new(obj, "nextAfter", next);
-}
-
-static void list_items(http_server *s, struct MHD_Connection *conn, struct reply *r)
-{
-    struct page p;
-    if (page_args(conn, RULE_PAGE_MAX, &p, r) != 0)
-        return;
-    json_t *items = json_array();
-    service_result res;
-    service_list_items(s->svc, p.after, (int)p.limit + 1, add_item, items, &res);
-    if (reply_failure(r, &res)) {
-        json_decref(items);
-        return;
-    }
-    r->status = 200;
-    r->json = json_pack("{s:o}", "items", items);
-    page_finish(r->json, items, &p, "id");
-}
-
-static void create_item(http_server *s, const struct request *rq, struct reply *r)
-{
-    req_item req;
-    char err[256];
-    if (reply_bad_body(r, req_parse_item(rq->body, rq->len, 1, &req, err, sizeof(err)), err))
-        return;
-    service_result res;
-    service_create_item(s->svc, &req, &res);
-    if (reply_failure(r, &res))
-        return;
-    snprintf(r->location, sizeof(r->location), "/items/%lld", (long long)res.item.id);
-    r->status = 201;
-    r->json = item_json(&res.item);
-}
-
-static void set_stock(http_server *s, const route_result *rt, const struct request *rq,
-                      struct reply *r)
-{
-    req_item req;
-    char err[256];
-    if (reply_bad_body(r, req_parse_item(rq->body, rq->len, 0, &req, err, sizeof(err)), err))
-        return;
-    service_result res;
-    service_set_stock(s->svc, rt->path_id, req.stock, &res);
-    if (reply_failure(r, &res))
-        return;
-    r->status = 200;
-    r->json = item_json(&res.item);
-}
-
-static void show_item(http_server *s, struct MHD_Connection *conn, const route_result *rt,
-                      struct reply *r)
-{
-    struct page p;
-    if (page_args(conn, ORDERS_DEFAULT, &p, r) != 0)
-        return;
-    json_t *orders = json_array();
-    service_result res;
-    service_item_ledger(s->svc, rt->path_id, p.after, (int)p.limit + 1, add_line, orders, &res);
-    if (reply_failure(r, &res)) {
-        json_decref(orders);
-        return;
-    }
-    r->status = 200;
-    r->json = item_json(&res.item);
-    json_object_set_new(r->json, "orderCount", json_integer(res.item.line_count));
-    json_object_set_new(r->json, "orders", orders);
-    page_finish(r->json, orders, &p, "orderId");
-}
-
-/* ---- /health and /metrics ---- */
-
-static void handle_health(http_server *s, struct reply *r)
-{
-    service_health h;
-    service_check_health(s->svc, &h);
-    /* a full disk is not 200: nothing can be sold here (nor on the replicas
-     * that share that disk), though reads still answer */
-    r->status = h.ok && !h.storage_full ? 200 : 503;
-    r->json = json_pack("{s:s, s:o, s:s, s:b, s:o, s:s, s:o}", "status",
-                        !h.ok ? "unavailable" : h.degraded || h.storage_full ? "degraded" : "ok",
-                        "storage", json_text(h.storage), "storageBackend", h.backend,
-                        "storageFull", h.storage_full, "redis", json_text(h.redis), "lockMode",
-                        h.lock_mode, "instance", json_text(h.instance));
-    if (h.nodes > 0) { /* each Redis server, for the operator */
-        json_t *nodes = json_array();
-        for (int i = 0; i < h.nodes; i++)
-            json_array_append_new(nodes, json_pack("{s:o, s:b}", "node",
-                                                   json_text(h.node[i].name), "up",
-                                                   h.node[i].up));
-        json_object_set_new(r->json, "redisNodes", nodes);
-    }
-}
-
-static void handle_metrics(http_server *s, struct reply *r)
-{
-    r->text = service_metrics_text(s->svc, reaper_reaped(s->reaper), &r->text_len);
-    if (r->text == NULL)
-        reply_error(r, 500, "out_of_memory", "cannot render metrics");
+    if (closing)
+        http_reply_error(r, 503, "shutting_down", "server is shutting down; retry elsewhere");
+    else if (rq->framing == REQ_ERR_CODING)
+        http_reply_error(r, 501, "unsupported_transfer_coding", "%s", rq->framing_err);
+    else if (rq->framing != REQ_OK)
+        http_reply_error(r, 400, "bad_framing", "%s", rq->framing_err);
+    else if (rt->id == ROUTE_NOT_FOUND)
+        http_reply_error(r, 404, "not_found", "no route %s %s", method, url);
+    else if (!rt->method_ok)
+        http_reply_error(r, 405, "method_not_allowed", "%s is not allowed here; use %s", method,
+                         rt->allow);
+    else if (rt->bad_id)
+        http_reply_error(r, 400, "invalid_request", "item id must be an integer 1..%lld",
+                         (long long)INT64_MAX);
+    else if (rq->too_large)
+        http_reply_error(r, 413, "body_too_large", "request body over %d bytes", RULE_BODY_MAX);
     else
-        r->status = 200;
-}
-
-/* ---- dispatch ---- */
-
-static void dispatch(http_server *s, struct MHD_Connection *conn, const char *method,
-                     const route_result *rt, const struct request *rq, struct reply *r)
-{
-    int post = strcmp(method, "POST") == 0, put = strcmp(method, "PUT") == 0;
-    switch (rt->id) {
-    case ROUTE_METRICS: handle_metrics(s, r); break;
-    case ROUTE_HEALTH: handle_health(s, r); break;
-    case ROUTE_REDUCE: handle_reduce(s, rq, r); break;
-    case ROUTE_ITEMS: post ? create_item(s, rq, r) : list_items(s, conn, r); break;
-    case ROUTE_ORDERS: handle_order(s, rq, r); break;
-    case ROUTE_ORDER: show_order(s, rt, r); break;
-    default: put ? set_stock(s, rt, rq, r) : show_item(s, conn, rt, r); break;
-    }
+        return 0;
+    return 1;
 }
 
 static enum MHD_Result respond(http_server *s, struct MHD_Connection *conn, const char *url,
-                               const char *method, struct request *rq)
+                               const char *method, struct req_state *rq)
 {
-    struct reply r = {0};
+    http_reply r = {0};
     route_result rt;
     route_match(method, url, &rt);
     service_enter(s->svc); /* before reading the flag: draining can't miss us */
     int closing = atomic_load(&s->draining);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (closing)
-        reply_error(&r, 503, "shutting_down", "server is shutting down; retry elsewhere");
-    else if (rq->framing == REQ_ERR_CODING)
-        reply_error(&r, 501, "unsupported_transfer_coding", "%s", rq->framing_err);
-    else if (rq->framing != REQ_OK)
-        reply_error(&r, 400, "bad_framing", "%s", rq->framing_err);
-    else if (rt.id == ROUTE_NOT_FOUND)
-        reply_error(&r, 404, "not_found", "no route %s %s", method, url);
-    else if (!rt.method_ok)
-        reply_error(&r, 405, "method_not_allowed", "%s is not allowed here; use %s", method,
-                    rt.allow);
-    else if (rt.bad_id)
-        reply_error(&r, 400, "invalid_request", "item id must be an integer 1..%lld",
-                    (long long)INT64_MAX);
-    else if (rq->too_large)
-        reply_error(&r, 413, "body_too_large", "request body over %d bytes", RULE_BODY_MAX);
-    else
-        dispatch(s, conn, method, &rt, rq, &r);
+    if (!refuse(rq, &rt, method, url, closing, &r)) {
+        http_request req = {s, s->svc, method, url, &rt, rq->body, rq->len, conn};
+        s->handle(&req, &r);
+    }
     if (r.status == 405)
         r.allow = rt.allow;
     clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -506,7 +191,7 @@ static enum MHD_Result respond(http_server *s, struct MHD_Connection *conn, cons
 
 /* Stores a body chunk, up to RULE_BODY_MAX; past it, discards (and past
  * DISCARD_MAX more, gives up on the connection). */
-static enum MHD_Result take_chunk(struct request *rq, const char *data, size_t size)
+static enum MHD_Result take_chunk(struct req_state *rq, const char *data, size_t size)
 {
     if (!rq->too_large && rq->len + size <= RULE_BODY_MAX) {
         if (rq->body == NULL && (rq->body = malloc(RULE_BODY_MAX + 1)) == NULL)
@@ -534,7 +219,7 @@ static enum MHD_Result add_framing_field(void *cls, enum MHD_ValueKind kind, con
  * Transfer-Encoding when Content-Length comes too, by the first of two
  * Content-Lengths, and reads a body of an unknown coding until the
  * connection closes. Answering now makes it close the connection unread. */
-static int check_framing(struct MHD_Connection *conn, const char *version, struct request *rq)
+static int check_framing(struct MHD_Connection *conn, const char *version, struct req_state *rq)
 {
     req_framing f = {.http10 = strcmp(version, MHD_HTTP_VERSION_1_0) == 0};
     MHD_get_connection_values(conn, MHD_HEADER_KIND, add_framing_field, &f);
@@ -555,7 +240,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   void **req_cls)
 {
     http_server *s = cls;
-    struct request *rq = *req_cls;
+    struct req_state *rq = *req_cls;
     if (rq == NULL) { /* headers are in: set up, or refuse a body before it is read */
         if ((rq = calloc(1, sizeof(*rq))) == NULL)
             return MHD_NO;
@@ -605,7 +290,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     (void)cls;
-    struct request *rq = *req_cls;
+    struct req_state *rq = *req_cls;
     reaper_request_done(deadlines_of(conn));
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && toe != MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN)
         log_kv(LOG_DEBUG, "request not completed", LOG_INT("reason", toe));
@@ -655,8 +340,8 @@ void http_config_defaults(http_config *cfg)
                          .max_per_ip = 256, .idle_timeout_s = 60, .request_timeout_ms = 10000};
 }
 
-int http_start(const http_config *cfg, service *svc, http_server **out, char *err,
-               size_t errlen)
+int http_start(const http_config *cfg, service *svc, http_handler *handle, http_server **out,
+               char *err, size_t errlen)
 {
     *out = NULL;
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->port)};
@@ -671,6 +356,7 @@ int http_start(const http_config *cfg, service *svc, http_server **out, char *er
     }
     s->cfg = *cfg;
     s->svc = svc;
+    s->handle = handle;
     s->reaper = reaper_start(cfg->idle_timeout_s * 1000, cfg->request_timeout_ms);
     if (s->reaper == NULL) {
         snprintf(err, errlen, "out of memory or threads");
@@ -702,6 +388,13 @@ int http_start(const http_config *cfg, service *svc, http_server **out, char *er
     *out = s;
     return 0;
 }
+
+const char *http_query(const http_request *rq, const char *name)
+{
+    return MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+uint64_t http_reaped(const http_server *s) { return reaper_reaped(s->reaper); }
 
 void http_quiesce(http_server *s)
 {

@@ -1,6 +1,7 @@
-/* http.h - stockd's HTTP server (libmicrohttpd, one thread per connection)
- * and its routes: /reduceStock, /items, /items/{id}, /health, /metrics. It
- * parses and validates requests, asks the service, and answers JSON.
+/* http.h - stockd's HTTP server (libmicrohttpd, one thread per connection):
+ * it reads each request's body within its limits and deadlines, refuses
+ * what no route can take (framing, size, path, method, a drain), hands the
+ * rest to a handler (handlers.h) and sends the answer it makes.
  *
  * One thread per connection because a request may block for up to wait-ms on a
  * hot item's lock: it must only ever hold up its own connection, never other
@@ -10,8 +11,11 @@
 #ifndef HTTP_H
 #define HTTP_H
 
+#include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
+#include "route.h"
 #include "service.h"
 
 typedef struct http_config {
@@ -28,11 +32,56 @@ typedef struct http_config {
 void http_config_defaults(http_config *cfg);
 
 typedef struct http_server http_server;
+struct MHD_Connection;
 
-/* Starts listening on cfg->bind:cfg->port, answering with svc (which must
- * outlive the server). Returns 0 with *out set, or -1 with err filled. */
-int http_start(const http_config *cfg, service *svc, http_server **out, char *err,
-               size_t errlen);
+/* A request as its handler sees it: route matched and allowed, body read
+ * whole (at most RULE_BODY_MAX bytes) and framed one way. Valid during the
+ * handler's call. */
+typedef struct http_request {
+    http_server *server;
+    service *svc;               /* the service http_start was given */
+    const char *method, *url;   /* url: the path, without the query */
+    const route_result *route;
+    const char *body;           /* NUL-terminated, or NULL when there was none */
+    size_t len;
+    struct MHD_Connection *conn; /* the plumbing's: read the query with http_query */
+} http_request;
+
+/* What a handler answers: a status, a JSON body or text, optional headers. */
+typedef struct http_reply {
+    int status;
+    json_t *json;      /* owned; NULL when text is set */
+    char *text;        /* owned, malloc'd (metrics) */
+    size_t text_len;
+    char location[64]; /* "" = no header */
+    int retry_after;   /* seconds; 0 = no header */
+    const char *allow; /* 405 */
+} http_reply;
+
+/* Answers rq into r (zeroed). Called on the connection's thread; may block. */
+typedef void http_handler(const http_request *rq, http_reply *r);
+
+/* Starts listening on cfg->bind:cfg->port, answering with handle, which
+ * asks svc (both must outlive the server; http.c itself uses svc only to
+ * count requests and bracket them for draining). Returns 0 with *out set, or
+ * -1 with err filled. */
+int http_start(const http_config *cfg, service *svc, http_handler *handle, http_server **out,
+               char *err, size_t errlen);
+
+/* The value of query parameter name in rq's URL, or NULL. */
+const char *http_query(const http_request *rq, const char *name);
+
+/* Connections closed at their deadlines so far (reaper.h), for /metrics. */
+uint64_t http_reaped(const http_server *s);
+
+/* Sets r to an error answer: status, {"error": code, "message": ...}. */
+void http_reply_error(http_reply *r, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* A JSON string of s, every byte that is not valid UTF-8 replaced by U+FFFD
+ * (jansson refuses invalid UTF-8, and an answer must never fail to build for
+ * it); NULL when out of memory. */
+json_t *http_json_text(const char *s);
 
 /* Stops accepting connections (new clients get connection refused) and makes
  * requests that arrive on open connections answer 503 shutting_down with

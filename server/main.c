@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "config.h"
+#include "handlers.h"
 #include "http.h"
 #include "log.h"
 #include "service.h"
@@ -132,7 +133,7 @@ int main(int argc, char **argv)
                LOG_INT("dbWaitS", c.db_wait_s), LOG_STR("detail", err));
         return 1;
     }
-    if (http_start(&c.http, svc, &srv, err, sizeof(err)) != 0) {
+    if (http_start(&c.http, svc, handlers_answer, &srv, err, sizeof(err)) != 0) {
         log_kv(LOG_ERROR, "cannot start HTTP server", LOG_STR("detail", err));
         service_close(svc);
         return 1;

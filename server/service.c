@@ -1,42 +1,15 @@
-/* service.c - stockd's business layer: opening and closing what requests
- * need, items, health, metrics, draining at shutdown, and how errors of the
- * layers below become outcomes. Orders are in service_order.c. */
+/* service.c - stockd's business layer, its top: opening and closing what
+ * requests need, items, health, metrics, draining at shutdown, and each
+ * request's entry. Orders are placed by service_order.c; the outcomes and
+ * error mapping every file shares are in service_result.c. */
 #include "service_internal.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "log.h"
-
-const char *const service_lock_mode_names[SERVICE_LOCK_COUNT + 1] = {"redis", "none", "atomic",
-                                                                     "db", NULL};
-
-static const char *const outcome_names[SERVICE_OUTCOME_COUNT] = {
-    [SERVICE_OK] = "ok",
-    [SERVICE_REPLAYED] = "replayed",
-    [SERVICE_NOT_FOUND] = "item_not_found",
-    [SERVICE_ORDER_NOT_FOUND] = "order_not_found",
-    [SERVICE_INSUFFICIENT] = "insufficient_stock",
-    [SERVICE_CONFLICT] = "request_id_conflict",
-    [SERVICE_LOCK_TIMEOUT] = "lock_timeout",
-    [SERVICE_LOCK_INTERRUPTED] = "lock_interrupted",
-    [SERVICE_LOCK_LOST] = "lock_lost",
-    [SERVICE_REDIS_DOWN] = "redis_unavailable",
-    [SERVICE_STORAGE_BUSY] = "storage_busy",
-    [SERVICE_STORAGE_UNAVAILABLE] = "storage_unavailable",
-    [SERVICE_COMMIT_UNKNOWN] = "commit_unknown",
-    [SERVICE_STORAGE_ERROR] = "storage_error",
-    [SERVICE_SHUTTING_DOWN] = "shutting_down",
-    [SERVICE_STORAGE_FULL] = "storage_full",
-};
-
-const char *service_outcome_name(enum service_outcome o)
-{
-    return o < SERVICE_OUTCOME_COUNT ? outcome_names[o] : "storage_error";
-}
 
 void service_config_defaults(service_config *c)
 {
@@ -50,73 +23,6 @@ void service_config_defaults(service_config *c)
     c->batch = 1;
     c->fencing = 1;
     c->max_work_ms = 60000;
-}
-
-void service_lock_key(const char *prefix, int64_t item_id, char *buf)
-{
-    snprintf(buf, DLOCK_KEY_MAX + 1, "%s{%lld}", prefix, (long long)item_id);
-}
-
-int service_fail(service_result *out, enum service_outcome o, const char *fmt, ...)
-{
-    va_list ap;
-    out->outcome = o;
-    va_start(ap, fmt);
-    vsnprintf(out->message, sizeof(out->message), fmt, ap);
-    va_end(ap);
-    return o;
-}
-
-int service_from_store(service_result *out, int rc, const store_conn *c)
-{
-    switch (rc) {
-    case STORE_OK: return out->outcome;
-    case STORE_ERR_NOT_FOUND: return service_fail(out, SERVICE_NOT_FOUND, "no item with this id");
-    case STORE_ERR_STALE:
-        return service_fail(out, SERVICE_LOCK_LOST,
-                            "stale lock holder refused by fencing (%s); nothing deducted",
-                            store_errstr(c));
-    case STORE_ERR_BUSY:
-        return service_fail(out, SERVICE_STORAGE_BUSY, "database busy: %s", store_errstr(c));
-    case STORE_ERR_UNAVAILABLE:
-        return service_fail(out, SERVICE_STORAGE_UNAVAILABLE, "database unavailable: %s; "
-                            "nothing written", store_errstr(c));
-    case STORE_ERR_IN_DOUBT:
-        return service_fail(out, SERVICE_COMMIT_UNKNOWN, "%s; it may have been written: a retry "
-                            "with the same requestId answers the order if it was, and GET "
-                            "/items/{id} shows the stock", store_errstr(c));
-    case STORE_ERR_LOCK_TIMEOUT:
-        return service_fail(out, SERVICE_LOCK_TIMEOUT, "%s; try again", store_errstr(c));
-    case STORE_ERR_FULL:
-        return service_fail(out, SERVICE_STORAGE_FULL, "the database's disk is full (%s); "
-                            "nothing written, and writes resume once space is freed",
-                            store_errstr(c));
-    case STORE_ERR_VETOED: /* only the drain check vetoes */
-        return service_fail(out, SERVICE_SHUTTING_DOWN,
-                            "server is shutting down; nothing deducted");
-    default:
-        return service_fail(out, SERVICE_STORAGE_ERROR, "storage error: %s", store_errstr(c));
-    }
-}
-
-/* What Redis last told us. */
-enum redis_state { REDIS_UNKNOWN, REDIS_UP, REDIS_DOWN, REDIS_AUTH_FAILED };
-
-void service_note_redis(service *s, int rc)
-{
-    int now = rc == DLOCK_ERR_AUTH    ? REDIS_AUTH_FAILED
-              : rc == DLOCK_ERR_REDIS ? REDIS_DOWN
-                                      : REDIS_UP;
-    int was = atomic_exchange(&s->redis_state, now);
-    if (now == was)
-        return;
-    if (now == REDIS_AUTH_FAILED)
-        log_kv(LOG_ERROR, "Redis refuses our credentials; every deduction fails until the "
-               "password or ACL user is fixed", LOG_STR("detail", dlock_errstr()));
-    else if (now == REDIS_DOWN)
-        log_kv(LOG_WARN, "Redis unreachable", LOG_STR("detail", dlock_errstr()));
-    else if (was != REDIS_UNKNOWN)
-        log_event(LOG_INFO, "Redis reachable again", NULL, 0);
 }
 
 static int open_locks(service *s, char *err, size_t errlen)
@@ -152,7 +58,7 @@ int service_open(const service_config *cfg, service **out, char *err, size_t err
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&s->idle, &attr);
     pthread_condattr_destroy(&attr);
-    s->metrics = metrics_new(outcome_names, SERVICE_OUTCOME_COUNT);
+    s->metrics = metrics_new(service_outcome_names, SERVICE_OUTCOME_COUNT);
     int rc = s->metrics ? open_locks(s, err, errlen) : -1;
     s->cfg.redis.password = NULL; /* the lock client has its copy; keep none here */
     if (s->metrics == NULL)
@@ -196,24 +102,15 @@ char *service_metrics_text(service *s, uint64_t reaped, size_t *len)
     return metrics_render(s->metrics, &x, len);
 }
 
-/* Clears out and takes a store connection; NULL with the failure in out. */
+/* Clears out and takes a store connection; NULL with the failure in out
+ * (mapped as any store result: store_get tells why in err, having no
+ * connection to say it on). */
 static store_conn *begin(service *s, service_result *out)
 {
     char err[256];
     store_conn *c;
     memset(out, 0, sizeof(*out));
-    switch (store_get(s->store, &c, err, sizeof(err))) {
-    case STORE_OK: break;
-    case STORE_ERR_UNAVAILABLE:
-        service_fail(out, SERVICE_STORAGE_UNAVAILABLE, "database unavailable: %s", err);
-        break;
-    case STORE_ERR_BUSY: service_fail(out, SERVICE_STORAGE_BUSY, "database busy: %s", err); break;
-    case STORE_ERR_FULL:
-        service_fail(out, SERVICE_STORAGE_FULL, "the database's disk is full (%s); nothing "
-                     "written", err);
-        break;
-    default: service_fail(out, SERVICE_STORAGE_ERROR, "storage error: %s", err); break;
-    }
+    service_from_store_text(out, store_get(s->store, &c, err, sizeof(err)), err);
     return c;
 }
 

@@ -2,7 +2,8 @@
  * configured lock mode, health and metrics. A service owns everything a
  * request needs: the store, the lock client, the group-commit queues, the
  * count of requests in flight and the flag that stops commits at shutdown.
- * http.c calls it; it calls the store (store.h) and the lock (dlock.h).
+ * The HTTP layer calls it (handlers.c; http.c for the in-flight count and
+ * the metrics); it calls the store (store.h) and the lock (dlock.h).
  * Every function is thread-safe. */
 #ifndef SERVICE_H
 #define SERVICE_H

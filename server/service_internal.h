@@ -1,7 +1,10 @@
-/* service_internal.h - what the service's files share: the service itself
- * (service.c: lifecycle, items, health, metrics, draining), how an order is
- * deducted (service_order.c, service_batch.c) and the lines it leaves in the
- * log (service_log.c). Not for other modules. */
+/* service_internal.h - what the service's files share. They call one way,
+ * from the top down: service.c (lifecycle, items, health, metrics, draining,
+ * each request's entry) -> service_order.c (an order under the lock modes)
+ * -> service_batch.c (group commit) -> service_steps.c (the steps of a
+ * deduction both share) -> service_log.c (the lines an order leaves) ->
+ * service_result.c (outcomes, names, error mapping). Each file's functions
+ * are declared below in that order. Not for other modules. */
 #ifndef SERVICE_INTERNAL_H
 #define SERVICE_INTERNAL_H
 
@@ -62,48 +65,33 @@ struct deduction {
     char keys[RULE_ORDER_LINES_MAX][DLOCK_KEY_MAX + 1]; /* keys[i]: line i's item */
 };
 
-/* service_order.c: places order r on connection c; held (r->nlines, zeroed
- * by the caller) gets the tokens of the locks taken for it. */
+/* ---- service_order.c: placing an order ---- */
+
+/* Places order r on connection c; held (r->nlines, zeroed by the caller)
+ * gets the tokens of the locks taken for it. */
 void service_order_place(service *s, store_conn *c, const req_order *r, service_result *out,
                          store_fence *held);
 
-/* service_order.c: an item's stock set under its lock (redis mode); *held
- * gets the lock's token. */
+/* An item's stock set under its lock (redis mode); *held gets the lock's
+ * token. */
 void service_order_set_stock(service *s, store_conn *c, int64_t item_id, int64_t stock,
                              service_result *out, store_fence *held);
 
-/* service.c: records what a Redis call returned (a DLOCK_* code) and logs
- * one line when that changes Redis's state: reachable, unreachable, or
- * refusing our credentials. */
-void service_note_redis(service *s, int dlock_rc);
+/* ---- service_batch.c: group commit ---- */
 
-/* service.c: sets out's outcome and message (printf-style); returns the outcome. */
-int service_fail(service_result *out, enum service_outcome o, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* Places x (redis mode, no work time) through group commit: queued with the
+ * other orders of its item (or of several items), served by one leader under
+ * one lock hold, in a transaction shared with the other batches of the
+ * process. Returns 0 once x->out is answered, -1 when out of memory (nothing
+ * done: serve it alone). */
+int service_batch_place(struct deduction *x);
 
-/* service.c: maps a store result on c to out (rc STORE_OK leaves out alone). */
-int service_from_store(service_result *out, int rc, const store_conn *c);
-
-/* ---- service_order.c: the steps of a deduction that group commit shares ---- */
-
-/* Maps a lock failure (a DLOCK_* code) on key to out; returns the outcome. */
-int service_from_lock(service *s, service_result *out, int dlock_rc, const char *key);
-
-/* Maps a store result for order r (NULL: not an order); STORE_ERR_DUPLICATE
- * means out->order holds the earlier order of r's requestId: a replay when
- * it has the same lines, else a conflict. */
-int service_from_order_store(service_result *out, int rc, const store_conn *c,
-                             const req_order *r);
+/* ---- service_steps.c: the steps of a deduction that group commit shares ---- */
 
 /* A retry whose first attempt committed (perhaps while it waited for the
  * lock) gets that first answer, before any stock check: STORE_ERR_DUPLICATE
  * (the order in out), STORE_ERR_NOT_FOUND when new, or a storage error. */
 int service_replayed(store_conn *c, const req_order *r, service_result *out);
-
-/* Line i of r is short, with the stock there was; then service_insufficient
- * once sets the outcome. */
-void service_add_short(service_result *out, const req_order *r, int i, int64_t stock);
-int service_insufficient(service_result *out);
 
 /* r as an order to write, its lines without their stock yet. */
 store_new_order service_new_order(const service *s, const req_order *r, dlock_handle *h);
@@ -152,13 +140,40 @@ void service_log_lost_after_commit(const service *s, const req_order *r, int ord
 void service_log_fence_raise(const service *s, const char *key, store_fence row, int64_t was,
                              int64_t now, int dlock_rc);
 
-/* ---- service_batch.c: group commit ---- */
+/* ---- service_result.c: outcomes, names, and the layers' errors as outcomes ---- */
 
-/* Places x (redis mode, no work time) through group commit: queued with the
- * other orders of its item (or of several items), served by one leader under
- * one lock hold, in a transaction shared with the other batches of the
- * process. Returns 0 once x->out is answered, -1 when out of memory (nothing
- * done: serve it alone). */
-int service_batch_place(struct deduction *x);
+/* The API's code of each outcome (service_outcome_name), for the metrics. */
+extern const char *const service_outcome_names[SERVICE_OUTCOME_COUNT];
+
+/* Sets out's outcome and message (printf-style); returns the outcome. */
+int service_fail(service_result *out, enum service_outcome o, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Maps a store result to out, detail saying what went wrong (rc STORE_OK
+ * leaves out alone); returns the outcome. */
+int service_from_store_text(service_result *out, int rc, const char *detail);
+
+/* service_from_store_text for a result on c, whose store_errstr is the detail. */
+int service_from_store(service_result *out, int rc, const store_conn *c);
+
+/* Maps a store result for order r (NULL: not an order); STORE_ERR_DUPLICATE
+ * means out->order holds the earlier order of r's requestId: a replay when
+ * it has the same lines, else a conflict. */
+int service_from_order_store(service_result *out, int rc, const store_conn *c,
+                             const req_order *r);
+
+/* Maps a lock failure (a DLOCK_* code) on key to out, noting Redis's state
+ * (service_note_redis); returns the outcome. */
+int service_from_lock(service *s, service_result *out, int dlock_rc, const char *key);
+
+/* Records what a Redis call returned (a DLOCK_* code) and logs one line when
+ * that changes Redis's state: reachable, unreachable, or refusing our
+ * credentials. */
+void service_note_redis(service *s, int dlock_rc);
+
+/* Line i of r is short, with the stock there was; then service_insufficient
+ * once sets the outcome. */
+void service_add_short(service_result *out, const req_order *r, int i, int64_t stock);
+int service_insufficient(service_result *out);
 
 #endif

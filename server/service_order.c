@@ -5,118 +5,9 @@
  * each row with its own key's fencing token, so a holder whose lease ran out
  * can never write after a newer holder has started. Group commit, the
  * redis mode's usual path, is in service_batch.c. */
-#include <signal.h>
-#include <stdio.h>
-#include <string.h>
+#include <time.h>
 
-#include "log.h"
 #include "service_internal.h"
-
-int service_from_lock(service *s, service_result *out, int rc, const char *key)
-{
-    if (rc == DLOCK_ERR_REDIS || rc == DLOCK_ERR_AUTH)
-        service_note_redis(s, rc);
-    switch (rc) {
-    case DLOCK_ERR_TIMEOUT:
-        return service_fail(out, SERVICE_LOCK_TIMEOUT, "lock %s is busy; try again", key);
-    case DLOCK_ERR_INTERRUPTED:
-        return service_fail(out, SERVICE_LOCK_INTERRUPTED,
-                            "lock %s: work outlasted the maximum renewals; rolled back, nothing "
-                            "deducted", key);
-    case DLOCK_ERR_LOST:
-        return service_fail(out, SERVICE_LOCK_LOST,
-                            "lock %s was lost; rolled back, nothing deducted", key);
-    case DLOCK_ERR_REDIS:
-        return service_fail(out, SERVICE_REDIS_DOWN, "Redis unavailable: %s", dlock_errstr());
-    case DLOCK_ERR_AUTH: /* dlock_errstr says "Redis authentication failed: ..." */
-        return service_fail(out, SERVICE_REDIS_DOWN, "%s; nothing deducted", dlock_errstr());
-    default:
-        return service_fail(out, SERVICE_STORAGE_ERROR, "lock error: %s", dlock_errstr());
-    }
-}
-
-/* Whether order o has exactly r's lines (in any order). */
-static int same_lines(const store_order *o, const req_order *r)
-{
-    if (o->nlines != r->nlines)
-        return 0;
-    for (int i = 0; i < r->nlines; i++) {
-        int found = 0;
-        for (int j = 0; j < o->nlines && !found; j++)
-            found = o->lines[j].item_id == r->lines[i].item_id &&
-                    o->lines[j].quantity == r->lines[i].quantity;
-        if (!found)
-            return 0;
-    }
-    return 1;
-}
-
-int service_from_order_store(service_result *out, int rc, const store_conn *c, const req_order *r)
-{
-    if (rc == STORE_OK)
-        return out->outcome = SERVICE_OK;
-    if (rc != STORE_ERR_DUPLICATE)
-        return service_from_store(out, rc, c);
-    if (r && same_lines(&out->order, r))
-        return out->outcome = SERVICE_REPLAYED;
-    return service_fail(out, SERVICE_CONFLICT,
-                        "requestId \"%s\" was already used for another order",
-                        r ? r->request_id : "");
-}
-
-void service_add_short(service_result *out, const req_order *r, int i, int64_t stock)
-{
-    out->shorts[out->nshort++] = (service_short_line){r->lines[i].item_id, stock,
-                                                      r->lines[i].quantity};
-}
-
-int service_insufficient(service_result *out)
-{
-    return service_fail(out, SERVICE_INSUFFICIENT, "not enough stock on %d line%s; nothing "
-                        "deducted", out->nshort, out->nshort == 1 ? "" : "s");
-}
-
-/* Asked by the store inside a write's transaction, once it holds the write
- * lock: a wait for it (up to --busy-timeout-ms) may have outlasted the drain
- * deadline, after which the answer could not be sent. */
-int service_commits_allowed(void *arg)
-{
-    service *s = arg;
-    return !atomic_load(&s->commits_refused);
-}
-
-/* The test-only fault (--test-stop-before-write): the process stops itself
- * once, after the holder's last check and before its write, the window no
- * lease check can cover. */
-void service_fault_point(service *s)
-{
-    if (s->cfg.stop_before_write && atomic_exchange(&s->stopped_once, 1) == 0) {
-        log_event(LOG_WARN, "test fault: stopping before the write", NULL, 0);
-        raise(SIGSTOP);
-    }
-}
-
-store_fence service_token_of(const service *s, dlock_handle *h, const char *key)
-{
-    store_fence f = {0, 0};
-    for (int i = 0; h && s->cfg.fencing && i < dlock_key_count(h); i++)
-        if (strcmp(dlock_key_at(h, i), key) == 0)
-            f.fence = dlock_fence_at(h, i), f.seq = dlock_handoff_seq_at(h, i);
-    return f;
-}
-
-int service_raise_fence(service *s, dlock_handle *h, const char *key, store_fence row)
-{
-    int i = 0, n = dlock_key_count(h);
-    while (i < n && strcmp(dlock_key_at(h, i), key) != 0)
-        i++;
-    if (i == n || !s->cfg.fencing) /* no token of h was refused: callers never ask so */
-        return DLOCK_ERR_INVALID;
-    int64_t was = dlock_fence_at(h, i);
-    int rc = dlock_fence_raise_at(h, i, row.fence);
-    service_log_fence_raise(s, key, row, was, dlock_fence_at(h, i), rc);
-    return rc;
-}
 
 /* workMs as honoured: only with --allow-work-ms, and capped. */
 static int work_ms_of(const service *s, const req_order *r)
@@ -124,25 +15,6 @@ static int work_ms_of(const service *s, const req_order *r)
     if (!s->cfg.allow_work_ms)
         return 0;
     return (int)(r->work_ms < s->cfg.max_work_ms ? r->work_ms : s->cfg.max_work_ms);
-}
-
-store_new_order service_new_order(const service *s, const req_order *r, dlock_handle *h)
-{
-    store_new_order o = {
-        .request_id = r->has_request_id ? r->request_id : NULL, .instance = s->cfg.instance_id,
-        .lock_mode = service_lock_mode_names[s->cfg.lock_mode],
-        .lock_token = h ? dlock_token(h) : NULL, .nlines = r->nlines};
-    for (int i = 0; i < r->nlines; i++)
-        o.lines[i] = (store_line){r->lines[i].item_id, r->lines[i].quantity, 0, {0, 0}};
-    return o;
-}
-
-int service_replayed(store_conn *c, const req_order *r, service_result *out)
-{
-    if (!r->has_request_id)
-        return STORE_ERR_NOT_FOUND;
-    int rc = store_order_by_request(c, r->request_id, &out->order);
-    return rc == STORE_OK ? STORE_ERR_DUPLICATE : rc;
 }
 
 /* The write half: the order and each item's new stock in the transaction

@@ -1,0 +1,327 @@
+/* handlers.c - stockd's routes, one handler each: it parses the body or the
+ * query with request.c, asks the service one thing, and makes the answer's
+ * JSON; an outcome that failed becomes its status and error code here. The
+ * plumbing that reads requests and sends answers is http.c, below. */
+#include "handlers.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "request.h"
+#include "route.h"
+#include "service.h"
+
+#define ORDERS_DEFAULT 100 /* an item's orders shown when ?limit= is not given */
+
+static const struct {
+    int status;
+    int retry_after;
+} outcome_http[SERVICE_OUTCOME_COUNT] = {
+    [SERVICE_OK] = {200, 0},           [SERVICE_REPLAYED] = {200, 0},
+    [SERVICE_NOT_FOUND] = {404, 0},    [SERVICE_ORDER_NOT_FOUND] = {404, 0},
+    [SERVICE_INSUFFICIENT] = {409, 0},
+    [SERVICE_CONFLICT] = {409, 0},     [SERVICE_LOCK_TIMEOUT] = {503, 1},
+    [SERVICE_LOCK_INTERRUPTED] = {503, 0}, [SERVICE_LOCK_LOST] = {503, 0},
+    [SERVICE_REDIS_DOWN] = {503, 1},   [SERVICE_STORAGE_BUSY] = {503, 1},
+    [SERVICE_STORAGE_UNAVAILABLE] = {503, 1}, [SERVICE_COMMIT_UNKNOWN] = {503, 1},
+    [SERVICE_STORAGE_ERROR] = {500, 0},    [SERVICE_SHUTTING_DOWN] = {503, 0},
+    /* not 503 with Retry-After: every replica shares the full disk (one SQLite
+     * file, one PostgreSQL server), so "again soon, or elsewhere" would only
+     * multiply the load until an operator frees space (RFC 4918, 11.5) */
+    [SERVICE_STORAGE_FULL] = {507, 0},
+};
+
+/* A failed outcome as its error answer; 0 when the outcome is a success. */
+static int reply_failure(http_reply *r, const service_result *res)
+{
+    enum service_outcome o = res->outcome;
+    if (o == SERVICE_OK || o == SERVICE_REPLAYED)
+        return 0;
+    http_reply_error(r, outcome_http[o].status, service_outcome_name(o), "%s", res->message);
+    r->retry_after = outcome_http[o].retry_after;
+    return 1;
+}
+
+static json_t *request_id_json(const store_order_info *o)
+{
+    return o->has_request_id ? http_json_text(o->request_id) : json_null();
+}
+
+static json_t *short_json(const service_short_line *l)
+{
+    return json_pack("{s:I, s:I, s:I}", "itemId", (json_int_t)l->item_id, "remaining",
+                     (json_int_t)l->remaining, "requested", (json_int_t)l->requested);
+}
+
+/* A body parse failure as its 400 answer; 0 when the body parsed. */
+static int reply_bad_body(http_reply *r, int rc, const char *err)
+{
+    if (rc == REQ_OK)
+        return 0;
+    http_reply_error(r, 400, rc == REQ_ERR_JSON ? "invalid_json" : "invalid_request", "%s", err);
+    return 1;
+}
+
+/* ---- /reduceStock ---- */
+
+static void handle_reduce(const http_request *rq, http_reply *r)
+{
+    req_order req;
+    char err[256];
+    if (reply_bad_body(r, req_parse_reduce(rq->body, rq->len, &req, err, sizeof(err)), err))
+        return;
+    service_result res;
+    service_reduce(rq->svc, &req, &res);
+    if (reply_failure(r, &res)) {
+        if (res.outcome == SERVICE_INSUFFICIENT) { /* its line's figures, at the top level */
+            json_t *line = short_json(&res.shorts[0]);
+            json_object_update(r->json, line);
+            json_decref(line);
+        }
+        return;
+    }
+    const store_order *o = &res.order;
+    r->status = 200;
+    r->json = json_pack("{s:I, s:I, s:I, s:I, s:o, s:b}", "itemId",
+                        (json_int_t)o->lines[0].item_id, "quantity",
+                        (json_int_t)o->lines[0].quantity, "remaining",
+                        (json_int_t)o->lines[0].remaining, "orderId",
+                        (json_int_t)o->info.order_id, "requestId", request_id_json(&o->info),
+                        "replayed", res.outcome == SERVICE_REPLAYED);
+}
+
+/* ---- /orders and /orders/{id} ---- */
+
+static void handle_order(const http_request *rq, http_reply *r)
+{
+    req_order req;
+    char err[256];
+    if (reply_bad_body(r, req_parse_order(rq->body, rq->len, &req, err, sizeof(err)), err))
+        return;
+    service_result res;
+    service_place_order(rq->svc, &req, &res);
+    if (reply_failure(r, &res)) {
+        if (res.outcome == SERVICE_INSUFFICIENT) {
+            json_t *lines = json_array();
+            for (int i = 0; i < res.nshort; i++)
+                json_array_append_new(lines, short_json(&res.shorts[i]));
+            json_object_set_new(r->json, "lines", lines);
+        }
+        return;
+    }
+    const store_order *o = &res.order;
+    json_t *lines = json_array();
+    for (int i = 0; i < o->nlines; i++)
+        json_array_append_new(lines, json_pack("{s:I, s:I, s:I}", "itemId",
+                                               (json_int_t)o->lines[i].item_id, "quantity",
+                                               (json_int_t)o->lines[i].quantity, "remaining",
+                                               (json_int_t)o->lines[i].remaining));
+    r->status = res.outcome == SERVICE_REPLAYED ? 200 : 201; /* a replay creates nothing */
+    if (r->status == 201)
+        snprintf(r->location, sizeof(r->location), "/orders/%lld", (long long)o->info.order_id);
+    r->json = json_pack("{s:I, s:o, s:o, s:b}", "orderId", (json_int_t)o->info.order_id,
+                        "requestId", request_id_json(&o->info), "lines", lines, "replayed",
+                        res.outcome == SERVICE_REPLAYED);
+}
+
+static void show_order(const http_request *rq, http_reply *r)
+{
+    service_result res;
+    service_get_order(rq->svc, rq->route->path_id, &res);
+    if (reply_failure(r, &res))
+        return;
+    const store_order *o = &res.order;
+    json_t *lines = json_array();
+    for (int i = 0; i < o->nlines; i++) {
+        const store_line *l = &o->lines[i];
+        json_array_append_new(lines, json_pack("{s:I, s:I, s:I, s:I, s:i}", "itemId",
+                                               (json_int_t)l->item_id, "quantity",
+                                               (json_int_t)l->quantity, "remaining",
+                                               (json_int_t)l->remaining, "fence",
+                                               (json_int_t)l->fence.fence, "fenceSeq",
+                                               l->fence.seq));
+    }
+    r->status = 200;
+    r->json = json_pack("{s:I, s:o, s:o, s:s, s:s, s:o}", "orderId",
+                        (json_int_t)o->info.order_id, "requestId", request_id_json(&o->info),
+                        "instance", http_json_text(o->info.instance), "lockMode", o->info.lock_mode,
+                        "createdAt", o->info.created_at, "lines", lines);
+}
+
+/* ---- /items and /items/{id} ---- */
+
+static json_t *item_json(const store_item *it)
+{
+    return json_pack("{s:I, s:o, s:I, s:I}", "id", (json_int_t)it->id, "name",
+                     http_json_text(it->name), "stock", (json_int_t)it->stock, "sold",
+                     (json_int_t)it->sold);
+}
+
+static void add_item(const store_item *it, void *arr) { json_array_append_new(arr, item_json(it)); }
+
+/* One of an item's lines, as one of "the orders that took from it". */
+static void add_line(const store_order_info *o, const store_line *l, void *arr)
+{
+    json_array_append_new(
+        arr, json_pack("{s:I, s:I, s:I, s:o, s:o, s:s, s:I, s:i, s:s}", "orderId",
+                       (json_int_t)o->order_id, "quantity", (json_int_t)l->quantity, "remaining",
+                       (json_int_t)l->remaining, "requestId", request_id_json(o), "instance",
+                       http_json_text(o->instance), "lockMode", o->lock_mode, "fence",
+                       (json_int_t)l->fence.fence, "fenceSeq", l->fence.seq, "createdAt",
+                       o->created_at));
+}
+
+/* One page of a listing: ?limit= rows (at most RULE_PAGE_MAX) after the row
+ * whose id is ?after= in the listing's order. Memory per answer stays
+ * bounded however long the ledger grows. */
+struct page {
+    int64_t limit, after; /* after 0: from the start */
+};
+
+/* Reads ?limit= and ?after=. Returns 0, or -1 with a 400 in r. */
+static int page_args(const http_request *rq, int64_t def, struct page *p, http_reply *r)
+{
+    const char *limit = http_query(rq, "limit");
+    const char *after = http_query(rq, "after");
+    if (req_parse_int_arg(limit, def, 0, RULE_PAGE_MAX, &p->limit) != 0) {
+        http_reply_error(r, 400, "invalid_request", "limit must be 0..%d; page on with ?after=",
+                         RULE_PAGE_MAX);
+        return -1;
+    }
+    if (req_parse_int_arg(after, 0, 0, INT64_MAX, &p->after) != 0) {
+        http_reply_error(r, 400, "invalid_request", "after must be an id 0..%lld",
+                         (long long)INT64_MAX);
+        return -1;
+    }
+    return 0;
+}
+
+/* The service was asked for limit + 1 rows: when it had more than limit,
+ * the last is dropped and "nextAfter" names the id to page on from (else
+ * null). */
+static void page_finish(json_t *obj, json_t *rows, const struct page *p, const char *id_key)
+{
+    json_t *next = json_null();
+    if (json_array_size(rows) > (size_t)p->limit) {
+        json_array_remove(rows, json_array_size(rows) - 1);
+        next = json_object_get(json_array_get(rows, json_array_size(rows) - 1), id_key);
+        next = next ? json_incref(next) : json_null();
+    }
+    json_object_set_new(obj, "nextAfter", next);
+}
+
+static void list_items(const http_request *rq, http_reply *r)
+{
+    struct page p;
+    if (page_args(rq, RULE_PAGE_MAX, &p, r) != 0)
+        return;
+    json_t *items = json_array();
+    service_result res;
+    service_list_items(rq->svc, p.after, (int)p.limit + 1, add_item, items, &res);
+    if (reply_failure(r, &res)) {
+        json_decref(items);
+        return;
+    }
+    r->status = 200;
+    r->json = json_pack("{s:o}", "items", items);
+    page_finish(r->json, items, &p, "id");
+}
+
+static void create_item(const http_request *rq, http_reply *r)
+{
+    req_item req;
+    char err[256];
+    if (reply_bad_body(r, req_parse_item(rq->body, rq->len, 1, &req, err, sizeof(err)), err))
+        return;
+    service_result res;
+    service_create_item(rq->svc, &req, &res);
+    if (reply_failure(r, &res))
+        return;
+    snprintf(r->location, sizeof(r->location), "/items/%lld", (long long)res.item.id);
+    r->status = 201;
+    r->json = item_json(&res.item);
+}
+
+static void set_stock(const http_request *rq, http_reply *r)
+{
+    req_item req;
+    char err[256];
+    if (reply_bad_body(r, req_parse_item(rq->body, rq->len, 0, &req, err, sizeof(err)), err))
+        return;
+    service_result res;
+    service_set_stock(rq->svc, rq->route->path_id, req.stock, &res);
+    if (reply_failure(r, &res))
+        return;
+    r->status = 200;
+    r->json = item_json(&res.item);
+}
+
+static void show_item(const http_request *rq, http_reply *r)
+{
+    struct page p;
+    if (page_args(rq, ORDERS_DEFAULT, &p, r) != 0)
+        return;
+    json_t *orders = json_array();
+    service_result res;
+    service_item_ledger(rq->svc, rq->route->path_id, p.after, (int)p.limit + 1, add_line, orders,
+                        &res);
+    if (reply_failure(r, &res)) {
+        json_decref(orders);
+        return;
+    }
+    r->status = 200;
+    r->json = item_json(&res.item);
+    json_object_set_new(r->json, "orderCount", json_integer(res.item.line_count));
+    json_object_set_new(r->json, "orders", orders);
+    page_finish(r->json, orders, &p, "orderId");
+}
+
+/* ---- /health and /metrics ---- */
+
+static void handle_health(const http_request *rq, http_reply *r)
+{
+    service_health h;
+    service_check_health(rq->svc, &h);
+    /* a full disk is not 200: nothing can be sold here (nor on the replicas
+     * that share that disk), though reads still answer */
+    r->status = h.ok && !h.storage_full ? 200 : 503;
+    r->json = json_pack("{s:s, s:o, s:s, s:b, s:o, s:s, s:o}", "status",
+                        !h.ok ? "unavailable" : h.degraded || h.storage_full ? "degraded" : "ok",
+                        "storage", http_json_text(h.storage), "storageBackend", h.backend,
+                        "storageFull", h.storage_full, "redis", http_json_text(h.redis), "lockMode",
+                        h.lock_mode, "instance", http_json_text(h.instance));
+    if (h.nodes > 0) { /* each Redis server, for the operator */
+        json_t *nodes = json_array();
+        for (int i = 0; i < h.nodes; i++)
+            json_array_append_new(nodes, json_pack("{s:o, s:b}", "node",
+                                                   http_json_text(h.node[i].name), "up",
+                                                   h.node[i].up));
+        json_object_set_new(r->json, "redisNodes", nodes);
+    }
+}
+
+static void handle_metrics(const http_request *rq, http_reply *r)
+{
+    r->text = service_metrics_text(rq->svc, http_reaped(rq->server), &r->text_len);
+    if (r->text == NULL)
+        http_reply_error(r, 500, "out_of_memory", "cannot render metrics");
+    else
+        r->status = 200;
+}
+
+/* ---- every route ---- */
+
+void handlers_answer(const http_request *rq, http_reply *r)
+{
+    int post = strcmp(rq->method, "POST") == 0, put = strcmp(rq->method, "PUT") == 0;
+    switch (rq->route->id) {
+    case ROUTE_METRICS: handle_metrics(rq, r); break;
+    case ROUTE_HEALTH: handle_health(rq, r); break;
+    case ROUTE_REDUCE: handle_reduce(rq, r); break;
+    case ROUTE_ITEMS: post ? create_item(rq, r) : list_items(rq, r); break;
+    case ROUTE_ORDERS: handle_order(rq, r); break;
+    case ROUTE_ORDER: show_order(rq, r); break;
+    default: put ? set_stock(rq, r) : show_item(rq, r); break;
+    }
+}

@@ -1,0 +1,15 @@
+/* handlers.h - stockd's routes (/reduceStock, /orders, /orders/{id}, /items,
+ * /items/{id}, /health, /metrics), one handler each: it parses the request
+ * with request.h, calls one service_* function and answers JSON. main gives
+ * handlers_answer to http_start; http.c calls it for every request it did not
+ * refuse itself. */
+#ifndef HANDLERS_H
+#define HANDLERS_H
+
+#include "http.h"
+
+/* Answers rq (its route matched and allowed, its body read whole) into r,
+ * asking rq->svc. An http_handler: thread-safe, as the service is. */
+void handlers_answer(const http_request *rq, http_reply *r);
+
+#endif

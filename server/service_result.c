@@ -1,0 +1,170 @@
+/* service_result.c - what a request ends in and what the service calls
+ * things: outcomes and their names, the lock modes' names, an item's lock
+ * key; and how the results of the layers below (a store code, a lock code)
+ * become outcomes. The bottom of the service: it calls none of its files. */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "log.h"
+#include "service_internal.h"
+
+const char *const service_lock_mode_names[SERVICE_LOCK_COUNT + 1] = {"redis", "none", "atomic",
+                                                                     "db", NULL};
+
+const char *const service_outcome_names[SERVICE_OUTCOME_COUNT] = {
+    [SERVICE_OK] = "ok",
+    [SERVICE_REPLAYED] = "replayed",
+    [SERVICE_NOT_FOUND] = "item_not_found",
+    [SERVICE_ORDER_NOT_FOUND] = "order_not_found",
+    [SERVICE_INSUFFICIENT] = "insufficient_stock",
+    [SERVICE_CONFLICT] = "request_id_conflict",
+    [SERVICE_LOCK_TIMEOUT] = "lock_timeout",
+    [SERVICE_LOCK_INTERRUPTED] = "lock_interrupted",
+    [SERVICE_LOCK_LOST] = "lock_lost",
+    [SERVICE_REDIS_DOWN] = "redis_unavailable",
+    [SERVICE_STORAGE_BUSY] = "storage_busy",
+    [SERVICE_STORAGE_UNAVAILABLE] = "storage_unavailable",
+    [SERVICE_COMMIT_UNKNOWN] = "commit_unknown",
+    [SERVICE_STORAGE_ERROR] = "storage_error",
+    [SERVICE_SHUTTING_DOWN] = "shutting_down",
+    [SERVICE_STORAGE_FULL] = "storage_full",
+};
+
+const char *service_outcome_name(enum service_outcome o)
+{
+    return o < SERVICE_OUTCOME_COUNT ? service_outcome_names[o] : "storage_error";
+}
+
+void service_lock_key(const char *prefix, int64_t item_id, char *buf)
+{
+    snprintf(buf, DLOCK_KEY_MAX + 1, "%s{%lld}", prefix, (long long)item_id);
+}
+
+int service_fail(service_result *out, enum service_outcome o, const char *fmt, ...)
+{
+    va_list ap;
+    out->outcome = o;
+    va_start(ap, fmt);
+    vsnprintf(out->message, sizeof(out->message), fmt, ap);
+    va_end(ap);
+    return o;
+}
+
+int service_from_store_text(service_result *out, int rc, const char *detail)
+{
+    switch (rc) {
+    case STORE_OK: return out->outcome;
+    case STORE_ERR_NOT_FOUND: return service_fail(out, SERVICE_NOT_FOUND, "no item with this id");
+    case STORE_ERR_STALE:
+        return service_fail(out, SERVICE_LOCK_LOST,
+                            "stale lock holder refused by fencing (%s); nothing deducted", detail);
+    case STORE_ERR_BUSY:
+        return service_fail(out, SERVICE_STORAGE_BUSY, "database busy: %s", detail);
+    case STORE_ERR_UNAVAILABLE:
+        return service_fail(out, SERVICE_STORAGE_UNAVAILABLE, "database unavailable: %s; "
+                            "nothing written", detail);
+    case STORE_ERR_IN_DOUBT:
+        return service_fail(out, SERVICE_COMMIT_UNKNOWN, "%s; it may have been written: a retry "
+                            "with the same requestId answers the order if it was, and GET "
+                            "/items/{id} shows the stock", detail);
+    case STORE_ERR_LOCK_TIMEOUT:
+        return service_fail(out, SERVICE_LOCK_TIMEOUT, "%s; try again", detail);
+    case STORE_ERR_FULL:
+        return service_fail(out, SERVICE_STORAGE_FULL, "the database's disk is full (%s); "
+                            "nothing written, and writes resume once space is freed", detail);
+    case STORE_ERR_VETOED: /* only the drain check vetoes */
+        return service_fail(out, SERVICE_SHUTTING_DOWN,
+                            "server is shutting down; nothing deducted");
+    default:
+        return service_fail(out, SERVICE_STORAGE_ERROR, "storage error: %s", detail);
+    }
+}
+
+int service_from_store(service_result *out, int rc, const store_conn *c)
+{
+    return rc == STORE_OK ? (int)out->outcome : service_from_store_text(out, rc, store_errstr(c));
+}
+
+/* What Redis last told us. */
+enum redis_state { REDIS_UNKNOWN, REDIS_UP, REDIS_DOWN, REDIS_AUTH_FAILED };
+
+void service_note_redis(service *s, int rc)
+{
+    int now = rc == DLOCK_ERR_AUTH    ? REDIS_AUTH_FAILED
+              : rc == DLOCK_ERR_REDIS ? REDIS_DOWN
+                                      : REDIS_UP;
+    int was = atomic_exchange(&s->redis_state, now);
+    if (now == was)
+        return;
+    if (now == REDIS_AUTH_FAILED)
+        log_kv(LOG_ERROR, "Redis refuses our credentials; every deduction fails until the "
+               "password or ACL user is fixed", LOG_STR("detail", dlock_errstr()));
+    else if (now == REDIS_DOWN)
+        log_kv(LOG_WARN, "Redis unreachable", LOG_STR("detail", dlock_errstr()));
+    else if (was != REDIS_UNKNOWN)
+        log_event(LOG_INFO, "Redis reachable again", NULL, 0);
+}
+
+int service_from_lock(service *s, service_result *out, int rc, const char *key)
+{
+    if (rc == DLOCK_ERR_REDIS || rc == DLOCK_ERR_AUTH)
+        service_note_redis(s, rc);
+    switch (rc) {
+    case DLOCK_ERR_TIMEOUT:
+        return service_fail(out, SERVICE_LOCK_TIMEOUT, "lock %s is busy; try again", key);
+    case DLOCK_ERR_INTERRUPTED:
+        return service_fail(out, SERVICE_LOCK_INTERRUPTED,
+                            "lock %s: work outlasted the maximum renewals; rolled back, nothing "
+                            "deducted", key);
+    case DLOCK_ERR_LOST:
+        return service_fail(out, SERVICE_LOCK_LOST,
+                            "lock %s was lost; rolled back, nothing deducted", key);
+    case DLOCK_ERR_REDIS:
+        return service_fail(out, SERVICE_REDIS_DOWN, "Redis unavailable: %s", dlock_errstr());
+    case DLOCK_ERR_AUTH: /* dlock_errstr says "Redis authentication failed: ..." */
+        return service_fail(out, SERVICE_REDIS_DOWN, "%s; nothing deducted", dlock_errstr());
+    default:
+        return service_fail(out, SERVICE_STORAGE_ERROR, "lock error: %s", dlock_errstr());
+    }
+}
+
+/* Whether order o has exactly r's lines (in any order). */
+static int same_lines(const store_order *o, const req_order *r)
+{
+    if (o->nlines != r->nlines)
+        return 0;
+    for (int i = 0; i < r->nlines; i++) {
+        int found = 0;
+        for (int j = 0; j < o->nlines && !found; j++)
+            found = o->lines[j].item_id == r->lines[i].item_id &&
+                    o->lines[j].quantity == r->lines[i].quantity;
+        if (!found)
+            return 0;
+    }
+    return 1;
+}
+
+int service_from_order_store(service_result *out, int rc, const store_conn *c, const req_order *r)
+{
+    if (rc == STORE_OK)
+        return out->outcome = SERVICE_OK;
+    if (rc != STORE_ERR_DUPLICATE)
+        return service_from_store(out, rc, c);
+    if (r && same_lines(&out->order, r))
+        return out->outcome = SERVICE_REPLAYED;
+    return service_fail(out, SERVICE_CONFLICT,
+                        "requestId \"%s\" was already used for another order",
+                        r ? r->request_id : "");
+}
+
+void service_add_short(service_result *out, const req_order *r, int i, int64_t stock)
+{
+    out->shorts[out->nshort++] = (service_short_line){r->lines[i].item_id, stock,
+                                                      r->lines[i].quantity};
+}
+
+int service_insufficient(service_result *out)
+{
+    return service_fail(out, SERVICE_INSUFFICIENT, "not enough stock on %d line%s; nothing "
+                        "deducted", out->nshort, out->nshort == 1 ? "" : "s");
+}
