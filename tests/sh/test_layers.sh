@@ -5,7 +5,8 @@
 # its own node): no circle of calls in a product, no call up a layer of
 # tests/sh/layers.txt, products that call each other only where allowed
 # (server/ calls the lock only through dlock.h; lock/ and loadgen/ nothing of
-# the others), and http.c that reaches the service, not what lies beneath it.
+# the others), and http.c and its handlers that reach the service, not what
+# lies beneath it.
 # A planted circle proves the check can fail. Prints cmocka-style lines for
 # tests/run.sh.
 set -uo pipefail
@@ -72,11 +73,12 @@ dlock_api=$(grep -o 'dlock_[a-z0-9_]*' lock/dlock.h | sort -u)
 expect_none "server/ calls the lock only through lock/dlock.h" \
     "$(awk -v api="$dlock_api" 'BEGIN { n = split(api, a, "\n"); for (i = 1; i <= n; i++) ok[a[i]] }
         $1 ~ /^server\// && $2 ~ /^lock\// && !($3 in ok)' <<<"$edges")"
-# http.c parses, asks the service, answers: it never reaches the store, the
-# lock, the group-commit queues or the configuration.
-expect_none "http.c calls the service, not what lies beneath it" \
-    "$(awk '$1 == "server/http.c" &&
-        $2 !~ /^server\/(service|reaper|request|route|metrics|log|rules)\.c$/' <<<"$edges")"
+# http.c and its handlers parse, ask the service, answer: they never reach the
+# store, the lock, the group-commit queues or the configuration.
+expect_none "http.c and handlers.c call the service, not what lies beneath it" \
+    "$(awk '$1 ~ /^server\/(http|handlers)\.c$/ &&
+        $2 !~ /^server\/(service|service_result|http|reaper|request|route|metrics|log|rules)\.c$/' \
+        <<<"$edges")"
 # The products stay apart at the include level too (a header may carry
 # inline code nm does not see).
 expect_none "lock/ and loadgen/ include nothing of the other products" \
