@@ -3,9 +3,9 @@
  * nested holds in reentry.c), owner-checked release (a semaphore's and a
  * read-write lock's in claim.c), the run-under-lock helper. Beside it in
  * the API: sem.c, rw.c, fence.c; below: claim.c and handle.c -> queue.c
- * (notify mode) -> lease.c, watchdog.c, orphans.c, subscriber.c -> quorum.c
- * (one or N servers) -> node.c (one Redis) -> pool.c; opts.c and counters.c
- * check what callers pass and count what happened. */
+ * (notify mode) -> lease.c, watchdog.c, orphans.c, subscriber.c ->
+ * quorum.c (one or N servers) -> node_ops.c, node.c (one Redis) -> pool.c;
+ * opts.c and counters.c check what callers pass and count what happened. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
