@@ -161,6 +161,7 @@ int dlock_call_open(dlock_node *n, dlock_node_call *call, redisContext **own)
     call->node = n;
     call->own = own;
     call->ctx = NULL;
+    call->script = -1, call->nkeys = call->nargs = 0; /* no script until one is appended */
     call->expect = call->got = 0;
     call->rc = DLOCK_OK;
     call->sent = call->broken = 0;

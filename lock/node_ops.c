@@ -37,7 +37,6 @@ void dlock_node_ping_begin(dlock_node *n, dlock_node_call *call)
         dlock_call_fail(call, DLOCK_ERR_NOMEM, "out of memory");
     else
         call->expect = 1;
-    call->script = -1;
     dlock_call_send(call);
 }
 
