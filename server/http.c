@@ -51,6 +51,7 @@ struct req_state {
     int too_large;
     int framing;         /* req_check_framing's code: not REQ_OK refuses it unread */
     char framing_err[128];
+    int entered;         /* in flight for the drain until its answer is sent */
 };
 
 /* Length of the well-formed UTF-8 sequence at s (n bytes left): 1..4, or 0
@@ -170,6 +171,7 @@ static enum MHD_Result respond(http_server *s, struct MHD_Connection *conn, cons
     route_result rt;
     route_match(method, url, &rt);
     service_enter(s->svc); /* before reading the flag: draining can't miss us */
+    rq->entered = 1;       /* and left in on_completed, once the answer is out */
     int closing = atomic_load(&s->draining);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -184,9 +186,7 @@ static enum MHD_Result respond(http_server *s, struct MHD_Connection *conn, cons
     metrics_request(service_metrics(s->svc), rt.id, r.status, us);
     log_kv(LOG_DEBUG, "request", LOG_STR("method", method), LOG_STR("path", url),
            LOG_INT("status", r.status), LOG_MS("ms", (double)us / 1e3));
-    enum MHD_Result ok = send_reply(conn, &r, closing || rq->framing != REQ_OK);
-    service_leave(s->svc);
-    return ok;
+    return send_reply(conn, &r, closing || rq->framing != REQ_OK);
 }
 
 /* Stores a body chunk, up to RULE_BODY_MAX; past it, discards (and past
@@ -289,12 +289,17 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
+    http_server *s = cls;
     struct req_state *rq = *req_cls;
     reaper_request_done(deadlines_of(conn));
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && toe != MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN)
         log_kv(LOG_DEBUG, "request not completed", LOG_INT("reason", toe));
     if (rq) {
+        /* Only now, the answer sent (or the connection gone): the drain ends
+         * in MHD_stop_daemon, which shuts every socket down, and an answer
+         * still queued then (a committed deduction's) would never arrive. */
+        if (rq->entered)
+            service_leave(s->svc);
         free(rq->body);
         free(rq);
     }

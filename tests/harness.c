@@ -415,8 +415,8 @@ long th_reduce(const char *base_url, long long item, int quantity, int work_ms, 
     snprintf(req, sizeof(req), "{\"itemId\":%lld,\"quantity\":%d,\"workMs\":%d}", item,
              quantity, work_ms);
     th_http("POST", url, req, &r);
-    if (body)
-        snprintf(body, size, "%s", r.body ? r.body : "");
+    if (body) /* the answer, or why there was none */
+        snprintf(body, size, "%s", r.status == 0 ? r.error : r.body ? r.body : "");
     th_resp_free(&r);
     return r.status;
 }

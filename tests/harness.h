@@ -121,7 +121,8 @@ int th_http(const char *method, const char *url, const char *req_body, th_resp *
 void th_resp_free(th_resp *r);
 
 /* POST /reduceStock {"itemId","quantity","workMs"} to base_url; the answer's
- * body is copied to body when given. Returns the status (0: transport error). */
+ * body (on a transport error, what went wrong) is copied to body when given.
+ * Returns the status (0: transport error). */
 long th_reduce(const char *base_url, long long item, int quantity, int work_ms, char *body,
                size_t size);
 
