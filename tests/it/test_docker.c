@@ -30,8 +30,8 @@
 
 #include <cmocka.h>
 
-#include "tests/harness.h"
-#include "tests/pg.h"
+#include "tests/support/harness.h"
+#include "tests/support/pg.h"
 
 #define COMPOSE "docker/docker-compose.yml"
 #define DOCKERFILE "docker/Dockerfile"

@@ -1,6 +1,6 @@
 /* harness.c - starts and stops the real processes tests run against, by PID,
  * also when a test fails or the test binary dies. */
-#include "harness.h"
+#include "tests/support/harness.h"
 
 #include "loadgen/api.h"
 #include "server/service.h"
