@@ -339,6 +339,17 @@ char th_proc_state(pid_t pid)
     return p && p[1] == ' ' ? p[2] : 0;
 }
 
+int th_proc_has(pid_t pid, const char *file, const char *text)
+{
+    char path[64], buf[16384];
+    snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, sizeof(buf), f);
+    fclose(f);
+    return memmem(buf, n, text, strlen(text)) != NULL;
+}
+
 long th_rss_kb(pid_t pid)
 {
     char path[64], line[256];

@@ -71,6 +71,10 @@ int th_wait(pid_t pid, int timeout_ms);
 /* The process's state letter from /proc (R, S, T for stopped...), or 0. */
 char th_proc_state(pid_t pid);
 
+/* Whether /proc/<pid>/<file> (cmdline, environ: NUL-separated) contains
+ * text, as ps or a look at the environment would find it. */
+int th_proc_has(pid_t pid, const char *file, const char *text);
+
 /* The process's resident memory in KiB, or -1. */
 long th_rss_kb(pid_t pid);
 
