@@ -272,9 +272,11 @@ $(BUILD)/bench/logbench: bench/logbench.c $(BUILD)/obj/server/log.o
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^
 
-$(BUILD)/bench/lockbench: bench/lockbench.c $(BUILD)/libdlock.a
+$(BUILD)/bench/lockbench: bench/lockbench.c bench/serverstats.c bench/serverstats.h \
+                         $(BUILD)/libdlock.a
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libdlock.a $(LIBS_LOCK)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ bench/lockbench.c bench/serverstats.c \
+	    $(BUILD)/libdlock.a $(LIBS_LOCK)
 
 $(BUILD)/bench/fifobench: bench/fifobench.c $(BUILD)/libdlock.a
 	@mkdir -p $(@D)

@@ -18,7 +18,8 @@
  *       acquire and the release script, which share EVALSHA's line, are
  *       told apart.
  * Besides rates, each server's lock commands and CPU per operation (from
- * INFO), and the client's CPU: on a small machine the fan-out costs CPU.
+ * INFO: serverstats.c), and the client's CPU: on a small machine the
+ * fan-out costs CPU.
  * PORTS is one port, or several comma-separated (all on 127.0.0.1) for a
  * quorum client (dlock_config_nodes). Prints one line of key=value results;
  * LOCKBENCH_CMDS=1 also prints each server's commands by name on stderr. */
@@ -37,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/serverstats.h"
 #include "lock/dlock.h"
 
 #define MAX_WORKERS 64
@@ -113,86 +115,6 @@ static long long redis_get(redisContext *r, const char *key)
     return v;
 }
 
-/* What one server has done so far: calls per command (commandstats, which
- * counts the commands that Lua scripts issue too) and its CPU time. */
-#define MAX_CMDS 64
-struct server_stats {
-    int n;
-    char name[MAX_CMDS][32];
-    long long calls[MAX_CMDS];
-    double cpu_s;
-};
-
-/* One INFO for both, so that only one INFO lands in the next snapshot. */
-static void server_stats_read(redisContext *r, struct server_stats *st)
-{
-    redisReply *rep = redisCommand(r, "INFO all");
-    const char *info = rep && rep->type == REDIS_REPLY_STRING ? rep->str : "", *p = info;
-    for (st->n = 0; st->n < MAX_CMDS && (p = strstr(p, "cmdstat_")) != NULL; p++)
-        if (sscanf(p, "cmdstat_%31[^:]:calls=%lld", st->name[st->n], &st->calls[st->n]) == 2)
-            st->n++;
-    const char *sys = strstr(info, "used_cpu_sys:"), *user = strstr(info, "used_cpu_user:");
-    st->cpu_s = (sys ? atof(sys + 13) : 0) + (user ? atof(user + 14) : 0);
-    freeReplyObject(rep);
-}
-
-static long long calls_of(const struct server_stats *st, const char *name)
-{
-    for (int i = 0; i < st->n; i++)
-        if (strcmp(st->name[i], name) == 0)
-            return st->calls[i];
-    return 0;
-}
-
-/* The lock's commands on server i from b to a, per `per` acquisitions: all
- * of them but the INFO that read b and the critical sections' (cs) GET and
- * SET. With LOCKBENCH_CMDS set, each command's share goes to stderr. */
-static double lock_cmds(int i, const struct server_stats *b, const struct server_stats *a,
-                        long long cs, long long per)
-{
-    int detail = getenv("LOCKBENCH_CMDS") != NULL;
-    long long total = 0;
-    if (detail)
-        fprintf(stderr, "lockbench: port=%d per_acq:", ports[i]);
-    for (int k = 0; k < a->n; k++) {
-        const char *name = a->name[k];
-        long long d = a->calls[k] - calls_of(b, name) - (strcmp(name, "info") == 0) -
-                      (strcmp(name, "get") == 0 || strcmp(name, "set") == 0 ? cs : 0);
-        total += d;
-        if (detail && d && per)
-            fprintf(stderr, " %s=%.3f", name, (double)d / per);
-    }
-    if (detail)
-        fprintf(stderr, "\n");
-    return per ? (double)total / per : 0;
-}
-
-/* "v0,v1,..." of each server's figure into buf. */
-static const char *joined(const double *v, char *buf, size_t size)
-{
-    buf[0] = '\0';
-    for (int i = 0; i < nports; i++)
-        snprintf(buf + strlen(buf), size - strlen(buf), "%s%.2f", i ? "," : "", v[i]);
-    return buf;
-}
-
-/* Each server's work since b, per `per` acquisitions: the lock's commands
- * into cmds and Redis CPU microseconds into cpu, as "v0,v1,...". */
-#define PER_SERVER_LEN (DLOCK_NODES_MAX * 16)
-static void per_server(redisContext *rs[], const struct server_stats b[], long long cs,
-                       long long per, char cmds[PER_SERVER_LEN], char cpu[PER_SERVER_LEN])
-{
-    double c[DLOCK_NODES_MAX], u[DLOCK_NODES_MAX];
-    struct server_stats a;
-    for (int i = 0; i < nports; i++) {
-        server_stats_read(rs[i], &a);
-        c[i] = lock_cmds(i, &b[i], &a, i == 0 ? cs : 0, per);
-        u[i] = per ? (a.cpu_s - b[i].cpu_s) * 1e6 / per : 0;
-    }
-    joined(c, cmds, PER_SERVER_LEN);
-    joined(u, cpu, PER_SERVER_LEN);
-}
-
 /* CPU seconds of this process so far, all its threads. */
 static double cpu_s(void)
 {
@@ -200,18 +122,6 @@ static double cpu_s(void)
     getrusage(RUSAGE_SELF, &ru);
     return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
            (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
-/* A connection to every server, or exit. */
-static void connect_all(redisContext *rs[])
-{
-    for (int i = 0; i < nports; i++) {
-        rs[i] = redisConnect("127.0.0.1", ports[i]);
-        if (rs[i] == NULL || rs[i]->err) {
-            fprintf(stderr, "lockbench: port %d: %s\n", ports[i], rs[i] ? rs[i]->errstr : "?");
-            exit(2);
-        }
-    }
 }
 
 static void mode_opts(const char *mode, dlock_opts *o);
@@ -223,10 +133,10 @@ static int uncontended(int seconds, const char *mode)
     mode_opts(mode, &o);
     o.wait_ms = 0;
     redisContext *rs[DLOCK_NODES_MAX];
-    struct server_stats before[DLOCK_NODES_MAX];
-    connect_all(rs);
+    struct serverstats before[DLOCK_NODES_MAX];
+    serverstats_connect(rs, ports, nports);
     for (int i = 0; i < nports; i++)
-        server_stats_read(rs[i], &before[i]);
+        serverstats_read(rs[i], &before[i]);
     long long pairs = 0;
     double cpu0 = cpu_s();
     int64_t end = now_us() + (int64_t)seconds * 1000000, start = now_us();
@@ -240,8 +150,8 @@ static int uncontended(int seconds, const char *mode)
     }
     double rate = pairs / ((now_us() - start) / 1e6);
     double cpu = pairs ? (cpu_s() - cpu0) * 1e6 / pairs : 0;
-    char cmds[PER_SERVER_LEN], redis_cpu[PER_SERVER_LEN];
-    per_server(rs, before, 0, pairs, cmds, redis_cpu);
+    char cmds[SERVERSTATS_LEN], redis_cpu[SERVERSTATS_LEN];
+    serverstats_per_op(rs, ports, nports, before, 0, pairs, cmds, redis_cpu);
     printf("pairs_per_s=%.0f lock_cmds_per_pair=%s client_cpu_us_per_pair=%.1f "
            "redis_cpu_us_per_pair=%s\n", rate, cmds, cpu, redis_cpu);
     for (int i = 0; i < nports; i++)
@@ -256,7 +166,7 @@ static int uncontended(int seconds, const char *mode)
 static int fanout(int seconds)
 {
     redisContext *rs[DLOCK_NODES_MAX];
-    connect_all(rs);
+    serverstats_connect(rs, ports, nports);
     long long rounds = 0;
     int64_t end = now_us() + (int64_t)seconds * 1000000, start = now_us();
     while (now_us() < end) {
@@ -300,21 +210,6 @@ static int fanout(int seconds)
     return 0;
 }
 
-/* EVALSHA's calls and microseconds, and every command's calls, on r. */
-static void evalsha_stats(redisContext *r, long long *calls, double *usec, long long *all)
-{
-    redisReply *rep = redisCommand(r, "INFO commandstats");
-    const char *info = rep && rep->type == REDIS_REPLY_STRING ? rep->str : "", *p = info;
-    *calls = *all = 0;
-    *usec = 0;
-    const char *e = strstr(info, "cmdstat_evalsha:");
-    if (e)
-        sscanf(e, "cmdstat_evalsha:calls=%lld,usec=%lf", calls, usec);
-    while ((p = strstr(p, "calls=")) != NULL)
-        *all += atoll(p += 6);
-    freeReplyObject(rep);
-}
-
 /* One phase of scripts(): what EVALSHA cost per call since the last read,
  * and the commands per call (the script's own ones included, INFO not). */
 static void script_phase(redisContext *r, const char *name, long long *calls, double *usec,
@@ -322,7 +217,7 @@ static void script_phase(redisContext *r, const char *name, long long *calls, do
 {
     long long c, a;
     double u;
-    evalsha_stats(r, &c, &u, &a);
+    serverstats_evalsha(r, &c, &u, &a);
     long long n = c - *calls;
     printf("%s_calls=%lld %s_usec_per_call=%.2f %s_cmds_per_call=%.2f ", name, n, name,
            n ? (u - *usec) / n : 0, name, n ? (double)(a - *all - 1) / n : 0);
@@ -337,12 +232,12 @@ static int scripts(int n)
     o.wait_ms = 0, o.watchdog = 0, o.lease_ms = 60000;
     dlock_handle **h = calloc((size_t)n, sizeof(*h));
     redisContext *rs[DLOCK_NODES_MAX];
-    connect_all(rs);
+    serverstats_connect(rs, ports, nports);
     char key[64];
     for (int pass = 0; pass < 2; pass++) { /* the first leaves each key's fence counter */
         long long calls = 0, all = 0;
         double usec = 0;
-        evalsha_stats(rs[0], &calls, &usec, &all);
+        serverstats_evalsha(rs[0], &calls, &usec, &all);
         for (int i = 0; i < n; i++) {
             snprintf(key, sizeof(key), "bench:script:%d", i);
             if (dlock_acquire(c, key, &o, &h[i]) != DLOCK_OK) {
@@ -547,8 +442,8 @@ static int hot(int workers, int procs, const char *mode, int work_ms, int second
         return 2;
     sh->last_worker = -1;
     redisContext *rs[DLOCK_NODES_MAX];
-    struct server_stats before[DLOCK_NODES_MAX];
-    connect_all(rs);
+    struct serverstats before[DLOCK_NODES_MAX];
+    serverstats_connect(rs, ports, nports);
     for (int i = 0; i < nports; i++)
         clean(rs[i]);
     pid_t pids[MAX_WORKERS];
@@ -564,7 +459,7 @@ static int hot(int workers, int procs, const char *mode, int work_ms, int second
     }
     sleep(1); /* every process connected */
     for (int i = 0; i < nports; i++)
-        server_stats_read(rs[i], &before[i]);
+        serverstats_read(rs[i], &before[i]);
     int64_t t0 = now_us();
     close(go_pipe[1]);
     close(go_pipe[0]);
@@ -575,8 +470,8 @@ static int hot(int workers, int procs, const char *mode, int work_ms, int second
         waitpid(pids[p], NULL, 0);
     /* per server; the critical sections ran on the first one only */
     long long total = (long long)atomic_load(&sh->total);
-    char cmds[PER_SERVER_LEN], redis_cpu[PER_SERVER_LEN];
-    per_server(rs, before, total, total, cmds, redis_cpu);
+    char cmds[SERVERSTATS_LEN], redis_cpu[SERVERSTATS_LEN];
+    serverstats_per_op(rs, ports, nports, before, total, total, cmds, redis_cpu);
     long long counter = redis_get(rs[0], "bench:counter");
     report(mode, workers, procs, work_ms, elapsed, counter, cmds, redis_cpu);
     for (int i = 0; i < nports; i++)

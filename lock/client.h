@@ -1,5 +1,6 @@
-/* client.h - what a lock client is made of, for dlock.c (the public API) and
- * queue.c (notify-mode waiting), the two layers that drive the others.
+/* client.h - what a lock client is made of: a header with no .c of its own,
+ * for the files that hold a client (dlock.c, sem.c, rw.c, fence.c, handle.c,
+ * claim.c, queue.c, reentry.c).
  *
  * One mutex per client (mu) guards the key table, waiter queues, lease and
  * handle state, and the watchdog's schedule; the watchdog and subscriber

@@ -1,5 +1,6 @@
 /* counters.h - the lock client's counters (see dlock_stats in dlock.h),
- * bumped with atomics by whichever part of the library sees the event. */
+ * bumped with atomics by whichever part of the library sees the event; the
+ * waits' and holds' histograms recorded by counters.c. */
 #ifndef DLOCK_COUNTERS_H
 #define DLOCK_COUNTERS_H
 
@@ -25,5 +26,16 @@ static inline int dlock_bucket_of(const int *bounds, int n, int64_t v)
         b++;
     return b;
 }
+
+/* Counts how an acquisition that began at start_ms ended (its wait, a
+ * timeout). Returns rc. */
+int dlock_count_wait(dlock_counters *k, int rc, int64_t start_ms);
+
+/* Counts a hold that began at held_since_us (dlock_now_us) and ends now;
+ * nothing for 0 (never held, or a multi-lock's part: its hold is the set's). */
+void dlock_count_hold(dlock_counters *k, int64_t held_since_us);
+
+/* A snapshot of k for dlock_stats_read. */
+void dlock_counters_read(const dlock_counters *k, dlock_stats *s);
 
 #endif

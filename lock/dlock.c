@@ -1,147 +1,27 @@
-/* dlock.c - the lock library's public API: clients, acquisition (spin mode
- * here, notify mode in queue.c, a thread's nested holds in reentry.c),
- * owner-checked release, the run-under-lock helper and counters; the
- * semaphore's and the read-write lock's waiting and release in sem.c. The
- * layers below: queue.c (notify mode) -> lease.c, watchdog.c, orphans.c,
- * subscriber.c -> quorum.c (one or N servers) -> node.c (one Redis) ->
- * pool.c. */
-#include <errno.h>
+/* dlock.c - the lock library's public API: clients, acquisition of a lock
+ * and of a multi-lock (spin mode here, notify mode in queue.c, a thread's
+ * nested holds in reentry.c), owner-checked release (a semaphore's and a
+ * read-write lock's in claim.c), the run-under-lock helper. Beside it in
+ * the API: sem.c, rw.c, fence.c; below: claim.c and handle.c -> queue.c
+ * (notify mode) -> lease.c, watchdog.c, orphans.c, subscriber.c ->
+ * quorum.c (one or N servers) -> node_ops.c, node.c (one Redis) -> pool.c;
+ * opts.c and counters.c check what callers pass and count what happened. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "claim.h"
 #include "client.h"
 #include "err.h"
+#include "opts.h"
 #include "queue.h"
 #include "reentry.h"
-#include "sem.h"
 #include "sync.h"
-
-const int dlock_wait_bucket_ms[DLOCK_WAIT_BUCKETS] = {1,   5,    10,   25,   50,    100,
-                                                      250, 500, 1000, 2500, 10000, -1};
-const int dlock_hold_bucket_us[DLOCK_HOLD_BUCKETS] = {
-    100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
-    1000000, 5000000, 30000000, -1};
-
-void dlock_config_defaults(dlock_config *cfg)
-{
-    memset(cfg, 0, sizeof(*cfg));
-    cfg->host = "127.0.0.1";
-    cfg->port = 6379;
-    cfg->connect_timeout_ms = 500;
-    cfg->command_timeout_ms = 1000;
-}
-
-void dlock_opts_defaults(dlock_opts *o)
-{
-    o->lease_ms = 30000;
-    o->wait_ms = 10000;
-    o->retry_ms = 100;
-    o->max_renewals = 30;
-    o->watchdog = 1;
-    o->wait_mode = DLOCK_WAIT_NOTIFY;
-    o->handoff_max = 8;
-    o->handoff_ms = 100;
-    o->reentrant = 0;
-}
-
-int dlock_opts_check(const dlock_opts *o)
-{
-    if (o->lease_ms < DLOCK_LEASE_MIN_MS || o->lease_ms > DLOCK_LEASE_MAX_MS)
-        return dlock_fail(DLOCK_ERR_INVALID, "lease_ms must be %d..%d, got %d",
-                          DLOCK_LEASE_MIN_MS, DLOCK_LEASE_MAX_MS, o->lease_ms);
-    if (o->wait_ms < 0 || o->retry_ms < 1 || o->max_renewals < 0 || o->handoff_max < 0 ||
-        o->handoff_ms < 0)
-        return dlock_fail(DLOCK_ERR_INVALID, "wait_ms, max_renewals and the hand-off bounds "
-                                             "must be >= 0, retry_ms >= 1");
-    if (o->retry_ms > o->lease_ms) /* a waiter's grace, 2 retry_ms + 100, sizes its grant */
-        return dlock_fail(DLOCK_ERR_INVALID, "retry_ms (%d) must not exceed lease_ms (%d): a "
-                          "grant to a waiter holds the key for its grace, 2 retry_ms + 100, "
-                          "up to a lease", o->retry_ms, o->lease_ms);
-    if (o->wait_mode != DLOCK_WAIT_NOTIFY && o->wait_mode != DLOCK_WAIT_SPIN)
-        return dlock_fail(DLOCK_ERR_INVALID, "wait_mode must be DLOCK_WAIT_NOTIFY or _SPIN");
-    if (o->reentrant != 0 && o->reentrant != 1)
-        return dlock_fail(DLOCK_ERR_INVALID, "reentrant must be 0 or 1");
-    return DLOCK_OK;
-}
-
-/* Parses one "host[:port]" or "[v6]:port" of length len into e. 0 or -1. */
-static int parse_endpoint(const char *s, size_t len, dlock_endpoint *e)
-{
-    const char *host = s, *colon = NULL;
-    size_t hlen = len;
-    if (len > 0 && s[0] == '[') { /* [v6addr]:port */
-        const char *close = memchr(s, ']', len);
-        if (close == NULL)
-            return -1;
-        host = s + 1, hlen = (size_t)(close - s - 1);
-        colon = close + 1 < s + len ? close + 1 : NULL;
-        if (colon && *colon != ':')
-            return -1;
-    } else if ((colon = memchr(s, ':', len)) != NULL) {
-        hlen = (size_t)(colon - s);
-        if (memchr(colon + 1, ':', len - hlen - 1)) /* a bare IPv6 address: brackets needed */
-            return -1;
-    }
-    if (hlen == 0 || hlen > DLOCK_HOST_MAX)
-        return -1;
-    memcpy(e->host, host, hlen);
-    e->host[hlen] = '\0';
-    e->port = 6379;
-    if (colon) {
-        char port[8], *end;
-        size_t plen = len - (size_t)(colon + 1 - s);
-        if (plen == 0 || plen >= sizeof(port))
-            return -1;
-        memcpy(port, colon + 1, plen);
-        port[plen] = '\0';
-        errno = 0;
-        long p = strtol(port, &end, 10);
-        if (*end != '\0' || errno || p < 1 || p > 65535)
-            return -1;
-        e->port = (int)p;
-    }
-    return 0;
-}
-
-int dlock_config_nodes(dlock_config *cfg, const char *list)
-{
-    dlock_endpoint nodes[DLOCK_NODES_MAX];
-    int n = 0;
-    for (const char *p = list ? list : "";;) {
-        size_t len = strcspn(p, ",");
-        if (n == DLOCK_NODES_MAX)
-            return dlock_fail(DLOCK_ERR_INVALID, "at most %d Redis servers", DLOCK_NODES_MAX);
-        if (parse_endpoint(p, len, &nodes[n]) != 0)
-            return dlock_fail(DLOCK_ERR_INVALID, "bad Redis server \"%.*s\": expected host:port "
-                              "(or [v6addr]:port)", (int)len, p);
-        n++;
-        if (p[len] == '\0')
-            break;
-        p += len + 1;
-    }
-    memcpy(cfg->node, nodes, (size_t)n * sizeof(*nodes));
-    cfg->nodes = n;
-    return DLOCK_OK;
-}
-
-static int config_check(const dlock_config *cfg)
-{
-    int ok = cfg != NULL && cfg->connect_timeout_ms >= 1 && cfg->command_timeout_ms >= 1 &&
-             cfg->nodes >= 0 && cfg->nodes <= DLOCK_NODES_MAX;
-    if (ok && cfg->nodes == 0)
-        ok = cfg->host != NULL && cfg->port >= 1 && cfg->port <= 65535;
-    for (int i = 0; ok && i < cfg->nodes; i++)
-        ok = cfg->node[i].host[0] != '\0' && cfg->node[i].port >= 1 && cfg->node[i].port <= 65535;
-    return ok ? DLOCK_OK
-              : dlock_fail(DLOCK_ERR_INVALID, "Redis host, port 1..65535 (for 1..%d servers) and "
-                           "timeouts >= 1 ms needed", DLOCK_NODES_MAX);
-}
 
 int dlock_client_new(const dlock_config *cfg, dlock_client **out)
 {
     *out = NULL;
-    if (config_check(cfg) != DLOCK_OK)
+    if (dlock_config_check(cfg) != DLOCK_OK)
         return DLOCK_ERR_INVALID;
     dlock_client *c = calloc(1, sizeof(*c));
     if (c == NULL)
@@ -199,42 +79,6 @@ void dlock_node_info_read(dlock_client *c, int i, dlock_node_info *out)
     dlock_node_report(dlock_quorum_node(c->nodes, i), out);
 }
 
-int dlock_key_check(const char *key, size_t len)
-{
-    if (key == NULL || len == 0)
-        return dlock_fail(DLOCK_ERR_INVALID, "lock key is empty");
-    if (len > DLOCK_KEY_MAX)
-        return dlock_fail(DLOCK_ERR_INVALID, "lock key is %zu bytes, the limit is %d", len,
-                          DLOCK_KEY_MAX);
-    for (size_t i = 0; i < len; i++)
-        if ((unsigned char)key[i] < 0x20 || key[i] == 0x7f)
-            return dlock_fail(DLOCK_ERR_INVALID, "lock key has a control byte (0x%02x) at %zu",
-                              (unsigned char)key[i], i);
-    return DLOCK_OK;
-}
-
-static void record_wait(dlock_client *c, int64_t waited_ms)
-{
-    int b = dlock_bucket_of(dlock_wait_bucket_ms, DLOCK_WAIT_BUCKETS, waited_ms);
-    dlock_count(&c->counters.wait_buckets[b]);
-    dlock_count(&c->counters.wait_count);
-    atomic_fetch_add(&c->counters.wait_sum_ms, (uint64_t)waited_ms);
-}
-
-/* Counts the hold of h, ending now; not one that never held, nor a
- * multi-lock's part (its hold is the set's). */
-static void record_hold(const dlock_handle *h)
-{
-    if (h->held_since_us == 0)
-        return;
-    dlock_counters *k = &h->client->counters;
-    int64_t us = dlock_now_us() - h->held_since_us;
-    dlock_count(&k->hold_buckets[dlock_bucket_of(dlock_hold_bucket_us, DLOCK_HOLD_BUCKETS,
-                                                 us)]);
-    dlock_count(&k->hold_count);
-    atomic_fetch_add(&k->hold_sum_us, (uint64_t)us);
-}
-
 /* Spin mode: this thread alone retries every jittered retry_ms. */
 static int acquire_spin(dlock_client *c, dlock_handle *h, const char *key, const dlock_opts *o,
                         int64_t deadline)
@@ -265,16 +109,6 @@ static int acquire_spin(dlock_client *c, dlock_handle *h, const char *key, const
     }
 }
 
-/* The options to use: opts, or the defaults for NULL; checked. */
-static int opts_of(const dlock_opts *opts, dlock_opts *o)
-{
-    if (opts == NULL)
-        dlock_opts_defaults(o);
-    else
-        *o = *opts;
-    return dlock_opts_check(o);
-}
-
 /* One key until deadline, in o's wait mode; *out the holder. */
 static int acquire_key(dlock_client *c, const char *key, const dlock_opts *o, int64_t deadline,
                        dlock_handle **out)
@@ -299,41 +133,19 @@ static int acquire_key(dlock_client *c, const char *key, const dlock_opts *o, in
     return rc;
 }
 
-/* Counts how an acquisition that began at start ended. */
-static int account(dlock_client *c, int rc, int64_t start)
-{
-    if (rc == DLOCK_OK || rc == DLOCK_ERR_TIMEOUT)
-        record_wait(c, dlock_now_ms() - start);
-    if (rc == DLOCK_ERR_TIMEOUT)
-        dlock_count(&c->counters.timeouts);
-    return rc;
-}
-
 int dlock_acquire(dlock_client *c, const char *key, const dlock_opts *opts, dlock_handle **out)
 {
     dlock_opts o;
     *out = NULL;
     size_t klen = key ? strnlen(key, DLOCK_KEY_MAX + 1) : 0;
-    if (opts_of(opts, &o) != DLOCK_OK || dlock_key_check(key, klen) != DLOCK_OK)
+    if (dlock_opts_of(opts, &o) != DLOCK_OK || dlock_key_check(key, klen) != DLOCK_OK)
         return DLOCK_ERR_INVALID;
     int rc;
     if (dlock_reenter(c, key, &o, out, &rc))
         return rc;
     int64_t start = dlock_now_ms();
-    return account(c, acquire_key(c, key, &o, start + o.wait_ms, out), start);
-}
-
-int dlock_claim_acquire(dlock_client *c, const char *key, const struct dlock_claim *cl,
-                        const dlock_opts *opts, dlock_handle **out)
-{
-    dlock_opts o;
-    *out = NULL;
-    size_t klen = key ? strnlen(key, DLOCK_KEY_MAX + 1) : 0;
-    if (opts_of(opts, &o) != DLOCK_OK || dlock_key_check(key, klen) != DLOCK_OK ||
-        dlock_claim_single(c, cl->what) != DLOCK_OK)
-        return DLOCK_ERR_INVALID;
-    int64_t start = dlock_now_ms();
-    return account(c, dlock_claim_wait(c, key, cl, &o, start + o.wait_ms, out), start);
+    rc = acquire_key(c, key, &o, start + o.wait_ms, out);
+    return dlock_count_wait(&c->counters, rc, start);
 }
 
 static int by_key(const void *a, const void *b)
@@ -367,7 +179,7 @@ int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const d
     dlock_opts o;
     const char *order[DLOCK_MULTI_MAX];
     *out = NULL;
-    if (opts_of(opts, &o) != DLOCK_OK || canonical_order(keys, n, order) != DLOCK_OK ||
+    if (dlock_opts_of(opts, &o) != DLOCK_OK || canonical_order(keys, n, order) != DLOCK_OK ||
         dlock_holds_none(c, order, n) != DLOCK_OK)
         return DLOCK_ERR_INVALID;
     dlock_handle *set = dlock_handle_new(c, &o);
@@ -386,7 +198,7 @@ int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const d
         char why[256];
         snprintf(why, sizeof(why), "%s", dlock_errstr());
         dlock_release(set);
-        account(c, rc, start);
+        dlock_count_wait(&c->counters, rc, start);
         return dlock_fail(rc, "%s", why);
     }
     pthread_mutex_lock(&c->mu); /* from now on they are renewed and interrupted as one */
@@ -395,7 +207,7 @@ int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const d
     pthread_mutex_unlock(&c->mu);
     set->held_since_us = dlock_now_us();
     *out = set;
-    return account(c, DLOCK_OK, start);
+    return dlock_count_wait(&c->counters, DLOCK_OK, start);
 }
 
 static int release(dlock_handle *h, int *local);
@@ -432,7 +244,7 @@ static int release_set(dlock_handle *h, int *local)
 static int release(dlock_handle *h, int *local)
 {
     if (h->parts || (h->lease && h->lease->kind != DLOCK_LEASE_LOCK)) {
-        record_hold(h);
+        dlock_count_hold(&h->client->counters, h->held_since_us);
         return h->parts ? release_set(h, local) : dlock_claim_release(h, local);
     }
     dlock_client *c = h->client;
@@ -442,7 +254,8 @@ static int release(dlock_handle *h, int *local)
         pthread_mutex_unlock(&c->mu);      /* nothing to hand over or give back yet */
         return *local;
     }
-    record_hold(h); /* the outermost handle: the hold ends here, whatever the order */
+    /* the outermost handle: the hold ends here, whatever the order */
+    dlock_count_hold(&c->counters, h->held_since_us);
     struct dlock_lease *l = h->lease;
     struct dlock_entry *e = h->entry;
     if (e && *local == DLOCK_OK && dlock_queue_handoff(c, h)) {
@@ -481,70 +294,6 @@ int dlock_release(dlock_handle *h)
     return h ? release(h, &local) : DLOCK_OK;
 }
 
-int dlock_check(dlock_handle *h)
-{
-    pthread_mutex_lock(&h->client->mu);
-    int st = dlock_holder_state(h, dlock_now_ms());
-    pthread_mutex_unlock(&h->client->mu);
-    return st;
-}
-
-int dlock_sleep(dlock_handle *h, int ms)
-{
-    dlock_client *c = h->client;
-    if (h->outer) /* the watchdog wakes the outermost hold */
-        h = h->outer;
-    /* now is cut to the millisecond: one more never sleeps short */
-    int64_t now = dlock_now_ms(), end = now + (ms > 0 ? ms + 1 : 0);
-    int st;
-    pthread_mutex_lock(&c->mu);
-    while ((st = dlock_holder_state(h, now)) == DLOCK_OK && now < end) {
-        /* also wake when the local lease deadline passes: that is a loss too */
-        int64_t until = dlock_holder_valid_until(h);
-        dlock_cond_wait_until(&h->wake, &c->mu, end < until ? end : until);
-        now = dlock_now_ms();
-    }
-    pthread_mutex_unlock(&c->mu);
-    return st;
-}
-
-int dlock_key_count(const dlock_handle *h) { return h->parts ? h->nparts : 1; }
-int64_t dlock_fence_at(const dlock_handle *h, int i)
-{
-    return dlock_holder_at(h, i)->lease->fence;
-}
-int dlock_handoff_seq_at(const dlock_handle *h, int i) { return dlock_holder_at(h, i)->seq; }
-const char *dlock_key_at(const dlock_handle *h, int i)
-{
-    return dlock_holder_at(h, i)->lease->key;
-}
-int64_t dlock_fence(const dlock_handle *h) { return dlock_fence_at(h, 0); }
-int dlock_handoff_seq(const dlock_handle *h) { return dlock_handoff_seq_at(h, 0); }
-const char *dlock_key(const dlock_handle *h) { return dlock_key_at(h, 0); }
-const char *dlock_token(const dlock_handle *h) { return dlock_holder_at(h, 0)->lease->token; }
-
-int dlock_renewals(const dlock_handle *h)
-{
-    int most = 0;
-    pthread_mutex_lock(&h->client->mu);
-    for (int i = 0; i < dlock_key_count(h); i++) {
-        const dlock_handle *p = dlock_holder_at(h, i);
-        int n = p->lease->renewals - p->renewals_at_start;
-        most = n > most ? n : most;
-    }
-    pthread_mutex_unlock(&h->client->mu);
-    return most;
-}
-
-int dlock_hold_count(const dlock_handle *h)
-{
-    const dlock_handle *o = h->outer ? h->outer : h;
-    pthread_mutex_lock(&h->client->mu);
-    int n = o->parts ? 1 : o->holds;
-    pthread_mutex_unlock(&h->client->mu);
-    return n;
-}
-
 /* Runs fn under the held h and always releases; see dlock_run. */
 static int run_held(dlock_handle *h, dlock_fn fn, void *arg, int *fn_rc)
 {
@@ -573,25 +322,4 @@ int dlock_run_multi(dlock_client *c, const char *const *keys, int n, const dlock
     return rc == DLOCK_OK ? run_held(h, fn, arg, fn_rc) : rc;
 }
 
-void dlock_stats_read(dlock_client *c, dlock_stats *s)
-{
-    const dlock_counters *k = &c->counters;
-    s->acquired = atomic_load(&k->acquired);
-    s->handoffs = atomic_load(&k->handoffs);
-    s->timeouts = atomic_load(&k->timeouts);
-    s->renewals = atomic_load(&k->renewals);
-    s->interrupts = atomic_load(&k->interrupts);
-    s->lost = atomic_load(&k->lost);
-    s->redis_errors = atomic_load(&k->redis_errors);
-    s->connects = atomic_load(&k->connects);
-    s->orphaned = atomic_load(&k->orphaned);
-    s->orphans_dropped = atomic_load(&k->orphans_dropped);
-    s->wait_count = atomic_load(&k->wait_count);
-    s->wait_sum_ms = atomic_load(&k->wait_sum_ms);
-    for (int i = 0; i < DLOCK_WAIT_BUCKETS; i++)
-        s->wait_buckets[i] = atomic_load(&k->wait_buckets[i]);
-    s->hold_count = atomic_load(&k->hold_count);
-    s->hold_sum_us = atomic_load(&k->hold_sum_us);
-    for (int i = 0; i < DLOCK_HOLD_BUCKETS; i++)
-        s->hold_buckets[i] = atomic_load(&k->hold_buckets[i]);
-}
+void dlock_stats_read(dlock_client *c, dlock_stats *s) { dlock_counters_read(&c->counters, s); }

@@ -1,8 +1,6 @@
 /* dlock.h - a Redis distributed lock: leases, waiting, watchdog renewal,
- * interruption after max renewals, fencing tokens.
- *
- * One dlock_client per process is the intended use: it owns a pool of Redis
- * connections and one watchdog thread that renews every lock held through it.
+ * interruption after max renewals, fencing tokens; multi-locks, semaphores,
+ * read-write locks, and several Redis servers as a quorum.
  *
  *     dlock_client *c;
  *     dlock_config cfg; dlock_config_defaults(&cfg);
@@ -13,46 +11,16 @@
  *         dlock_release(h);
  *     }
  *
- * Thread safety: every function may be called from any number of threads at
- * once on one client. A handle belongs to the thread that acquired it; only
- * dlock_release() ends its life.
+ * One client per process: it owns the Redis connections, a watchdog thread
+ * that renews every lease held through it, and a pub/sub connection. Every
+ * function may be called from any number of threads at once on one client.
+ * A handle belongs to the thread that acquired it; only dlock_release ends
+ * its life. Functions return DLOCK_OK (0) or a negative DLOCK_ERR_* code;
+ * dlock_errstr() gives the calling thread's last failure in words.
  *
- * Errors: functions return DLOCK_OK (0) or a negative DLOCK_ERR_* code;
- * dlock_errstr() gives the details of the calling thread's last failure.
- *
- * Several Redis servers (dlock_config_nodes, "Redlock"): N independent
- * servers, no replication between them; the lock is held when a majority
- * holds the key for our token. Every call goes to all N at once (sent to
- * each, the replies awaited together), so it costs the slowest round trip
- * of those that answer, not N round trips. A server that stops answering is
- * left out of calls for a moment (25 ms, doubling up to 1 s) instead of
- * making each call wait out its timeout, unless the others alone could not
- * make a majority.
- * - Acquire: held when a majority granted the key and the time left,
- *   lease - elapsed - drift (1% + 2 ms), is positive; otherwise the keys
- *   taken are released at once and acquire tries again until wait_ms
- *   (DLOCK_ERR_TIMEOUT), or fails with DLOCK_ERR_REDIS at once when too many
- *   servers failed for a majority to be possible.
- * - Fencing: each server keeps its own counter. The token is the largest
- *   fence the majority answered, written back (raised, never lowered) to the
- *   servers of the majority that answered less, by a script that does so only
- *   while the key there is still ours; the holder gets the lock only once a
- *   majority holds the token. Any later holder's majority shares a server
- *   with that one and draws its fence there after ours was written, so its
- *   token is larger. lock/README.md gives the whole argument and its limits
- *   (servers that come back empty, clocks).
- * - Renewal: a majority must renew, else the holder is lost; the local
- *   deadline runs from when the renewal was sent, so it never outlasts the
- *   slowest server of the majority. Release goes to every server; its
- *   result is a majority's.
- * - Notify mode: each waiter queues on every server with the same score (the
- *   wall clock when it began to wait, in us), so every server has the
- *   waiters in the same order, and a release grants the key on every server
- *   to the same first live waiter. The client subscribes on every server; a
- *   release heard from any of them wakes the waiter. Local hand-off is as
- *   with one server. Across hosts the order is as good as their clocks
- *   agree (NTP: a few ms). dlock_node_count / dlock_node_info_read /
- *   dlock_ping_each show each server's state. */
+ * How it behaves, what it sends to Redis and why it is safe (fencing,
+ * reentrancy, semaphores, read-write locks, Redlock over several servers):
+ * lock/README.md. */
 #ifndef DLOCK_H
 #define DLOCK_H
 
@@ -83,9 +51,7 @@ extern "C" {
 #define DLOCK_HOST_MAX 255  /* longest host name, in bytes */
 /* The largest floor dlock_fence_raise takes, 2^53 - 2: fences are exact below
  * 2^53 only (Redis's Lua numbers are doubles), and a raised fence is at most
- * one more. Fences are max(counter + 1, Redis's clock in us): 2^53 us is some
- * 285 years of that clock, so only a record's token from a broken clock or
- * written by hand gets there. */
+ * one more (lock/README.md, "Exact below 2^53"). */
 #define DLOCK_FENCE_MAX ((INT64_C(1) << 53) - 2)
 
 enum dlock_code {
@@ -117,8 +83,8 @@ typedef struct dlock_endpoint {
 
 /* Where Redis is, how long to wait for it, and who we are to it. Strings are
  * copied by dlock_client_new. One server (host, port) or several independent
- * ones (node[], a quorum: see "Several Redis servers" below); the same
- * credentials and timeouts for each. */
+ * ones (node[], a quorum: dlock_config_nodes); the same credentials and
+ * timeouts for each. */
 typedef struct dlock_config {
     const char *host;       /* default "127.0.0.1"; used when nodes is 0 */
     int port;               /* default 6379 */
@@ -145,31 +111,21 @@ typedef struct dlock_config {
 typedef struct dlock_opts {
     int lease_ms;     /* 30000: the key's TTL (PX); renewed at lease_ms/3 while held */
     int wait_ms;      /* 10000: how long acquire keeps trying; 0 = try exactly once */
-    int retry_ms;     /* 100 (1..lease_ms): pause between tries, randomised to
-                       * 0.5x..1.5x. Notify mode: a waiter's grace is 2 retry_ms
-                       * + 100; it stays in line that long after each try, and a
-                       * release's grant to it lasts the longer of its grace and
-                       * the releaser's (each at most lease_ms), or it would lose
-                       * its place sooner than a silent waiter does. So a waiter
-                       * that died holds the key up for its grace (its place until
-                       * it drops out) plus that grant, which lapses */
+    int retry_ms;     /* 100 (1..lease_ms): pause between tries, randomised to 0.5x..1.5x;
+                       * in notify mode also a waiter's grace in line, 2 retry_ms + 100,
+                       * and so how long a grant to it lasts (lock/README.md, "A turn
+                       * between processes") */
     int max_renewals; /* 30: renewals before the holder is interrupted; 0 = never */
     int watchdog;     /* 1: renew while held; 0: the lease simply runs out */
     int wait_mode;    /* DLOCK_WAIT_NOTIFY (default) or DLOCK_WAIT_SPIN */
     int handoff_max;  /* 8: notify mode: consecutive hand-offs of one lease to local
                        * waiters before it goes back through Redis; 0 = never. Fewer
-                       * when other processes take turns with the key: a lease taken
-                       * from Redis while q other processes took turns since this
-                       * one's last (the grants to their waiters it heard of) and n
-                       * local waiters queue behind its holder makes at most
-                       * max(1, 1.5 (q+1)(n+1)/q - 1) hand-offs, so that the others
-                       * wait about 1.5x what strict FIFO over the (q+1)(n+1) holders
-                       * would make them: 3 for 2 workers in each of 4 processes,
-                       * handoff_max for 8 in each of 4 */
+                       * while other processes take turns with the key (lock/README.md,
+                       * "How long a turn is") */
     int handoff_ms;   /* 100: ... and no hand-off once the lease is this old, so other
                        * processes get their turn */
     int reentrant;    /* 0: a thread asking for a key it holds is refused at once;
-                       * 1: it gets a nested hold at once. See "Reentrancy" below */
+                       * 1: it gets a nested hold at once (lock/README.md, "Reentrancy") */
 } dlock_opts;
 
 typedef struct dlock_client dlock_client;
@@ -185,7 +141,8 @@ extern const int dlock_hold_bucket_us[DLOCK_HOLD_BUCKETS]; /* upper bounds; last
 
 typedef struct dlock_stats {
     uint64_t acquired;      /* keys acquired, through Redis or hand-off (each key of a
-                             * multi-lock counts; its wait counts once) */
+                             * multi-lock counts; its wait counts once; a nested hold
+                             * does not count) */
     uint64_t handoffs;      /* of which handed over locally, without Redis */
     uint64_t timeouts;      /* acquisitions that gave up after wait_ms */
     uint64_t renewals;      /* successful lease renewals */
@@ -209,9 +166,10 @@ typedef struct dlock_stats {
 void dlock_config_defaults(dlock_config *cfg);
 
 /* Sets cfg's servers from "host:port[,host:port...]" (1..DLOCK_NODES_MAX of
- * them; "[v6addr]:port" for IPv6; a host without a port gets 6379). One
- * server is the same as host and port. Returns DLOCK_OK, or DLOCK_ERR_INVALID
- * with dlock_errstr() naming the bad entry (cfg unchanged). */
+ * them, an odd number; "[v6addr]:port" for IPv6; a host without a port gets
+ * 6379): a lock is then held when a majority holds it. One server is the
+ * same as host and port. Returns DLOCK_OK, or DLOCK_ERR_INVALID with
+ * dlock_errstr() naming the bad entry (cfg unchanged). */
 int dlock_config_nodes(dlock_config *cfg, const char *list);
 void dlock_opts_defaults(dlock_opts *opts);
 
@@ -262,169 +220,63 @@ int dlock_ping_each(dlock_client *c, int up[DLOCK_NODES_MAX]);
  * Returns DLOCK_OK or DLOCK_ERR_INVALID (with dlock_errstr() saying why). */
 int dlock_key_check(const char *key, size_t len);
 
-/* Reentrancy (dlock_opts.reentrant): the holder is the calling thread on
- * this client - the thread that acquired, until the release, wherever its
- * handle went: a thread that passes its handle to a worker and asks for the
- * key again is refused (off) or nested (on), not made to wait for the
- * worker; let the worker acquire, or use another dlock_client. Off by
- * default, unlike Redisson's RLock (reentrant because Java's locks are):
- * here a handle is the owner, with its own token and fence, passed to
- * whatever works under it (as stockd does), and a pool thread that leaked a
- * hold would otherwise re-enter it silently on its next task, the key never
- * leaving Redis. pthread mutexes make the same choice
- * (PTHREAD_MUTEX_RECURSIVE is asked for).
- * - Off: asking for a key the thread holds returns DLOCK_ERR_INVALID at once
- *   ("already held by this thread"; nothing sent), like an error-checking
- *   mutex's EDEADLK, instead of waiting wait_ms for itself.
- * - On: the thread gets a new handle at once, nested in its outermost hold
- *   of the key (no Redis call; the call's other options are not used).
- *   Every handle of the hold is released with dlock_release, in any order:
- *   only the last release hands the key over or releases it in Redis, so a
- *   waiting thread never gets it while the holder still has a handle of it.
- *   An earlier release sends nothing and returns the hold's dlock_check
- *   state; the handle released (the outermost one too) is not to be used
- *   again.
- * - Renewal, max_renewals, interruption and the fence are the outermost
- *   hold's: every handle reports them (dlock_check, dlock_sleep,
- *   dlock_fence, dlock_token, dlock_handoff_seq, dlock_renewals), and the
- *   last release returns DLOCK_ERR_INTERRUPTED or _LOST for the hold.
- * - Another thread, or this thread on another dlock_client, is another
- *   owner and waits as usual. A hold whose lease is lost holds nothing:
- *   asking again acquires anew, and its handles keep reporting LOST. A
- *   hold past its local deadline whose renewal has not yet come back (Redis
- *   slow or down) may or may not hold: asking again is refused at once,
- *   DLOCK_ERR_INVALID, until it is renewed or released. An interrupted hold
- *   still holds the key.
- * - dlock_acquire nests in the thread's multi-lock's part for the key (and
- *   sees the set's interruption). dlock_acquire_multi with a key the thread
- *   holds returns DLOCK_ERR_INVALID, reentrant or not, nothing sent: a set's
- *   renewal and max_renewals are its own, which they can't be for a key
- *   another hold rules.
- * - dlock_stats counts no nested acquisition (nothing was acquired). */
-
-/* Acquires key for a new random owner token (SET NX PX inside a Lua script that
- * also issues the fencing token), waiting up to opts->wait_ms. In notify mode
- * the lock may instead be handed over by a local holder of the same key: the
- * lease (token, fence, TTL) is then shared, and dlock_handoff_seq() > 0.
- * Returns DLOCK_OK with *out set to a handle owned by the caller until
+/* Acquires key for a new random owner token, with a fencing token, waiting
+ * up to opts->wait_ms (never longer than that plus one command timeout). In
+ * notify mode a local holder of the key may hand its lease over instead
+ * (same token and fence, dlock_handoff_seq() > 0). A thread that holds key
+ * gets a nested hold at once (opts->reentrant) or DLOCK_ERR_INVALID.
+ * Returns DLOCK_OK with *out a handle owned by the caller until
  * dlock_release(); or DLOCK_ERR_TIMEOUT, DLOCK_ERR_REDIS, DLOCK_ERR_AUTH,
- * DLOCK_ERR_INVALID (also: the thread holds key and reentrant is 0), DLOCK_ERR_NOMEM
- * with *out NULL. Never waits longer than wait_ms plus one command timeout. */
+ * DLOCK_ERR_INVALID, DLOCK_ERR_NOMEM with *out NULL. */
 int dlock_acquire(dlock_client *c, const char *key, const dlock_opts *opts, dlock_handle **out);
 
-/* Acquires the n keys (1..DLOCK_MULTI_MAX, distinct) as one lock, like
- * Redisson's RedissonMultiLock, for work that must hold them all (an order
- * of several items):
- * - Canonical order: the keys are taken one by one in byte order of their
- *   names, whatever order they are given in, so two holders wanting {a, b}
- *   and {b, a} can never deadlock. A key taken stays held while the next is
- *   waited for; all share one deadline, opts->wait_ms from the call.
- * - All or nothing: a timeout or error on any key releases the keys already
- *   taken and returns that error (*out NULL).
- * - Each key is acquired exactly as dlock_acquire does it, so single-key
- *   holders and waiters of the same keys share one queue per key: in notify
- *   mode a multi-lock waits its turn in each key's FIFO (local, then Redis's
- *   queue by arrival) and may get a key by hand-off from a local holder.
- *   Hand-off is bounded (handoff_max, handoff_ms), so a stream of single-key
- *   requests or batches cannot starve it: its wait for each key is bounded
- *   by the holders queued before it. Spin mode gives no such bound.
- * - Held: one renewal schedule for the set (the watchdog renews all keys in
- *   one pipelined round trip), max_renewals counted for the set (reaching it
- *   interrupts every key), dlock_check / dlock_sleep report the worst state
- *   of any key, dlock_release releases them all (last key first; each may be
- *   handed to a local waiter), and each key's own fencing token is
- *   dlock_fence_at(h, i) for the i-th key in canonical order (dlock_key_at).
- * Returns as dlock_acquire does. */
+/* Acquires the n keys (1..DLOCK_MULTI_MAX, distinct) as one lock, all or
+ * nothing: one by one in byte order of their names (so no two multi-locks
+ * deadlock), each as dlock_acquire does, under one wait_ms deadline; a
+ * failure on any key releases those taken. Held, the keys are renewed,
+ * interrupted, checked and released as one; dlock_fence_at(h, i) is the
+ * i-th key's token. DLOCK_ERR_INVALID also when the thread holds one of
+ * the keys. Returns as dlock_acquire does. */
 int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const dlock_opts *opts,
                         dlock_handle **out);
 
-/* Semaphore with leases, like Redisson's RPermitExpirableSemaphore: at
- * most permits_total holders of key at once, over every process that uses
- * it. Each permit is a lease of opts->lease_ms, renewed by the watchdog at
- * lease/3 and interrupted after max_renewals, exactly as a lock's; a
- * crashed holder's permit comes back once its lease runs out.
- * - Redis: key is a ZSET of permit tokens scored by their deadline (Redis
- *   TIME, ms); key:fence its fencing counter; key:released the channel a
- *   release publishes on. All in Lua (lock/README.md), so processes share
- *   it. Don't use a semaphore's key as a lock's key (a ZSET is no lease).
- * - permits_total is each call's own limit: a call is granted when fewer
- *   than its permits_total permits are held, whatever others passed. Give
- *   every caller of a key the same N; a smaller N only makes that caller
- *   more patient, a larger one lets the holders exceed the smaller N.
- * - Waiting: as opts->wait_mode. Notify: threads of this client that want
- *   key queue locally, the head asks Redis, and a release (published, or
- *   made here) or retry_ms wakes it; it is FIFO within a process, not
- *   between processes (nor is any waiter's wait bounded). Spin: each
- *   thread retries every jittered retry_ms. handoff_* and reentrant are
- *   not used: permits are never handed over, and a thread asking again
- *   takes a second permit (or waits for one).
- * - The handle is a dlock_handle, so one API serves both: dlock_release
- *   (DLOCK_ERR_LOST when the permit had expired or was gone; a Redis
- *   failure leaves it to run out on its own), dlock_check, dlock_sleep,
- *   dlock_renewals, dlock_token, dlock_key, dlock_fence (strictly
- *   increasing over the key's permits), dlock_hold_count (1),
- *   dlock_handoff_seq (0). Not for dlock_run or multi-locks.
- * - Several Redis servers (a quorum): not supported yet, refused with
- *   DLOCK_ERR_INVALID: a permit count agreed by a majority needs more than
- *   the lock's per-key ownership checks.
- * Returns as dlock_acquire does (DLOCK_ERR_TIMEOUT: all permits still held
- * after wait_ms); DLOCK_ERR_INVALID also for permits_total < 1. */
+/* A semaphore with leases: at most permits_total holders of key at once,
+ * over every process that uses it (give each caller of a key the same N).
+ * Each permit is a lease renewed and interrupted as a lock's; the handle
+ * works with dlock_release, dlock_check, dlock_sleep, dlock_renewals,
+ * dlock_token, dlock_key and dlock_fence, not with dlock_run or
+ * multi-locks; permits are never handed over or nested. One Redis server
+ * only. Returns as dlock_acquire does (DLOCK_ERR_TIMEOUT: all permits
+ * still held after wait_ms); DLOCK_ERR_INVALID also for permits_total < 1
+ * or a quorum of servers. */
 int dlock_sem_acquire(dlock_client *c, const char *key, int permits_total,
                       const dlock_opts *opts, dlock_handle **out);
 
-/* Read-write lock on key: any number of readers at once, or one writer,
- * over every process that uses it (like Redisson's RReadWriteLock, with a
- * different fairness rule, below). Each hold is a lease of opts->lease_ms,
- * renewed by the watchdog at lease/3 and interrupted after max_renewals,
- * as a lock's; the handle is a dlock_handle, used as a semaphore's is
- * (dlock_release, dlock_check, dlock_sleep, dlock_renewals, dlock_token,
- * dlock_key, dlock_fence; not for dlock_run, multi-locks or reentrancy).
- * - Redis, all in Lua (lock/README.md): key is a ZSET of reader tokens
- *   scored by their lease deadline (Redis ms; a crashed reader's entry is
- *   dropped once it passed), key:writer the writer's token (PX lease),
- *   key:writers a ZSET of waiting writers, each entry standing for
- *   2 retry_ms + 100 ms unless that writer tries again; key:fence the
- *   counter; key:released the channel. Don't use the key for anything else.
- * - Fairness: writer preference. A reader gets in only while no writer
- *   holds and none waits, so the readers a waiting writer found drain and
- *   no new ones join them: a writer waits at most until the readers present
- *   when it arrived release (their lease, lease_ms, if they crashed; their
- *   max_renewals interruption, if they hang on) and the writers that get in
- *   before it. Writers among themselves are not ordered (FIFO within a
- *   process in notify mode only), and a steady stream of writers starves
- *   readers: the right rule when writes are rare and must not wait.
- * - Fencing: readers and writers draw from one counter, so every fence is
- *   larger than all earlier ones of the key, read or write.
- * - Waiting: as opts->wait_mode, as dlock_sem_acquire (local FIFO per
- *   key whose head retries on a published release, or every jittered
- *   retry_ms). A writer that times out withdraws its wish at once (after
- *   a Redis failure it runs out within 2 retry_ms + 100 ms). A thread
- *   that holds key and asks again waits like any other owner (a writer
- *   asking to read waits for itself until wait_ms).
- * - Several Redis servers (a quorum): refused with DLOCK_ERR_INVALID, as
- *   for the semaphore.
- * Returns as dlock_acquire does (DLOCK_ERR_TIMEOUT: a writer held or
- * waited, or for a writer: readers or a writer held, after wait_ms). */
+/* A read-write lock on key: any number of readers at once, or one writer,
+ * over every process that uses it; a waiting writer keeps new readers out.
+ * Readers and writers draw fences from one counter. Each hold is a lease
+ * and its handle is used as a semaphore's; no reentrancy, upgrade or
+ * downgrade (a thread asking again waits like any other owner). One Redis
+ * server only. Returns as dlock_acquire does (DLOCK_ERR_TIMEOUT: a writer
+ * held or waited, or for a writer: readers or a writer held, after
+ * wait_ms); DLOCK_ERR_INVALID also for a quorum of servers. */
 int dlock_acquire_read(dlock_client *c, const char *key, const dlock_opts *opts,
                        dlock_handle **out);
 int dlock_acquire_write(dlock_client *c, const char *key, const dlock_opts *opts,
                         dlock_handle **out);
 
-/* Releases the lock and frees h. In notify mode, when a local thread waits for
- * the key and the hand-off bounds allow, the lease passes to it without a
- * Redis round trip. Otherwise the watchdog forgets the lease first, so no
- * renewal can follow, and a script, only if the key still holds our token,
- * grants it to the first live waiter in the key's Redis queue or deletes it,
- * then publishes on the key's release channel.
- * Returns DLOCK_OK; DLOCK_ERR_LOST when the lease had expired or another owner
- * held the key (which is left untouched); DLOCK_ERR_INTERRUPTED when h was
- * interrupted (the key is still deleted if ours); DLOCK_ERR_REDIS when Redis
- * did not answer (the watchdog then retries the release in the background, and
- * the lease expires on its own at the latest); DLOCK_ERR_AUTH when Redis now
- * refuses our credentials (the lease expires on its own). For a multi-lock,
- * the worst over its keys (LOST, then INTERRUPTED, then a Redis failure).
- * A handle of a reentrant hold that is not its last: see "Reentrancy".
- * NULL is a no-op. */
+/* Releases the lock and frees h: hands the lease to a local waiter (notify
+ * mode, within the hand-off bounds), or gives the key back in Redis only if
+ * it still holds our token (granted to the next waiter in line, or
+ * deleted). No renewal follows. Returns DLOCK_OK; DLOCK_ERR_LOST when the
+ * lease had expired or another owner held the key (left untouched);
+ * DLOCK_ERR_INTERRUPTED when h was interrupted (the key is still released
+ * if ours); DLOCK_ERR_REDIS when Redis did not answer (retried in the
+ * background; the lease expires on its own at the latest); DLOCK_ERR_AUTH
+ * when Redis now refuses our credentials (the lease expires). A multi-lock
+ * answers its worst key's (LOST, then INTERRUPTED, then a Redis failure).
+ * A nested handle that is not its hold's last sends nothing and returns
+ * dlock_check's answer. NULL is a no-op. */
 int dlock_release(dlock_handle *h);
 
 /* Whether the holder may still act: DLOCK_OK, DLOCK_ERR_INTERRUPTED, or
@@ -439,41 +291,27 @@ int dlock_check(dlock_handle *h);
 int dlock_sleep(dlock_handle *h, int ms);
 
 /* The fencing token of this acquisition: strictly greater than every token
- * issued earlier for the same key, also across Redis restarts (the counter is
- * seeded from Redis's clock in microseconds when missing), as long as that
- * clock does not go back (else see dlock_fence_raise) and fences stay below
- * 2^53, where they are exact (DLOCK_FENCE_MAX). Holders that got the lease
- * by hand-off share its fence and differ in dlock_handoff_seq(). An acquire
- * that finds no fence above the key's counter (at its maximum, 2^63 - 1:
- * written by hand, or raised so far by a client older than DLOCK_FENCE_MAX)
- * fails with DLOCK_ERR_REDIS and takes nothing. */
+ * issued earlier for the same key, also across Redis restarts, as long as
+ * Redis's clock does not go back (else dlock_fence_raise) and fences stay
+ * below 2^53 (DLOCK_FENCE_MAX). Hand-offs of one lease share its fence and
+ * differ in dlock_handoff_seq(). An acquire that finds no fence left above
+ * the key's counter (2^63 - 1) fails with DLOCK_ERR_REDIS, taking nothing. */
 int64_t dlock_fence(const dlock_handle *h);
 
-/* Raises the fencing token of key i of h (dlock_key_at; 0 for a lock, a
- * permit or a read-write hold) above floor: for a holder that a store
- * refused because the record carries a larger token, floor. That happens
- * when fences went back: Redis's clock stepped forward and back (NTP
- * correcting a bad step), or the key's counter was lost (a restart without
- * persistence, an eviction, its expiry while the key was idle) while Redis's
- * clock was behind where it had been, and every holder is refused until the
- * clock catches up. One script (on every server of a quorum), only while the
- * key still holds h's token: the counter becomes max(counter, floor) + 1,
- * which is h's fence from now on (dlock_fence_at; later hand-offs of the
- * lease share it); with several servers, written back to a majority as an
- * acquisition's fence is (lock/README.md). Fencing stays safe: a holder
- * whose lease ran out, its key perhaps another's now, gets DLOCK_ERR_LOST
- * and stays refused; the raised fence is above every fence issued before it
- * and below every later one. Take floor only from the store the fence
- * guards. Call it from the thread that holds h, or one the holder waits for;
- * never while h is released.
+/* Raises the fencing token of key i of h (0 for a lock, a permit or a
+ * read-write hold) above floor, the token a store refused h for: when
+ * fences went back (lock/README.md, "Fences that go back"). Only while
+ * the key still holds h's token: the counter becomes max(counter, floor)
+ * + 1, h's fence from now on (with several servers, written back to a
+ * majority).
+ * Take floor only from the store the fence guards; call it from the thread
+ * that holds h, or one it waits for, never after h is released.
  * Returns DLOCK_OK (dlock_fence_at(h, i) > floor; nothing sent when it
  * already was); DLOCK_ERR_LOST (the key is no longer ours: h is lost from
- * now on, as when a renewal finds that); DLOCK_ERR_INTERRUPTED or
- * DLOCK_ERR_LOST, nothing sent, when h was already; DLOCK_ERR_REDIS or
- * DLOCK_ERR_AUTH (not raised, h's fence unchanged: counters may be higher,
- * never lower; also when the counter is already past 2^53 - 1, where no exact
- * fence is left); DLOCK_ERR_INVALID, nothing sent, for no key i, or floor
- * above DLOCK_FENCE_MAX. */
+ * now on); DLOCK_ERR_INTERRUPTED or DLOCK_ERR_LOST, nothing sent, when h
+ * was already; DLOCK_ERR_REDIS or DLOCK_ERR_AUTH (h's fence unchanged;
+ * also when the counter is past 2^53 - 1); DLOCK_ERR_INVALID, nothing
+ * sent, for no key i or floor above DLOCK_FENCE_MAX. */
 int dlock_fence_raise_at(dlock_handle *h, int i, int64_t floor);
 int dlock_fence_raise(dlock_handle *h, int64_t floor); /* key 0 */
 
@@ -486,9 +324,9 @@ const char *dlock_key(const dlock_handle *h);   /* owned by h */
 int dlock_renewals(const dlock_handle *h);      /* renewals since this holder got the lock
                                                  * (a multi-lock: its most renewed key) */
 
-/* How many handles of h's hold (its outermost one and those nested in it,
- * see "Reentrancy") are not yet released: 1 when nothing nests in it, and
- * for a multi-lock, which never nests. */
+/* How many handles of h's hold (its outermost one and those nested in it)
+ * are not yet released: 1 when nothing nests in it, for a multi-lock, a
+ * permit and a read-write hold. */
 int dlock_hold_count(const dlock_handle *h);
 
 /* A multi-lock's keys, in canonical order (a single lock has one, i = 0),
@@ -523,7 +361,7 @@ void dlock_stats_read(dlock_client *c, dlock_stats *out);
 
 /* The Redis keys and channel one lock uses besides key itself (the lease),
  * all derived from key: for operators (ACLs, monitoring, clean-up) and
- * tests. Each expires on its own (see the lock's README section). */
+ * tests. Each expires on its own (lock/README.md, "How it behaves"). */
 typedef struct dlock_names {
     char fence[DLOCK_KEY_MAX + 8];    /* key:fence, the fencing counter */
     char queue[DLOCK_KEY_MAX + 8];    /* key:queue, waiting tokens in arrival order */

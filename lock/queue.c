@@ -84,11 +84,11 @@ static int turns_of_others(dlock_client *c, struct dlock_entry *e)
     return most < 1000 ? (int)most : 1000;
 }
 
-/* How many hand-offs a lease just taken from Redis may make (the rule
- * dlock.h states for handoff_max). q: the other processes that took turns
- * with this one (l->queued: each queues one token per key, and each turn
- * of theirs is a grant this process hears of); n: this process's waiters
- * behind the new holder. Each of the q waits for about q turns (a lease
+/* How many hand-offs a lease just taken from Redis may make (the rule of
+ * lock/README.md, "How long a turn is"). q: the other processes that took
+ * turns with this one (l->queued: each queues one token per key, and each
+ * turn of theirs is a grant this process hears of); n: this process's
+ * waiters behind the new holder. Each of the q waits for about q turns (a lease
  * and its hand-offs, a cohort) before its own comes round, where strict
  * FIFO over the W = (q + 1)(n + 1) holders (the others taken to be like
  * this one) would make it wait about W holds: a cohort of 1.5 W / q keeps

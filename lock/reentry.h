@@ -1,7 +1,8 @@
 /* reentry.h - which thread holds which key on a client: what a reentrant
  * acquire nests in, and what a non-reentrant one must refuse rather than
  * wait for itself. A key's outermost hold counts its handles and is
- * released for real only when the last of them is (dlock.h, "Reentrancy").
+ * released for real only when the last of them is (lock/README.md,
+ * "Reentrancy").
  * The functions taking the table are called with the client's mutex held;
  * those taking the client lock it themselves. */
 #ifndef DLOCK_REENTRY_H

@@ -3,13 +3,12 @@
  * permits are (renewed and released by its scripts), the writer holds
  * key:writer as a lock holds its key, and waiting writers register in
  * key:writers, which keeps new readers out (scripts.c). The waiting, the
- * handle and the release are the semaphore's (sem.c); only the attempts
+ * handle and the release are every claim's (claim.c); only the attempts
  * are this file's. */
 #include <stdio.h>
 
-#include "dlock.h"
+#include "claim.h"
 #include "err.h"
-#include "sem.h"
 #include "sync.h"
 
 #define RW_WRITER ":writer"   /* the writer's token, PX its lease */

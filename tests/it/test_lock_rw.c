@@ -243,9 +243,9 @@ static void test_a_writer_gets_in_under_a_stream_of_readers(void **state)
             pthread_join(t[i], NULL);
         fail_msg("the readers made %ld reads in 10 s", (long)atomic_load(&s.reads));
     }
-    /* The bound (dlock.h): the readers present drain, each holding 30 ms;
-     * 2 s is only there to catch a hang, and a writer that loses to the
-     * stream waits all of it. */
+    /* The bound (lock/README.md, "Fairness"): the readers present drain,
+     * each holding 30 ms; 2 s is only there to catch a hang, and a writer
+     * that loses to the stream waits all of it. */
     dlock_opts o = opts(5000, 2000);
     dlock_handle *w;
     int rc = dlock_acquire_write(client, key, &o, &w);

@@ -1,11 +1,11 @@
-/* sem.h - leases that are members of a shared set in Redis, claimed by a
- * script and waited for alike: the semaphore behind dlock_sem_acquire
- * (here) and the read-write lock (rw.c). The leases are renewed by the
- * client's watchdog and reported through an ordinary dlock_handle; their
- * waiters queue in a local FIFO per key whose head retries when a release
- * is heard. */
-#ifndef DLOCK_SEM_H
-#define DLOCK_SEM_H
+/* claim.h - leases that are members of a shared set in Redis, or beside
+ * it, claimed by a script of their own: the semaphore's permits (sem.c) and
+ * the read-write lock's readers and writer (rw.c). claim.c waits for them,
+ * hands them out in an ordinary dlock_handle (renewed by the client's
+ * watchdog) and releases them (for dlock.c's dlock_release). Their waiters
+ * queue in a local FIFO per key whose head retries when a release is heard. */
+#ifndef DLOCK_CLAIM_H
+#define DLOCK_CLAIM_H
 
 #include <stdint.h>
 
@@ -30,24 +30,16 @@ struct dlock_claim {
     void (*give_up)(dlock_client *c, struct dlock_lease *l);
 };
 
-/* Whether c can hold such claims: DLOCK_OK, or DLOCK_ERR_INVALID when it
- * uses several Redis servers, with errstr naming what. */
-int dlock_claim_single(dlock_client *c, const char *what);
-
 /* An acquire script's {1, fence} or {0, pttl} (r freed) as an attempt's
  * result, for an attempt sent at sent. */
 int dlock_claim_reply(redisReply *r, struct dlock_lease *l, int64_t sent, int64_t *pttl);
 
-/* The public front of a claim, in dlock.c with the other acquisitions:
- * checks opts and key as dlock_acquire does, then dlock_claim_wait until
- * wait_ms, counted like any acquisition. Returns as dlock_acquire does. */
+/* The public front of a claim (dlock_sem_acquire, dlock_acquire_read, ...):
+ * checks opts and key as dlock_acquire does and refuses a quorum of
+ * servers, then waits until wait_ms, counted like any acquisition. Returns
+ * as dlock_acquire does; *out set on DLOCK_OK. */
 int dlock_claim_acquire(dlock_client *c, const char *key, const struct dlock_claim *cl,
                         const dlock_opts *opts, dlock_handle **out);
-
-/* Waits until deadline for a claim on key (o checked, key valid). Returns
- * as dlock_acquire does; *out set on DLOCK_OK. */
-int dlock_claim_wait(dlock_client *c, const char *key, const struct dlock_claim *cl,
-                     const dlock_opts *o, int64_t deadline, dlock_handle **out);
 
 /* Gives h's lease back (its kind's release script) and frees h; *local
  * gets the holder's own view at release. Returns what dlock_release
