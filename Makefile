@@ -32,7 +32,9 @@ SERVER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out server/main.c,$(wildc
 STORE_BACKENDS := sqlite postgres
 SERVER_OBJ += $(STORE_BACKENDS:%=$(BUILD)/obj/gen/migrations_%.o)
 LOADGEN_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out loadgen/main.c,$(wildcard loadgen/*.c)))
-HARNESS_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/*.c))
+# What every suite links: the shared helpers of tests/support/ (the harness,
+# checked calls, log readers, fakes, a private PostgreSQL, ...).
+TEST_SUPPORT_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/support/*.c))
 TESTS := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/unit/test_*.c tests/it/test_*.c))
 
 # The shared library: versioned from dlock.h, its soname carries the major.
@@ -262,7 +264,7 @@ $(BUILD)/obj/tests/%.o: tests/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(shell $(PKG_CONFIG) --cflags $(TEST_PKGS)) -c -o $@ $<
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(HARNESS_OBJ) $(TEST_LIBS)
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT_OBJ) $(TEST_LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_TEST)
 

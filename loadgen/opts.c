@@ -531,7 +531,7 @@ int lg_opts_parse(lg_opts *o, int argc, char **argv, lg_err *err)
 {
     lg_opts_defaults(o);
     /* every flag is parsed even with --help, so `loadgen <flags> --help` checks
-     * the flags (tests/it/test_docker.c does that for the compose file) */
+     * the flags (tests/it/test_docker_run.c does that for the compose file) */
     getopt_spec g;
     getopt_tables(&g);
     int rc = first_pass(o, argc, argv, &g, err);

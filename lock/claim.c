@@ -6,15 +6,15 @@
  * its local FIFO (keytab.h), only the head asks Redis, and a release heard
  * on the key's channel (subscriber.c) or made here wakes it. A head that
  * gets in wakes the next at once: permits (or room for readers) may be left. */
-#include "claim.h"
+#include "lock/claim.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "err.h"
-#include "opts.h"
-#include "queue.h"
-#include "sync.h"
+#include "lock/err.h"
+#include "lock/opts.h"
+#include "lock/queue.h"
+#include "lock/sync.h"
 
 /* Whether c can hold such claims: DLOCK_OK, or DLOCK_ERR_INVALID when it
  * uses several Redis servers, with errstr naming what. */

@@ -9,8 +9,8 @@
 
 #include <stdint.h>
 
-#include "client.h"
-#include "lease.h"
+#include "lock/client.h"
+#include "lock/lease.h"
 
 /* One kind of claim on a key. */
 struct dlock_claim {

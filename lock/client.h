@@ -10,12 +10,12 @@
 
 #include <pthread.h>
 
-#include "counters.h"
-#include "keytab.h"
-#include "quorum.h"
-#include "orphans.h"
-#include "subscriber.h"
-#include "watchdog.h"
+#include "lock/counters.h"
+#include "lock/keytab.h"
+#include "lock/quorum.h"
+#include "lock/orphans.h"
+#include "lock/subscriber.h"
+#include "lock/watchdog.h"
 
 struct dlock_client {
     pthread_mutex_t mu;

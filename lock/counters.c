@@ -1,9 +1,9 @@
 /* counters.c - the lock client's counters (counters.h): the histograms of
  * waits and holds, recorded where an acquisition or a hold ends, and read
  * for dlock_stats_read. */
-#include "counters.h"
+#include "lock/counters.h"
 
-#include "sync.h"
+#include "lock/sync.h"
 
 const int dlock_wait_bucket_ms[DLOCK_WAIT_BUCKETS] = {1,   5,    10,   25,   50,    100,
                                                       250, 500, 1000, 2500, 10000, -1};

@@ -7,7 +7,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "dlock.h"
+#include "lock/dlock.h"
 
 typedef struct dlock_counters {
     _Atomic uint64_t acquired, handoffs, timeouts, renewals, interrupts, lost;

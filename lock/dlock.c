@@ -10,13 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "claim.h"
-#include "client.h"
-#include "err.h"
-#include "opts.h"
-#include "queue.h"
-#include "reentry.h"
-#include "sync.h"
+#include "lock/claim.h"
+#include "lock/client.h"
+#include "lock/err.h"
+#include "lock/opts.h"
+#include "lock/queue.h"
+#include "lock/reentry.h"
+#include "lock/sync.h"
 
 int dlock_client_new(const dlock_config *cfg, dlock_client **out)
 {

@@ -1,11 +1,11 @@
 /* err.c - the lock library's error reporting: codes, their static texts, and
  * the calling thread's last failure in detail. */
-#include "err.h"
+#include "lock/err.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "dlock.h"
+#include "lock/dlock.h"
 
 static _Thread_local char errbuf[256];
 static _Thread_local int errcode;

@@ -3,9 +3,9 @@
  * for fences that went back (why and why it is safe: lock/README.md). */
 #include <stdint.h>
 
-#include "client.h"
-#include "err.h"
-#include "sync.h"
+#include "lock/client.h"
+#include "lock/err.h"
+#include "lock/sync.h"
 
 /* The raise's arguments for lease l, above floor. */
 static dlock_node_raise_args raise_args(const struct dlock_lease *l, int64_t floor)

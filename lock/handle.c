@@ -2,8 +2,8 @@
  * holds, a sleep that wakes on a loss, and each key's fence, hand-off
  * number and token; the same for a multi-lock's parts and a nested hold's
  * outermost one (lease.h: dlock_holder_at). */
-#include "client.h"
-#include "sync.h"
+#include "lock/client.h"
+#include "lock/sync.h"
 
 int dlock_check(dlock_handle *h)
 {

@@ -1,7 +1,7 @@
 /* keytab.c - per-key state for notify mode, in a chained hash table. Entries
  * live only while a thread holds or waits for the key, so the table stays as
  * small as the process's concurrency. */
-#include "keytab.h"
+#include "lock/keytab.h"
 
 #include <stdint.h>
 #include <stdlib.h>

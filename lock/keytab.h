@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dlock.h"
+#include "lock/dlock.h"
 
 struct dlock_handle;
 

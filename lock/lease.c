@@ -1,14 +1,14 @@
 /* lease.c - leases and their holders: owner tokens, the holder's state, and
  * a lease's acquire and release in Redis. */
-#include "lease.h"
+#include "lock/lease.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
 
-#include "err.h"
-#include "sync.h"
+#include "lock/err.h"
+#include "lock/sync.h"
 
 static void make_token(char out[DLOCK_TOKEN_LEN + 1])
 {

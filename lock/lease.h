@@ -12,9 +12,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "dlock.h"
-#include "quorum.h"
-#include "scripts.h"
+#include "lock/dlock.h"
+#include "lock/quorum.h"
+#include "lock/scripts.h"
 
 /* The fence counter and the set of given-up tokens expire this many leases
  * after their last write: a token given up must stay refused longer than

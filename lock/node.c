@@ -3,7 +3,7 @@
  * NOSCRIPT), commands sent, replies awaited for several servers at once,
  * the result checked, and the call counted for dlock_node_info. What each
  * call says to Redis is node_ops.c's. */
-#include "node.h"
+#include "lock/node.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -12,11 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "err.h"
-#include "node_internal.h"
-#include "pool.h"
-#include "scripts.h"
-#include "sync.h"
+#include "lock/err.h"
+#include "lock/node_internal.h"
+#include "lock/pool.h"
+#include "lock/scripts.h"
+#include "lock/sync.h"
 
 const int dlock_latency_bucket_us[DLOCK_LATENCY_BUCKETS] = {100,  250,   500,   1000,   2500,
                                                             5000, 10000, 25000, 100000, -1};

@@ -20,9 +20,9 @@
 #include <hiredis/hiredis.h>
 #include <stdint.h>
 
-#include "counters.h"
-#include "dlock.h"
-#include "scripts.h"
+#include "lock/counters.h"
+#include "lock/dlock.h"
+#include "lock/scripts.h"
 
 #define DLOCK_CHANNEL_SUFFIX ":released"
 #define DLOCK_NODE_ARGS_MAX 12

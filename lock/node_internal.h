@@ -5,7 +5,7 @@
 #ifndef DLOCK_NODE_INTERNAL_H
 #define DLOCK_NODE_INTERNAL_H
 
-#include "node.h"
+#include "lock/node.h"
 
 /* Starts a call on a connection: the caller's own (opened when missing) or
  * a pooled one. 0, or -1 with the call failed (nothing sent). */

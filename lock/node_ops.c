@@ -4,8 +4,8 @@
  * call goes through node.c's calls in flight: begin, dlock_node_wait, end. */
 #include <string.h>
 
-#include "err.h"
-#include "node_internal.h"
+#include "lock/err.h"
+#include "lock/node_internal.h"
 
 /* key (klen bytes) then suffix into out (size bytes), cut to fit as
  * snprintf would; memcpy, because every acquire and release derives these. */

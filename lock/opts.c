@@ -1,13 +1,13 @@
 /* opts.c - what a caller passes, defaulted and checked before anything
  * reaches Redis: a client's configuration (its servers parsed from a list),
  * an acquisition's options, a key. */
-#include "opts.h"
+#include "lock/opts.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "err.h"
+#include "lock/err.h"
 
 void dlock_config_defaults(dlock_config *cfg)
 {

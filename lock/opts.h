@@ -3,7 +3,7 @@
 #ifndef DLOCK_OPTS_H
 #define DLOCK_OPTS_H
 
-#include "dlock.h"
+#include "lock/dlock.h"
 
 /* DLOCK_OK when cfg can start a client, else DLOCK_ERR_INVALID with
  * dlock_errstr naming what is wrong. */

@@ -3,11 +3,11 @@
  * next_renew_ms as its next try, valid_until_ms as the time after which a
  * permit's, reader's or writer's key must have expired anyway, and renewals
  * counting its tries. */
-#include "orphans.h"
+#include "lock/orphans.h"
 
 #include <stdlib.h>
 
-#include "sync.h"
+#include "lock/sync.h"
 
 #define BACKOFF_FIRST_MS 50
 #define BACKOFF_MAX_MS 2000

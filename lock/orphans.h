@@ -20,9 +20,9 @@
 #ifndef DLOCK_ORPHANS_H
 #define DLOCK_ORPHANS_H
 
-#include "counters.h"
-#include "lease.h"
-#include "quorum.h"
+#include "lock/counters.h"
+#include "lock/lease.h"
+#include "lock/quorum.h"
 
 #define DLOCK_ORPHANS_MAX 1024 /* tokens in doubt at once; beyond, the oldest is dropped */
 

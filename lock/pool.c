@@ -1,7 +1,7 @@
 /* pool.c - connections to one Redis server: a thread-safe free list that
  * grows on demand, authentication, host names resolved within the connect
  * timeout, and the checking of replies. */
-#include "pool.h"
+#include "lock/pool.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "err.h"
-#include "sync.h"
+#include "lock/err.h"
+#include "lock/sync.h"
 
 #define POOL_IDLE_MAX 256 /* idle connections kept; more are closed on return */
 #define STALE_CHECK_MS 50 /* idle longer than this: check it was not closed meanwhile */

@@ -6,8 +6,8 @@
 
 #include <hiredis/hiredis.h>
 
-#include "counters.h"
-#include "dlock.h"
+#include "lock/counters.h"
+#include "lock/dlock.h"
 
 typedef struct dlock_pool dlock_pool;
 

@@ -15,13 +15,13 @@
  * grants it to the next process also puts this process's next waiter in
  * line (requeue), and with one server the grantee holds on the grant's
  * message alone (take_grant), its lease restarted later by the watchdog. */
-#include "queue.h"
+#include "lock/queue.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "err.h"
-#include "sync.h"
+#include "lock/err.h"
+#include "lock/sync.h"
 
 enum { AGAIN = 1 }; /* contend() made no progress; look again */
 

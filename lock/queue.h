@@ -6,8 +6,8 @@
 
 #include <stdint.h>
 
-#include "client.h"
-#include "lease.h"
+#include "lock/client.h"
+#include "lock/lease.h"
 
 /* Waits in key's local FIFO until h holds the lock (from Redis, or handed
  * over) or deadline passes. Returns as dlock_acquire does. */

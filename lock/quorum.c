@@ -1,13 +1,13 @@
 /* quorum.c - one call on every server at once, and the majority rules of
  * Redlock over their answers (see quorum.h and lock/README.md). */
-#include "quorum.h"
+#include "lock/quorum.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "err.h"
-#include "sync.h"
+#include "lock/err.h"
+#include "lock/sync.h"
 
 #define SKIP_FIRST_MS 25
 #define SKIP_MAX_MS 1000

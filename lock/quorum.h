@@ -17,8 +17,8 @@
 #include <hiredis/hiredis.h>
 #include <stdint.h>
 
-#include "counters.h"
-#include "node.h"
+#include "lock/counters.h"
+#include "lock/node.h"
 
 /* How far a server's fence counter may lag its clock (in us) before an
  * acquisition reseeds it from the clock, with several servers. Between

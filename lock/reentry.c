@@ -2,14 +2,14 @@
  * handles that keeps a hold alive until its last one is released, and the
  * acquire-side rule: nest, or refuse. The table is hashed by key and
  * chained through the handles themselves, so a hold allocates nothing. */
-#include "reentry.h"
+#include "lock/reentry.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
-#include "err.h"
-#include "sync.h"
+#include "lock/client.h"
+#include "lock/err.h"
+#include "lock/sync.h"
 
 #define BUCKETS 1024
 

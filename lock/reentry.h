@@ -8,7 +8,7 @@
 #ifndef DLOCK_REENTRY_H
 #define DLOCK_REENTRY_H
 
-#include "lease.h"
+#include "lock/lease.h"
 
 typedef struct dlock_holds dlock_holds;
 

@@ -7,9 +7,9 @@
  * are this file's. */
 #include <stdio.h>
 
-#include "claim.h"
-#include "err.h"
-#include "sync.h"
+#include "lock/claim.h"
+#include "lock/err.h"
+#include "lock/sync.h"
 
 #define RW_WRITER ":writer"   /* the writer's token, PX its lease */
 #define RW_WAITING ":writers" /* waiting writers -> until when their wish stands */

@@ -3,7 +3,7 @@
  * next waiter), renew, the quorum's fence write-back and a holder's fence
  * raise; and the semaphore's acquire, renew and release; the read-write
  * lock's acquires and its writer's release. */
-#include "scripts.h"
+#include "lock/scripts.h"
 
 /* Shared Lua pieces. KEYS: lock, fence counter, queue (ZSET of waiting tokens
  * by arrival: with one server each newcomer scores one more than the last,

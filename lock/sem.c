@@ -5,9 +5,9 @@
  * claim's (claim.c). */
 #include <stdio.h>
 
-#include "claim.h"
-#include "err.h"
-#include "sync.h"
+#include "lock/claim.h"
+#include "lock/err.h"
+#include "lock/sync.h"
 
 /* A semaphore's attempt: every permit held gives *pttl, when the first
  * one's lease runs out. */

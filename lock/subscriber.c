@@ -7,7 +7,7 @@
  * has gone: a hot key's entry comes and goes between acquisitions, and
  * unsubscribing each time would cost two commands and open a window in which
  * a release goes unheard. */
-#include "subscriber.h"
+#include "lock/subscriber.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,8 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "node.h"
-#include "sync.h"
+#include "lock/node.h"
+#include "lock/sync.h"
 
 #define RECONNECT_MS 250
 #define SWEEP_MS 1000

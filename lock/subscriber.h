@@ -10,9 +10,9 @@
 
 #include <pthread.h>
 
-#include "counters.h"
-#include "keytab.h"
-#include "node.h"
+#include "lock/counters.h"
+#include "lock/keytab.h"
+#include "lock/node.h"
 
 typedef struct dlock_subscriber dlock_subscriber;
 

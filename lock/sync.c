@@ -1,5 +1,5 @@
 /* sync.c - the clock and waiting helpers the lock library's threads share. */
-#include "sync.h"
+#include "lock/sync.h"
 
 #include <errno.h>
 #include <sys/random.h>

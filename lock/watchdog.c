@@ -5,11 +5,11 @@
  * takeover can never extend someone else's lease. The thread renews one lease
  * at a time on its own connection, outside the mutex; dlock_wd_forget waits
  * for that renewal to finish, so no renewal ever follows a release. */
-#include "watchdog.h"
+#include "lock/watchdog.h"
 
 #include <stdlib.h>
 
-#include "sync.h"
+#include "lock/sync.h"
 
 struct dlock_watchdog {
     pthread_mutex_t *mu; /* the client's */

@@ -7,9 +7,9 @@
 
 #include <pthread.h>
 
-#include "counters.h"
-#include "lease.h"
-#include "quorum.h"
+#include "lock/counters.h"
+#include "lock/lease.h"
+#include "lock/quorum.h"
 
 typedef struct dlock_watchdog dlock_watchdog;
 

@@ -18,7 +18,7 @@ want_cmd() { command -v "$1" >/dev/null 2>&1 || add "$2"; }
 want_pc() { pkg-config --exists "$1" 2>/dev/null || add "$2"; }
 # For a -dev package without a pkg-config file: one file it installs.
 want_file() { [ -e "$1" ] || add "$2"; }
-# The PostgreSQL server, looked for where tests/pg.c looks: Debian keeps
+# The PostgreSQL server, looked for where tests/support/pg.c looks: Debian keeps
 # initdb and postgres off PATH.
 want_pg_server() {
     for f in /usr/lib/postgresql/*/bin/initdb; do

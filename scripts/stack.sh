@@ -56,7 +56,7 @@ stack_stockd() {
     wait_http "$port" || { echo "stack: see $STACK_DIR/$name.log" >&2; return 1; }
 }
 
-# The newest installed PostgreSQL server's bin directory, found as tests/pg.c
+# The newest installed PostgreSQL server's bin directory, found as tests/support/pg.c
 # finds it: the highest /usr/lib/postgresql/<version>/bin, else pg_config's.
 pg_bindir() {
     local d

@@ -1,6 +1,6 @@
 /* batch.c - queues of requests for group commit: one per item, or per any
  * other key the service uses. */
-#include "batch.h"
+#include "server/batch.h"
 
 #include <stdlib.h>
 

@@ -1,6 +1,6 @@
 /* config.c - stockd's settings from one table: defaults, STOCKD_* environment
  * variables, flags, and the --help text all come from it. */
-#include "config.h"
+#include "server/config.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "server/log.h"
 
 enum opt_type { OPT_INT, OPT_STR, OPT_BOOL, OPT_CHOICE };
 

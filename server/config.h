@@ -6,8 +6,8 @@
 
 #include <stdio.h>
 
-#include "http.h"
-#include "service.h"
+#include "server/http.h"
+#include "server/service.h"
 
 #define CFG_SECRET_MAX 1024 /* longest password read from a file or the environment */
 

@@ -2,15 +2,15 @@
  * query with request.c, asks the service one thing, and makes the answer's
  * JSON; an outcome that failed becomes its status and error code here. The
  * plumbing that reads requests and sends answers is http.c, below. */
-#include "handlers.h"
+#include "server/handlers.h"
 
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "request.h"
-#include "route.h"
-#include "service.h"
+#include "server/request.h"
+#include "server/route.h"
+#include "server/service.h"
 
 #define ORDERS_DEFAULT 100 /* an item's orders shown when ?limit= is not given */
 

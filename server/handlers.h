@@ -6,7 +6,7 @@
 #ifndef HANDLERS_H
 #define HANDLERS_H
 
-#include "http.h"
+#include "server/http.h"
 
 /* Answers rq (its route matched and allowed, its body read whole) into r,
  * asking rq->svc. An http_handler: thread-safe, as the service is. */

@@ -3,7 +3,7 @@
  * check, deadlines (reaper.c), the refusals no route gets to see, sending
  * the answer, and a graceful stop. What each route answers is the handler's
  * (handlers.c, given to http_start): this file knows no route's meaning. */
-#include "http.h"
+#include "server/http.h"
 
 #include <arpa/inet.h>
 #include <jansson.h>
@@ -18,11 +18,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "reaper.h"
-#include "request.h"
-#include "route.h"
-#include "service.h"
+#include "server/log.h"
+#include "server/reaper.h"
+#include "server/request.h"
+#include "server/route.h"
+#include "server/service.h"
 
 #define DISCARD_MAX (1024 * 1024) /* past the limit, drop this much before closing */
 /* A connection thread's stack. ThreadSanitizer keeps its state of each

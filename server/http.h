@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "route.h"
-#include "service.h"
+#include "server/route.h"
+#include "server/service.h"
 
 typedef struct http_config {
     const char *bind;       /* IPv4 listen address */

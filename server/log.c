@@ -2,7 +2,7 @@
  * Lines are built in a fixed buffer by hand rather than through jansson: no
  * allocation on a request's path, and a value that does not fit is rolled
  * back whole, so a line is never cut inside a value or an escape. */
-#include "log.h"
+#include "server/log.h"
 
 #include <errno.h>
 #include <stdio.h>

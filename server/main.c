@@ -8,11 +8,11 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "config.h"
-#include "handlers.h"
-#include "http.h"
-#include "log.h"
-#include "service.h"
+#include "server/config.h"
+#include "server/handlers.h"
+#include "server/http.h"
+#include "server/log.h"
+#include "server/service.h"
 
 /* One thread per connection and a socket each: allow as many descriptors as
  * the hard limit permits. */

@@ -1,12 +1,12 @@
 /* metrics.c - stockd's counters and their Prometheus text rendering. */
-#include "metrics.h"
+#include "server/metrics.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "procinfo.h"
+#include "server/procinfo.h"
 
 static const int tracked_status[] = {200, 201, 400, 404, 405, 409, 413, 500, 503, 0};
 #define NSTATUS (sizeof(tracked_status) / sizeof(tracked_status[0])) /* last: any other */

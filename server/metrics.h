@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "lock/dlock.h"
-#include "route.h"
+#include "server/route.h"
 
 typedef struct metrics metrics;
 

@@ -1,5 +1,5 @@
 /* procinfo.c - the process's own resource use, from /proc/self. */
-#include "procinfo.h"
+#include "server/procinfo.h"
 
 #include <dirent.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* reaper.c - deadlines for HTTP connections that send too slowly: a list of
  * open connections, each with its current deadline, scanned every TICK_MS by
  * one thread. */
-#include "reaper.h"
+#include "server/reaper.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,6 +1,6 @@
 /* request.c - parsing and validation of request bodies and path/query values,
  * with messages that tell the client exactly which field is wrong. */
-#include "request.h"
+#include "server/request.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rules.h"
+#include "server/rules.h"
 
 enum req_code {
     REQ_OK = 0,

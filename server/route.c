@@ -1,9 +1,9 @@
 /* route.c - maps an HTTP method and path to one of stockd's routes. */
-#include "route.h"
+#include "server/route.h"
 
 #include <string.h>
 
-#include "request.h"
+#include "server/request.h"
 
 struct path_rule {
     enum route_id id;

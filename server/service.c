@@ -2,14 +2,14 @@
  * requests need, items, health, metrics, draining at shutdown, and each
  * request's entry. Orders are placed by service_order.c; the outcomes and
  * error mapping every file shares are in service_result.c. */
-#include "service_internal.h"
+#include "server/service_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "log.h"
+#include "server/log.h"
 
 void service_config_defaults(service_config *c)
 {

@@ -12,9 +12,9 @@
 #include <stdint.h>
 
 #include "lock/dlock.h"
-#include "metrics.h"
-#include "request.h"
-#include "store.h"
+#include "server/metrics.h"
+#include "server/request.h"
+#include "server/store.h"
 
 enum service_lock_mode {
     SERVICE_LOCK_REDIS,  /* read-modify-write under the item's distributed lock */

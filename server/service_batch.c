@@ -9,7 +9,7 @@
  * order is written behind a savepoint: one that fails is undone alone. */
 #include <string.h>
 
-#include "service_internal.h"
+#include "server/service_internal.h"
 
 #define BATCH_MAX 64   /* orders in one item's (or the carts') batch */
 #define COMMIT_MAX 64  /* batches in one transaction */

@@ -12,8 +12,8 @@
 #include <stdatomic.h>
 #include <time.h>
 
-#include "batch.h"
-#include "service.h"
+#include "server/batch.h"
+#include "server/service.h"
 
 /* Item ids known to exist, direct-mapped by id: items are never deleted, so
  * an id seen once needs no read before its lock again. */

@@ -5,8 +5,8 @@
  * it touched; and one per fence raised past a row's (or not). */
 #include <string.h>
 
-#include "log.h"
-#include "service_internal.h"
+#include "server/log.h"
+#include "server/service_internal.h"
 
 /* An acknowledged deduction is routine (info: a line per order, quieted by
  * --log-level warn); so are the refusals a client causes and is told about.

@@ -5,8 +5,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "log.h"
-#include "service_internal.h"
+#include "server/log.h"
+#include "server/service_internal.h"
 
 const char *const service_lock_mode_names[SERVICE_LOCK_COUNT + 1] = {"redis", "none", "atomic",
                                                                      "db", NULL};

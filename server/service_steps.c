@@ -6,8 +6,8 @@
 #include <signal.h>
 #include <string.h>
 
-#include "log.h"
-#include "service_internal.h"
+#include "server/log.h"
+#include "server/service_internal.h"
 
 /* Asked by the store inside a write's transaction, once it holds the write
  * lock: a wait for it (up to --busy-timeout-ms) may have outlasted the drain

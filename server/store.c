@@ -1,6 +1,6 @@
 /* store.c - the storage interface's one choice (which backend serves --db)
  * and its dispatch to that backend's operations. */
-#include "store_backend.h"
+#include "server/store_backend.h"
 
 #include <ctype.h>
 #include <stdio.h>

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rules.h"
+#include "server/rules.h"
 
 enum store_code {
     STORE_OK = 0,

@@ -8,7 +8,7 @@
 #ifndef STORE_BACKEND_H
 #define STORE_BACKEND_H
 
-#include "store.h"
+#include "server/store.h"
 
 typedef struct store_backend store_backend;
 

@@ -6,7 +6,7 @@
  * BEGIN, savepoints and COMMIT: store_postgres_tx.c. */
 #include <string.h>
 
-#include "store_postgres_tx.h"
+#include "server/store_postgres_tx.h"
 
 enum stmt_id {
     ST_PING, ST_ITEM_INSERT, ST_ITEM_GET, ST_ITEM_LIST,

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "store_postgres_io.h"
+#include "server/store_postgres_io.h"
 
 int64_t pg_now_ms(void)
 {

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "store_postgres_pool.h"
+#include "server/store_postgres_pool.h"
 
 #define RECONNECT_FIRST_MS 50 /* the reconnector's first pause... */
 #define RECONNECT_MAX_MS 1000 /* ...doubling up to this, while no request comes */

@@ -8,8 +8,8 @@
 
 #include <pthread.h>
 
-#include "store_backend.h"
-#include "store_postgres_session.h"
+#include "server/store_backend.h"
+#include "server/store_postgres_session.h"
 
 #define POOL_MAX 256
 

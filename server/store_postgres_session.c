@@ -9,8 +9,8 @@
 #include <poll.h>
 #include <string.h>
 
-#include "store_backend.h" /* struct store_migration */
-#include "store_postgres_session.h"
+#include "server/store_backend.h" /* struct store_migration */
+#include "server/store_postgres_session.h"
 
 #define MIGRATION_LOCK 0x73746f636bLL /* pg_advisory_xact_lock key: "stock" */
 #define GRACE_MIN_MS 1000             /* an answer's grace past statement_timeout... */

@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "store.h"
-#include "store_postgres_io.h"
+#include "server/store.h"
+#include "server/store_postgres_io.h"
 
 #define PARAMS_MAX 7
 #define PG_STMTS_MAX 32 /* statements of a table, at most */

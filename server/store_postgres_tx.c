@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "store_postgres_tx.h"
+#include "server/store_postgres_tx.h"
 
 #define IN_DOUBT_MS 10000 /* how long a lost COMMIT's outcome is looked for */
 #define IN_DOUBT_TEXT "10 s"

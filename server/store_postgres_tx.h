@@ -7,7 +7,7 @@
 #ifndef STORE_POSTGRES_TX_H
 #define STORE_POSTGRES_TX_H
 
-#include "store_postgres_pool.h"
+#include "server/store_postgres_pool.h"
 
 int pg_tx_begin(store_conn *conn);
 int pg_tx_savepoint(store_conn *conn);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store_sqlite_conn.h"
+#include "server/store_sqlite_conn.h"
 
 #define IDLE_MAX 64
 

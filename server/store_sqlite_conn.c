@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store_sqlite_conn.h"
+#include "server/store_sqlite_conn.h"
 
 #define NOW_SQL "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
 /* sold and line_count are kept on the row by a trigger (schema 004): a read

@@ -7,7 +7,7 @@
 
 #include <sqlite3.h>
 
-#include "store_backend.h"
+#include "server/store_backend.h"
 
 /* The statements, by id. */
 enum stmt_id {

@@ -26,10 +26,10 @@
 #include <sqlite3.h>
 
 #include "lock/dlock.h"
-#include "tests/calls.h"
-#include "tests/harness.h"
-#include "tests/logline.h"
-#include "tests/pg.h"
+#include "tests/support/calls.h"
+#include "tests/support/harness.h"
+#include "tests/support/logline.h"
+#include "tests/support/pg.h"
 
 #define NODES 3
 #define LOCK_FLAGS "--lease-ms", "1000", "--redis-timeout-ms", "150", "--wait-ms", "5000", \

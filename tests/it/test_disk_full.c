@@ -30,10 +30,10 @@
 #include <jansson.h>
 #include <sqlite3.h>
 
-#include "tests/calls.h"
-#include "tests/harness.h"
-#include "tests/pg.h"
-#include "tests/stack.h"
+#include "tests/support/calls.h"
+#include "tests/support/harness.h"
+#include "tests/support/pg.h"
+#include "tests/support/stack.h"
 
 #define REPLICAS 3
 #define FULL_WAIT_MS 30000 /* bound on filling a disk until a write fails: a hang */

@@ -19,9 +19,9 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 
-#include "tests/calls.h"
-#include "tests/harness.h"
-#include "tests/stack.h"
+#include "tests/support/calls.h"
+#include "tests/support/harness.h"
+#include "tests/support/stack.h"
 
 #define SERVERS 3
 

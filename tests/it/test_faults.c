@@ -25,8 +25,8 @@
 #include <sqlite3.h>
 
 #include "lock/dlock.h"
-#include "tests/harness.h"
-#include "tests/stack.h"
+#include "tests/support/harness.h"
+#include "tests/support/stack.h"
 
 static th_redis redis;
 static char dir[64];

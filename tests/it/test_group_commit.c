@@ -19,9 +19,9 @@
 #include <sqlite3.h>
 
 #include "lock/dlock.h"
-#include "tests/calls.h"
-#include "tests/harness.h"
-#include "tests/logline.h"
+#include "tests/support/calls.h"
+#include "tests/support/harness.h"
+#include "tests/support/logline.h"
 
 enum { ITEMS = 6, STOCK = 100 };
 

@@ -19,10 +19,10 @@
 #include <jansson.h>
 #include <sqlite3.h>
 
-#include "tests/calls.h"
-#include "tests/harness.h"
-#include "tests/pg.h"
-#include "tests/stack.h"
+#include "tests/support/calls.h"
+#include "tests/support/harness.h"
+#include "tests/support/pg.h"
+#include "tests/support/stack.h"
 
 #define REPLICAS_MAX 4
 

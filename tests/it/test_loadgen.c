@@ -15,7 +15,7 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 
-#include "tests/harness.h"
+#include "tests/support/harness.h"
 
 static th_redis redis;
 static th_stockd locked[3]; /* --lock redis, lease 500 ms: renew works, interrupt needs more */

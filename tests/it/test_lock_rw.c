@@ -19,8 +19,8 @@
 #include <cmocka.h>
 
 #include "lock/dlock.h"
-#include "tests/harness.h"
-#include "tests/lockkit.h"
+#include "tests/support/harness.h"
+#include "tests/support/lockkit.h"
 
 #define PROCESSES 4
 #define THREADS 8 /* per process: W = 32 */

@@ -16,8 +16,8 @@
 #include <cmocka.h>
 
 #include "lock/dlock.h"
-#include "tests/harness.h"
-#include "tests/lockkit.h"
+#include "tests/support/harness.h"
+#include "tests/support/lockkit.h"
 
 static th_redis redis;
 

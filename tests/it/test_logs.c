@@ -18,10 +18,10 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "tests/calls.h"
-#include "tests/harness.h"
-#include "tests/logline.h"
-#include "tests/pg.h"
+#include "tests/support/calls.h"
+#include "tests/support/harness.h"
+#include "tests/support/logline.h"
+#include "tests/support/pg.h"
 
 #define REDIS_PASSWORD "redis-pw-7f3a91c2"
 #define BODY_MARK "BODYMARK-5d2c"

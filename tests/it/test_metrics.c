@@ -15,8 +15,8 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 
-#include "tests/calls.h"
-#include "tests/harness.h"
+#include "tests/support/calls.h"
+#include "tests/support/harness.h"
 
 enum { SEQUENTIAL = 20, SLOW_WORK_MS = 300 };
 

@@ -22,8 +22,8 @@
 #include <sqlite3.h>
 
 #include "lock/dlock.h"
-#include "tests/calls.h"
-#include "tests/harness.h"
+#include "tests/support/calls.h"
+#include "tests/support/harness.h"
 
 static th_redis redis;
 static th_stockd a, b, unbatched, atomic_srv, unlocked;

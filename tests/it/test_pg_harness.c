@@ -12,8 +12,8 @@
 #include <cmocka.h>
 #include <libpq-fe.h>
 
-#include "tests/harness.h"
-#include "tests/pg.h"
+#include "tests/support/harness.h"
+#include "tests/support/pg.h"
 
 #define SKIP_REASON "PostgreSQL is not installed (make deps installs postgresql-15)"
 

@@ -19,9 +19,9 @@
 #include <jansson.h>
 
 #include "lock/dlock.h"
-#include "tests/calls.h"
-#include "tests/harness.h"
-#include "tests/pg.h"
+#include "tests/support/calls.h"
+#include "tests/support/harness.h"
+#include "tests/support/pg.h"
 
 #define RECOVER_MS 20000     /* generous: the reconnector's next attempt, on a loaded host */
 #define AT_ONCE_REQUESTS 100

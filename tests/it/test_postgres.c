@@ -20,10 +20,10 @@
 #include <libpq-fe.h>
 
 #include "lock/dlock.h"
-#include "tests/calls.h"
-#include "tests/harness.h"
-#include "tests/pg.h"
-#include "tests/stack.h"
+#include "tests/support/calls.h"
+#include "tests/support/harness.h"
+#include "tests/support/pg.h"
+#include "tests/support/stack.h"
 
 static th_redis redis;
 static th_pg pg;

@@ -2,7 +2,7 @@
  * busy with hot, renewed, interrupted, timed-out and refused requests answers
  * a text that `promtool check metrics` (Debian's prometheus package) passes
  * without a word, and that passes the checks promtool leaves out
- * (tests/promtext.h) - both of which fail on a broken text; it has every
+ * (tests/support/promtext.h) - both of which fail on a broken text; it has every
  * family docker/prometheus/rules.yml and the dashboards use. Then a real
  * prometheus on a free loopback port, with those rules, scrapes two replicas
  * through a loadgen run: the series exist, every rule evaluates, the
@@ -24,9 +24,9 @@
 
 #include <cmocka.h>
 
-#include "tests/calls.h"
-#include "tests/harness.h"
-#include "tests/promtext.h"
+#include "tests/support/calls.h"
+#include "tests/support/harness.h"
+#include "tests/support/promtext.h"
 
 #define RULES "docker/prometheus/rules.yml"
 #define JOB "stockd" /* the scrape job rules.yml's alerts select, as prometheus.yml names it */

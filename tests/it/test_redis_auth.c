@@ -18,7 +18,7 @@
 #include <curl/curl.h>
 
 #include "lock/dlock.h"
-#include "tests/harness.h"
+#include "tests/support/harness.h"
 
 #define PASSWORD "pw-4c7e1f0a9b"
 #define NEW_PASSWORD "pw-rotated-83d2"

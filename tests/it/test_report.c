@@ -17,8 +17,8 @@
 #include <cmocka.h>
 
 #include "loadgen/sample.h"
-#include "tests/harness.h"
-#include "tests/png.h"
+#include "tests/support/harness.h"
+#include "tests/support/png.h"
 
 static th_redis redis;
 static th_stockd locked[3]; /* --lock redis */

@@ -23,8 +23,8 @@
 #include <sqlite3.h>
 
 #include "lock/dlock.h"
-#include "tests/calls.h"
-#include "tests/harness.h"
+#include "tests/support/calls.h"
+#include "tests/support/harness.h"
 
 static th_redis redis;
 static th_stockd a, b, atomic_srv; /* a, b: redis mode on one database; atomic_srv too */

@@ -23,9 +23,9 @@
 #include <libpq-fe.h>
 #include <sqlite3.h>
 
-#include "tests/calls.h"
-#include "tests/harness.h"
-#include "tests/pg.h"
+#include "tests/support/calls.h"
+#include "tests/support/harness.h"
+#include "tests/support/pg.h"
 
 #define BODY_MAX 512
 #define ORDERS_MAX 5 /* the orders of one scenario */

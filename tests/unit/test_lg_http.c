@@ -1,7 +1,7 @@
 /* test_lg_http.c - loadgen's HTTP client below the load engine: answers fed
  * to the parser in every cut (a byte at a time, chunked, close-delimited,
  * with bytes after them, cut short), URLs, request heads, and the blocking
- * calls of api.c against the fake stockd (tests/fake.h). */
+ * calls of api.c against the fake stockd (tests/support/fake.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,7 +14,7 @@
 
 #include "loadgen/api.h"
 #include "loadgen/http.h"
-#include "tests/fake.h"
+#include "tests/support/fake.h"
 
 /* Feeds text to r in pieces of step bytes, then the close when eof; returns
  * the last lg_http_feed result and the bytes the answer took. */

@@ -1,5 +1,5 @@
 /* test_lg_load.c - the load engine against the in-process fake stockd
- * (tests/fake.h), which produces what real stockd can't on demand: answers
+ * (tests/support/fake.h), which produces what real stockd can't on demand: answers
  * cut after a commit (so --retry must replay the same requestId), chunked,
  * dribbled and close-delimited answers, connections the server closes, garbage,
  * answers slower than the timeout, a fixed service time for checking that
@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "loadgen/load.h"
-#include "tests/fake.h"
+#include "tests/support/fake.h"
 
 static void sleep_ms(int ms)
 {

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "server/log.h"
-#include "tests/logline.h"
+#include "tests/support/logline.h"
 
 /* ---- stderr captured into a pipe, read by a thread of its own ---- */
 

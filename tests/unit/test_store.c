@@ -21,8 +21,8 @@
 #include <sqlite3.h>
 
 #include "server/store.h"
-#include "tests/harness.h"
-#include "tests/pg.h"
+#include "tests/support/harness.h"
+#include "tests/support/pg.h"
 
 static char dir[64];
 static char target[256]; /* the current test's database: a file, or a URL */

@@ -9,7 +9,7 @@
 #include <sys/types.h>
 
 #include "lock/dlock.h"
-#include "tests/harness.h"
+#include "tests/support/harness.h"
 
 struct CMUnitTest;
 

@@ -1,6 +1,6 @@
 /* promtext.c - the checks of Prometheus's text exposition format that
  * promtool leaves out (see promtext.h). */
-#include "promtext.h"
+#include "tests/support/promtext.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -1,9 +1,9 @@
 /* pg.c - a private PostgreSQL server for tests: initdb once into a temp dir,
  * then the postmaster started and stopped by PID through the harness, as
  * Debian's postgres user when the tests run as root (postgres refuses root). */
-#include "pg.h"
+#include "tests/support/pg.h"
 
-#include "harness.h"
+#include "tests/support/harness.h"
 
 #include <dirent.h>
 #include <glob.h>

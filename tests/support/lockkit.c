@@ -1,5 +1,5 @@
 /* lockkit.c - helpers of the lock's integration tests (see lockkit.h). */
-#include "lockkit.h"
+#include "tests/support/lockkit.h"
 
 #include <limits.h>
 #include <pthread.h>

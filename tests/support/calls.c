@@ -1,5 +1,5 @@
 /* calls.c - checked HTTP calls and JSON readers for the integration tests. */
-#include "calls.h"
+#include "tests/support/calls.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

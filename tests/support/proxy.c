@@ -1,7 +1,7 @@
 /* proxy.c - a loopback TCP proxy for fault tests: it can hold one client
  * chunk (a Redis command) for a while, as a slow network would, and still
  * deliver it after the client gave up; or stall every byte both ways, as a
- * network that drops packets would. See tests/harness.h. */
+ * network that drops packets would. See tests/support/harness.h. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "tests/support/harness.h"
 
 #define MAX_CONNS 256
 #define TICK_MS 20

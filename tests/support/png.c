@@ -1,7 +1,7 @@
 /* png.c - just enough of PNG for screenshot checks: chunks, IHDR, the IDAT
  * stream inflated in one go (the size is known from IHDR), and the five row
  * filters undone. */
-#include "tests/png.h"
+#include "tests/support/png.h"
 
 #include <stdint.h>
 #include <stdio.h>

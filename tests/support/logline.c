@@ -1,5 +1,5 @@
 /* logline.c - a strict logfmt reader for the tests of stockd's log lines. */
-#include "logline.h"
+#include "tests/support/logline.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,7 +1,9 @@
 /* harness.h - the real processes tests run against: a private redis-server and
  * stockd replicas on free loopback ports, each stopped by its PID when the test
  * stops it, when the test binary exits (atexit) or dies (the child gets
- * PR_SET_PDEATHSIG). Test helpers only; they abort the test on set-up failure. */
+ * PR_SET_PDEATHSIG). Test helpers only; they abort the test on set-up failure.
+ * One header for four files, each a section below: harness.c (processes),
+ * redis.c (asking a Redis), net.c (ports, HTTP, raw sockets), proxy.c. */
 #ifndef TEST_HARNESS_H
 #define TEST_HARNESS_H
 
@@ -25,39 +27,17 @@
 #define TH_SLOWER 1
 #endif
 
-typedef struct th_redis {
-    pid_t pid;
-    int port;
-    char dir[64];      /* private temp dir, removed by th_redis_stop */
-    char password[64]; /* set before th_redis_start: --requirepass, and the harness's own
-                        * connections authenticate with it */
-} th_redis;
+/* ---- harness.c: processes, each stopped by its PID ---- */
 
-/* A port nobody listens on right now (bound then released). */
-int th_free_port(void);
+/* Monotonic milliseconds, for the generous hang-detecting bounds tests use. */
+int64_t th_now_ms(void);
+void th_sleep_ms(int ms);
 
-/* Starts redis-server without persistence on a free port (or on r->port when it
- * is non-zero, for restarts) and waits until it answers PING. 0 or -1. */
-int th_redis_start(th_redis *r);
+/* Makes a private temp dir ("/tmp/<prefix>-XXXXXX") into buf; removes it at exit. */
+int th_tempdir(const char *prefix, char *buf, size_t size);
 
-/* SIGKILL (hard) or SIGTERM (soft), then waits for the PID. Keeps r->port. */
-void th_redis_stop(th_redis *r, int hard);
-
-/* A fresh connection to r, authenticated when r->password is set; the test
- * owns it (redisFree). */
-redisContext *th_redis_connect(const th_redis *r);
-
-/* Runs one Redis command (printf-style, hiredis format) and returns the reply
- * as an integer: the integer or number string itself, 0 for a status (OK),
- * -1 for nil, -2 on error. For checks like EXISTS / PTTL / GET counter. */
-long long th_redis_int(const th_redis *r, const char *fmt, ...);
-
-/* The string value of key (into buf), or "" when missing. */
-const char *th_redis_get(const th_redis *r, const char *key, char *buf, size_t size);
-
-/* r's clock (TIME) in microseconds, as the lock's fences read it; -1 when r
- * does not answer. */
-long long th_redis_now_us(const th_redis *r);
+/* The build directory the binaries under test live in ($TEST_BUILD_DIR, "build"). */
+const char *th_build_dir(void);
 
 /* Starts a process by argv (argv[0] is a path) with stderr to log_path (NULL:
  * inherit), registered for clean-up. Returns the PID or -1. */
@@ -79,6 +59,49 @@ void th_exit_signal(pid_t pid, int sig);
  * most wait_ms, then SIGKILL). Forgets the PID once it is gone. Returns the
  * exit status (128+signal when killed), or -1 when not reaped. */
 int th_signal(pid_t pid, int sig, int wait_ms);
+
+/* Runs argv to completion (stdout+stderr to out_path when given), killing it
+ * after timeout_ms. Returns its exit status, 128+signal, or -1. */
+int th_run(const char *const argv[], const char *out_path, int timeout_ms);
+
+/* Waits for a process started with th_spawn, killing it after timeout_ms.
+ * Returns its exit status as th_run does. */
+int th_wait(pid_t pid, int timeout_ms);
+
+/* The process's state letter from /proc (R, S, T for stopped...), or 0. */
+char th_proc_state(pid_t pid);
+
+/* Whether /proc/<pid>/<file> (cmdline, environ: NUL-separated) contains
+ * text, as ps or a look at the environment would find it. */
+int th_proc_has(pid_t pid, const char *file, const char *text);
+
+/* The process's resident memory in KiB, or -1. */
+long th_rss_kb(pid_t pid);
+
+/* CPU time the process has used (user + system), in ms, or -1. */
+long th_cpu_ms(pid_t pid);
+
+/* Whether cmd is on PATH (command -v): for a test that needs a tool `make
+ * deps` may not have installed, so that it can skip saying which. */
+int th_have(const char *cmd);
+
+/* Reads a whole file (NUL-terminated, caller frees) or NULL. */
+char *th_read_file(const char *path);
+
+typedef struct th_redis {
+    pid_t pid;
+    int port;
+    char dir[64];      /* private temp dir, removed by th_redis_stop */
+    char password[64]; /* set before th_redis_start: --requirepass, and the harness's own
+                        * connections authenticate with it */
+} th_redis;
+
+/* Starts redis-server without persistence on a free port (or on r->port when it
+ * is non-zero, for restarts) and waits until it answers PING. 0 or -1. */
+int th_redis_start(th_redis *r);
+
+/* SIGKILL (hard) or SIGTERM (soft), then waits for the PID. Keeps r->port. */
+void th_redis_stop(th_redis *r, int hard);
 
 /* A stockd replica under test. */
 typedef struct th_stockd {
@@ -102,6 +125,60 @@ int th_stockd_stop(th_stockd *s, int sig);
 /* Stops s with SIGTERM and checks that it exited 0 and that its log holds no
  * sanitizer report; prints the offending log lines otherwise. 0 or -1. */
 int th_stockd_stop_clean(th_stockd *s);
+
+/* Every suite runs only the tests whose names match the environment's
+ * TEST_FILTER when it is set: cmocka's pattern, with * and ? as wildcards
+ * (TEST_FILTER='test_a_*' build/tests/it/test_server). The group set-up
+ * still runs. */
+
+/* Skips the running cmocka test with a reason, printed as its last line so
+ * that tests/run.sh lists it ("skip: <reason>"). Use where the test needs a
+ * tool that `make deps` does not install. */
+#define th_skip(...)                                                                   \
+    do {                                                                               \
+        printf("skip: " __VA_ARGS__);                                                  \
+        printf("\n");                                                                  \
+        fflush(stdout);                                                                \
+        skip();                                                                        \
+    } while (0)
+
+/* ---- redis.c: what a test asks a Redis ---- */
+
+/* A fresh connection to r, authenticated when r->password is set; the test
+ * owns it (redisFree). */
+redisContext *th_redis_connect(const th_redis *r);
+
+/* Runs one Redis command (printf-style, hiredis format) and returns the reply
+ * as an integer: the integer or number string itself, 0 for a status (OK),
+ * -1 for nil, -2 on error. For checks like EXISTS / PTTL / GET counter. */
+long long th_redis_int(const th_redis *r, const char *fmt, ...);
+
+/* The string value of key (into buf), or "" when missing. */
+const char *th_redis_get(const th_redis *r, const char *key, char *buf, size_t size);
+
+/* r's clock (TIME) in microseconds, as the lock's fences read it; -1 when r
+ * does not answer. */
+long long th_redis_now_us(const th_redis *r);
+
+/* The Redis key of an item's lock in a stockd with the default lock prefix,
+ * as service_lock_key makes it, into buf (DLOCK_KEY_MAX + 1 bytes). */
+const char *th_item_lock_key(long long item, char *buf);
+
+/* Waits until a stockd on Redis r holds item's lock (its key exists), at most
+ * timeout_ms: 0, or -1 when it never did. */
+int th_wait_item_locked(const th_redis *r, long long item, int timeout_ms);
+
+/* Takes item's lock as another owner would (its key set to a token of
+ * nobody's, for 30 s), so that a stockd's orders for the item wait for it;
+ * th_release_item_lock deletes the key. 0, or -1 when the key was there
+ * already (or, releasing, was gone). */
+int th_hold_item_lock(const th_redis *r, long long item);
+int th_release_item_lock(const th_redis *r, long long item);
+
+/* ---- net.c: ports, HTTP and raw connections ---- */
+
+/* A port nobody listens on right now (bound then released). */
+int th_free_port(void);
 
 /* An HTTP exchange, made with loadgen's own client (lg_api_call). body is
  * NUL-terminated and owned by the response (th_resp_free). status is 0 on a
@@ -164,32 +241,10 @@ int th_connect_nonblocking(int port);
 int th_connect_from(const char *src, int port);
 int th_exchange(int fd, const char *req, char *out, size_t size, int timeout_ms);
 
-/* Runs argv to completion (stdout+stderr to out_path when given), killing it
- * after timeout_ms. Returns its exit status, 128+signal, or -1. */
-int th_run(const char *const argv[], const char *out_path, int timeout_ms);
-
-/* Waits for a process started with th_spawn, killing it after timeout_ms.
- * Returns its exit status as th_run does. */
-int th_wait(pid_t pid, int timeout_ms);
-
-/* The process's state letter from /proc (R, S, T for stopped...), or 0. */
-char th_proc_state(pid_t pid);
-
-/* The process's resident memory in KiB, or -1. */
-long th_rss_kb(pid_t pid);
-
-/* CPU time the process has used (user + system), in ms, or -1. */
-long th_cpu_ms(pid_t pid);
-
 /* The value of an unlabelled metric in base_url/metrics, or -1. */
 double th_metric(const char *base_url, const char *name);
 
-/* Whether cmd is on PATH (command -v): for a test that needs a tool `make
- * deps` may not have installed, so that it can skip saying which. */
-int th_have(const char *cmd);
-
-/* Reads a whole file (NUL-terminated, caller frees) or NULL. */
-char *th_read_file(const char *path);
+/* ---- proxy.c: a delaying TCP proxy ---- */
 
 /* A TCP proxy on a free loopback port in front of 127.0.0.1:upstream, on
  * threads of the test process: bytes pass both ways, except that the next
@@ -226,46 +281,5 @@ int th_proxy_accepted(th_proxy *p);
 
 /* Closes every connection and joins the threads. NULL is a no-op. */
 void th_proxy_stop(th_proxy *p);
-
-/* Every suite runs only the tests whose names match the environment's
- * TEST_FILTER when it is set: cmocka's pattern, with * and ? as wildcards
- * (TEST_FILTER='test_a_*' build/tests/it/test_server). The group set-up
- * still runs. */
-
-/* Skips the running cmocka test with a reason, printed as its last line so
- * that tests/run.sh lists it ("skip: <reason>"). Use where the test needs a
- * tool that `make deps` does not install. */
-#define th_skip(...)                                                                   \
-    do {                                                                               \
-        printf("skip: " __VA_ARGS__);                                                  \
-        printf("\n");                                                                  \
-        fflush(stdout);                                                                \
-        skip();                                                                        \
-    } while (0)
-
-/* The Redis key of an item's lock in a stockd with the default lock prefix,
- * as service_lock_key makes it, into buf (DLOCK_KEY_MAX + 1 bytes). */
-const char *th_item_lock_key(long long item, char *buf);
-
-/* Waits until a stockd on Redis r holds item's lock (its key exists), at most
- * timeout_ms: 0, or -1 when it never did. */
-int th_wait_item_locked(const th_redis *r, long long item, int timeout_ms);
-
-/* Takes item's lock as another owner would (its key set to a token of
- * nobody's, for 30 s), so that a stockd's orders for the item wait for it;
- * th_release_item_lock deletes the key. 0, or -1 when the key was there
- * already (or, releasing, was gone). */
-int th_hold_item_lock(const th_redis *r, long long item);
-int th_release_item_lock(const th_redis *r, long long item);
-
-/* Monotonic milliseconds, for the generous hang-detecting bounds tests use. */
-int64_t th_now_ms(void);
-void th_sleep_ms(int ms);
-
-/* Makes a private temp dir ("/tmp/<prefix>-XXXXXX") into buf; removes it at exit. */
-int th_tempdir(const char *prefix, char *buf, size_t size);
-
-/* The build directory the binaries under test live in ($TEST_BUILD_DIR, "build"). */
-const char *th_build_dir(void);
 
 #endif

@@ -1,11 +1,10 @@
 /* harness.c - starts and stops the real processes tests run against, by PID,
- * also when a test fails or the test binary dies. */
-#include "harness.h"
+ * also when a test fails or the test binary dies: any program (th_spawn,
+ * th_run), redis-server and stockd; temp dirs removed at exit; what /proc says
+ * of a process. Sockets and HTTP are in net.c, what a test asks a Redis in
+ * redis.c; all of them are declared in harness.h. */
+#include "tests/support/harness.h"
 
-#include "loadgen/api.h"
-#include "server/service.h"
-
-#include <arpa/inet.h>
 #include <setjmp.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,17 +13,12 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <grp.h>
-#include <netinet/in.h>
 #include <pwd.h>
-#include <sys/time.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -133,21 +127,6 @@ const char *th_build_dir(void)
     return d && *d ? d : "build";
 }
 
-int th_free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 /* In the child: becomes pw's user, when given, then asks for SIGKILL when the
  * test process dies. In that order: a change of credentials clears
  * PR_SET_PDEATHSIG. */
@@ -236,17 +215,6 @@ int th_signal(pid_t pid, int sig, int wait_ms)
     return sig == SIGSTOP || sig == SIGCONT ? -1 : th_wait(pid, wait_ms);
 }
 
-redisContext *th_redis_connect(const th_redis *r)
-{
-    struct timeval tv = {1, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", r->port, tv);
-    if (c && !c->err)
-        redisSetTimeout(c, tv);
-    if (c && !c->err && r->password[0])
-        freeReplyObject(redisCommand(c, "AUTH %s", r->password));
-    return c;
-}
-
 int th_redis_start(th_redis *r)
 {
     if (r->port == 0)
@@ -278,55 +246,6 @@ void th_redis_stop(th_redis *r, int hard)
 {
     th_signal(r->pid, hard ? SIGKILL : SIGTERM, 5000);
     r->pid = 0;
-}
-
-long long th_redis_int(const th_redis *r, const char *fmt, ...)
-{
-    redisContext *c = th_redis_connect(r);
-    if (c == NULL || c->err) {
-        redisFree(c);
-        return -2;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *rep = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    long long v = -2;
-    if (rep && rep->type == REDIS_REPLY_INTEGER)
-        v = rep->integer;
-    else if (rep && rep->type == REDIS_REPLY_NIL)
-        v = -1;
-    else if (rep && rep->type == REDIS_REPLY_STATUS)
-        v = 0;
-    else if (rep && rep->type == REDIS_REPLY_STRING)
-        v = strtoll(rep->str, NULL, 10);
-    freeReplyObject(rep);
-    redisFree(c);
-    return v;
-}
-
-const char *th_redis_get(const th_redis *r, const char *key, char *buf, size_t size)
-{
-    buf[0] = '\0';
-    redisContext *c = th_redis_connect(r);
-    redisReply *rep = (c && !c->err) ? redisCommand(c, "GET %s", key) : NULL;
-    if (rep && rep->type == REDIS_REPLY_STRING)
-        snprintf(buf, size, "%s", rep->str);
-    freeReplyObject(rep);
-    redisFree(c);
-    return buf;
-}
-
-long long th_redis_now_us(const th_redis *r)
-{
-    redisContext *c = th_redis_connect(r);
-    redisReply *t = (c && !c->err) ? redisCommand(c, "TIME") : NULL;
-    long long us = -1;
-    if (t && t->type == REDIS_REPLY_ARRAY && t->elements == 2)
-        us = atoll(t->element[0]->str) * 1000000 + atoll(t->element[1]->str);
-    freeReplyObject(t);
-    redisFree(c);
-    return us;
 }
 
 int th_stockd_start(th_stockd *s, const th_redis *r, const char *db, const char *log_dir,
@@ -385,174 +304,6 @@ int th_stockd_stop_clean(th_stockd *s)
     return status == 0 && report == NULL ? 0 : -1;
 }
 
-int th_http(const char *method, const char *url, const char *req_body, th_resp *out)
-{
-    lg_answer_full a;
-    lg_err err = {0};
-    int rc = lg_api_call(method, url, req_body, &a, &err);
-    memset(out, 0, sizeof(*out));
-    out->status = a.status;
-    out->body = a.body ? a.body : calloc(1, 1);
-    out->len = a.len;
-    snprintf(out->retry_after, sizeof(out->retry_after), "%s", a.retry_after);
-    snprintf(out->content_type, sizeof(out->content_type), "%s", a.content_type);
-    snprintf(out->error, sizeof(out->error), "%s", err.msg);
-    return rc == LG_OK ? 0 : -1;
-}
-
-void th_resp_free(th_resp *r)
-{
-    free(r->body);
-    r->body = NULL;
-}
-
-long th_reduce(const char *base_url, long long item, int quantity, int work_ms, char *body,
-               size_t size)
-{
-    char url[256], req[160];
-    th_resp r;
-    snprintf(url, sizeof(url), "%s/reduceStock", base_url);
-    snprintf(req, sizeof(req), "{\"itemId\":%lld,\"quantity\":%d,\"workMs\":%d}", item,
-             quantity, work_ms);
-    th_http("POST", url, req, &r);
-    if (body) /* the answer, or why there was none */
-        snprintf(body, size, "%s", r.status == 0 ? r.error : r.body ? r.body : "");
-    th_resp_free(&r);
-    return r.status;
-}
-
-static void *bg_reduce(void *arg)
-{
-    th_bg_reduce *b = arg;
-    if (b->order == NULL) {
-        b->status = th_reduce(b->url, b->item, 1, b->work_ms, b->body, sizeof(b->body));
-        return NULL;
-    }
-    char url[256];
-    th_resp r;
-    snprintf(url, sizeof(url), "%s/orders", b->url);
-    th_http("POST", url, b->order, &r);
-    snprintf(b->body, sizeof(b->body), "%s", r.body ? r.body : "");
-    b->status = r.status;
-    th_resp_free(&r);
-    return NULL;
-}
-
-void th_bg_reduce_start(th_bg_reduce *b)
-{
-    b->status = -1;
-    b->body[0] = '\0';
-    pthread_create(&b->thread, NULL, bg_reduce, b);
-}
-
-void th_bg_reduce_join(th_bg_reduce *b) { pthread_join(b->thread, NULL); }
-
-int th_connect(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
-}
-
-int th_connect_from(const char *src, int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in from = {.sin_family = AF_INET};
-    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (fd >= 0 && (inet_pton(AF_INET, src, &from.sin_addr) != 1 ||
-                    bind(fd, (struct sockaddr *)&from, sizeof(from)) != 0 ||
-                    connect(fd, (struct sockaddr *)&to, sizeof(to)) != 0)) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
-}
-
-int th_connect_nonblocking(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0 && errno != EINPROGRESS) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
-}
-
-void th_send_all(int fd, const char *data, size_t len)
-{
-    for (size_t sent = 0; sent < len;) {
-        ssize_t n = send(fd, data + sent, len - sent, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        sent += (size_t)n;
-    }
-}
-
-/* Reads into out until stop(out) says a whole answer is in, the peer closes,
- * or timeout_ms passes. */
-static int read_until(int fd, char *out, size_t size, int timeout_ms,
-                      int (*complete)(const char *buf, size_t len))
-{
-    struct timeval tv = {0, 50 * 1000};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    size_t got = 0;
-    out[0] = '\0';
-    for (int64_t end = th_now_ms() + timeout_ms; got + 1 < size && th_now_ms() < end;) {
-        ssize_t n = recv(fd, out + got, size - 1 - got, 0);
-        if (n == 0)
-            break;
-        if (n < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-                continue;
-            return got ? (int)got : -1;
-        }
-        got += (size_t)n;
-        out[got] = '\0';
-        if (complete && complete(out, got))
-            break;
-    }
-    return (int)got;
-}
-
-static int response_complete(const char *buf, size_t len)
-{
-    const char *end = strstr(buf, "\r\n\r\n");
-    const char *cl = strcasestr(buf, "\r\nContent-Length:");
-    if (end == NULL || cl == NULL || cl > end)
-        return end != NULL && cl == NULL;
-    return len >= (size_t)(end + 4 - buf) + strtoul(cl + 17, NULL, 10);
-}
-
-int th_exchange(int fd, const char *req, char *out, size_t size, int timeout_ms)
-{
-    th_send_all(fd, req, strlen(req));
-    return read_until(fd, out, size, timeout_ms, response_complete);
-}
-
-int th_raw(int port, const char *req, size_t len, int shut_write, char *out, size_t size,
-           int timeout_ms)
-{
-    int fd = th_connect(port);
-    if (fd < 0)
-        return -1;
-    th_send_all(fd, req, len);
-    if (shut_write)
-        shutdown(fd, SHUT_WR);
-    int got = read_until(fd, out, size, timeout_ms, NULL);
-    close(fd);
-    return got < 0 ? 0 : got;
-}
-
 int th_wait(pid_t pid, int timeout_ms)
 {
     int status = 0;
@@ -588,6 +339,17 @@ char th_proc_state(pid_t pid)
     return p && p[1] == ' ' ? p[2] : 0;
 }
 
+int th_proc_has(pid_t pid, const char *file, const char *text)
+{
+    char path[64], buf[16384];
+    snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, sizeof(buf), f);
+    fclose(f);
+    return memmem(buf, n, text, strlen(text)) != NULL;
+}
+
 long th_rss_kb(pid_t pid)
 {
     char path[64], line[256];
@@ -602,25 +364,6 @@ long th_rss_kb(pid_t pid)
     return kb;
 }
 
-const char *th_item_lock_key(long long item, char *buf)
-{
-    service_config defaults;
-    service_config_defaults(&defaults);
-    service_lock_key(defaults.lock_prefix, item, buf);
-    return buf;
-}
-
-int th_wait_item_locked(const th_redis *r, long long item, int timeout_ms)
-{
-    char key[DLOCK_KEY_MAX + 1];
-    th_item_lock_key(item, key);
-    for (int64_t end = th_now_ms() + timeout_ms; th_redis_int(r, "EXISTS %s", key) != 1;) {
-        if (th_now_ms() >= end)
-            return -1;
-        th_sleep_ms(2);
-    }
-    return 0;
-}
 
 /* Before main: a suite runs only the tests TEST_FILTER names (make mutants
  * runs one or a few of a suite's tests this way). */
@@ -629,19 +372,6 @@ __attribute__((constructor)) static void filter_tests(void)
     const char *pattern = getenv("TEST_FILTER");
     if (pattern && *pattern)
         cmocka_set_test_filter(pattern);
-}
-
-int th_hold_item_lock(const th_redis *r, long long item)
-{
-    char key[DLOCK_KEY_MAX + 1];
-    return th_redis_int(r, "SET %s nobody NX PX 30000", th_item_lock_key(item, key)) == 0 ? 0
-                                                                                         : -1;
-}
-
-int th_release_item_lock(const th_redis *r, long long item)
-{
-    char key[DLOCK_KEY_MAX + 1];
-    return th_redis_int(r, "DEL %s", th_item_lock_key(item, key)) == 1 ? 0 : -1;
 }
 
 long th_cpu_ms(pid_t pid)
@@ -659,22 +389,6 @@ long th_cpu_ms(pid_t pid)
                             &utime, &stime) != 2)
         return -1;
     return (long)((utime + stime) * 1000 / (unsigned long)sysconf(_SC_CLK_TCK));
-}
-
-double th_metric(const char *base_url, const char *name)
-{
-    char url[256], pattern[160];
-    th_resp r;
-    snprintf(url, sizeof(url), "%s/metrics", base_url);
-    snprintf(pattern, sizeof(pattern), "\n%s ", name);
-    double v = -1;
-    if (th_http("GET", url, NULL, &r) == 0 && r.status == 200) {
-        const char *p = strstr(r.body, pattern);
-        if (p)
-            v = strtod(p + strlen(pattern), NULL);
-    }
-    th_resp_free(&r);
-    return v;
 }
 
 int th_have(const char *cmd)

@@ -1,7 +1,7 @@
 /* fake.c - the fake stockd of fake.h: one thread accepts, one thread per
  * connection reads a request and answers it in the fake's mode, so every way
  * an answer can arrive (whole, in pieces, chunked, cut, late) is a mode. */
-#include "tests/fake.h"
+#include "tests/support/fake.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

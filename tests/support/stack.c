@@ -1,5 +1,5 @@
 /* stack.c - three replicas and loadgen runs for the fault tests. */
-#include "stack.h"
+#include "tests/support/stack.h"
 
 #include <jansson.h>
 #include <setjmp.h>

@@ -6,7 +6,7 @@
 
 #include <jansson.h>
 
-#include "tests/harness.h"
+#include "tests/support/harness.h"
 
 /* One request to s (path like "/items/1", body may be NULL); fails the test
  * unless the status is expect and the answer JSON (HEAD: no body). Returns

@@ -8,8 +8,8 @@
 
 #include <sys/types.h>
 
-#include "tests/harness.h"
-#include "tests/pg.h"
+#include "tests/support/harness.h"
+#include "tests/support/pg.h"
 
 #define TH_REPLICAS 3
 
