@@ -224,7 +224,9 @@ int dlock_key_check(const char *key, size_t len);
  * up to opts->wait_ms (never longer than that plus one command timeout). In
  * notify mode a local holder of the key may hand its lease over instead
  * (same token and fence, dlock_handoff_seq() > 0). A thread that holds key
- * gets a nested hold at once (opts->reentrant) or DLOCK_ERR_INVALID.
+ * gets a nested hold at once (opts->reentrant; the call's other options
+ * are ignored, and a hold past its local deadline is refused with
+ * DLOCK_ERR_INVALID) or DLOCK_ERR_INVALID.
  * Returns DLOCK_OK with *out a handle owned by the caller until
  * dlock_release(); or DLOCK_ERR_TIMEOUT, DLOCK_ERR_REDIS, DLOCK_ERR_AUTH,
  * DLOCK_ERR_INVALID, DLOCK_ERR_NOMEM with *out NULL. */
@@ -245,8 +247,9 @@ int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const d
  * Each permit is a lease renewed and interrupted as a lock's; the handle
  * works with dlock_release, dlock_check, dlock_sleep, dlock_renewals,
  * dlock_token, dlock_key and dlock_fence, not with dlock_run or
- * multi-locks; permits are never handed over or nested. One Redis server
- * only. Returns as dlock_acquire does (DLOCK_ERR_TIMEOUT: all permits
+ * multi-locks; permits are never handed over or nested (a thread asking
+ * again takes a second permit, or waits for one). Never use a semaphore's
+ * or a read-write lock's key as a plain lock's. One Redis server only. Returns as dlock_acquire does (DLOCK_ERR_TIMEOUT: all permits
  * still held after wait_ms); DLOCK_ERR_INVALID also for permits_total < 1
  * or a quorum of servers. */
 int dlock_sem_acquire(dlock_client *c, const char *key, int permits_total,
@@ -256,7 +259,8 @@ int dlock_sem_acquire(dlock_client *c, const char *key, int permits_total,
  * over every process that uses it; a waiting writer keeps new readers out.
  * Readers and writers draw fences from one counter. Each hold is a lease
  * and its handle is used as a semaphore's; no reentrancy, upgrade or
- * downgrade (a thread asking again waits like any other owner). One Redis
+ * downgrade (a thread asking again waits like any other owner: a writer
+ * asking to read waits for itself until wait_ms). One Redis
  * server only. Returns as dlock_acquire does (DLOCK_ERR_TIMEOUT: a writer
  * held or waited, or for a writer: readers or a writer held, after
  * wait_ms); DLOCK_ERR_INVALID also for a quorum of servers. */

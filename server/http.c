@@ -170,8 +170,10 @@ static enum MHD_Result respond(http_server *s, struct MHD_Connection *conn, cons
     http_reply r = {0};
     route_result rt;
     route_match(method, url, &rt);
-    service_enter(s->svc); /* before reading the flag: draining can't miss us */
-    rq->entered = 1;       /* and left in on_completed, once the answer is out */
+    if (!rq->entered) { /* once: on_completed leaves once, after the answer is out */
+        service_enter(s->svc); /* before reading the flag: draining can't miss us */
+        rq->entered = 1;
+    }
     int closing = atomic_load(&s->draining);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);

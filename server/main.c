@@ -147,8 +147,8 @@ int main(int argc, char **argv)
     int left = service_drain(svc, c.drain_ms);
     if (left > 0) { /* their answers can't be sent any more: don't let them commit */
         service_refuse_commits(svc);
-        log_kv(LOG_WARN, "requests still running at the drain deadline; they will not commit",
-               LOG_INT("count", left));
+        log_kv(LOG_WARN, "requests still running or being answered at the drain deadline; "
+               "those not yet committed will not commit", LOG_INT("count", left));
     }
     http_stop(srv);
     service_close(svc);

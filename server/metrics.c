@@ -385,7 +385,7 @@ char *metrics_render(metrics *m, const metrics_extra *x, size_t *len)
     put_counter(&b, "stockd_http_deadline_closed_total",
                 "Connections closed because a request line, headers or body came too slowly.",
                 x->reaped);
-    put(&b, "# HELP stockd_inflight_requests Requests being handled.\n"
+    put(&b, "# HELP stockd_inflight_requests Requests being handled or answered.\n"
             "# TYPE stockd_inflight_requests gauge\nstockd_inflight_requests %lld\n",
         (long long)x->inflight);
     if (x->locks) {

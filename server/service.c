@@ -194,6 +194,10 @@ void service_set_stock(service *s, int64_t item_id, int64_t stock, service_resul
     store_conn *c = begin(s, out);
     if (c) {
         service_order_set_stock(s, c, item_id, stock, out, &held);
+        if (out->outcome == SERVICE_COMMIT_UNKNOWN) /* no requestId to retry with */
+            service_fail(out, SERVICE_COMMIT_UNKNOWN, "%s; the stock may have been set: GET "
+                         "/items/%lld shows it, or set it again", store_errstr(c),
+                         (long long)item_id);
         store_put(s->store, c);
     }
     note_space(s, out->outcome, 1);

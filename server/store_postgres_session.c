@@ -265,6 +265,14 @@ int pg_session_open(pg_session *c)
         pg_session_close(c);
         return STORE_ERR_UNAVAILABLE;
     }
+    if (PQserverVersion(c->pg) < 130000) { /* pg_current_xact_id, pg_xact_status */
+        snprintf(why, sizeof(why), "the server is PostgreSQL %d.%d; stockd needs 13 or later",
+                 PQserverVersion(c->pg) / 10000, PQserverVersion(c->pg) / 100 % 100);
+        c->refused = 1; /* waiting won't make it newer */
+        set_err(c, "cannot use this PostgreSQL", why);
+        pg_session_close(c);
+        return STORE_ERR_UNAVAILABLE;
+    }
     c->refused = c->unreachable = 0;
     PQsetNoticeProcessor(c->pg, ignore_notice, NULL); /* not onto stderr: the log is ours */
     PGresult *r;

@@ -24,8 +24,12 @@ int pg_tx_begin(store_conn *conn)
     c->savepoint = 0;
     c->tx_rc = 0;
     c->in_tx = 1;
-    if (rc != STORE_OK) /* BEGIN may have run: not left open on a pooled session */
+    if (rc != STORE_OK) { /* BEGIN may have run: not left open on a pooled session */
+        char why[sizeof(c->err)]; /* what the answer says: why BEGIN failed */
+        memcpy(why, c->err, sizeof(why));
         pg_rollback(c);
+        memcpy(c->err, why, sizeof(why));
+    }
     return rc;
 }
 

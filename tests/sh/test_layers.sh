@@ -79,6 +79,10 @@ expect_none "http.c and handlers.c call the service, not what lies beneath it" \
     "$(awk '$1 ~ /^server\/(http|handlers)\.c$/ &&
         $2 !~ /^server\/(service|service_result|http|reaper|request|route|metrics|log|rules)\.c$/' \
         <<<"$edges")"
+# The lock's API files are side by side: what two of them need lies beneath.
+expect_none "lock/'s API files (dlock, sem, rw, fence) call none of each other" \
+    "$(awk '$1 ~ /^lock\/(dlock|sem|rw|fence)\.c$/ && $2 ~ /^lock\/(dlock|sem|rw|fence)\.c$/' \
+        <<<"$edges")"
 # The products stay apart at the include level too (a header may carry
 # inline code nm does not see).
 expect_none "lock/ and loadgen/ include nothing of the other products" \
