@@ -326,17 +326,26 @@ int th_run(const char *const argv[], const char *out_path, int timeout_ms)
     return pid < 0 ? -1 : th_wait(pid, timeout_ms);
 }
 
-char th_proc_state(pid_t pid)
+/* /proc/PID/stat read into buf; returns its fields from the state on (field
+ * 3, after "pid (comm) ": comm may hold blanks and parentheses), or NULL. */
+static const char *proc_stat_fields(pid_t pid, char *buf, size_t size)
 {
-    char path[64], buf[512];
+    char path[64];
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
     FILE *f = fopen(path, "r");
-    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    size_t n = f ? fread(buf, 1, size - 1, f) : 0;
     if (f)
         fclose(f);
     buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* after "pid (comm)" */
-    return p && p[1] == ' ' ? p[2] : 0;
+    const char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' ? p + 2 : NULL;
+}
+
+char th_proc_state(pid_t pid)
+{
+    char buf[1024];
+    const char *fields = proc_stat_fields(pid, buf, sizeof(buf));
+    return fields ? fields[0] : 0;
 }
 
 int th_proc_has(pid_t pid, const char *file, const char *text)
@@ -376,17 +385,11 @@ __attribute__((constructor)) static void filter_tests(void)
 
 long th_cpu_ms(pid_t pid)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-    if (f)
-        fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* fields after "pid (comm)": state is field 3 */
-    unsigned long utime, stime;
-    if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
-                            &utime, &stime) != 2)
+    char buf[1024];
+    const char *fields = proc_stat_fields(pid, buf, sizeof(buf));
+    unsigned long utime, stime; /* fields 14 and 15 */
+    if (fields == NULL || sscanf(fields, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+                                 &utime, &stime) != 2)
         return -1;
     return (long)((utime + stime) * 1000 / (unsigned long)sysconf(_SC_CLK_TCK));
 }
