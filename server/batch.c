@@ -47,14 +47,17 @@ int batch_enter(batch_queues *q, batch_job *job)
 {
     job->next = NULL;
     job->done = job->leader = 0;
-    pthread_cond_init(&job->cv, NULL);
+    int waits = job->on_lead == NULL;
+    if (waits)
+        pthread_cond_init(&job->cv, NULL);
     pthread_mutex_lock(&q->mu);
     struct job_queue **p = slot(q, job->queue), *iq = *p;
     if (iq == NULL && (iq = *p = calloc(1, sizeof(*iq))) != NULL)
         iq->id = job->queue;
     if (iq == NULL) { /* out of memory: serve it alone */
         pthread_mutex_unlock(&q->mu);
-        pthread_cond_destroy(&job->cv);
+        if (waits)
+            pthread_cond_destroy(&job->cv);
         return -1;
     }
     if (iq->tail)
@@ -64,28 +67,39 @@ int batch_enter(batch_queues *q, batch_job *job)
     iq->tail = job;
     if (!iq->has_leader)
         iq->has_leader = job->leader = 1; /* the queue was empty: we are its head */
-    while (!job->done && !job->leader)
+    while (waits && !job->done && !job->leader)
         pthread_cond_wait(&job->cv, &q->mu);
-    int lead = !job->done;
+    int lead = job->leader && !job->done;
     pthread_mutex_unlock(&q->mu);
-    if (!lead)
+    if (waits && !lead)
         pthread_cond_destroy(&job->cv);
     return lead;
 }
 
+/* Wakes job's thread (under q->mu), or tells the caller to run one of its
+ * callbacks once q->mu is let go: 1 when it must. */
+static int wake(batch_job *job)
+{
+    if (job->on_lead)
+        return 1;
+    pthread_cond_signal(&job->cv);
+    return 0;
+}
+
 /* Hands the queue to its next leader, or frees it when nobody waits (the
- * next arrival leads). Under q->mu. */
-static void promote(struct job_queue **p)
+ * next arrival leads). Under q->mu; returns the new leader when its
+ * on_lead is to run once q->mu is let go, else NULL. */
+static batch_job *promote(struct job_queue **p)
 {
     struct job_queue *iq = *p;
     iq->promote_due = 0;
     if (iq->head) {
         iq->head->leader = 1;
-        pthread_cond_signal(&iq->head->cv);
-    } else {
-        *p = iq->hnext;
-        free(iq);
+        return wake(iq->head) ? iq->head : NULL;
     }
+    *p = iq->hnext;
+    free(iq);
+    return NULL;
 }
 
 int batch_take(batch_queues *q, int64_t queue, batch_job **jobs, int max,
@@ -101,11 +115,14 @@ int batch_take(batch_queues *q, int64_t queue, batch_job **jobs, int max,
     }
     if (iq && iq->head == NULL)
         iq->tail = NULL;
+    batch_job *next = NULL;
     if (iq && when == BATCH_PROMOTE_AT_TAKE)
-        promote(p);
+        next = promote(p);
     else if (iq)
         iq->promote_due = 1;
     pthread_mutex_unlock(&q->mu);
+    if (next)
+        next->on_lead(next);
     return n;
 }
 
@@ -113,13 +130,18 @@ void batch_finish(batch_queues *q, batch_job **jobs, int n)
 {
     pthread_mutex_lock(&q->mu);
     struct job_queue **p = slot(q, jobs[0]->queue);
-    if (*p && (*p)->promote_due)
-        promote(p);
-    for (int i = 0; i < n; i++) {
+    batch_job *next = *p && (*p)->promote_due ? promote(p) : NULL;
+    int callbacks = jobs[0]->on_done != NULL; /* a queue's jobs all have them, or none */
+    for (int i = callbacks ? 0 : 1; i < n; i++) { /* without: jobs[0]'s thread is here */
         jobs[i]->done = 1;
-        pthread_cond_signal(&jobs[i]->cv);
+        if (!callbacks)
+            pthread_cond_signal(&jobs[i]->cv);
     }
     pthread_mutex_unlock(&q->mu);
-    /* jobs[0] is the leader's own: its thread is here, not waiting */
-    pthread_cond_destroy(&jobs[0]->cv);
+    if (!callbacks)
+        pthread_cond_destroy(&jobs[0]->cv);
+    for (int i = 0; callbacks && i < n; i++)
+        jobs[i]->on_done(jobs[i]); /* may free the job: not touched after */
+    if (next)
+        next->on_lead(next);
 }

@@ -24,22 +24,34 @@
 
 typedef struct batch_queues batch_queues;
 
-typedef struct batch_job {
+typedef struct batch_job batch_job;
+typedef void batch_job_fn(batch_job *job);
+
+struct batch_job {
     int64_t queue; /* which queue it waits in: an item's id, or any other key the caller uses */
     void *arg;     /* the caller's: the request and where its answer goes */
+    /* Both NULL: batch_enter waits on the caller's thread. Both set: it
+     * returns at once; on_lead runs when the job is to lead a batch (on a
+     * thread of the callee's choosing), and on_done once the job is served,
+     * by its own leader too (the job is not touched again). Each runs on
+     * the thread of the leader that promoted or served the job, outside the
+     * queue's lock, and must not block. A queue's jobs all have callbacks,
+     * or none. */
+    batch_job_fn *on_lead, *on_done;
     /* owned by batch.c */
     struct batch_job *next;
     int done, leader;
     pthread_cond_t cv;
-} batch_job;
+};
 
 /* NULL when out of memory. */
 batch_queues *batch_new(void);
 void batch_free(batch_queues *q); /* no job may be queued */
 
-/* Queues job (queue and arg set) and waits. Returns 1 when the
- * caller must lead a batch, 0 when another leader served the job, -1 when out
- * of memory (nothing queued: serve the job alone). */
+/* Queues job (queue, arg and the callbacks set) and, without callbacks,
+ * waits. Returns 1 when the caller must lead a batch now, 0 when another
+ * leader served the job (with callbacks: when one of them will run), -1
+ * when out of memory (nothing queued: serve the job alone). */
 int batch_enter(batch_queues *q, batch_job *job);
 
 enum batch_promote { BATCH_PROMOTE_AT_TAKE, BATCH_PROMOTE_AT_FINISH };
@@ -53,8 +65,10 @@ int batch_take(batch_queues *q, int64_t queue, batch_job **jobs, int max,
                int (*fits)(const batch_job *job, void *arg), void *arg,
                enum batch_promote promote);
 
-/* Leader: marks the jobs served (their out filled), wakes their threads, and
- * promotes the next leader if batch_take left that for now. */
+/* Leader: marks the jobs served (their out filled), runs each one's on_done
+ * or, without callbacks, wakes their threads (all but jobs[0], the
+ * leader's own), and promotes the next leader if batch_take left that for
+ * now. */
 void batch_finish(batch_queues *q, batch_job **jobs, int n);
 
 #endif
