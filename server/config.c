@@ -108,8 +108,16 @@ static const struct opt opts[] = {
      NULL, "cap on workMs"},
     {"instance-id", "STOCKD_INSTANCE_ID", OPT_STR, F(service.instance_id), 0, 0, NULL,
      "name recorded in the ledger (default <hostname>:<port>)"},
-    {"max-connections", "STOCKD_MAX_CONNECTIONS", OPT_INT, F(http.max_connections), 1, 100000,
-     NULL, "concurrent HTTP connections, one thread each; more are refused"},
+    {"max-connections", "STOCKD_MAX_CONNECTIONS", OPT_INT, F(http.max_connections), 0, 1000000,
+     NULL, "concurrent HTTP connections; a connection past them has its requests answered 503 "
+     "too_many_connections (Retry-After: 1) and is closed. 0: as many as the open-files limit "
+     "leaves after what the store and Redis need; a number that does not fit is lowered to what "
+     "does, with a warning"},
+    {"workers", "STOCKD_WORKERS", OPT_INT, F(service.workers), 1, 256, NULL,
+     "threads that run requests' store calls and lead group commits (default 2 x cores, at "
+     "least 4); a request waiting for a lock or its batch holds none"},
+    {"http-threads", "STOCKD_HTTP_THREADS", OPT_INT, F(http.threads), 0, 256, NULL,
+     "event threads reading requests and sending answers; 0: one per core"},
     {"max-connections-per-ip", "STOCKD_MAX_CONNECTIONS_PER_IP", OPT_INT, F(http.max_per_ip), 0,
      100000, NULL, "concurrent HTTP connections from one client address; more are refused, so "
      "one client can't take them all (behind a proxy every client has its address); 0 = no "

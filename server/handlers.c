@@ -65,64 +65,91 @@ static int reply_bad_body(http_reply *r, int rc, const char *err)
 
 /* ---- /reduceStock ---- */
 
-static void handle_reduce(const http_request *rq, http_reply *r)
+/* Parses rq's order body (one line for /reduceStock): 0 with *order set,
+ * else answered 400. */
+static int parse_order(const http_request *rq, int reduce, req_order *order)
 {
-    req_order req;
     char err[256];
-    if (reply_bad_body(r, req_parse_reduce(rq->body, rq->len, &req, err, sizeof(err)), err))
-        return;
-    service_result res;
-    service_reduce(rq->svc, &req, &res);
-    if (reply_failure(r, &res)) {
-        if (res.outcome == SERVICE_INSUFFICIENT) { /* its line's figures, at the top level */
-            json_t *line = short_json(&res.shorts[0]);
+    http_reply r = {0};
+    int rc = reduce ? req_parse_reduce(rq->body, rq->len, order, err, sizeof(err))
+                    : req_parse_order(rq->body, rq->len, order, err, sizeof(err));
+    if (!reply_bad_body(&r, rc, err))
+        return 0;
+    http_answer(rq, &r);
+    return -1;
+}
+
+static void reduce_done(const service_result *res, void *arg)
+{
+    const http_request *rq = arg;
+    http_reply reply = {0}, *r = &reply;
+    if (reply_failure(r, res)) {
+        if (res->outcome == SERVICE_INSUFFICIENT) { /* its line's figures, at the top level */
+            json_t *line = short_json(&res->shorts[0]);
             json_object_update(r->json, line);
             json_decref(line);
         }
+        http_answer(rq, r);
         return;
     }
-    const store_order *o = &res.order;
+    const store_order *o = &res->order;
     r->status = 200;
     r->json = json_pack("{s:I, s:I, s:I, s:I, s:o, s:b}", "itemId",
                         (json_int_t)o->lines[0].item_id, "quantity",
                         (json_int_t)o->lines[0].quantity, "remaining",
                         (json_int_t)o->lines[0].remaining, "orderId",
                         (json_int_t)o->info.order_id, "requestId", request_id_json(&o->info),
-                        "replayed", res.outcome == SERVICE_REPLAYED);
+                        "replayed", res->outcome == SERVICE_REPLAYED);
+    http_answer(rq, r);
+}
+
+/* POST /reduceStock: answered by reduce_done, at once or once its batch
+ * committed. */
+static void handle_reduce(const http_request *rq)
+{
+    req_order req;
+    if (parse_order(rq, 1, &req) == 0)
+        service_reduce(rq->svc, &req, reduce_done, (void *)rq);
 }
 
 /* ---- /orders and /orders/{id} ---- */
 
-static void handle_order(const http_request *rq, http_reply *r)
+static void order_done(const service_result *res, void *arg)
 {
-    req_order req;
-    char err[256];
-    if (reply_bad_body(r, req_parse_order(rq->body, rq->len, &req, err, sizeof(err)), err))
-        return;
-    service_result res;
-    service_place_order(rq->svc, &req, &res);
-    if (reply_failure(r, &res)) {
-        if (res.outcome == SERVICE_INSUFFICIENT) {
+    const http_request *rq = arg;
+    http_reply reply = {0}, *r = &reply;
+    if (reply_failure(r, res)) {
+        if (res->outcome == SERVICE_INSUFFICIENT) {
             json_t *lines = json_array();
-            for (int i = 0; i < res.nshort; i++)
-                json_array_append_new(lines, short_json(&res.shorts[i]));
+            for (int i = 0; i < res->nshort; i++)
+                json_array_append_new(lines, short_json(&res->shorts[i]));
             json_object_set_new(r->json, "lines", lines);
         }
+        http_answer(rq, r);
         return;
     }
-    const store_order *o = &res.order;
+    const store_order *o = &res->order;
     json_t *lines = json_array();
     for (int i = 0; i < o->nlines; i++)
         json_array_append_new(lines, json_pack("{s:I, s:I, s:I}", "itemId",
                                                (json_int_t)o->lines[i].item_id, "quantity",
                                                (json_int_t)o->lines[i].quantity, "remaining",
                                                (json_int_t)o->lines[i].remaining));
-    r->status = res.outcome == SERVICE_REPLAYED ? 200 : 201; /* a replay creates nothing */
+    r->status = res->outcome == SERVICE_REPLAYED ? 200 : 201; /* a replay creates nothing */
     if (r->status == 201)
         snprintf(r->location, sizeof(r->location), "/orders/%lld", (long long)o->info.order_id);
     r->json = json_pack("{s:I, s:o, s:o, s:b}", "orderId", (json_int_t)o->info.order_id,
                         "requestId", request_id_json(&o->info), "lines", lines, "replayed",
-                        res.outcome == SERVICE_REPLAYED);
+                        res->outcome == SERVICE_REPLAYED);
+    http_answer(rq, r);
+}
+
+/* POST /orders: answered by order_done. */
+static void handle_order(const http_request *rq)
+{
+    req_order req;
+    if (parse_order(rq, 0, &req) == 0)
+        service_place_order(rq->svc, &req, order_done, (void *)rq);
 }
 
 static void show_order(const http_request *rq, http_reply *r)
@@ -312,16 +339,24 @@ static void handle_metrics(const http_request *rq, http_reply *r)
 
 /* ---- every route ---- */
 
-void handlers_answer(const http_request *rq, http_reply *r)
+void handlers_answer(const http_request *rq)
 {
-    int post = strcmp(rq->method, "POST") == 0, put = strcmp(rq->method, "PUT") == 0;
-    switch (rq->route->id) {
-    case ROUTE_METRICS: handle_metrics(rq, r); break;
-    case ROUTE_HEALTH: handle_health(rq, r); break;
-    case ROUTE_REDUCE: handle_reduce(rq, r); break;
-    case ROUTE_ITEMS: post ? create_item(rq, r) : list_items(rq, r); break;
-    case ROUTE_ORDERS: handle_order(rq, r); break;
-    case ROUTE_ORDER: show_order(rq, r); break;
-    default: put ? set_stock(rq, r) : show_item(rq, r); break;
+    if (rq->route->id == ROUTE_REDUCE) {
+        handle_reduce(rq); /* orders answer when they are done, perhaps later */
+        return;
     }
+    if (rq->route->id == ROUTE_ORDERS) {
+        handle_order(rq);
+        return;
+    }
+    int post = strcmp(rq->method, "POST") == 0, put = strcmp(rq->method, "PUT") == 0;
+    http_reply r = {0};
+    switch (rq->route->id) {
+    case ROUTE_METRICS: handle_metrics(rq, &r); break;
+    case ROUTE_HEALTH: handle_health(rq, &r); break;
+    case ROUTE_ITEMS: post ? create_item(rq, &r) : list_items(rq, &r); break;
+    case ROUTE_ORDER: show_order(rq, &r); break;
+    default: put ? set_stock(rq, &r) : show_item(rq, &r); break;
+    }
+    http_answer(rq, &r);
 }

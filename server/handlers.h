@@ -8,8 +8,10 @@
 
 #include "server/http.h"
 
-/* Answers rq (its route matched and allowed, its body read whole) into r,
- * asking rq->svc. An http_handler: thread-safe, as the service is. */
-void handlers_answer(const http_request *rq, http_reply *r);
+/* Answers rq (its route matched and allowed, its body read whole), asking
+ * rq->svc: an order once the service is done with it (perhaps later, from
+ * its batch leader's thread), the rest before returning. An http_handler:
+ * thread-safe, as the service is. */
+void handlers_answer(const http_request *rq);
 
 #endif

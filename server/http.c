@@ -1,8 +1,10 @@
-/* http.c - stockd's HTTP server, the libmicrohttpd plumbing: the daemon and
- * its connection callbacks, request bodies within their limits, the framing
- * check, deadlines (reaper.c), the refusals no route gets to see, sending
- * the answer, and a graceful stop. What each route answers is the handler's
- * (handlers.c, given to http_start): this file knows no route's meaning. */
+/* http.c - stockd's HTTP server, the libmicrohttpd plumbing: the daemon (a
+ * few event threads over epoll) and its connection callbacks, request bodies
+ * within their limits, the framing check, deadlines (reaper.c), the
+ * refusals no route gets to see, handing each request to a thread that may
+ * block (suspending its connection meanwhile), sending the answer, and a
+ * graceful stop. What each route answers is the handler's (handlers.c,
+ * given to http_start): this file knows no route's meaning. */
 #include "server/http.h"
 
 #include <arpa/inet.h>
@@ -23,35 +25,46 @@
 #include "server/request.h"
 #include "server/route.h"
 #include "server/service.h"
+#include "server/workers.h"
 
 #define DISCARD_MAX (1024 * 1024) /* past the limit, drop this much before closing */
-/* A connection thread's stack. ThreadSanitizer keeps its state of each
- * thread (some 800 KB) in thread-local storage, which glibc takes from the
- * same mapping: under it, 512 KB leaves a request about 130 KB. */
-#ifdef __SANITIZE_THREAD__
-#define STACK_SIZE (2048 * 1024)
-#else
-#define STACK_SIZE (512 * 1024)
-#endif
+/* libmicrohttpd's memory per connection, for its headers and buffers (its
+ * default is 32 KiB): what a waiting buyer costs, besides its socket. */
+#define CONNECTION_MEMORY (6 * 1024)
 
 struct http_server {
     http_config cfg;
     service *svc;
     http_handler *handle;
     struct MHD_Daemon *daemon;
-    reaper *reaper; /* deadlines for slow senders */
+    reaper *reaper;    /* deadlines for slow senders */
+    workers *control;  /* the thread /health and /metrics are answered on */
     _Atomic int draining;
+    _Atomic int open;  /* connections open now */
+    pthread_mutex_t mu;
+    pthread_cond_t idle; /* signalled when no request is suspended */
+    int suspended;       /* requests handed to a handler and not yet answered */
 };
+
+enum req_phase { READING, HANDLING, ANSWERED };
 
 /* Per-request state, from the headers to NOTIFY_COMPLETED. */
 struct req_state {
+    http_request req;     /* what the handler sees; first, for http_answer */
+    route_result rt;
     char *body;
-    size_t len;
+    size_t len, cap;
     size_t discarded;
     int too_large;
-    int framing;         /* req_check_framing's code: not REQ_OK refuses it unread */
+    int framing;          /* req_check_framing's code: not REQ_OK refuses it unread */
     char framing_err[128];
-    int entered;         /* in flight for the drain until its answer is sent */
+    int entered;          /* in flight for the drain until its answer is sent */
+    int close;            /* close the connection after the answer */
+    enum req_phase phase; /* HANDLING: suspended until http_answer resumes it */
+    struct timespec t0;   /* handed to its handler */
+    http_reply reply;     /* ANSWERED: its answer, the body made already */
+    char *reply_body;
+    size_t reply_len;
 };
 
 /* Length of the well-formed UTF-8 sequence at s (n bytes left): 1..4, or 0
@@ -105,15 +118,23 @@ void http_reply_error(http_reply *r, int status, const char *code, const char *f
     r->json = json_pack("{s:s, s:o}", "error", code, "message", http_json_text(msg));
 }
 
-static enum MHD_Result send_reply(struct MHD_Connection *conn, http_reply *r, int closing)
+/* The answer's body: r's text, or its JSON made compact (r->json freed). */
+static char *reply_body(http_reply *r, size_t *len)
 {
-    char *body = r->text;
-    size_t len = r->text_len;
-    if (body == NULL) {
-        body = r->json ? json_dumps(r->json, JSON_COMPACT) : NULL;
-        len = body ? strlen(body) : 0;
+    if (r->text) {
+        *len = r->text_len;
+        return r->text;
     }
+    char *body = r->json ? json_dumps(r->json, JSON_COMPACT) : NULL;
     json_decref(r->json);
+    r->json = NULL;
+    *len = body ? strlen(body) : 0;
+    return body;
+}
+
+static enum MHD_Result send_reply(struct MHD_Connection *conn, const http_reply *r, char *body,
+                                  size_t len, int closing)
+{
     struct MHD_Response *resp =
         body ? MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE) : NULL;
     if (resp == NULL) { /* out of memory: drop the connection rather than lie */
@@ -138,66 +159,175 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, http_reply *r, in
     return ok;
 }
 
-/* What no handler gets to see: a drain, a body framed two ways or too
- * large, a path or method no route takes. 1 with the refusal in r, else 0. */
-static int refuse(const struct req_state *rq, const route_result *rt, const char *method,
-                  const char *url, int closing, http_reply *r)
+/* What a connection keeps from its accept to its close (its socket context). */
+struct conn_state {
+    reaper_conn *deadlines; /* see reaper.h */
+    int over;               /* accepted past max_connections: answered 503, then closed */
+};
+
+static struct conn_state *conn_of(struct MHD_Connection *conn)
 {
-    if (closing)
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info ? info->socket_context : NULL;
+}
+
+static reaper_conn *deadlines_of(struct MHD_Connection *conn)
+{
+    struct conn_state *c = conn_of(conn);
+    return c ? c->deadlines : NULL;
+}
+
+/* What no handler gets to see: a drain, more connections than the server
+ * takes, a body framed two ways or too large, a path or method no route
+ * takes. 1 with the refusal in r (and rq->close set when the connection is
+ * to close after it), else 0. */
+static int refuse(http_server *s, struct req_state *rq, const char *method, const char *url,
+                  http_reply *r)
+{
+    const route_result *rt = &rq->rt;
+    const struct conn_state *c = conn_of(rq->req.conn);
+    rq->close = 1;
+    if (atomic_load(&s->draining)) {
         http_reply_error(r, 503, "shutting_down", "server is shutting down; retry elsewhere");
-    else if (rq->framing == REQ_ERR_CODING)
+    } else if (c && c->over) {
+        http_reply_error(r, 503, "too_many_connections", "over the %d connections this server "
+                         "takes; retry soon", s->cfg.max_connections);
+        r->retry_after = 1;
+    } else if (rq->framing == REQ_ERR_CODING) {
         http_reply_error(r, 501, "unsupported_transfer_coding", "%s", rq->framing_err);
-    else if (rq->framing != REQ_OK)
+    } else if (rq->framing != REQ_OK) {
         http_reply_error(r, 400, "bad_framing", "%s", rq->framing_err);
-    else if (rt->id == ROUTE_NOT_FOUND)
-        http_reply_error(r, 404, "not_found", "no route %s %s", method, url);
-    else if (!rt->method_ok)
-        http_reply_error(r, 405, "method_not_allowed", "%s is not allowed here; use %s", method,
-                         rt->allow);
-    else if (rt->bad_id)
-        http_reply_error(r, 400, "invalid_request", "item id must be an integer 1..%lld",
-                         (long long)INT64_MAX);
-    else if (rq->too_large)
-        http_reply_error(r, 413, "body_too_large", "request body over %d bytes", RULE_BODY_MAX);
-    else
-        return 0;
+    } else {
+        rq->close = 0;
+        if (rt->id == ROUTE_NOT_FOUND)
+            http_reply_error(r, 404, "not_found", "no route %s %s", method, url);
+        else if (!rt->method_ok)
+            http_reply_error(r, 405, "method_not_allowed", "%s is not allowed here; use %s",
+                             method, rt->allow);
+        else if (rt->bad_id)
+            http_reply_error(r, 400, "invalid_request", "item id must be an integer 1..%lld",
+                             (long long)INT64_MAX);
+        else if (rq->too_large)
+            http_reply_error(r, 413, "body_too_large", "request body over %d bytes",
+                             RULE_BODY_MAX);
+        else
+            return 0;
+    }
     return 1;
 }
 
+/* Counts and logs rq's answer r, handed over at t1 after its start at t0. */
+static void account(http_server *s, const struct req_state *rq, const http_reply *r)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    int64_t us = (int64_t)(t1.tv_sec - rq->t0.tv_sec) * 1000000 +
+                 (t1.tv_nsec - rq->t0.tv_nsec) / 1000;
+    metrics_request(service_metrics(s->svc), rq->rt.id, r->status, us);
+    log_kv(LOG_DEBUG, "request", LOG_STR("method", rq->req.method), LOG_STR("path", rq->req.url),
+           LOG_INT("status", r->status), LOG_MS("ms", (double)us / 1e3));
+}
+
+/* Sends rq's answer (on the connection's event thread), closing the
+ * connection after it when the server drains or the request was framed
+ * badly. */
+static enum MHD_Result send_answer(http_server *s, struct req_state *rq, http_reply *r,
+                                   char *body, size_t len)
+{
+    int closing = rq->close || atomic_load(&s->draining);
+    return send_reply(rq->req.conn, r, body, len, closing);
+}
+
+/* Answers at once, on the event thread: what needs no handler. */
+static enum MHD_Result answer_now(http_server *s, struct req_state *rq, http_reply *r)
+{
+    if (r->status == 405)
+        r->allow = rq->rt.allow;
+    account(s, rq, r);
+    size_t len;
+    char *body = reply_body(r, &len);
+    return send_answer(s, rq, r, body, len);
+}
+
+/* On a thread that may block: the handler answers rq, now or later. */
+static void run_handler(void *arg)
+{
+    struct req_state *rq = arg;
+    rq->req.server->handle(&rq->req); /* rq may be gone once this returns */
+}
+
+void http_answer(const http_request *req, http_reply *r)
+{
+    struct req_state *rq = (struct req_state *)req; /* req is rq's first member */
+    http_server *s = req->server;
+    if (r->status == 405)
+        r->allow = rq->rt.allow;
+    account(s, rq, r);
+    rq->reply = *r;
+    rq->reply_body = reply_body(&rq->reply, &rq->reply_len);
+    rq->reply.json = NULL, rq->reply.text = NULL;
+    rq->reply.text = r->text ? rq->reply_body : NULL; /* only its content type is read now */
+    pthread_mutex_lock(&s->mu);
+    rq->phase = ANSWERED;
+    MHD_resume_connection(req->conn); /* its event thread sends the answer */
+    if (--s->suspended == 0)
+        pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* A request read whole: refused here, or suspended and handed to its
+ * handler on a service thread (the control thread for /health and
+ * /metrics, so a flood of orders never holds them up). */
 static enum MHD_Result respond(http_server *s, struct MHD_Connection *conn, const char *url,
                                const char *method, struct req_state *rq)
 {
+    if (rq->phase == ANSWERED) {
+        rq->phase = READING; /* sent once */
+        return send_answer(s, rq, &rq->reply, rq->reply_body, rq->reply_len);
+    }
+    if (rq->phase == HANDLING)
+        return MHD_YES; /* still suspended: nothing to send yet */
     http_reply r = {0};
-    route_result rt;
-    route_match(method, url, &rt);
+    route_match(method, url, &rq->rt);
     if (!rq->entered) { /* once: on_completed leaves once, after the answer is out */
         service_enter(s->svc); /* before reading the flag: draining can't miss us */
         rq->entered = 1;
     }
-    int closing = atomic_load(&s->draining);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (!refuse(rq, &rt, method, url, closing, &r)) {
-        http_request req = {s, s->svc, method, url, &rt, rq->body, rq->len, conn};
-        s->handle(&req, &r);
+    clock_gettime(CLOCK_MONOTONIC, &rq->t0);
+    rq->req.conn = conn, rq->req.method = method, rq->req.url = url; /* for the log */
+    if (refuse(s, rq, method, url, &r))
+        return answer_now(s, rq, &r);
+    rq->req = (http_request){s, s->svc, method, url, &rq->rt, rq->body, rq->len, conn};
+    rq->phase = HANDLING;
+    pthread_mutex_lock(&s->mu);
+    s->suspended++;
+    pthread_mutex_unlock(&s->mu);
+    MHD_suspend_connection(conn);
+    int rc = route_is_control(rq->rt.id) ? workers_submit(s->control, run_handler, rq)
+                                         : service_run(s->svc, run_handler, rq);
+    if (rc != 0) { /* out of memory */
+        http_reply_error(&r, 500, "out_of_memory", "cannot queue the request");
+        http_answer(&rq->req, &r);
     }
-    if (r.status == 405)
-        r.allow = rt.allow;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    int64_t us = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000;
-    metrics_request(service_metrics(s->svc), rt.id, r.status, us);
-    log_kv(LOG_DEBUG, "request", LOG_STR("method", method), LOG_STR("path", url),
-           LOG_INT("status", r.status), LOG_MS("ms", (double)us / 1e3));
-    return send_reply(conn, &r, closing || rq->framing != REQ_OK);
+    return MHD_YES;
 }
 
-/* Stores a body chunk, up to RULE_BODY_MAX; past it, discards (and past
- * DISCARD_MAX more, gives up on the connection). */
+/* Stores a body chunk, up to RULE_BODY_MAX (grown as it comes: a waiting
+ * buyer's memory is what it sent); past it, discards (and past DISCARD_MAX
+ * more, gives up on the connection). */
 static enum MHD_Result take_chunk(struct req_state *rq, const char *data, size_t size)
 {
     if (!rq->too_large && rq->len + size <= RULE_BODY_MAX) {
-        if (rq->body == NULL && (rq->body = malloc(RULE_BODY_MAX + 1)) == NULL)
-            return MHD_NO;
+        if (rq->len + size + 1 > rq->cap) {
+            size_t cap = rq->cap ? rq->cap : 256;
+            while (cap < rq->len + size + 1)
+                cap *= 2;
+            char *body = realloc(rq->body, cap);
+            if (body == NULL)
+                return MHD_NO;
+            rq->body = body, rq->cap = cap;
+        }
         memcpy(rq->body + rq->len, data, size);
         rq->len += size;
         rq->body[rq->len] = '\0';
@@ -226,14 +356,6 @@ static int check_framing(struct MHD_Connection *conn, const char *version, struc
     req_framing f = {.http10 = strcmp(version, MHD_HTTP_VERSION_1_0) == 0};
     MHD_get_connection_values(conn, MHD_HEADER_KIND, add_framing_field, &f);
     return req_check_framing(&f, rq->framing_err, sizeof(rq->framing_err));
-}
-
-/* The connection's deadlines (see reaper.h), kept as its socket context. */
-static reaper_conn *deadlines_of(struct MHD_Connection *conn)
-{
-    const union MHD_ConnectionInfo *info =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    return info ? info->socket_context : NULL;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -278,12 +400,20 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
                           enum MHD_ConnectionNotificationCode code)
 {
     http_server *s = cls;
+    struct conn_state *c = *socket_context;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        int open = atomic_fetch_add(&s->open, 1) + 1;
         const union MHD_ConnectionInfo *info =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        *socket_context = info ? reaper_conn_started(s->reaper, info->connect_fd) : NULL;
+        if ((c = *socket_context = calloc(1, sizeof(*c))) == NULL)
+            return; /* out of memory: no deadlines, no refusal */
+        c->over = open > s->cfg.max_connections;
+        c->deadlines = info ? reaper_conn_started(s->reaper, info->connect_fd) : NULL;
     } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) { /* before MHD closes the socket */
-        reaper_conn_closed(s->reaper, *socket_context);
+        atomic_fetch_sub(&s->open, 1);
+        if (c)
+            reaper_conn_closed(s->reaper, c->deadlines);
+        free(c);
         *socket_context = NULL;
     }
 }
@@ -302,6 +432,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
          * still queued then (a committed deduction's) would never arrive. */
         if (rq->entered)
             service_leave(s->svc);
+        if (rq->phase == ANSWERED) /* the answer never went: the connection did first */
+            free(rq->reply_body);
         free(rq->body);
         free(rq);
     }
@@ -341,10 +473,22 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
                LOG_INT("repeatsBefore", suppressed));
 }
 
+long http_connections_taken(long max) { return max + (max / 16 > 64 ? max / 16 : 64); }
+
 void http_config_defaults(http_config *cfg)
 {
-    *cfg = (http_config){.bind = "127.0.0.1", .port = 8080, .max_connections = 1024,
+    *cfg = (http_config){.bind = "127.0.0.1", .port = 8080, .max_connections = 0,
                          .max_per_ip = 256, .idle_timeout_s = 60, .request_timeout_ms = 10000};
+}
+
+/* Undoes what http_start made before it failed, or all of it. */
+static void discard(http_server *s)
+{
+    reaper_stop(s->reaper);
+    workers_stop(s->control);
+    pthread_cond_destroy(&s->idle);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
 }
 
 int http_start(const http_config *cfg, service *svc, http_handler *handle, http_server **out,
@@ -364,32 +508,37 @@ int http_start(const http_config *cfg, service *svc, http_handler *handle, http_
     s->cfg = *cfg;
     s->svc = svc;
     s->handle = handle;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->idle, NULL);
     s->reaper = reaper_start(cfg->idle_timeout_s * 1000, cfg->request_timeout_ms);
-    if (s->reaper == NULL) {
+    s->control = s->reaper ? workers_start(1, "control") : NULL;
+    if (s->control == NULL) {
         snprintf(err, errlen, "out of memory or threads");
-        free(s);
+        discard(s);
         return -1;
     }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned threads = cfg->threads > 0 ? (unsigned)cfg->threads : cores > 0 ? (unsigned)cores : 1;
+    unsigned max = (unsigned)cfg->max_connections;
     s->daemon = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
-            MHD_USE_ITC | MHD_USE_ERROR_LOG,
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
         (uint16_t)cfg->port, NULL, NULL, on_request, s,
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, /* first, so it sees every message */
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->max_connections,
+        MHD_OPTION_THREAD_POOL_SIZE, threads,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)http_connections_taken(max),
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)cfg->max_per_ip,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->idle_timeout_s,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
         MHD_OPTION_URI_LOG_CALLBACK, on_request_line, s,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-        MHD_OPTION_THREAD_STACK_SIZE, (size_t)STACK_SIZE,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, max > 1024 ? max : 1024u,
         MHD_OPTION_END);
     if (s->daemon == NULL) {
         snprintf(err, errlen, "cannot listen on %s:%d (in use, or not permitted)",
                  cfg->bind, cfg->port);
-        reaper_stop(s->reaper);
-        free(s);
+        discard(s);
         return -1;
     }
     *out = s;
@@ -415,7 +564,13 @@ void http_stop(http_server *s)
 {
     if (s == NULL)
         return;
+    /* libmicrohttpd must not stop with a connection suspended: a request
+     * still in its handler answers first (its lock's wait and the store's
+     * timeouts bound that; past the drain, commits are refused) */
+    pthread_mutex_lock(&s->mu);
+    while (s->suspended > 0)
+        pthread_cond_wait(&s->idle, &s->mu);
+    pthread_mutex_unlock(&s->mu);
     MHD_stop_daemon(s->daemon); /* every connection closed: the reaper has none left */
-    reaper_stop(s->reaper);
-    free(s);
+    discard(s);
 }

@@ -1,13 +1,17 @@
-/* http.h - stockd's HTTP server (libmicrohttpd, one thread per connection):
- * it reads each request's body within its limits and deadlines, refuses
- * what no route can take (framing, size, path, method, a drain), hands the
- * rest to a handler (handlers.h) and sends the answer it makes.
+/* http.h - stockd's HTTP server (libmicrohttpd over epoll, a few event
+ * threads): it reads each request's body within its limits and deadlines,
+ * refuses what no route can take (framing, size, path, method, a drain,
+ * too many connections), hands the rest to a handler (handlers.h) on a
+ * thread that may block, and sends the answer it makes.
  *
- * One thread per connection because a request may block for up to wait-ms on a
- * hot item's lock: it must only ever hold up its own connection, never other
- * items or /health. The cost is a thread (512 KiB stack reserved, little of it
- * touched) per open connection, bounded by max_connections and max_per_ip;
- * slow senders are cut off by the request deadlines (reaper.h). */
+ * A request may wait up to wait-ms for a hot item's lock, or for its batch
+ * to commit. It waits as a suspended connection, not a thread: the handler
+ * runs on a service thread (service_run; /health and /metrics on a thread
+ * of their own), and whoever completes the request (the handler, or the
+ * batch leader that committed it) calls http_answer, which resumes the
+ * connection to send the answer. A waiting buyer costs its socket and its
+ * connection's memory (some kilobytes); slow senders are cut off by the
+ * request deadlines (reaper.h). */
 #ifndef HTTP_H
 #define HTTP_H
 
@@ -21,22 +25,29 @@
 typedef struct http_config {
     const char *bind;       /* IPv4 listen address */
     int port;
-    int max_connections;    /* concurrent connections (one thread each) */
+    int max_connections;    /* concurrent connections; those past it get 503 and are closed
+                             * (0 in the defaults: the caller sizes it to its descriptors) */
     int max_per_ip;         /* of which from one client address; 0 = no limit */
     int idle_timeout_s;     /* a connection idle this long, or whose next request line takes
                              * longer, is closed */
     int request_timeout_ms; /* a request's headers and body must arrive within this */
+    int threads;            /* event threads; 0: one per core */
 } http_config;
 
 /* Sets every field to its default. */
 void http_config_defaults(http_config *cfg);
 
+/* Connections the server takes at max_connections max: a few more (a
+ * sixteenth, at least 64), to be answered 503 rather than reset; past those,
+ * libmicrohttpd closes them unanswered. Each needs a descriptor. */
+long http_connections_taken(long max);
+
 typedef struct http_server http_server;
 struct MHD_Connection;
 
 /* A request as its handler sees it: route matched and allowed, body read
- * whole (at most RULE_BODY_MAX bytes) and framed one way. Valid during the
- * handler's call. */
+ * whole (at most RULE_BODY_MAX bytes) and framed one way. Valid until
+ * http_answer is called for it. */
 typedef struct http_request {
     http_server *server;
     service *svc;               /* the service http_start was given */
@@ -58,8 +69,13 @@ typedef struct http_reply {
     const char *allow; /* 405 */
 } http_reply;
 
-/* Answers rq into r (zeroed). Called on the connection's thread; may block. */
-typedef void http_handler(const http_request *rq, http_reply *r);
+/* Answers rq, by calling http_answer once: before it returns, or later from
+ * any thread. Called on a thread that may block (not an event thread). */
+typedef void http_handler(const http_request *rq);
+
+/* rq's answer: r's status, headers and body (taken: r's json or text is the
+ * server's now). Any thread, once per request; rq is gone after it. */
+void http_answer(const http_request *rq, http_reply *r);
 
 /* Starts listening on cfg->bind:cfg->port, answering with handle, which
  * asks svc (both must outlive the server; http.c itself uses svc only to

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "server/config.h"
 #include "server/handlers.h"
@@ -14,15 +15,58 @@
 #include "server/log.h"
 #include "server/service.h"
 
-/* One thread per connection and a socket each: allow as many descriptors as
- * the hard limit permits. */
-static void raise_fd_limit(void)
+/* Descriptors needed besides the HTTP connections, at the most: the store's
+ * connections (a SQLite one holds the database, its WAL and its shared
+ * memory; a PostgreSQL one a socket), one each for the workers, the control
+ * thread and the PostgreSQL pool; the Redis connections of each server (a
+ * pool as large as the threads that ask it, a subscriber, the watchdog);
+ * the listening socket, epoll and wake-up pipes of each event thread; logs,
+ * and a margin. */
+static long fds_reserved(const stockd_config *c)
+{
+    const service_config *s = &c->service;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long threads = c->http.threads > 0 ? c->http.threads : cores > 0 ? cores : 1;
+    long conns = s->workers + 2 > s->store.pool_size ? s->workers + 2 : s->store.pool_size;
+    long nodes = s->redis.nodes > 0 ? s->redis.nodes : 1;
+    return 64 + 4 * threads + 4 * conns + nodes * (s->workers + 8);
+}
+
+/* Raises the open-files soft limit to the hard one, and sizes
+ * --max-connections to what it leaves after fds_reserved: the most that
+ * fit when it is 0, else lowered to that with a warning. A connection
+ * refused for want of a descriptor waits in the listen backlog; a store
+ * that can't open its file would fail requests. -1 when not even a few
+ * connections fit. */
+static int fit_connections(stockd_config *c)
 {
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return 0;
+    if (rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
     }
+    long limit = rl.rlim_cur > 1000000 ? 1000000 : (long)rl.rlim_cur, reserved = fds_reserved(c);
+    long fit = limit - reserved, max = (fit - 64) * 16 / 17; /* http_connections_taken(max) <= fit */
+    if (max < 16) {
+        log_kv(LOG_ERROR, "cannot start: the open-files limit leaves no room for connections",
+               LOG_INT("openFilesLimit", limit), LOG_INT("reserved", reserved));
+        return -1;
+    }
+    int asked = c->http.max_connections;
+    if (asked == 0 || http_connections_taken(asked) <= fit) {
+        c->http.max_connections = asked ? asked : (int)max;
+    } else {
+        c->http.max_connections = (int)max;
+        log_kv(LOG_WARN, "--max-connections lowered to what the open-files limit allows",
+               LOG_INT("asked", asked), LOG_INT("maxConnections", max),
+               LOG_INT("openFilesLimit", limit), LOG_INT("reserved", reserved));
+    }
+    log_kv(LOG_INFO, "descriptors", LOG_INT("openFilesLimit", limit),
+           LOG_INT("reserved", reserved), LOG_INT("maxConnections", c->http.max_connections));
+    return 0;
 }
 
 /* Waits for SIGTERM or SIGINT, which every thread blocks. */
@@ -112,7 +156,8 @@ int main(int argc, char **argv)
     sigaddset(&stop_signals, SIGTERM);
     sigaddset(&stop_signals, SIGINT);
     pthread_sigmask(SIG_BLOCK, &stop_signals, NULL); /* before any thread: all inherit it */
-    raise_fd_limit();
+    if (fit_connections(&c) != 0)
+        return 1;
 
     service *svc = NULL;
     http_server *srv = NULL;

@@ -61,3 +61,5 @@ const char *route_name(enum route_id id)
                                                   "orders", "order", "health", "metrics"};
     return id < ROUTE_COUNT ? names[id] : "other";
 }
+
+int route_is_control(enum route_id id) { return id == ROUTE_HEALTH || id == ROUTE_METRICS; }

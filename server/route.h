@@ -31,4 +31,8 @@ void route_match(const char *method, const char *path, route_result *out);
 /* Short name of a route for logs and metrics labels ("reduceStock", ...). */
 const char *route_name(enum route_id id);
 
+/* Whether a route is an operator's probe (/health, /metrics): answered on a
+ * thread of its own, so that a flood of orders never holds it up. */
+int route_is_control(enum route_id id);
+
 #endif

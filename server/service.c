@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "server/log.h"
 
@@ -23,6 +24,8 @@ void service_config_defaults(service_config *c)
     c->batch = 1;
     c->fencing = 1;
     c->max_work_ms = 60000;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    c->workers = cores > 2 ? 2 * (int)cores : 4;
 }
 
 static int open_locks(service *s, char *err, size_t errlen)
@@ -59,10 +62,11 @@ int service_open(const service_config *cfg, service **out, char *err, size_t err
     pthread_cond_init(&s->idle, &attr);
     pthread_condattr_destroy(&attr);
     s->metrics = metrics_new(service_outcome_names, SERVICE_OUTCOME_COUNT);
-    int rc = s->metrics ? open_locks(s, err, errlen) : -1;
+    s->work = s->metrics ? workers_start(cfg->workers, "work") : NULL;
+    int rc = s->work ? open_locks(s, err, errlen) : -1;
     s->cfg.redis.password = NULL; /* the lock client has its copy; keep none here */
-    if (s->metrics == NULL)
-        snprintf(err, errlen, "out of memory");
+    if (s->work == NULL)
+        snprintf(err, errlen, "out of memory or threads");
     int store_rc = rc == 0 ? store_open(&cfg->store, &s->store, err, errlen) : STORE_ERR_IO;
     if (rc != 0 || store_rc != STORE_OK) {
         service_close(s);
@@ -83,6 +87,7 @@ void service_close(service *s)
 {
     if (s == NULL)
         return;
+    workers_stop(s->work); /* what is queued runs first: nothing is left half done */
     batch_free(s->batches);
     dlock_client_free(s->locks);
     store_close(s->store);
@@ -109,7 +114,7 @@ static store_conn *begin(service *s, service_result *out)
 {
     char err[256];
     store_conn *c;
-    memset(out, 0, sizeof(*out));
+    service_result_clear(out);
     service_from_store_text(out, store_get(s->store, &c, err, sizeof(err)), err);
     return c;
 }
@@ -130,28 +135,140 @@ static void note_space(service *s, enum service_outcome o, int wrote)
     }
 }
 
-void service_place_order(service *s, const req_order *r, service_result *out)
-{
-    int64_t t0 = service_now_us();
+int service_run(service *s, workers_fn *fn, void *arg) { return workers_submit(s->work, fn, arg); }
+
+/* One order from its request to its answer: the service's, freed once
+ * done has run. */
+struct order_call {
+    struct deduction x;  /* x.out: own, or, while its batch is served, the batch's */
+    req_order r;
+    service_result *own; /* its result, but while it waits in group commit (a result is
+                          * some kilobytes: the leader lends one instead) */
     store_fence held[RULE_ORDER_LINES_MAX];
-    memset(held, 0, (size_t)r->nlines * sizeof(held[0]));
-    store_conn *c = begin(s, out);
-    if (c) {
-        service_order_place(s, c, r, out, held);
-        store_put(s->store, c);
-    }
+    batch_job job;
+    int reduce;        /* counted as a POST /reduceStock too */
+    int64_t t0_us;
+    service_order_done *done;
+    void *arg;
+    char keys[][DLOCK_KEY_MAX + 1]; /* x.keys: one per line */
+};
+
+static struct order_call *call_of(batch_job *job)
+{
+    return (struct order_call *)((char *)job - offsetof(struct order_call, job));
+}
+
+/* The order is answered: counted, logged, handed to the caller, freed. */
+static void order_finish(struct order_call *k)
+{
+    service *s = k->x.s;
+    const req_order *r = &k->r;
+    const service_result *out = k->x.out;
     note_space(s, out->outcome, 1);
     int64_t units = 0;
     for (int i = 0; out->outcome == SERVICE_OK && i < r->nlines; i++)
         units += r->lines[i].quantity;
     metrics_order(s->metrics, out->outcome, r->nlines, units);
-    service_log_order(s, r, out, held, t0);
+    if (k->reduce)
+        metrics_reduce(s->metrics, out->outcome);
+    service_log_order(s, r, out, k->held, k->t0_us);
+    k->done(out, k->arg);
+    free(k->own);
+    free(k);
 }
 
-void service_reduce(service *s, const req_order *r, service_result *out)
+/* Leads the order's batch from this thread (the order itself is answered
+ * with the others, through on_served). */
+static void order_lead(void *arg)
 {
-    service_place_order(s, r, out);
-    metrics_reduce(s->metrics, out->outcome);
+    struct order_call *k = arg;
+    service_batch_lead(&k->x);
+}
+
+/* batch.h's callbacks: promoted to lead (on the promoting leader's
+ * thread, which must not block: the lead goes to a worker), or served. */
+static void on_lead(batch_job *job)
+{
+    struct order_call *k = call_of(job);
+    if (service_run(k->x.s, order_lead, k) != 0)
+        order_lead(k); /* out of memory: here, late rather than never */
+}
+
+static void on_served(batch_job *job) { order_finish(call_of(job)); }
+
+/* The order through group commit: queued without its store connection (a
+ * waiting order holds no descriptor) nor its result, led here when it
+ * heads the queue. */
+static void order_batched(struct order_call *k)
+{
+    store_put(k->x.s->store, k->x.c);
+    k->x.c = NULL;
+    free(k->own);
+    k->own = k->x.out = NULL;
+    k->job.on_lead = on_lead, k->job.on_done = on_served;
+    int lead = service_batch_enter(&k->x, &k->job);
+    if (lead > 0) {
+        order_lead(k);
+    } else if (lead < 0) { /* out of memory: alone, if it can be */
+        if ((k->own = k->x.out = malloc(sizeof(*k->own))) == NULL) {
+            service_result oom;
+            service_result_clear(&oom);
+            service_fail(&oom, SERVICE_STORAGE_ERROR, "out of memory");
+            k->x.out = &oom;
+            order_finish(k);
+            return;
+        }
+        if ((k->x.c = begin(k->x.s, k->own)) != NULL) {
+            service_order_alone(&k->x);
+            store_put(k->x.s->store, k->x.c);
+        }
+        order_finish(k);
+    } /* else a leader answers it, or promotes it to lead */
+}
+
+static void place(service *s, const req_order *r, int reduce, service_order_done *done,
+                  void *arg)
+{
+    struct order_call *k = malloc(sizeof(*k) + (size_t)r->nlines * sizeof(k->keys[0]));
+    service_result *own = malloc(sizeof(*own));
+    if (k == NULL || own == NULL) {
+        service_result oom;
+        service_result_clear(&oom);
+        service_fail(&oom, SERVICE_STORAGE_ERROR, "out of memory");
+        done(&oom, arg);
+        free(k), free(own);
+        return;
+    }
+    k->r = *r;
+    k->reduce = reduce, k->done = done, k->arg = arg;
+    k->t0_us = service_now_us();
+    memset(k->held, 0, (size_t)r->nlines * sizeof(k->held[0]));
+    k->own = own;
+    k->x = (struct deduction){.s = s, .r = &k->r, .out = own, .held = k->held,
+                              .keys = k->keys};
+    if ((k->x.c = begin(s, own)) == NULL) {
+        order_finish(k);
+        return;
+    }
+    int go = service_order_check(&k->x) == SERVICE_OK;
+    if (go && service_order_batched(s, r)) {
+        order_batched(k);
+        return;
+    }
+    if (go)
+        service_order_alone(&k->x);
+    store_put(s->store, k->x.c);
+    order_finish(k);
+}
+
+void service_place_order(service *s, const req_order *r, service_order_done *done, void *arg)
+{
+    place(s, r, 0, done, arg);
+}
+
+void service_reduce(service *s, const req_order *r, service_order_done *done, void *arg)
+{
+    place(s, r, 1, done, arg);
 }
 
 void service_get_order(service *s, int64_t order_id, service_result *out)

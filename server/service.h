@@ -15,6 +15,7 @@
 #include "server/metrics.h"
 #include "server/request.h"
 #include "server/store.h"
+#include "server/workers.h"
 
 enum service_lock_mode {
     SERVICE_LOCK_REDIS,  /* read-modify-write under the item's distributed lock */
@@ -40,6 +41,8 @@ typedef struct service_config {
     int allow_work_ms;       /* honour a request's workMs */
     int max_work_ms;         /* ... capped at this */
     const char *instance_id; /* written into the ledger */
+    int workers;             /* threads that run requests' slow halves (store calls, batch
+                              * leaders): 2 x cores, at least 4 */
 } service_config;
 
 /* Every field's default (the lock's come from dlock_config_defaults and
@@ -87,6 +90,12 @@ typedef struct service_result {
     char message[256];  /* for the client, when not OK */
 } service_result;
 
+/* Makes out an empty SERVICE_OK: every field but the arrays, which are read
+ * only up to their counts (order.nlines, nshort) and the item's name, which
+ * is empty. A result cleared so is a few hundred bytes touched, not its
+ * whole size: an order waiting in group commit keeps its memory small. */
+void service_result_clear(service_result *out);
+
 /* "ok", "insufficient_stock", ... : the error codes of the HTTP API. */
 const char *service_outcome_name(enum service_outcome outcome);
 
@@ -112,14 +121,25 @@ char *service_metrics_text(service *s, uint64_t reaped, size_t *len);
 
 /* ---- requests ---- */
 
-/* Places order r: every line deducted in one transaction, or none, under the
- * lock mode (several items: a multi-lock). A requestId seen before answers
- * its first order (SERVICE_REPLAYED) when the lines are the same, else
- * SERVICE_CONFLICT; /reduceStock and /orders share one namespace. */
-void service_place_order(service *s, const req_order *r, service_result *out);
+/* Runs fn(arg) on one of the service's threads, the ones that may block on
+ * the store or a lock (never an HTTP event thread). 0, or -1 when out of
+ * memory (nothing queued). */
+int service_run(service *s, workers_fn *fn, void *arg);
+
+/* How an order ends: out is valid during the call only. */
+typedef void service_order_done(const service_result *out, void *arg);
+
+/* Places order r (copied): every line deducted in one transaction, or
+ * none, under the lock mode (several items: a multi-lock). A requestId seen
+ * before answers its first order (SERVICE_REPLAYED) when the lines are the
+ * same, else SERVICE_CONFLICT; /reduceStock and /orders share one
+ * namespace. Call it on a service thread (service_run): it may block on the
+ * store. done runs once, before this returns or later on a service thread:
+ * an order waiting in group commit holds no thread, only its memory. */
+void service_place_order(service *s, const req_order *r, service_order_done *done, void *arg);
 
 /* service_place_order for POST /reduceStock (one line), counted as such. */
-void service_reduce(service *s, const req_order *r, service_result *out);
+void service_reduce(service *s, const req_order *r, service_order_done *done, void *arg);
 
 /* An order with its lines, by id; SERVICE_ORDER_NOT_FOUND when there is none. */
 void service_get_order(service *s, int64_t order_id, service_result *out);

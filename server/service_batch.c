@@ -7,6 +7,7 @@
  * checked just before the commit and its rows are claimed with its tokens,
  * and a batch whose lock was lost is answered with that and left out. Each
  * order is written behind a savepoint: one that fails is undone alone. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "server/service_internal.h"
@@ -27,15 +28,21 @@ struct batch_items {
     int64_t stock[DLOCK_MULTI_MAX];
 };
 
-/* One leader's batch: its orders, their items and the lock held on them. */
+/* One leader's batch: its orders, their items and the lock held on them,
+ * from the lock to the release (malloc'd: it waits for its transaction as
+ * memory, not as a thread). */
 struct batch {
+    service *s;
+    int64_t queue; /* the orders' queue: an item's id, or CART_QUEUE */
     dlock_handle *h;
     struct batch_items u;
-    batch_job **jobs;
+    batch_job *jobs[BATCH_MAX];
     int n;
     int out;    /* answered (its lock failed): left out of the transaction */
     int stale;  /* rows refused its tokens for newer ones: raise, then try again */
     int raised; /* it was, once: a row that refuses it now is answered so */
+    batch_job commit; /* its place in the queue of batches waiting for a transaction */
+    service_result results[BATCH_MAX]; /* lent to its orders (a waiting order has none) */
 };
 
 static struct deduction *job_of(const batch_job *j) { return j->arg; }
@@ -70,7 +77,8 @@ static int fits_union(const batch_job *job, void *arg)
 static void fail_jobs(batch_job **jobs, int n, const service_result *res)
 {
     for (int i = 0; i < n; i++)
-        *job_of(jobs[i])->out = *res;
+        if (job_of(jobs[i])->out != res)
+            *job_of(jobs[i])->out = *res;
 }
 
 /* Answers b with fail and leaves it out of the transaction. */
@@ -309,29 +317,23 @@ static int fits_savepoints(const batch_job *job, void *arg)
     return 1;
 }
 
-/* Commits batch b, together with those of other leaders that are ready: the
- * first to arrive commits everything queued, and the batches that arrive
- * meanwhile go with the next leader's transaction - as many as the store
- * takes savepoints for in one transaction (PostgreSQL: 64 orders); the rest
- * lead the next one. */
-static void commit_batch(service *s, store_conn *c, struct batch *b)
+/* Commits the nb batches bs in one transaction, on a store connection of
+ * its own (none: each is answered why), and counts them. */
+static void commit_now(service *s, struct batch **bs, int nb)
 {
-    batch_job job = {.queue = COMMIT_QUEUE, .arg = b};
-    int lead = batch_enter(s->batches, &job);
-    if (lead < 0) { /* out of memory: alone */
-        commit_batches(s, c, &b, 1);
-        return;
+    char err[256];
+    store_conn *c;
+    int rc = store_get(s->store, &c, err, sizeof(err));
+    if (rc == STORE_OK) {
+        commit_batches(s, c, bs, nb);
+        store_put(s->store, c);
+    } else {
+        service_result fail = {0};
+        service_from_store_text(&fail, rc, err);
+        for (int i = 0; i < nb; i++)
+            if (!bs[i]->out)
+                leave_out(bs[i], &fail);
     }
-    if (lead == 0)
-        return; /* another leader committed it */
-    batch_job *jobs[COMMIT_MAX];
-    struct batch *bs[COMMIT_MAX];
-    struct savepoints sp = {0, store_savepoints_max(s->store)};
-    int nb = batch_take(s->batches, COMMIT_QUEUE, jobs, COMMIT_MAX, fits_savepoints, &sp,
-                        BATCH_PROMOTE_AT_FINISH);
-    for (int i = 0; i < nb; i++)
-        bs[i] = jobs[i]->arg;
-    commit_batches(s, c, bs, nb);
     int orders = 0;
     for (int i = 0; i < nb; i++)
         if (!bs[i]->out) {
@@ -339,7 +341,6 @@ static void commit_batch(service *s, store_conn *c, struct batch *b)
             metrics_batch(s->metrics, bs[i]->n);
         }
     metrics_commit(s->metrics, nb, orders);
-    batch_finish(s->batches, jobs, nb);
 }
 
 /* Each order of b learns the tokens its lines' locks hold, for its log line. */
@@ -361,6 +362,64 @@ static void log_lost(service *s, const struct batch *b, int rc)
     service_log_lost_after_commit(s, NULL, b->n, b->u.id, keys, b->u.fence, b->u.n, rc);
 }
 
+/* b's transaction is over: its orders are answered (the next leader of
+ * their queue may start), then its lock is released, and b is done. */
+static void batch_served(void *arg)
+{
+    struct batch *b = arg;
+    service *s = b->s;
+    note_tokens(s, b); /* after the commit: a raise may have changed them */
+    batch_finish(s->batches, b->jobs, b->n);
+    int rc = dlock_release(b->h);
+    if (rc != DLOCK_OK && !b->out) /* after the commit: answers stand */
+        log_lost(s, b, rc);
+    free(b);
+}
+
+/* Leads the queue of batches waiting for a transaction, b's first: commits
+ * everything queued (the batches that arrive meanwhile go with the next
+ * leader's transaction), as many as the store takes savepoints for in one
+ * transaction (PostgreSQL: 64 orders); the rest lead the next one. */
+static void lead_commit(void *arg)
+{
+    struct batch *b = arg;
+    service *s = b->s;
+    batch_job *jobs[COMMIT_MAX];
+    struct batch *bs[COMMIT_MAX];
+    struct savepoints sp = {0, store_savepoints_max(s->store)};
+    int nb = batch_take(s->batches, COMMIT_QUEUE, jobs, COMMIT_MAX, fits_savepoints, &sp,
+                        BATCH_PROMOTE_AT_FINISH);
+    for (int i = 0; i < nb; i++)
+        bs[i] = jobs[i]->arg;
+    commit_now(s, bs, nb);
+    batch_finish(s->batches, jobs, nb); /* each batch_served, on a thread of its own */
+}
+
+/* Runs fn(b) on a service thread (here when out of memory: late, not never). */
+static void run(struct batch *b, workers_fn *fn)
+{
+    if (service_run(b->s, fn, b) != 0)
+        fn(b);
+}
+
+static void on_commit_lead(batch_job *job) { run(job->arg, lead_commit); }
+static void on_committed(batch_job *job) { run(job->arg, batch_served); }
+
+/* b, its lock held, waits for a transaction: as a queued batch, not a
+ * thread, unless it leads the commit now. */
+static void commit_batch(struct batch *b)
+{
+    b->commit = (batch_job){.queue = COMMIT_QUEUE, .arg = b, .on_lead = on_commit_lead,
+                            .on_done = on_committed};
+    int lead = batch_enter(b->s->batches, &b->commit);
+    if (lead > 0) {
+        lead_commit(b);
+    } else if (lead < 0) { /* out of memory: alone */
+        commit_now(b->s, &b, 1);
+        batch_served(b);
+    }
+}
+
 /* The lock of every item in u, as one. */
 static int lock_items(service *s, struct batch_items *u, dlock_handle **h)
 {
@@ -375,54 +434,85 @@ static int lock_items(service *s, struct batch_items *u, dlock_handle **h)
     return rc;
 }
 
-/* The leader of a queue. An item's queue: takes the item's lock first, then
- * the batch queued meanwhile (the next leader, promoted by batch_take, waits
- * for the lock while we work, so our release hands it over inside the
- * process). The orders of several items: takes the batch first, whose items
- * it then locks as one; its successor, promoted once the batch is answered,
- * takes what queued meanwhile (promoted at once, it would lead a batch of
- * one, and every cart would lock alone). */
-static void lead_batch(service *s, store_conn *c, const struct deduction *own, int64_t queue)
+/* Answers up to a batch of queue's orders with res (the leader's own
+ * first), for a leader that can't serve them: each has res as its result
+ * until answered. */
+static void answer_batch(service *s, int64_t queue, service_result *res)
 {
     batch_job *jobs[BATCH_MAX];
+    int n = batch_take(s->batches, queue, jobs, BATCH_MAX, NULL, NULL, BATCH_PROMOTE_AT_FINISH);
+    for (int i = 0; i < n; i++)
+        job_of(jobs[i])->out = res;
+    batch_finish(s->batches, jobs, n);
+}
+
+/* Lends b's results to its orders, just taken: each is answered from there. */
+static void lend_results(struct batch *b)
+{
+    for (int j = 0; j < b->n; j++) {
+        struct deduction *x = job_of(b->jobs[j]);
+        if (x->out == NULL) {
+            x->out = &b->results[j];
+            service_result_clear(x->out);
+        }
+    }
+}
+
+/* The leader of a queue. An item's queue: takes the item's lock first, then
+ * the batch queued meanwhile. The orders of several items: takes the batch
+ * first, whose items it then locks as one. Either way the successor is
+ * promoted once the batch is answered: it then takes what queued meanwhile
+ * (promoted at once, a cart leader would lead a batch of one, and every
+ * cart would lock alone; an item's would wait for the lock on a thread, as
+ * the blocking acquire does, and threads are few). */
+static void lead_batch(service *s, const struct deduction *own, int64_t queue)
+{
     /* Set field by field, not zeroed whole: its key table is 32 KiB, and
      * every entry below u.n is written before it is read. */
-    struct batch b;
-    b.h = NULL, b.jobs = jobs, b.n = 0, b.out = 0, b.stale = 0, b.raised = 0;
-    b.u.n = 1, b.u.id[0] = own->r->lines[0].item_id;
+    struct batch *b = malloc(sizeof(*b));
+    if (b == NULL) {
+        service_result oom;
+        service_result_clear(&oom);
+        service_fail(&oom, SERVICE_STORAGE_ERROR, "out of memory");
+        answer_batch(s, queue, &oom);
+        return;
+    }
+    b->s = s, b->queue = queue, b->h = NULL, b->n = 0, b->out = 0, b->stale = 0, b->raised = 0;
+    b->u.n = 1, b->u.id[0] = own->r->lines[0].item_id;
     int rc;
     if (queue == CART_QUEUE) {
-        b.u.n = 0;
-        b.n = batch_take(s->batches, queue, jobs, BATCH_MAX, fits_union, &b.u,
-                         BATCH_PROMOTE_AT_FINISH);
-        rc = lock_items(s, &b.u, &b.h);
+        b->u.n = 0;
+        b->n = batch_take(s->batches, queue, b->jobs, BATCH_MAX, fits_union, &b->u,
+                          BATCH_PROMOTE_AT_FINISH);
+        lend_results(b);
+        rc = lock_items(s, &b->u, &b->h);
     } else {
-        memcpy(b.u.key[0], own->keys[0], sizeof(b.u.key[0]));
-        rc = lock_items(s, &b.u, &b.h);
-        b.n = batch_take(s->batches, queue, jobs, BATCH_MAX, NULL, NULL,
-                         BATCH_PROMOTE_AT_TAKE);
+        memcpy(b->u.key[0], own->keys[0], sizeof(b->u.key[0]));
+        rc = lock_items(s, &b->u, &b->h);
+        b->n = batch_take(s->batches, queue, b->jobs, BATCH_MAX, NULL, NULL,
+                          BATCH_PROMOTE_AT_FINISH);
+        lend_results(b);
     }
     if (rc != DLOCK_OK) {
         service_result fail = {0};
-        service_from_lock(s, &fail, rc, b.u.n ? b.u.key[0] : own->keys[0]);
-        fail_jobs(jobs, b.n, &fail);
-        batch_finish(s->batches, jobs, b.n);
+        service_from_lock(s, &fail, rc, b->u.n ? b->u.key[0] : own->keys[0]);
+        fail_jobs(b->jobs, b->n, &fail);
+        batch_finish(s->batches, b->jobs, b->n);
+        free(b);
         return;
     }
     service_note_redis(s, rc);
-    commit_batch(s, c, &b);
-    note_tokens(s, &b); /* after the commit: a raise may have changed them */
-    batch_finish(s->batches, jobs, b.n); /* answered: the next leader may start */
-    if ((rc = dlock_release(b.h)) != DLOCK_OK && !b.out) /* after the commit: answers stand */
-        log_lost(s, &b, rc);
+    commit_batch(b);
 }
 
-int service_batch_place(struct deduction *x)
+int service_batch_enter(struct deduction *x, batch_job *job)
 {
-    int64_t queue = x->r->nlines == 1 ? x->r->lines[0].item_id : CART_QUEUE;
-    batch_job job = {.queue = queue, .arg = x};
-    int lead = batch_enter(x->s->batches, &job);
-    if (lead > 0)
-        lead_batch(x->s, x->c, x, queue);
-    return lead < 0 ? -1 : 0;
+    job->queue = x->r->nlines == 1 ? x->r->lines[0].item_id : CART_QUEUE;
+    job->arg = x;
+    return batch_enter(x->s->batches, job);
+}
+
+void service_batch_lead(struct deduction *x)
+{
+    lead_batch(x->s, x, x->r->nlines == 1 ? x->r->lines[0].item_id : CART_QUEUE);
 }

@@ -14,6 +14,7 @@
 
 #include "server/batch.h"
 #include "server/service.h"
+#include "server/workers.h"
 
 /* Item ids known to exist, direct-mapped by id: items are never deleted, so
  * an id seen once needs no read before its lock again. */
@@ -24,6 +25,7 @@ struct service {
     store *store;
     dlock_client *locks;    /* NULL unless the lock mode is redis */
     batch_queues *batches;  /* NULL: no group commit */
+    workers *work;          /* the threads requests' slow halves run on */
     metrics *metrics;
     pthread_mutex_t mu;     /* guards inflight */
     pthread_cond_t idle;    /* signalled when inflight drops to 0 */
@@ -62,15 +64,24 @@ struct deduction {
     store_fence *held;     /* held[i]: the token line i's lock held once taken, for the
                             * log (the caller's; left alone while none is held) */
     int64_t lock_asked_ms; /* when its multi-lock was asked for */
-    char keys[RULE_ORDER_LINES_MAX][DLOCK_KEY_MAX + 1]; /* keys[i]: line i's item */
+    char (*keys)[DLOCK_KEY_MAX + 1]; /* keys[i]: line i's item (r->nlines of them, the
+                                      * caller's: a waiting order's memory is its own) */
 };
 
 /* ---- service_order.c: placing an order ---- */
 
-/* Places order r on connection c; held (r->nlines, zeroed by the caller)
- * gets the tokens of the locks taken for it. */
-void service_order_place(service *s, store_conn *c, const req_order *r, service_result *out,
-                         store_fence *held);
+/* What x (s, c, r, out and held set; held zeroed) needs before any lock: a
+ * retry of a committed order gets its first answer, an absent item is
+ * refused; else x->keys are filled. SERVICE_OK to go on, else the outcome
+ * set in x->out. */
+int service_order_check(struct deduction *x);
+
+/* Whether order r goes through group commit (service_batch_enter). */
+int service_order_batched(const service *s, const req_order *r);
+
+/* Places x (checked) on its own under the lock mode, on x->c; x->held gets
+ * the tokens of the locks taken for it. */
+void service_order_alone(struct deduction *x);
 
 /* An item's stock set under its lock (redis mode); *held gets the lock's
  * token. */
@@ -79,12 +90,19 @@ void service_order_set_stock(service *s, store_conn *c, int64_t item_id, int64_t
 
 /* ---- service_batch.c: group commit ---- */
 
-/* Places x (redis mode, no work time) through group commit: queued with the
- * other orders of its item (or of several items), served by one leader under
- * one lock hold, in a transaction shared with the other batches of the
- * process. Returns 0 once x->out is answered, -1 when out of memory (nothing
- * done: serve it alone). */
-int service_batch_place(struct deduction *x);
+/* Queues x (redis mode, no work time) for group commit, as job (x's own,
+ * its callbacks set; live until one of them runs): with the other orders of
+ * its item (or of several items), served by one leader under one lock hold,
+ * in a transaction shared with the other batches of the process. Returns 1
+ * when the caller is to lead now (service_batch_lead), 0 when queued (a
+ * leader runs job->on_done once x->out is answered, or job->on_lead when x
+ * is to lead), -1 when out of memory (nothing queued: serve it alone). */
+int service_batch_enter(struct deduction *x, batch_job *job);
+
+/* Leads x's queue: one batch, x's order first, served under its lock.
+ * Returns once the batch waits for its transaction (or leads it, on this
+ * thread); every order of it, x's too, is answered through its on_done. */
+void service_batch_lead(struct deduction *x);
 
 /* ---- service_steps.c: the steps of a deduction that group commit shares ---- */
 

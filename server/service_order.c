@@ -264,31 +264,33 @@ static int items_exist(service *s, store_conn *c, const req_order *r, service_re
     return SERVICE_OK;
 }
 
-void service_order_place(service *s, store_conn *c, const req_order *r, service_result *out,
-                         store_fence *held)
+int service_order_check(struct deduction *x)
 {
-    struct deduction x = {.s = s, .c = c, .r = r, .out = out, .held = held};
-    int rc = service_replayed(c, r, out); /* a retry of a committed order needs no lock */
-    if (rc != STORE_ERR_NOT_FOUND) {
-        service_from_order_store(out, rc, c, r);
-        return;
-    }
-    if (items_exist(s, c, r, out) != SERVICE_OK)
-        return;
-    for (int i = 0; i < r->nlines; i++)
-        service_lock_key(s->cfg.lock_prefix, r->lines[i].item_id, x.keys[i]);
-    if (s->cfg.lock_mode == SERVICE_LOCK_REDIS && s->batches && work_ms_of(s, r) == 0) {
-        if (service_batch_place(&x) < 0) /* out of memory: alone */
-            under_lock(&x, read_modify_write, r->nlines);
-    } else if (s->cfg.lock_mode == SERVICE_LOCK_REDIS) {
-        under_lock(&x, read_modify_write, r->nlines);
-    } else if (s->cfg.lock_mode == SERVICE_LOCK_NONE) {
-        read_modify_write(NULL, &x);
-    } else if (s->cfg.lock_mode == SERVICE_LOCK_DB) {
-        deduct_under_row_locks(s, c, r, out);
-    } else {
-        deduct_atomically(s, c, r, out);
-    }
+    int rc = service_replayed(x->c, x->r, x->out); /* a retry of a committed order needs no lock */
+    if (rc != STORE_ERR_NOT_FOUND)
+        return service_from_order_store(x->out, rc, x->c, x->r);
+    if (items_exist(x->s, x->c, x->r, x->out) != SERVICE_OK)
+        return x->out->outcome;
+    for (int i = 0; i < x->r->nlines; i++)
+        service_lock_key(x->s->cfg.lock_prefix, x->r->lines[i].item_id, x->keys[i]);
+    return SERVICE_OK;
+}
+
+int service_order_batched(const service *s, const req_order *r)
+{
+    return s->cfg.lock_mode == SERVICE_LOCK_REDIS && s->batches && work_ms_of(s, r) == 0;
+}
+
+void service_order_alone(struct deduction *x)
+{
+    if (x->s->cfg.lock_mode == SERVICE_LOCK_REDIS)
+        under_lock(x, read_modify_write, x->r->nlines);
+    else if (x->s->cfg.lock_mode == SERVICE_LOCK_NONE)
+        read_modify_write(NULL, x);
+    else if (x->s->cfg.lock_mode == SERVICE_LOCK_DB)
+        deduct_under_row_locks(x->s, x->c, x->r, x->out);
+    else
+        deduct_atomically(x->s, x->c, x->r, x->out);
 }
 
 /* ---- setting the stock ---- */
@@ -319,7 +321,8 @@ void service_order_set_stock(service *s, store_conn *c, int64_t item_id, int64_t
                              service_result *out, store_fence *held)
 {
     req_order r = {.nlines = 1, .lines = {{item_id, 0}}};
-    struct set_stock a = {{.s = s, .c = c, .r = &r, .out = out, .held = held}, stock};
+    char key[1][DLOCK_KEY_MAX + 1];
+    struct set_stock a = {{.s = s, .c = c, .r = &r, .out = out, .held = held, .keys = key}, stock};
     service_lock_key(s->cfg.lock_prefix, item_id, a.x.keys[0]);
     if (items_exist(s, c, &r, out) != SERVICE_OK)
         return;

@@ -4,6 +4,7 @@
  * become outcomes. The bottom of the service: it calls none of its files. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "server/log.h"
 #include "server/service_internal.h"
@@ -167,4 +168,15 @@ int service_insufficient(service_result *out)
 {
     return service_fail(out, SERVICE_INSUFFICIENT, "not enough stock on %d line%s; nothing "
                         "deducted", out->nshort, out->nshort == 1 ? "" : "s");
+}
+
+void service_result_clear(service_result *out)
+{
+    out->outcome = SERVICE_OK;
+    memset(&out->order.info, 0, sizeof(out->order.info));
+    out->order.nlines = 0;
+    out->item.id = out->item.stock = out->item.sold = out->item.line_count = 0;
+    out->item.name[0] = '\0';
+    out->nshort = 0;
+    out->message[0] = '\0';
 }
