@@ -6,12 +6,16 @@
 #     and each script's cost to Redis (lockbench scripts);
 #   lock-hot: W workers over 4 processes on one key, for each wait mode, with
 #     a critical section of GET+SET (and, variant C, 1 ms of sleep);
+#   lock-async: N waiters on one key in one process, N threads in
+#     dlock_acquire against N asynchronous acquires (each releasing at once
+#     and asking again), alternating, with the process's threads;
 #   lock-quorum: both again with N = 1, 3 and 5 independent servers
 #     (Redlock), N alternating within each round so that the ratios to N = 1
 #     share the machine's state; next to the machine's own floor for a call
 #     on N servers (one SET to each, replies awaited together).
 # Usage: bench/lock.sh (make bench runs it).
-# Knobs: BUILD, ROUNDS=5, SECONDS_HOT=5, QROUNDS=3 (lock-hot rounds per N).
+# Knobs: BUILD, ROUNDS=5, SECONDS_HOT=5, QROUNDS=3 (lock-hot rounds per N),
+# ASYNC=0 leaves lock-async out (a lockbench from before it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/stack.sh
@@ -123,6 +127,28 @@ for work in 0 1; do
         done
     done
 done
+
+if [ "${ASYNC:-1}" != 0 ]; then
+    echo
+    echo "== lock-async: N waiters on one key in one process, handoff mode, release at once;"
+    echo "   N blocking threads vs N dlock_acquire_async, alternating, $ROUNDS rounds of 3 s"
+    for r in $(seq "$ROUNDS"); do
+        for n in 64 1000; do
+            for api in blocking async; do
+                "$bench" waiters "$port" "$n" 3 "$api" >>"$STACK_DIR/waiters.$n.$api"
+            done
+        done
+    done
+    echo "| waiters | blocking acq/s | async acq/s | async x blocking | threads blocking / async |" \
+         "failures |"
+    echo "|---|---|---|---|---|---|"
+    for n in 64 1000; do
+        b=$STACK_DIR/waiters.$n.blocking; a=$STACK_DIR/waiters.$n.async
+        echo "| $n | $(agg med acq_per_s "$b") | $(agg med acq_per_s "$a") |" \
+             "$(ratios acq_per_s "$a" "$b" | med2) | $(agg max threads "$b") /" \
+             "$(agg max threads "$a") | $(cat "$b" "$a" | agg sum failures /dev/stdin) |"
+    done
+fi
 
 echo
 echo "== lock-quorum hot: W=32 over 4 processes, handoff, N = 1, 3, 5 alternating, $QROUNDS rounds"

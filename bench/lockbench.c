@@ -12,6 +12,11 @@
  *   lockbench fanout PORTS SECONDS
  *       the machine's floor for a quorum call: rounds per second of one SET
  *       sent to every server, the replies awaited together; no lock.
+ *   lockbench waiters PORT N SECONDS async|blocking
+ *       N waiters on one key in one process (handoff mode), each releasing
+ *       at once and asking again: N threads in dlock_acquire, or N
+ *       dlock_acquire_async whose callback releases and asks again; the
+ *       rate and the process's threads midway;
  *   lockbench scripts PORT N
  *       what each script costs Redis (INFO commandstats): N uncontended keys
  *       acquired, then released, each phase read on its own, so that the
@@ -479,6 +484,96 @@ static int hot(int workers, int procs, const char *mode, int work_ms, int second
     return 0;
 }
 
+/* The waiters mode's state: one client, every waiter's options. */
+static struct {
+    dlock_client *c;
+    dlock_opts o;
+    _Atomic int stop, pending;
+    _Atomic uint64_t acquired, failures;
+} wt;
+
+static void count_acquire(int rc, dlock_handle *h)
+{
+    if (rc == DLOCK_OK) {
+        atomic_fetch_add(&wt.acquired, 1);
+        dlock_release(h);
+    } else {
+        atomic_fetch_add(&wt.failures, 1);
+    }
+}
+
+static void ask_again(int rc, dlock_handle *h, void *arg)
+{
+    count_acquire(rc, h);
+    if (atomic_load(&wt.stop) || dlock_acquire_async(wt.c, KEY, &wt.o, ask_again, arg) != DLOCK_OK)
+        atomic_fetch_sub(&wt.pending, 1);
+}
+
+static void *acquire_again(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&wt.stop)) {
+        dlock_handle *h = NULL;
+        int rc = dlock_acquire(wt.c, KEY, &wt.o, &h); /* before h is read */
+        count_acquire(rc, h);
+    }
+    return NULL;
+}
+
+static int count_threads(void)
+{
+    char line[256];
+    int n = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "Threads: %d", &n) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+static int waiters(int n, int seconds, const char *api)
+{
+    int async = strcmp(api, "async") == 0;
+    pthread_t *t = calloc((size_t)n, sizeof(*t));
+    redisContext *r = redisConnect("127.0.0.1", ports[0]);
+    if (t == NULL || r == NULL || r->err || n < 1)
+        return 2;
+    clean(r);
+    wt.c = client();
+    mode_opts("handoff", &wt.o);
+    int64_t t0 = now_us();
+    for (int i = 0; i < n; i++) {
+        int rc;
+        if (async) {
+            atomic_fetch_add(&wt.pending, 1);
+            rc = dlock_acquire_async(wt.c, KEY, &wt.o, ask_again, NULL);
+        } else {
+            rc = pthread_create(&t[i], NULL, acquire_again, NULL);
+        }
+        if (rc != 0)
+            return 2;
+    }
+    usleep((useconds_t)seconds * 500000);
+    int threads = count_threads();
+    usleep((useconds_t)seconds * 500000);
+    atomic_store(&wt.stop, 1);
+    uint64_t acquired = atomic_load(&wt.acquired);
+    double elapsed = (now_us() - t0) / 1e6;
+    for (int i = 0; i < n; i++)
+        if (!async)
+            pthread_join(t[i], NULL);
+    while (atomic_load(&wt.pending) > 0)
+        usleep(1000);
+    printf("api=%s waiters=%d acq_per_s=%.0f threads=%d failures=%llu\n", api, n,
+           acquired / elapsed, threads, (unsigned long long)atomic_load(&wt.failures));
+    dlock_client_free(wt.c);
+    redisFree(r);
+    free(t);
+    return 0;
+}
+
 /* "p1[,p2...]" into ports; 0 when it is not 1..DLOCK_NODES_MAX ports. */
 static int parse_ports(const char *list)
 {
@@ -503,6 +598,8 @@ int main(int argc, char **argv)
         return hot(atoi(argv[3]), atoi(argv[4]), argv[5], atoi(argv[6]), atoi(argv[7]));
     if (argc == 4 && strcmp(argv[1], "fanout") == 0 && parse_ports(argv[2]))
         return fanout(atoi(argv[3]));
+    if (argc == 6 && strcmp(argv[1], "waiters") == 0 && parse_ports(argv[2]) && nports == 1)
+        return waiters(atoi(argv[3]), atoi(argv[4]), argv[5]);
     if (argc == 4 && strcmp(argv[1], "scripts") == 0 && parse_ports(argv[2]) && nports == 1 &&
         atoi(argv[3]) > 0)
         return scripts(atoi(argv[3]));
@@ -510,6 +607,7 @@ int main(int argc, char **argv)
                     "       lockbench hot PORT[,PORT...] WORKERS PROCS "
                     "spin100|spin5|notify|handoff|read|rwN WORK_MS SECONDS\n"
                     "       lockbench fanout PORT[,PORT...] SECONDS\n"
+                    "       lockbench waiters PORT N SECONDS async|blocking\n"
                     "       lockbench scripts PORT N\n");
     return 2;
 }

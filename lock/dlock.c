@@ -30,7 +30,8 @@ int dlock_client_new(const dlock_config *cfg, dlock_client **out)
     int ok = (c->nodes = dlock_quorum_new(cfg, &c->counters)) != NULL &&
              (c->keys = dlock_keytab_new()) != NULL && (c->holds = dlock_holds_new()) != NULL &&
              (c->wd = dlock_wd_start(&c->mu, c->nodes, &c->counters)) != NULL &&
-             (c->orphans = dlock_orphans_start(c->nodes, &c->counters)) != NULL;
+             (c->orphans = dlock_orphans_start(c->nodes, &c->counters)) != NULL &&
+             (c->async = dlock_async_start(&c->mu, DLOCK_ASYNC_THREADS)) != NULL;
     for (int i = 0; ok && i < dlock_quorum_size(c->nodes); i++)
         ok = (c->sub[i] = dlock_sub_start(&c->mu, c->keys, dlock_quorum_node(c->nodes, i), i,
                                           &c->counters)) != NULL;
@@ -46,6 +47,7 @@ void dlock_client_free(dlock_client *c)
 {
     if (c == NULL)
         return;
+    dlock_async_stop(c->async); /* first: ending a wait may release a key, or give up a token */
     dlock_orphans_stop(c->orphans);
     for (int i = 0; i < DLOCK_NODES_MAX; i++)
         if (c->sub[i])
@@ -79,34 +81,58 @@ void dlock_node_info_read(dlock_client *c, int i, dlock_node_info *out)
     dlock_node_report(dlock_quorum_node(c->nodes, i), out);
 }
 
+/* Spin mode's step (mu held, released around the try): one try for h with
+ * *lp (made at the first). Returns DLOCK_QUEUE_WAIT with *until the next
+ * try, or how the wait ended (*lp then held by h, given up, or freed). */
+static int spin_step(dlock_client *c, dlock_handle *h, const char *key, const dlock_opts *o,
+                     struct dlock_lease **lp, int64_t deadline, int64_t *until)
+{
+    struct dlock_lease *l = *lp;
+    if (l == NULL && (l = *lp = dlock_lease_new(key, o)) == NULL)
+        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+    int64_t pttl;
+    pthread_mutex_unlock(&c->mu);
+    int rc = dlock_lease_try(c->nodes, l, 0, &pttl); /* spin: polls, never queues */
+    pthread_mutex_lock(&c->mu);
+    int64_t now = dlock_now_ms();
+    if (rc == DLOCK_ERR_TIMEOUT && now < deadline) {
+        int64_t pause = dlock_jitter_ms(o->retry_ms);
+        *until = now + (pause < deadline - now ? pause : deadline - now);
+        return DLOCK_QUEUE_WAIT;
+    }
+    *lp = NULL;
+    if (rc == DLOCK_OK)
+        dlock_wd_hold(c->wd, h, l, o->watchdog);
+    else if (rc == DLOCK_ERR_REDIS && l->sent) /* the SET may have run, or still run */
+        dlock_orphans_add(c->orphans, l);
+    else
+        free(l);
+    return rc;
+}
+
 /* Spin mode: this thread alone retries every jittered retry_ms. */
 static int acquire_spin(dlock_client *c, dlock_handle *h, const char *key, const dlock_opts *o,
                         int64_t deadline)
 {
-    struct dlock_lease *l = dlock_lease_new(key, o);
-    if (l == NULL)
-        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
-    for (;;) {
-        int64_t pttl;
-        int rc = dlock_lease_try(c->nodes, l, 0, &pttl); /* spin: polls, never queues */
-        if (rc == DLOCK_OK) {
-            pthread_mutex_lock(&c->mu);
-            dlock_wd_hold(c->wd, h, l, o->watchdog);
-            pthread_mutex_unlock(&c->mu);
-            return DLOCK_OK;
-        }
-        int64_t now = dlock_now_ms();
-        if (rc == DLOCK_ERR_REDIS && l->sent) { /* the SET may have run, or still run */
-            dlock_orphans_add(c->orphans, l);
-            return rc;
-        }
-        if (rc != DLOCK_ERR_TIMEOUT || now >= deadline) {
-            free(l);
-            return rc;
-        }
-        int64_t pause = dlock_jitter_ms(o->retry_ms);
-        dlock_sleep_ms(pause < deadline - now ? pause : deadline - now);
+    struct dlock_lease *l = NULL;
+    int64_t until;
+    int rc;
+    pthread_mutex_lock(&c->mu);
+    while ((rc = spin_step(c, h, key, o, &l, deadline, &until)) == DLOCK_QUEUE_WAIT) {
+        pthread_mutex_unlock(&c->mu);
+        int64_t pause = until - dlock_now_ms();
+        dlock_sleep_ms(pause > 0 ? pause : 0);
+        pthread_mutex_lock(&c->mu);
     }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+/* h has just got its key: counted, its hold timed from now. */
+static void key_held(dlock_client *c, dlock_handle *h)
+{
+    dlock_count(&c->counters.acquired);
+    h->held_since_us = dlock_now_us();
 }
 
 /* One key until deadline, in o's wait mode; *out the holder. */
@@ -119,8 +145,7 @@ static int acquire_key(dlock_client *c, const char *key, const dlock_opts *o, in
     int rc = o->wait_mode == DLOCK_WAIT_SPIN ? acquire_spin(c, h, key, o, deadline)
                                              : dlock_queue_acquire(c, h, key, o, deadline);
     if (rc == DLOCK_OK) {
-        dlock_count(&c->counters.acquired);
-        h->held_since_us = dlock_now_us();
+        key_held(c, h);
         pthread_mutex_lock(&c->mu);
         dlock_holds_add(c->holds, h);
         pthread_mutex_unlock(&c->mu);
@@ -173,6 +198,28 @@ static int canonical_order(const char *const *keys, int n, const char **order)
     return DLOCK_OK;
 }
 
+/* A multi-lock whose parts are all held: from now on they are renewed and
+ * interrupted as one. */
+static void set_formed(dlock_handle *set)
+{
+    pthread_mutex_lock(&set->client->mu);
+    for (int i = 0; i < set->nparts; i++)
+        set->parts[i]->parent = set;
+    pthread_mutex_unlock(&set->client->mu);
+    set->held_since_us = dlock_now_us();
+}
+
+/* A multi-lock's handle with room for n parts, or NULL when out of memory. */
+static dlock_handle *set_new(dlock_client *c, const dlock_opts *o, int n)
+{
+    dlock_handle *set = dlock_handle_new(c, o);
+    if (set && (set->parts = calloc((size_t)n, sizeof(*set->parts))) == NULL) {
+        dlock_handle_free(set);
+        return NULL;
+    }
+    return set;
+}
+
 int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const dlock_opts *opts,
                         dlock_handle **out)
 {
@@ -182,12 +229,9 @@ int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const d
     if (dlock_opts_of(opts, &o) != DLOCK_OK || canonical_order(keys, n, order) != DLOCK_OK ||
         dlock_holds_none(c, order, n) != DLOCK_OK)
         return DLOCK_ERR_INVALID;
-    dlock_handle *set = dlock_handle_new(c, &o);
-    if (set == NULL || (set->parts = calloc((size_t)n, sizeof(*set->parts))) == NULL) {
-        if (set)
-            dlock_handle_free(set);
+    dlock_handle *set = set_new(c, &o, n);
+    if (set == NULL)
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
-    }
     int64_t start = dlock_now_ms();
     int rc = DLOCK_OK;
     while (rc == DLOCK_OK && set->nparts < n) /* one deadline for them all */
@@ -201,11 +245,7 @@ int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const d
         dlock_count_wait(&c->counters, rc, start);
         return dlock_fail(rc, "%s", why);
     }
-    pthread_mutex_lock(&c->mu); /* from now on they are renewed and interrupted as one */
-    for (int i = 0; i < n; i++)
-        set->parts[i]->parent = set;
-    pthread_mutex_unlock(&c->mu);
-    set->held_since_us = dlock_now_us();
+    set_formed(set);
     *out = set;
     return dlock_count_wait(&c->counters, DLOCK_OK, start);
 }
@@ -323,3 +363,160 @@ int dlock_run_multi(dlock_client *c, const char *const *keys, int n, const dlock
 }
 
 void dlock_stats_read(dlock_client *c, dlock_stats *s) { dlock_counters_read(&c->counters, s); }
+
+/* An asynchronous acquire of one key or of a multi-lock's keys (a task of
+ * async.h): each key waits as a blocking acquire's, on the same steps, in
+ * the multi-lock's order, under one deadline. */
+struct ask {
+    struct dlock_task task;
+    dlock_client *c;
+    dlock_opts o;
+    dlock_acquired_fn *done;
+    void *arg;
+    int64_t start, deadline;
+    int n, i;                 /* its keys; the one asked for now */
+    int joined;               /* notify mode: w waits in key i's FIFO */
+    int rc;                   /* how it ended */
+    dlock_handle *h;          /* key i's holder to be; a lone key's holder once held */
+    dlock_handle *set;        /* a multi-lock's */
+    struct dlock_waiter w;    /* notify mode */
+    struct dlock_lease *spin; /* spin mode: the lease it tries with */
+    char *keys[];             /* n copies, after which their bytes */
+};
+
+/* Key i's step (mu held): DLOCK_QUEUE_WAIT, or how its wait ended. */
+static int ask_key(struct ask *a, int closing, int64_t *until)
+{
+    dlock_client *c = a->c;
+    if (a->h == NULL && (a->h = dlock_handle_new(c, &a->o)) == NULL)
+        return DLOCK_ERR_NOMEM;
+    if (a->o.wait_mode == DLOCK_WAIT_SPIN) {
+        if (!closing)
+            return spin_step(c, a->h, a->keys[a->i], &a->o, &a->spin, a->deadline, until);
+        free(a->spin); /* between tries it holds nothing and queues nowhere */
+        a->spin = NULL;
+        return DLOCK_ERR_CLOSED;
+    }
+    int rc = DLOCK_OK;
+    if (!a->joined && (rc = dlock_queue_join(c, a->h, a->keys[a->i], &a->o, a->deadline,
+                                             &a->w)) != DLOCK_OK)
+        return rc;
+    a->joined = 1;
+    rc = !closing ? dlock_queue_step(c, &a->w, until) : a->w.granted ? DLOCK_OK
+                                                                      : DLOCK_ERR_CLOSED;
+    if (rc == DLOCK_QUEUE_WAIT)
+        return rc;
+    a->joined = 0;
+    return dlock_queue_end(c, &a->w, rc);
+}
+
+/* The task's step (mu held): its keys one after the other. */
+static int ask_step(struct dlock_task *t, int closing, int64_t *until)
+{
+    struct ask *a = (struct ask *)t;
+    for (;;) {
+        int rc = ask_key(a, closing, until);
+        if (rc == DLOCK_QUEUE_WAIT)
+            return DLOCK_TASK_WAIT;
+        if (rc != DLOCK_OK) {
+            if (a->h)
+                dlock_handle_free(a->h);
+            a->h = NULL;
+            a->rc = rc;
+            return DLOCK_TASK_DONE;
+        }
+        key_held(a->c, a->h);
+        a->h->holds = 1; /* a hold of no thread's: never nested in, nor refused for */
+        if (a->set) {
+            a->set->parts[a->set->nparts++] = a->h;
+            a->h = NULL;
+        }
+        a->rc = closing ? DLOCK_ERR_CLOSED : DLOCK_OK; /* what it holds goes back */
+        if (closing || ++a->i == a->n)
+            return DLOCK_TASK_DONE;
+    }
+}
+
+/* The task's end (without mu): hands the holder over, or gives back what a
+ * failed multi-lock took, and tells the caller. */
+static void ask_done(struct dlock_task *t)
+{
+    struct ask *a = (struct ask *)t;
+    dlock_handle *h = a->set ? a->set : a->h;
+    int local;
+    if (a->rc == DLOCK_OK && a->set)
+        set_formed(a->set);
+    else if (a->rc != DLOCK_OK && h) {
+        release(h, &local);
+        h = NULL;
+    }
+    dlock_count_wait(&a->c->counters, a->rc, a->start);
+    a->done(a->rc, h, a->arg);
+    free(a);
+}
+
+/* The asynchronous acquire of the n keys in order[] (checked, as opts), as
+ * a multi-lock when multi is set. */
+static int ask(dlock_client *c, const char *const *order, int n, int multi,
+               const dlock_opts *o, dlock_acquired_fn *done, void *arg)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < n; i++)
+        bytes += strlen(order[i]) + 1;
+    struct ask *a = calloc(1, sizeof(*a) + (size_t)n * sizeof(char *) + bytes);
+    if (a == NULL)
+        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+    *a = (struct ask){.task = {.step = ask_step, .done = ask_done}, .c = c, .o = *o,
+                      .done = done, .arg = arg, .start = dlock_now_ms(), .n = n,
+                      .w = {.task = &a->task}};
+    char *name = (char *)&a->keys[n];
+    for (int i = 0; i < n; i++) {
+        a->keys[i] = strcpy(name, order[i]);
+        name += strlen(order[i]) + 1;
+    }
+    if ((multi && (a->set = set_new(c, o, n)) == NULL) ||
+        (o->wait_mode == DLOCK_WAIT_NOTIFY && (a->h = dlock_handle_new(c, o)) == NULL))
+        goto nomem;
+    a->deadline = a->start + o->wait_ms;
+    pthread_mutex_lock(&c->mu);
+    /* in notify mode it joins the FIFO here, so waiters are served in the
+     * order they asked, whichever thread steps them */
+    int rc = a->h ? dlock_queue_join(c, a->h, order[0], &a->o, a->deadline, &a->w) : DLOCK_OK;
+    a->joined = a->h != NULL && rc == DLOCK_OK;
+    if (rc == DLOCK_OK && (rc = dlock_async_add(c->async, &a->task)) != DLOCK_OK && a->joined)
+        dlock_queue_end(c, &a->w, rc);
+    pthread_mutex_unlock(&c->mu);
+    if (rc == DLOCK_OK)
+        return DLOCK_OK;
+nomem:
+    if (a->h)
+        dlock_handle_free(a->h);
+    if (a->set)
+        dlock_handle_free(a->set);
+    free(a);
+    return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+}
+
+int dlock_acquire_async(dlock_client *c, const char *key, const dlock_opts *opts,
+                        dlock_acquired_fn *done, void *arg)
+{
+    dlock_opts o;
+    size_t klen = key ? strnlen(key, DLOCK_KEY_MAX + 1) : 0;
+    if (dlock_opts_of(opts, &o) != DLOCK_OK || dlock_key_check(key, klen) != DLOCK_OK)
+        return DLOCK_ERR_INVALID;
+    if (done == NULL)
+        return dlock_fail(DLOCK_ERR_INVALID, "an asynchronous acquire needs its callback");
+    return ask(c, &key, 1, 0, &o, done, arg);
+}
+
+int dlock_acquire_multi_async(dlock_client *c, const char *const *keys, int n,
+                              const dlock_opts *opts, dlock_acquired_fn *done, void *arg)
+{
+    dlock_opts o;
+    const char *order[DLOCK_MULTI_MAX];
+    if (dlock_opts_of(opts, &o) != DLOCK_OK || canonical_order(keys, n, order) != DLOCK_OK)
+        return DLOCK_ERR_INVALID;
+    if (done == NULL)
+        return dlock_fail(DLOCK_ERR_INVALID, "an asynchronous acquire needs its callback");
+    return ask(c, order, n, 1, &o, done, arg);
+}

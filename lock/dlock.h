@@ -12,10 +12,11 @@
  *     }
  *
  * One client per process: it owns the Redis connections, a watchdog thread
- * that renews every lease held through it, and a pub/sub connection. Every
- * function may be called from any number of threads at once on one client.
- * A handle belongs to the thread that acquired it; only dlock_release ends
- * its life. Functions return DLOCK_OK (0) or a negative DLOCK_ERR_* code;
+ * that renews every lease held through it, a pub/sub connection, and
+ * DLOCK_ASYNC_THREADS threads for asynchronous acquires. Every function may
+ * be called from any number of threads at once on one client. A handle
+ * belongs to the thread that acquired it (an asynchronous acquire's, to
+ * no thread); only dlock_release ends its life. Functions return DLOCK_OK (0) or a negative DLOCK_ERR_* code;
  * dlock_errstr() gives the calling thread's last failure in words.
  *
  * How it behaves, what it sends to Redis and why it is safe (fencing,
@@ -49,6 +50,8 @@ extern "C" {
 #define DLOCK_LEASE_MAX_MS (24 * 3600 * 1000)  /* longest lease_ms accepted: a day */
 #define DLOCK_NODES_MAX 7   /* independent Redis servers one client may use as a quorum */
 #define DLOCK_HOST_MAX 255  /* longest host name, in bytes */
+#define DLOCK_ASYNC_THREADS 2 /* threads per client that run the asynchronous acquires,
+                               * however many wait (dlock_acquire_async) */
 /* The largest floor dlock_fence_raise takes, 2^53 - 2: fences are exact below
  * 2^53 only (Redis's Lua numbers are doubles), and a raised fence is at most
  * one more (lock/README.md, "Exact below 2^53"). */
@@ -64,6 +67,8 @@ enum dlock_code {
     DLOCK_ERR_NOMEM = -6,       /* out of memory or threads */
     DLOCK_ERR_AUTH = -7,        /* Redis refused our credentials (AUTH failed, NOAUTH, or the
                                  * ACL user lacks a command, key or channel): nothing was done */
+    DLOCK_ERR_CLOSED = -8,      /* the client was freed while an asynchronous acquire waited:
+                                 * it holds nothing */
 };
 
 /* How a waiter learns that the lock it wants was released. */
@@ -185,8 +190,9 @@ int dlock_opts_check(const dlock_opts *opts);
  * DLOCK_ERR_INVALID / DLOCK_ERR_NOMEM with *out NULL. Free with dlock_client_free. */
 int dlock_client_new(const dlock_config *cfg, dlock_client **out);
 
-/* Stops the watchdog and closes every connection. All handles must have been
- * released; NULL is a no-op. */
+/* Ends the asynchronous acquires still waiting (DLOCK_ERR_CLOSED, their done
+ * called before it returns), stops the client's threads and closes every
+ * connection. All handles must have been released; NULL is a no-op. */
 void dlock_client_free(dlock_client *c);
 
 /* Returns DLOCK_OK when Redis (with several servers: a majority of them)
@@ -241,6 +247,39 @@ int dlock_acquire(dlock_client *c, const char *key, const dlock_opts *opts, dloc
  * the keys. Returns as dlock_acquire does. */
 int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const dlock_opts *opts,
                         dlock_handle **out);
+
+/* How an asynchronous acquire ends: rc DLOCK_OK with h held (the callee's, to
+ * dlock_release as usual, from any thread), else a DLOCK_ERR_* code as
+ * dlock_acquire's (DLOCK_ERR_TIMEOUT, DLOCK_ERR_REDIS, DLOCK_ERR_AUTH,
+ * DLOCK_ERR_NOMEM) or DLOCK_ERR_CLOSED, and h NULL. Runs once, on a
+ * libdlock thread, never inside the call that asked. It must not block or
+ * call back into libdlock for long (releasing h is fine): the client has
+ * DLOCK_ASYNC_THREADS such threads for all its waiters, so hand slow work
+ * to a thread of your own. */
+typedef void dlock_acquired_fn(int rc, dlock_handle *h, void *arg);
+
+/* Asks for key like dlock_acquire and returns at once: DLOCK_OK when asked
+ * (done runs exactly once, later), else DLOCK_ERR_INVALID (key, opts, or
+ * done NULL) or DLOCK_ERR_NOMEM, and done never runs. opts and key are
+ * copied. The wait holds no thread: in notify mode the waiter queues in the
+ * key's local FIFO with the blocking ones, in the order asked, and is woken
+ * by a grant, a hand-off or a release as they are; in spin mode it retries
+ * on a timer. Fairness, fencing, renewal and max_renewals are
+ * dlock_acquire's. The hold belongs to no thread: opts->reentrant is
+ * ignored, it is never nested in nor refused for a thread's hold, and a
+ * thread that asks for a key it holds waits for its own release. With
+ * waiters pending, dlock_client_free ends each with DLOCK_ERR_CLOSED (its
+ * done runs before dlock_client_free returns). Semaphores and read-write
+ * locks have no asynchronous acquire. */
+int dlock_acquire_async(dlock_client *c, const char *key, const dlock_opts *opts,
+                        dlock_acquired_fn *done, void *arg);
+
+/* The same for a multi-lock (dlock_acquire_multi): its keys are asked for
+ * one after the other in the same order as the blocking one's, each when
+ * the one before is held, under one wait_ms deadline; on a failure those
+ * held are released before done runs. keys are copied. */
+int dlock_acquire_multi_async(dlock_client *c, const char *const *keys, int n,
+                              const dlock_opts *opts, dlock_acquired_fn *done, void *arg);
 
 /* A semaphore with leases: at most permits_total holders of key at once,
  * over every process that uses it (give each caller of a key the same N).

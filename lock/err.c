@@ -35,6 +35,7 @@ const char *dlock_strerror(int code)
     case DLOCK_ERR_INVALID: return "invalid argument";
     case DLOCK_ERR_NOMEM: return "out of memory";
     case DLOCK_ERR_AUTH: return "Redis authentication failed";
+    case DLOCK_ERR_CLOSED: return "lock client closed while waiting";
     default: return "unknown lock error";
     }
 }

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lock/async.h"
+
 #define BUCKETS 1024
 
 struct dlock_keytab {
@@ -80,10 +82,18 @@ void dlock_queue_push(struct dlock_entry *e, struct dlock_waiter *w)
     e->tail = w;
 }
 
+void dlock_waiter_wake(struct dlock_waiter *w)
+{
+    if (w->task)
+        dlock_async_wake(w->task);
+    else
+        pthread_cond_signal(&w->cv);
+}
+
 void dlock_entry_wake_head(struct dlock_entry *e)
 {
     if (e->head)
-        pthread_cond_signal(&e->head->cv);
+        dlock_waiter_wake(e->head);
 }
 
 void dlock_queue_remove(struct dlock_entry *e, struct dlock_waiter *w)

@@ -19,7 +19,8 @@ enum dlock_sub_state {
     DLOCK_SUB_FAILED,  /* no subscriber connection: waiters poll every retry_ms */
 };
 
-/* A thread waiting for a key, in its FIFO. */
+/* A waiter for a key, in its FIFO: a thread (woken on cv) or an
+ * asynchronous acquire (woken through its task). */
 struct dlock_waiter {
     struct dlock_waiter *prev, *next;
     struct dlock_handle *h; /* the handle it will hold */
@@ -29,7 +30,12 @@ struct dlock_waiter {
                                 * line (queue.c); the waiter's to free */
     int granted;            /* set by a holder that handed its lease to h */
     int contending;         /* in Redis right now, without the mutex */
-    pthread_cond_t cv;
+    int64_t deadline;       /* of its wait */
+    int phase;              /* queue.c: what its turn waits for ... */
+    int64_t phase_until;    /* ... until when ... */
+    unsigned long seen;     /* ... and the releases seen before it */
+    struct dlock_task *task; /* an asynchronous acquire's, else NULL */
+    pthread_cond_t cv;       /* a thread's */
 };
 
 /* Where a releasing holder's putting of the head in Redis's line stands. */
@@ -87,7 +93,10 @@ void dlock_keytab_each(dlock_keytab *t, void (*fn)(struct dlock_entry *e, void *
 void dlock_queue_push(struct dlock_entry *e, struct dlock_waiter *w);
 void dlock_queue_remove(struct dlock_entry *e, struct dlock_waiter *w);
 
-/* Signals the head of e's queue, if any: it may be its turn to contend. */
+/* Wakes w: what it waits for may have happened. */
+void dlock_waiter_wake(struct dlock_waiter *w);
+
+/* Wakes the head of e's queue, if any: it may be its turn to contend. */
 void dlock_entry_wake_head(struct dlock_entry *e);
 
 #endif

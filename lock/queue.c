@@ -23,7 +23,10 @@
 #include "lock/err.h"
 #include "lock/sync.h"
 
-enum { AGAIN = 1 }; /* contend() made no progress; look again */
+enum { AGAIN = 2 }; /* contend() made no progress; look again */
+
+/* What the head's turn waits for after a failed attempt (a waiter's phase). */
+enum { TURN, LISTEN, PAUSE };
 
 /* e's subscription over every server: ACTIVE when any server's is (a
  * release reaches every server, so any of them tells us), else PENDING
@@ -47,27 +50,33 @@ static void subscribe(dlock_client *c, struct dlock_entry *e)
             dlock_sub_subscribe(c->sub[i], e);
 }
 
-/* Waits for the subscription to be confirmed, so the next attempt can't miss
- * a release; bounded by retry_ms, after which polling covers for it. */
-static void await_subscription(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w,
-                               const dlock_opts *o, int64_t deadline)
+/* Subscribes e's release channel when it is not (and not on its way).
+ * Returns 1 when a confirmation is pending: the next attempt should wait for
+ * it (bounded by retry_ms, after which polling covers for it) so that it
+ * can't miss a release, and follow at once; else 0. */
+static int listen_begin(dlock_client *c, struct dlock_entry *e)
+{
+    if (sub_state(c, e) != DLOCK_SUB_NONE && sub_state(c, e) != DLOCK_SUB_FAILED)
+        return 0;
+    subscribe(c, e);
+    return sub_state(c, e) == DLOCK_SUB_PENDING;
+}
+
+/* Until when a head waits for its subscription's confirmation. */
+static int64_t listen_until(const dlock_opts *o, int64_t deadline)
 {
     int64_t until = dlock_now_ms() + o->retry_ms;
-    if (until > deadline)
-        until = deadline;
-    while (sub_state(c, e) == DLOCK_SUB_PENDING && !w->granted && dlock_now_ms() < until)
-        dlock_cond_wait_until(&w->cv, &c->mu, until);
+    return until < deadline ? until : deadline;
 }
 
 int dlock_queue_listen(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w,
                        const dlock_opts *o, int64_t deadline)
 {
-    if (sub_state(c, e) != DLOCK_SUB_NONE && sub_state(c, e) != DLOCK_SUB_FAILED)
+    if (!listen_begin(c, e))
         return 0;
-    subscribe(c, e);
-    if (sub_state(c, e) != DLOCK_SUB_PENDING)
-        return 0;
-    await_subscription(c, e, w, o, deadline);
+    int64_t until = listen_until(o, deadline);
+    while (sub_state(c, e) == DLOCK_SUB_PENDING && !w->granted && dlock_now_ms() < until)
+        dlock_cond_wait_until(&w->cv, &c->mu, until);
     return 1;
 }
 
@@ -169,12 +178,13 @@ static int take_grant(dlock_client *c, struct dlock_entry *e, struct dlock_waite
 }
 
 /* The head's turn in Redis (mu held, released around the attempt). Returns
- * DLOCK_OK when h now holds, AGAIN after waiting a while, or an error. */
-static int contend(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w,
-                   int64_t deadline)
+ * DLOCK_OK when h now holds, an error, or AGAIN with w's phase set: what
+ * to wait for before looking again (LISTEN: the subscription's
+ * confirmation, PAUSE: a release, each until w->phase_until). */
+static int contend(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w)
 {
     const dlock_opts *o = w->o;
-    int64_t pttl;
+    int64_t pttl, deadline = w->deadline;
     unsigned long seen;
     if (w->spare == NULL && (w->spare = dlock_lease_new(e->key, o)) == NULL)
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
@@ -192,15 +202,17 @@ static int contend(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *
         return rc;
     if (e->releases != seen)
         return AGAIN; /* released while we asked: ask again at once */
-    if (dlock_queue_listen(c, e, w, o, deadline))
-        return AGAIN; /* try again at once, now that releases wake us */
+    if (listen_begin(c, e)) { /* try again once confirmed: releases wake us from then on */
+        w->phase = LISTEN;
+        w->phase_until = listen_until(o, deadline);
+        return AGAIN;
+    }
     int64_t wake = now + dlock_jitter_ms(o->retry_ms);
     if (pttl >= 0 && now + pttl + 1 < wake)
         wake = now + pttl + 1; /* the key expires before the next retry: be there */
-    if (wake > deadline)
-        wake = deadline;
-    while (e->releases == seen && !w->granted && dlock_now_ms() < wake)
-        dlock_cond_wait_until(&w->cv, &c->mu, wake);
+    w->phase = PAUSE;
+    w->phase_until = wake < deadline ? wake : deadline;
+    w->seen = seen;
     return AGAIN;
 }
 
@@ -211,64 +223,106 @@ static int holder_expired(const struct dlock_entry *e, int64_t now)
     return l != NULL && (l->lost || now >= l->valid_until_ms);
 }
 
-/* Waits (mu held) until w is granted the lease, or contends when it heads
- * the queue and no valid local holder has the key: a holder whose lease ran
- * out blocks nobody, as it would not across processes. While the last
- * holder's release puts it in line, the head waits for that instead. */
-static int wait_turn(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w,
-                     int64_t deadline)
+/* Whether w's phase still holds it back (then *until is its end). */
+static int held_back(const dlock_client *c, const struct dlock_entry *e,
+                     struct dlock_waiter *w, int64_t now, int64_t *until)
 {
+    int waiting = w->phase == LISTEN  ? sub_state(c, e) == DLOCK_SUB_PENDING
+                  : w->phase == PAUSE ? e->releases == w->seen
+                                      : 0;
+    if (waiting && now < w->phase_until) {
+        *until = w->phase_until;
+        return 1;
+    }
+    w->phase = TURN;
+    return 0;
+}
+
+/* w's turn (mu held): w is granted the lease, or contends when it heads the
+ * queue and no valid local holder has the key: a holder whose lease ran out
+ * blocks nobody, as it would not across processes. While the last holder's
+ * release puts it in line, the head waits for that instead. */
+int dlock_queue_step(dlock_client *c, struct dlock_waiter *w, int64_t *until)
+{
+    struct dlock_entry *e = w->h->entry;
     for (;;) {
         if (w->granted)
             return DLOCK_OK;
-        int64_t now = dlock_now_ms(), until = deadline;
+        int64_t now = dlock_now_ms();
+        if (held_back(c, e, w, now, until))
+            return DLOCK_QUEUE_WAIT;
         int mine = e->head == w && e->requeue != DLOCK_REQUEUE_PENDING;
         if (mine && (e->holder == NULL || holder_expired(e, now))) {
-            int rc = contend(c, e, w, deadline);
+            int rc = contend(c, e, w);
             if (rc != AGAIN)
                 return rc;
             continue;
         }
-        if (now >= deadline)
+        if (now >= w->deadline)
             return DLOCK_ERR_TIMEOUT;
-        if (mine && e->holder->lease->valid_until_ms < until)
-            until = e->holder->lease->valid_until_ms; /* look again when it would run out */
-        dlock_cond_wait_until(&w->cv, &c->mu, until);
+        *until = w->deadline;
+        if (mine && e->holder->lease->valid_until_ms < *until)
+            *until = e->holder->lease->valid_until_ms; /* look again when it would run out */
+        return DLOCK_QUEUE_WAIT;
     }
 }
 
-int dlock_queue_acquire(dlock_client *c, dlock_handle *h, const char *key, const dlock_opts *o,
-                        int64_t deadline)
+int dlock_queue_join(dlock_client *c, dlock_handle *h, const char *key, const dlock_opts *o,
+                     int64_t deadline, struct dlock_waiter *w)
 {
-    struct dlock_waiter w = {.h = h, .o = o};
-    if (dlock_cond_init(&w.cv) != 0)
-        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
-    pthread_mutex_lock(&c->mu);
     struct dlock_entry *e = dlock_keytab_ref(c->keys, key);
-    int rc = DLOCK_ERR_NOMEM;
-    if (e) {
-        h->entry = e;
-        dlock_queue_push(e, &w);
-        rc = wait_turn(c, e, &w, deadline);
-        if (rc != DLOCK_OK) {
-            dlock_queue_remove(e, &w);
-            dlock_entry_wake_head(e); /* the next in line may contend now */
-            dlock_queue_leave(c, e);
-            h->entry = NULL;
-        }
+    if (e == NULL)
+        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+    w->h = h;
+    w->o = o;
+    w->deadline = deadline;
+    w->phase = TURN;
+    w->granted = w->contending = 0;
+    h->entry = e;
+    dlock_queue_push(e, w);
+    return DLOCK_OK;
+}
+
+int dlock_queue_end(dlock_client *c, struct dlock_waiter *w, int rc)
+{
+    const dlock_opts *o = w->o;
+    if (rc != DLOCK_OK) {
+        struct dlock_entry *e = w->h->entry;
+        if (!w->granted) /* a granted waiter is out of the line already */
+            dlock_queue_remove(e, w);
+        dlock_entry_wake_head(e); /* the next in line may contend now */
+        dlock_queue_leave(c, e);
+        w->h->entry = NULL;
     }
     /* A token we asked Redis with but do not hold with (we timed out, got the
      * lease by hand-off, or lost the reply) is given up in the background:
      * out of the queue, a SET or grant it may have got undone, and refused
      * should its acquire still arrive. Not when it never reached Redis. */
-    if (w.spare && w.spare->sent && (o->wait_ms > 0 || rc == DLOCK_ERR_REDIS)) {
-        dlock_orphans_add(c->orphans, w.spare);
-        w.spare = NULL;
+    if (w->spare && w->spare->sent && (o->wait_ms > 0 || rc == DLOCK_ERR_REDIS))
+        dlock_orphans_add(c->orphans, w->spare);
+    else
+        free(w->spare);
+    w->spare = NULL;
+    return rc;
+}
+
+int dlock_queue_acquire(dlock_client *c, dlock_handle *h, const char *key, const dlock_opts *o,
+                        int64_t deadline)
+{
+    struct dlock_waiter w = {0};
+    if (dlock_cond_init(&w.cv) != 0)
+        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+    pthread_mutex_lock(&c->mu);
+    int rc = dlock_queue_join(c, h, key, o, deadline, &w);
+    if (rc == DLOCK_OK) {
+        int64_t until;
+        while ((rc = dlock_queue_step(c, &w, &until)) == DLOCK_QUEUE_WAIT)
+            dlock_cond_wait_until(&w.cv, &c->mu, until);
+        dlock_queue_end(c, &w, rc);
     }
     pthread_mutex_unlock(&c->mu);
-    free(w.spare);
     pthread_cond_destroy(&w.cv);
-    return e ? rc : dlock_fail(rc, "out of memory");
+    return rc;
 }
 
 int dlock_queue_handoff(dlock_client *c, dlock_handle *h)
@@ -287,7 +341,7 @@ int dlock_queue_handoff(dlock_client *c, dlock_handle *h)
     l->holder = next;
     e->holder = next;
     w->granted = 1;
-    pthread_cond_signal(&w->cv);
+    dlock_waiter_wake(w);
     dlock_queue_leave(c, e);
     h->entry = NULL;
     dlock_count(&c->counters.handoffs);

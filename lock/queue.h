@@ -9,10 +9,35 @@
 #include "lock/client.h"
 #include "lock/lease.h"
 
+/* A waiter's wait is one core for both APIs: join the key's FIFO, then
+ * steps, each run as far as it can go without waiting, then the end. A
+ * thread runs the steps itself, sleeping on w->cv between them
+ * (dlock_queue_acquire); an asynchronous acquire runs them on the client's
+ * few threads (async.h), woken through w->task. */
+enum { DLOCK_QUEUE_WAIT = 1 }; /* a step's "not yet": wake me by the time given */
+
 /* Waits in key's local FIFO until h holds the lock (from Redis, or handed
  * over) or deadline passes. Returns as dlock_acquire does. */
 int dlock_queue_acquire(dlock_client *c, dlock_handle *h, const char *key, const dlock_opts *o,
                         int64_t deadline);
+
+/* mu held: w (zeroed but for cv and task; o lives as long as w) joins key's
+ * FIFO for h, until deadline. DLOCK_OK, or DLOCK_ERR_NOMEM. */
+int dlock_queue_join(dlock_client *c, dlock_handle *h, const char *key, const dlock_opts *o,
+                     int64_t deadline, struct dlock_waiter *w);
+
+/* mu held (released around a Redis attempt, when w heads the FIFO): takes
+ * w's turn as far as it goes. Returns DLOCK_QUEUE_WAIT with *until, the
+ * latest time of the next step (w is woken sooner when what it waits for
+ * happens), or how the wait ended: DLOCK_OK (w->h holds) or an error as
+ * dlock_acquire's. Either way dlock_queue_end follows. */
+int dlock_queue_step(dlock_client *c, struct dlock_waiter *w, int64_t *until);
+
+/* mu held: ends w's wait, which ended with rc (a caller may end it early
+ * with an error of its own; a w granted meanwhile must end with DLOCK_OK):
+ * on an error w leaves the FIFO and the next may contend; a token it asked
+ * with but holds nothing with is given up. Returns rc. */
+int dlock_queue_end(dlock_client *c, struct dlock_waiter *w, int rc);
 
 /* mu held, h's state OK: hands h's lease to the key's next local waiter when
  * the hand-off bounds allow. Returns 1 when handed over (h no longer holds). */

@@ -1,0 +1,484 @@
+/* test_lock_async.c - the asynchronous acquire (dlock_acquire_async,
+ * dlock_acquire_multi_async) against a real, private redis-server: ten
+ * thousand waiters on one key served once each, one at a time, in the
+ * order they asked, by the client's few threads; timeouts, Redis killed
+ * and the client freed while waiters are pending; multi-locks; async and
+ * blocking waiters in one FIFO; spin mode. Time bounds only catch hangs. */
+#include <dirent.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "lock/dlock.h"
+#include "tests/support/harness.h"
+#include "tests/support/lockkit.h"
+
+#define KEYS_MAX 4
+
+static th_redis redis;
+
+/* One run of async waiters: what their callbacks saw, and the test's own
+ * workers that hold each granted handle a moment and release it. */
+struct run {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int n, ended, granted, failed, closed, timeouts, twice;
+    int *order;              /* waiter ids in the order granted */
+    dlock_handle **queue;    /* granted, for the workers to release */
+    struct waiter **queued;
+    int head, tail, stop;
+    _Atomic int holding[KEYS_MAX], overlaps, bad_releases;
+    pthread_t worker[2];
+};
+
+struct waiter {
+    struct run *run;
+    int id, calls, rc;
+    int keys[KEYS_MAX], nkeys; /* indices into run->holding */
+};
+
+static int count_threads(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static void on_acquired(int rc, dlock_handle *h, void *arg)
+{
+    struct waiter *w = arg;
+    struct run *r = w->run;
+    pthread_mutex_lock(&r->mu);
+    r->twice += w->calls++ > 0;
+    w->rc = rc;
+    if (rc == DLOCK_OK) {
+        r->order[r->granted++] = w->id;
+        r->queued[r->tail] = w;
+        r->queue[r->tail++] = h;
+    } else {
+        r->failed++;
+        r->closed += rc == DLOCK_ERR_CLOSED;
+        r->timeouts += rc == DLOCK_ERR_TIMEOUT;
+        r->twice += h != NULL; /* no assert off the test's thread: counted, checked later */
+    }
+    r->ended++;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* A worker: holds each granted handle a moment, counting its holders on
+ * each of its keys, then releases it. */
+static void *release_granted(void *arg)
+{
+    struct run *r = arg;
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        while (r->head == r->tail && !r->stop)
+            pthread_cond_wait(&r->cv, &r->mu);
+        if (r->head == r->tail)
+            break;
+        dlock_handle *h = r->queue[r->head];
+        struct waiter *w = r->queued[r->head++];
+        pthread_mutex_unlock(&r->mu);
+        for (int k = 0; k < w->nkeys; k++)
+            if (atomic_fetch_add(&r->holding[w->keys[k]], 1) != 0)
+                atomic_fetch_add(&r->overlaps, 1);
+        if (dlock_check(h) != DLOCK_OK)
+            atomic_fetch_add(&r->bad_releases, 1);
+        for (int k = 0; k < w->nkeys; k++)
+            atomic_fetch_sub(&r->holding[w->keys[k]], 1);
+        if (dlock_release(h) != DLOCK_OK)
+            atomic_fetch_add(&r->bad_releases, 1);
+        pthread_mutex_lock(&r->mu);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+static struct waiter *run_start(struct run *r, int n)
+{
+    memset(r, 0, sizeof(*r));
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    r->n = n;
+    r->order = calloc((size_t)n, sizeof(*r->order));
+    r->queue = calloc((size_t)n, sizeof(*r->queue));
+    r->queued = calloc((size_t)n, sizeof(*r->queued));
+    struct waiter *w = calloc((size_t)n, sizeof(*w));
+    assert_true(r->order && r->queue && r->queued && w);
+    for (int i = 0; i < n; i++)
+        w[i] = (struct waiter){.run = r, .id = i, .nkeys = 1};
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&r->worker[i], NULL, release_granted, r), 0);
+    return w;
+}
+
+/* Waits (at most bound_ms: a hang) until every waiter has ended. */
+static void run_wait(struct run *r, int bound_ms)
+{
+    int64_t end = th_now_ms() + bound_ms;
+    pthread_mutex_lock(&r->mu);
+    while (r->ended < r->n && th_now_ms() < end) {
+        pthread_mutex_unlock(&r->mu);
+        usleep(10000);
+        pthread_mutex_lock(&r->mu);
+    }
+    int ended = r->ended;
+    pthread_mutex_unlock(&r->mu);
+    assert_int_equal(ended, r->n);
+}
+
+static void run_end(struct run *r, struct waiter *w)
+{
+    pthread_mutex_lock(&r->mu);
+    r->stop = 1;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    for (int i = 0; i < 2; i++)
+        pthread_join(r->worker[i], NULL);
+    assert_int_equal(r->twice, 0);
+    assert_int_equal(atomic_load(&r->overlaps), 0);
+    assert_int_equal(atomic_load(&r->bad_releases), 0);
+    free(r->order);
+    free(r->queue);
+    free(r->queued);
+    free(w);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    return redis.pid == 0 && th_redis_start(&redis) != 0 ? -1 : 0;
+}
+
+static dlock_client *new_client(void)
+{
+    dlock_client *c = th_lock_client(&redis);
+    assert_non_null(c);
+    return c;
+}
+
+/* A holder in another client (another process, as far as the lock can
+ * tell) so that every waiter queues first. */
+static dlock_handle *hold_elsewhere(dlock_client *other, const char *key, int lease_ms)
+{
+    dlock_opts o = th_lock_opts(lease_ms, 0, DLOCK_WAIT_NOTIFY);
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire(other, key, &o, &h), DLOCK_OK);
+    return h;
+}
+
+enum { MANY = 10000 };
+
+static void test_ten_thousand_waiters_are_each_served_once_in_order_by_few_threads(void **state)
+{
+    (void)state;
+    dlock_client *c = new_client(), *other = new_client();
+    struct run r;
+    struct waiter *w = run_start(&r, MANY);
+    int before = count_threads();
+    dlock_handle *held = hold_elsewhere(other, "async:many", 30000);
+    dlock_opts o = th_lock_opts(30000, 300000, DLOCK_WAIT_NOTIFY);
+    int64_t start = th_now_ms();
+    for (int i = 0; i < MANY; i++)
+        assert_int_equal(dlock_acquire_async(c, "async:many", &o, on_acquired, &w[i]), DLOCK_OK);
+    int peak = count_threads();
+    assert_int_equal(dlock_release(held), DLOCK_OK);
+    run_wait(&r, 240000);
+    int64_t took = th_now_ms() - start;
+    int in_order = 0;
+    for (int i = 0; i < MANY; i++)
+        in_order += r.order[i] == i;
+    print_message("%d async waiters: %d granted in %lld ms, %.4f in asking order, threads "
+                  "%d before, %d at the peak\n", MANY, r.granted, (long long)took,
+                  (double)in_order / MANY, before, peak);
+    assert_int_equal(r.granted, MANY);
+    assert_int_equal(peak, before);
+    assert_true(in_order >= MANY * 95 / 100);
+    run_end(&r, w);
+    dlock_client_free(c);
+    dlock_client_free(other);
+}
+
+static void test_a_waiter_past_its_wait_times_out_and_the_others_go_on(void **state)
+{
+    (void)state;
+    dlock_client *c = new_client(), *other = new_client();
+    struct run r;
+    struct waiter *w = run_start(&r, 20);
+    dlock_handle *held = hold_elsewhere(other, "async:timeout", 30000);
+    dlock_opts quick = th_lock_opts(5000, 300, DLOCK_WAIT_NOTIFY);
+    dlock_opts patient = th_lock_opts(5000, 60000, DLOCK_WAIT_NOTIFY);
+    for (int i = 0; i < 20; i++) /* every other one gives up while the key is held */
+        assert_int_equal(dlock_acquire_async(c, "async:timeout", i % 2 ? &quick : &patient,
+                                             on_acquired, &w[i]), DLOCK_OK);
+    int64_t end = th_now_ms() + 30000;
+    while (th_now_ms() < end) {
+        pthread_mutex_lock(&r.mu);
+        int timeouts = r.timeouts;
+        pthread_mutex_unlock(&r.mu);
+        if (timeouts == 10)
+            break;
+        usleep(10000);
+    }
+    assert_int_equal(dlock_release(held), DLOCK_OK);
+    run_wait(&r, 60000);
+    assert_int_equal(r.timeouts, 10);
+    assert_int_equal(r.granted, 10);
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(w[i].rc, i % 2 ? DLOCK_ERR_TIMEOUT : DLOCK_OK);
+    for (int i = 0; i < 10; i++) /* the patient ones, in the order they asked */
+        assert_int_equal(r.order[i], 2 * i);
+    run_end(&r, w);
+    dlock_client_free(c);
+    dlock_client_free(other);
+}
+
+static void test_redis_killed_with_waiters_pending_ends_them_with_errors(void **state)
+{
+    (void)state;
+    th_redis own = {0};
+    assert_int_equal(th_redis_start(&own), 0);
+    dlock_client *c = th_lock_client(&own), *other = th_lock_client(&own);
+    assert_true(c && other);
+    struct run r;
+    struct waiter *w = run_start(&r, 50);
+    dlock_handle *held = hold_elsewhere(other, "async:killed", 1000);
+    dlock_opts o = th_lock_opts(1000, 60000, DLOCK_WAIT_NOTIFY);
+    for (int i = 0; i < 50; i++)
+        assert_int_equal(dlock_acquire_async(c, "async:killed", &o, on_acquired, &w[i]),
+                         DLOCK_OK);
+    th_redis_stop(&own, 1);
+    run_wait(&r, 60000); /* every one ends: no hang */
+    assert_int_equal(r.granted, 0);
+    for (int i = 0; i < 50; i++)
+        assert_int_equal(w[i].rc, DLOCK_ERR_REDIS);
+    assert_int_not_equal(dlock_release(held), DLOCK_OK);
+    run_end(&r, w);
+    dlock_client_free(c);
+    dlock_client_free(other);
+}
+
+static void test_freeing_the_client_ends_its_pending_waiters(void **state)
+{
+    (void)state;
+    dlock_client *c = new_client(), *other = new_client();
+    struct run r;
+    struct waiter *w = run_start(&r, 102);
+    dlock_handle *held = hold_elsewhere(other, "async:freed", 30000);
+    dlock_opts o = th_lock_opts(30000, 60000, DLOCK_WAIT_NOTIFY);
+    dlock_opts spin = th_lock_opts(30000, 60000, DLOCK_WAIT_SPIN);
+    const char *pair[] = {"async:freed", "async:freea"}; /* freea is taken first */
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(dlock_acquire_async(c, "async:freed", &o, on_acquired, &w[i]),
+                         DLOCK_OK);
+    assert_int_equal(dlock_acquire_async(c, "async:freed", &spin, on_acquired, &w[100]),
+                     DLOCK_OK);
+    assert_int_equal(dlock_acquire_multi_async(c, pair, 2, &o, on_acquired, &w[101]), DLOCK_OK);
+    usleep(100000); /* let some of them try; freeing ends them wherever they are */
+    dlock_client_free(c);
+    pthread_mutex_lock(&r.mu);
+    int ended = r.ended, closed = r.closed;
+    pthread_mutex_unlock(&r.mu);
+    assert_int_equal(ended, 102);
+    assert_int_equal(closed, 102);
+    /* the multi-lock's first key, taken, went back: another can take it at once */
+    dlock_opts now = th_lock_opts(1000, 0, DLOCK_WAIT_NOTIFY);
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire(other, "async:freea", &now, &h), DLOCK_OK);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    assert_int_equal(dlock_release(held), DLOCK_OK);
+    run_end(&r, w);
+    dlock_client_free(other);
+}
+
+static void test_async_multi_locks_take_their_keys_as_one(void **state)
+{
+    (void)state;
+    dlock_client *c = new_client(), *other = new_client();
+    struct run r;
+    enum { N = 60 };
+    struct waiter *w = run_start(&r, N);
+    const char *names[] = {"async:m:a", "async:m:b", "async:m:c"};
+    dlock_opts o = th_lock_opts(5000, 60000, DLOCK_WAIT_NOTIFY);
+    for (int i = 0; i < N; i++) { /* {a,b,c}, {c,b} and {a} in turn, keys given in any order */
+        const char *keys[3];
+        int n = 0;
+        for (int k = 2; k >= 0; k--)
+            if (i % 3 == 0 || (i % 3 == 1 && k > 0) || (i % 3 == 2 && k == 0)) {
+                keys[n] = names[k];
+                w[i].keys[n++] = k;
+            }
+        w[i].nkeys = n;
+        assert_int_equal(dlock_acquire_multi_async(c, keys, n, &o, on_acquired, &w[i]),
+                         DLOCK_OK);
+    }
+    run_wait(&r, 120000);
+    assert_int_equal(r.granted, N);
+    run_end(&r, w);
+
+    /* one key held elsewhere: the set times out and gives back what it took */
+    dlock_handle *held = hold_elsewhere(other, "async:m:c", 30000);
+    w = run_start(&r, 1);
+    dlock_opts quick = th_lock_opts(5000, 200, DLOCK_WAIT_NOTIFY);
+    assert_int_equal(dlock_acquire_multi_async(c, names, 3, &quick, on_acquired, &w[0]),
+                     DLOCK_OK);
+    run_wait(&r, 30000);
+    assert_int_equal(w[0].rc, DLOCK_ERR_TIMEOUT);
+    dlock_opts now = th_lock_opts(1000, 0, DLOCK_WAIT_NOTIFY);
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire_multi(other, names, 2, &now, &h), DLOCK_OK);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    assert_int_equal(dlock_release(held), DLOCK_OK);
+    run_end(&r, w);
+    dlock_client_free(c);
+    dlock_client_free(other);
+}
+
+/* A blocking waiter of the mixed test: records its turn in the run. */
+struct blocker {
+    dlock_client *c;
+    struct waiter *w;
+    _Atomic int tid;
+    pthread_t t;
+};
+
+static void *block_and_record(void *arg)
+{
+    struct blocker *b = arg;
+    atomic_store(&b->tid, (int)gettid());
+    dlock_opts o = th_lock_opts(30000, 60000, DLOCK_WAIT_NOTIFY);
+    dlock_handle *h = NULL;
+    int rc = dlock_acquire(b->c, "async:mixed", &o, &h);
+    on_acquired(rc, h, b->w); /* the workers release it, as an async one's */
+    return NULL;
+}
+
+/* Whether thread tid of this process sleeps, a few looks in a row: then it
+ * waits in the key's FIFO (it sleeps nowhere else for long). */
+static int thread_sleeps(int tid)
+{
+    char path[64], buf[256];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+    for (int look = 0; look < 5; look++) {
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[n] = '\0';
+        const char *st = strrchr(buf, ')');
+        if (st == NULL || st[2] != 'S')
+            return 0;
+        usleep(20000);
+    }
+    return 1;
+}
+
+static void test_async_and_blocking_waiters_share_one_fifo(void **state)
+{
+    (void)state;
+    dlock_client *c = new_client(), *other = new_client();
+    struct run r;
+    enum { N = 8 };
+    struct waiter *w = run_start(&r, N);
+    struct blocker b[N] = {0};
+    dlock_handle *held = hold_elsewhere(other, "async:mixed", 30000);
+    dlock_opts o = th_lock_opts(30000, 60000, DLOCK_WAIT_NOTIFY);
+    for (int i = 0; i < N; i++) {
+        if (i % 2 == 0) {
+            assert_int_equal(dlock_acquire_async(c, "async:mixed", &o, on_acquired, &w[i]),
+                             DLOCK_OK);
+            continue;
+        }
+        b[i] = (struct blocker){.c = c, .w = &w[i]};
+        assert_int_equal(pthread_create(&b[i].t, NULL, block_and_record, &b[i]), 0);
+        int64_t end = th_now_ms() + 20000;
+        while (th_now_ms() < end && (atomic_load(&b[i].tid) == 0 || !thread_sleeps(b[i].tid)))
+            usleep(5000);
+    }
+    assert_int_equal(dlock_release(held), DLOCK_OK);
+    run_wait(&r, 60000);
+    for (int i = 1; i < N; i += 2)
+        pthread_join(b[i].t, NULL);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(r.order[i], i);
+    run_end(&r, w);
+    dlock_client_free(c);
+    dlock_client_free(other);
+}
+
+static void test_spin_mode_waiters_retry_on_the_timer(void **state)
+{
+    (void)state;
+    dlock_client *c = new_client(), *other = new_client();
+    struct run r;
+    enum { N = 50 };
+    struct waiter *w = run_start(&r, N);
+    int before = count_threads();
+    dlock_handle *held = hold_elsewhere(other, "async:spin", 30000);
+    dlock_opts o = th_lock_opts(30000, 120000, DLOCK_WAIT_SPIN);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(dlock_acquire_async(c, "async:spin", &o, on_acquired, &w[i]), DLOCK_OK);
+    usleep(200000);
+    int peak = count_threads();
+    assert_int_equal(dlock_release(held), DLOCK_OK);
+    run_wait(&r, 240000);
+    assert_int_equal(r.granted, N);
+    assert_int_equal(peak, before);
+    run_end(&r, w);
+    dlock_client_free(c);
+    dlock_client_free(other);
+}
+
+static void test_bad_arguments_are_refused_and_done_never_runs(void **state)
+{
+    (void)state;
+    dlock_client *c = new_client();
+    struct run r;
+    struct waiter *w = run_start(&r, 1);
+    dlock_opts bad = th_lock_opts(5000, 1000, DLOCK_WAIT_NOTIFY);
+    bad.retry_ms = 0;
+    const char *twice[] = {"async:x", "async:x"};
+    assert_int_equal(dlock_acquire_async(c, "", NULL, on_acquired, w), DLOCK_ERR_INVALID);
+    assert_int_equal(dlock_acquire_async(c, "async:x", &bad, on_acquired, w),
+                     DLOCK_ERR_INVALID);
+    assert_int_equal(dlock_acquire_async(c, "async:x", NULL, NULL, w), DLOCK_ERR_INVALID);
+    assert_int_equal(dlock_acquire_multi_async(c, twice, 2, NULL, on_acquired, w),
+                     DLOCK_ERR_INVALID);
+    dlock_client_free(c);
+    assert_int_equal(w[0].calls, 0);
+    r.n = 0;
+    run_end(&r, w);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ten_thousand_waiters_are_each_served_once_in_order_by_few_threads),
+        cmocka_unit_test(test_a_waiter_past_its_wait_times_out_and_the_others_go_on),
+        cmocka_unit_test(test_redis_killed_with_waiters_pending_ends_them_with_errors),
+        cmocka_unit_test(test_freeing_the_client_ends_its_pending_waiters),
+        cmocka_unit_test(test_async_multi_locks_take_their_keys_as_one),
+        cmocka_unit_test(test_async_and_blocking_waiters_share_one_fifo),
+        cmocka_unit_test(test_spin_mode_waiters_retry_on_the_timer),
+        cmocka_unit_test(test_bad_arguments_are_refused_and_done_never_runs),
+    };
+    int failed = cmocka_run_group_tests_name("lock, asynchronous acquire", tests, group_setup,
+                                             NULL);
+    th_redis_stop(&redis, 0);
+    return failed;
+}
