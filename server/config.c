@@ -114,8 +114,8 @@ static const struct opt opts[] = {
      "leaves after what the store and Redis need; a number that does not fit is lowered to what "
      "does, with a warning"},
     {"workers", "STOCKD_WORKERS", OPT_INT, F(service.workers), 1, 256, NULL,
-     "threads that run requests' store calls and lead group commits (default 2 x cores, at "
-     "least 4); a request waiting for a lock or its batch holds none"},
+     "threads that run requests' store calls and lead group commits (default cores + 6); a "
+     "request waiting in group commit holds none"},
     {"http-threads", "STOCKD_HTTP_THREADS", OPT_INT, F(http.threads), 0, 256, NULL,
      "event threads reading requests and sending answers; 0: one per core"},
     {"max-connections-per-ip", "STOCKD_MAX_CONNECTIONS_PER_IP", OPT_INT, F(http.max_per_ip), 0,

@@ -370,6 +370,9 @@ static void render_process(struct buf *b)
     put(b, "# HELP process_max_fds Maximum number of open file descriptors.\n"
            "# TYPE process_max_fds gauge\nprocess_max_fds %lld\n",
         (long long)p.max_fds);
+    put(b, "# HELP process_threads Number of OS threads in the process.\n"
+           "# TYPE process_threads gauge\nprocess_threads %lld\n",
+        (long long)p.threads);
     put(b, "# HELP process_start_time_seconds Start time of the process since unix epoch in "
            "seconds.\n# TYPE process_start_time_seconds gauge\n"
            "process_start_time_seconds %.2f\n",

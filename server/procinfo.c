@@ -34,12 +34,14 @@ static int read_stat(procinfo *out)
     buf[n] = '\0';
     const char *p = strrchr(buf, ')');
     unsigned long long utime, stime, start, vsize;
-    long long rss;
-    /* fields 3..24: state, then 10 skipped, utime stime, 6 skipped, starttime vsize rss */
+    long long rss, threads;
+    /* fields 3..24: state, then 10 skipped, utime stime, 4 skipped, num_threads, 1
+     * skipped, starttime vsize rss */
     if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu "
-                                   "%*d %*d %*d %*d %*d %*d %llu %llu %lld",
-                            &utime, &stime, &start, &vsize, &rss) != 5)
+                                   "%*d %*d %*d %*d %lld %*d %llu %llu %lld",
+                            &utime, &stime, &threads, &start, &vsize, &rss) != 6)
         return -1;
+    out->threads = threads;
     double tick = (double)sysconf(_SC_CLK_TCK);
     long page = sysconf(_SC_PAGESIZE);
     out->cpu_seconds = (double)(utime + stime) / tick;

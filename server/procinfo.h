@@ -12,6 +12,7 @@ typedef struct procinfo {
     uint64_t virtual_bytes;  /* virtual memory size */
     int64_t open_fds;        /* file descriptors open now */
     int64_t max_fds;         /* the soft limit on them */
+    int64_t threads;         /* threads now */
 } procinfo;
 
 /* Fills *out. Returns 0, or -1 when /proc could not be read (the fields it

@@ -25,7 +25,7 @@ void service_config_defaults(service_config *c)
     c->fencing = 1;
     c->max_work_ms = 60000;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    c->workers = cores > 2 ? 2 * (int)cores : 4;
+    c->workers = (cores > 0 ? (int)cores : 1) + 6; /* threads stay within 2 x cores + 16 */
 }
 
 static int open_locks(service *s, char *err, size_t errlen)

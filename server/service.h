@@ -42,7 +42,7 @@ typedef struct service_config {
     int max_work_ms;         /* ... capped at this */
     const char *instance_id; /* written into the ledger */
     int workers;             /* threads that run requests' slow halves (store calls, batch
-                              * leaders): 2 x cores, at least 4 */
+                              * leaders): cores + 6 */
 } service_config;
 
 /* Every field's default (the lock's come from dlock_config_defaults and

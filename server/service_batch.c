@@ -41,6 +41,8 @@ struct batch {
     int out;    /* answered (its lock failed): left out of the transaction */
     int stale;  /* rows refused its tokens for newer ones: raise, then try again */
     int raised; /* it was, once: a row that refuses it now is answered so */
+    int lock_rc;      /* how asking for its lock went */
+    int64_t asked_ms; /* ...asked then */
     batch_job commit; /* its place in the queue of batches waiting for a transaction */
     service_result results[BATCH_MAX]; /* lent to its orders (a waiting order has none) */
 };
@@ -420,20 +422,6 @@ static void commit_batch(struct batch *b)
     }
 }
 
-/* The lock of every item in u, as one. */
-static int lock_items(service *s, struct batch_items *u, dlock_handle **h)
-{
-    const char *keys[DLOCK_MULTI_MAX];
-    for (int k = 0; k < u->n; k++)
-        keys[k] = u->key[k];
-    int64_t t0 = service_now_ms();
-    int rc = u->n == 1 ? dlock_acquire(s->locks, keys[0], &s->cfg.lock, h)
-                       : dlock_acquire_multi(s->locks, keys, u->n, &s->cfg.lock, h);
-    if (u->n > 1 && rc == DLOCK_OK)
-        metrics_multilock_wait(s->metrics, service_now_ms() - t0);
-    return rc;
-}
-
 /* Answers up to a batch of queue's orders with res (the leader's own
  * first), for a leader that can't serve them: each has res as its result
  * until answered. */
@@ -458,13 +446,72 @@ static void lend_results(struct batch *b)
     }
 }
 
-/* The leader of a queue. An item's queue: takes the item's lock first, then
- * the batch queued meanwhile. The orders of several items: takes the batch
- * first, whose items it then locks as one. Either way the successor is
- * promoted once the batch is answered: it then takes what queued meanwhile
- * (promoted at once, a cart leader would lead a batch of one, and every
- * cart would lock alone; an item's would wait for the lock on a thread, as
- * the blocking acquire does, and threads are few). */
+/* b's lock is held (rc DLOCK_OK, b->h), or could not be had: an item's
+ * leader takes its batch now, then b waits for its transaction; or every
+ * order of it is answered why. */
+static void batch_locked(struct batch *b, int rc)
+{
+    service *s = b->s;
+    if (b->queue != CART_QUEUE) {
+        /* the next leader asks for the lock at once, and holds no thread
+         * while it waits: our release hands the lock to it */
+        b->n = batch_take(s->batches, b->queue, b->jobs, BATCH_MAX, NULL, NULL,
+                          BATCH_PROMOTE_AT_TAKE);
+        lend_results(b);
+    }
+    if (rc != DLOCK_OK) {
+        service_result fail;
+        service_result_clear(&fail);
+        service_from_lock(s, &fail, rc, b->u.key[0]);
+        fail_jobs(b->jobs, b->n, &fail);
+        batch_finish(s->batches, b->jobs, b->n);
+        free(b);
+        return;
+    }
+    if (b->u.n > 1)
+        metrics_multilock_wait(s->metrics, service_now_ms() - b->asked_ms);
+    service_note_redis(s, rc);
+    commit_batch(b);
+}
+
+static void batch_locked_task(void *arg)
+{
+    struct batch *b = arg;
+    batch_locked(b, b->lock_rc);
+}
+
+/* dlock's callback, on its thread: the rest goes to a service thread. */
+static void on_locked(int rc, dlock_handle *h, void *arg)
+{
+    struct batch *b = arg;
+    b->h = h, b->lock_rc = rc;
+    run(b, batch_locked_task);
+}
+
+/* Asks for the lock of every item in b->u, as one; batch_locked follows,
+ * now (the ask failed) or once the lock is granted or the wait is over. */
+static void lock_items(struct batch *b)
+{
+    const char *keys[DLOCK_MULTI_MAX];
+    for (int k = 0; k < b->u.n; k++)
+        keys[k] = b->u.key[k];
+    service *s = b->s;
+    b->asked_ms = service_now_ms();
+    int rc = b->u.n == 1
+                 ? dlock_acquire_async(s->locks, keys[0], &s->cfg.lock, on_locked, b)
+                 : dlock_acquire_multi_async(s->locks, keys, b->u.n, &s->cfg.lock, on_locked, b);
+    if (rc != DLOCK_OK)
+        batch_locked(b, rc);
+}
+
+/* The leader of a queue. An item's queue: asks for the item's lock first,
+ * and takes the batch queued meanwhile once it is granted; its successor,
+ * promoted then, asks for the lock while this batch is served, and gets it
+ * by hand-off when it is released. The orders of several items: takes the
+ * batch first, whose items it then locks as one; its successor, promoted
+ * once the batch is answered, takes what queued meanwhile (promoted at
+ * once, it would lead a batch of one, and every cart would lock alone).
+ * Neither holds a thread while it waits for the lock or its transaction. */
 static void lead_batch(service *s, const struct deduction *own, int64_t queue)
 {
     /* Set field by field, not zeroed whole: its key table is 32 KiB, and
@@ -479,30 +526,14 @@ static void lead_batch(service *s, const struct deduction *own, int64_t queue)
     }
     b->s = s, b->queue = queue, b->h = NULL, b->n = 0, b->out = 0, b->stale = 0, b->raised = 0;
     b->u.n = 1, b->u.id[0] = own->r->lines[0].item_id;
-    int rc;
+    memcpy(b->u.key[0], own->keys[0], sizeof(b->u.key[0]));
     if (queue == CART_QUEUE) {
         b->u.n = 0;
         b->n = batch_take(s->batches, queue, b->jobs, BATCH_MAX, fits_union, &b->u,
                           BATCH_PROMOTE_AT_FINISH);
         lend_results(b);
-        rc = lock_items(s, &b->u, &b->h);
-    } else {
-        memcpy(b->u.key[0], own->keys[0], sizeof(b->u.key[0]));
-        rc = lock_items(s, &b->u, &b->h);
-        b->n = batch_take(s->batches, queue, b->jobs, BATCH_MAX, NULL, NULL,
-                          BATCH_PROMOTE_AT_FINISH);
-        lend_results(b);
     }
-    if (rc != DLOCK_OK) {
-        service_result fail = {0};
-        service_from_lock(s, &fail, rc, b->u.n ? b->u.key[0] : own->keys[0]);
-        fail_jobs(b->jobs, b->n, &fail);
-        batch_finish(s->batches, b->jobs, b->n);
-        free(b);
-        return;
-    }
-    service_note_redis(s, rc);
-    commit_batch(b);
+    lock_items(b);
 }
 
 int service_batch_enter(struct deduction *x, batch_job *job)
