@@ -113,9 +113,9 @@ static const struct opt opts[] = {
      "too_many_connections (Retry-After: 1) and is closed. 0: as many as the open-files limit "
      "leaves after what the store and Redis need; a number that does not fit is lowered to what "
      "does, with a warning"},
-    {"workers", "STOCKD_WORKERS", OPT_INT, F(service.workers), 1, 256, NULL,
-     "threads that run requests' store calls and lead group commits (default cores + 6); a "
-     "request waiting in group commit holds none"},
+    {"workers", "STOCKD_WORKERS", OPT_INT, F(service.workers), 0, 256, NULL,
+     "threads that run requests' store calls and lead group commits; 0: the number of cores "
+     "+ 6. A request waiting in group commit holds none"},
     {"http-threads", "STOCKD_HTTP_THREADS", OPT_INT, F(http.threads), 0, 256, NULL,
      "event threads reading requests and sending answers; 0: one per core"},
     {"max-connections-per-ip", "STOCKD_MAX_CONNECTIONS_PER_IP", OPT_INT, F(http.max_per_ip), 0,

@@ -25,7 +25,6 @@
 #include "server/request.h"
 #include "server/route.h"
 #include "server/service.h"
-#include "server/workers.h"
 
 #define DISCARD_MAX (1024 * 1024) /* past the limit, drop this much before closing */
 /* libmicrohttpd's memory per connection, for its headers and buffers (its
@@ -38,7 +37,6 @@ struct http_server {
     http_handler *handle;
     struct MHD_Daemon *daemon;
     reaper *reaper;    /* deadlines for slow senders */
-    workers *control;  /* the thread /health and /metrics are answered on */
     _Atomic int draining;
     _Atomic int open;  /* connections open now */
     pthread_mutex_t mu;
@@ -277,7 +275,7 @@ void http_answer(const http_request *req, http_reply *r)
 }
 
 /* A request read whole: refused here, or suspended and handed to its
- * handler on a service thread (the control thread for /health and
+ * handler on a service thread (the probes' thread for /health and
  * /metrics, so a flood of orders never holds them up). */
 static enum MHD_Result respond(http_server *s, struct MHD_Connection *conn, const char *url,
                                const char *method, struct req_state *rq)
@@ -304,7 +302,7 @@ static enum MHD_Result respond(http_server *s, struct MHD_Connection *conn, cons
     s->suspended++;
     pthread_mutex_unlock(&s->mu);
     MHD_suspend_connection(conn);
-    int rc = route_is_control(rq->rt.id) ? workers_submit(s->control, run_handler, rq)
+    int rc = route_is_control(rq->rt.id) ? service_run_probe(s->svc, run_handler, rq)
                                          : service_run(s->svc, run_handler, rq);
     if (rc != 0) { /* out of memory */
         http_reply_error(&r, 500, "out_of_memory", "cannot queue the request");
@@ -485,7 +483,6 @@ void http_config_defaults(http_config *cfg)
 static void discard(http_server *s)
 {
     reaper_stop(s->reaper);
-    workers_stop(s->control);
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->mu);
     free(s);
@@ -511,8 +508,7 @@ int http_start(const http_config *cfg, service *svc, http_handler *handle, http_
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->idle, NULL);
     s->reaper = reaper_start(cfg->idle_timeout_s * 1000, cfg->request_timeout_ms);
-    s->control = s->reaper ? workers_start(1, "control") : NULL;
-    if (s->control == NULL) {
+    if (s->reaper == NULL) {
         snprintf(err, errlen, "out of memory or threads");
         discard(s);
         return -1;

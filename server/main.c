@@ -27,9 +27,10 @@ static long fds_reserved(const stockd_config *c)
     const service_config *s = &c->service;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     long threads = c->http.threads > 0 ? c->http.threads : cores > 0 ? cores : 1;
-    long conns = s->workers + 2 > s->store.pool_size ? s->workers + 2 : s->store.pool_size;
+    long threads_served = service_workers_of(s);
+    long conns = threads_served + 2 > s->store.pool_size ? threads_served + 2 : s->store.pool_size;
     long nodes = s->redis.nodes > 0 ? s->redis.nodes : 1;
-    return 64 + 4 * threads + 4 * conns + nodes * (s->workers + 8);
+    return 64 + 4 * threads + 4 * conns + nodes * (threads_served + 8);
 }
 
 /* Raises the open-files soft limit to the hard one, and sizes

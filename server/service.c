@@ -24,8 +24,15 @@ void service_config_defaults(service_config *c)
     c->batch = 1;
     c->fencing = 1;
     c->max_work_ms = 60000;
+}
+
+/* --workers 0: the number of cores + 6, so that threads stay within
+ * 2 x cores + 16 (the event threads are one per core, libdlock's and the
+ * rest a handful). */
+int service_workers_of(const service_config *c)
+{
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    c->workers = (cores > 0 ? (int)cores : 1) + 6; /* threads stay within 2 x cores + 16 */
+    return c->workers > 0 ? c->workers : (cores > 0 ? (int)cores : 1) + 6;
 }
 
 static int open_locks(service *s, char *err, size_t errlen)
@@ -62,10 +69,11 @@ int service_open(const service_config *cfg, service **out, char *err, size_t err
     pthread_cond_init(&s->idle, &attr);
     pthread_condattr_destroy(&attr);
     s->metrics = metrics_new(service_outcome_names, SERVICE_OUTCOME_COUNT);
-    s->work = s->metrics ? workers_start(cfg->workers, "work") : NULL;
-    int rc = s->work ? open_locks(s, err, errlen) : -1;
+    s->work = s->metrics ? workers_start(service_workers_of(cfg), "work") : NULL;
+    s->probes = s->work ? workers_start(1, "probes") : NULL;
+    int rc = s->probes ? open_locks(s, err, errlen) : -1;
     s->cfg.redis.password = NULL; /* the lock client has its copy; keep none here */
-    if (s->work == NULL)
+    if (s->probes == NULL)
         snprintf(err, errlen, "out of memory or threads");
     int store_rc = rc == 0 ? store_open(&cfg->store, &s->store, err, errlen) : STORE_ERR_IO;
     if (rc != 0 || store_rc != STORE_OK) {
@@ -87,6 +95,7 @@ void service_close(service *s)
 {
     if (s == NULL)
         return;
+    workers_stop(s->probes);
     workers_stop(s->work); /* what is queued runs first: nothing is left half done */
     batch_free(s->batches);
     dlock_client_free(s->locks);
@@ -136,6 +145,11 @@ static void note_space(service *s, enum service_outcome o, int wrote)
 }
 
 int service_run(service *s, workers_fn *fn, void *arg) { return workers_submit(s->work, fn, arg); }
+
+int service_run_probe(service *s, workers_fn *fn, void *arg)
+{
+    return workers_submit(s->probes, fn, arg);
+}
 
 /* One order from its request to its answer: the service's, freed once
  * done has run. */

@@ -42,12 +42,16 @@ typedef struct service_config {
     int max_work_ms;         /* ... capped at this */
     const char *instance_id; /* written into the ledger */
     int workers;             /* threads that run requests' slow halves (store calls, batch
-                              * leaders): cores + 6 */
+                              * leaders); 0 (the default): cores + 6 */
 } service_config;
 
 /* Every field's default (the lock's come from dlock_config_defaults and
  * dlock_opts_defaults). instance_id stays NULL: the caller names it. */
 void service_config_defaults(service_config *cfg);
+
+/* The service threads cfg makes: cfg->workers, or for 0 the number of cores
+ * + 6. */
+int service_workers_of(const service_config *cfg);
 
 /* The longest lock prefix, so that a lock key fits DLOCK_KEY_MAX. */
 #define SERVICE_LOCK_PREFIX_MAX 256
@@ -125,6 +129,10 @@ char *service_metrics_text(service *s, uint64_t reaped, size_t *len);
  * the store or a lock (never an HTTP event thread). 0, or -1 when out of
  * memory (nothing queued). */
 int service_run(service *s, workers_fn *fn, void *arg);
+
+/* service_run on the thread of an operator's probes (/health, /metrics): a
+ * flood of orders never holds them up. */
+int service_run_probe(service *s, workers_fn *fn, void *arg);
 
 /* How an order ends: out is valid during the call only. */
 typedef void service_order_done(const service_result *out, void *arg);

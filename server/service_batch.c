@@ -7,6 +7,7 @@
  * checked just before the commit and its rows are claimed with its tokens,
  * and a batch whose lock was lost is answered with that and left out. Each
  * order is written behind a savepoint: one that fails is undone alone. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,8 @@ struct batch {
     int stale;  /* rows refused its tokens for newer ones: raise, then try again */
     int raised; /* it was, once: a row that refuses it now is answered so */
     int lock_rc;      /* how asking for its lock went */
+    char lock_err[256]; /* ...and why it failed, in words (dlock_errstr on the thread it
+                         * failed on) */
     int64_t asked_ms; /* ...asked then */
     batch_job commit; /* its place in the queue of batches waiting for a transaction */
     service_result results[BATCH_MAX]; /* lent to its orders (a waiting order has none) */
@@ -400,7 +403,7 @@ static void lead_commit(void *arg)
 /* Runs fn(b) on a service thread (here when out of memory: late, not never). */
 static void run(struct batch *b, workers_fn *fn)
 {
-    if (service_run(b->s, fn, b) != 0)
+    if (workers_submit(b->s->work, fn, b) != 0)
         fn(b);
 }
 
@@ -462,7 +465,7 @@ static void batch_locked(struct batch *b, int rc)
     if (rc != DLOCK_OK) {
         service_result fail;
         service_result_clear(&fail);
-        service_from_lock(s, &fail, rc, b->u.key[0]);
+        service_from_lock_text(s, &fail, rc, b->u.key[0], b->lock_err);
         fail_jobs(b->jobs, b->n, &fail);
         batch_finish(s->batches, b->jobs, b->n);
         free(b);
@@ -485,6 +488,8 @@ static void on_locked(int rc, dlock_handle *h, void *arg)
 {
     struct batch *b = arg;
     b->h = h, b->lock_rc = rc;
+    if (rc != DLOCK_OK)
+        snprintf(b->lock_err, sizeof(b->lock_err), "%s", dlock_errstr());
     run(b, batch_locked_task);
 }
 
@@ -500,8 +505,10 @@ static void lock_items(struct batch *b)
     int rc = b->u.n == 1
                  ? dlock_acquire_async(s->locks, keys[0], &s->cfg.lock, on_locked, b)
                  : dlock_acquire_multi_async(s->locks, keys, b->u.n, &s->cfg.lock, on_locked, b);
-    if (rc != DLOCK_OK)
+    if (rc != DLOCK_OK) {
+        snprintf(b->lock_err, sizeof(b->lock_err), "%s", dlock_errstr());
         batch_locked(b, rc);
+    }
 }
 
 /* The leader of a queue. An item's queue: asks for the item's lock first,

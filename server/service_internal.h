@@ -26,6 +26,7 @@ struct service {
     dlock_client *locks;    /* NULL unless the lock mode is redis */
     batch_queues *batches;  /* NULL: no group commit */
     workers *work;          /* the threads requests' slow halves run on */
+    workers *probes;        /* the thread /health and /metrics are answered on */
     metrics *metrics;
     pthread_mutex_t mu;     /* guards inflight */
     pthread_cond_t idle;    /* signalled when inflight drops to 0 */
@@ -183,6 +184,11 @@ int service_from_order_store(service_result *out, int rc, const store_conn *c,
 /* Maps a lock failure (a DLOCK_* code) on key to out, noting Redis's state
  * (service_note_redis); returns the outcome. */
 int service_from_lock(service *s, service_result *out, int dlock_rc, const char *key);
+
+/* service_from_lock with detail for dlock_errstr(): the text of a failure
+ * that happened on another thread (an asynchronous acquire's). */
+int service_from_lock_text(service *s, service_result *out, int dlock_rc, const char *key,
+                           const char *detail);
 
 /* Records what a Redis call returned (a DLOCK_* code) and logs one line when
  * that changes Redis's state: reachable, unreachable, or refusing our

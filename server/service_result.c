@@ -108,6 +108,12 @@ void service_note_redis(service *s, int rc)
 
 int service_from_lock(service *s, service_result *out, int rc, const char *key)
 {
+    return service_from_lock_text(s, out, rc, key, dlock_errstr());
+}
+
+int service_from_lock_text(service *s, service_result *out, int rc, const char *key,
+                           const char *detail)
+{
     if (rc == DLOCK_ERR_REDIS || rc == DLOCK_ERR_AUTH)
         service_note_redis(s, rc);
     switch (rc) {
@@ -121,11 +127,11 @@ int service_from_lock(service *s, service_result *out, int rc, const char *key)
         return service_fail(out, SERVICE_LOCK_LOST,
                             "lock %s was lost; rolled back, nothing deducted", key);
     case DLOCK_ERR_REDIS:
-        return service_fail(out, SERVICE_REDIS_DOWN, "Redis unavailable: %s", dlock_errstr());
+        return service_fail(out, SERVICE_REDIS_DOWN, "Redis unavailable: %s", detail);
     case DLOCK_ERR_AUTH: /* dlock_errstr says "Redis authentication failed: ..." */
-        return service_fail(out, SERVICE_REDIS_DOWN, "%s; nothing deducted", dlock_errstr());
+        return service_fail(out, SERVICE_REDIS_DOWN, "%s; nothing deducted", detail);
     default:
-        return service_fail(out, SERVICE_STORAGE_ERROR, "lock error: %s", dlock_errstr());
+        return service_fail(out, SERVICE_STORAGE_ERROR, "lock error: %s", detail);
     }
 }
 
