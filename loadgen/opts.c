@@ -114,8 +114,7 @@ static const lg_flag flags[] = {
      "workMs to send (stockd honours it with --allow-work-ms)"},
     {"scenario", 's', LG_ARG_REQUIRED, "NAME", "Scenarios",
      "hot, spread, renew, interrupt, compare, cart, flash; other\n"
-     "flags"
-     "override its values"},
+     "flags override its values"},
     {"list", OPT_LIST, LG_ARG_NONE, "", NULL,
      "list the scenarios and the stockd flags each one needs"},
     {"json", OPT_JSON, LG_ARG_REQUIRED, "FILE", "Output",
