@@ -128,9 +128,16 @@ static int http_read(const char *url, int64_t timeout_ns, long *status, buf *out
 int lg_api_call(const char *method, const char *url, const char *body, lg_answer_full *out,
                 lg_err *err)
 {
+    return lg_api_call_within(method, url, body, 0, out, err);
+}
+
+int lg_api_call_within(const char *method, const char *url, const char *body, int timeout_ms,
+                       lg_answer_full *out, lg_err *err)
+{
     buf b;
     memset(out, 0, sizeof(*out));
-    int rc = exchange(method, url, body, 0, &out->status, &b, out, err);
+    int rc = exchange(method, url, body, (int64_t)timeout_ms * 1000000, &out->status, &b, out,
+                      err);
     out->body = b.data ? b.data : calloc(1, 1);
     out->len = b.len;
     if (out->body == NULL)

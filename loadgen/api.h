@@ -28,6 +28,12 @@ typedef struct lg_answer_full {
  * The tests' harness uses it too. */
 int lg_api_call(const char *method, const char *url, const char *body, lg_answer_full *out,
                 lg_err *err);
+
+/* The same, with the whole exchange (connecting included) bounded by
+ * timeout_ms when it is above 0: for probes that must not wait on a replica
+ * that hangs. A time-out is LG_ERR_TRANSPORT. */
+int lg_api_call_within(const char *method, const char *url, const char *body, int timeout_ms,
+                       lg_answer_full *out, lg_err *err);
 void lg_answer_full_free(lg_answer_full *a);
 
 typedef struct lg_item_state {

@@ -39,6 +39,7 @@ static void drop(lg_conn *c)
     c->fd = -1;
     c->watching = 0;
     c->connecting = 0;
+    c->opening = 0;
     c->answered = 0;
 }
 
@@ -121,17 +122,49 @@ static int write_some(lg_conn *c)
     return wait_for(c, LG_EV_READ);
 }
 
+/* An open-only connection is made: nothing to send yet, nothing to watch. */
+static int opened(lg_conn *c)
+{
+    c->opening = 0;
+    return watch(c, 0) == 0 ? LG_CONN_DONE : failed(c, errno, "epoll_ctl");
+}
+
+/* The connection is made: on to the request, if there is one. */
+static int made(lg_conn *c)
+{
+    c->connecting = 0;
+    return c->opening ? opened(c) : write_some(c);
+}
+
+/* Binds fd to the source address, without a port yet (the kernel picks it
+ * at connect, per destination: many connections share one source). */
+static int bind_src(const lg_conn *c, int fd)
+{
+    if (c->src == NULL)
+        return 0;
+    int one = 1;
+    setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+    return bind(fd, c->src, c->srclen);
+}
+
 /* Opens a socket to the next of addr's addresses that takes one. */
 static int open_next(lg_conn *c)
 {
     int last = ECONNREFUSED;
     for (; c->ai < c->addr->n; c->ai++) {
         const struct sockaddr *sa = (const struct sockaddr *)&c->addr->sa[c->ai];
+        if (c->src && c->src->sa_family != sa->sa_family)
+            continue;
         int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0)
             return failed(c, errno, "socket");
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (bind_src(c, fd) != 0) {
+            int e = errno;
+            close(fd);
+            return failed(c, e, "bind");
+        }
         int rc = connect(fd, sa, c->addr->salen[c->ai]);
         if (rc == 0 || errno == EINPROGRESS) {
             c->fd = fd;
@@ -144,7 +177,7 @@ static int open_next(lg_conn *c)
     if (c->fd < 0)
         return failed(c, last, "connect");
     if (!c->connecting)
-        return write_some(c);
+        return made(c);
     return wait_for(c, LG_EV_READ | LG_EV_WRITE);
 }
 
@@ -155,6 +188,21 @@ static int start(lg_conn *c)
     lg_http_resp_reset(&c->resp);
     if (c->fd >= 0)
         return write_some(c);
+    c->ai = 0;
+    return open_next(c);
+}
+
+void lg_conn_bind(lg_conn *c, const struct sockaddr *src, socklen_t len)
+{
+    c->src = src;
+    c->srclen = src ? len : 0;
+}
+
+int lg_conn_open(lg_conn *c)
+{
+    lg_conn_close(c);
+    c->opening = 1;
+    c->why[0] = '\0';
     c->ai = 0;
     return open_next(c);
 }
@@ -180,11 +228,11 @@ static int connected(lg_conn *c)
     socklen_t len = sizeof(e);
     if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &e, &len) != 0)
         e = errno;
-    if (e == 0) {
-        c->connecting = 0;
-        return write_some(c);
-    }
+    if (e == 0)
+        return made(c);
+    int opening = c->opening;
     drop(c);
+    c->opening = opening;
     c->ai++;
     if (c->ai < c->addr->n)
         return open_next(c);
@@ -233,7 +281,7 @@ int lg_conn_event(lg_conn *c, unsigned events)
 {
     if (c->fd < 0)
         return LG_CONN_AGAIN;
-    if (!c->busy) {
+    if (!c->busy && !c->opening) {
         drop(c); /* idle: a close, a reset or unasked bytes; the next request reconnects */
         return LG_CONN_AGAIN;
     }

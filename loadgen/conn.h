@@ -29,9 +29,12 @@ typedef struct lg_conn {
     lg_evloop *loop;
     const lg_http_addr *addr; /* the caller's, alive as long as c */
     void *tag;                /* reported with this connection's events */
+    const struct sockaddr *src; /* bound before connect when set (lg_conn_bind), else NULL */
+    socklen_t srclen;
     int fd;                   /* -1 when closed */
     unsigned watching;        /* LG_EV_* asked of the loop for fd */
     int connecting;           /* a connect() is under way */
+    int opening;              /* lg_conn_open: connecting with no request to send */
     int ai;                   /* which of addr's addresses fd is for */
     int busy;                 /* a request is in flight */
     int resent;               /* the request in flight went out on a second connection */
@@ -48,6 +51,17 @@ typedef struct lg_conn {
  * lg_http_resp_init. Allocates nothing. */
 void lg_conn_init(lg_conn *c, lg_evloop *loop, const lg_http_addr *addr, void *tag,
                   size_t body_max, int keep_headers);
+
+/* Makes the connections of c leave from src (an IPv4 or IPv6 address with
+ * port 0, the caller's, alive as long as c), bound before connect; NULL
+ * forgets it. Only addresses of src's family are then tried. */
+void lg_conn_bind(lg_conn *c, const struct sockaddr *src, socklen_t len);
+
+/* Opens the connection ahead of any request (a flash sale connects every buyer
+ * first): LG_CONN_DONE when connected at once, LG_CONN_AGAIN while under way
+ * (lg_conn_event then says DONE once connected), or LG_CONN_ERROR with c->why.
+ * Once open, the socket is not watched until lg_conn_send. */
+int lg_conn_open(lg_conn *c);
 
 /* Sends a request: iov[0..iovcnt-1] (1 or 2 buffers, head and body), which the
  * caller keeps unchanged until the answer is DONE or ERROR. Opens a

@@ -51,7 +51,7 @@ static const char usage_tail[] =
 /* getopt's values of the flags without a letter. */
 enum { OPT_TARGET = 256, OPT_LIST, OPT_TIMEOUT, OPT_RETRY, OPT_STOCK, OPT_ITEMS, OPT_ITEM,
        OPT_QUANTITY, OPT_CART_LINES, OPT_WORK, OPT_JSON, OPT_HTML,
-       OPT_GET, OPT_SETTLE };
+       OPT_GET, OPT_SETTLE, OPT_BUYERS, OPT_PROCS };
 
 /* Every flag, in --help's order. Help lines are broken where --help breaks
  * them (26 columns in); the man page joins them. */
@@ -85,6 +85,17 @@ static const lg_flag flags[] = {
      "answer the read-back when none can be reached or each\n"
      "answers 503 with Retry-After (a database restarting); the\n"
      "report says how long it waited"},
+    {"buyers", OPT_BUYERS, LG_ARG_REQUIRED, "N", "Flash sale",
+     "a flash sale (--scenario flash: 1000): N buyers, each on a\n"
+     "keep-alive connection of its own from its own 127.x.y.z, all\n"
+     "connected first, then fired at once, one POST /reduceStock\n"
+     "of --quantity units each; --requests, --concurrency, --rate\n"
+     "and --duration do not apply. Every buyer must be answered.\n"
+     "The soft RLIMIT_NOFILE is raised to the hard one; more buyers\n"
+     "than one process can hold is an error naming --procs"},
+    {"procs", OPT_PROCS, LG_ARG_REQUIRED, "P", NULL,
+     "spread the buyers over P loadgen processes (default 1), which\n"
+     "connect, then fire at the same moment; one merged report"},
     {"stock", OPT_STOCK, LG_ARG_REQUIRED, "N", "Items",
      "stock of each item loadgen creates (default 1000)"},
     {"items", OPT_ITEMS, LG_ARG_REQUIRED, "K", NULL,
@@ -102,8 +113,8 @@ static const lg_flag flags[] = {
     {"work-ms", OPT_WORK, LG_ARG_REQUIRED, "MS", NULL,
      "workMs to send (stockd honours it with --allow-work-ms)"},
     {"scenario", 's', LG_ARG_REQUIRED, "NAME", "Scenarios",
-     "hot, spread, renew, interrupt, compare, cart; other flags\n"
-     "override its values"},
+     "hot, spread, renew, interrupt, compare, cart, flash; other\n"
+     "flags override its values"},
     {"list", OPT_LIST, LG_ARG_NONE, "", NULL,
      "list the scenarios and the stockd flags each one needs"},
     {"json", OPT_JSON, LG_ARG_REQUIRED, "FILE", "Output",
@@ -208,6 +219,7 @@ void lg_opts_defaults(lg_opts *o)
     o->qmin = o->qmax = 1;
     o->timeout_ms = 30000;
     o->settle_s = 30;
+    o->procs = 1;
 }
 
 /* Strict integer: all of value, within [min, max]. */
@@ -365,6 +377,10 @@ static int apply_load_flag(lg_opts *o, int c, const char *arg, seen_flags *seen,
         return arg ? parse_int("--retry", arg, 0, 100, &o->retries, err) : LG_OK;
     case OPT_SETTLE:
         return parse_int("--settle-s", arg, 0, 3600, &o->settle_s, err);
+    case OPT_BUYERS:
+        return parse_int("--buyers", arg, 1, LG_BUYERS_MAX, &o->buyers, err);
+    case OPT_PROCS:
+        return parse_int("--procs", arg, 1, LG_PROCS_MAX, &o->procs, err);
     }
     return 1; /* not a load flag */
 }
@@ -426,6 +442,7 @@ static void apply_scenario(const lg_scenario *s, lg_opts *o)
     o->qmin = l->qmin, o->qmax = l->qmax;
     o->work_ms = l->work_ms;
     o->lmin = l->lmin, o->lmax = l->lmax;
+    o->buyers = l->buyers;
 }
 
 /* First pass: only --scenario, --help and --list, so the scenario's values can
@@ -501,6 +518,23 @@ static int validate_targets(const lg_opts *o, int compare, lg_err *err)
     return LG_OK;
 }
 
+/* A flash sale sends one request per buyer: the load's own shape gives way. */
+static int validate_flash(lg_opts *o, lg_err *err)
+{
+    if (o->buyers == 0)
+        return o->procs > 1 ? lg_errf(err, LG_ERR_USAGE, "--procs spreads a flash sale: it "
+                                      "needs --buyers or --scenario flash") : LG_OK;
+    if (o->get_path[0] || o->lmax || strcmp(o->scenario, "compare") == 0)
+        return lg_errf(err, LG_ERR_USAGE, "--buyers (a flash sale) sends POST /reduceStock: "
+                       "drop --get, --cart-lines or --scenario compare");
+    if (o->procs > o->buyers)
+        return lg_errf(err, LG_ERR_USAGE, "--procs %d is more than --buyers %d", o->procs,
+                       o->buyers);
+    o->requests = o->buyers;
+    o->duration_s = 0;
+    return LG_OK;
+}
+
 static int validate(lg_opts *o, lg_err *err)
 {
     int compare = strcmp(o->scenario, "compare") == 0;
@@ -522,6 +556,8 @@ static int validate(lg_opts *o, lg_err *err)
         return lg_errf(err, LG_ERR_USAGE,
                        "--cart-lines: a cart of %d lines needs %d distinct items, the run has %d "
                        "(raise --items)", o->lmax, o->lmax, nitems);
+    if ((rc = validate_flash(o, err)) != LG_OK)
+        return rc;
     if (o->threads > o->concurrency)
         o->threads = o->concurrency; /* a thread without a connection would idle */
     return LG_OK;

@@ -13,6 +13,8 @@
 #define LG_LABEL_MAX 32
 #define LG_PATH_MAX 256
 #define LG_ITEMS_MAX 100000 /* --items */
+#define LG_BUYERS_MAX 1000000 /* --buyers */
+#define LG_PROCS_MAX 256      /* --procs */
 
 typedef struct lg_target {
     char label[LG_LABEL_MAX]; /* "" or the LABEL in --target LABEL=URL (compare groups) */
@@ -43,6 +45,8 @@ typedef struct lg_opts {
     char json_path[LG_PATH_MAX]; /* --json FILE, "" when not asked */
     char html_path[LG_PATH_MAX]; /* --html FILE, "" when not asked */
     char get_path[LG_PATH_MAX];  /* --get PATH: raw mode, "" for /reduceStock */
+    int buyers;          /* a flash sale of this many buyers (flash.h); 0 = none */
+    int procs;           /* loadgen processes the buyers are spread over */
 } lg_opts;
 
 /* Sets every field to its default (see --help). */

@@ -41,8 +41,12 @@ static void header(FILE *f, const lg_opts *o, const lg_run *r)
                                     : o->lmax     ? "POST /orders"
                                                   : "POST /reduceStock",
                 o->scenario);
-    fprintf(f, ", %d target%s, %d connections, %d threads, ", r->ntargets,
-            r->ntargets == 1 ? "" : "s", o->concurrency, o->threads);
+    if (o->buyers)
+        fprintf(f, ", %d target%s, %d buyers over %d process%s, ", r->ntargets,
+                r->ntargets == 1 ? "" : "s", o->buyers, o->procs, o->procs == 1 ? "" : "es");
+    else
+        fprintf(f, ", %d target%s, %d connections, %d threads, ", r->ntargets,
+                r->ntargets == 1 ? "" : "s", o->concurrency, o->threads);
     if (o->rate > 0)
         fprintf(f, "open loop at %.0f req/s, ", o->rate);
     if (o->requests)
@@ -181,12 +185,62 @@ static void verdict(FILE *f, const lg_run *r)
             fprintf(f, "  %s\n", r->findings[i].text);
 }
 
+/* "n/a" for a series a replica did not export (or could not be read). */
+static void peak_value(char *buf, size_t size, long long v, double scale, const char *fmt)
+{
+    if (v < 0)
+        snprintf(buf, size, "n/a");
+    else
+        snprintf(buf, size, fmt, (double)v / scale);
+}
+
+/* What a flash sale adds: the fate of every buyer, the status mix, the
+ * latency from the fire, /health meanwhile, each replica at its peak. */
+static void sale(FILE *f, const lg_run *r)
+{
+    const lg_sale *s = r->sale;
+    const uint64_t *fa = s->fates;
+    fprintf(f, "\nflash sale: %d buyers over %d process%s; soft RLIMIT_NOFILE %lld -> %lld%s\n",
+            s->buyers, s->procs, s->procs == 1 ? "" : "es", s->nofile_was, s->nofile,
+            s->nofile != s->nofile_was ? " (raised to the hard limit)" : "");
+    fprintf(f, "buyers: %llu answered, %llu unanswered (%llu connect failures, %llu closed "
+            "without an answer, %llu timed out, %llu never fired)\n",
+            (unsigned long long)fa[LG_BUYER_ANSWERED], (unsigned long long)lg_sale_unanswered(s),
+            (unsigned long long)fa[LG_BUYER_CONNECT_FAILED],
+            (unsigned long long)fa[LG_BUYER_UNANSWERED],
+            (unsigned long long)fa[LG_BUYER_TIMED_OUT], (unsigned long long)fa[LG_BUYER_NOT_FIRED]);
+    if (s->error[0])
+        fprintf(f, "  %s\n", s->error);
+    fprintf(f, "status:");
+    for (int st = 0; st < LG_SALE_STATUS_MAX; st++)
+        if (s->status[st])
+            fprintf(f, " %d x%llu", st, (unsigned long long)s->status[st]);
+    fprintf(f, "\nfrom the fire (ms): p50 %.3f  p99 %.3f  max %.3f\n",
+            ms(hist_percentile(s->fire, 50)), ms(hist_percentile(s->fire, 99)),
+            ms(hist_max(s->fire)));
+    fprintf(f, "/health meanwhile (ms): %llu answered, p50 %.3f  p99 %.3f  max %.3f, %llu "
+            "failed\n", (unsigned long long)hist_count(s->health),
+            ms(hist_percentile(s->health, 50)), ms(hist_percentile(s->health, 99)),
+            ms(hist_max(s->health)), (unsigned long long)s->health_failed);
+    for (int t = 0; t < s->ntargets; t++) {
+        const lg_sale_peak *p = &s->peaks[t];
+        char th[24], rss[24], fds[24];
+        peak_value(th, sizeof(th), p->threads, 1, "%.0f");
+        peak_value(rss, sizeof(rss), p->rss_bytes, 1048576.0, "%.1f MiB");
+        peak_value(fds, sizeof(fds), p->open_fds, 1, "%.0f");
+        fprintf(f, "peak of %s: threads %s, RSS %s, open fds %s (%d reads of /metrics, %d "
+                "failed)\n", r->targets[t].url, th, rss, fds, p->scrapes, p->failed);
+    }
+}
+
 void lg_report_text(FILE *f, const lg_opts *o, const lg_run *r)
 {
     header(f, o, r);
     outcomes(f, &r->load);
     latencies(f, &r->load);
     per_target(f, r);
+    if (r->sale)
+        sale(f, r);
     if (r->verdict != LG_NO_VERDICT) {
         items(f, r);
         if (r->carts)
@@ -450,6 +504,40 @@ static json_t *verdict_json(const lg_run *r, json_t *j)
     return j;
 }
 
+static json_t *peak_json(long long v)
+{
+    return v < 0 ? json_null() : json_integer(v);
+}
+
+/* The flash sale's part of the JSON report: the same as its text. */
+static json_t *sale_json(const lg_run *r)
+{
+    const lg_sale *s = r->sale;
+    json_t *status = json_object(), *peaks = json_array();
+    for (int st = 0; st < LG_SALE_STATUS_MAX; st++)
+        if (s->status[st]) {
+            char key[16];
+            snprintf(key, sizeof(key), "%d", st);
+            json_object_set_new(status, key, json_integer((json_int_t)s->status[st]));
+        }
+    for (int t = 0; t < s->ntargets; t++)
+        json_array_append_new(peaks, json_pack("{s:s, s:o, s:o, s:o}", "url", r->targets[t].url,
+                                               "threads", peak_json(s->peaks[t].threads),
+                                               "rssBytes", peak_json(s->peaks[t].rss_bytes),
+                                               "openFds", peak_json(s->peaks[t].open_fds)));
+    const uint64_t *fa = s->fates;
+    return json_pack("{s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:I, s:o}",
+                     "buyers", s->buyers, "procs", s->procs,
+                     "nofileWas", (json_int_t)s->nofile_was, "nofile", (json_int_t)s->nofile,
+                     "answered", (json_int_t)fa[LG_BUYER_ANSWERED],
+                     "connectFailed", (json_int_t)fa[LG_BUYER_CONNECT_FAILED],
+                     "closedUnanswered", (json_int_t)fa[LG_BUYER_UNANSWERED],
+                     "timedOut", (json_int_t)fa[LG_BUYER_TIMED_OUT],
+                     "notFired", (json_int_t)fa[LG_BUYER_NOT_FIRED], "status", status,
+                     "fireLatency", latency_json(s->fire), "health", latency_json(s->health),
+                     "healthFailed", (json_int_t)s->health_failed, "peaks", peaks);
+}
+
 json_t *lg_report_json(const lg_opts *o, const lg_run *r)
 {
     json_t *j = tally_json(&r->load.total, r->load.elapsed_s);
@@ -473,6 +561,8 @@ json_t *lg_report_json(const lg_opts *o, const lg_run *r)
     json_object_set_new(j, "examples", examples_json(&r->load));
     if (r->nitems > 0)
         json_object_set_new(j, "stock", stock_json(&r->stock));
+    if (r->sale)
+        json_object_set_new(j, "flash", sale_json(r));
     if (r->verdict == LG_NO_VERDICT)
         json_object_set_new(j, "verdict", json_null());
     else

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "loadgen/evloop.h"
+#include "loadgen/flash.h"
 
 #define TICK_MS 250
 #define SETTLE_LATER_MS 1000      /* stockd's Retry-After */
@@ -157,6 +158,24 @@ static int drive(const lg_load_cfg *c, int sample, lg_tick_fn tick, void *arg, l
     return sampling != LG_OK ? sampling : rc;
 }
 
+/* A flash sale instead of the load: the buyers' records become the load's. */
+static int flash(const lg_opts *o, const lg_load_cfg *c, lg_run *r, lg_err *err)
+{
+    lg_flash_cfg fc = {.targets = r->targets, .ntargets = r->ntargets, .buyers = o->buyers,
+                       .procs = o->procs, .run_id = c->run_id, .shape = &c->shape,
+                       .timeout_ms = o->timeout_ms};
+    return lg_flash_run(&fc, r->sale, &r->load, err);
+}
+
+/* A sale's descriptors are checked before anything is created for it. */
+static int flash_limits(const lg_opts *o, lg_run *r, lg_err *err)
+{
+    r->sale = calloc(1, sizeof(*r->sale));
+    if (r->sale == NULL || lg_sale_init(r->sale, r->ntargets) != LG_OK)
+        return lg_errf(err, LG_ERR_NOMEM, "out of memory");
+    return lg_flash_limits(o->buyers, o->procs, r->sale, err);
+}
+
 static lg_rec *find_rec(void *arg, const char *request_id, lg_line **lines)
 {
     return lg_result_find(arg, request_id, lines);
@@ -230,7 +249,7 @@ static void expectations(const lg_opts *o, lg_run *r)
     memcpy(in.counts, r->load.total.counts, sizeof(in.counts));
     in.ok_min_us = hist_count(r->load.total.ok) ? hist_min(r->load.total.ok) : 0;
     in.work_ms = o->work_ms;
-    r->nexpect = lg_scenario_expect(o->scenario, &in, r->expect);
+    r->nexpect = lg_scenario_expect(o->buyers ? "flash" : o->scenario, &in, r->expect);
 }
 
 /* Judges every item, then (for carts) the orders, into r->findings. */
@@ -293,7 +312,9 @@ int lg_run_exec(const lg_opts *o, const lg_target *targets, int ntargets, const 
     char run_id[16];
     make_run_id(run_id, sizeof(run_id));
     int raw = o->get_path[0] != '\0';
-    int rc = raw ? probe_targets(o, out, err) : setup_items(o, out, run_id, err);
+    int rc = o->buyers ? flash_limits(o, out, err) : LG_OK;
+    if (rc == LG_OK)
+        rc = raw ? probe_targets(o, out, err) : setup_items(o, out, run_id, err);
     if (rc == LG_OK && !raw)
         rc = check_shared(out, err);
     long long *ids = calloc((size_t)(out->nitems ? out->nitems : 1), sizeof(*ids));
@@ -307,7 +328,9 @@ int lg_run_exec(const lg_opts *o, const lg_target *targets, int ntargets, const 
     }
     lg_load_cfg cfg;
     load_cfg(o, out, ids, run_id, &cfg);
-    if (rc == LG_OK)
+    if (rc == LG_OK && o->buyers)
+        rc = flash(o, &cfg, out, err);
+    else if (rc == LG_OK)
         rc = drive(&cfg, o->json_path[0] || o->html_path[0], tick, arg, out, err);
     free(ids);
     if (rc == LG_OK && !raw)
@@ -322,6 +345,10 @@ void lg_run_free(lg_run *r)
     lg_result_free(&r->load);
     free(r->items);
     free(r->findings);
+    if (r->sale)
+        lg_sale_free(r->sale);
+    free(r->sale);
     r->items = NULL;
     r->findings = NULL;
+    r->sale = NULL;
 }

@@ -10,6 +10,7 @@
 #include "loadgen/load.h"
 #include "loadgen/opts.h"
 #include "loadgen/result.h"
+#include "loadgen/sale.h"
 #include "loadgen/sample.h"
 #include "loadgen/scenario.h"
 #include "loadgen/verdict.h"
@@ -36,6 +37,7 @@ typedef struct lg_run {
     double read_waited_s;      /* how long the read-back waited for an answer */
     char read_waited_for[LG_ERR_MSG_MAX]; /* the first answer (or failure) it waited on */
     int64_t settle_until_ns;   /* when the read-back stops waiting; 0 until it first must */
+    lg_sale *sale;             /* a flash sale's own counts (--buyers), else NULL */
 } lg_run;
 
 /* Called about four times a second while the load runs (from the calling

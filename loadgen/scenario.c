@@ -9,33 +9,42 @@
 static const lg_scenario scenarios[] = {
     {"hot", "flash sale: 64 connections, 1000 requests for one item with stock 100",
      "", "the stock runs out: some requests get insufficient_stock",
-     {64, 1000, 1, 100, 1, 1, 0, 0, 0}},
+     {64, 1000, 1, 100, 1, 1, 0, 0, 0, 0}},
     {"spread", "5000 requests of 1-3 units over 50 items of stock 1000 (little contention)",
-     "", "", {64, 5000, 50, 1000, 1, 3, 0, 0, 0}},
+     "", "", {64, 5000, 50, 1000, 1, 3, 0, 0, 0, 0}},
     {"renew", "workMs 1500 longer than the lease: the watchdog must renew (16 requests, 8 items)",
      "--allow-work-ms --lease-ms 500 --redis-timeout-ms 80 (any lease below workMs; lease x "
      "max-renewals above it; Redis timeout at most lease/6)",
      "200s, no lock_lost / lock_interrupted, and 200s no faster than workMs",
-     {8, 16, 8, 100, 1, 1, 1500, 0, 0}},
+     {8, 16, 8, 100, 1, 1, 1500, 0, 0, 0}},
     {"interrupt",
      "workMs 3000 beyond lease x max renewals: holders are interrupted (16 requests, 8 items)",
      "--allow-work-ms --lease-ms 300 --redis-timeout-ms 50 --max-renewals 2",
      "lock_interrupted answers, none of which deducted (checked in the ledger)",
-     {8, 16, 8, 100, 1, 1, 3000, 0, 0}},
+     {8, 16, 8, 100, 1, 1, 3000, 0, 0, 0}},
     /* a little work widens the read-to-write window so `none` shows its race */
     {"compare",
      "hot (600 requests, workMs 2) against servers in lock modes redis, none, atomic, "
      "side by side",
      "--allow-work-ms on each; pass --target redis=URL --target none=URL --target atomic=URL",
      "redis and atomic PASS; none is expected to FAIL (no lock: the race shows)",
-     {64, 600, 1, 100, 1, 1, 2, 0, 0}},
+     {64, 600, 1, 100, 1, 1, 2, 0, 0, 0}},
     /* carts over few hot items: every order takes several locks at once */
     {"cart",
      "1000 carts (POST /orders) of 1-5 lines of 1-3 units over 8 items of stock 200, "
      "64 connections",
      "", "the stock runs out (some carts get insufficient_stock) and some carts succeed; "
      "per order: all lines in the ledger or none, as answered",
-     {64, 1000, 8, 200, 1, 3, 0, 1, 5}},
+     {64, 1000, 8, 200, 1, 3, 0, 1, 5, 0}},
+    /* the sale: every buyer at once, half of them too late */
+    {"flash",
+     "flash sale: 1000 buyers (--buyers), each on its own connection from its own "
+     "127.x.y.z, connected first, then fired at once at one item of stock 500",
+     "--max-connections above the buyers a replica gets (a descriptor limit to match); "
+     "--max-connections-per-ip 0 or above 1",
+     "every buyer answered (no connect failure, none closed or timed out without an "
+     "answer); the stock runs out",
+     {64, 1000, 1, 500, 1, 1, 0, 0, 0, 1000}},
 };
 
 #define NSCENARIOS ((int)(sizeof(scenarios) / sizeof(scenarios[0])))
@@ -71,6 +80,21 @@ static int expect_cart(const lg_expect_in *in, char out[LG_EXPECT_MAX][LG_EXPECT
     if (in->counts[LG_OUT_OK] == 0)
         snprintf(out[n++], LG_EXPECT_TEXT,
                  "cart: no cart succeeded: raise --stock or lower --cart-lines / --quantity");
+    return n;
+}
+
+/* A sale that dropped a buyer without an answer failed that buyer, whatever
+ * the ledger says. */
+static int expect_flash(const lg_expect_in *in, char out[LG_EXPECT_MAX][LG_EXPECT_TEXT], int n)
+{
+    if (in->counts[LG_OUT_INSUFFICIENT] == 0 && in->counts[LG_OUT_TRANSPORT] == 0)
+        snprintf(out[n++], LG_EXPECT_TEXT, "flash: the stock never ran out (no "
+                 "insufficient_stock answer): raise --buyers or lower --stock");
+    if (in->counts[LG_OUT_TRANSPORT])
+        snprintf(out[n++], LG_EXPECT_TEXT,
+                 "flash: %llu buyers got no answer (connect failures, connections closed or "
+                 "timed out without an answer): every buyer must be answered",
+                 (unsigned long long)in->counts[LG_OUT_TRANSPORT]);
     return n;
 }
 
@@ -113,6 +137,8 @@ int lg_scenario_expect(const char *name, const lg_expect_in *in,
         return expect_sellout("hot", in, out, 0); /* compare runs hot per mode */
     if (strcmp(name, "cart") == 0)
         return expect_cart(in, out, 0);
+    if (strcmp(name, "flash") == 0)
+        return expect_flash(in, out, 0);
     if (strcmp(name, "renew") == 0)
         return expect_renew(in, out, 0);
     if (strcmp(name, "interrupt") == 0)

@@ -1,5 +1,5 @@
 /* scenario.h - the named contention scenarios (hot, spread, renew, interrupt,
- * compare, cart): their default parameters, the stockd flags they need, and what
+ * compare, cart, flash): their default parameters, the stockd flags they need, and what
  * each expects to see beyond the invariants (an interrupt run that saw no
  * lock_interrupted answer proved nothing, so it must not PASS). */
 #ifndef LG_SCENARIO_H
@@ -18,6 +18,7 @@ typedef struct lg_scenario_load {
     int qmin, qmax; /* quantity per request (per line of a cart) */
     int work_ms;
     int lmin, lmax; /* lines per cart; 0 = POST /reduceStock */
+    int buyers;     /* a flash sale's buyers (--buyers); 0 = no flash sale */
 } lg_scenario_load;
 
 typedef struct lg_scenario {

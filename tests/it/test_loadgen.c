@@ -24,6 +24,7 @@ static th_stockd spinning[3];    /* as locked, but polling (--wait-mode spin, no
 static th_stockd brief_spin[2];  /* as brief, polling */
 static th_stockd unlocked[2]; /* --lock none: the race */
 static th_stockd atomic_srv;
+static th_stockd tight; /* --max-connections 40: a flash sale's buyers beyond are cut off */
 static char dir[64], db[128], loadgen[256];
 
 #define RUN_TIMEOUT_MS 60000 /* hang detection only */
@@ -56,7 +57,8 @@ static int group_setup(void **state)
     const char *brief_spin_flags[] = {"--allow-work-ms", "--lease-ms", "500",
                                       "--redis-timeout-ms", "80", "--max-renewals", "2",
                                       "--wait-mode", "spin", NULL};
-    if (start_all(locked, 3, locked_flags) || start_all(brief, 2, brief_flags) ||
+    const char *tight_flags[] = {"--max-connections", "40", NULL};
+    if (start_all(&tight, 1, tight_flags) || start_all(locked, 3, locked_flags) || start_all(brief, 2, brief_flags) ||
         start_all(unlocked, 2, none_flags) || start_all(&atomic_srv, 1, atomic_flags) ||
         start_all(spinning, 3, spin_flags) || start_all(brief_spin, 2, brief_spin_flags))
         return -1;
@@ -72,7 +74,7 @@ static int group_teardown(void **state)
     for (int i = 0; i < 2; i++)
         rc |= th_stockd_stop_clean(&brief[i]) | th_stockd_stop_clean(&unlocked[i]) |
               th_stockd_stop_clean(&brief_spin[i]);
-    rc |= th_stockd_stop_clean(&atomic_srv);
+    rc |= th_stockd_stop_clean(&atomic_srv) | th_stockd_stop_clean(&tight);
     th_redis_stop(&redis, 0);
     curl_global_cleanup();
     return rc;
@@ -430,6 +432,62 @@ static void test_set_up_errors_exit_2_with_a_message(void **state)
     outcome_free(&o);
 }
 
+/* The flash sale's own part of the report. */
+static long long flash(json_t *report, const char *key)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "flash.%s", key);
+    return jint(report, path);
+}
+
+static void test_flash_sale_answers_every_buyer_and_sells_exactly_the_stock(void **state)
+{
+    (void)state;
+    char t[512];
+    outcome o = run_loadgen(0, (const char *[]){"-s", "flash", "--buyers", "300", "--procs",
+                                                "2", "--stock", "100", "--target",
+                                                urls(locked, 3, t, sizeof(t)), NULL});
+    assert_int_equal(o.status, 0);
+    assert_non_null(strstr(o.text, "VERDICT: PASS"));
+    assert_non_null(strstr(o.text, "300 buyers over 2 processes"));
+    assert_int_equal(flash(o.json, "answered"), 300);
+    assert_int_equal(flash(o.json, "connectFailed") + flash(o.json, "closedUnanswered") +
+                         flash(o.json, "timedOut") + flash(o.json, "notFired"), 0);
+    long long ok = jint(o.json, "outcomes.ok");
+    long long refused = jint(o.json, "outcomes.insufficient_stock");
+    assert_int_equal(ok + refused + busy_answers(o.json), 300);
+    assert_true(refused > 0);
+    assert_int_equal(jint(first_item(o.json), "soldAfter"), ok);
+    assert_int_equal(jint(first_item(o.json), "stockAfter"), 100 - ok);
+    json_t *status = json_object_get(json_object_get(o.json, "flash"), "status");
+    assert_int_equal(json_integer_value(json_object_get(status, "200")), ok);
+    assert_int_equal(json_integer_value(json_object_get(status, "409")), refused);
+    json_t *peaks = json_object_get(json_object_get(o.json, "flash"), "peaks");
+    assert_int_equal(json_array_size(peaks), 3);
+    for (size_t i = 0; i < 3; i++) /* read from each replica's /metrics during the sale */
+        assert_true(jint(json_array_get(peaks, i), "rssBytes") > 0);
+    assert_true(jint(o.json, "flash.health.count") > 0);
+    outcome_free(&o);
+}
+
+static void test_flash_sale_counts_buyers_cut_off_without_an_answer(void **state)
+{
+    (void)state;
+    outcome o = run_loadgen(1, (const char *[]){"-s", "flash", "--buyers", "120", "--stock",
+                                                "1000", "--timeout-ms", "20000", "--target",
+                                                tight.url, NULL});
+    assert_int_equal(o.status, 1);
+    long long cut = flash(o.json, "connectFailed") + flash(o.json, "closedUnanswered") +
+                    flash(o.json, "timedOut");
+    assert_true(cut > 0); /* 40 connections at most: the rest were closed unanswered */
+    assert_int_equal(flash(o.json, "answered") + cut, 120);
+    assert_int_equal(jint(o.json, "outcomes.transport_error"), cut); /* never ok */
+    assert_non_null(strstr(o.text, "every buyer must be answered"));
+    assert_null(strstr(o.text, "oversold"));
+    assert_int_equal(jint(first_item(o.json), "soldAfter"), jint(o.json, "outcomes.ok"));
+    outcome_free(&o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -451,6 +509,8 @@ int main(void)
         cmocka_unit_test(test_compare_puts_the_modes_side_by_side_and_names_none_failing),
         cmocka_unit_test(test_raw_mode_measures_a_path_without_a_verdict),
         cmocka_unit_test(test_set_up_errors_exit_2_with_a_message),
+        cmocka_unit_test(test_flash_sale_answers_every_buyer_and_sells_exactly_the_stock),
+        cmocka_unit_test(test_flash_sale_counts_buyers_cut_off_without_an_answer),
     };
     return cmocka_run_group_tests_name("loadgen", tests, group_setup, group_teardown);
 }

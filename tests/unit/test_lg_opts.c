@@ -275,14 +275,14 @@ static void test_help_and_list_need_no_target_but_check_every_flag(void **state)
 static void test_every_scenario_is_listed_and_found(void **state)
 {
     (void)state;
-    const char *names[] = {"hot", "spread", "renew", "interrupt", "compare", "cart"};
+    const char *names[] = {"hot", "spread", "renew", "interrupt", "compare", "cart", "flash"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         const lg_scenario *s = lg_scenario_find(names[i]);
         assert_non_null(s);
         assert_ptr_equal(lg_scenario_at((int)i), s);
         assert_true(strlen(s->summary) > 10);
     }
-    assert_null(lg_scenario_at(6));
+    assert_null(lg_scenario_at(7));
     assert_null(lg_scenario_find("warm"));
 }
 
@@ -316,6 +316,60 @@ static void test_scenario_expectations(void **state)
     in.counts[LG_OUT_INSUFFICIENT] = 0;
     assert_int_equal(lg_scenario_expect("cart", &in, out), 2);
     assert_non_null(strstr(out[0], "cart: the stock never ran out"));
+    memset(&in, 0, sizeof(in));
+    in.counts[LG_OUT_OK] = 5;
+    in.counts[LG_OUT_INSUFFICIENT] = 5;
+    assert_int_equal(lg_scenario_expect("flash", &in, out), 0);
+    in.counts[LG_OUT_TRANSPORT] = 1; /* one buyer left without an answer fails the sale */
+    assert_int_equal(lg_scenario_expect("flash", &in, out), 1);
+    assert_non_null(strstr(out[0], "every buyer must be answered"));
+    in.counts[LG_OUT_INSUFFICIENT] = 0;
+    in.counts[LG_OUT_TRANSPORT] = 0;
+    assert_int_equal(lg_scenario_expect("flash", &in, out), 1);
+    assert_non_null(strstr(out[0], "--buyers"));
+}
+
+static void test_flash_scenario_has_buyers_that_flags_override(void **state)
+{
+    (void)state;
+    lg_opts o;
+    lg_err err;
+    assert_int_equal(PARSE(&o, &err, T1), LG_OK);
+    assert_int_equal(o.buyers, 0); /* no sale unless asked */
+    assert_int_equal(o.procs, 1);
+    assert_int_equal(PARSE(&o, &err, "-s", "flash", T1), LG_OK);
+    assert_int_equal(o.buyers, 1000);
+    assert_int_equal(o.stock, 500);
+    assert_int_equal(o.items, 1);
+    assert_int_equal(o.requests, 1000); /* one request a buyer */
+    assert_int_equal(PARSE(&o, &err, "-s", "flash", "--buyers", "18000", "--procs", "3",
+                           "--stock", "900", T1), LG_OK);
+    assert_int_equal(o.buyers, 18000);
+    assert_int_equal(o.procs, 3);
+    assert_int_equal(o.requests, 18000);
+    assert_int_equal(o.stock, 900);
+    assert_int_equal(PARSE(&o, &err, "--buyers", "50", "-d", "5s", T1), LG_OK);
+    assert_int_equal(o.requests, 50); /* a sale ends when every buyer did */
+    assert_true(o.duration_s == 0);
+    assert_true(usage_mentions("--buyers N"));
+    assert_true(usage_mentions("--procs P"));
+}
+
+static void test_flash_flags_are_checked(void **state)
+{
+    (void)state;
+    lg_opts o;
+    lg_err err;
+    assert_int_equal(PARSE(&o, &err, "--buyers", "0", T1), LG_ERR_USAGE);
+    assert_says(&err, "--buyers", "0", "--buyers");
+    assert_int_equal(PARSE(&o, &err, "--buyers", "10", "--procs", "0", T1), LG_ERR_USAGE);
+    assert_says(&err, "--procs", "0", "--procs");
+    assert_int_equal(PARSE(&o, &err, "--procs", "2", T1), LG_ERR_USAGE);
+    assert_says(&err, "--procs", "2", "--buyers");
+    assert_int_equal(PARSE(&o, &err, "--buyers", "2", "--procs", "3", T1), LG_ERR_USAGE);
+    assert_says(&err, "--procs", "3", "more than --buyers");
+    assert_int_equal(PARSE(&o, &err, "--buyers", "10", "--get", "/health", T1), LG_ERR_USAGE);
+    assert_int_equal(PARSE(&o, &err, "--buyers", "10", "--cart-lines", "1", T1), LG_ERR_USAGE);
 }
 
 int main(void)
@@ -335,6 +389,8 @@ int main(void)
         cmocka_unit_test(test_help_and_list_need_no_target_but_check_every_flag),
         cmocka_unit_test(test_every_scenario_is_listed_and_found),
         cmocka_unit_test(test_scenario_expectations),
+        cmocka_unit_test(test_flash_scenario_has_buyers_that_flags_override),
+        cmocka_unit_test(test_flash_flags_are_checked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
