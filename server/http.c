@@ -188,7 +188,7 @@ static int refuse(http_server *s, struct req_state *rq, const char *method, cons
     rq->close = 1;
     if (atomic_load(&s->draining)) {
         http_reply_error(r, 503, "shutting_down", "server is shutting down; retry elsewhere");
-    } else if (c && c->over) {
+    } else if (c && c->over && !route_is_control(rt->id)) { /* a full replica is healthy */
         http_reply_error(r, 503, "too_many_connections", "over the %d connections this server "
                          "takes; retry soon", s->cfg.max_connections);
         r->retry_after = 1;
