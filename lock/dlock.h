@@ -253,7 +253,8 @@ int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const d
  * dlock_acquire's (DLOCK_ERR_TIMEOUT, DLOCK_ERR_REDIS, DLOCK_ERR_AUTH,
  * DLOCK_ERR_NOMEM) or DLOCK_ERR_CLOSED, and h NULL. Runs once, on a
  * libdlock thread, never inside the call that asked. It must not block or
- * call back into libdlock for long (releasing h is fine): the client has
+ * call back into libdlock for long (releasing h, or asking again, is fine;
+ * dlock_client_free is not: it waits for the callbacks): the client has
  * DLOCK_ASYNC_THREADS such threads for all its waiters, so hand slow work
  * to a thread of your own. */
 typedef void dlock_acquired_fn(int rc, dlock_handle *h, void *arg);
