@@ -15,9 +15,10 @@
  * that renews every lease held through it, a pub/sub connection, and
  * DLOCK_ASYNC_THREADS threads for asynchronous acquires. Every function may
  * be called from any number of threads at once on one client. A handle
- * belongs to the thread that acquired it (an asynchronous acquire's, to
- * no thread); only dlock_release ends its life. Functions return DLOCK_OK (0) or a negative DLOCK_ERR_* code;
- * dlock_errstr() gives the calling thread's last failure in words.
+ * belongs to the thread that acquired it (an asynchronous acquire's, to no
+ * thread); only dlock_release ends its life. Functions return DLOCK_OK (0)
+ * or a negative DLOCK_ERR_* code; dlock_errstr() gives the calling thread's
+ * last failure in words.
  *
  * How it behaves, what it sends to Redis and why it is safe (fencing,
  * reentrancy, semaphores, read-write locks, Redlock over several servers):
