@@ -257,9 +257,8 @@ int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const d
  * call back into libdlock for long (releasing h, or asking again, is fine;
  * dlock_client_free is not: it waits for the callbacks): the client has
  * DLOCK_ASYNC_THREADS such threads for all its waiters, so hand slow work
- * to a thread of your own. */
-/* (in parentheses: a type, which the checks of exports and man pages must not take for
- * a function) */
+ * to a thread of your own. (In parentheses: a type, which the checks of what
+ * libdlock.so exports must not take for a function.) */
 typedef void(dlock_acquired_fn)(int rc, dlock_handle *h, void *arg);
 
 /* Asks for key like dlock_acquire and returns at once: DLOCK_OK when asked
