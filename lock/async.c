@@ -127,8 +127,9 @@ static void run(dlock_async *a, struct dlock_task *t)
         }
         return;
     }
+    int closing = a->closing;
     pthread_mutex_unlock(a->mu);
-    t->done(t);
+    t->done(t, closing);
     pthread_mutex_lock(a->mu);
     if (--a->tasks == 0)
         pthread_cond_broadcast(&a->idle);

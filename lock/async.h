@@ -20,8 +20,8 @@ struct dlock_task {
      * ms) for the next step at the latest, or DLOCK_TASK_DONE. */
     int (*step)(struct dlock_task *t, int closing, int64_t *until);
     /* Called once, without mu, after the step that returned DONE: the task's
-     * end (it may free t). */
-    void (*done)(struct dlock_task *t);
+     * end (it may free t). closing: the client is being freed by now. */
+    void (*done)(struct dlock_task *t, int closing);
     /* the runner's, under mu */
     dlock_async *owner;
     struct dlock_task *next_ready;

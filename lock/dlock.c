@@ -438,12 +438,16 @@ static int ask_step(struct dlock_task *t, int closing, int64_t *until)
 }
 
 /* The task's end (without mu): hands the holder over, or gives back what a
- * failed multi-lock took, and tells the caller. */
-static void ask_done(struct dlock_task *t)
+ * failed multi-lock took, and tells the caller. A key that came while the
+ * client is being freed goes back too: nothing may hold through a freed
+ * client. */
+static void ask_done(struct dlock_task *t, int closing)
 {
     struct ask *a = (struct ask *)t;
     dlock_handle *h = a->set ? a->set : a->h;
     int local;
+    if (closing && a->rc == DLOCK_OK)
+        a->rc = DLOCK_ERR_CLOSED;
     if (a->rc == DLOCK_OK && a->set)
         set_formed(a->set);
     else if (a->rc != DLOCK_OK && h) {

@@ -15,9 +15,10 @@
  * that renews every lease held through it, a pub/sub connection, and
  * DLOCK_ASYNC_THREADS threads for asynchronous acquires. Every function may
  * be called from any number of threads at once on one client. A handle
- * belongs to the thread that acquired it (an asynchronous acquire's, to
- * no thread); only dlock_release ends its life. Functions return DLOCK_OK (0) or a negative DLOCK_ERR_* code;
- * dlock_errstr() gives the calling thread's last failure in words.
+ * belongs to the thread that acquired it (an asynchronous acquire's, to no
+ * thread); only dlock_release ends its life. Functions return DLOCK_OK (0)
+ * or a negative DLOCK_ERR_* code; dlock_errstr() gives the calling thread's
+ * last failure in words.
  *
  * How it behaves, what it sends to Redis and why it is safe (fencing,
  * reentrancy, semaphores, read-write locks, Redlock over several servers):
@@ -253,10 +254,12 @@ int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const d
  * dlock_acquire's (DLOCK_ERR_TIMEOUT, DLOCK_ERR_REDIS, DLOCK_ERR_AUTH,
  * DLOCK_ERR_NOMEM) or DLOCK_ERR_CLOSED, and h NULL. Runs once, on a
  * libdlock thread, never inside the call that asked. It must not block or
- * call back into libdlock for long (releasing h is fine): the client has
+ * call back into libdlock for long (releasing h, or asking again, is fine;
+ * dlock_client_free is not: it waits for the callbacks): the client has
  * DLOCK_ASYNC_THREADS such threads for all its waiters, so hand slow work
- * to a thread of your own. */
-typedef void dlock_acquired_fn(int rc, dlock_handle *h, void *arg);
+ * to a thread of your own. (In parentheses: a type, which the checks of what
+ * libdlock.so exports must not take for a function.) */
+typedef void(dlock_acquired_fn)(int rc, dlock_handle *h, void *arg);
 
 /* Asks for key like dlock_acquire and returns at once: DLOCK_OK when asked
  * (done runs exactly once, later), else DLOCK_ERR_INVALID (key, opts, or

@@ -14,7 +14,12 @@
  * A turn of the key between processes costs one script: the release that
  * grants it to the next process also puts this process's next waiter in
  * line (requeue), and with one server the grantee holds on the grant's
- * message alone (take_grant), its lease restarted later by the watchdog. */
+ * message alone (take_grant), its lease restarted later by the watchdog.
+ *
+ * A wait is steps (dlock_queue_step), each as far as it goes without
+ * sleeping; what a head waits for between them is its phase (a
+ * subscription's confirmation, a release), so the same steps serve a
+ * blocking thread and an asynchronous acquire, which holds no thread. */
 #include "lock/queue.h"
 
 #include <stdlib.h>

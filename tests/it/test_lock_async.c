@@ -24,6 +24,7 @@
 #define KEYS_MAX 4
 
 static th_redis redis;
+static dlock_client *other; /* the group's: another process, as far as the lock can tell */
 
 /* One run of async waiters: what their callbacks saw, and the test's own
  * workers that hold each granted handle a moment and release it. */
@@ -159,12 +160,6 @@ static void run_end(struct run *r, struct waiter *w)
     pthread_cond_destroy(&r->cv);
 }
 
-static int group_setup(void **state)
-{
-    (void)state;
-    return redis.pid == 0 && th_redis_start(&redis) != 0 ? -1 : 0;
-}
-
 static dlock_client *new_client(void)
 {
     dlock_client *c = th_lock_client(&redis);
@@ -174,11 +169,11 @@ static dlock_client *new_client(void)
 
 /* A holder in another client (another process, as far as the lock can
  * tell) so that every waiter queues first. */
-static dlock_handle *hold_elsewhere(dlock_client *other, const char *key, int lease_ms)
+static dlock_handle *hold_elsewhere(dlock_client *holder, const char *key, int lease_ms)
 {
     dlock_opts o = th_lock_opts(lease_ms, 0, DLOCK_WAIT_NOTIFY);
     dlock_handle *h;
-    assert_int_equal(dlock_acquire(other, key, &o, &h), DLOCK_OK);
+    assert_int_equal(dlock_acquire(holder, key, &o, &h), DLOCK_OK);
     return h;
 }
 
@@ -187,7 +182,7 @@ enum { MANY = 10000 };
 static void test_ten_thousand_waiters_are_each_served_once_in_order_by_few_threads(void **state)
 {
     (void)state;
-    dlock_client *c = new_client(), *other = new_client();
+    dlock_client *c = new_client();
     struct run r;
     struct waiter *w = run_start(&r, MANY);
     int before = count_threads();
@@ -211,13 +206,12 @@ static void test_ten_thousand_waiters_are_each_served_once_in_order_by_few_threa
     assert_true(in_order >= MANY * 95 / 100);
     run_end(&r, w);
     dlock_client_free(c);
-    dlock_client_free(other);
 }
 
 static void test_a_waiter_past_its_wait_times_out_and_the_others_go_on(void **state)
 {
     (void)state;
-    dlock_client *c = new_client(), *other = new_client();
+    dlock_client *c = new_client();
     struct run r;
     struct waiter *w = run_start(&r, 20);
     dlock_handle *held = hold_elsewhere(other, "async:timeout", 30000);
@@ -245,7 +239,6 @@ static void test_a_waiter_past_its_wait_times_out_and_the_others_go_on(void **st
         assert_int_equal(r.order[i], 2 * i);
     run_end(&r, w);
     dlock_client_free(c);
-    dlock_client_free(other);
 }
 
 static void test_redis_killed_with_waiters_pending_ends_them_with_errors(void **state)
@@ -253,11 +246,11 @@ static void test_redis_killed_with_waiters_pending_ends_them_with_errors(void **
     (void)state;
     th_redis own = {0};
     assert_int_equal(th_redis_start(&own), 0);
-    dlock_client *c = th_lock_client(&own), *other = th_lock_client(&own);
-    assert_true(c && other);
+    dlock_client *c = th_lock_client(&own), *peer = th_lock_client(&own);
+    assert_true(c && peer);
     struct run r;
     struct waiter *w = run_start(&r, 50);
-    dlock_handle *held = hold_elsewhere(other, "async:killed", 1000);
+    dlock_handle *held = hold_elsewhere(peer, "async:killed", 1000);
     dlock_opts o = th_lock_opts(1000, 60000, DLOCK_WAIT_NOTIFY);
     for (int i = 0; i < 50; i++)
         assert_int_equal(dlock_acquire_async(c, "async:killed", &o, on_acquired, &w[i]),
@@ -270,13 +263,13 @@ static void test_redis_killed_with_waiters_pending_ends_them_with_errors(void **
     assert_int_not_equal(dlock_release(held), DLOCK_OK);
     run_end(&r, w);
     dlock_client_free(c);
-    dlock_client_free(other);
+    dlock_client_free(peer);
 }
 
 static void test_freeing_the_client_ends_its_pending_waiters(void **state)
 {
     (void)state;
-    dlock_client *c = new_client(), *other = new_client();
+    dlock_client *c = new_client();
     struct run r;
     struct waiter *w = run_start(&r, 102);
     dlock_handle *held = hold_elsewhere(other, "async:freed", 30000);
@@ -303,13 +296,12 @@ static void test_freeing_the_client_ends_its_pending_waiters(void **state)
     assert_int_equal(dlock_release(h), DLOCK_OK);
     assert_int_equal(dlock_release(held), DLOCK_OK);
     run_end(&r, w);
-    dlock_client_free(other);
 }
 
 static void test_async_multi_locks_take_their_keys_as_one(void **state)
 {
     (void)state;
-    dlock_client *c = new_client(), *other = new_client();
+    dlock_client *c = new_client();
     struct run r;
     enum { N = 60 };
     struct waiter *w = run_start(&r, N);
@@ -346,7 +338,6 @@ static void test_async_multi_locks_take_their_keys_as_one(void **state)
     assert_int_equal(dlock_release(held), DLOCK_OK);
     run_end(&r, w);
     dlock_client_free(c);
-    dlock_client_free(other);
 }
 
 /* A blocking waiter of the mixed test: records its turn in the run. */
@@ -391,7 +382,7 @@ static int thread_sleeps(int tid)
 static void test_async_and_blocking_waiters_share_one_fifo(void **state)
 {
     (void)state;
-    dlock_client *c = new_client(), *other = new_client();
+    dlock_client *c = new_client();
     struct run r;
     enum { N = 8 };
     struct waiter *w = run_start(&r, N);
@@ -418,13 +409,12 @@ static void test_async_and_blocking_waiters_share_one_fifo(void **state)
         assert_int_equal(r.order[i], i);
     run_end(&r, w);
     dlock_client_free(c);
-    dlock_client_free(other);
 }
 
 static void test_spin_mode_waiters_retry_on_the_timer(void **state)
 {
     (void)state;
-    dlock_client *c = new_client(), *other = new_client();
+    dlock_client *c = new_client();
     struct run r;
     enum { N = 50 };
     struct waiter *w = run_start(&r, N);
@@ -441,7 +431,6 @@ static void test_spin_mode_waiters_retry_on_the_timer(void **state)
     assert_int_equal(peak, before);
     run_end(&r, w);
     dlock_client_free(c);
-    dlock_client_free(other);
 }
 
 static void test_bad_arguments_are_refused_and_done_never_runs(void **state)
@@ -477,8 +466,9 @@ int main(void)
         cmocka_unit_test(test_spin_mode_waiters_retry_on_the_timer),
         cmocka_unit_test(test_bad_arguments_are_refused_and_done_never_runs),
     };
-    int failed = cmocka_run_group_tests_name("lock, asynchronous acquire", tests, group_setup,
-                                             NULL);
+    th_lock_suite(&redis, &other);
+    int failed = cmocka_run_group_tests_name("lock, asynchronous acquire", tests,
+                                             th_lock_group_setup, th_lock_group_teardown);
     th_redis_stop(&redis, 0);
     return failed;
 }
