@@ -252,7 +252,8 @@ int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const d
 /* How an asynchronous acquire ends: rc DLOCK_OK with h held (the callee's, to
  * dlock_release as usual, from any thread), else a DLOCK_ERR_* code as
  * dlock_acquire's (DLOCK_ERR_TIMEOUT, DLOCK_ERR_REDIS, DLOCK_ERR_AUTH,
- * DLOCK_ERR_NOMEM) or DLOCK_ERR_CLOSED, and h NULL. Runs once, on a
+ * DLOCK_ERR_NOMEM) or DLOCK_ERR_CLOSED, and h NULL; dlock_errstr() called
+ * in it says why (it runs on the thread that failed). Runs once, on a
  * libdlock thread, never inside the call that asked. It must not block or
  * call back into libdlock for long (releasing h, or asking again, is fine;
  * dlock_client_free is not: it waits for the callbacks): the client has
