@@ -188,7 +188,7 @@ static int refuse(http_server *s, struct req_state *rq, const char *method, cons
     rq->close = 1;
     if (atomic_load(&s->draining)) {
         http_reply_error(r, 503, "shutting_down", "server is shutting down; retry elsewhere");
-    } else if (c && c->over && !route_is_control(rt->id)) { /* a full replica is healthy */
+    } else if (c && c->over && !route_is_probe(rt->id)) { /* a full replica is healthy */
         http_reply_error(r, 503, "too_many_connections", "over the %d connections this server "
                          "takes; retry soon", s->cfg.max_connections);
         r->retry_after = 1;
@@ -215,9 +215,12 @@ static int refuse(http_server *s, struct req_state *rq, const char *method, cons
     return 1;
 }
 
-/* Counts and logs rq's answer r, handed over at t1 after its start at t0. */
-static void account(http_server *s, const struct req_state *rq, const http_reply *r)
+/* Counts and logs rq's answer r, from its start at t0 to now; a 405 gets the
+ * path's methods for its Allow header. */
+static void account(http_server *s, const struct req_state *rq, http_reply *r)
 {
+    if (r->status == 405)
+        r->allow = rq->rt.allow;
     struct timespec t1;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     int64_t us = (int64_t)(t1.tv_sec - rq->t0.tv_sec) * 1000000 +
@@ -240,8 +243,6 @@ static enum MHD_Result send_answer(http_server *s, struct req_state *rq, http_re
 /* Answers at once, on the event thread: what needs no handler. */
 static enum MHD_Result answer_now(http_server *s, struct req_state *rq, http_reply *r)
 {
-    if (r->status == 405)
-        r->allow = rq->rt.allow;
     account(s, rq, r);
     size_t len;
     char *body = reply_body(r, &len);
@@ -259,12 +260,10 @@ void http_answer(const http_request *req, http_reply *r)
 {
     struct req_state *rq = (struct req_state *)req; /* req is rq's first member */
     http_server *s = req->server;
-    if (r->status == 405)
-        r->allow = rq->rt.allow;
     account(s, rq, r);
     rq->reply = *r;
     rq->reply_body = reply_body(&rq->reply, &rq->reply_len);
-    rq->reply.json = NULL, rq->reply.text = NULL;
+    rq->reply.json = NULL;
     rq->reply.text = r->text ? rq->reply_body : NULL; /* only its content type is read now */
     pthread_mutex_lock(&s->mu);
     rq->phase = ANSWERED;
@@ -302,7 +301,7 @@ static enum MHD_Result respond(http_server *s, struct MHD_Connection *conn, cons
     s->suspended++;
     pthread_mutex_unlock(&s->mu);
     MHD_suspend_connection(conn);
-    int rc = route_is_control(rq->rt.id) ? service_run_probe(s->svc, run_handler, rq)
+    int rc = route_is_probe(rq->rt.id) ? service_run_probe(s->svc, run_handler, rq)
                                          : service_run(s->svc, run_handler, rq);
     if (rc != 0) { /* out of memory */
         http_reply_error(&r, 500, "out_of_memory", "cannot queue the request");

@@ -62,4 +62,4 @@ const char *route_name(enum route_id id)
     return id < ROUTE_COUNT ? names[id] : "other";
 }
 
-int route_is_control(enum route_id id) { return id == ROUTE_HEALTH || id == ROUTE_METRICS; }
+int route_is_probe(enum route_id id) { return id == ROUTE_HEALTH || id == ROUTE_METRICS; }

@@ -33,6 +33,6 @@ const char *route_name(enum route_id id);
 
 /* Whether a route is an operator's probe (/health, /metrics): answered on a
  * thread of its own, so that a flood of orders never holds it up. */
-int route_is_control(enum route_id id);
+int route_is_probe(enum route_id id);
 
 #endif

@@ -543,14 +543,20 @@ static void lead_batch(service *s, const struct deduction *own, int64_t queue)
     lock_items(b);
 }
 
+/* x's queue: its item's, or the carts'. */
+static int64_t queue_of(const struct deduction *x)
+{
+    return x->r->nlines == 1 ? x->r->lines[0].item_id : CART_QUEUE;
+}
+
 int service_batch_enter(struct deduction *x, batch_job *job)
 {
-    job->queue = x->r->nlines == 1 ? x->r->lines[0].item_id : CART_QUEUE;
+    job->queue = queue_of(x);
     job->arg = x;
     return batch_enter(x->s->batches, job);
 }
 
 void service_batch_lead(struct deduction *x)
 {
-    lead_batch(x->s, x, x->r->nlines == 1 ? x->r->lines[0].item_id : CART_QUEUE);
+    lead_batch(x->s, x, queue_of(x));
 }
