@@ -10,8 +10,7 @@
 # meanwhile, each replica's threads and RSS at the peak, and the verdict.
 # Usage: bench/flash.sh. Knobs: BUILD, SALES="one three procs" (a subset runs
 # only those), BUYERS_ONE, BUYERS_THREE, BUYERS_PROCS, PROCS=3, STOCK=500,
-# TIMEOUT_MS=60000, STOCKD_FLAGS (e.g. "--max-connections 20000" for a stockd
-# with a thread per connection, whose default cuts the buyers off at 1024).
+# TIMEOUT_MS=60000, STOCKD_FLAGS (extra stockd flags, e.g. "--workers 4").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/stack.sh

@@ -215,8 +215,8 @@ static void test_idle_and_slow_connections_do_not_starve_the_replica(void **stat
                   rss_after, rss_before);
     assert_true(th_loadgen_outcome(&s, "idle", "ok") > 0);
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-    /* a thread per connection, little of its stack touched: well under 128 KiB
-     * each (sanitizer builds add shadow memory per thread, so only here) */
+    /* a connection is some kilobytes of libmicrohttpd's and ours, no thread:
+     * well under 128 KiB each (sanitizer builds add shadow memory, so only here) */
     assert_true(rss_after - rss_before < (IDLE + SLOW) * 128L);
 #endif
     for (int i = 0; i < IDLE + SLOW; i++)
