@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,6 +43,7 @@ struct http_server {
     pthread_mutex_t mu;
     pthread_cond_t idle; /* signalled when no request is suspended */
     int suspended;       /* requests handed to a handler and not yet answered */
+    MHD_socket quiesced; /* the listening socket once quiesced: ours to close */
 };
 
 enum req_phase { READING, HANDLING, ANSWERED };
@@ -504,6 +506,7 @@ int http_start(const http_config *cfg, service *svc, http_handler *handle, http_
     s->cfg = *cfg;
     s->svc = svc;
     s->handle = handle;
+    s->quiesced = MHD_INVALID_SOCKET;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->idle, NULL);
     s->reaper = reaper_start(cfg->idle_timeout_s * 1000, cfg->request_timeout_ms);
@@ -547,12 +550,19 @@ const char *http_query(const http_request *rq, const char *name)
 
 uint64_t http_reaped(const http_server *s) { return reaper_reaped(s->reaper); }
 
+/* The event threads take the listening socket out of their epoll sets
+ * when they next wake, after MHD_quiesce_daemon returns: closing it here
+ * would race with them (and its number could be reused meanwhile). Shutting
+ * it down refuses new connections at once; it is closed once they are
+ * joined, in http_stop. */
 void http_quiesce(http_server *s)
 {
     atomic_store(&s->draining, 1);
     MHD_socket fd = MHD_quiesce_daemon(s->daemon);
-    if (fd != MHD_INVALID_SOCKET)
-        close(fd);
+    if (fd != MHD_INVALID_SOCKET) {
+        shutdown(fd, SHUT_RDWR);
+        s->quiesced = fd;
+    }
 }
 
 void http_stop(http_server *s)
@@ -567,5 +577,7 @@ void http_stop(http_server *s)
         pthread_cond_wait(&s->idle, &s->mu);
     pthread_mutex_unlock(&s->mu);
     MHD_stop_daemon(s->daemon); /* every connection closed: the reaper has none left */
+    if (s->quiesced != MHD_INVALID_SOCKET)
+        close(s->quiesced);
     discard(s);
 }
