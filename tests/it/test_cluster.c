@@ -21,6 +21,7 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 
+#include "lock/cluster.h"
 #include "lock/dlock.h"
 #include "tests/support/cluster.h"
 #include "tests/support/stack.h"
@@ -76,6 +77,19 @@ static int64_t lock_once(dlock_client *c, const char *key, const dlock_opts *o)
     int64_t fence = dlock_fence(h);
     assert_int_equal(dlock_release(h), DLOCK_OK);
     return fence;
+}
+
+/* The client's slots are Redis's own (CLUSTER KEYSLOT), hash tags' edge
+ * cases included: an empty tag hashes the whole key, the first "}" closes. */
+static void test_a_keys_slot_is_the_one_redis_computes(void **state)
+{
+    (void)state;
+    const char *keys[] = {"123456789", "stock:lock:{42}", "{user1000}.following", "foo{}{bar}",
+                          "foo{{bar}}zap", "foo{bar}{zap}", "{", "}{x}", "a{b", ""};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(*keys); i++)
+        assert_int_equal(dlock_slot_of(keys[i], NULL),
+                         th_redis_int(&cluster.node[0], "CLUSTER KEYSLOT %s", keys[i]));
+    assert_int_equal(dlock_slot_of("123456789", NULL), 0x31c3 % 16384); /* CRC16's check */
 }
 
 static void test_keys_of_many_slots_are_locked_each_on_its_owner(void **state)
@@ -367,6 +381,7 @@ int main(void)
         return 0;
     }
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_keys_slot_is_the_one_redis_computes),
         cmocka_unit_test(test_keys_of_many_slots_are_locked_each_on_its_owner),
         cmocka_unit_test(test_a_key_without_a_hash_tag_is_refused),
         cmocka_unit_test(test_a_waiter_is_woken_by_its_shards_release),
