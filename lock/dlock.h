@@ -104,7 +104,7 @@ typedef struct dlock_config {
                              * password never appears in an error text. */
     int cluster;            /* default 0; 1: node[] are seeds of a Redis Cluster, each key
                              * goes to the primary owning its slot and needs a hash tag
-                             * ({...}; dlock_config_cluster, lock/README.md "Cluster") */
+                             * ({...}; dlock_config_cluster, lock/README.md "Redis Cluster") */
 } dlock_config;
 
 /* What an ACL user needs (ACL SETUSER name on >password ~<prefix>* &<prefix>*
@@ -162,9 +162,6 @@ typedef struct dlock_stats {
     uint64_t orphaned;      /* tokens whose acquire or release may have run unanswered,
                              * handed to background clean-up */
     uint64_t orphans_dropped; /* of which dropped untried: too many in doubt at once */
-    uint64_t moved, asked;  /* Redis Cluster: calls redirected by MOVED (the slot had
-                             * moved: the map is fixed, the call redone) and by ASK
-                             * (a slot in migration: redone once at the other node) */
     uint64_t wait_count;    /* acquisitions that ended (acquired or timed out) */
     uint64_t wait_sum_ms;   /* total time they spent waiting */
     uint64_t wait_buckets[DLOCK_WAIT_BUCKETS]; /* non-cumulative counts per bucket */
@@ -173,6 +170,9 @@ typedef struct dlock_stats {
                              * one, from its first acquire to its last release) */
     uint64_t hold_sum_us;   /* their total time held */
     uint64_t hold_buckets[DLOCK_HOLD_BUCKETS]; /* non-cumulative counts per bucket */
+    uint64_t moved, asked;  /* Redis Cluster: calls redirected by MOVED (the slot had
+                             * moved: the map is fixed, the call redone) and by ASK
+                             * (a slot in migration: redone once at the other node) */
 } dlock_stats;
 
 void dlock_config_defaults(dlock_config *cfg);
