@@ -199,8 +199,10 @@ static int redirected_to(dlock_cluster *cl, const dlock_node_call *call)
 {
     char host[DLOCK_HOST_MAX + 1];
     const char *to = call->redirect_to, *colon = strrchr(to, ':');
-    if (colon == NULL || colon - to > DLOCK_HOST_MAX)
-        return dlock_fail(DLOCK_ERR_REDIS, "Redis Cluster: a redirect to \"%s\"", to), -1;
+    if (colon == NULL || colon - to > DLOCK_HOST_MAX) {
+        dlock_fail(DLOCK_ERR_REDIS, "Redis Cluster: a redirect to \"%s\"", to);
+        return -1;
+    }
     int skip = to[0] == '[';
     snprintf(host, sizeof(host), "%.*s", (int)(colon - to - 2 * skip), to + skip);
     pthread_mutex_lock(&cl->mu);
