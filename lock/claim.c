@@ -20,7 +20,7 @@
  * uses several Redis servers, with errstr naming what. */
 static int claim_single(dlock_client *c, const char *what)
 {
-    if (dlock_quorum_size(c->nodes) > 1)
+    if (dlock_quorum_votes(c->nodes))
         return dlock_fail(DLOCK_ERR_INVALID, "%ss need a single Redis server: not "
                                              "supported over a quorum of %d",
                           what, dlock_quorum_size(c->nodes));

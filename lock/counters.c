@@ -48,6 +48,8 @@ void dlock_counters_read(const dlock_counters *k, dlock_stats *s)
     s->interrupts = atomic_load(&k->interrupts);
     s->lost = atomic_load(&k->lost);
     s->redis_errors = atomic_load(&k->redis_errors);
+    s->moved = atomic_load(&k->moved);
+    s->asked = atomic_load(&k->asked);
     s->connects = atomic_load(&k->connects);
     s->orphaned = atomic_load(&k->orphaned);
     s->orphans_dropped = atomic_load(&k->orphans_dropped);

@@ -63,7 +63,8 @@ void dlock_client_free(dlock_client *c)
 
 int dlock_ping_each(dlock_client *c, int up[DLOCK_NODES_MAX])
 {
-    if (dlock_quorum_ping(c->nodes, up) >= dlock_quorum_majority(c->nodes))
+    int need;
+    if (dlock_quorum_ping(c->nodes, up, &need) >= need)
         return DLOCK_OK;
     return dlock_redis_failure();
 }

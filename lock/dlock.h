@@ -102,6 +102,9 @@ typedef struct dlock_config {
     const char *password;   /* default NULL: no AUTH. Every connection (the pool's, the
                              * watchdog's, the subscriber's) sends AUTH when it opens. The
                              * password never appears in an error text. */
+    int cluster;            /* default 0; 1: node[] are seeds of a Redis Cluster, each key
+                             * goes to the primary owning its slot and needs a hash tag
+                             * ({...}; dlock_config_cluster, lock/README.md "Redis Cluster") */
 } dlock_config;
 
 /* What an ACL user needs (ACL SETUSER name on >password ~<prefix>* &<prefix>*
@@ -167,6 +170,9 @@ typedef struct dlock_stats {
                              * one, from its first acquire to its last release) */
     uint64_t hold_sum_us;   /* their total time held */
     uint64_t hold_buckets[DLOCK_HOLD_BUCKETS]; /* non-cumulative counts per bucket */
+    uint64_t moved, asked;  /* Redis Cluster: calls redirected by MOVED (the slot had
+                             * moved: the map is fixed, the call redone) and by ASK
+                             * (a slot in migration: redone once at the other node) */
 } dlock_stats;
 
 void dlock_config_defaults(dlock_config *cfg);
@@ -177,6 +183,15 @@ void dlock_config_defaults(dlock_config *cfg);
  * same as host and port. Returns DLOCK_OK, or DLOCK_ERR_INVALID with
  * dlock_errstr() naming the bad entry (cfg unchanged). */
 int dlock_config_nodes(dlock_config *cfg, const char *list);
+
+/* Sets cfg's servers from "host:port[,host:port...]" as seed nodes of a
+ * Redis Cluster (1..DLOCK_NODES_MAX of them, any number; cfg->cluster = 1):
+ * the client learns the primaries from them (CLUSTER SLOTS) and sends each
+ * call to the primary that owns its key's hash slot. A lock's key must then
+ * carry a hash tag ("name:{tag}"), or its acquire fails DLOCK_ERR_INVALID.
+ * At most DLOCK_NODES_MAX primaries over the client's life, seeds included.
+ * Returns DLOCK_OK, or DLOCK_ERR_INVALID as dlock_config_nodes does. */
+int dlock_config_cluster(dlock_config *cfg, const char *seeds);
 void dlock_opts_defaults(dlock_opts *opts);
 
 /* Checks opts as every acquire does: DLOCK_OK, or DLOCK_ERR_INVALID with

@@ -161,14 +161,7 @@ int dlock_lease_try(dlock_quorum *q, struct dlock_lease *l, int queue, int64_t *
 redisReply *dlock_lease_call(dlock_quorum *q, enum dlock_script s, int nkeys, int nargs,
                              const char *const *argv, int *sent)
 {
-    dlock_node *n = dlock_quorum_node(q, 0);
-    dlock_node_call call, *calls[] = {&call};
-    dlock_node_script_begin(n, s, nkeys, nargs, argv, &call);
-    dlock_node_wait(calls, 1, dlock_node_deadline(n));
-    redisReply *r = dlock_node_script_end(&call);
-    if (sent)
-        *sent |= call.sent;
-    return r;
+    return dlock_quorum_script(q, s, nkeys, nargs, argv, sent);
 }
 
 int dlock_lease_give_back(dlock_quorum *q, const struct dlock_lease *l)

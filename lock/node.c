@@ -25,6 +25,7 @@ struct dlock_node {
     dlock_pool *pool;
     dlock_counters *counters;
     int command_timeout_ms;
+    int sharded; /* a Redis Cluster node */
     char name[DLOCK_HOST_MAX + 8];
     pthread_mutex_t mu;           /* guards sha */
     char sha[DLOCK_SCRIPT_COUNT][41]; /* "" until SCRIPT LOAD answered */
@@ -45,6 +46,7 @@ dlock_node *dlock_node_new(const dlock_config *cfg, const char *host, int port,
     }
     n->counters = counters;
     n->command_timeout_ms = cfg->command_timeout_ms;
+    n->sharded = cfg->cluster;
     snprintf(n->name, sizeof(n->name), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
     atomic_store(&n->up, 1);
     pthread_mutex_init(&n->mu, NULL);
@@ -61,6 +63,7 @@ void dlock_node_free(dlock_node *n)
 }
 
 const char *dlock_node_name(const dlock_node *n) { return n->name; }
+int dlock_node_sharded(const dlock_node *n) { return n->sharded; }
 
 int64_t dlock_node_deadline(const dlock_node *n) { return dlock_now_ms() + n->command_timeout_ms; }
 
@@ -83,8 +86,8 @@ static int script_sha(dlock_node *n, redisContext *ctx, enum dlock_script s, cha
     pthread_mutex_unlock(&n->mu);
     if (sha[0] != '\0')
         return 0;
-    const char *argv[] = {"SCRIPT", "LOAD", dlock_script_body[s]};
-    size_t lens[] = {6, 4, strlen(dlock_script_body[s])};
+    const char *argv[] = {"SCRIPT", "LOAD", dlock_script_text(s, n->sharded)};
+    size_t lens[] = {6, 4, strlen(argv[2])};
     redisReply *r = dlock_pool_checked(ctx, redisCommandArgv(ctx, 3, argv, lens));
     if (r == NULL)
         return -1;
@@ -142,11 +145,55 @@ static redisReply *eval_body(dlock_node *n, redisContext *ctx, enum dlock_script
 {
     struct script_cmd c;
     forget_sha(n, s);
-    script_cmd(&c, "EVAL", dlock_script_body[s], nkeys, nargs, args, arg_lens);
+    script_cmd(&c, "EVAL", dlock_script_text(s, n->sharded), nkeys, nargs, args, arg_lens);
     return dlock_pool_checked(ctx, redisCommandArgv(ctx, c.argc, c.argv, c.lens));
 }
 
 /* ---- calls in flight ---- */
+
+/* Set by dlock_node_ask_next, taken by the thread's next dlock_call_open:
+ * a thread-local flag rather than an argument of every *_begin, for a
+ * redirect that only cluster.c makes. */
+static _Thread_local int ask_next;
+
+void dlock_node_ask_next(void) { ask_next = 1; }
+
+/* ASKING on the call's connection, right before its script (a rare round
+ * trip of its own); it holds for the next command only. */
+static int send_asking(dlock_node_call *call)
+{
+    redisReply *r = dlock_pool_checked(call->ctx, redisCommand(call->ctx, "ASKING"));
+    if (r == NULL) {
+        call->broken = call->ctx->err != 0;
+        dlock_call_fail(call, dlock_redis_failure(), NULL);
+        return -1;
+    }
+    freeReplyObject(r);
+    return 0;
+}
+
+/* A cluster node's redirect in r (MOVED or ASK "<slot> <host:port>",
+ * TRYAGAIN), kept in the call for cluster.c. 1 when r was one. */
+static int note_redirect(dlock_node_call *call, const redisReply *r)
+{
+    static const char *const kinds[] = {"MOVED ", "ASK ", "TRYAGAIN"};
+    if (r->type != REDIS_REPLY_ERROR)
+        return 0;
+    for (int k = 0; k < 3; k++) {
+        size_t len = strlen(kinds[k]);
+        if (strncmp(r->str, kinds[k], len) != 0)
+            continue;
+        int slot = -1;
+        char to[sizeof(call->redirect_to)] = "";
+        if (k < 2 && sscanf(r->str + len, "%d %264s", &slot, to) != 2)
+            return 0;
+        call->redirect = DLOCK_REDIRECT_MOVED + k;
+        call->redirect_slot = slot;
+        memcpy(call->redirect_to, to, sizeof(to));
+        return 1;
+    }
+    return 0;
+}
 
 void dlock_call_fail(dlock_node_call *call, int code, const char *why)
 {
@@ -166,6 +213,9 @@ int dlock_call_open(dlock_node *n, dlock_node_call *call, redisContext **own)
     call->rc = DLOCK_OK;
     call->sent = call->broken = 0;
     call->err[0] = '\0';
+    call->redirect = DLOCK_REDIRECT_NONE;
+    call->asking = ask_next;
+    ask_next = 0;
     call->began_us = dlock_now_us();
     if (own) {
         if (*own == NULL)
@@ -195,6 +245,9 @@ void dlock_call_append_script(dlock_node_call *call, enum dlock_script s, int nk
         dlock_call_fail(call, code, NULL);
         return;
     }
+    if (call->asking && send_asking(call) != 0) /* after SCRIPT LOAD: it goes just before */
+        return;
+    call->asking = 0;
     script_cmd(&c, "EVALSHA", sha, nkeys, nargs, args, arg_lens);
     if (redisAppendCommandArgv(call->ctx, c.argc, c.argv, c.lens) != REDIS_OK) {
         dlock_call_fail(call, DLOCK_ERR_NOMEM, "out of memory");
@@ -347,7 +400,10 @@ redisReply *dlock_call_reply_at(dlock_node_call *call, int i, enum dlock_script 
         r = eval_body(call->node, call->ctx, s, nkeys, nargs, args, arg_lens);
         call->broken |= r == NULL && call->ctx->err;
     } else {
+        int redirected = note_redirect(call, r);
         r = dlock_pool_checked(call->ctx, r);
+        if (redirected) /* not a failure: cluster.c counts it and redoes the call */
+            return NULL;
     }
     if (r == NULL)
         count_error(call->node);

@@ -29,9 +29,20 @@
 
 typedef struct dlock_node dlock_node;
 
+/* How a Redis Cluster node turned a call away (cluster.h): not at all, MOVED
+ * (the slot lives elsewhere now), ASK (this key is being migrated: ask
+ * there, once) or TRYAGAIN (a migration split the script's keys). */
+enum dlock_redirect {
+    DLOCK_REDIRECT_NONE,
+    DLOCK_REDIRECT_MOVED,
+    DLOCK_REDIRECT_ASK,
+    DLOCK_REDIRECT_TRYAGAIN
+};
+
 /* A node for the Redis at host:port with cfg's timeouts and credentials (no
  * connection opened yet), counting failed calls in counters->redis_errors.
- * NULL when out of memory. */
+ * With cfg->cluster its scripts publish with SPUBLISH and its subscriber
+ * uses SSUBSCRIBE (sharded pub/sub). NULL when out of memory. */
 dlock_node *dlock_node_new(const dlock_config *cfg, const char *host, int port,
                            dlock_counters *counters);
 void dlock_node_free(dlock_node *n);
@@ -62,7 +73,19 @@ typedef struct dlock_node_call {
     int broken;          /* the connection can't be used again (a reply may be owed) */
     int64_t began_us;
     char err[200];       /* the failure's text */
+    int asking;          /* send ASKING before its script (dlock_node_ask_next) */
+    int redirect;        /* enum dlock_redirect: how a cluster node turned it away */
+    int redirect_slot;   /* MOVED, ASK: the slot, and the node it named */
+    char redirect_to[DLOCK_HOST_MAX + 10];
 } dlock_node_call;
+
+/* The next call this thread begins sends ASKING first on its connection
+ * (after an ASK redirect; cluster.c). */
+void dlock_node_ask_next(void);
+
+/* One command (argv[0..argc-1], NUL-terminated), blocking: the checked
+ * reply (caller frees) or NULL with the error set. CLUSTER SLOTS, here. */
+redisReply *dlock_node_command(dlock_node *n, int argc, const char *const *argv);
 
 /* Waits until every call has all its replies, failed, or deadline_ms
  * (CLOCK_MONOTONIC) passed (then it fails as timed out), reading replies
@@ -185,8 +208,13 @@ redisReply *dlock_node_script_end(dlock_node_call *call);
 /* A connection of the caller's own for pub/sub (authenticated), or NULL. */
 redisContext *dlock_node_subscriber(dlock_node *n);
 
+/* 1 when n is a Redis Cluster node: sharded pub/sub (SSUBSCRIBE, SPUBLISH). */
+int dlock_node_sharded(const dlock_node *n);
+
 /* Appends SUBSCRIBE (subscribe = 1) or UNSUBSCRIBE of key's release channel
- * to ctx's output buffer. REDIS_OK or REDIS_ERR. */
-int dlock_node_sub_request(redisContext *ctx, const char *key, int subscribe);
+ * to ctx's output buffer (SSUBSCRIBE, SUNSUBSCRIBE on a cluster node n).
+ * REDIS_OK or REDIS_ERR. */
+int dlock_node_sub_request(const dlock_node *n, redisContext *ctx, const char *key,
+                           int subscribe);
 
 #endif

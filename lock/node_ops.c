@@ -263,9 +263,28 @@ void dlock_node_script_begin(dlock_node *n, enum dlock_script s, int nkeys, int 
 
 redisReply *dlock_node_script_end(dlock_node_call *call) { return dlock_call_result(call); }
 
-int dlock_node_sub_request(redisContext *ctx, const char *key, int subscribe)
+redisReply *dlock_node_command(dlock_node *n, int argc, const char *const *argv)
 {
+    dlock_node_call call, *calls[] = {&call};
+    if (dlock_call_open(n, &call, NULL) == 0) {
+        for (int i = 0; i < argc && i < DLOCK_NODE_ARGS_MAX; i++)
+            call.argv[i] = argv[i], call.lens[i] = strlen(argv[i]);
+        if (redisAppendCommandArgv(call.ctx, argc, call.argv, call.lens) != REDIS_OK)
+            dlock_call_fail(&call, DLOCK_ERR_NOMEM, "out of memory");
+        else
+            call.expect = 1;
+        dlock_call_send(&call);
+        dlock_node_wait(calls, 1, dlock_node_deadline(n));
+    }
+    return dlock_call_result(&call);
+}
+
+int dlock_node_sub_request(const dlock_node *n, redisContext *ctx, const char *key,
+                           int subscribe)
+{
+    static const char *const verbs[2][2] = {{"UNSUBSCRIBE %s", "SUBSCRIBE %s"},
+                                            {"SUNSUBSCRIBE %s", "SSUBSCRIBE %s"}};
     dlock_names k;
     dlock_names_of(key, &k);
-    return redisAppendCommand(ctx, subscribe ? "SUBSCRIBE %s" : "UNSUBSCRIBE %s", k.channel);
+    return redisAppendCommand(ctx, verbs[dlock_node_sharded(n)][subscribe != 0], k.channel);
 }

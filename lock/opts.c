@@ -111,10 +111,19 @@ int dlock_config_nodes(dlock_config *cfg, const char *list)
     return DLOCK_OK;
 }
 
+int dlock_config_cluster(dlock_config *cfg, const char *seeds)
+{
+    int rc = dlock_config_nodes(cfg, seeds);
+    if (rc == DLOCK_OK)
+        cfg->cluster = 1;
+    return rc;
+}
+
 int dlock_config_check(const dlock_config *cfg)
 {
     int ok = cfg != NULL && cfg->connect_timeout_ms >= 1 && cfg->command_timeout_ms >= 1 &&
-             cfg->nodes >= 0 && cfg->nodes <= DLOCK_NODES_MAX;
+             cfg->nodes >= 0 && cfg->nodes <= DLOCK_NODES_MAX &&
+             (!cfg->cluster || cfg->nodes > 0); /* a cluster needs its seeds */
     if (ok && cfg->nodes == 0)
         ok = cfg->host != NULL && cfg->port >= 1 && cfg->port <= 65535;
     for (int i = 0; ok && i < cfg->nodes; i++)

@@ -47,11 +47,23 @@ static int sub_state(const dlock_client *c, const struct dlock_entry *e)
                                     : DLOCK_SUB_NONE;
 }
 
-/* Asks every server whose subscription is missing or failed for e's channel. */
+/* Server i's subscriber, started now for a cluster's primary found after
+ * the client started; NULL when it cannot be (its waiters poll). */
+static dlock_subscriber *subscriber(dlock_client *c, int i)
+{
+    if (c->sub[i] == NULL)
+        c->sub[i] = dlock_sub_start(&c->mu, c->keys, dlock_quorum_node(c->nodes, i), i,
+                                    &c->counters);
+    return c->sub[i];
+}
+
+/* Asks every server that carries e's channel (all, or a cluster's owner of
+ * its slot) and whose subscription is missing or failed for it. */
 static void subscribe(dlock_client *c, struct dlock_entry *e)
 {
     for (int i = 0; i < dlock_quorum_size(c->nodes); i++)
-        if (e->sub_state[i] == DLOCK_SUB_NONE || e->sub_state[i] == DLOCK_SUB_FAILED)
+        if ((e->sub_state[i] == DLOCK_SUB_NONE || e->sub_state[i] == DLOCK_SUB_FAILED) &&
+            dlock_quorum_listens(c->nodes, e->key, i) && subscriber(c, i))
             dlock_sub_subscribe(c->sub[i], e);
 }
 
@@ -172,7 +184,7 @@ static int take_grant(dlock_client *c, struct dlock_entry *e, struct dlock_waite
     int ms = e->granted_ms;
     e->granted_fence = 0; /* heard once, used once */
     if (fence <= 0 || since <= 0 || memcmp(e->granted, l->token, DLOCK_TOKEN_LEN) != 0 ||
-        dlock_quorum_size(c->nodes) != 1 || !w->o->watchdog ||
+        dlock_quorum_votes(c->nodes) || !w->o->watchdog ||
         since + ms - dlock_drift_ms(ms) - now < ms / 4)
         return 0;
     l->fence = fence;
@@ -399,7 +411,8 @@ void dlock_queue_requeued(dlock_client *c, struct dlock_entry *e, int queued)
 void dlock_queue_leave(dlock_client *c, struct dlock_entry *e)
 {
     for (int i = 0; e->refs == 1 && i < dlock_quorum_size(c->nodes); i++)
-        if (e->sub_state[i] == DLOCK_SUB_PENDING || e->sub_state[i] == DLOCK_SUB_ACTIVE)
+        if (c->sub[i] &&
+            (e->sub_state[i] == DLOCK_SUB_PENDING || e->sub_state[i] == DLOCK_SUB_ACTIVE))
             dlock_sub_unsubscribe(c->sub[i], e->key);
     dlock_keytab_unref(c->keys, e);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lock/cluster.h"
 #include "lock/err.h"
 #include "lock/sync.h"
 
@@ -14,6 +15,7 @@
 
 struct dlock_quorum {
     int n;
+    dlock_cluster *cluster; /* a Redis Cluster: it holds the nodes, and n is 0 */
     dlock_node *node[DLOCK_NODES_MAX];
     /* a server that stopped answering is skipped until skip_until */
     _Atomic int64_t skip_until[DLOCK_NODES_MAX];
@@ -25,6 +27,13 @@ dlock_quorum *dlock_quorum_new(const dlock_config *cfg, dlock_counters *counters
     dlock_quorum *q = calloc(1, sizeof(*q));
     if (q == NULL)
         return NULL;
+    if (cfg->cluster) {
+        if ((q->cluster = dlock_cluster_new(cfg, counters)) == NULL) {
+            free(q);
+            return NULL;
+        }
+        return q;
+    }
     q->n = cfg->nodes > 0 ? cfg->nodes : 1;
     for (int i = 0; i < q->n; i++) {
         const char *host = cfg->nodes > 0 ? cfg->node[i].host : cfg->host;
@@ -43,12 +52,42 @@ void dlock_quorum_free(dlock_quorum *q)
         return;
     for (int i = 0; i < q->n; i++)
         dlock_node_free(q->node[i]);
+    dlock_cluster_free(q->cluster);
     free(q);
 }
 
-int dlock_quorum_size(const dlock_quorum *q) { return q->n; }
-dlock_node *dlock_quorum_node(dlock_quorum *q, int i) { return q->node[i]; }
+int dlock_quorum_size(const dlock_quorum *q)
+{
+    return q->cluster ? dlock_cluster_size(q->cluster) : q->n;
+}
+
+dlock_node *dlock_quorum_node(dlock_quorum *q, int i)
+{
+    return q->cluster ? dlock_cluster_node(q->cluster, i) : q->node[i];
+}
+
 int dlock_quorum_majority(const dlock_quorum *q) { return q->n / 2 + 1; }
+int dlock_quorum_votes(const dlock_quorum *q) { return q->n > 1; }
+
+int dlock_quorum_listens(dlock_quorum *q, const char *key, int i)
+{
+    return q->cluster == NULL || dlock_cluster_owner(q->cluster, key, 0) == i;
+}
+
+redisReply *dlock_quorum_script(dlock_quorum *q, enum dlock_script s, int nkeys, int nargs,
+                                const char *const *argv, int *sent)
+{
+    if (q->cluster)
+        return dlock_cluster_script(q->cluster, s, nkeys, nargs, argv, sent);
+    dlock_node *n = q->node[0];
+    dlock_node_call call, *calls[] = {&call};
+    dlock_node_script_begin(n, s, nkeys, nargs, argv, &call);
+    dlock_node_wait(calls, 1, dlock_node_deadline(n));
+    redisReply *r = dlock_node_script_end(&call);
+    if (sent)
+        *sent |= call.sent;
+    return r;
+}
 
 /* ---- fan-out ---- */
 
@@ -158,8 +197,11 @@ static int no_majority(dlock_quorum *q, const struct failures *fl, const char *w
 
 /* ---- ping ---- */
 
-int dlock_quorum_ping(dlock_quorum *q, int up[DLOCK_NODES_MAX])
+int dlock_quorum_ping(dlock_quorum *q, int up[DLOCK_NODES_MAX], int *need)
 {
+    *need = dlock_quorum_majority(q);
+    if (q->cluster)
+        return dlock_cluster_ping(q->cluster, up, need);
     struct fanout f;
     fanout_init(&f, q);
     struct failures fl = {0};
@@ -272,6 +314,8 @@ static void tally(dlock_quorum *q, int i, int rc, const dlock_acquired *got, int
 int dlock_quorum_acquire(dlock_quorum *q, const dlock_node_acquire_args *args,
                          dlock_acquired *out)
 {
+    if (q->cluster)
+        return dlock_cluster_acquire(q->cluster, args, out);
     dlock_node_acquire_args a = *args;
     a.queue_score = q->n > 1 ? args->queue_score : 0;
     a.seed_slack_us = q->n > 1 ? DLOCK_SEED_SLACK_US : 0;
@@ -354,6 +398,8 @@ static void raise_round(dlock_quorum *q, const dlock_node_raise_args *a, struct 
 
 int dlock_quorum_raise(dlock_quorum *q, const dlock_node_raise_args *a, int64_t *fence)
 {
+    if (q->cluster)
+        return dlock_cluster_raise(q->cluster, a, fence);
     struct fanout f;
     fanout_init(&f, q);
     struct failures fl = {0};
@@ -386,6 +432,8 @@ int dlock_quorum_raise(dlock_quorum *q, const dlock_node_raise_args *a, int64_t 
 
 int dlock_quorum_release(dlock_quorum *q, const dlock_node_release_args *args, int *queued)
 {
+    if (q->cluster)
+        return dlock_cluster_release(q->cluster, args, queued);
     dlock_node_release_args a = *args;
     a.seed_slack_us = q->n > 1 ? DLOCK_SEED_SLACK_US : 0;
     a.next_score = q->n > 1 ? args->next_score : 0;
@@ -458,6 +506,10 @@ static int renewals_settled(const dlock_quorum *q, int node_rcs[][DLOCK_MULTI_MA
 void dlock_quorum_renew(dlock_quorum *q, redisContext **own, int count,
                         const dlock_node_renewal *renewals, int *rcs)
 {
+    if (q->cluster) {
+        dlock_cluster_renew(q->cluster, own, count, renewals, rcs);
+        return;
+    }
     struct fanout f;
     fanout_init(&f, q);
     int node_rcs[DLOCK_NODES_MAX][DLOCK_MULTI_MAX];

@@ -10,7 +10,12 @@
  * 1 s), so that a stalled server does not make every call wait out its
  * timeout; the first call after that tries it again, and so does any call
  * for which the other servers alone could not make a majority. An answer
- * ends the time out at once. Thread-safe. */
+ * ends the time out at once.
+ *
+ * Over a Redis Cluster (cfg->cluster) there is no vote: each call goes to
+ * the primary that owns its key's slot, and is that server's alone
+ * (cluster.h); the nodes are the cluster's primaries, more of them as they
+ * are found. Thread-safe. */
 #ifndef DLOCK_QUORUM_H
 #define DLOCK_QUORUM_H
 
@@ -39,13 +44,32 @@ typedef struct dlock_quorum dlock_quorum;
 dlock_quorum *dlock_quorum_new(const dlock_config *cfg, dlock_counters *counters);
 void dlock_quorum_free(dlock_quorum *q);
 
-/* N, and server i (for the subscribers, one per server). */
+/* N, and server i (for the subscribers, one per server). In a cluster N
+ * grows as primaries are found; server i stays server i. */
 int dlock_quorum_size(const dlock_quorum *q);
 dlock_node *dlock_quorum_node(dlock_quorum *q, int i);
 
+/* 1 when a call goes to several servers and a majority decides; 0 when a
+ * key has one server: one Redis, or a cluster's owner of its slot. */
+int dlock_quorum_votes(const dlock_quorum *q);
+
+/* Whether server i carries key's release channel: every server does, but
+ * in a cluster only the owner of key's slot (sharded pub/sub), as the map
+ * knows it now (nothing is sent: the caller may hold the client's mutex). */
+int dlock_quorum_listens(dlock_quorum *q, const char *key, int i);
+
 /* Pings every server at once; up[i] for each that answered. Returns how many
- * did; when fewer than a majority, errstr says which failed and why. */
-int dlock_quorum_ping(dlock_quorum *q, int up[DLOCK_NODES_MAX]);
+ * did, and *need how many must: a majority, or in a cluster every node that
+ * owns slots (then the count is of those). When fewer, errstr says which
+ * failed and why. */
+int dlock_quorum_ping(dlock_quorum *q, int up[DLOCK_NODES_MAX], int *need);
+
+/* Script s on the server of its first key argv[0] (one server: that one;
+ * a cluster: the slot's owner); not for a voting quorum. The checked reply
+ * (caller frees), or NULL with the error set; *sent (may be NULL) or-ed with
+ * whether it may have run. */
+redisReply *dlock_quorum_script(dlock_quorum *q, enum dlock_script s, int nkeys, int nargs,
+                                const char *const *argv, int *sent);
 
 /* How many servers make a majority. */
 int dlock_quorum_majority(const dlock_quorum *q);

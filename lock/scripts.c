@@ -5,6 +5,10 @@
  * lock's acquires and its writer's release. */
 #include "lock/scripts.h"
 
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
 /* Shared Lua pieces. KEYS: lock, fence counter, queue (ZSET of waiting tokens
  * by arrival: with one server each newcomer scores one more than the last,
  * so two that arrive within one millisecond keep their order; with several
@@ -432,3 +436,46 @@ const char *const dlock_script_body[DLOCK_SCRIPT_COUNT] = {
     acquire_lua,     release_lua,   renew_lua,    fence_lua,           sem_acquire_lua,
     sem_renew_lua,   sem_release_lua, rw_read_lua, rw_write_lua, rw_write_release_lua,
     raise_lua};
+
+/* ---- a Redis Cluster's bodies: SPUBLISH for PUBLISH ---- */
+
+static const char *sharded_body[DLOCK_SCRIPT_COUNT];
+static pthread_once_t sharded_once = PTHREAD_ONCE_INIT;
+
+/* body with each "'publish'" made "'spublish'", or NULL when out of memory. */
+static char *shard(const char *body)
+{
+    static const char from[] = "'publish'";
+    size_t count = 0, len = strlen(body);
+    for (const char *p = body; (p = strstr(p, from)) != NULL; p++)
+        count++;
+    char *out = malloc(len + count + 1), *o = out;
+    if (out == NULL)
+        return NULL;
+    for (const char *p = body, *hit; *p; p = hit + sizeof(from) - 1) {
+        if ((hit = strstr(p, from)) == NULL) {
+            strcpy(o, p);
+            return out;
+        }
+        memcpy(o, p, (size_t)(hit - p));
+        o += hit - p;
+        memcpy(o, "'spublish'", 10);
+        o += 10;
+    }
+    *o = '\0';
+    return out;
+}
+
+static void build_sharded(void)
+{
+    for (int s = 0; s < DLOCK_SCRIPT_COUNT; s++)
+        sharded_body[s] = shard(dlock_script_body[s]);
+}
+
+const char *dlock_script_text(enum dlock_script s, int sharded)
+{
+    if (!sharded)
+        return dlock_script_body[s];
+    pthread_once(&sharded_once, build_sharded);
+    return sharded_body[s] ? sharded_body[s] : dlock_script_body[s];
+}

@@ -21,4 +21,10 @@ enum dlock_script {
 
 extern const char *const dlock_script_body[DLOCK_SCRIPT_COUNT];
 
+/* Script s's body; sharded: for a Redis Cluster, its PUBLISH calls made
+ * SPUBLISH, so a release reaches only the subscribers of its key's shard
+ * (built once; the plain body when out of memory: PUBLISH still reaches
+ * every node, only not an SSUBSCRIBE, and waiters poll at retry_ms). */
+const char *dlock_script_text(enum dlock_script s, int sharded);
+
 #endif

@@ -176,7 +176,7 @@ static int send_ops(dlock_subscriber *s)
     int rc = REDIS_OK, done = 0;
     for (size_t i = 0; i < n; i++) {
         if (rc == REDIS_OK)
-            rc = dlock_node_sub_request(s->conn, ops[i].key, ops[i].subscribe);
+            rc = dlock_node_sub_request(s->node, s->conn, ops[i].key, ops[i].subscribe);
         free(ops[i].key);
     }
     free(ops);
@@ -236,7 +236,24 @@ static int granted_to_head(struct dlock_entry *e, const char *msg, size_t len)
     return 1;
 }
 
-/* A pub/sub reply: ["message", channel, payload] or ["subscribe", channel, n]. */
+/* A channel the server dropped ("unsubscribe" while ACTIVE: a cluster node
+ * whose slot migrated away; ours come only after the channel is forgotten,
+ * or while its new subscription is PENDING): forgotten, and e's head
+ * subscribes again, at the slot's new owner. */
+static void dropped(dlock_subscriber *s, struct channel *ch, struct dlock_entry *e)
+{
+    if (ch == NULL || ch->state != DLOCK_SUB_ACTIVE)
+        return;
+    *channel_slot(s, ch->key, strlen(ch->key)) = ch->next;
+    free(ch);
+    if (e && e->sub_state[s->idx] == DLOCK_SUB_ACTIVE) {
+        e->sub_state[s->idx] = DLOCK_SUB_FAILED;
+        dlock_entry_wake_head(e);
+    }
+}
+
+/* A pub/sub reply: ["message", channel, payload] or ["subscribe", channel, n]
+ * ("smessage", "ssubscribe" from a cluster node). */
 static void handle_reply(dlock_subscriber *s, redisReply *r)
 {
     if (r->type == REDIS_REPLY_ERROR) {
@@ -247,6 +264,8 @@ static void handle_reply(dlock_subscriber *s, redisReply *r)
         r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING)
         return;
     const char *kind = r->element[0]->str, *channel = r->element[1]->str;
+    if (dlock_node_sharded(s->node) && kind[0] == 's') /* ssubscribe, smessage, sunsubscribe */
+        kind++;
     size_t len = r->element[1]->len, suffix = sizeof(DLOCK_CHANNEL_SUFFIX) - 1;
     if (len <= suffix)
         return;
@@ -255,6 +274,10 @@ static void handle_reply(dlock_subscriber *s, redisReply *r)
     if (subscribed && ch)
         ch->state = DLOCK_SUB_ACTIVE;
     struct dlock_entry *e = dlock_keytab_find(s->keys, channel, len - suffix);
+    if (strcmp(kind, "unsubscribe") == 0) {
+        dropped(s, ch, e);
+        return;
+    }
     if (e == NULL)
         return;
     if (subscribed && ch && e->sub_state[s->idx] == DLOCK_SUB_PENDING)

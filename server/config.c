@@ -60,6 +60,10 @@ static const struct opt opts[] = {
      "Redis as host:port, or several independent servers host:port,host:port,... (at most "
      "7; an odd number): the lock is then held on a majority of them (Redlock). Overrides "
      "--redis-host and --redis-port"},
+    {"redis-cluster", "STOCKD_REDIS_CLUSTER", OPT_STR, F(redis_cluster), 0, 0, NULL,
+     "a Redis Cluster, by seed nodes host:port[,host:port...] (at most 7): each item's "
+     "lock goes to the primary that owns its hash slot (the keys carry {item}), following "
+     "MOVED, ASK and failovers. Overrides --redis"},
     {"redis-host", "STOCKD_REDIS_HOST", OPT_STR, F(service.redis.host), 0, 0, NULL,
      "Redis host (one server; see --redis)"},
     {"redis-port", "STOCKD_REDIS_PORT", OPT_INT, F(service.redis.port), 1, 65535, NULL,
@@ -330,6 +334,10 @@ int cfg_load(stockd_config *c, int argc, char **argv, char *err, size_t errlen)
     s->redis.connect_timeout_ms = timeout / 2 > 0 ? timeout / 2 : 1;
     if (c->redis_servers && dlock_config_nodes(&s->redis, c->redis_servers) != DLOCK_OK) {
         snprintf(err, errlen, "--redis %s: %s", c->redis_servers, dlock_errstr());
+        return -1;
+    }
+    if (c->redis_cluster && dlock_config_cluster(&s->redis, c->redis_cluster) != DLOCK_OK) {
+        snprintf(err, errlen, "--redis-cluster %s: %s", c->redis_cluster, dlock_errstr());
         return -1;
     }
     s->fencing = !c->no_fencing;

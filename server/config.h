@@ -25,6 +25,7 @@ typedef struct stockd_config {
     int no_fencing;                  /* test only: service.fencing = 0 */
     const char *redis_password_file; /* the password's file; else STOCKD_REDIS_PASSWORD */
     const char *redis_servers;       /* --redis host:port[,...]: one, or a quorum of them */
+    const char *redis_cluster;       /* --redis-cluster host:port[,...]: a cluster's seeds */
     const char *db_password_file;    /* a database server's password's file */
     char instance_buf[300];          /* storage for the default instance id */
     char redis_password[CFG_SECRET_MAX + 1]; /* "" when none; never logged or shown */

@@ -1,0 +1,396 @@
+/* test_cluster.c - the lock over a real Redis Cluster (three primaries, a
+ * replica each, made by redis-cli --cluster create): keys of many slots
+ * each locked on its owner, a key without a hash tag refused, a waiter
+ * woken by a sharded release, a multi-lock across shards, a read lock and a
+ * permit, a slot moved by hand mid-run (ASK while it migrates, MOVED
+ * after, both counted), a primary killed and locking going on on its
+ * promoted replica; then three stockd replicas on the cluster under
+ * loadgen, carts across shards, PASS, and PASS again with a primary killed
+ * mid-run. The kills come last: they change the cluster for good. */
+#include <jansson.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+
+#include "lock/cluster.h"
+#include "lock/dlock.h"
+#include "tests/support/cluster.h"
+#include "tests/support/stack.h"
+
+#define PRIMARIES 3
+
+static th_cluster cluster;
+static char dir[64];
+
+static int group_setup(void **state)
+{
+    (void)state;
+    curl_global_init(CURL_GLOBAL_ALL);
+    if (th_tempdir("cluster-it", dir, sizeof(dir)) != 0)
+        return -1;
+    return th_cluster_start(&cluster, PRIMARIES, 1);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    th_cluster_stop(&cluster);
+    return 0;
+}
+
+static dlock_client *cluster_client(void)
+{
+    dlock_config cfg;
+    dlock_config_defaults(&cfg);
+    assert_int_equal(dlock_config_cluster(&cfg, cluster.seeds), DLOCK_OK);
+    dlock_client *c;
+    assert_int_equal(dlock_client_new(&cfg, &c), DLOCK_OK);
+    return c;
+}
+
+static dlock_opts quick_opts(void)
+{
+    dlock_opts o;
+    dlock_opts_defaults(&o);
+    o.lease_ms = 5000;
+    o.wait_ms = 5000;
+    o.retry_ms = 20;
+    return o;
+}
+
+/* Acquires key and releases it; its fence. */
+static int64_t lock_once(dlock_client *c, const char *key, const dlock_opts *o)
+{
+    dlock_handle *h;
+    int rc = dlock_acquire(c, key, o, &h);
+    if (rc != DLOCK_OK)
+        fail_msg("acquire %s: %s (%s)", key, dlock_strerror(rc), dlock_errstr());
+    int64_t fence = dlock_fence(h);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    return fence;
+}
+
+/* The client's slots are Redis's own (CLUSTER KEYSLOT), hash tags' edge
+ * cases included: an empty tag hashes the whole key, the first "}" closes. */
+static void test_a_keys_slot_is_the_one_redis_computes(void **state)
+{
+    (void)state;
+    const char *keys[] = {"123456789", "stock:lock:{42}", "{user1000}.following", "foo{}{bar}",
+                          "foo{{bar}}zap", "foo{bar}{zap}", "{", "}{x}", "a{b", ""};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(*keys); i++)
+        assert_int_equal(dlock_slot_of(keys[i], NULL),
+                         th_redis_int(&cluster.node[0], "CLUSTER KEYSLOT %s", keys[i]));
+    assert_int_equal(dlock_slot_of("123456789", NULL), 0x31c3 % 16384); /* CRC16's check */
+}
+
+static void test_keys_of_many_slots_are_locked_each_on_its_owner(void **state)
+{
+    (void)state;
+    dlock_client *c = cluster_client();
+    dlock_opts o = quick_opts();
+    long long before[PRIMARIES];
+    for (int i = 0; i < PRIMARIES; i++)
+        before[i] = th_cluster_evalsha_calls(&cluster, i);
+    for (int i = 0; i < 300; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "many:{%d}", i);
+        assert_true(lock_once(c, key, &o) > 0);
+    }
+    for (int i = 0; i < PRIMARIES; i++) /* each about a third: 2 scripts a lock */
+        assert_true(th_cluster_evalsha_calls(&cluster, i) - before[i] > 100);
+    dlock_stats st;
+    dlock_stats_read(c, &st);
+    assert_int_equal(st.acquired, 300);
+    assert_int_equal(st.redis_errors, 0);
+    assert_int_equal(dlock_ping(c), DLOCK_OK);
+    dlock_client_free(c);
+}
+
+static void test_a_key_without_a_hash_tag_is_refused(void **state)
+{
+    (void)state;
+    dlock_client *c = cluster_client();
+    dlock_handle *h;
+    dlock_opts o = quick_opts();
+    assert_int_equal(dlock_acquire(c, "no-tag", &o, &h), DLOCK_ERR_INVALID);
+    assert_non_null(strstr(dlock_errstr(), "hash tag"));
+    dlock_client_free(c);
+}
+
+struct waiter {
+    dlock_client *c;
+    const char *key;
+    int64_t got_ms;
+    int rc;
+};
+
+static void *wait_for(void *arg)
+{
+    struct waiter *w = arg;
+    dlock_opts o;
+    dlock_opts_defaults(&o);
+    o.lease_ms = 30000, o.retry_ms = 10000, o.wait_ms = 30000; /* polls far apart */
+    dlock_handle *h;
+    w->rc = dlock_acquire(w->c, w->key, &o, &h);
+    w->got_ms = th_now_ms();
+    if (w->rc == DLOCK_OK)
+        dlock_release(h);
+    return NULL;
+}
+
+/* The waiter polls every 5..15 s: it gets the key within 4 s of the
+ * release only because the release's SPUBLISH woke it, through the
+ * SSUBSCRIBE on the key's own shard. */
+static void test_a_waiter_is_woken_by_its_shards_release(void **state)
+{
+    (void)state;
+    char tag[16], key[32], channel[64];
+    int slot;
+    th_cluster_tag_on(&cluster, 1, 0, tag, &slot);
+    snprintf(key, sizeof(key), "wake:{%s}", tag);
+    snprintf(channel, sizeof(channel), "%s:released", key);
+    dlock_client *holder = cluster_client(), *other = cluster_client();
+    dlock_opts o = quick_opts();
+    o.lease_ms = 30000;
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire(holder, key, &o, &h), DLOCK_OK);
+    struct waiter w = {.c = other, .key = key};
+    pthread_t t;
+    pthread_create(&t, NULL, wait_for, &w);
+    int subscribed = 0;
+    for (int64_t end = th_now_ms() + 5000; !subscribed && th_now_ms() < end; th_sleep_ms(20)) {
+        redisContext *rc = th_redis_connect(&cluster.node[1]);
+        redisReply *r = redisCommand(rc, "PUBSUB SHARDNUMSUB %s", channel);
+        subscribed = r && r->elements == 2 && r->element[1]->integer >= 1;
+        freeReplyObject(r);
+        redisFree(rc);
+    }
+    assert_true(subscribed);
+    th_sleep_ms(200);
+    int64_t released = th_now_ms();
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(w.got_ms - released < 4000);
+    dlock_client_free(holder);
+    dlock_client_free(other);
+}
+
+static void test_a_multi_lock_takes_each_key_on_its_shard(void **state)
+{
+    (void)state;
+    dlock_client *c = cluster_client();
+    char tags[PRIMARIES][16], keys[PRIMARIES][48];
+    const char *names[PRIMARIES];
+    int slot;
+    for (int i = 0; i < PRIMARIES; i++) {
+        th_cluster_tag_on(&cluster, i, 100, tags[i], &slot);
+        snprintf(keys[i], sizeof(keys[i]), "cart:{%s}", tags[i]);
+        names[i] = keys[i];
+    }
+    dlock_opts o = quick_opts();
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire_multi(c, names, PRIMARIES, &o, &h), DLOCK_OK);
+    for (int i = 0; i < PRIMARIES; i++) {
+        assert_int_equal(th_redis_int(&cluster.node[i], "EXISTS %s", keys[i]), 1);
+        assert_true(dlock_fence_at(h, i) > 0);
+    }
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    for (int i = 0; i < PRIMARIES; i++)
+        assert_int_equal(th_redis_int(&cluster.node[i], "EXISTS %s", keys[i]), 0);
+    dlock_client_free(c);
+}
+
+static void test_a_read_lock_and_a_permit_over_the_cluster(void **state)
+{
+    (void)state;
+    dlock_client *c = cluster_client();
+    dlock_opts o = quick_opts();
+    dlock_handle *r, *w, *p, *q;
+    assert_int_equal(dlock_acquire_read(c, "rw:{a}", &o, &r), DLOCK_OK);
+    o.wait_ms = 0;
+    assert_int_equal(dlock_acquire_write(c, "rw:{a}", &o, &w), DLOCK_ERR_TIMEOUT);
+    assert_int_equal(dlock_release(r), DLOCK_OK);
+    assert_int_equal(dlock_acquire_write(c, "rw:{a}", &o, &w), DLOCK_OK);
+    assert_int_equal(dlock_release(w), DLOCK_OK);
+    assert_int_equal(dlock_sem_acquire(c, "sem:{b}", 1, &o, &p), DLOCK_OK);
+    assert_int_equal(dlock_sem_acquire(c, "sem:{b}", 1, &o, &q), DLOCK_ERR_TIMEOUT);
+    assert_int_equal(dlock_release(p), DLOCK_OK);
+    dlock_client_free(c);
+}
+
+/* A slot moved from its owner to another primary while a lock in it is
+ * held. Its keys moved, the source answers ASK for them and the holder's
+ * renewals (one key each) follow it to the target, after ASKING; a script
+ * of five keys, of which some are missing at the target, would get
+ * TRYAGAIN there until the move ends (Redis's rule for keys split by a
+ * migration). Once the slot is given over, the release meets MOVED, and
+ * the fence counter came along with the keys. */
+static void test_a_slot_moved_by_hand_meets_ask_then_moved(void **state)
+{
+    (void)state;
+    char tag[16], key[32];
+    int slot;
+    th_cluster_tag_on(&cluster, 0, 200, tag, &slot);
+    snprintf(key, sizeof(key), "mig:{%s}", tag);
+    dlock_client *c = cluster_client();
+    dlock_opts o = quick_opts();
+    int64_t first = lock_once(c, key, &o);
+    dlock_handle *h;
+    o.lease_ms = 900; /* renewed every 300 ms */
+    o.max_renewals = 0;
+    assert_int_equal(dlock_acquire(c, key, &o, &h), DLOCK_OK);
+
+    assert_int_equal(th_cluster_migrate_begin(&cluster, slot, 0, 1), 0);
+    assert_int_equal(th_cluster_migrate_keys(&cluster, slot, 0, 1), 0);
+    dlock_stats st;
+    for (int64_t end = th_now_ms() + 10000; th_now_ms() < end; th_sleep_ms(50)) {
+        dlock_stats_read(c, &st);
+        if (st.asked > 0)
+            break;
+    }
+    assert_true(st.asked > 0);
+    th_sleep_ms(1000); /* more than a lease: only the renewals through ASK keep it */
+    assert_int_equal(dlock_check(h), DLOCK_OK);
+    assert_int_equal(th_cluster_migrate_end(&cluster, slot, 0, 1), 0);
+
+    assert_int_equal(dlock_release(h), DLOCK_OK); /* MOVED, redone at node 1 */
+    o = quick_opts();
+    assert_true(lock_once(c, key, &o) > first);
+    dlock_stats_read(c, &st);
+    print_message("moved %llu, asked %llu\n", (unsigned long long)st.moved,
+                  (unsigned long long)st.asked);
+    assert_true(st.moved > 0);
+    assert_int_equal(th_cluster_owner(&cluster, slot), 1);
+    dlock_client_free(c);
+}
+
+/* The owner of a key SIGKILLed: its replica is promoted (node timeout 1 s)
+ * and the client finds it by the map; the fence keeps growing. */
+static void test_a_primary_killed_and_locking_goes_on(void **state)
+{
+    (void)state;
+    char tag[16], key[32];
+    int slot;
+    th_cluster_tag_on(&cluster, 2, 300, tag, &slot);
+    snprintf(key, sizeof(key), "kill:{%s}", tag);
+    dlock_client *c = cluster_client();
+    dlock_opts o = quick_opts();
+    int64_t before = lock_once(c, key, &o);
+    th_sleep_ms(200); /* the counter reaches the replica */
+    th_redis_stop(&cluster.node[2], 1);
+    int64_t after = 0, killed = th_now_ms();
+    int refused = 0;
+    for (int64_t end = th_now_ms() + 20000; after == 0 && th_now_ms() < end;) {
+        dlock_handle *h;
+        o.wait_ms = 500;
+        int rc = dlock_acquire(c, key, &o, &h);
+        if (rc == DLOCK_OK) {
+            after = dlock_fence(h);
+            assert_int_equal(dlock_release(h), DLOCK_OK);
+        } else {
+            refused++;
+            th_sleep_ms(100);
+        }
+    }
+    print_message("fence %lld before the kill, %lld after, %d refusals and %lld ms later\n",
+                  (long long)before, (long long)after, refused, (long long)(th_now_ms() - killed));
+    assert_true(after > before);
+    assert_int_equal(th_cluster_wait_ok(&cluster, slot, 10000), 0);
+    o.wait_ms = 5000;
+    for (int i = 0; i < 30; i++) { /* every shard, the promoted one too */
+        char k[32];
+        snprintf(k, sizeof(k), "after:{%d}", i);
+        lock_once(c, k, &o);
+    }
+    assert_int_equal(dlock_ping(c), DLOCK_OK);
+    dlock_client_free(c);
+}
+
+/* ---- stockd on the cluster ---- */
+
+/* loadgen over 24 fresh items, carts of 1 to 3 lines, against targets. */
+static pid_t loadgen_carts(const th_stack *s, const char *name, const char *targets,
+                           const char *duration)
+{
+    static char bin[256], json[160], out[160];
+    snprintf(bin, sizeof(bin), "%s/loadgen", th_build_dir());
+    snprintf(json, sizeof(json), "%s/%s.json", s->dir, name);
+    snprintf(out, sizeof(out), "%s/%s.out", s->dir, name);
+    const char *argv[] = {bin, "--target", targets, "--items", "24", "--stock", "100000",
+                          "--cart-lines", "1-3", "-d", duration, "-n", "0", "-c", "12",
+                          "--json", json, "--timeout-ms", "20000", NULL};
+    return th_spawn(argv, out);
+}
+
+static void cluster_stack(th_stack *s, const char *name)
+{
+    const char *all[] = {"--redis-cluster", cluster.seeds, NULL};
+    th_stack_start(s, dir, NULL, name, all, NULL, 100000);
+}
+
+static void test_stockd_on_the_cluster_passes_with_carts_across_shards(void **state)
+{
+    (void)state;
+    th_stack s;
+    char targets[600];
+    cluster_stack(&s, "cluster-carts");
+    snprintf(targets, sizeof(targets), "%s,%s", s.r[0].url, s.targets);
+    th_loadgen_expect(&s, loadgen_carts(&s, "cluster-carts", targets, "3s"), "cluster-carts", 0);
+    assert_true(th_loadgen_outcome(&s, "cluster-carts", "ok") > 0);
+    assert_int_equal(th_loadgen_outcome(&s, "cluster-carts", "redis_unavailable"), 0);
+    th_stack_stop(&s);
+}
+
+static void test_stockd_passes_with_a_primary_killed_mid_run(void **state)
+{
+    (void)state;
+    th_stack s;
+    char targets[600];
+    cluster_stack(&s, "cluster-kill");
+    snprintf(targets, sizeof(targets), "%s,%s", s.r[0].url, s.targets);
+    pid_t lg = loadgen_carts(&s, "cluster-kill", targets, "6s");
+    th_sleep_ms(1500);
+    int victim = th_cluster_owner(&cluster, 0); /* a live primary: slot 0's */
+    assert_true(victim >= 0);
+    th_redis_stop(&cluster.node[victim], 1);
+    th_loadgen_expect(&s, lg, "cluster-kill", 0);
+    print_message("with a primary killed: %lld ok, %lld redis_unavailable\n",
+                  th_loadgen_outcome(&s, "cluster-kill", "ok"),
+                  th_loadgen_outcome(&s, "cluster-kill", "redis_unavailable"));
+    assert_true(th_loadgen_outcome(&s, "cluster-kill", "ok") > 0);
+    assert_int_equal(th_cluster_wait_ok(&cluster, 0, 10000), 0);
+    th_loadgen_expect(&s, loadgen_carts(&s, "cluster-after", targets, "2s"), "cluster-after", 0);
+    assert_int_equal(th_loadgen_outcome(&s, "cluster-after", "redis_unavailable"), 0);
+    th_stack_stop(&s);
+}
+
+int main(void)
+{
+    if (!th_have("redis-cli")) {
+        printf("skip: redis-cli is not installed\n");
+        return 0;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_keys_slot_is_the_one_redis_computes),
+        cmocka_unit_test(test_keys_of_many_slots_are_locked_each_on_its_owner),
+        cmocka_unit_test(test_a_key_without_a_hash_tag_is_refused),
+        cmocka_unit_test(test_a_waiter_is_woken_by_its_shards_release),
+        cmocka_unit_test(test_a_multi_lock_takes_each_key_on_its_shard),
+        cmocka_unit_test(test_a_read_lock_and_a_permit_over_the_cluster),
+        cmocka_unit_test(test_a_slot_moved_by_hand_meets_ask_then_moved),
+        cmocka_unit_test(test_stockd_on_the_cluster_passes_with_carts_across_shards),
+        cmocka_unit_test(test_a_primary_killed_and_locking_goes_on),
+        cmocka_unit_test(test_stockd_passes_with_a_primary_killed_mid_run),
+    };
+    return cmocka_run_group_tests_name("cluster", tests, group_setup, group_teardown);
+}
