@@ -142,7 +142,8 @@ static int quorum_try(dlock_quorum *q, struct dlock_lease *l, enum dlock_script 
     if (t.granted >= need) {
         if (t.agree < majority) /* fences apart: a majority must hold the top one */
             t.agree = write_back(q, l, t.top);
-        if (t.agree >= majority && dlock_now_ms() - started < l->lease_ms - dlock_drift_ms(l->lease_ms)) {
+        int64_t elapsed = dlock_now_ms() - started;
+        if (t.agree >= majority && elapsed < l->lease_ms - dlock_drift_ms(l->lease_ms)) {
             l->fence = t.top;
             l->acquired_ms = started;
             return DLOCK_OK;
@@ -159,8 +160,8 @@ static int quorum_try(dlock_quorum *q, struct dlock_lease *l, enum dlock_script 
                           l->key, need, n, need > majority ? " (q > N x P / (P + 1))" : "",
                           t.why[0] ? t.why : "too many failed");
     *pttl = t.soonest;
-    return dlock_fail(DLOCK_ERR_TIMEOUT, "%s %s is held on %d of %d Redis servers", kind_name[l->kind],
-                      l->key, n - t.granted, n);
+    return dlock_fail(DLOCK_ERR_TIMEOUT, "%s %s: not granted on %d of %d Redis servers",
+                      kind_name[l->kind], l->key, n - t.granted, n);
 }
 
 int dlock_claim_quorum_try(dlock_quorum *q, struct dlock_lease *l, enum dlock_script s,
