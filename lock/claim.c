@@ -96,7 +96,7 @@ static int claim_wait(dlock_client *c, const char *key, const struct dlock_claim
             dlock_handle_free(h);
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
     }
-    l->need = dlock_claim_quorum_need(dlock_quorum_size(c->nodes), cl->permits);
+    l->need = dlock_claim_quorum_need(c->nodes, cl->permits);
     int rc = o->wait_mode == DLOCK_WAIT_SPIN ? wait_spin(c, l, cl, o, deadline)
                                              : wait_notify(c, l, cl, o, deadline);
     if (rc != DLOCK_OK) {

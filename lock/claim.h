@@ -31,8 +31,9 @@ struct dlock_claim {
 };
 
 /* The public front of a claim (dlock_sem_acquire, dlock_acquire_read, ...):
- * checks opts and key as dlock_acquire does, then waits until wait_ms, counted like any acquisition. Returns
- * as dlock_acquire does; *out set on DLOCK_OK. */
+ * checks opts and key as dlock_acquire does, then waits until wait_ms,
+ * counted like any acquisition. Returns as dlock_acquire does; *out set on
+ * DLOCK_OK. */
 int dlock_claim_acquire(dlock_client *c, const char *key, const struct dlock_claim *cl,
                         const dlock_opts *opts, dlock_handle **out);
 

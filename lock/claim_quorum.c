@@ -16,11 +16,11 @@ static const char *const kind_name[] = {"lock", "semaphore", "read lock", "write
  * every call is dlock_lease_call's, on the one server the key lives on. */
 static int redlock(const dlock_quorum *q) { return dlock_quorum_size(q) > 1; }
 
-int dlock_claim_quorum_need(int n, int permits)
+int dlock_claim_quorum_need(const dlock_quorum *q, int permits)
 {
-    if (permits <= 1)
-        return n / 2 + 1;
-    return (int)((int64_t)n * permits / (permits + 1)) + 1;
+    if (!redlock(q) || permits <= 1)
+        return 0;
+    return (int)((int64_t)dlock_quorum_size(q) * permits / (permits + 1)) + 1;
 }
 
 void dlock_claim_quorum_slack(dlock_quorum *q, char out[24])

@@ -12,12 +12,13 @@
 
 #include "lock/lease.h"
 
-/* How many of n servers must grant a claim of which up to permits may be
- * held at once (0: a reader or a writer): a majority for a read-write lock
- * and for one permit; for P >= 2 permits q = floor(n P / (P + 1)) + 1, the
- * least q with (P + 1) q > n P, so that P + 1 holders would need more
- * permits than the n servers have. At most n. */
-int dlock_claim_quorum_need(int n, int permits);
+/* How many of q's N servers must grant a claim of which up to permits may
+ * be held at once (0: a reader or a writer), for a lease's need: 0 (a
+ * majority, or the one server) for a read-write lock and for one permit;
+ * for P >= 2 permits floor(N P / (P + 1)) + 1, the least count c with
+ * (P + 1) c > N P, so that P + 1 holders would need more permits than the
+ * N servers have. At most N. */
+int dlock_claim_quorum_need(const dlock_quorum *q, int permits);
 
 /* The seed slack (in us, as text) an acquire script passes to next_fence
  * (scripts.c): the lock's with several servers, so that their counters
