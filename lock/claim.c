@@ -11,42 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lock/claim_quorum.h"
 #include "lock/err.h"
 #include "lock/opts.h"
 #include "lock/queue.h"
 #include "lock/sync.h"
-
-/* Whether c can hold such claims: DLOCK_OK, or DLOCK_ERR_INVALID when it
- * uses several Redis servers, with errstr naming what. */
-static int claim_single(dlock_client *c, const char *what)
-{
-    if (dlock_quorum_votes(c->nodes))
-        return dlock_fail(DLOCK_ERR_INVALID, "%ss need a single Redis server: not "
-                                             "supported over a quorum of %d",
-                          what, dlock_quorum_size(c->nodes));
-    return DLOCK_OK;
-}
-
-int dlock_claim_reply(redisReply *r, struct dlock_lease *l, int64_t sent, int64_t *pttl)
-{
-    if (r == NULL)
-        return dlock_redis_failure();
-    int rc = DLOCK_ERR_REDIS;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[0]->type == REDIS_REPLY_INTEGER && r->element[1]->type == REDIS_REPLY_INTEGER) {
-        rc = r->element[0]->integer == 1 ? DLOCK_OK : DLOCK_ERR_TIMEOUT;
-        if (rc == DLOCK_OK) {
-            l->fence = r->element[1]->integer;
-            l->acquired_ms = sent;
-        } else {
-            *pttl = r->element[1]->integer;
-        }
-    } else {
-        dlock_fail(rc, "unexpected reply to an acquire script");
-    }
-    freeReplyObject(r);
-    return rc;
-}
 
 /* Spin mode: this thread alone retries every jittered retry_ms. */
 static int wait_spin(dlock_client *c, struct dlock_lease *l, const struct dlock_claim *cl,
@@ -127,6 +96,7 @@ static int claim_wait(dlock_client *c, const char *key, const struct dlock_claim
             dlock_handle_free(h);
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
     }
+    l->need = dlock_claim_quorum_need(c->nodes, cl->permits);
     int rc = o->wait_mode == DLOCK_WAIT_SPIN ? wait_spin(c, l, cl, o, deadline)
                                              : wait_notify(c, l, cl, o, deadline);
     if (rc != DLOCK_OK) {
@@ -157,8 +127,7 @@ int dlock_claim_acquire(dlock_client *c, const char *key, const struct dlock_cla
     dlock_opts o;
     *out = NULL;
     size_t klen = key ? strnlen(key, DLOCK_KEY_MAX + 1) : 0;
-    if (dlock_opts_of(opts, &o) != DLOCK_OK || dlock_key_check(key, klen) != DLOCK_OK ||
-        claim_single(c, cl->what) != DLOCK_OK)
+    if (dlock_opts_of(opts, &o) != DLOCK_OK || dlock_key_check(key, klen) != DLOCK_OK)
         return DLOCK_ERR_INVALID;
     int64_t start = dlock_now_ms();
     int rc = claim_wait(c, key, cl, &o, start + o.wait_ms, out);
@@ -175,7 +144,7 @@ int dlock_claim_release(dlock_handle *h, int *local)
     dlock_wd_forget(c->wd, l); /* no renewal may follow the release */
     pthread_mutex_unlock(&c->mu);
 
-    int rc = dlock_lease_give_back(c->nodes, l);
+    int rc = dlock_claim_quorum_give_back(c->nodes, l);
     if (rc == DLOCK_OK && *local == DLOCK_ERR_INTERRUPTED)
         rc = DLOCK_ERR_INTERRUPTED;
     if (rc == DLOCK_ERR_LOST || (rc == DLOCK_ERR_REDIS && *local == DLOCK_ERR_LOST))

@@ -30,14 +30,10 @@ struct dlock_claim {
     void (*give_up)(dlock_client *c, struct dlock_lease *l);
 };
 
-/* An acquire script's {1, fence} or {0, pttl} (r freed) as an attempt's
- * result, for an attempt sent at sent. */
-int dlock_claim_reply(redisReply *r, struct dlock_lease *l, int64_t sent, int64_t *pttl);
-
 /* The public front of a claim (dlock_sem_acquire, dlock_acquire_read, ...):
- * checks opts and key as dlock_acquire does and refuses a quorum of
- * servers, then waits until wait_ms, counted like any acquisition. Returns
- * as dlock_acquire does; *out set on DLOCK_OK. */
+ * checks opts and key as dlock_acquire does, then waits until wait_ms,
+ * counted like any acquisition. Returns as dlock_acquire does; *out set on
+ * DLOCK_OK. */
 int dlock_claim_acquire(dlock_client *c, const char *key, const struct dlock_claim *cl,
                         const dlock_opts *opts, dlock_handle **out);
 

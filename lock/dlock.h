@@ -307,9 +307,13 @@ int dlock_acquire_multi_async(dlock_client *c, const char *const *keys, int n,
  * dlock_token, dlock_key and dlock_fence, not with dlock_run or
  * multi-locks; permits are never handed over or nested (a thread asking
  * again takes a second permit, or waits for one). Never use a semaphore's
- * or a read-write lock's key as a plain lock's. One Redis server only. Returns as dlock_acquire does (DLOCK_ERR_TIMEOUT: all permits
- * still held after wait_ms); DLOCK_ERR_INVALID also for permits_total < 1
- * or a quorum of servers. */
+ * or a read-write lock's key as a plain lock's. Over a quorum of N servers
+ * a permit must be granted by q = floor(N P / (P + 1)) + 1 of them (P =
+ * permits_total; a majority for P = 1, all 3 of 3 for P >= 2: only N - q
+ * may be down; lock/README.md). Returns as dlock_acquire does
+ * (DLOCK_ERR_TIMEOUT: all permits still held after wait_ms;
+ * DLOCK_ERR_REDIS at once when more than N - q servers failed);
+ * DLOCK_ERR_INVALID also for permits_total < 1. */
 int dlock_sem_acquire(dlock_client *c, const char *key, int permits_total,
                       const dlock_opts *opts, dlock_handle **out);
 
@@ -318,10 +322,10 @@ int dlock_sem_acquire(dlock_client *c, const char *key, int permits_total,
  * Readers and writers draw fences from one counter. Each hold is a lease
  * and its handle is used as a semaphore's; no reentrancy, upgrade or
  * downgrade (a thread asking again waits like any other owner: a writer
- * asking to read waits for itself until wait_ms). One Redis
- * server only. Returns as dlock_acquire does (DLOCK_ERR_TIMEOUT: a writer
- * held or waited, or for a writer: readers or a writer held, after
- * wait_ms); DLOCK_ERR_INVALID also for a quorum of servers. */
+ * asking to read waits for itself until wait_ms). Over a quorum a reader
+ * and a writer each need a majority of the servers, as a lock does.
+ * Returns as dlock_acquire does (DLOCK_ERR_TIMEOUT: a writer held or
+ * waited, or for a writer: readers or a writer held, after wait_ms). */
 int dlock_acquire_read(dlock_client *c, const char *key, const dlock_opts *opts,
                        dlock_handle **out);
 int dlock_acquire_write(dlock_client *c, const char *key, const dlock_opts *opts,

@@ -47,6 +47,8 @@ struct dlock_lease {
                           * the wall clock in us when it began to wait, the same on each */
     int sent;            /* an acquire with this token may have reached Redis */
     int kind;            /* enum dlock_lease_kind */
+    int need;            /* with several servers, how many must hold it: 0 a majority,
+                          * a semaphore's permit more (claim_quorum.h) */
     const char *target;  /* the Redis key renewal and release touch: key, or a writer's
                           * key:writer, stored after key */
     char token[DLOCK_TOKEN_LEN + 1];

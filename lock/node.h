@@ -185,6 +185,7 @@ typedef struct dlock_node_renewal {
     const char *key, *token;
     int lease_ms;
     enum dlock_script script; /* its renew script: the lock's, or a ZSET member's (lease.h) */
+    int need; /* with several servers, how many must renew it; 0: a majority */
 } dlock_node_renewal;
 
 /* The renew script (PEXPIRE lease_ms if the key holds token) for count

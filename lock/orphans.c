@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 
+#include "lock/claim_quorum.h"
 #include "lock/sync.h"
 
 #define BACKOFF_FIRST_MS 50
@@ -91,7 +92,7 @@ static void try_one(dlock_orphans *o, struct dlock_lease *l)
 {
     unlink_orphan(o, l);
     pthread_mutex_unlock(&o->mu);
-    int rc = dlock_lease_give_back(o->quorum, l);
+    int rc = dlock_claim_quorum_give_back(o->quorum, l);
     pthread_mutex_lock(&o->mu);
     int64_t now = dlock_now_ms();
     int unanswered = rc == DLOCK_ERR_REDIS || rc == DLOCK_ERR_AUTH;

@@ -474,21 +474,62 @@ int dlock_quorum_release(dlock_quorum *q, const dlock_node_release_args *args, i
     return no_majority(q, &fl, "release");
 }
 
+/* ---- any script ---- */
+
+int dlock_quorum_script_all(dlock_quorum *q, enum dlock_script s, int nkeys, int nargs,
+                            const char *const *argv, int need, redisReply **replies, int *sent)
+{
+    struct fanout f;
+    fanout_init(&f, q);
+    struct failures fl = {0};
+    int answered = 0;
+    choose(&f);
+    do {
+        for (int i = 0; i < q->n; i++)
+            if (f.now[i])
+                dlock_node_script_begin(q->node[i], s, nkeys, nargs, argv, &f.calls[i]);
+        wait_all(&f);
+        for (int i = 0; i < q->n; i++) {
+            if (!f.now[i])
+                continue;
+            replies[i] = dlock_node_script_end(&f.calls[i]);
+            if (replies[i] == NULL)
+                add_failure(&fl, q, i, dlock_redis_failure());
+            note_answer(q, i, &f.calls[i]);
+            answered += replies[i] != NULL;
+            if (sent)
+                *sent |= f.calls[i].sent;
+        }
+    } while (answered < need && ask_the_rest(&f));
+    for (int i = 0; i < q->n; i++)
+        if (!f.begun[i])
+            replies[i] = NULL;
+    int code = fl.auth ? DLOCK_ERR_AUTH : DLOCK_ERR_REDIS;
+    if (answered < need && q->n == 1)
+        dlock_fail(code, "%s", fl.text);
+    else if (answered < need)
+        dlock_fail(code, "%d of %d Redis servers failed, %d must answer (%s)", fl.count, q->n,
+                   need, fl.text);
+    return answered;
+}
+
 /* ---- renew ---- */
 
-/* Each renewal's verdict over the servers' answers (rcs[j]); 1 when every
+/* Each renewal's verdict over the servers' answers (rcs[j]), renewed when
+ * its need of them (a majority unless it says) renewed it; 1 when every
  * one is settled - renewed or lost on enough servers that the rest cannot
  * change it. */
 static int renewals_settled(const dlock_quorum *q, int node_rcs[][DLOCK_MULTI_MAX], int count,
-                            int *rcs)
+                            const dlock_node_renewal *renewals, int *rcs)
 {
     if (q->n == 1) {
         memcpy(rcs, node_rcs[0], (size_t)count * sizeof(*rcs));
         return 1;
     }
-    int quorum = dlock_quorum_majority(q), settled = 1;
+    int settled = 1;
     for (int j = 0; j < count; j++) {
         int renewed = 0, lost = 0, auth = 0;
+        int quorum = renewals[j].need > 0 ? renewals[j].need : dlock_quorum_majority(q);
         for (int i = 0; i < q->n; i++) {
             renewed += node_rcs[i][j] == DLOCK_OK;
             lost += node_rcs[i][j] == DLOCK_ERR_LOST;
@@ -527,5 +568,5 @@ void dlock_quorum_renew(dlock_quorum *q, redisContext **own, int count,
                 for (int j = 0; j < count; j++)
                     node_rcs[i][j] = DLOCK_ERR_REDIS;
             }
-    } while (!renewals_settled(q, node_rcs, count, rcs) && ask_the_rest(&f));
+    } while (!renewals_settled(q, node_rcs, count, renewals, rcs) && ask_the_rest(&f));
 }

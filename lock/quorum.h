@@ -104,10 +104,22 @@ int dlock_quorum_raise(dlock_quorum *q, const dlock_node_raise_args *a, int64_t 
 int dlock_quorum_release(dlock_quorum *q, const dlock_node_release_args *a, int *queued);
 
 /* The renew script for count leases on every server, on the caller's own
- * connections (own[i] for server i). rcs[j]: DLOCK_OK when a majority renewed
- * lease j, DLOCK_ERR_LOST when too many say it is not ours for a majority to
- * be left, else the failure (retry soon). */
+ * connections (own[i] for server i). rcs[j]: DLOCK_OK when a majority (or
+ * renewals[j].need servers, when set) renewed lease j, DLOCK_ERR_LOST when
+ * too many say it is not ours for that many to be left, else the failure
+ * (retry soon). */
 void dlock_quorum_renew(dlock_quorum *q, redisContext **own, int count,
                         const dlock_node_renewal *renewals, int *rcs);
+
+/* Script s (argv: its nkeys keys, then its arguments; nargs in all) on
+ * every server at once, for the claims that are not a lock (claim_quorum.h
+ * weighs the answers); the servers left out for not answering are asked
+ * too while fewer than need answered. replies[i]: server i's checked
+ * reply (the caller frees it), or NULL when it failed or was not asked.
+ * Returns how many answered; when fewer than need, errstr says which
+ * failed and why (dlock_redis_failure() tells the code). *sent (may be
+ * NULL) is set when the script may have run anywhere. */
+int dlock_quorum_script_all(dlock_quorum *q, enum dlock_script s, int nkeys, int nargs,
+                            const char *const *argv, int need, redisReply **replies, int *sent);
 
 #endif

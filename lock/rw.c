@@ -2,12 +2,15 @@
  * members of a ZSET scored by their lease deadline, as a semaphore's
  * permits are (renewed and released by its scripts), the writer holds
  * key:writer as a lock holds its key, and waiting writers register in
- * key:writers, which keeps new readers out (scripts.c). The waiting, the
- * handle and the release are every claim's (claim.c); only the attempts
- * are this file's. */
+ * key:writers, which keeps new readers out (scripts.c). Over a quorum a
+ * reader and a writer each need a majority (claim_quorum.h): two
+ * majorities share a server, which lets one of them in only. The waiting,
+ * the handle and the release are every claim's (claim.c); only the
+ * attempts are this file's. */
 #include <stdio.h>
 
 #include "lock/claim.h"
+#include "lock/claim_quorum.h"
 #include "lock/err.h"
 #include "lock/sync.h"
 
@@ -36,16 +39,15 @@ static int rw_try(dlock_client *c, struct dlock_lease *l, enum dlock_script s, i
                   int64_t *pttl)
 {
     struct rw_keys k;
-    char lease[24], keep[24], wish[24];
+    char lease[24], keep[24], wish[24], slack[24];
     rw_keys_of(l->key, &k);
     snprintf(lease, sizeof(lease), "%d", l->lease_ms);
     snprintf(keep, sizeof(keep), "%d", dlock_keep_ms(l->lease_ms));
     snprintf(wish, sizeof(wish), "%d", wait ? dlock_grace_ms(l->retry_ms) : 0);
-    const char *argv[] = {l->key, k.n.fence, k.writer, k.waiting, l->token, lease, keep, wish};
-    int nargs = s == DLOCK_SCRIPT_RW_WRITE ? 8 : 7;
-    int64_t sent = dlock_now_ms(); /* the lease can't have started before this */
-    redisReply *r = dlock_lease_call(c->nodes, s, 4, nargs, argv, &l->sent);
-    return dlock_claim_reply(r, l, sent, pttl);
+    dlock_claim_quorum_slack(c->nodes, slack);
+    const char *argv[] = {l->key, k.n.fence, k.writer, k.waiting, l->token, lease, keep, wish,
+                          slack};
+    return dlock_claim_quorum_try(c->nodes, l, s, 4, 9, argv, pttl);
 }
 
 static int read_try(dlock_client *c, struct dlock_lease *l, const struct dlock_claim *cl,
@@ -69,7 +71,7 @@ static void write_give_up(dlock_client *c, struct dlock_lease *l)
     struct rw_keys k;
     rw_keys_of(l->key, &k);
     const char *argv[] = {k.writer, k.waiting, l->token, k.n.channel};
-    freeReplyObject(dlock_lease_call(c->nodes, DLOCK_SCRIPT_RW_WRITE_RELEASE, 2, 4, argv, NULL));
+    dlock_claim_quorum_undo(c->nodes, DLOCK_SCRIPT_RW_WRITE_RELEASE, 2, 4, argv);
 }
 
 int dlock_acquire_read(dlock_client *c, const char *key, const dlock_opts *opts,

@@ -264,13 +264,28 @@ static const char renew_lua[] =
     "end\n"
     "return 0\n";
 
-/* Fence write-back. KEYS: lock, fence counter. ARGV: token, fence (a string),
- * keep_ms. Raises the counter to the fence a quorum agreed on, only while
- * the key is still ours here: a server where the lease already ran out (and
- * a next holder may have drawn its fence) must not be raised. Returns 1 when
- * the counter is now at least the fence, 0 when the key is not ours. */
+/* Whether a lease is ours: the token's in key (a lock, a writer), or a live
+ * member of the ZSET key scored by its deadline in Redis ms (a permit, a
+ * reader). An expired member is no lease: it may count as free already. */
+#define LUA_OWNS                                                                   \
+    "local function owns(key, token, member)\n"                                    \
+    "  if not member then return redis.call('get', key) == token end\n"            \
+    "  local t = redis.call('time')\n"                                             \
+    "  local deadline = redis.call('zscore', key, token)\n"                        \
+    "  return deadline and tonumber(deadline) > t[1] * 1000 + math.floor(t[2] / 1000)\n" \
+    "end\n"
+
+/* Fence write-back. KEYS: the lease's key (a lock's, a writer's key:writer,
+ * or the ZSET of permits or readers: its type tells), fence counter. ARGV:
+ * token, fence (a string), keep_ms. Raises the counter to the fence a
+ * quorum agreed on, only while the lease is still ours here: a server where
+ * it already ran out (and a next holder may have drawn its fence) must not
+ * be raised. Returns 1 when the counter is now at least the fence, 0 when
+ * the lease is not ours. */
 static const char fence_lua[] =
-    "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+    LUA_OWNS
+    "local member = redis.call('type', KEYS[1]).ok == 'zset'\n"
+    "if not owns(KEYS[1], ARGV[1], member) then return 0 end\n"
     "local counter = tonumber(redis.call('get', KEYS[2]) or '0')\n"
     "if counter < tonumber(ARGV[2]) then redis.call('set', KEYS[2], ARGV[2]) end\n"
     "redis.call('pexpire', KEYS[2], ARGV[3])\n"
@@ -284,8 +299,10 @@ static const char fence_lua[] =
  * so an abandoned semaphore vanishes once its last lease ran out.
  *
  * Acquire. ARGV: token, lease_ms, permits (the caller's own limit: each
- * call checks against the N it passes), keep_ms. Returns {1, fence}, or
- * {0, ms until the earliest permit's lease runs out}. */
+ * call checks against the N it passes), keep_ms, seed slack in us (the
+ * lock's: 0 with one server, so that the counters of several stay in
+ * step). Returns {1, fence}, or {0, ms until the earliest permit's lease
+ * runs out}. */
 static const char sem_acquire_lua[] =
     LUA_FENCE
     LUA_QUEUE
@@ -295,7 +312,7 @@ static const char sem_acquire_lua[] =
     "  local first = redis.call('zrange', KEYS[1], 0, 0, 'WITHSCORES')\n"
     "  return {0, tonumber(first[2]) - now}\n"
     "end\n"
-    "local fence = next_fence(ARGV[4], '0')\n"
+    "local fence = next_fence(ARGV[4], ARGV[5])\n"
     "redis.call('zadd', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])\n"
     "keep(KEYS[1], ARGV[2])\n"
     "return {1, fence}\n";
@@ -337,10 +354,13 @@ static const char sem_release_lua[] =
  * their wish stands, in Redis ms; refreshed on each try of theirs, so a
  * writer that crashed or gave up stops blocking readers within queue_ms).
  *
- * Read. ARGV: token, lease_ms, keep_ms. Writer preference: a reader gets
- * in only while no writer holds and none waits, so the readers a waiting
- * writer found drain and none join them. Returns {1, fence}, or {0, ms
- * until worth trying again, -1 unknown}. */
+ * Both acquires take ARGV: token, lease_ms, keep_ms, queue_ms (a writer's,
+ * below; a reader's is not read), seed slack in us (as the semaphore's).
+ *
+ * Read. Writer preference: a reader gets in only while no writer holds and
+ * none waits, so the readers a waiting writer found drain and none join
+ * them. Returns {1, fence}, or {0, ms until worth trying again, -1
+ * unknown}. */
 static const char rw_read_lua[] =
     LUA_FENCE
     LUA_QUEUE
@@ -350,16 +370,16 @@ static const char rw_read_lua[] =
     "redis.call('zremrangebyscore', KEYS[4], '-inf', now)\n"
     "if redis.call('zcard', KEYS[4]) > 0 then return {0, -1} end\n"
     "redis.call('zremrangebyscore', KEYS[1], '-inf', now)\n"
-    "local fence = next_fence(ARGV[3], '0')\n"
+    "local fence = next_fence(ARGV[3], ARGV[5])\n"
     "redis.call('zadd', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])\n"
     "keep(KEYS[1], ARGV[2])\n"
     "return {1, fence}\n";
 
-/* Write. ARGV: token, lease_ms, keep_ms, queue_ms (how long this wish to
- * write stands if not renewed; 0: don't register one). Takes key:writer
- * when nobody holds (no writer, no live reader); otherwise registers the
- * wish and answers {0, ms until the writer's lease or the earliest
- * reader's runs out}. Writers among themselves take it as they come. */
+/* Write. queue_ms is how long this wish to write stands if not renewed
+ * (0: don't register one). Takes key:writer when nobody holds (no writer,
+ * no live reader); otherwise registers the wish and answers {0, ms until
+ * the writer's lease or the earliest reader's runs out}. Writers among
+ * themselves take it as they come. */
 static const char rw_write_lua[] =
     LUA_FENCE
     LUA_QUEUE
@@ -368,7 +388,7 @@ static const char rw_write_lua[] =
     "redis.call('zremrangebyscore', KEYS[4], '-inf', now)\n"
     "local w = redis.call('pttl', KEYS[3])\n"
     "if w < 0 and redis.call('zcard', KEYS[1]) == 0 then\n"
-    "  local fence = next_fence(ARGV[3], '0')\n"
+    "  local fence = next_fence(ARGV[3], ARGV[5])\n"
     "  redis.call('set', KEYS[3], ARGV[1], 'PX', ARGV[2])\n"
     "  redis.call('zrem', KEYS[4], ARGV[1])\n"
     "  return {1, fence}\n"
@@ -415,15 +435,8 @@ static const char rw_write_release_lua[] =
  * number, is exact unless the counter was past that already (fence.c
  * refuses such an answer). Returns the new fence, or 0 when not ours. */
 static const char raise_lua[] =
-    "local ours\n"
-    "if ARGV[4] == '1' then\n"
-    "  local t = redis.call('time')\n"
-    "  local deadline = redis.call('zscore', KEYS[1], ARGV[1])\n"
-    "  ours = deadline and tonumber(deadline) > t[1] * 1000 + math.floor(t[2] / 1000)\n"
-    "else\n"
-    "  ours = redis.call('get', KEYS[1]) == ARGV[1]\n"
-    "end\n"
-    "if not ours then return 0 end\n"
+    LUA_OWNS
+    "if not owns(KEYS[1], ARGV[1], ARGV[4] == '1') then return 0 end\n"
     "local counter = redis.call('get', KEYS[2]) or '0'\n"
     "if #ARGV[2] > #counter or (#ARGV[2] == #counter and ARGV[2] > counter) then\n"
     "  redis.call('set', KEYS[2], ARGV[2])\n"

@@ -1,11 +1,13 @@
 /* sem.c - the semaphore (dlock_sem_acquire): each permit a lease, a member
  * of one Redis ZSET scored by its deadline (scripts.c), renewed by the
  * client's watchdog like a lock's lease and reported through the same
- * handle. Only its attempt is here: the waiting and the release are every
- * claim's (claim.c). */
+ * handle. Over a quorum a permit must be had on more servers than a
+ * majority once there are two or more (claim_quorum.h). Only its attempt
+ * is here: the waiting and the release are every claim's (claim.c). */
 #include <stdio.h>
 
 #include "lock/claim.h"
+#include "lock/claim_quorum.h"
 #include "lock/err.h"
 #include "lock/sync.h"
 
@@ -16,15 +18,14 @@ static int sem_try(dlock_client *c, struct dlock_lease *l, const struct dlock_cl
 {
     (void)wait; /* a waiting permit leaves no mark */
     dlock_names k;
-    char lease[24], limit[24], keep[24];
+    char lease[24], limit[24], keep[24], slack[24];
     dlock_names_of(l->key, &k);
     snprintf(lease, sizeof(lease), "%d", l->lease_ms);
     snprintf(limit, sizeof(limit), "%d", cl->permits);
     snprintf(keep, sizeof(keep), "%d", dlock_keep_ms(l->lease_ms));
-    const char *argv[] = {l->key, k.fence, l->token, lease, limit, keep};
-    int64_t sent = dlock_now_ms(); /* the lease can't have started before this */
-    redisReply *r = dlock_lease_call(c->nodes, DLOCK_SCRIPT_SEM_ACQUIRE, 2, 6, argv, &l->sent);
-    return dlock_claim_reply(r, l, sent, pttl);
+    dlock_claim_quorum_slack(c->nodes, slack);
+    const char *argv[] = {l->key, k.fence, l->token, lease, limit, keep, slack};
+    return dlock_claim_quorum_try(c->nodes, l, DLOCK_SCRIPT_SEM_ACQUIRE, 2, 7, argv, pttl);
 }
 
 int dlock_sem_acquire(dlock_client *c, const char *key, int permits_total,

@@ -115,7 +115,7 @@ static void renew(dlock_watchdog *wd, struct dlock_lease *l)
     for (int i = 0; i < n; i++) {
         group[i]->renewing = 1;
         r[i] = (dlock_node_renewal){group[i]->target, group[i]->token, group[i]->lease_ms,
-                                    dlock_lease_renew_script(group[i])};
+                                    dlock_lease_renew_script(group[i]), group[i]->need};
     }
     int64_t sent = dlock_now_ms();
     pthread_mutex_unlock(wd->mu);

@@ -4,7 +4,10 @@
  * lease runs out and a writer gets in, a writer gets in under a steady
  * stream of readers, a GET+SET counter under write locks never changes
  * under a read lock (W=32 over 4 --mix processes), max_renewals for both,
- * fences grow over reads and writes. */
+ * fences grow over reads and writes. Then over 3 servers as a quorum:
+ * exclusion across clients, a waiting writer keeps new readers out, a
+ * writer never holds with anyone under racing threads, one server down
+ * still works and two down are refused. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -355,7 +358,7 @@ static void test_a_writer_whose_lease_ran_out_and_was_taken_is_lost(void **state
     assert_int_equal(dlock_release(other), DLOCK_OK);
 }
 
-static void test_bad_arguments_and_a_quorum_are_refused(void **state)
+static void test_bad_arguments_are_refused(void **state)
 {
     (void)state;
     dlock_handle *h = (dlock_handle *)1;
@@ -363,15 +366,222 @@ static void test_bad_arguments_and_a_quorum_are_refused(void **state)
     assert_null(h);
     dlock_opts o = opts(1, 100); /* below DLOCK_LEASE_MIN_MS */
     assert_int_equal(dlock_acquire_write(client, "rw:bad", &o, &h), DLOCK_ERR_INVALID);
-    dlock_config cfg;
-    dlock_config_defaults(&cfg);
-    assert_int_equal(dlock_config_nodes(&cfg, "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"), DLOCK_OK);
-    dlock_client *q;
-    assert_int_equal(dlock_client_new(&cfg, &q), DLOCK_OK);
-    assert_int_equal(dlock_acquire_read(q, "rw:bad", NULL, &h), DLOCK_ERR_INVALID);
-    assert_non_null(strstr(dlock_errstr(), "single Redis server"));
-    assert_int_equal(dlock_acquire_write(q, "rw:bad", NULL, &h), DLOCK_ERR_INVALID);
-    dlock_client_free(q);
+}
+
+/* ---- over a quorum of 3 servers (notify mode) ---- */
+
+#define NODES 3
+static th_redis nodes[NODES];
+
+/* On how many servers key's readers' ZSET holds token (kept: a released
+ * handle is gone), and key's writer's key holds h's. */
+static int reader_on(const char *key, const char *token)
+{
+    int n = 0;
+    for (int i = 0; i < NODES; i++)
+        n += nodes[i].pid && th_redis_int(&nodes[i], "ZSCORE %s %s", key, token) > 0;
+    return n;
+}
+
+static int writer_on(const char *key, dlock_handle *h)
+{
+    char name[128], buf[64];
+    snprintf(name, sizeof(name), "%s:writer", key);
+    int n = 0;
+    for (int i = 0; i < NODES; i++)
+        n += nodes[i].pid && strcmp(th_redis_get(&nodes[i], name, buf, sizeof(buf)),
+                                    dlock_token(h)) == 0;
+    return n;
+}
+
+/* Two clients (two processes, as far as the lock can tell): a writer keeps
+ * the other's readers and writer out, readers of both hold at once. */
+static void test_over_three_servers_readers_share_and_a_writer_excludes(void **state)
+{
+    (void)state;
+    const char *key = "rwq:exclude";
+    dlock_client *a = th_lock_quorum_client(nodes, NODES), *b = th_lock_quorum_client(nodes, NODES);
+    assert_non_null(a);
+    assert_non_null(b);
+    dlock_opts now = opts(5000, 0), soon = opts(5000, 200);
+    dlock_handle *w, *r1, *r2, *x;
+    assert_int_equal(dlock_acquire_write(a, key, &now, &w), DLOCK_OK);
+    assert_int_equal(writer_on(key, w), NODES);
+    assert_int_equal(dlock_acquire_read(b, key, &soon, &x), DLOCK_ERR_TIMEOUT);
+    assert_int_equal(dlock_acquire_write(b, key, &soon, &x), DLOCK_ERR_TIMEOUT);
+    int64_t fence = dlock_fence(w);
+    assert_int_equal(dlock_release(w), DLOCK_OK);
+    assert_int_equal(dlock_acquire_read(b, key, &now, &r1), DLOCK_OK);
+    assert_int_equal(dlock_acquire_read(a, key, &now, &r2), DLOCK_OK);
+    char t1[64], t2[64];
+    snprintf(t1, sizeof(t1), "%s", dlock_token(r1));
+    snprintf(t2, sizeof(t2), "%s", dlock_token(r2));
+    assert_int_equal(reader_on(key, t1), NODES);
+    assert_true(dlock_fence(r1) > fence);
+    assert_true(dlock_fence(r2) > dlock_fence(r1)); /* the counters kept in step */
+    assert_int_equal(dlock_acquire_write(a, key, &now, &x), DLOCK_ERR_TIMEOUT);
+    assert_int_equal(dlock_release(r1), DLOCK_OK);
+    assert_int_equal(dlock_release(r2), DLOCK_OK);
+    assert_int_equal(reader_on(key, t1) + reader_on(key, t2), 0);
+    assert_int_equal(dlock_acquire_write(b, key, &soon, &w), DLOCK_OK);
+    assert_int_equal(dlock_release(w), DLOCK_OK);
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
+/* A reader of one client holds; a writer of another waits, and keeps a
+ * third client's new readers out until it got in and left. */
+struct waiting_writer {
+    dlock_client *c;
+    int rc;
+    atomic_int done;
+};
+
+static void *write_when_let_in(void *arg)
+{
+    struct waiting_writer *ww = arg;
+    dlock_opts o = opts(5000, 10000);
+    dlock_handle *h;
+    if ((ww->rc = dlock_acquire_write(ww->c, "rwq:fair", &o, &h)) == DLOCK_OK) {
+        atomic_store(&ww->done, 1);
+        th_sleep_ms(100);
+        ww->rc = dlock_release(h);
+    }
+    atomic_store(&ww->done, 2);
+    return NULL;
+}
+
+static void test_over_three_servers_a_waiting_writer_keeps_new_readers_out(void **state)
+{
+    (void)state;
+    dlock_client *a = th_lock_quorum_client(nodes, NODES), *c = th_lock_quorum_client(nodes, NODES);
+    struct waiting_writer ww = {.c = th_lock_quorum_client(nodes, NODES)};
+    dlock_opts now = opts(5000, 0);
+    dlock_handle *r, *x;
+    assert_int_equal(dlock_acquire_read(a, "rwq:fair", &now, &r), DLOCK_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, write_when_let_in, &ww), 0);
+    int64_t until = th_now_ms() + 10000; /* the writer's wish is on every server */
+    while (th_redis_int(&nodes[NODES - 1], "ZCARD rwq:fair:writers") < 1 && th_now_ms() < until)
+        th_sleep_ms(5);
+    assert_int_equal(dlock_acquire_read(c, "rwq:fair", &now, &x), DLOCK_ERR_TIMEOUT);
+    assert_int_equal(atomic_load(&ww.done), 0);
+    assert_int_equal(dlock_release(r), DLOCK_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(ww.rc, DLOCK_OK);
+    assert_int_equal(dlock_acquire_read(c, "rwq:fair", &now, &x), DLOCK_OK);
+    assert_int_equal(dlock_release(x), DLOCK_OK);
+    dlock_client_free(a);
+    dlock_client_free(c);
+    dlock_client_free(ww.c);
+}
+
+/* One server down: two of three still make a majority, for readers and
+ * writers, their renewals and their releases. Two down: refused at once. */
+static void test_over_three_servers_one_down_works_and_two_down_is_refused(void **state)
+{
+    (void)state;
+    const char *key = "rwq:down";
+    dlock_client *a = th_lock_quorum_client(nodes, NODES), *b = th_lock_quorum_client(nodes, NODES);
+    th_redis_stop(&nodes[0], 1);
+    dlock_opts now = opts(300, 0); /* renewed every 100 ms */
+    dlock_handle *w, *r, *x;
+    assert_int_equal(dlock_acquire_write(a, key, &now, &w), DLOCK_OK);
+    assert_int_equal(writer_on(key, w), NODES - 1);
+    assert_int_equal(dlock_acquire_read(b, key, &now, &x), DLOCK_ERR_TIMEOUT);
+    assert_int_equal(dlock_sleep(w, 1000), DLOCK_OK); /* past three leases */
+    assert_int_equal(dlock_release(w), DLOCK_OK);
+    assert_int_equal(dlock_acquire_read(b, key, &now, &r), DLOCK_OK);
+    assert_int_equal(dlock_acquire_write(a, key, &now, &x), DLOCK_ERR_TIMEOUT);
+    assert_int_equal(dlock_sleep(r, 1000), DLOCK_OK);
+    assert_int_equal(dlock_release(r), DLOCK_OK);
+
+    th_redis_stop(&nodes[1], 1);
+    dlock_opts wait = opts(5000, 2000);
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_acquire_read(b, key, &wait, &x), DLOCK_ERR_REDIS);
+    assert_true(th_now_ms() - t0 < 1500); /* no majority: at once, not after wait_ms */
+    assert_non_null(strstr(dlock_errstr(), "needs 2 of 3 Redis servers"));
+    assert_int_equal(dlock_acquire_write(a, key, &wait, &x), DLOCK_ERR_REDIS);
+    assert_int_equal(th_redis_int(&nodes[2], "EXISTS %s:writer", key), 0); /* given back */
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
+/* Threads of two clients take read and write locks at random over the
+ * quorum; each counts itself in while it holds: a writer must never see
+ * another holder, a reader never a writer. */
+struct census {
+    dlock_client *c;
+    atomic_int *readers, *writers, *violations, *failures;
+    int id;
+};
+
+static void *read_and_write(void *arg)
+{
+    struct census *k = arg;
+    dlock_opts o = opts(2000, 30000);
+    for (int i = 0; i < ROUNDS; i++) {
+        int write = (i + k->id) % 3 == 0;
+        dlock_handle *h;
+        int rc = write ? dlock_acquire_write(k->c, "rwq:census", &o, &h)
+                       : dlock_acquire_read(k->c, "rwq:census", &o, &h);
+        if (rc != DLOCK_OK) {
+            atomic_fetch_add(k->failures, 1);
+            continue;
+        }
+        atomic_int *mine = write ? k->writers : k->readers;
+        atomic_fetch_add(mine, 1);
+        for (int look = 0; look < 2; look++, th_sleep_ms(2)) /* as it comes in, and later */
+            if (write ? atomic_load(k->readers) > 0 || atomic_load(k->writers) > 1
+                      : atomic_load(k->writers) > 0)
+                atomic_fetch_add(k->violations, 1);
+        atomic_fetch_sub(mine, 1);
+        if (dlock_release(h) != DLOCK_OK)
+            atomic_fetch_add(k->failures, 1);
+    }
+    return NULL;
+}
+
+static void test_over_three_servers_a_writer_never_holds_with_anyone(void **state)
+{
+    (void)state;
+    enum { CLIENTS = 2, PER = 4 };
+    atomic_int readers = 0, writers = 0, violations = 0, failures = 0;
+    dlock_client *c[CLIENTS];
+    struct census k[CLIENTS * PER];
+    pthread_t t[CLIENTS * PER];
+    for (int i = 0; i < CLIENTS; i++)
+        assert_non_null(c[i] = th_lock_quorum_client(nodes, NODES));
+    for (int i = 0; i < CLIENTS * PER; i++) {
+        k[i] = (struct census){c[i % CLIENTS], &readers, &writers, &violations, &failures, i};
+        assert_int_equal(pthread_create(&t[i], NULL, read_and_write, &k[i]), 0);
+    }
+    for (int i = 0; i < CLIENTS * PER; i++)
+        pthread_join(t[i], NULL);
+    assert_int_equal(atomic_load(&violations), 0);
+    assert_int_equal(atomic_load(&failures), 0);
+    for (int i = 0; i < CLIENTS; i++)
+        dlock_client_free(c[i]);
+}
+
+static int quorum_setup(void **state)
+{
+    (void)state;
+    wait_mode = DLOCK_WAIT_NOTIFY;
+    for (int i = 0; i < NODES; i++)
+        if (nodes[i].pid == 0 && th_redis_start(&nodes[i]) != 0)
+            return -1;
+    return 0;
+}
+
+static int quorum_teardown(void **state)
+{
+    (void)state;
+    for (int i = 0; i < NODES; i++)
+        if (nodes[i].pid)
+            th_redis_stop(&nodes[i], 0);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -393,11 +603,19 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_renewal_keeps_a_writer_past_several_leases),
         cmocka_unit_test(test_fences_grow_over_reads_and_writes),
         cmocka_unit_test(test_a_writer_whose_lease_ran_out_and_was_taken_is_lost),
-        cmocka_unit_test(test_bad_arguments_and_a_quorum_are_refused),
+        cmocka_unit_test(test_bad_arguments_are_refused),
+    };
+    const struct CMUnitTest over_quorum[] = {
+        cmocka_unit_test(test_over_three_servers_readers_share_and_a_writer_excludes),
+        cmocka_unit_test(test_over_three_servers_a_waiting_writer_keeps_new_readers_out),
+        cmocka_unit_test(test_over_three_servers_a_writer_never_holds_with_anyone),
+        cmocka_unit_test(test_over_three_servers_one_down_works_and_two_down_is_refused),
     };
     th_lock_suite(&redis, &client);
     int failed = th_lock_both_modes("read-write lock", tests, sizeof(tests) / sizeof(tests[0]),
                                     &wait_mode);
+    failed += cmocka_run_group_tests_name("read-write lock over 3 servers", over_quorum,
+                                          quorum_setup, quorum_teardown);
     th_redis_stop(&redis, 0);
     return failed;
 }

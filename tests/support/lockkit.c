@@ -28,6 +28,24 @@ dlock_client *th_lock_client_at(int port) { return th_lock_client_timeout(port, 
 
 dlock_client *th_lock_client(const th_redis *r) { return th_lock_client_at(r->port); }
 
+dlock_client *th_lock_quorum_client(th_redis *r, int n)
+{
+    char list[256] = "";
+    for (int i = 0; i < n; i++) {
+        if (r[i].pid == 0 && th_redis_start(&r[i]) != 0)
+            return NULL;
+        snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s127.0.0.1:%d",
+                 i ? "," : "", r[i].port);
+    }
+    dlock_config cfg;
+    dlock_config_defaults(&cfg);
+    cfg.command_timeout_ms = 300;
+    dlock_client *c;
+    if (dlock_config_nodes(&cfg, list) != DLOCK_OK || dlock_client_new(&cfg, &c) != DLOCK_OK)
+        return NULL;
+    return c;
+}
+
 int th_lock_both_modes(const char *name, const struct CMUnitTest *tests, size_t n,
                        int *wait_mode)
 {

@@ -36,6 +36,11 @@ dlock_client *th_lock_client_at(int port);
  * up sooner or later than the default's 1 s. NULL when it can't be made. */
 dlock_client *th_lock_client_timeout(int port, int command_timeout_ms);
 
+/* A client of the n Redis servers r[0..n-1] as a quorum, with a 300 ms
+ * command timeout; any of them that is down (pid 0) is started first
+ * (empty, on its port). NULL when it can't be made. */
+dlock_client *th_lock_quorum_client(th_redis *r, int n);
+
 /* main's groups: tests run once in notify mode, then once in spin mode,
  * *wait_mode telling each test which. Returns how many failed. */
 int th_lock_both_modes(const char *name, const struct CMUnitTest *tests, size_t n,
