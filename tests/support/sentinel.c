@@ -42,10 +42,14 @@ static void wait_in_sync(const th_redis *replica)
     }
 }
 
-static void start_data(th_sentinels *s)
+static void start_data(th_sentinels *s, const char *pw)
 {
-    for (int i = 0; i < TH_SENTINEL_DATA; i++)
+    for (int i = 0; i < TH_SENTINEL_DATA; i++) {
+        snprintf(s->data[i].password, sizeof(s->data[i].password), "%s", pw ? pw : "");
         assert_int_equal(th_redis_start(&s->data[i]), 0);
+        if (pw) /* any of them may be a replica one day */
+            assert_int_equal(th_redis_int(&s->data[i], "CONFIG SET masterauth %s", pw), 0);
+    }
     for (int i = 0; i < TH_SENTINEL_DATA; i++) /* a diskless sync would wait 5 s for more */
         assert_int_equal(th_redis_int(&s->data[i], "CONFIG SET repl-diskless-sync-delay 0"), 0);
     for (int i = 1; i < TH_SENTINEL_DATA; i++)
@@ -80,6 +84,10 @@ static void start_sentinel(th_sentinels *s, int i)
     for (int k = 1; k < TH_SENTINEL_DATA; k++)
         fprintf(f, "sentinel known-replica %s 127.0.0.1 %d\n", TH_SENTINEL_MASTER,
                 s->data[k].port);
+    if (s->data[0].password[0])
+        fprintf(f, "sentinel auth-pass %s %s\n", TH_SENTINEL_MASTER, s->data[0].password);
+    if (t->password[0]) /* its own, and the one it gives the other Sentinels */
+        fprintf(f, "requirepass %s\nsentinel sentinel-pass %s\n", t->password, t->password);
     fclose(f);
     const char *argv[] = {"redis-sentinel", conf, NULL};
     t->pid = th_spawn(argv, NULL);
@@ -88,11 +96,16 @@ static void start_sentinel(th_sentinels *s, int i)
              s->list[0] ? "," : "", t->port);
 }
 
-void th_sentinels_start(th_sentinels *s)
+void th_sentinels_start(th_sentinels *s) { th_sentinels_start_auth(s, NULL, NULL); }
+
+void th_sentinels_start_auth(th_sentinels *s, const char *data_pw, const char *sentinel_pw)
 {
     memset(s, 0, sizeof(*s));
     assert_int_equal(th_tempdir("sentinel-it", s->dir, sizeof(s->dir)), 0);
-    start_data(s);
+    for (int i = 0; i < TH_SENTINELS; i++)
+        snprintf(s->sentinel[i].password, sizeof(s->sentinel[i].password), "%s",
+                 sentinel_pw ? sentinel_pw : "");
+    start_data(s, data_pw);
     for (int i = 0; i < TH_SENTINELS; i++) { /* each known to the others before it starts */
         int taken;
         do {
