@@ -264,8 +264,7 @@ static redisContext *connect_primary(dlock_pool *p)
     for (int attempt = 0; attempt < 2; attempt++) {
         char host[DLOCK_HOST_MAX + 1];
         int port;
-        uint64_t gen;
-        if (dlock_sentinel_primary(p->sentinel, host, &port, &gen) != 0)
+        if (dlock_sentinel_primary(p->sentinel, host, &port) != 0)
             return NULL;
         redisContext *ctx = open_at(p, host, host, port);
         if (ctx && is_master(ctx, host, port))

@@ -158,8 +158,7 @@ static void ask(dlock_sentinel *s)
     pthread_mutex_unlock(&s->mu);
 }
 
-int dlock_sentinel_primary(dlock_sentinel *s, char host[DLOCK_HOST_MAX + 1], int *port,
-                           uint64_t *gen)
+int dlock_sentinel_primary(dlock_sentinel *s, char host[DLOCK_HOST_MAX + 1], int *port)
 {
     pthread_mutex_lock(&s->ask_mu);
     pthread_mutex_lock(&s->mu);
@@ -173,7 +172,6 @@ int dlock_sentinel_primary(dlock_sentinel *s, char host[DLOCK_HOST_MAX + 1], int
     if (s->known) {
         memcpy(host, s->host, sizeof(s->host));
         *port = s->port;
-        *gen = atomic_load(&s->gen);
     } else {
         dlock_fail(s->code, "%s", s->why[0] ? s->why : "the Sentinels were not asked yet");
     }

@@ -18,21 +18,19 @@ typedef struct dlock_sentinel dlock_sentinel;
 
 /* Follows cfg->master_name on cfg->sentinel[0..cfg->sentinels-1] (with
  * cfg's Sentinel credentials and timeouts; strings copied) and starts the
- * thread that listens for +switch-master. Nothing is asked yet. NULL when
- * out of memory or threads. */
+ * thread that listens for +switch-master (it asks for the primary each
+ * time it has subscribed). NULL when out of memory or threads. */
 dlock_sentinel *dlock_sentinel_new(const dlock_config *cfg);
 
 /* Stops the thread and closes its connection; NULL is a no-op. */
 void dlock_sentinel_free(dlock_sentinel *s);
 
-/* The primary's address into host and *port, and its generation into *gen:
- * the one known, or, when none is or it was suspected, asked of the
+/* The primary's address into host and *port: the one known, or, when none is or it was suspected, asked of the
  * Sentinels now (one caller asks; the others wait for its answer). 0, or
  * -1 with the error set (DLOCK_ERR_REDIS: no Sentinel answered, or none
  * knows the master name; DLOCK_ERR_AUTH: a Sentinel refused our
  * credentials). */
-int dlock_sentinel_primary(dlock_sentinel *s, char host[DLOCK_HOST_MAX + 1], int *port,
-                           uint64_t *gen);
+int dlock_sentinel_primary(dlock_sentinel *s, char host[DLOCK_HOST_MAX + 1], int *port);
 
 /* The primary at host:port failed us (refused, timed out, READONLY, not a
  * master by ROLE): when it is still the one known, the next
