@@ -51,6 +51,8 @@ extern "C" {
 #define DLOCK_LEASE_MAX_MS (24 * 3600 * 1000)  /* longest lease_ms accepted: a day */
 #define DLOCK_NODES_MAX 7   /* independent Redis servers one client may use as a quorum */
 #define DLOCK_HOST_MAX 255  /* longest host name, in bytes */
+#define DLOCK_SENTINELS_MAX 7 /* Sentinels one client may ask for the primary */
+#define DLOCK_MASTER_NAME_MAX 128 /* longest Sentinel master name, in bytes */
 #define DLOCK_ASYNC_THREADS 2 /* threads per client that run the asynchronous acquires,
                                * however many wait (dlock_acquire_async) */
 /* The largest floor dlock_fence_raise takes, 2^53 - 2: fences are exact below
@@ -105,6 +107,17 @@ typedef struct dlock_config {
     int cluster;            /* default 0; 1: node[] are seeds of a Redis Cluster, each key
                              * goes to the primary owning its slot and needs a hash tag
                              * ({...}; dlock_config_cluster, lock/README.md "Redis Cluster") */
+    /* Sentinel (lock/README.md, "Sentinel"): with sentinels > 0 the lock's one server
+     * is the primary that the Sentinels sentinel[0..sentinels-1] name for master_name
+     * (dlock_config_sentinels), followed across failovers; host and port are then
+     * unused, and nodes must be 0 (a quorum of Sentinel-watched primaries is not
+     * supported). username and password above are the data servers'. */
+    int sentinels;                  /* default 0: no Sentinel */
+    dlock_endpoint sentinel[DLOCK_SENTINELS_MAX];
+    const char *master_name;        /* default NULL; required with sentinels */
+    const char *sentinel_username;  /* default NULL: Sentinel's default user */
+    const char *sentinel_password;  /* default NULL: no AUTH to the Sentinels; never in an
+                                     * error text */
 } dlock_config;
 
 /* What an ACL user needs (ACL SETUSER name on >password ~<prefix>* &<prefix>*
@@ -113,7 +126,7 @@ typedef struct dlock_config {
 #define DLOCK_ACL_COMMANDS                                                                \
     "-@all +ping +evalsha +eval +script|load +subscribe +unsubscribe +get +set +del "    \
     "+exists +pexpire +pttl +incr +time +zadd +zrange +zrem +zscore +zremrangebyscore "  \
-    "+zpopmin +zcard +hset +hget +hdel +publish"
+    "+zpopmin +zcard +hset +hget +hdel +publish +role"
 
 /* Per-acquisition behaviour. dlock_opts_defaults() gives the values below;
  * passing NULL where options are expected means exactly those defaults. */
@@ -192,6 +205,12 @@ int dlock_config_nodes(dlock_config *cfg, const char *list);
  * At most DLOCK_NODES_MAX primaries over the client's life, seeds included.
  * Returns DLOCK_OK, or DLOCK_ERR_INVALID as dlock_config_nodes does. */
 int dlock_config_cluster(dlock_config *cfg, const char *seeds);
+/* Sets cfg's Sentinels from "host:port[,host:port...]" (1..DLOCK_SENTINELS_MAX;
+ * a host without a port gets 26379, Sentinel's): the lock's server is then
+ * the primary they name for cfg->master_name (set it too). Returns DLOCK_OK,
+ * or DLOCK_ERR_INVALID with dlock_errstr() naming the bad entry (cfg
+ * unchanged). */
+int dlock_config_sentinels(dlock_config *cfg, const char *list);
 void dlock_opts_defaults(dlock_opts *opts);
 
 /* Checks opts as every acquire does: DLOCK_OK, or DLOCK_ERR_INVALID with
@@ -221,7 +240,7 @@ int dlock_ping(dlock_client *c);
 extern const int dlock_latency_bucket_us[DLOCK_LATENCY_BUCKETS]; /* upper bounds; last +Inf */
 
 typedef struct dlock_node_info {
-    char name[DLOCK_HOST_MAX + 10]; /* "host:port" */
+    char name[DLOCK_HOST_MAX + 10]; /* "host:port", or "sentinel:<master name>" */
     int up;                         /* its last call was answered (1 before the first) */
     uint64_t calls, errors;         /* calls sent to it; of which failed (no answer in time,
                                      * no connection, or an error reply) */

@@ -212,6 +212,10 @@ redisContext *dlock_node_subscriber(dlock_node *n);
 /* 1 when n is a Redis Cluster node: sharded pub/sub (SSUBSCRIBE, SPUBLISH). */
 int dlock_node_sharded(const dlock_node *n);
 
+/* 1 when ctx, a connection of the caller's own, is to a primary Sentinel no
+ * longer names: close it and ask for another. 0 without Sentinel. */
+int dlock_node_stale(dlock_node *n, const redisContext *ctx);
+
 /* Appends SUBSCRIBE (subscribe = 1) or UNSUBSCRIBE of key's release channel
  * to ctx's output buffer (SSUBSCRIBE, SUNSUBSCRIBE on a cluster node n).
  * REDIS_OK or REDIS_ERR. */
