@@ -30,9 +30,10 @@
 #include <stdint.h>
 
 /* The library's version; the shared library's soname carries the major
- * (libdlock.so.1), which changes only when a program built against an older
- * dlock.h would break. */
-#define DLOCK_VERSION "1.0.0"
+ * (libdlock.so.2), which changes only when a program built against an older
+ * dlock.h would break: 2 since dlock_config grew (Sentinel, a cluster) and
+ * dlock_stats with it, both allocated by the caller. */
+#define DLOCK_VERSION "2.0.0"
 
 /* Everything declared here is libdlock.so's interface; the rest of the
  * library is built hidden (-fvisibility=hidden), so programs can't come to

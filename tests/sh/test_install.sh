@@ -36,14 +36,17 @@ export PKG_CONFIG_PATH=$lib/pkgconfig
 out=$(env -u MAKEFLAGS -u MFLAGS make --no-print-directory -s install PREFIX="$prefix" \
     BUILD="$tmp/build" SANFLAGS= 2>&1)
 rc=$?
-for f in lib/libdlock.a lib/libdlock.so lib/libdlock.so.1 lib/libdlock.so.1.0.0 \
+# The version dlock.h gives; the soname carries its major.
+version=$(sed -n 's/^#define DLOCK_VERSION "\(.*\)"/\1/p' lock/dlock.h)
+major=${version%%.*}
+for f in lib/libdlock.a lib/libdlock.so lib/libdlock.so.$major lib/libdlock.so.$version \
     include/dlock.h lib/pkgconfig/dlock.pc share/man/man1/loadgen.1 share/man/man3/libdlock.3 \
     share/man/man3/dlock_acquire.3 share/man/man8/stockd.8; do
     [ -e "$prefix/$f" ] || { rc=1; out+=$'\n'"missing: $f"; }
 done
-soname=$(readelf -d "$lib/libdlock.so.1.0.0" 2>&1 | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
-[ "$soname" = libdlock.so.1 ] || { rc=1; out+=$'\n'"soname: '$soname'"; }
-[ "$(pkg-config --modversion dlock 2>&1)" = 1.0.0 ] || { rc=1; out+=$'\n'"dlock.pc version"; }
+soname=$(readelf -d "$lib/libdlock.so.$version" 2>&1 | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
+[ "$soname" = "libdlock.so.$major" ] || { rc=1; out+=$'\n'"soname: '$soname'"; }
+[ "$(pkg-config --modversion dlock 2>&1)" = "$version" ] || { rc=1; out+=$'\n'"dlock.pc version"; }
 report "make install lays out the library, header, dlock.pc and man pages" "$rc" "$out"
 
 # The pages as man finds them there: by program, by library, by function
@@ -127,7 +130,7 @@ if ! start_redis; then
 fi
 out=$(cc -std=c11 -Wall -Wextra -Werror -o "$tmp/dlock-example" "$tmp/dlock-example.c" \
     $(pkg-config --cflags --libs dlock) 2>&1) &&
-    LD_LIBRARY_PATH=$lib ldd "$tmp/dlock-example" | grep -q "libdlock.so.1 => $lib/libdlock.so.1" &&
+    LD_LIBRARY_PATH=$lib ldd "$tmp/dlock-example" | grep -q "libdlock.so.$major => $lib/libdlock.so.$major" &&
     out=$(check_run "$tmp/dlock-example")
 report "the README example builds with pkg-config against libdlock.so and runs" "$?" "$out"
 
