@@ -51,6 +51,8 @@ extern "C" {
 #define DLOCK_LEASE_MAX_MS (24 * 3600 * 1000)  /* longest lease_ms accepted: a day */
 #define DLOCK_NODES_MAX 7   /* independent Redis servers one client may use as a quorum */
 #define DLOCK_HOST_MAX 255  /* longest host name, in bytes */
+#define DLOCK_SENTINELS_MAX 7 /* Sentinels one client may ask for the primary */
+#define DLOCK_MASTER_NAME_MAX 128 /* longest Sentinel master name, in bytes */
 #define DLOCK_ASYNC_THREADS 2 /* threads per client that run the asynchronous acquires,
                                * however many wait (dlock_acquire_async) */
 /* The largest floor dlock_fence_raise takes, 2^53 - 2: fences are exact below
@@ -102,6 +104,17 @@ typedef struct dlock_config {
     const char *password;   /* default NULL: no AUTH. Every connection (the pool's, the
                              * watchdog's, the subscriber's) sends AUTH when it opens. The
                              * password never appears in an error text. */
+    /* Sentinel (lock/README.md, "Sentinel"): with sentinels > 0 the lock's one server
+     * is the primary that the Sentinels sentinel[0..sentinels-1] name for master_name
+     * (dlock_config_sentinels), followed across failovers; host and port are then
+     * unused, and nodes must be 0 (a quorum of Sentinel-watched primaries is not
+     * supported). username and password above are the data servers'. */
+    int sentinels;                  /* default 0: no Sentinel */
+    dlock_endpoint sentinel[DLOCK_SENTINELS_MAX];
+    const char *master_name;        /* default NULL; required with sentinels */
+    const char *sentinel_username;  /* default NULL: Sentinel's default user */
+    const char *sentinel_password;  /* default NULL: no AUTH to the Sentinels; never in an
+                                     * error text */
 } dlock_config;
 
 /* What an ACL user needs (ACL SETUSER name on >password ~<prefix>* &<prefix>*
@@ -177,6 +190,13 @@ void dlock_config_defaults(dlock_config *cfg);
  * same as host and port. Returns DLOCK_OK, or DLOCK_ERR_INVALID with
  * dlock_errstr() naming the bad entry (cfg unchanged). */
 int dlock_config_nodes(dlock_config *cfg, const char *list);
+
+/* Sets cfg's Sentinels from "host:port[,host:port...]" (1..DLOCK_SENTINELS_MAX;
+ * a host without a port gets 26379, Sentinel's): the lock's server is then
+ * the primary they name for cfg->master_name (set it too). Returns DLOCK_OK,
+ * or DLOCK_ERR_INVALID with dlock_errstr() naming the bad entry (cfg
+ * unchanged). */
+int dlock_config_sentinels(dlock_config *cfg, const char *list);
 void dlock_opts_defaults(dlock_opts *opts);
 
 /* Checks opts as every acquire does: DLOCK_OK, or DLOCK_ERR_INVALID with

@@ -1,6 +1,6 @@
 /* opts.c - what a caller passes, defaulted and checked before anything
- * reaches Redis: a client's configuration (its servers parsed from a list),
- * an acquisition's options, a key. */
+ * reaches Redis: a client's configuration (its servers or Sentinels parsed
+ * from a list), an acquisition's options, a key. */
 #include "lock/opts.h"
 
 #include <errno.h>
@@ -51,8 +51,9 @@ int dlock_opts_check(const dlock_opts *o)
     return DLOCK_OK;
 }
 
-/* Parses one "host[:port]" or "[v6]:port" of length len into e. 0 or -1. */
-static int parse_endpoint(const char *s, size_t len, dlock_endpoint *e)
+/* Parses one "host[:port]" or "[v6]:port" of length len into e (port
+ * def_port when none is given). 0 or -1. */
+static int parse_endpoint(const char *s, size_t len, int def_port, dlock_endpoint *e)
 {
     const char *host = s, *colon = NULL;
     size_t hlen = len;
@@ -73,7 +74,7 @@ static int parse_endpoint(const char *s, size_t len, dlock_endpoint *e)
         return -1;
     memcpy(e->host, host, hlen);
     e->host[hlen] = '\0';
-    e->port = 6379;
+    e->port = def_port;
     if (colon) {
         char port[8], *end;
         size_t plen = len - (size_t)(colon + 1 - s);
@@ -90,24 +91,69 @@ static int parse_endpoint(const char *s, size_t len, dlock_endpoint *e)
     return 0;
 }
 
-int dlock_config_nodes(dlock_config *cfg, const char *list)
+/* Parses "host:port[,host:port...]" into out[0..max-1]: their count, or -1
+ * with the error set, what naming them ("Redis server", "Sentinel"). */
+static int parse_endpoints(const char *list, int def_port, const char *what,
+                           dlock_endpoint *out, int max)
 {
-    dlock_endpoint nodes[DLOCK_NODES_MAX];
     int n = 0;
     for (const char *p = list ? list : "";;) {
         size_t len = strcspn(p, ",");
-        if (n == DLOCK_NODES_MAX)
-            return dlock_fail(DLOCK_ERR_INVALID, "at most %d Redis servers", DLOCK_NODES_MAX);
-        if (parse_endpoint(p, len, &nodes[n]) != 0)
-            return dlock_fail(DLOCK_ERR_INVALID, "bad Redis server \"%.*s\": expected host:port "
-                              "(or [v6addr]:port)", (int)len, p);
+        if (n == max)
+            return dlock_fail(DLOCK_ERR_INVALID, "at most %d %ss", max, what), -1;
+        if (parse_endpoint(p, len, def_port, &out[n]) != 0)
+            return dlock_fail(DLOCK_ERR_INVALID, "bad %s \"%.*s\": expected host:port "
+                              "(or [v6addr]:port)", what, (int)len, p), -1;
         n++;
         if (p[len] == '\0')
-            break;
+            return n;
         p += len + 1;
     }
+}
+
+int dlock_config_nodes(dlock_config *cfg, const char *list)
+{
+    dlock_endpoint nodes[DLOCK_NODES_MAX];
+    int n = parse_endpoints(list, 6379, "Redis server", nodes, DLOCK_NODES_MAX);
+    if (n < 0)
+        return DLOCK_ERR_INVALID;
     memcpy(cfg->node, nodes, (size_t)n * sizeof(*nodes));
     cfg->nodes = n;
+    return DLOCK_OK;
+}
+
+int dlock_config_sentinels(dlock_config *cfg, const char *list)
+{
+    dlock_endpoint sentinels[DLOCK_SENTINELS_MAX];
+    int n = parse_endpoints(list, 26379, "Sentinel", sentinels, DLOCK_SENTINELS_MAX);
+    if (n < 0)
+        return DLOCK_ERR_INVALID;
+    memcpy(cfg->sentinel, sentinels, (size_t)n * sizeof(*sentinels));
+    cfg->sentinels = n;
+    return DLOCK_OK;
+}
+
+/* The Sentinel fields: none, or Sentinels, a master name and no quorum. */
+static int sentinel_check(const dlock_config *cfg)
+{
+    if (cfg->sentinels == 0)
+        return DLOCK_OK;
+    if (cfg->sentinels < 0 || cfg->sentinels > DLOCK_SENTINELS_MAX)
+        return dlock_fail(DLOCK_ERR_INVALID, "1..%d Sentinels", DLOCK_SENTINELS_MAX);
+    for (int i = 0; i < cfg->sentinels; i++)
+        if (cfg->sentinel[i].host[0] == '\0' || cfg->sentinel[i].port < 1 ||
+            cfg->sentinel[i].port > 65535)
+            return dlock_fail(DLOCK_ERR_INVALID, "Sentinel %d: host and port 1..65535 needed",
+                              i + 1);
+    if (cfg->master_name == NULL || cfg->master_name[0] == '\0' ||
+        strlen(cfg->master_name) > DLOCK_MASTER_NAME_MAX ||
+        strpbrk(cfg->master_name, " \t\r\n") != NULL)
+        return dlock_fail(DLOCK_ERR_INVALID, "with Sentinels, a master name of 1..%d bytes "
+                          "without spaces is needed (the name in Sentinel's \"sentinel monitor\")",
+                          DLOCK_MASTER_NAME_MAX);
+    if (cfg->nodes > 1)
+        return dlock_fail(DLOCK_ERR_INVALID, "Sentinel and a quorum of %d servers exclude each "
+                          "other: Sentinel names one primary", cfg->nodes);
     return DLOCK_OK;
 }
 
@@ -119,9 +165,10 @@ int dlock_config_check(const dlock_config *cfg)
         ok = cfg->host != NULL && cfg->port >= 1 && cfg->port <= 65535;
     for (int i = 0; ok && i < cfg->nodes; i++)
         ok = cfg->node[i].host[0] != '\0' && cfg->node[i].port >= 1 && cfg->node[i].port <= 65535;
-    return ok ? DLOCK_OK
-              : dlock_fail(DLOCK_ERR_INVALID, "Redis host, port 1..65535 (for 1..%d servers) and "
-                           "timeouts >= 1 ms needed", DLOCK_NODES_MAX);
+    if (!ok)
+        return dlock_fail(DLOCK_ERR_INVALID, "Redis host, port 1..65535 (for 1..%d servers) and "
+                          "timeouts >= 1 ms needed", DLOCK_NODES_MAX);
+    return sentinel_check(cfg);
 }
 
 int dlock_key_check(const char *key, size_t len)

@@ -69,6 +69,15 @@ static const struct opt opts[] = {
     {"redis-password-file", "STOCKD_REDIS_PASSWORD_FILE", OPT_STR, F(redis_password_file), 0, 0,
      NULL, "file holding the Redis password (one line); without it, STOCKD_REDIS_PASSWORD from "
      "the environment, if set. Every Redis connection sends AUTH"},
+    {"redis-sentinel", "STOCKD_REDIS_SENTINEL", OPT_STR, F(redis_sentinels), 0, 0, NULL,
+     "Redis behind Sentinel: the Sentinels as host:port[,host:port...] (at most 7; port "
+     "26379 when left out); the lock's server is the primary they name for --redis-master, "
+     "followed across failovers without a restart. Excludes --redis"},
+    {"redis-master", "STOCKD_REDIS_MASTER", OPT_STR, F(service.redis.master_name), 0, 0, NULL,
+     "with --redis-sentinel: the master's name as the Sentinels monitor it"},
+    {"redis-sentinel-password-file", "STOCKD_REDIS_SENTINEL_PASSWORD_FILE", OPT_STR,
+     F(sentinel_password_file), 0, 0, NULL, "file holding the Sentinels' own password (one "
+     "line), sent as AUTH to each Sentinel; the data servers' stays --redis-password-file"},
     {"redis-timeout-ms", "STOCKD_REDIS_TIMEOUT_MS", OPT_INT, F(service.redis.command_timeout_ms),
      2, 60000, NULL, "bound on one Redis command (connects get half); at most lease-ms / 6"},
     {"lock", "STOCKD_LOCK", OPT_CHOICE, F(service.lock_mode), 0, 0, service_lock_mode_names,
@@ -296,6 +305,41 @@ static int read_redis_password(stockd_config *c, char *err, size_t errlen)
     return 0;
 }
 
+/* --redis-sentinel, --redis-master and the Sentinels' password into the
+ * lock's config; dlock_client_new checks the rest of the combination. */
+static int apply_sentinels(stockd_config *c, char *err, size_t errlen)
+{
+    dlock_config *r = &c->service.redis;
+    if (c->redis_sentinels == NULL) {
+        if (r->master_name || c->sentinel_password_file) {
+            snprintf(err, errlen, "--redis-master and --redis-sentinel-password-file need "
+                     "--redis-sentinel");
+            return -1;
+        }
+        return 0;
+    }
+    if (c->redis_servers) {
+        snprintf(err, errlen, "--redis and --redis-sentinel exclude each other: with Sentinel, "
+                 "the Sentinels name the server");
+        return -1;
+    }
+    if (r->master_name == NULL) {
+        snprintf(err, errlen, "--redis-sentinel needs --redis-master NAME");
+        return -1;
+    }
+    if (dlock_config_sentinels(r, c->redis_sentinels) != DLOCK_OK) {
+        snprintf(err, errlen, "--redis-sentinel %s: %s", c->redis_sentinels, dlock_errstr());
+        return -1;
+    }
+    if (c->sentinel_password_file) {
+        if (read_password_file("redis-sentinel-password-file", c->sentinel_password_file,
+                               c->sentinel_password, err, errlen) != 0)
+            return -1;
+        r->sentinel_password = c->sentinel_password;
+    }
+    return 0;
+}
+
 int cfg_load(stockd_config *c, int argc, char **argv, char *err, size_t errlen)
 {
     for (size_t i = 0; i < NOPTS; i++) {
@@ -332,6 +376,8 @@ int cfg_load(stockd_config *c, int argc, char **argv, char *err, size_t errlen)
         snprintf(err, errlen, "--redis %s: %s", c->redis_servers, dlock_errstr());
         return -1;
     }
+    if (apply_sentinels(c, err, errlen) != 0)
+        return -1;
     s->fencing = !c->no_fencing;
     if (c->db_password_file) {
         if (read_password_file("db-password-file", c->db_password_file, c->db_password, err,

@@ -165,6 +165,7 @@ int main(int argc, char **argv)
     rc = open_service(&c, &stop_signals, &svc, err, sizeof(err));
     explicit_bzero(c.redis_password, sizeof(c.redis_password)); /* the lock has its copy */
     explicit_bzero(c.db_password, sizeof(c.db_password));       /* and the store its own */
+    explicit_bzero(c.sentinel_password, sizeof(c.sentinel_password));
     if (rc == STOPPED_WAITING) {
         log_event(LOG_INFO, "stopped while waiting for the database", NULL, 0);
         return 0;

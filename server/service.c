@@ -73,6 +73,7 @@ int service_open(const service_config *cfg, service **out, char *err, size_t err
     s->probes = s->work ? workers_start(1, "probes") : NULL;
     int rc = s->probes ? open_locks(s, err, errlen) : -1;
     s->cfg.redis.password = NULL; /* the lock client has its copy; keep none here */
+    s->cfg.redis.sentinel_password = NULL;
     if (s->probes == NULL)
         snprintf(err, errlen, "out of memory or threads");
     int store_rc = rc == 0 ? store_open(&cfg->store, &s->store, err, errlen) : STORE_ERR_IO;
