@@ -123,7 +123,7 @@ typedef struct dlock_config {
 #define DLOCK_ACL_COMMANDS                                                                \
     "-@all +ping +evalsha +eval +script|load +subscribe +unsubscribe +get +set +del "    \
     "+exists +pexpire +pttl +incr +time +zadd +zrange +zrem +zscore +zremrangebyscore "  \
-    "+zpopmin +zcard +hset +hget +hdel +publish"
+    "+zpopmin +zcard +hset +hget +hdel +publish +role"
 
 /* Per-acquisition behaviour. dlock_opts_defaults() gives the values below;
  * passing NULL where options are expected means exactly those defaults. */
@@ -226,7 +226,7 @@ int dlock_ping(dlock_client *c);
 extern const int dlock_latency_bucket_us[DLOCK_LATENCY_BUCKETS]; /* upper bounds; last +Inf */
 
 typedef struct dlock_node_info {
-    char name[DLOCK_HOST_MAX + 10]; /* "host:port" */
+    char name[DLOCK_HOST_MAX + 10]; /* "host:port", or "sentinel:<master name>" */
     int up;                         /* its last call was answered (1 before the first) */
     uint64_t calls, errors;         /* calls sent to it; of which failed (no answer in time,
                                      * no connection, or an error reply) */

@@ -45,7 +45,10 @@ dlock_node *dlock_node_new(const dlock_config *cfg, const char *host, int port,
     }
     n->counters = counters;
     n->command_timeout_ms = cfg->command_timeout_ms;
-    snprintf(n->name, sizeof(n->name), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+    if (cfg->sentinels > 0) /* the primary changes; the name it is known by does not */
+        snprintf(n->name, sizeof(n->name), "sentinel:%.*s", DLOCK_HOST_MAX - 2, cfg->master_name);
+    else
+        snprintf(n->name, sizeof(n->name), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
     atomic_store(&n->up, 1);
     pthread_mutex_init(&n->mu, NULL);
     return n;
@@ -168,6 +171,10 @@ int dlock_call_open(dlock_node *n, dlock_node_call *call, redisContext **own)
     call->err[0] = '\0';
     call->began_us = dlock_now_us();
     if (own) {
+        if (*own && dlock_pool_stale(n->pool, *own)) { /* Sentinel moved the primary */
+            redisFree(*own);
+            *own = NULL;
+        }
         if (*own == NULL)
             *own = dlock_pool_connect(n->pool);
         call->ctx = *own;
@@ -379,3 +386,5 @@ size_t dlock_arg_int(char buf[24], int64_t v)
 }
 
 redisContext *dlock_node_subscriber(dlock_node *n) { return dlock_pool_connect(n->pool); }
+
+int dlock_node_stale(dlock_node *n, const redisContext *ctx) { return dlock_pool_stale(n->pool, ctx); }

@@ -185,6 +185,10 @@ redisReply *dlock_node_script_end(dlock_node_call *call);
 /* A connection of the caller's own for pub/sub (authenticated), or NULL. */
 redisContext *dlock_node_subscriber(dlock_node *n);
 
+/* 1 when ctx, a connection of the caller's own, is to a primary Sentinel no
+ * longer names: close it and ask for another. 0 without Sentinel. */
+int dlock_node_stale(dlock_node *n, const redisContext *ctx);
+
 /* Appends SUBSCRIBE (subscribe = 1) or UNSUBSCRIBE of key's release channel
  * to ctx's output buffer. REDIS_OK or REDIS_ERR. */
 int dlock_node_sub_request(redisContext *ctx, const char *key, int subscribe);

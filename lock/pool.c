@@ -1,6 +1,8 @@
 /* pool.c - connections to one Redis server: a thread-safe free list that
  * grows on demand, authentication, host names resolved within the connect
- * timeout, and the checking of replies. */
+ * timeout, and the checking of replies. With Sentinel, the server is the
+ * primary the Sentinels name (sentinel.c): each new connection's ROLE is
+ * checked, and connections to an earlier primary are dropped. */
 #include "lock/pool.h"
 
 #include <arpa/inet.h>
@@ -12,6 +14,7 @@
 #include <string.h>
 
 #include "lock/err.h"
+#include "lock/sentinel.h"
 #include "lock/sync.h"
 
 #define POOL_IDLE_MAX 256 /* idle connections kept; more are closed on return */
@@ -46,6 +49,8 @@ struct dlock_pool {
     int64_t idle_since[POOL_IDLE_MAX]; /* CLOCK_MONOTONIC ms */
     int nidle;
     dlock_counters *counters;
+    dlock_sentinel *sentinel; /* NULL: host:port; else the primary it names ... */
+    uint64_t gen;             /* ... of the generation the idle connections are of (mu) */
 };
 
 static struct timeval ms_to_tv(int ms)
@@ -139,6 +144,7 @@ void dlock_pool_free(dlock_pool *p)
     pthread_mutex_destroy(&p->names.mu);
     pthread_cond_destroy(&p->names.ask);
     pthread_cond_destroy(&p->names.done);
+    dlock_sentinel_free(p->sentinel);
     for (int i = 0; i < p->nidle; i++)
         redisFree(p->idle[i]);
     pthread_mutex_destroy(&p->mu);
@@ -171,7 +177,11 @@ dlock_pool *dlock_pool_new(const dlock_config *cfg, const char *host, int port,
     p->command_tv = ms_to_tv(cfg->command_timeout_ms);
     struct in6_addr ignored;
     p->numeric = inet_pton(AF_INET, host, &ignored) == 1 || inet_pton(AF_INET6, host, &ignored) == 1;
-    if (!p->numeric) {
+    if (cfg->sentinels > 0 && (p->sentinel = dlock_sentinel_new(cfg)) == NULL) {
+        dlock_pool_free(p);
+        return NULL;
+    }
+    if (!p->numeric && p->sentinel == NULL) {
         if (pthread_create(&p->names.thread, NULL, resolve_loop, p) != 0) {
             dlock_pool_free(p);
             return NULL;
@@ -198,20 +208,18 @@ static int authenticate(dlock_pool *p, redisContext *ctx)
     return 0;
 }
 
-redisContext *dlock_pool_connect(dlock_pool *p)
+/* A connection to addr:port (shown as host:port in errors), its command
+ * timeout set, authenticated. NULL with the error set. */
+static redisContext *open_at(dlock_pool *p, const char *addr, const char *host, int port)
 {
-    char addr[INET6_ADDRSTRLEN];
-    int timeout_ms = (int)(p->connect_tv.tv_sec * 1000 + p->connect_tv.tv_usec / 1000);
-    if (resolve(p, timeout_ms, addr, sizeof(addr)) != 0)
-        return NULL;
     dlock_count(&p->counters->connects);
-    redisContext *ctx = redisConnectWithTimeout(addr, p->port, p->connect_tv);
+    redisContext *ctx = redisConnectWithTimeout(addr, port, p->connect_tv);
     if (ctx == NULL) {
         dlock_fail(DLOCK_ERR_NOMEM, "out of memory connecting to Redis");
         return NULL;
     }
     if (ctx->err) {
-        dlock_fail(DLOCK_ERR_REDIS, "cannot connect to Redis at %s:%d: %s", p->host, p->port,
+        dlock_fail(DLOCK_ERR_REDIS, "cannot connect to Redis at %s:%d: %s", host, port,
                    ctx->errstr);
         redisFree(ctx);
         return NULL;
@@ -229,6 +237,62 @@ redisContext *dlock_pool_connect(dlock_pool *p)
     return ctx;
 }
 
+/* Whether ctx is to a primary, by ROLE: a replica (the Sentinels' answer
+ * was stale, or a failover is under way) would refuse every write. 1, or 0
+ * with the error set. */
+static int is_master(redisContext *ctx, const char *host, int port)
+{
+    redisReply *r = dlock_pool_checked(ctx, redisCommand(ctx, "ROLE"));
+    if (r == NULL)
+        return 0;
+    int yes = r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+              r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "master") == 0;
+    if (!yes)
+        dlock_fail(DLOCK_ERR_REDIS, "Redis at %s:%d is not the primary (ROLE %s)", host, port,
+                   r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+                   r->element[0]->type == REDIS_REPLY_STRING ? r->element[0]->str : "unknown");
+    freeReplyObject(r);
+    return yes;
+}
+
+/* A connection to the primary the Sentinels name; when it can't be had or
+ * is a replica, the Sentinels are asked again (rate-limited) and the new
+ * answer tried once. NULL with the error set. */
+static redisContext *connect_primary(dlock_pool *p)
+{
+    for (int attempt = 0; attempt < 2; attempt++) {
+        char host[DLOCK_HOST_MAX + 1];
+        int port;
+        uint64_t gen;
+        if (dlock_sentinel_primary(p->sentinel, host, &port, &gen) != 0)
+            return NULL;
+        redisContext *ctx = open_at(p, host, host, port);
+        if (ctx && is_master(ctx, host, port))
+            return ctx;
+        redisFree(ctx);
+        if (dlock_redis_failure() == DLOCK_ERR_AUTH) /* our credentials, not a failover */
+            return NULL;
+        dlock_sentinel_suspect(p->sentinel, host, port);
+    }
+    return NULL;
+}
+
+redisContext *dlock_pool_connect(dlock_pool *p)
+{
+    if (p->sentinel)
+        return connect_primary(p);
+    char addr[INET6_ADDRSTRLEN];
+    int timeout_ms = (int)(p->connect_tv.tv_sec * 1000 + p->connect_tv.tv_usec / 1000);
+    if (resolve(p, timeout_ms, addr, sizeof(addr)) != 0)
+        return NULL;
+    return open_at(p, addr, p->host, p->port);
+}
+
+int dlock_pool_stale(dlock_pool *p, const redisContext *ctx)
+{
+    return p->sentinel && !dlock_sentinel_is_primary(p->sentinel, ctx->tcp.host, ctx->tcp.port);
+}
+
 /* An idle connection has nothing to read; if its socket is readable, the
  * server closed it (restart, timeout) and a command on it would fail. Only
  * worth a syscall after a pause: a Redis restart takes far longer than
@@ -242,17 +306,34 @@ static int looks_closed(const redisContext *ctx, int64_t idle_since)
     return poll(&pfd, 1, 0) != 0;
 }
 
+/* With Sentinel, after a change of primary: the idle connections (all of
+ * the earlier generation) into drop (POOL_IDLE_MAX); their count. mu held. */
+static int take_old(dlock_pool *p, redisContext **drop)
+{
+    int n = 0;
+    uint64_t gen = p->sentinel ? dlock_sentinel_gen(p->sentinel) : 0;
+    if (gen != p->gen)
+        while (p->nidle > 0)
+            drop[n++] = p->idle[--p->nidle];
+    p->gen = gen;
+    return n;
+}
+
 redisContext *dlock_pool_get(dlock_pool *p)
 {
+    redisContext *drop[POOL_IDLE_MAX];
     for (;;) {
         redisContext *ctx = NULL;
         int64_t since = 0;
         pthread_mutex_lock(&p->mu);
+        int ndrop = take_old(p, drop);
         if (p->nidle > 0) {
             ctx = p->idle[--p->nidle];
             since = p->idle_since[p->nidle];
         }
         pthread_mutex_unlock(&p->mu);
+        for (int i = 0; i < ndrop; i++)
+            redisFree(drop[i]);
         if (ctx == NULL)
             return dlock_pool_connect(p);
         if (!looks_closed(ctx, since))
@@ -266,12 +347,19 @@ void dlock_pool_put(dlock_pool *p, redisContext *ctx, int broken)
     redisContext *drop[POOL_IDLE_MAX + 1];
     int ndrop = 0;
 
+    /* with Sentinel: a failure on the primary asks the Sentinels again; a
+     * connection to an earlier primary is not kept */
+    int failed = ctx->err || broken, stale = 0;
+    if (p->sentinel && failed)
+        dlock_sentinel_suspect(p->sentinel, ctx->tcp.host, ctx->tcp.port);
+    else if (p->sentinel)
+        stale = dlock_pool_stale(p, ctx);
     pthread_mutex_lock(&p->mu);
-    if (ctx->err || broken) {
+    if (failed) {
         drop[ndrop++] = ctx;
         while (p->nidle > 0)
             drop[ndrop++] = p->idle[--p->nidle];
-    } else if (p->nidle < POOL_IDLE_MAX) {
+    } else if (p->nidle < POOL_IDLE_MAX && !stale) {
         p->idle_since[p->nidle] = dlock_now_ms();
         p->idle[p->nidle++] = ctx;
     } else {
@@ -292,6 +380,15 @@ static int is_auth_error(const redisReply *r)
            strstr(r->str, "The user executing the script can't") != NULL;
 }
 
+/* Whether an error reply says the server is no longer a writable primary:
+ * READONLY (a replica now, also from inside a script) or MASTERDOWN (a
+ * replica cut off from its primary). */
+static int is_demoted(const redisReply *r)
+{
+    return strncmp(r->str, "READONLY", 8) == 0 || strncmp(r->str, "MASTERDOWN", 10) == 0 ||
+           strstr(r->str, "READONLY You can't write") != NULL;
+}
+
 /* Passes r through, or frees it and returns NULL with the error recorded when
  * the connection failed (ctx->err set) or Redis answered an error (ctx usable). */
 redisReply *dlock_pool_checked(redisContext *ctx, redisReply *r)
@@ -303,6 +400,10 @@ redisReply *dlock_pool_checked(redisContext *ctx, redisReply *r)
     }
     if (r->type == REDIS_REPLY_ERROR) {
         int len = (int)r->len - (r->len > 0 && r->str[r->len - 1] == '.');
+        if (is_demoted(r)) { /* closed, not reused: with Sentinel, the primary is asked for */
+            ctx->err = REDIS_ERR_OTHER;
+            snprintf(ctx->errstr, sizeof(ctx->errstr), "the server is no longer a primary");
+        }
         if (is_auth_error(r))
             dlock_fail(DLOCK_ERR_AUTH, "Redis authentication failed: %.*s", len, r->str);
         else

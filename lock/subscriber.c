@@ -300,6 +300,8 @@ static void drain(int fd)
 static void turn(dlock_subscriber *s)
 {
     struct pollfd p[2] = {{.fd = s->wake[0], .events = POLLIN}, {.fd = -1, .events = POLLIN}};
+    if (s->conn && dlock_node_stale(s->node, s->conn)) /* Sentinel moved the primary */
+        disconnect(s);
     if (s->conn == NULL && (s->conn = dlock_node_subscriber(s->node)) != NULL) {
         pthread_mutex_lock(s->mu);
         s->connected = 1;

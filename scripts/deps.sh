@@ -42,6 +42,7 @@ want_base() {
     want_pc libcurl libcurl4-openssl-dev # the tests' own HTTP calls; loadgen does without
     want_file /usr/include/http_parser.h libhttp-parser-dev # loadgen's HTTP answers
     want_cmd redis-server redis-server
+    want_cmd redis-sentinel redis-sentinel
     want_cmd redis-cli redis-tools
     want_cmd curl curl
     # promtool lints /metrics and the alert rules; prometheus scrapes replicas

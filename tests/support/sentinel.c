@@ -1,0 +1,152 @@
+/* sentinel.c - a primary, two replicas and three Sentinels for the tests. */
+#include "tests/support/sentinel.h"
+
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+/* A field of SENTINEL MASTER's flat array as a number, or -1. */
+static long master_field(const th_redis *sentinel, const char *field)
+{
+    redisContext *c = th_redis_connect(sentinel);
+    redisReply *r = c && !c->err ? redisCommand(c, "SENTINEL MASTER %s", TH_SENTINEL_MASTER)
+                                 : NULL;
+    long v = -1;
+    for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i + 1 < r->elements; i += 2)
+        if (strcmp(r->element[i]->str, field) == 0)
+            v = atol(r->element[i + 1]->str);
+    freeReplyObject(r);
+    redisFree(c);
+    return v;
+}
+
+static void wait_in_sync(const th_redis *replica)
+{
+    for (int64_t end = th_now_ms() + 10000;; th_sleep_ms(20)) {
+        redisContext *c = th_redis_connect(replica);
+        redisReply *r = c && !c->err ? redisCommand(c, "INFO replication") : NULL;
+        int up = r && r->str && strstr(r->str, "master_link_status:up");
+        freeReplyObject(r);
+        redisFree(c);
+        if (up)
+            return;
+        if (th_now_ms() > end)
+            fail_msg("replica on port %d never caught up", replica->port);
+    }
+}
+
+static void start_data(th_sentinels *s)
+{
+    for (int i = 0; i < TH_SENTINEL_DATA; i++)
+        assert_int_equal(th_redis_start(&s->data[i]), 0);
+    for (int i = 0; i < TH_SENTINEL_DATA; i++) /* a diskless sync would wait 5 s for more */
+        assert_int_equal(th_redis_int(&s->data[i], "CONFIG SET repl-diskless-sync-delay 0"), 0);
+    for (int i = 1; i < TH_SENTINEL_DATA; i++)
+        assert_int_equal(th_redis_int(&s->data[i], "REPLICAOF 127.0.0.1 %d", s->data[0].port),
+                         0);
+    for (int i = 1; i < TH_SENTINEL_DATA; i++)
+        wait_in_sync(&s->data[i]);
+}
+
+/* Sentinel i's config (Sentinel rewrites it, so it lives in the temp dir). */
+static void start_sentinel(th_sentinels *s, int i)
+{
+    th_redis *t = &s->sentinel[i];
+    t->port = th_free_port();
+    char conf[128];
+    snprintf(conf, sizeof(conf), "%s/sentinel-%d.conf", s->dir, t->port);
+    FILE *f = fopen(conf, "w");
+    assert_non_null(f);
+    fprintf(f, "port %d\nbind 127.0.0.1\ndaemonize no\ndir %s\nlogfile %s/sentinel-%d.log\n"
+               "sentinel monitor %s 127.0.0.1 %d 2\n"
+               "sentinel down-after-milliseconds %s %d\n"
+               "sentinel failover-timeout %s 3000\n"
+               "sentinel parallel-syncs %s 2\n",
+            t->port, s->dir, s->dir, t->port, TH_SENTINEL_MASTER, s->data[0].port,
+            TH_SENTINEL_MASTER, TH_SENTINEL_DOWN_MS, TH_SENTINEL_MASTER, TH_SENTINEL_MASTER);
+    fclose(f);
+    const char *argv[] = {"redis-sentinel", conf, NULL};
+    t->pid = th_spawn(argv, NULL);
+    assert_true(t->pid > 0);
+    snprintf(s->list + strlen(s->list), sizeof(s->list) - strlen(s->list), "%s127.0.0.1:%d",
+             s->list[0] ? "," : "", t->port);
+}
+
+void th_sentinels_start(th_sentinels *s)
+{
+    memset(s, 0, sizeof(*s));
+    assert_int_equal(th_tempdir("sentinel-it", s->dir, sizeof(s->dir)), 0);
+    start_data(s);
+    for (int i = 0; i < TH_SENTINELS; i++)
+        start_sentinel(s, i);
+    for (int i = 0; i < TH_SENTINELS; i++) /* hello messages every 2 s; INFO at once */
+        for (int64_t end = th_now_ms() + 15000;; th_sleep_ms(50)) {
+            if (master_field(&s->sentinel[i], "num-slaves") == TH_SENTINEL_DATA - 1 &&
+                master_field(&s->sentinel[i], "num-other-sentinels") == TH_SENTINELS - 1)
+                break;
+            if (th_now_ms() > end)
+                fail_msg("Sentinel on port %d never saw the others (see %s)",
+                         s->sentinel[i].port, s->dir);
+        }
+}
+
+int th_sentinels_primary(const th_sentinels *s)
+{
+    for (int i = 0; i < TH_SENTINELS; i++) {
+        if (s->sentinel[i].pid <= 0)
+            continue;
+        redisContext *c = th_redis_connect(&s->sentinel[i]);
+        redisReply *r = c && !c->err ? redisCommand(c, "SENTINEL get-master-addr-by-name %s",
+                                                    TH_SENTINEL_MASTER)
+                                     : NULL;
+        int port = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2
+                       ? atoi(r->element[1]->str) : 0;
+        freeReplyObject(r);
+        redisFree(c);
+        for (int k = 0; port && k < TH_SENTINEL_DATA; k++)
+            if (s->data[k].port == port)
+                return k;
+    }
+    return -1;
+}
+
+/* Whether data server i answers ROLE as a master. */
+static int is_master(const th_redis *r)
+{
+    redisContext *c = th_redis_connect(r);
+    redisReply *rep = c && !c->err ? redisCommand(c, "ROLE") : NULL;
+    int yes = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 &&
+              strcmp(rep->element[0]->str, "master") == 0;
+    freeReplyObject(rep);
+    redisFree(c);
+    return yes;
+}
+
+int th_sentinels_wait_failover(const th_sentinels *s, int old, int timeout_ms)
+{
+    for (int64_t end = th_now_ms() + timeout_ms; th_now_ms() < end; th_sleep_ms(20)) {
+        int now = th_sentinels_primary(s);
+        if (now >= 0 && now != old && is_master(&s->data[now]))
+            return now;
+    }
+    return -1;
+}
+
+void th_sentinels_stop(th_sentinels *s)
+{
+    for (int i = 0; i < TH_SENTINELS; i++)
+        if (s->sentinel[i].pid > 0)
+            th_redis_stop(&s->sentinel[i], 1);
+    for (int i = 0; i < TH_SENTINEL_DATA; i++)
+        if (s->data[i].pid > 0) {
+            th_signal(s->data[i].pid, SIGCONT, 0);
+            th_redis_stop(&s->data[i], 1);
+        }
+}

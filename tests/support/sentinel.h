@@ -1,0 +1,42 @@
+/* sentinel.h - Redis watched by Sentinel for the tests: one primary, two
+ * replicas and three redis-sentinel processes on free loopback ports, with
+ * a generated config in a temp dir and a short down-after (1 s), so that a
+ * primary killed or stopped is failed over within seconds. Every process
+ * is stopped by its PID (harness.h). */
+#ifndef TEST_SENTINEL_H
+#define TEST_SENTINEL_H
+
+#include <sys/types.h>
+
+#include "tests/support/harness.h"
+
+#define TH_SENTINEL_DATA 3 /* data servers: data[0] starts as the primary */
+#define TH_SENTINELS 3
+#define TH_SENTINEL_MASTER "mymaster"
+#define TH_SENTINEL_DOWN_MS 1000 /* down-after-milliseconds */
+
+typedef struct th_sentinels {
+    th_redis data[TH_SENTINEL_DATA];
+    th_redis sentinel[TH_SENTINELS]; /* pid and port; no password */
+    char dir[64];
+    char list[128]; /* "127.0.0.1:p1,127.0.0.1:p2,...": --redis-sentinel's value */
+} th_sentinels;
+
+/* Starts the data servers (the replicas in sync before going on), then the
+ * Sentinels, and waits until each sees both replicas and the other
+ * Sentinels. Fails the running test when something does not start. */
+void th_sentinels_start(th_sentinels *s);
+
+/* The index in data[] of the server the first Sentinel that answers names
+ * as primary, or -1. */
+int th_sentinels_primary(const th_sentinels *s);
+
+/* Waits up to timeout_ms until a Sentinel names a primary other than
+ * data[old] and that server answers ROLE as a master: its index, or -1. */
+int th_sentinels_wait_failover(const th_sentinels *s, int old, int timeout_ms);
+
+/* Stops every Sentinel and data server still running (SIGCONT first for
+ * one stopped). */
+void th_sentinels_stop(th_sentinels *s);
+
+#endif
