@@ -330,8 +330,9 @@ echo "=== loadgen --scenario hot at 500 requests/s until sold out; the Redis pri
 # the script prints for how long, from loadgen's timeline (--json). The old
 # primary is started again (empty: no persistence) and must rejoin as a replica.
 primary=$(sentinel_master)
+primary_id=$(compose ps -q "$primary") # now: the kill must come while the sale runs
 echo "docker-demo: the Sentinels name $primary as the primary of stock"
-item=$(new_item failover 2000)
+item=$(new_item failover 2500)
 out=$state/failover.out
 json=$state/failover.json # written by loadgen's container user: bind-mounted, made writable
 : >"$json"
@@ -340,8 +341,8 @@ compose --profile loadgen run --rm -v "$PWD/$json:/tmp/failover.json" loadgen --
     -n 0 -d 300s --rate 500 --item "$item" --json /tmp/failover.json --target "$targets" \
     </dev/null >"$out" &
 run=$!
-wait_stock "$item" "on sale" "stock < 2000" || status=1
-docker kill "$(compose ps -q "$primary")" >/dev/null
+wait_stock "$item" "on sale" "stock < 2500" || status=1
+docker kill "$primary_id" >/dev/null
 echo "docker-demo: killed $primary (docker kill)"
 wait_stock "$item" "sold out" "stock == 0" || status=1
 sleep 1 # refusals, now that it is sold out: hot expects them
@@ -358,7 +359,7 @@ outage=$(unavailable_window "$json")
 echo "docker-demo: 503 answers while the primary failed over: ${outage:-none}"
 health=$(wait_health stockd-2 ok) || status=1
 echo "$health"
-docker start "$(compose ps -q "$primary")" >/dev/null
+docker start "$primary_id" >/dev/null
 echo "docker-demo: started $primary again (empty: no persistence; the Sentinels make it a replica)"
 wait_healthy
 

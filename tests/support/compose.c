@@ -43,6 +43,8 @@ static void parse_key(th_service *cur, const char *line, int indent)
         cur->volumes = 1;
     else if (strncmp(key, "secrets: ", 9) == 0)
         sscanf(key + 9, "%127[^\n]", cur->secrets);
+    else if (strncmp(key, "dns_opt: ", 9) == 0)
+        sscanf(key + 9, "%63[^\n#]", cur->dns_opt);
     else if (strncmp(key, "<<: *", 5) == 0)
         sscanf(key + 5, "%31s", cur->uses);
     else if (strncmp(key, "build: ", 7) == 0)
@@ -72,6 +74,8 @@ static void merge_template(const th_compose *c, th_service *svc)
             svc->entrypoint = json_incref(from->entrypoint);
         if (!svc->secrets[0])
             snprintf(svc->secrets, sizeof(svc->secrets), "%s", from->secrets);
+        if (!svc->dns_opt[0])
+            snprintf(svc->dns_opt, sizeof(svc->dns_opt), "%s", from->dns_opt);
         if (!svc->healthy[0])
             snprintf(svc->healthy, sizeof(svc->healthy), "%s", from->healthy);
         svc->volumes |= from->volumes;

@@ -27,6 +27,7 @@ typedef struct th_service {
     char uses[32];                /* the anchor of the template it merges, or "" */
     json_t *entrypoint, *command; /* JSON arrays, NULL when not given */
     char secrets[128];            /* "secrets: [a, b]" as written, or "" */
+    char dns_opt[64];             /* "dns_opt: [a]" as written, or "" */
     char healthy[256];            /* ",dep,": depends_on dep with condition service_healthy */
     int volumes;                  /* has a "volumes:" key */
     int in_depends;               /* parsing: inside its depends_on block */
