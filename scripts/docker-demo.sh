@@ -231,6 +231,12 @@ stop_loadgen() {
         --filter label=com.docker.compose.service=loadgen | xargs -r docker kill -s INT >/dev/null
 }
 
+# oneoff SERVICE [ARGS...]: a one-off run of the loadgen profile. --no-deps:
+# the stack is up, and compose would refuse the run over one health check of
+# its dependencies' tree failed (on a loaded host checks time out for a minute)
+# or start a stopped dependency again.
+oneoff() { compose --profile loadgen run --rm --no-deps "$@"; }
+
 # redis_cli SERVICE PORT ARGS...: redis-cli in a Redis or Sentinel container,
 # with the password from its secret (on no command line).
 redis_cli() {
@@ -305,10 +311,10 @@ esac
 
 echo
 echo "=== loadgen --scenario hot (the compose file's loadgen: all three replicas)"
-compose --profile loadgen run --rm loadgen </dev/null || status=1
+oneoff loadgen </dev/null || status=1
 echo
 echo "=== loadgen --scenario renew (all three replicas)"
-compose --profile loadgen run --rm loadgen --scenario renew --target "$targets" </dev/null ||
+oneoff loadgen --scenario renew --target "$targets" </dev/null ||
     status=1
 # The recording rules on what the two runs left: one series per replica.
 wait_prom "lock wait p99 over 1 min (s)" 3 'instance:stockd_lock_wait_seconds:p99_1m' ||
@@ -320,7 +326,7 @@ echo "=== loadgen --scenario flash: 3000 buyers over the three replicas, all fir
 # The flash service runs in the host's network namespace: each buyer's own
 # 127.x.y.z reaches the replicas only there, through their published ports.
 flash_start=$SECONDS
-compose --profile loadgen run --rm flash </dev/null || status=1
+oneoff flash </dev/null || status=1
 echo "docker-demo: flash sale done in $((SECONDS - flash_start)) s"
 echo
 echo "=== loadgen --scenario hot at 500 requests/s until sold out; the Redis primary is killed once the sale has begun"
@@ -337,7 +343,7 @@ out=$state/failover.out
 json=$state/failover.json # written by loadgen's container user: bind-mounted, made writable
 : >"$json"
 chmod 666 "$json"
-compose --profile loadgen run --rm -v "$PWD/$json:/tmp/failover.json" loadgen --scenario hot \
+oneoff -v "$PWD/$json:/tmp/failover.json" loadgen --scenario hot \
     -n 0 -d 300s --rate 500 --item "$item" --json /tmp/failover.json --target "$targets" \
     </dev/null >"$out" &
 run=$!
@@ -378,7 +384,7 @@ pg=$(compose ps -q postgres)
 item=$(new_item pg-restart 5000)
 reduce_outcomes >"$state/outcomes-before"
 out=$state/postgres-down.out
-compose --profile loadgen run --rm loadgen --scenario hot -n 0 -d 300s --rate 500 \
+oneoff loadgen --scenario hot -n 0 -d 300s --rate 500 \
     --item "$item" --retry --target "$targets" </dev/null >"$out" &
 run=$!
 wait_stock "$item" "on sale" "stock < 5000" || status=1
@@ -418,7 +424,7 @@ echo "=== loadgen --scenario hot at 500 requests/s for 6 s; stockd-1 is killed o
 # fail in transport (noted, not violations; --retry resends them, each attempt
 # given 2 s) and the verdict reads the item back from stockd-2.
 item=$(new_item replica-down 1500)
-compose --profile loadgen run --rm loadgen --scenario hot -n 3000 --rate 500 --item "$item" \
+oneoff loadgen --scenario hot -n 3000 --rate 500 --item "$item" \
     --retry --timeout-ms 2000 --target "$targets" </dev/null &
 run=$!
 wait_stock "$item" "on sale" "stock < 1500" || status=1
