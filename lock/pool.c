@@ -245,12 +245,13 @@ static int is_master(redisContext *ctx, const char *host, int port)
     redisReply *r = dlock_pool_checked(ctx, redisCommand(ctx, "ROLE"));
     if (r == NULL)
         return 0;
-    int yes = r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
-              r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "master") == 0;
+    const char *role = r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+                               r->element[0]->type == REDIS_REPLY_STRING
+                           ? r->element[0]->str : "unknown";
+    int yes = strcmp(role, "master") == 0;
     if (!yes)
         dlock_fail(DLOCK_ERR_REDIS, "Redis at %s:%d is not the primary (ROLE %s)", host, port,
-                   r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
-                   r->element[0]->type == REDIS_REPLY_STRING ? r->element[0]->str : "unknown");
+                   role);
     freeReplyObject(r);
     return yes;
 }

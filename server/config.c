@@ -77,7 +77,7 @@ static const struct opt opts[] = {
      "with --redis-sentinel: the master's name as the Sentinels monitor it"},
     {"redis-sentinel-password-file", "STOCKD_REDIS_SENTINEL_PASSWORD_FILE", OPT_STR,
      F(sentinel_password_file), 0, 0, NULL, "file holding the Sentinels' own password (one "
-     "line), sent as AUTH to each Sentinel; the data servers' stays --redis-password-file"},
+     "line), sent as AUTH to each Sentinel only: the data servers keep their own password"},
     {"redis-timeout-ms", "STOCKD_REDIS_TIMEOUT_MS", OPT_INT, F(service.redis.command_timeout_ms),
      2, 60000, NULL, "bound on one Redis command (connects get half); at most lease-ms / 6"},
     {"lock", "STOCKD_LOCK", OPT_CHOICE, F(service.lock_mode), 0, 0, service_lock_mode_names,

@@ -34,6 +34,23 @@ static int group_setup(void **state)
     return th_tempdir("sentinel-test", dir, sizeof(dir));
 }
 
+/* Skips the running test without redis-sentinel (`make deps` installs it). */
+static void need_sentinel(void)
+{
+    if (!th_have("redis-sentinel"))
+        th_skip("redis-sentinel is not installed (make deps)");
+}
+
+/* Prints the VERDICT part of loadgen's output for run name. */
+static void print_verdict(const char *name)
+{
+    char path[160];
+    snprintf(path, sizeof(path), "%s/%s.out", dir, name);
+    char *out = th_read_file(path), *verdict = out ? strstr(out, "VERDICT") : NULL;
+    print_message("loadgen: %s\n", verdict ? verdict : "(no verdict)");
+    free(out);
+}
+
 static dlock_client *client_on(const char *sentinels, const char *master)
 {
     dlock_config cfg;
@@ -71,13 +88,33 @@ static int64_t lock_on(dlock_client *c, const char *key, const th_redis *r, int 
     return fence;
 }
 
-static void test_the_client_finds_the_primary_and_follows_its_failover(void **state)
+/* A master name the Sentinels do not monitor, then no Sentinel at all:
+ * each a DLOCK_ERR_REDIS whose text says which. */
+static void expect_clear_errors(const th_sentinels *s)
+{
+    dlock_client *c = client_on(s->list, "nosuch");
+    assert_int_equal(dlock_ping(c), DLOCK_ERR_REDIS);
+    if (strstr(dlock_errstr(), "knows no master named \"nosuch\"") == NULL)
+        fail_msg("unclear error: %s", dlock_errstr());
+    dlock_client_free(c);
+
+    char nobody[32];
+    snprintf(nobody, sizeof(nobody), "127.0.0.1:%d", th_free_port());
+    c = client_on(nobody, TH_SENTINEL_MASTER);
+    assert_int_equal(dlock_ping(c), DLOCK_ERR_REDIS);
+    if (strstr(dlock_errstr(), "no Sentinel named the primary") == NULL ||
+        strstr(dlock_errstr(), nobody) == NULL)
+        fail_msg("unclear error: %s", dlock_errstr());
+    dlock_client_free(c);
+}
+
+static void test_the_client_follows_the_primary_and_says_what_is_wrong(void **state)
 {
     (void)state;
-    if (!th_have("redis-sentinel"))
-        th_skip("redis-sentinel is not installed (make deps)");
+    need_sentinel();
     th_sentinels s;
     th_sentinels_start(&s);
+    expect_clear_errors(&s);
     dlock_client *c = client_on(s.list, TH_SENTINEL_MASTER);
     assert_int_equal(dlock_ping(c), DLOCK_OK);
     dlock_node_info info;
@@ -89,9 +126,11 @@ static void test_the_client_finds_the_primary_and_follows_its_failover(void **st
     assert_true(there); /* on the first primary */
 
     th_redis_stop(&s.data[0], 1);
-    int64_t killed = th_now_ms(), fence = -1;
+    int64_t killed = th_now_ms(), named = -1, fence = -1;
     while ((fence = lock_on(c, "sentinel:{1}", &s.data[0], &there)) < 0) {
         assert_true(th_now_ms() - killed < FAILOVER_BOUND_MS);
+        if (named < 0 && th_sentinels_primary(&s) > 0) /* when a Sentinel names another */
+            named = th_now_ms() - killed;
         th_sleep_ms(20);
     }
     int64_t took = th_now_ms() - killed;
@@ -99,35 +138,12 @@ static void test_the_client_finds_the_primary_and_follows_its_failover(void **st
     assert_true(now > 0);
     assert_true(lock_on(c, "sentinel:{1}", &s.data[now], &there) > before);
     assert_true(there); /* on the new primary, the same client, no restart */
-    print_message("libdlock: first lock on the new primary %lld ms after the kill "
-                  "(down-after %d ms)\n", (long long)took, TH_SENTINEL_DOWN_MS);
+    print_message("libdlock: a Sentinel named the new primary %lld ms after the kill, the "
+                  "first lock on it came %lld ms after the kill (down-after %d ms)\n",
+                  (long long)named, (long long)took, TH_SENTINEL_DOWN_MS);
     assert_true(fence > 0);
     dlock_client_free(c);
     th_sentinels_stop(&s);
-}
-
-static void test_a_wrong_master_name_or_no_sentinel_is_a_clear_error(void **state)
-{
-    (void)state;
-    if (!th_have("redis-sentinel"))
-        th_skip("redis-sentinel is not installed (make deps)");
-    th_sentinels s;
-    th_sentinels_start(&s);
-    dlock_client *c = client_on(s.list, "nosuch");
-    assert_int_equal(dlock_ping(c), DLOCK_ERR_REDIS);
-    if (strstr(dlock_errstr(), "knows no master named \"nosuch\"") == NULL)
-        fail_msg("unclear error: %s", dlock_errstr());
-    dlock_client_free(c);
-    th_sentinels_stop(&s);
-
-    char nobody[32];
-    snprintf(nobody, sizeof(nobody), "127.0.0.1:%d", th_free_port());
-    c = client_on(nobody, TH_SENTINEL_MASTER);
-    assert_int_equal(dlock_ping(c), DLOCK_ERR_REDIS);
-    if (strstr(dlock_errstr(), "no Sentinel named the primary") == NULL ||
-        strstr(dlock_errstr(), nobody) == NULL)
-        fail_msg("unclear error: %s", dlock_errstr());
-    dlock_client_free(c);
 }
 
 static void test_sentinel_settings_are_checked(void **state)
@@ -147,6 +163,72 @@ static void test_sentinel_settings_are_checked(void **state)
     assert_int_equal(dlock_client_new(&cfg, &c), DLOCK_ERR_INVALID);
     assert_non_null(strstr(dlock_errstr(), "exclude each other"));
     assert_null(c);
+}
+
+static const char *write_file(const char *name, const char *text)
+{
+    static char paths[4][160];
+    static int next;
+    char *path = paths[next++ % 4];
+    snprintf(path, sizeof(paths[0]), "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "%s\n", text);
+    fclose(f);
+    return path;
+}
+
+#define DATA_PW "data-secret-4f2a"
+#define SENTINEL_PW "sentinel-secret-9c1e"
+
+/* The Sentinels and the data servers each with a password of their own,
+ * both read from files: stockd sells, a wrong Sentinel password is an
+ * authentication error, and neither password reaches the log. */
+static void test_sentinel_and_data_passwords_come_from_files(void **state)
+{
+    (void)state;
+    need_sentinel();
+    th_sentinels s;
+    th_sentinels_start_auth(&s, DATA_PW, SENTINEL_PW);
+    const char *flags[] = {"--redis-sentinel", s.list, "--redis-master", TH_SENTINEL_MASTER,
+                           "--redis-password-file", write_file("data.pw", DATA_PW),
+                           "--redis-sentinel-password-file",
+                           write_file("sentinel.pw", SENTINEL_PW), NULL};
+    char db[160];
+    snprintf(db, sizeof(db), "%s/auth.db", dir);
+    th_stockd st;
+    assert_int_equal(th_stockd_start(&st, NULL, db, dir, flags), 0);
+    char url[128];
+    th_resp r;
+    snprintf(url, sizeof(url), "%s/items", st.url);
+    th_http("POST", url, "{\"name\":\"auth\",\"stock\":5}", &r);
+    assert_int_equal(r.status, 201);
+    th_resp_free(&r);
+    char body[256];
+    long status = th_reduce(st.url, 1, 1, 0, body, sizeof(body));
+    if (status != 200)
+        fail_msg("no sale through Sentinel with passwords: %ld %s", status, body);
+
+    dlock_config cfg;
+    dlock_config_defaults(&cfg);
+    assert_int_equal(dlock_config_sentinels(&cfg, s.list), DLOCK_OK);
+    cfg.master_name = TH_SENTINEL_MASTER;
+    cfg.password = DATA_PW;
+    cfg.sentinel_password = "not-the-sentinel-pw";
+    dlock_client *c;
+    assert_int_equal(dlock_client_new(&cfg, &c), DLOCK_OK);
+    assert_int_equal(dlock_ping(c), DLOCK_ERR_AUTH);
+    assert_non_null(strstr(dlock_errstr(), "refused AUTH"));
+    assert_null(strstr(dlock_errstr(), "not-the-sentinel-pw")); /* never in a text */
+    dlock_client_free(c);
+
+    assert_int_equal(th_stockd_stop_clean(&st), 0);
+    char *log = th_read_file(st.log);
+    assert_non_null(log);
+    assert_null(strstr(log, DATA_PW));
+    assert_null(strstr(log, SENTINEL_PW));
+    free(log);
+    th_sentinels_stop(&s);
 }
 
 /* How long the service answered 503 (any 503 outcome) during the run: from
@@ -185,8 +267,8 @@ static void failover_under_load(const char *name, int sig)
     th_stack_start(&st, dir, NULL, name, all, NULL, 100000);
     char targets[512];
     snprintf(targets, sizeof(targets), "%s,%s", st.r[0].url, st.targets);
-    pid_t lg = th_loadgen_start(&st, name, targets, "7s", "12", "0");
-    th_sleep_ms(1500);
+    pid_t lg = th_loadgen_start(&st, name, targets, "5s", "12", "0");
+    th_sleep_ms(1000);
     int64_t failed = th_now_ms();
     if (sig == SIGKILL)
         th_redis_stop(&s.data[0], 1);
@@ -211,6 +293,15 @@ static void failover_under_load(const char *name, int sig)
     }
     th_loadgen_expect(&st, lg, name, 0);
     assert_true(th_loadgen_outcome(&st, name, "ok") > 0);
+    for (int i = 0; i < TH_REPLICAS; i++) /* each replica on the new primary, not restarted */
+        for (int64_t end = th_now_ms() + FAILOVER_BOUND_MS;; th_sleep_ms(50)) {
+            char body[256];
+            long status = th_reduce(st.r[i].url, st.item, 1, 0, body, sizeof(body));
+            if (status == 200)
+                break;
+            if (th_now_ms() > end)
+                fail_msg("replica %d never sold again: %ld %s", i, status, body);
+        }
     print_message("%s: Sentinel switched after %lld ms; 503s for %.0f ms of the run "
                   "(lock_lost %lld, redis_unavailable %lld, lock_timeout %lld, ok %lld)\n",
                   name, (long long)switched, unavailable_ms(&st, name),
@@ -218,11 +309,7 @@ static void failover_under_load(const char *name, int sig)
                   th_loadgen_outcome(&st, name, "redis_unavailable"),
                   th_loadgen_outcome(&st, name, "lock_timeout"),
                   th_loadgen_outcome(&st, name, "ok"));
-    char path[160];
-    snprintf(path, sizeof(path), "%s/%s.out", dir, name);
-    char *out = th_read_file(path), *verdict = out ? strstr(out, "VERDICT") : NULL;
-    print_message("loadgen: %s\n", verdict ? verdict : "(no verdict)");
-    free(out);
+    print_verdict(name);
     th_stack_stop(&st);
     th_sentinels_stop(&s);
 }
@@ -230,27 +317,98 @@ static void failover_under_load(const char *name, int sig)
 static void test_stockd_follows_a_killed_primary_under_load(void **state)
 {
     (void)state;
-    if (!th_have("redis-sentinel"))
-        th_skip("redis-sentinel is not installed (make deps)");
+    need_sentinel();
     failover_under_load("sentinel-kill", SIGKILL);
 }
 
 static void test_stockd_follows_a_primary_stopped_past_down_after(void **state)
 {
     (void)state;
-    if (!th_have("redis-sentinel"))
-        th_skip("redis-sentinel is not installed (make deps)");
+    need_sentinel();
     failover_under_load("sentinel-stop", SIGSTOP);
+}
+
+/* The failover fencing is for: replica 0 of stockd takes the item's lock
+ * and stops (SIGSTOP) before its write, its lease of 10 s still running;
+ * the lock key is then deleted on both Redis replicas, as if it had never
+ * reached them (asynchronous replication), and the primary is killed.
+ * Sentinel promotes a replica without the lock: the other stockd replicas
+ * get it there and sell; then replica 0 resumes and writes. With fencing
+ * the store refuses that stale write (503 lock_lost) and the verdict is
+ * PASS; without, it overwrites their deductions and loadgen finds the
+ * oversell (FAIL), or the test would prove nothing. */
+static void stale_holder_after_failover(int fencing)
+{
+    const char *name = fencing ? "sentinel-fenced" : "sentinel-unfenced";
+    th_sentinels s;
+    th_sentinels_start(&s);
+    const char *all[] = {"--redis-sentinel", s.list, "--redis-master", TH_SENTINEL_MASTER,
+                         "--lease-ms", "10000", NULL};
+    const char *first[] = {"--test-stop-before-write", "--busy-timeout-ms", "20000",
+                           fencing ? NULL : "--no-fencing", NULL};
+    th_stack st;
+    th_stack_start(&st, dir, NULL, name, all, first, 100000);
+    th_bg_reduce stale = {.url = st.r[0].url, .item = st.item, .work_ms = 1}; /* not batched */
+    th_bg_reduce_start(&stale);
+    for (int64_t end = th_now_ms() + 5000; th_proc_state(st.r[0].pid) != 'T';) {
+        assert_true(th_now_ms() < end);
+        th_sleep_ms(2);
+    }
+    pid_t lg = th_loadgen_start(&st, name, st.targets, "5s", "4", "0");
+    th_sleep_ms(300);
+    char key[DLOCK_KEY_MAX + 1];
+    th_item_lock_key(st.item, key);
+    assert_int_equal(th_redis_int(&s.data[0], "EXISTS %s", key), 1); /* replica 0 holds it */
+    for (int i = 1; i < TH_SENTINEL_DATA; i++) {
+        assert_int_equal(th_redis_int(&s.data[i], "CONFIG SET replica-read-only no"), 0);
+        assert_int_equal(th_redis_int(&s.data[i], "DEL %s", key), 1);
+    }
+    th_redis_stop(&s.data[0], 1); /* the failover */
+    int now = th_sentinels_wait_failover(&s, 0, FAILOVER_BOUND_MS);
+    assert_true(now > 0);
+    th_sleep_ms(1500); /* the others get the lock from the new primary, and sell */
+    th_signal(st.r[0].pid, SIGCONT, 0);
+    th_bg_reduce_join(&stale);
+    print_message("the stale holder's answer: %ld %s\n", stale.status, stale.body);
+    if (fencing) {
+        th_loadgen_expect(&st, lg, name, 0);
+        if (stale.status != 503 || strstr(stale.body, "\"lock_lost\"") == NULL)
+            fail_msg("the stale write was not refused by fencing: %ld %s", stale.status,
+                     stale.body);
+    } else {
+        th_loadgen_expect(&st, lg, name, 1); /* its write overwrote the others' deductions */
+        assert_int_equal(stale.status, 200);
+    }
+    assert_true(th_loadgen_outcome(&st, name, "ok") > 0);
+    print_verdict(name);
+    th_stack_stop(&st);
+    th_sentinels_stop(&s);
+}
+
+static void test_a_stale_holder_after_a_failover_is_refused_by_fencing(void **state)
+{
+    (void)state;
+    need_sentinel();
+    stale_holder_after_failover(1);
+}
+
+static void test_the_same_failover_without_fencing_oversells(void **state)
+{
+    (void)state;
+    need_sentinel();
+    stale_holder_after_failover(0);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sentinel_settings_are_checked),
-        cmocka_unit_test(test_the_client_finds_the_primary_and_follows_its_failover),
-        cmocka_unit_test(test_a_wrong_master_name_or_no_sentinel_is_a_clear_error),
+        cmocka_unit_test(test_the_client_follows_the_primary_and_says_what_is_wrong),
+        cmocka_unit_test(test_sentinel_and_data_passwords_come_from_files),
         cmocka_unit_test(test_stockd_follows_a_killed_primary_under_load),
         cmocka_unit_test(test_stockd_follows_a_primary_stopped_past_down_after),
+        cmocka_unit_test(test_a_stale_holder_after_a_failover_is_refused_by_fencing),
+        cmocka_unit_test(test_the_same_failover_without_fencing_oversells),
     };
     return cmocka_run_group_tests_name("sentinel", tests, group_setup, NULL);
 }

@@ -42,10 +42,14 @@ static void wait_in_sync(const th_redis *replica)
     }
 }
 
-static void start_data(th_sentinels *s)
+static void start_data(th_sentinels *s, const char *pw)
 {
-    for (int i = 0; i < TH_SENTINEL_DATA; i++)
+    for (int i = 0; i < TH_SENTINEL_DATA; i++) {
+        snprintf(s->data[i].password, sizeof(s->data[i].password), "%s", pw ? pw : "");
         assert_int_equal(th_redis_start(&s->data[i]), 0);
+        if (pw) /* any of them may be a replica one day */
+            assert_int_equal(th_redis_int(&s->data[i], "CONFIG SET masterauth %s", pw), 0);
+    }
     for (int i = 0; i < TH_SENTINEL_DATA; i++) /* a diskless sync would wait 5 s for more */
         assert_int_equal(th_redis_int(&s->data[i], "CONFIG SET repl-diskless-sync-delay 0"), 0);
     for (int i = 1; i < TH_SENTINEL_DATA; i++)
@@ -55,22 +59,35 @@ static void start_data(th_sentinels *s)
         wait_in_sync(&s->data[i]);
 }
 
-/* Sentinel i's config (Sentinel rewrites it, so it lives in the temp dir). */
+/* Sentinel i's config (Sentinel rewrites it, so it lives in the temp dir).
+ * Each is told its own id, the other Sentinels and the replicas, which it
+ * would otherwise learn from hello messages every 2 s: set-up costs less. */
 static void start_sentinel(th_sentinels *s, int i)
 {
     th_redis *t = &s->sentinel[i];
-    t->port = th_free_port();
     char conf[128];
     snprintf(conf, sizeof(conf), "%s/sentinel-%d.conf", s->dir, t->port);
     FILE *f = fopen(conf, "w");
     assert_non_null(f);
     fprintf(f, "port %d\nbind 127.0.0.1\ndaemonize no\ndir %s\nlogfile %s/sentinel-%d.log\n"
+               "sentinel myid %040d\n"
                "sentinel monitor %s 127.0.0.1 %d 2\n"
                "sentinel down-after-milliseconds %s %d\n"
                "sentinel failover-timeout %s 3000\n"
                "sentinel parallel-syncs %s 2\n",
-            t->port, s->dir, s->dir, t->port, TH_SENTINEL_MASTER, s->data[0].port,
+            t->port, s->dir, s->dir, t->port, i + 1, TH_SENTINEL_MASTER, s->data[0].port,
             TH_SENTINEL_MASTER, TH_SENTINEL_DOWN_MS, TH_SENTINEL_MASTER, TH_SENTINEL_MASTER);
+    for (int k = 0; k < TH_SENTINELS; k++)
+        if (k != i)
+            fprintf(f, "sentinel known-sentinel %s 127.0.0.1 %d %040d\n", TH_SENTINEL_MASTER,
+                    s->sentinel[k].port, k + 1);
+    for (int k = 1; k < TH_SENTINEL_DATA; k++)
+        fprintf(f, "sentinel known-replica %s 127.0.0.1 %d\n", TH_SENTINEL_MASTER,
+                s->data[k].port);
+    if (s->data[0].password[0])
+        fprintf(f, "sentinel auth-pass %s %s\n", TH_SENTINEL_MASTER, s->data[0].password);
+    if (t->password[0]) /* its own, and the one it gives the other Sentinels */
+        fprintf(f, "requirepass %s\nsentinel sentinel-pass %s\n", t->password, t->password);
     fclose(f);
     const char *argv[] = {"redis-sentinel", conf, NULL};
     t->pid = th_spawn(argv, NULL);
@@ -79,14 +96,28 @@ static void start_sentinel(th_sentinels *s, int i)
              s->list[0] ? "," : "", t->port);
 }
 
-void th_sentinels_start(th_sentinels *s)
+void th_sentinels_start(th_sentinels *s) { th_sentinels_start_auth(s, NULL, NULL); }
+
+void th_sentinels_start_auth(th_sentinels *s, const char *data_pw, const char *sentinel_pw)
 {
     memset(s, 0, sizeof(*s));
     assert_int_equal(th_tempdir("sentinel-it", s->dir, sizeof(s->dir)), 0);
-    start_data(s);
+    for (int i = 0; i < TH_SENTINELS; i++)
+        snprintf(s->sentinel[i].password, sizeof(s->sentinel[i].password), "%s",
+                 sentinel_pw ? sentinel_pw : "");
+    start_data(s, data_pw);
+    for (int i = 0; i < TH_SENTINELS; i++) { /* each known to the others before it starts */
+        int taken;
+        do {
+            s->sentinel[i].port = th_free_port();
+            taken = 0;
+            for (int k = 0; k < i; k++)
+                taken |= s->sentinel[k].port == s->sentinel[i].port;
+        } while (taken);
+    }
     for (int i = 0; i < TH_SENTINELS; i++)
         start_sentinel(s, i);
-    for (int i = 0; i < TH_SENTINELS; i++) /* hello messages every 2 s; INFO at once */
+    for (int i = 0; i < TH_SENTINELS; i++) /* told in the config: at once */
         for (int64_t end = th_now_ms() + 15000;; th_sleep_ms(50)) {
             if (master_field(&s->sentinel[i], "num-slaves") == TH_SENTINEL_DATA - 1 &&
                 master_field(&s->sentinel[i], "num-other-sentinels") == TH_SENTINELS - 1)

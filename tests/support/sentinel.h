@@ -17,14 +17,19 @@
 
 typedef struct th_sentinels {
     th_redis data[TH_SENTINEL_DATA];
-    th_redis sentinel[TH_SENTINELS]; /* pid and port; no password */
+    th_redis sentinel[TH_SENTINELS]; /* pid, port, and the Sentinels' password */
     char dir[64];
     char list[128]; /* "127.0.0.1:p1,127.0.0.1:p2,...": --redis-sentinel's value */
 } th_sentinels;
 
 /* Starts the data servers (the replicas in sync before going on), then the
  * Sentinels, and waits until each sees both replicas and the other
- * Sentinels. Fails the running test when something does not start. */
+ * Sentinels. With data_pw, the data servers require it (and the replicas
+ * and Sentinels use it); with sentinel_pw, so do the Sentinels. Either may
+ * be NULL. Fails the running test when something does not start. */
+void th_sentinels_start_auth(th_sentinels *s, const char *data_pw, const char *sentinel_pw);
+
+/* The same without passwords. */
 void th_sentinels_start(th_sentinels *s);
 
 /* The index in data[] of the server the first Sentinel that answers names
