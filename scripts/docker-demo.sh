@@ -231,12 +231,6 @@ stop_loadgen() {
         --filter label=com.docker.compose.service=loadgen | xargs -r docker kill -s INT >/dev/null
 }
 
-# oneoff SERVICE [ARGS...]: a one-off run of the loadgen profile. --no-deps:
-# the stack is up, and compose would refuse the run over one health check of
-# its dependencies' tree failed (on a loaded host checks time out for a minute)
-# or start a stopped dependency again.
-oneoff() { compose --profile loadgen run --rm --no-deps "$@"; }
-
 # redis_cli SERVICE PORT ARGS...: redis-cli in a Redis or Sentinel container,
 # with the password from its secret (on no command line).
 redis_cli() {
@@ -311,10 +305,13 @@ esac
 
 echo
 echo "=== loadgen --scenario hot (the compose file's loadgen: all three replicas)"
-oneoff loadgen </dev/null || status=1
+# Every loadgen run is --no-deps: the stack is up, and compose would refuse the
+# run over one health check of its dependencies' tree failed (on a loaded host
+# checks time out for a minute) or start a stopped dependency again.
+compose --profile loadgen run --rm --no-deps loadgen </dev/null || status=1
 echo
 echo "=== loadgen --scenario renew (all three replicas)"
-oneoff loadgen --scenario renew --target "$targets" </dev/null ||
+compose --profile loadgen run --rm --no-deps loadgen --scenario renew --target "$targets" </dev/null ||
     status=1
 # The recording rules on what the two runs left: one series per replica.
 wait_prom "lock wait p99 over 1 min (s)" 3 'instance:stockd_lock_wait_seconds:p99_1m' ||
@@ -326,7 +323,7 @@ echo "=== loadgen --scenario flash: 3000 buyers over the three replicas, all fir
 # The flash service runs in the host's network namespace: each buyer's own
 # 127.x.y.z reaches the replicas only there, through their published ports.
 flash_start=$SECONDS
-oneoff flash </dev/null || status=1
+compose --profile loadgen run --rm --no-deps flash </dev/null || status=1
 echo "docker-demo: flash sale done in $((SECONDS - flash_start)) s"
 echo
 echo "=== loadgen --scenario hot at 500 requests/s until sold out; the Redis primary is killed once the sale has begun"
@@ -343,7 +340,7 @@ out=$state/failover.out
 json=$state/failover.json # written by loadgen's container user: bind-mounted, made writable
 : >"$json"
 chmod 666 "$json"
-oneoff -v "$PWD/$json:/tmp/failover.json" loadgen --scenario hot \
+compose --profile loadgen run --rm --no-deps -v "$PWD/$json:/tmp/failover.json" loadgen --scenario hot \
     -n 0 -d 300s --rate 500 --item "$item" --json /tmp/failover.json --target "$targets" \
     </dev/null >"$out" &
 run=$!
@@ -384,7 +381,7 @@ pg=$(compose ps -q postgres)
 item=$(new_item pg-restart 5000)
 reduce_outcomes >"$state/outcomes-before"
 out=$state/postgres-down.out
-oneoff loadgen --scenario hot -n 0 -d 300s --rate 500 \
+compose --profile loadgen run --rm --no-deps loadgen --scenario hot -n 0 -d 300s --rate 500 \
     --item "$item" --retry --target "$targets" </dev/null >"$out" &
 run=$!
 wait_stock "$item" "on sale" "stock < 5000" || status=1
@@ -424,7 +421,7 @@ echo "=== loadgen --scenario hot at 500 requests/s for 6 s; stockd-1 is killed o
 # fail in transport (noted, not violations; --retry resends them, each attempt
 # given 2 s) and the verdict reads the item back from stockd-2.
 item=$(new_item replica-down 1500)
-oneoff loadgen --scenario hot -n 3000 --rate 500 --item "$item" \
+compose --profile loadgen run --rm --no-deps loadgen --scenario hot -n 3000 --rate 500 --item "$item" \
     --retry --timeout-ms 2000 --target "$targets" </dev/null &
 run=$!
 wait_stock "$item" "on sale" "stock < 1500" || status=1
