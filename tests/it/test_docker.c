@@ -2,8 +2,9 @@
  * docker-demo runs them in one; test_docker_run.c runs the compose services
  * here as processes): the compose file validates (docker-compose config -q,
  * when installed); every image is ours and built FROM debian:bookworm-slim;
- * the replicas use every Redis service, which are independent, and keep their
- * stock in the PostgreSQL service (its password a secret, waiting for its
+ * the replicas ask every Sentinel service for the primary the other Redis
+ * services replicate, wait for them all to be healthy, and keep their stock
+ * in the PostgreSQL service (its password a secret, waiting for its
  * health check, no shared volume); and each runtime image installs what its
  * binaries link and what its health check runs. */
 #include <jansson.h>
@@ -96,35 +97,171 @@ static void test_every_image_is_ours_and_built_from_debian_bookworm_slim(void **
         }
 }
 
-/* Each replica holds its locks on a majority of the Redis services: its
- * STOCKD_REDIS names every one once (an odd number, at least three), and no
- * Redis replicates another (Redlock needs independent servers). */
-static void test_replicas_use_every_redis_service_and_each_redis_stands_alone(void **state)
+/* The service a sentinel monitors ("--sentinel monitor NAME HOST PORT Q"): a
+ * Redis service listening on its port that replicates no other. */
+static const th_service *monitored_primary(const th_service *sentinel, const char **master,
+                                           int *quorum)
 {
-    (void)state;
-    const char *list = th_compose_env(&compose, "STOCKD_REDIS");
-    if (list == NULL)
-        fail_msg("the x-stockd template sets no STOCKD_REDIS");
-    char node[80], padded[160];
-    int nredis = 0;
+    *master = th_compose_arg(sentinel, "monitor", 0);
+    const char *host = th_compose_arg(sentinel, "monitor", 1);
+    const char *port = th_compose_arg(sentinel, "monitor", 2);
+    const char *q = th_compose_arg(sentinel, "monitor", 3);
+    if (!*master || !host || !port || !q)
+        fail_msg("service %s monitors no primary (--sentinel monitor NAME HOST PORT QUORUM)",
+                 sentinel->name);
+    *quorum = atoi(q);
+    for (int i = 0; i < compose.nservices; i++) {
+        const th_service *svc = &compose.services[i];
+        if (th_compose_is_redis(svc) && strcmp(svc->name, host) == 0 &&
+            strcmp(port, TH_COMPOSE_REDIS_PORT) == 0 && !th_compose_arg(svc, "--replicaof", 0))
+            return svc;
+    }
+    fail_msg("service %s monitors %s:%s, not a Redis service that replicates none",
+             sentinel->name, host, port);
+    return NULL;
+}
+
+/* What a sentinel says of how it names servers: resolve-hostnames and
+ * announce-hostnames on, before the monitor line that names one. */
+static void assert_sentinel_names_by_hostname(const th_service *sentinel)
+{
+    char *text = json_dumps(sentinel->command, 0);
+    const char *resolve = strstr(text, "\"resolve-hostnames\", \"yes\"");
+    const char *announce = strstr(text, "\"announce-hostnames\", \"yes\"");
+    const char *monitor = strstr(text, "\"monitor\"");
+    if (!resolve || !announce || !monitor || resolve > monitor)
+        fail_msg("service %s: resolve-hostnames and announce-hostnames yes, before monitor: %s",
+                 sentinel->name, text);
+    free(text);
+}
+
+/* A replica takes the secret that env var names (a file in /run/secrets/),
+ * and so does svc. */
+static void assert_takes_secret_of(const th_service *svc, const char *var)
+{
+    const char *file = th_compose_env(&compose, var);
+    if (file == NULL || strncmp(file, TH_COMPOSE_SECRETS, strlen(TH_COMPOSE_SECRETS)) != 0)
+        fail_msg("the x-stockd template's %s is %s, want a secret in %s", var,
+                 file ? file : "unset", TH_COMPOSE_SECRETS);
+    if (!list_has(svc->secrets, file + strlen(TH_COMPOSE_SECRETS)))
+        fail_msg("service %s does not take the secret of %s (secrets: %s)", svc->name, var,
+                 svc->secrets);
+}
+
+/* The Sentinel services: each listed once in STOCKD_REDIS_SENTINEL (list),
+ * monitoring master on the one primary with a majority of them as quorum,
+ * naming servers by hostname, with the replicas' passwords. Their number. */
+static int check_sentinels(const char *list, const char *master, const th_service **primary)
+{
+    char node[80], padded[256];
+    int n = 0, min_quorum = 1 << 30;
     snprintf(padded, sizeof(padded), ",%s,", list); /* every element between commas */
     for (int i = 0; i < compose.nservices; i++) {
-        if (!th_compose_is_redis(&compose.services[i]))
+        const th_service *svc = &compose.services[i];
+        if (!th_compose_is_sentinel(svc))
             continue;
-        nredis++;
-        snprintf(node, sizeof(node), ",%.63s:%s,", compose.services[i].name, TH_COMPOSE_REDIS_PORT);
-        char *text = json_dumps(compose.services[i].command, 0);
+        n++;
+        snprintf(node, sizeof(node), ",%.63s:%s,", svc->name, TH_COMPOSE_SENTINEL_PORT);
         if (strstr(padded, node) == NULL)
-            fail_msg("STOCKD_REDIS %s leaves out service %s", list, compose.services[i].name);
-        if (strstr(text, "replicaof") || strstr(text, "slaveof"))
-            fail_msg("service %s replicates another Redis: %s", compose.services[i].name, text);
-        free(text);
+            fail_msg("STOCKD_REDIS_SENTINEL %s leaves out service %s", list, svc->name);
+        const char *name;
+        int quorum;
+        const th_service *p = monitored_primary(svc, &name, &quorum);
+        if (*primary && p != *primary)
+            fail_msg("service %s monitors %s, another %s", svc->name, p->name, (*primary)->name);
+        *primary = p;
+        if (strcmp(name, master) != 0)
+            fail_msg("service %s monitors %s, the replicas ask for %s", svc->name, name, master);
+        min_quorum = quorum < min_quorum ? quorum : min_quorum;
+        assert_sentinel_names_by_hostname(svc);
+        assert_takes_secret_of(svc, "STOCKD_REDIS_SENTINEL_PASSWORD_FILE");
+        assert_takes_secret_of(svc, "STOCKD_REDIS_PASSWORD_FILE"); /* its auth-pass */
     }
     int listed = 1;
     for (const char *p = list; *p; p++)
         listed += *p == ',';
-    assert_int_equal(listed, nredis); /* and nothing else, none twice */
-    assert_true(nredis >= 3 && nredis % 2 == 1);
+    assert_int_equal(listed, n); /* and nothing else, none twice */
+    assert_true(n >= 3 && n % 2 == 1);
+    assert_true(min_quorum > n / 2);
+    return n;
+}
+
+/* Each replica asks the Sentinel services for the primary: its
+ * STOCKD_REDIS_SENTINEL names every one once (an odd number, at least three)
+ * and its STOCKD_REDIS_MASTER is the name they monitor, with a majority of
+ * them as quorum. They monitor the one Redis service that replicates none;
+ * every other replicates it, and each announces its own service name (a
+ * promoted replica is named by a name the replicas resolve). */
+static void test_replicas_ask_every_sentinel_for_a_primary_the_redis_services_replicate(void **state)
+{
+    (void)state;
+    const char *list = th_compose_env(&compose, "STOCKD_REDIS_SENTINEL");
+    const char *master = th_compose_env(&compose, "STOCKD_REDIS_MASTER");
+    if (list == NULL || master == NULL)
+        fail_msg("the x-stockd template sets no STOCKD_REDIS_SENTINEL or STOCKD_REDIS_MASTER");
+    if (th_compose_env(&compose, "STOCKD_REDIS"))
+        fail_msg("the x-stockd template sets STOCKD_REDIS beside STOCKD_REDIS_SENTINEL");
+    const th_service *primary = NULL;
+    check_sentinels(list, master, &primary);
+    int nredis = 0;
+    for (int i = 0; i < compose.nservices; i++) {
+        const th_service *svc = &compose.services[i];
+        if (!th_compose_is_redis(svc))
+            continue;
+        nredis++;
+        assert_takes_secret_of(svc, "STOCKD_REDIS_PASSWORD_FILE");
+        const char *announce = th_compose_arg(svc, "--replica-announce-ip", 0);
+        const char *of = th_compose_arg(svc, "--replicaof", 0);
+        const char *of_port = th_compose_arg(svc, "--replicaof", 1);
+        if (!announce || strcmp(announce, svc->name) != 0)
+            fail_msg("service %s announces %s, not its own name", svc->name,
+                     announce ? announce : "nothing");
+        if (svc != primary && (!of || strcmp(of, primary->name) != 0 || !of_port ||
+                               strcmp(of_port, TH_COMPOSE_REDIS_PORT) != 0))
+            fail_msg("service %s does not replicate the primary %s", svc->name, primary->name);
+    }
+    assert_true(nredis >= 2);
+}
+
+/* Every Redis and Sentinel service resolves names without AAAA queries:
+ * Docker's DNS leaves one for a stopped container unanswered for 5 s, which a
+ * Sentinel waits out in its only thread, and enters TILT mode instead of
+ * failing the killed primary over (make docker-demo's failover). */
+static void test_redis_and_sentinel_services_resolve_names_without_aaaa_queries(void **state)
+{
+    (void)state;
+    int n = 0;
+    for (int i = 0; i < compose.nservices; i++) {
+        const th_service *svc = &compose.services[i];
+        if (!th_compose_is_redis(svc) && !th_compose_is_sentinel(svc))
+            continue;
+        n++;
+        if (!list_has(svc->dns_opt, "no-aaaa"))
+            fail_msg("service %s: dns_opt %s, want [no-aaaa]", svc->name,
+                     svc->dns_opt[0] ? svc->dns_opt : "unset");
+    }
+    assert_true(n >= 6);
+}
+
+/* The replicas start once every Redis and Sentinel service is healthy (a
+ * Sentinel's health check: enough of them know each other to fail over). */
+static void test_replicas_wait_for_every_redis_and_sentinel_to_be_healthy(void **state)
+{
+    (void)state;
+    for (int i = 0; i < compose.nservices; i++) {
+        const th_service *svc = &compose.services[i], *dep = NULL;
+        if (!th_compose_is_replica(svc))
+            continue;
+        for (int d = 0; d < compose.nservices; d++) {
+            dep = &compose.services[d];
+            char name[80];
+            snprintf(name, sizeof(name), ",%s,", dep->name);
+            if ((th_compose_is_redis(dep) || th_compose_is_sentinel(dep)) &&
+                strstr(svc->healthy, name) == NULL)
+                fail_msg("service %s does not wait for %s to be healthy (healthy: %s)", svc->name,
+                         dep->name, svc->healthy);
+        }
+    }
 }
 
 /* The replicas keep stock and ledger in the PostgreSQL service, as role
@@ -257,6 +394,7 @@ static void test_runtime_images_install_their_libraries_and_health_check_tools(v
     char *redis = th_read_file("docker/redis/Dockerfile");
     assert_non_null(redis);
     assert_non_null(strstr(redis, " redis-server "));
+    assert_non_null(strstr(redis, " redis-sentinel ")); /* redis.sh sentinel */
     assert_non_null(strstr(redis, " redis-tools ")); /* redis-cli, for redis.sh --health */
     assert_non_null(strstr(redis, "USER redis"));
     free(redis);
@@ -274,7 +412,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compose_file_validates),
         cmocka_unit_test(test_every_image_is_ours_and_built_from_debian_bookworm_slim),
-        cmocka_unit_test(test_replicas_use_every_redis_service_and_each_redis_stands_alone),
+        cmocka_unit_test(test_replicas_ask_every_sentinel_for_a_primary_the_redis_services_replicate),
+        cmocka_unit_test(test_replicas_wait_for_every_redis_and_sentinel_to_be_healthy),
+        cmocka_unit_test(test_redis_and_sentinel_services_resolve_names_without_aaaa_queries),
         cmocka_unit_test(test_replicas_keep_their_stock_in_the_postgres_service_and_share_no_volume),
         cmocka_unit_test(test_runtime_images_install_their_libraries_and_health_check_tools),
     };

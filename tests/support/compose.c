@@ -43,10 +43,14 @@ static void parse_key(th_service *cur, const char *line, int indent)
         cur->volumes = 1;
     else if (strncmp(key, "secrets: ", 9) == 0)
         sscanf(key + 9, "%127[^\n]", cur->secrets);
+    else if (strncmp(key, "dns_opt: ", 9) == 0)
+        sscanf(key + 9, "%63[^\n#]", cur->dns_opt);
     else if (strncmp(key, "<<: *", 5) == 0)
         sscanf(key + 5, "%31s", cur->uses);
     else if (strncmp(key, "build: ", 7) == 0)
         sscanf(key + 7, "%63s", cur->build);
+    else if (strncmp(key, "image: ", 7) == 0)
+        sscanf(key + 7, "%63s", cur->image);
     else if (strncmp(key, "command: ", 9) == 0 && array)
         cur->command = json_loads(array, 0, NULL);
     else if (strncmp(key, "entrypoint: ", 12) == 0 && array)
@@ -62,12 +66,16 @@ static void merge_template(const th_compose *c, th_service *svc)
             continue;
         if (!svc->build[0])
             snprintf(svc->build, sizeof(svc->build), "%s", from->build);
+        if (!svc->image[0])
+            snprintf(svc->image, sizeof(svc->image), "%s", from->image);
         if (!svc->command && from->command)
             svc->command = json_incref(from->command);
         if (!svc->entrypoint && from->entrypoint)
             svc->entrypoint = json_incref(from->entrypoint);
         if (!svc->secrets[0])
             snprintf(svc->secrets, sizeof(svc->secrets), "%s", from->secrets);
+        if (!svc->dns_opt[0])
+            snprintf(svc->dns_opt, sizeof(svc->dns_opt), "%s", from->dns_opt);
         if (!svc->healthy[0])
             snprintf(svc->healthy, sizeof(svc->healthy), "%s", from->healthy);
         svc->volumes |= from->volumes;
@@ -129,6 +137,21 @@ void th_compose_free(th_compose *c)
 int th_compose_is_replica(const th_service *svc) { return strcmp(svc->uses, "stockd") == 0; }
 int th_compose_is_redis(const th_service *svc) { return strcmp(svc->build, "redis") == 0; }
 int th_compose_is_postgres(const th_service *svc) { return strcmp(svc->build, "postgres") == 0; }
+
+int th_compose_is_sentinel(const th_service *svc)
+{
+    const char *mode = json_string_value(json_array_get(svc->command, 0));
+    return !svc->build[0] && strncmp(svc->image, "stocklock-redis:", 16) == 0 && mode &&
+           strcmp(mode, "sentinel") == 0;
+}
+
+const char *th_compose_arg(const th_service *svc, const char *flag, int next)
+{
+    for (size_t i = 0; i < json_array_size(svc->command); i++)
+        if (strcmp(json_string_value(json_array_get(svc->command, i)), flag) == 0)
+            return json_string_value(json_array_get(svc->command, i + 1 + (size_t)next));
+    return NULL;
+}
 
 const th_service *th_compose_postgres(const th_compose *c)
 {

@@ -13,18 +13,21 @@
 #define TH_COMPOSE_SECRETS "/run/secrets/" /* where compose mounts a service's secrets */
 #define TH_COMPOSE_STOCKD_PORT "8080"      /* the replicas' port inside their containers */
 #define TH_COMPOSE_REDIS_PORT "6379"       /* redis.sh's port inside the Redis containers */
+#define TH_COMPOSE_SENTINEL_PORT "26379"   /* redis.sh sentinel's, inside the Sentinels' */
 #define TH_COMPOSE_PG_PORT "5432" /* postgres.sh's port inside the PostgreSQL container */
 #define TH_COMPOSE_MAX_SERVICES 16
 #define TH_COMPOSE_MAX_TEMPLATES 4
-#define TH_COMPOSE_MAX_ENV 8
+#define TH_COMPOSE_MAX_ENV 12
 
 /* A service, or a template ("x-NAME: &ANCHOR") that services merge ("<<: *ANCHOR"). */
 typedef struct th_service {
     char name[64];                /* the service's, or the template's anchor */
     char build[64];               /* "build: DIR": its image is docker/DIR/Dockerfile */
+    char image[64];               /* "image: NAME", or "" */
     char uses[32];                /* the anchor of the template it merges, or "" */
     json_t *entrypoint, *command; /* JSON arrays, NULL when not given */
     char secrets[128];            /* "secrets: [a, b]" as written, or "" */
+    char dns_opt[64];             /* "dns_opt: [a]" as written, or "" */
     char healthy[256];            /* ",dep,": depends_on dep with condition service_healthy */
     int volumes;                  /* has a "volumes:" key */
     int in_depends;               /* parsing: inside its depends_on block */
@@ -48,14 +51,21 @@ int th_compose_load(th_compose *c);
 void th_compose_free(th_compose *c);
 
 /* The replicas merge the x-stockd template (its environment); the Redis
- * servers are built from docker/redis, PostgreSQL from docker/postgres. */
+ * servers are built from docker/redis, PostgreSQL from docker/postgres; the
+ * Sentinels run that Redis image as "redis.sh sentinel". */
 int th_compose_is_replica(const th_service *svc);
 int th_compose_is_redis(const th_service *svc);
+int th_compose_is_sentinel(const th_service *svc);
 int th_compose_is_postgres(const th_service *svc);
 
 /* The one PostgreSQL service; fails the running cmocka test unless there is
  * exactly one. */
 const th_service *th_compose_postgres(const th_compose *c);
+
+/* The value after flag in a service's command ("--replicaof" gives
+ * "redis-1"), the next of them with next > 0 ("--replicaof", 1 gives "6379"),
+ * or NULL when the command has no such flag. */
+const char *th_compose_arg(const th_service *svc, const char *flag, int next);
 
 /* The value of name in the x-stockd template's environment, or NULL. */
 const char *th_compose_env(const th_compose *c, const char *name);

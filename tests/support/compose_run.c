@@ -1,0 +1,349 @@
+/* compose_run.c - the compose file's Redis, Sentinel and PostgreSQL services
+ * run here as plain processes, through their images' entrypoints and health
+ * checks, with their own commands and secrets (see compose_run.h). */
+#include "tests/support/compose_run.h"
+#include "tests/support/harness.h"
+#include "tests/support/pg.h"
+
+#include <limits.h>
+#include <pwd.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* A Redis or Sentinel service's port inside its container. */
+static const char *container_port(const th_service *svc)
+{
+    return th_compose_is_sentinel(svc) ? TH_COMPOSE_SENTINEL_PORT : TH_COMPOSE_REDIS_PORT;
+}
+
+/* A value of the template's environment as it is here: a secret lives in the
+ * stack's dir, and each service's "name:port" (the Redis servers in
+ * STOCKD_REDIS, PostgreSQL in STOCKD_DB's URL) is its local port. */
+const char *th_stack_value(const th_local_stack *s, const char *value, char *buf,
+                               size_t size)
+{
+    if (strncmp(value, TH_COMPOSE_SECRETS, strlen(TH_COMPOSE_SECRETS)) == 0) {
+        snprintf(buf, size, "%s/%s", s->dir, value + strlen(TH_COMPOSE_SECRETS));
+        return buf;
+    }
+    snprintf(buf, size, "%s", value);
+    for (int i = 0; i < s->nredis; i++)
+        th_compose_local_addr(buf, size, s->redis[i].svc->name, container_port(s->redis[i].svc),
+                              s->redis[i].redis.port);
+    if (s->pg.svc)
+        th_compose_local_addr(buf, size, s->pg.svc->name, TH_COMPOSE_PG_PORT, s->pg.port);
+    return buf;
+}
+
+/* REDIS_PORT and SENTINEL_CONF, as redis.sh reads them for r. */
+static void redis_env(const th_local_redis *r)
+{
+    char port[16];
+    snprintf(port, sizeof(port), "%d", r->redis.port);
+    setenv("REDIS_PORT", port, 1);
+    setenv("SENTINEL_CONF", r->conf, 1);
+}
+
+/* The image's health check of one Redis or Sentinel. */
+static int redis_healthy(const th_local_stack *s, const th_local_redis *r)
+{
+    redis_env(r);
+    const char *argv[] = {s->health[0], s->health[1], NULL};
+    return th_run(argv, "/dev/null", 5000) == 0;
+}
+
+/* One secret as make docker-demo writes it: a password on one line, readable
+ * by the servers' users (the stack's dir lets them through). */
+static void write_secret_file(const char *path, const char *password)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "%s\n", password);
+    fclose(f);
+    assert_int_equal(chmod(path, 0644), 0);
+}
+
+/* The stack's dir with both secrets: redis-password and the one the
+ * replicas' STOCKD_DB_PASSWORD_FILE names, each its own password. */
+void th_stack_init(th_local_stack *s, const th_compose *c)
+{
+    memset(s, 0, sizeof(*s));
+    s->c = c;
+    assert_int_equal(th_tempdir("compose", s->dir, sizeof(s->dir)), 0);
+    assert_int_equal(chmod(s->dir, 0711), 0);
+    snprintf(s->password, sizeof(s->password), "test-%d-%lld", (int)getpid(),
+             (long long)th_now_ms());
+    snprintf(s->pg_password, sizeof(s->pg_password), "pg-%d-%lld", (int)getpid(),
+             (long long)th_now_ms());
+    th_stack_value(s, TH_COMPOSE_SECRETS "redis-password", s->secret, sizeof(s->secret));
+    write_secret_file(s->secret, s->password);
+    const char *file = th_compose_env(s->c, "STOCKD_DB_PASSWORD_FILE");
+    assert_non_null(file);
+    th_stack_value(s, file, s->pg_secret, sizeof(s->pg_secret));
+    write_secret_file(s->pg_secret, s->pg_password);
+}
+
+/* The Redis image's ENTRYPOINT (into script) and HEALTHCHECK (into s->health),
+ * as the files in docker/redis/ they are copied from. */
+static void redis_image_commands(th_local_stack *s, char *script, size_t size)
+{
+    json_t *entry = th_dockerfile_array("docker/redis/Dockerfile", "\nENTRYPOINT", "ENTRYPOINT [");
+    json_t *health = th_dockerfile_array("docker/redis/Dockerfile", "\nHEALTHCHECK", "CMD [");
+    assert_non_null(entry);
+    assert_non_null(health);
+    assert_int_equal(json_array_size(health), 2);
+    snprintf(script, size, "docker/redis/%s", json_string_value(json_array_get(entry, 0)));
+    snprintf(s->health[0], sizeof(s->health[0]), "docker/redis/%s",
+             json_string_value(json_array_get(health, 0)));
+    snprintf(s->health[1], sizeof(s->health[1]), "%s",
+             json_string_value(json_array_get(health, 1)));
+    json_decref(entry);
+    json_decref(health);
+}
+
+/* A Redis or Sentinel service's command as it runs here, after script in
+ * argv: a service's name becomes 127.0.0.1, and its port inside its
+ * container right after it, its local port (into ports). Its length. */
+static int local_command(const th_local_stack *s, const th_service *svc, const char *argv[],
+                         char ports[][16])
+{
+    const th_local_redis *named = NULL;
+    int n = 1;
+    json_t *v;
+    size_t i;
+    json_array_foreach(svc->command, i, v) {
+        const char *a = json_string_value(v);
+        if (named && strcmp(a, container_port(named->svc)) == 0 && i < TH_STACK_MAX_ARGS) {
+            snprintf(ports[i], sizeof(ports[i]), "%d", named->redis.port);
+            a = ports[i];
+        }
+        named = NULL;
+        for (int r = 0; r < s->nredis; r++)
+            if (strcmp(a, s->redis[r].svc->name) == 0)
+                named = &s->redis[r], a = "127.0.0.1";
+        if (n < TH_STACK_MAX_ARGS)
+            argv[n++] = a;
+    }
+    return n;
+}
+
+/* Starts one Redis or Sentinel service's command through the image's
+ * entrypoint on a port of its own, and waits until it answers PING (a
+ * Sentinel's health check also needs the others: start_redis_services). */
+static void start_redis(th_local_stack *s, const th_service *svc, const char *script)
+{
+    th_local_redis *r = &s->redis[s->nredis++];
+    char log[sizeof(r->conf)], ports[TH_STACK_MAX_ARGS][16];
+    r->svc = svc;
+    r->redis.port = th_free_port();
+    snprintf(r->redis.password, sizeof(r->redis.password), "%s", s->password);
+    snprintf(log, sizeof(log), "%s/%s-sentinel.conf", s->dir, svc->name);
+    memcpy(r->conf, log, sizeof(r->conf));
+    redis_env(r);
+
+    const char *argv[TH_STACK_MAX_ARGS + 6] = {script};
+    int n = local_command(s, svc, argv, ports);
+    const char *local[] = {"--bind", "127.0.0.1", "--dir", s->dir}; /* only these are ours */
+    for (size_t k = 0; k < 4; k++)
+        argv[n++] = local[k];
+    argv[n] = NULL;
+    snprintf(log, sizeof(log), "%s/%s.log", s->dir, svc->name);
+    r->pid = th_spawn(argv, log);
+    assert_true(r->pid > 0);
+    for (int64_t end = th_now_ms() + 10000; th_now_ms() < end; th_sleep_ms(50)) {
+        redisContext *c = th_redis_connect(&r->redis);
+        redisReply *rep = c && !c->err ? redisCommand(c, "PING") : NULL;
+        int up = rep && rep->type == REDIS_REPLY_STATUS && strcmp(rep->str, "PONG") == 0;
+        freeReplyObject(rep);
+        redisFree(c);
+        if (up)
+            return;
+    }
+    char *text = th_read_file(log);
+    fail_msg("service %s never answered PING:\n%s", svc->name, text ? text : "");
+}
+
+/* Every Redis service, the primary first, then every Sentinel, each with the
+ * secret at REDIS_PASSWORD_FILE, then their health checks. One at a time:
+ * th_free_port's port is only free until someone binds it. */
+void th_stack_start_redis(th_local_stack *s)
+{
+    char script[128];
+    redis_image_commands(s, script, sizeof(script));
+    setenv("REDIS_PASSWORD_FILE", s->secret, 1);
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < s->c->nservices; i++) {
+            const th_service *svc = &s->c->services[i];
+            if ((pass ? th_compose_is_sentinel(svc) : th_compose_is_redis(svc)) &&
+                s->nredis < TH_STACK_MAX_REDIS)
+                start_redis(s, svc, script);
+        }
+    assert_true(s->nredis >= 1);
+    for (int i = 0; i < s->nredis; i++) {
+        const th_local_redis *r = &s->redis[i];
+        if (th_compose_is_sentinel(r->svc))
+            snprintf(s->master, sizeof(s->master), "%s", th_compose_arg(r->svc, "monitor", 0));
+        int64_t end = th_now_ms() + 30000; /* Sentinels: until they know each other */
+        while (!redis_healthy(s, r) && th_now_ms() < end)
+            th_sleep_ms(100);
+        if (!redis_healthy(s, r)) {
+            char log[sizeof(r->conf)];
+            snprintf(log, sizeof(log), "%s/%s.log", s->dir, r->svc->name);
+            char *text = th_read_file(log);
+            fail_msg("service %s never passed its health check:\n%s", r->svc->name,
+                     text ? text : "");
+        }
+    }
+}
+
+void th_stack_stop_redis(th_local_stack *s)
+{
+    for (int i = 0; i < s->nredis; i++)
+        if (s->redis[i].pid > 0)
+            th_signal(s->redis[i].pid, SIGTERM, 5000);
+    unsetenv("REDIS_PASSWORD_FILE");
+    unsetenv("REDIS_PORT");
+    unsetenv("SENTINEL_CONF");
+}
+
+/* A command's answer on r (with the password), into buf: a status or
+ * string, or an array's first two elements as "a b" (ROLE: "slave
+ * 127.0.0.1"); "" when it failed. */
+const char *th_stack_redis_ask(const th_local_redis *r, char *buf, size_t size,
+                             const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisContext *c = th_redis_connect(&r->redis);
+    redisReply *rep = c && !c->err ? redisvCommand(c, fmt, ap) : NULL;
+    va_end(ap);
+    buf[0] = '\0';
+    if (rep && (rep->type == REDIS_REPLY_STATUS || rep->type == REDIS_REPLY_STRING))
+        snprintf(buf, size, "%s", rep->str);
+    else if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements >= 2 &&
+             rep->element[0]->type == REDIS_REPLY_STRING)
+        snprintf(buf, size, "%s %s", rep->element[0]->str,
+                 rep->element[1]->type == REDIS_REPLY_STRING ? rep->element[1]->str : "?");
+    freeReplyObject(rep);
+    redisFree(c);
+    return buf;
+}
+
+/* The primary the Sentinel r names, "127.0.0.1 <port>", into buf. */
+const char *th_stack_sentinel_names(const th_local_stack *s, const th_local_redis *r,
+                                  char *buf, size_t size)
+{
+    return th_stack_redis_ask(r, buf, size, "SENTINEL get-master-addr-by-name %s", s->master);
+}
+
+/* The user the PostgreSQL service runs as here: postgres when we are root
+ * (the server refuses root, as in its image), else the caller. */
+const char *th_stack_pg_user(void) { return getuid() == 0 ? "postgres" : NULL; }
+
+/* The PostgreSQL image's ENTRYPOINT and HEALTHCHECK, as the files in
+ * docker/postgres/ they are copied from (absolute: the server starts in "/"). */
+static void postgres_image_commands(th_local_pg *p)
+{
+    const char *file = "docker/postgres/Dockerfile";
+    json_t *entry = th_dockerfile_array(file, "\nENTRYPOINT", "ENTRYPOINT [");
+    json_t *health = th_dockerfile_array(file, "\nHEALTHCHECK", "CMD [");
+    assert_non_null(entry);
+    assert_non_null(health);
+    assert_int_equal(json_array_size(health), 2);
+    char rel[PATH_MAX];
+    snprintf(rel, sizeof(rel), "docker/postgres/%s", json_string_value(json_array_get(entry, 0)));
+    assert_non_null(realpath(rel, p->script));
+    snprintf(rel, sizeof(rel), "docker/postgres/%s", json_string_value(json_array_get(health, 0)));
+    assert_non_null(realpath(rel, p->health[0]));
+    snprintf(p->health[1], sizeof(p->health[1]), "%s",
+             json_string_value(json_array_get(health, 1)));
+    json_decref(entry);
+    json_decref(health);
+}
+
+/* The image's health check (it reads PGPORT, set by run_postgres). */
+static int postgres_healthy(const th_local_pg *p)
+{
+    const char *argv[] = {p->health[0], p->health[1], NULL};
+    return th_run(argv, "/dev/null", 5000) == 0;
+}
+
+/* Starts the service's command through the image's entrypoint on its data
+ * (made on the first start) and waits for the image's health check. Only the
+ * address, the socket's dir, where dynamic shared memory lives (nothing left
+ * in /dev/shm if killed) and connection logging are ours. */
+void th_stack_run_pg(th_local_stack *s)
+{
+    th_local_pg *p = &s->pg;
+    char data[128], port[16];
+    snprintf(data, sizeof(data), "%s/data", p->dir);
+    snprintf(port, sizeof(port), "%d", p->port);
+    setenv("PGDATA", data, 1);
+    setenv("PGPORT", port, 1);
+    setenv("POSTGRES_PASSWORD_FILE", s->pg_secret, 1);
+    const char *argv[TH_STACK_MAX_ARGS + 10] = {p->script};
+    int n = 1;
+    json_t *v;
+    size_t i;
+    json_array_foreach(p->svc->command, i, v)
+        if (n < TH_STACK_MAX_ARGS)
+            argv[n++] = json_string_value(v);
+    const char *local[] = {"-c", "listen_addresses=127.0.0.1", "-k", p->dir,
+                           "-c", "dynamic_shared_memory_type=mmap", "-c", "log_connections=on"};
+    for (size_t k = 0; k < sizeof(local) / sizeof(local[0]); k++)
+        argv[n++] = local[k];
+    argv[n] = NULL;
+    p->pid = th_spawn_as(argv, p->log, th_stack_pg_user());
+    assert_true(p->pid > 0);
+    th_exit_signal(p->pid, SIGQUIT); /* frees its shared memory, unlike SIGKILL */
+    for (int64_t end = th_now_ms() + TH_STACK_PG_START_MS; th_now_ms() < end; th_sleep_ms(100)) {
+        char state = th_proc_state(p->pid);
+        if (state == 0 || state == 'Z' || postgres_healthy(p))
+            break;
+    }
+    if (th_proc_state(p->pid) == 'Z' || !postgres_healthy(p)) {
+        char *text = th_read_file(p->log);
+        fail_msg("service %s never passed its health check:\n%s", p->svc->name, text ? text : "");
+    }
+}
+
+/* The PostgreSQL service in <stack dir>/pg, owned by the server's user. */
+void th_stack_start_pg(th_local_stack *s)
+{
+    th_local_pg *p = &s->pg;
+    if (!th_pg_available())
+        fail_msg("no PostgreSQL server installed (make deps installs postgresql-15)");
+    p->svc = th_compose_postgres(s->c);
+    p->port = th_free_port();
+    snprintf(p->dir, sizeof(p->dir), "%s/pg", s->dir);
+    snprintf(p->log, sizeof(p->log), "%s/%.40s.log", s->dir, p->svc->name);
+    assert_int_equal(mkdir(p->dir, 0700), 0);
+    if (th_stack_pg_user()) {
+        struct passwd *pw = getpwnam(th_stack_pg_user());
+        assert_non_null(pw);
+        assert_int_equal(chown(p->dir, pw->pw_uid, pw->pw_gid), 0);
+    }
+    postgres_image_commands(p);
+    th_stack_run_pg(s);
+}
+
+/* SIGINT: the fast shutdown the image's STOPSIGNAL asks for. Keeps the data. */
+void th_stack_stop_pg(th_local_stack *s)
+{
+    if (s->pg.pid > 0)
+        assert_int_equal(th_signal(s->pg.pid, SIGINT, 15000), 0);
+    s->pg.pid = 0;
+    unsetenv("PGDATA");
+    unsetenv("PGPORT");
+    unsetenv("POSTGRES_PASSWORD_FILE");
+}
+
