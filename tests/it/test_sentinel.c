@@ -359,7 +359,11 @@ static void stale_holder_after_failover(int fencing)
     char key[DLOCK_KEY_MAX + 1];
     th_item_lock_key(st.item, key);
     assert_int_equal(th_redis_int(&s.data[0], "EXISTS %s", key), 1); /* replica 0 holds it */
-    for (int i = 1; i < TH_SENTINEL_DATA; i++) {
+    for (int i = 1; i < TH_SENTINEL_DATA; i++) { /* replicated first, then taken back */
+        for (int64_t end = th_now_ms() + 5000; th_redis_int(&s.data[i], "EXISTS %s", key) != 1;
+             th_sleep_ms(20))
+            if (th_now_ms() > end)
+                fail_msg("the lock never reached the replica on port %d", s.data[i].port);
         assert_int_equal(th_redis_int(&s.data[i], "CONFIG SET replica-read-only no"), 0);
         assert_int_equal(th_redis_int(&s.data[i], "DEL %s", key), 1);
     }
