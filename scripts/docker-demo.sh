@@ -189,12 +189,20 @@ storage_answers() {
         "$1" "$2" | sort
 }
 
-# new_item NAME STOCK: creates an item through stockd-2 and prints its id.
+# new_item NAME STOCK: creates an item through stockd-2 and prints its id,
+# trying up to 5 times and saying each answer that was not one.
 new_item() {
-    docker exec "$(compose ps -q stockd-2)" curl -s --max-time 15 \
-        -H 'Content-Type: application/json' -d "{\"name\":\"$1\",\"stock\":$2}" \
-        http://127.0.0.1:8080/items |
-        sed -n 's/^{"id":\([0-9]*\),.*/\1/p'
+    local answer id
+    for _ in 1 2 3 4 5; do
+        answer=$(docker exec "$(compose ps -q stockd-2)" curl -s --max-time 15 \
+            -H 'Content-Type: application/json' -d "{\"name\":\"$1\",\"stock\":$2}" \
+            http://127.0.0.1:8080/items)
+        id=$(printf '%s' "$answer" | sed -n 's/^{"id":\([0-9]*\),.*/\1/p')
+        [ -n "$id" ] && { echo "$id"; return 0; }
+        echo "docker-demo: creating item $1 answered: ${answer:-nothing}; again in 1 s" >&2
+        sleep 1
+    done
+    return 1
 }
 
 # stock_of ID: the item's stock, read through stockd-2 at its published port
