@@ -26,6 +26,7 @@ typedef struct stockd_config {
     const char *redis_password_file; /* the password's file; else STOCKD_REDIS_PASSWORD */
     const char *redis_servers;       /* --redis host:port[,...]: one, or a quorum of them */
     const char *db_password_file;    /* a database server's password's file */
+    const char *api_tokens_file;     /* who may do what (auth.h); NULL: every route open */
     char instance_buf[300];          /* storage for the default instance id */
     char redis_password[CFG_SECRET_MAX + 1]; /* "" when none; never logged or shown */
     char db_password[CFG_SECRET_MAX + 1];    /* likewise */
