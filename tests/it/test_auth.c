@@ -2,7 +2,8 @@
  * 401 with WWW-Authenticate and 403 as JSON errors, tokens given as
  * themselves or as sha256:HEX, comments, a buyer role left open while the
  * operator's is closed, a file that does not parse, SIGHUP rotating tokens
- * while keep-alive requests run, and no token in any log line. */
+ * while keep-alive requests run, no token in any log line, and loadgen's
+ * --token-file on its set-up, load and read-back. */
 #include <jansson.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -379,6 +380,30 @@ static void test_no_log_line_carries_a_token_and_orders_carry_its_name(void **st
     assert_int_equal(count_in_file(s.log, "tokenName=shop"), 2); /* placed, not placed */
 }
 
+/* loadgen against a closed catalog: its token on the set-up (an item
+ * created), the load and the read-back; without one, a clear set-up error. */
+static void test_loadgen_sends_its_token_on_set_up_load_and_read_back(void **state)
+{
+    (void)state;
+    th_stockd s;
+    start(&s, write_tokens("loadgen", BUYER));
+    char bin[256], out[200], tokfile[160];
+    snprintf(bin, sizeof(bin), "%s/loadgen", th_build_dir());
+    snprintf(out, sizeof(out), "%s/loadgen.out", dir);
+    snprintf(tokfile, sizeof(tokfile), "%s", write_file("operator.token", OPERATOR "\n"));
+    const char *with[] = {bin, "--target", s.url, "-n", "50", "-c", "2", "--token-file",
+                          tokfile, NULL};
+    assert_int_equal(th_run(with, out, 60000 * TH_SLOWER), 0);
+    const char *without[] = {bin, "--target", s.url, "-n", "50", "-c", "2", NULL};
+    assert_int_not_equal(th_run(without, out, 60000 * TH_SLOWER), 0);
+    char *text = th_read_file(out);
+    assert_non_null(strstr(text, "401"));
+    free(text);
+    assert_int_equal(count_in_file(s.log, "tokenName=ops"), 51); /* the item, 50 orders */
+    assert_no_token_logged(&s);
+    assert_int_equal(th_stockd_stop_clean(&s), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -389,6 +414,7 @@ int main(void)
         cmocka_unit_test(test_a_bad_file_stops_the_start_naming_its_line_never_the_token),
         cmocka_unit_test(test_sighup_rotates_tokens_while_requests_run),
         cmocka_unit_test(test_no_log_line_carries_a_token_and_orders_carry_its_name),
+        cmocka_unit_test(test_loadgen_sends_its_token_on_set_up_load_and_read_back),
     };
     return cmocka_run_group_tests_name("auth", tests, group_setup, NULL);
 }
