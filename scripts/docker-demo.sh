@@ -23,7 +23,8 @@ cd "$(dirname "$0")/.."
 . scripts/debian-root.sh
 
 state=var/docker-demo # logs: the image builds, and dockerd when started here
-secrets=(docker/secrets/redis-password docker/secrets/postgres-password)
+secrets=(docker/secrets/redis-password docker/secrets/postgres-password
+    docker/secrets/operator-token)
 targets=http://stockd-1:8080,http://stockd-2:8080,http://stockd-3:8080
 project=stocklock # also COMPOSE_PROJECT_NAME in docker/.env, for commands by hand
 status=0
@@ -123,6 +124,11 @@ make_secrets() {
         fi
         chmod 644 "$secret"
     done
+    # the replicas' tokens file: the operator token's sha256 only
+    printf 'operator demo sha256:%s\n' \
+        "$(tr -d '\n' <docker/secrets/operator-token | sha256sum | cut -d' ' -f1)" \
+        >docker/secrets/api-tokens
+    chmod 644 docker/secrets/api-tokens
 }
 
 # Prometheus, as the compose file publishes it on the host.

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <gnutls/crypto.h>
 
 #include "tests/support/compose.h"
 #include "tests/support/harness.h"
@@ -118,6 +119,25 @@ static void write_secret_file(const char *path, const char *password)
     assert_int_equal(chmod(path, 0644), 0);
 }
 
+/* The operator token loadgen's entrypoint reads, and the replicas' tokens
+ * file (STOCKD_API_TOKENS_FILE) with its sha256, as make docker-demo writes
+ * them. */
+static void write_tokens(const struct local_stack *s)
+{
+    char path[256], token[64], line[128];
+    snprintf(token, sizeof(token), "op-%d-%lld-token", (int)getpid(), (long long)th_now_ms());
+    write_secret_file(local_value(s, TH_COMPOSE_SECRETS "operator-token", path, sizeof(path)),
+                      token);
+    unsigned char d[32];
+    assert_int_equal(gnutls_hash_fast(GNUTLS_DIG_SHA256, token, strlen(token), d), 0);
+    int n = snprintf(line, sizeof(line), "operator demo sha256:");
+    for (int i = 0; i < 32; i++)
+        n += snprintf(line + n, sizeof(line) - (size_t)n, "%02x", d[i]);
+    const char *file = th_compose_env(&compose, "STOCKD_API_TOKENS_FILE");
+    assert_non_null(file);
+    write_secret_file(local_value(s, file, path, sizeof(path)), line);
+}
+
 /* The stack's dir with both secrets: redis-password and the one the
  * replicas' STOCKD_DB_PASSWORD_FILE names, each its own password. */
 static void write_secrets(struct local_stack *s)
@@ -134,6 +154,7 @@ static void write_secrets(struct local_stack *s)
     assert_non_null(file);
     local_value(s, file, s->pg_secret, sizeof(s->pg_secret));
     write_secret_file(s->pg_secret, s->pg_password);
+    write_tokens(s);
 }
 
 /* The Redis image's ENTRYPOINT (into script) and HEALTHCHECK (into s->health),
@@ -492,10 +513,11 @@ static json_t *replica_health(const struct local_replicas *rs, int r, const char
     return body;
 }
 
-/* The loadgen service's command, its targets (http://<service>:8080) pointed
- * at the local replicas. */
-static int run_loadgen_service(const th_service *svc, th_service *const names[],
-                               const th_stockd *replicas, int nreplicas, const char *out)
+/* The loadgen service's entrypoint (its secrets in s's dir) and command, its
+ * targets (http://<service>:8080) pointed at the local replicas. */
+static int run_loadgen_service(const struct local_stack *s, const th_service *svc,
+                               th_service *const names[], const th_stockd *replicas,
+                               int nreplicas, const char *out)
 {
     char bin[256], args[MAX_ARGS][512];
     const char *argv[MAX_ARGS + 1] = {bin};
@@ -504,6 +526,12 @@ static int run_loadgen_service(const th_service *svc, th_service *const names[],
              json_string_value(json_array_get(svc->entrypoint, 0)));
     json_t *v;
     size_t i;
+    json_array_foreach(svc->entrypoint, i, v) {
+        if (i > 0 && n + 1 < MAX_ARGS) {
+            argv[n + 1] = local_value(s, json_string_value(v), args[n], sizeof(args[0]));
+            n++;
+        }
+    }
     json_array_foreach(svc->command, i, v) {
         if (n + 1 >= MAX_ARGS)
             break;
@@ -530,7 +558,7 @@ static void assert_loadgen_service_passes(const struct local_stack *s,
 {
     char out[128];
     snprintf(out, sizeof(out), "%s/loadgen-%s.out", s->dir, run);
-    int status = run_loadgen_service(rs->loadgen, rs->names, rs->replica, rs->n, out);
+    int status = run_loadgen_service(s, rs->loadgen, rs->names, rs->replica, rs->n, out);
     char *text = th_read_file(out);
     const char *row = text ? strstr(text, "\nredis_unavailable ") : NULL;
     long long unavailable = -1;
