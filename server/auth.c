@@ -295,11 +295,11 @@ enum auth_verdict auth_check(auth *a, const char *authorization, enum route_role
                              char *name, size_t namelen)
 {
     name[0] = '\0';
-    size_t len = 0;
-    const char *tok = bearer(authorization, &len);
     if (a == NULL || role == ROUTE_ROLE_OPEN)
         return AUTH_OK;
-    unsigned char d[DIGEST_LEN];
+    size_t len = 0;
+    const char *tok = bearer(authorization, &len);
+    unsigned char d[DIGEST_LEN]; /* hashed even for an open role: its name goes in the log */
     int hashed = tok && sha256(tok, len, d) == 0;
     pthread_rwlock_rdlock(&a->rw);
     const struct auth_table *t = a->t;
