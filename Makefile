@@ -24,6 +24,10 @@ LIBS_SERVER = $(LIBS_LOCK) $(shell $(PKG_CONFIG) --libs libmicrohttpd sqlite3 li
 # linked by name.
 LIBS_HTTP_PARSER := -lhttp_parser
 LIBS_LOADGEN = $(shell $(PKG_CONFIG) --libs jansson) $(LIBS_HTTP_PARSER) -lm
+# stockd hashes API tokens with GnuTLS's SHA-256 (server/auth.c); Debian's
+# libmicrohttpd links GnuTLS already.
+PKGS += gnutls
+LIBS_SERVER += $(shell $(PKG_CONFIG) --libs gnutls)
 LIBS_TEST = $(LIBS_SERVER) $(LIBS_LOADGEN) $(shell $(PKG_CONFIG) --libs $(TEST_PKGS))
 
 LOCK_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard lock/*.c))

@@ -6,12 +6,15 @@
 # rounds; then each variant's median CPU a request and the median of its
 # ratios to "warn" within each round. Variants: warn (no order lines), info
 # (a text line per order), json (the same in JSON), and, with OLD_BUILD set,
-# old (that build at info: a build without the order lines).
+# old (that build at info: a build without the order lines); token (warn,
+# with --api-tokens-file closing the buyer's role: every order's bearer token
+# hashed and checked) when VARIANTS names it.
 # Usage: bench/log_ab.sh [ROUNDS]. Knobs: DURATION=3 (seconds a run),
 # WORKLOAD=hot (or spread: 1000 items), SYNC=full, BUILD, OLD_BUILD, RATE
 # (requests/s, open loop: each variant then does the same work at the same
 # batch sizes, where a closed loop's rate, and with it the batching, moves
-# with whatever else the machine runs; keep it below the slowest run's rate).
+# with whatever else the machine runs; keep it below the slowest run's rate),
+# VARIANTS (default "warn info json"; warn must be among them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/stack.sh
@@ -24,13 +27,20 @@ trap 'stack_stop; rm -rf "$STACK_DIR"' EXIT
 trap 'exit 130' INT TERM
 redis_port=$(free_port)
 stack_redis "$redis_port"
-variants=(warn info json)
+read -r -a variants <<<"${VARIANTS:-warn info json}"
 [ -n "${OLD_BUILD:-}" ] && variants+=(old)
+# token: a buyer's line closes the role; loadgen's operator token may buy too
+token=bench-operator-token-0123456789
+printf '%s\n' "$token" >"$STACK_DIR/operator.token"
+printf 'buyer shop sha256:%s\noperator bench %s\n' "$(printf '%s' "$token-b" | sha256sum |
+    cut -d' ' -f1)" "$token" >"$STACK_DIR/api-tokens"
 
 # run VARIANT: three fresh replicas, one loadgen run; prints "cpu_us_per_request rate".
 run() {
     local build=$BUILD level=info ports=() pids=() i mark targets json=$STACK_DIR/run.json
+    local tokens=()
     [ "$1" = warn ] && level=warn
+    [ "$1" = token ] && level=warn tokens=(--api-tokens-file "$STACK_DIR/api-tokens")
     [ "$1" = old ] && build=$OLD_BUILD
     local format=text
     [ "$1" = json ] && format=json
@@ -39,13 +49,14 @@ run() {
     for i in 0 1 2; do
         ports+=("$(free_port)")
         BUILD=$build STOCKD_LOG_FORMAT=$format stack_stockd "r$i" "${ports[$i]}" "$redis_port" \
-            --sync "$SYNC" --log-level "$level"
+            --sync "$SYNC" --log-level "$level" "${tokens[@]}"
         pids+=("$(tail -n 1 "$STACK_DIR/pids")")
     done
     targets=$(printf 'http://127.0.0.1:%s,' "${ports[@]}")
     local items=()
     [ "$WORKLOAD" = spread ] && items=(--items 1000)
     [ -n "${RATE:-}" ] && items+=(-R "$RATE")
+    [ "$1" = token ] && items+=(--token-file "$STACK_DIR/operator.token")
     local c0 c1 tp
     c0=$(proc_ticks "${pids[@]}")
     "$build/loadgen" -d "$DURATION" -n 0 -c 64 --stock 100000000 "${items[@]}" \

@@ -71,12 +71,24 @@ int lg_http_resolve(const char *url, lg_http_addr *a, const char **path, lg_err 
     return LG_OK;
 }
 
+/* "Authorization: Bearer ...\r\n", or "": set once, before threads, and
+ * read-only afterwards (lg_http_set_token). */
+static char bearer[LG_TOKEN_MAX + 32];
+
+void lg_http_set_token(const char *token)
+{
+    if (token[0])
+        snprintf(bearer, sizeof(bearer), "Authorization: Bearer %.*s\r\n", LG_TOKEN_MAX, token);
+    else
+        bearer[0] = '\0';
+}
+
 int lg_http_head(char *buf, size_t size, const char *method, const char *path, const char *host,
                  int with_body)
 {
     /* no Accept, no User-Agent: wrk sends none either, and stockd reads none */
-    int n = snprintf(buf, size, "%s %s HTTP/1.1\r\nHost: %s\r\n%s", method, path[0] ? path : "/",
-                     host,
+    int n = snprintf(buf, size, "%s %s HTTP/1.1\r\nHost: %s\r\n%s%s", method,
+                     path[0] ? path : "/", host, bearer,
                      with_body ? "Content-Type: application/json\r\nContent-Length: " : "\r\n");
     return n < 0 || (size_t)n >= size ? -1 : n;
 }

@@ -21,7 +21,7 @@
 
 /* Room for any head lg_http_head formats from an lg_target and a path of at
  * most LG_PATH_MAX, with lg_http_head_end's digits. */
-#define LG_HTTP_HEAD_MAX (LG_URL_MAX + LG_PATH_MAX + 128)
+#define LG_HTTP_HEAD_MAX (LG_URL_MAX + LG_PATH_MAX + LG_TOKEN_MAX + 160)
 
 /* Where to connect, and what to name in the Host header. */
 typedef struct lg_http_addr {
@@ -38,7 +38,14 @@ typedef struct lg_http_addr {
  * naming the URL. */
 int lg_http_resolve(const char *url, lg_http_addr *a, const char **path, lg_err *err);
 
-/* Formats the head of a request into buf: request line and Host, then, when
+/* Makes every head lg_http_head formats from now on carry
+ * "Authorization: Bearer token" (a checked b64token of at most LG_TOKEN_MAX
+ * characters; "" for none). The process's one setting: call it before any
+ * thread starts (forked processes inherit it). */
+void lg_http_set_token(const char *token);
+
+/* Formats the head of a request into buf: request line and Host (and the
+ * token of lg_http_set_token), then, when
  * with_body, "Content-Type: application/json" and "Content-Length: " for
  * lg_http_head_end to complete; without a body the head is complete. Returns
  * its length, or -1 when it does not fit in size. */

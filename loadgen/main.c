@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "loadgen/html.h"
+#include "loadgen/http.h"
 #include "loadgen/opts.h"
 #include "loadgen/report.h"
 #include "loadgen/run.h"
@@ -210,6 +211,7 @@ int main(int argc, char **argv)
             list_scenarios();
         return EXIT_PASS;
     }
+    lg_http_set_token(o.token); /* before any thread: every request carries it */
     outputs out = {&o, NULL, NULL};
     if (o.json_path[0] && (out.json = fopen(o.json_path, "w")) == NULL) {
         perror(o.json_path);

@@ -51,7 +51,7 @@ static const char usage_tail[] =
 /* getopt's values of the flags without a letter. */
 enum { OPT_TARGET = 256, OPT_LIST, OPT_TIMEOUT, OPT_RETRY, OPT_STOCK, OPT_ITEMS, OPT_ITEM,
        OPT_QUANTITY, OPT_CART_LINES, OPT_WORK, OPT_JSON, OPT_HTML,
-       OPT_GET, OPT_SETTLE, OPT_BUYERS, OPT_PROCS };
+       OPT_GET, OPT_SETTLE, OPT_BUYERS, OPT_PROCS, OPT_TOKEN, OPT_TOKEN_FILE };
 
 /* Every flag, in --help's order. Help lines are broken where --help breaks
  * them (26 columns in); the man page joins them. */
@@ -61,6 +61,13 @@ static const lg_flag flags[] = {
      "spread round-robin over the targets and kept alive, so one\n"
      "connection always talks to the same replica. For compare:\n"
      "LABEL=URL with LABEL redis, none or atomic (the lock mode)."},
+    {"token", OPT_TOKEN, LG_ARG_REQUIRED, "TOKEN", NULL,
+     "send Authorization: Bearer TOKEN on every request: the load's,\n"
+     "the set-up's (creating items needs an operator's token when\n"
+     "stockd has --api-tokens-file) and the read-back's. Other\n"
+     "users of the host see a flag: prefer --token-file"},
+    {"token-file", OPT_TOKEN_FILE, LG_ARG_REQUIRED, "FILE", NULL,
+     "--token, read from FILE's first line"},
     {"requests", 'n', LG_ARG_REQUIRED, "N", "Load",
      "total requests (default 1000); 0 = no limit, needs --duration"},
     {"duration", 'd', LG_ARG_REQUIRED, "T", NULL,
@@ -350,6 +357,36 @@ static int copy_path(char *dst, const char *flag, const char *value, lg_err *err
     return LG_OK;
 }
 
+/* A bearer token into o->token: RFC 6750's b64token (which keeps a header
+ * line whole), 1..LG_TOKEN_MAX characters. Errors never show it. */
+static int set_token(lg_opts *o, const char *flag, const char *value, lg_err *err)
+{
+    size_t n = strlen(value), i = strspn(value, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstu"
+                                                "vwxyz0123456789-._~+/");
+    i += strspn(value + i, "=");
+    if (n == 0 || n > LG_TOKEN_MAX || i != n)
+        return lg_errf(err, LG_ERR_USAGE, "%s: a token is 1..%d characters of A-Z a-z 0-9 "
+                       "-._~+/ (then any =)", flag, LG_TOKEN_MAX);
+    memcpy(o->token, value, n + 1);
+    return LG_OK;
+}
+
+/* --token-file: its first line, without the line's end. */
+static int read_token_file(lg_opts *o, const char *path, lg_err *err)
+{
+    char line[LG_TOKEN_MAX + 4] = "";
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return lg_errf(err, LG_ERR_USAGE, "--token-file %s: %s", path, strerror(errno));
+    int got = fgets(line, sizeof(line), f) != NULL;
+    fclose(f);
+    line[strcspn(line, "\r\n")] = '\0';
+    int rc = got ? set_token(o, "--token-file", line, err)
+                 : lg_errf(err, LG_ERR_USAGE, "--token-file %s: empty", path);
+    explicit_bzero(line, sizeof(line));
+    return rc;
+}
+
 /* Which flags the command line set itself (for the --duration / --requests rule). */
 typedef struct seen_flags {
     int requests, duration;
@@ -409,6 +446,10 @@ static int apply_flag(lg_opts *o, int c, const char *arg, seen_flags *seen, lg_e
         return copy_path(o->json_path, "--json", arg, err);
     case OPT_HTML:
         return copy_path(o->html_path, "--html", arg, err);
+    case OPT_TOKEN:
+        return set_token(o, "--token", arg, err);
+    case OPT_TOKEN_FILE:
+        return read_token_file(o, arg, err);
     case OPT_GET:
         if (arg[0] != '/')
             return lg_errf(err, LG_ERR_USAGE, "--get: expected a path starting with '/', got '%s'",

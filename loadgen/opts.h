@@ -15,6 +15,7 @@
 #define LG_ITEMS_MAX 100000 /* --items */
 #define LG_BUYERS_MAX 1000000 /* --buyers */
 #define LG_PROCS_MAX 256      /* --procs */
+#define LG_TOKEN_MAX 512      /* --token: characters of a bearer token */
 
 typedef struct lg_target {
     char label[LG_LABEL_MAX]; /* "" or the LABEL in --target LABEL=URL (compare groups) */
@@ -47,6 +48,8 @@ typedef struct lg_opts {
     char get_path[LG_PATH_MAX];  /* --get PATH: raw mode, "" for /reduceStock */
     int buyers;          /* a flash sale of this many buyers (flash.h); 0 = none */
     int procs;           /* loadgen processes the buyers are spread over */
+    char token[LG_TOKEN_MAX + 1]; /* --token or --token-file's line; "" for none. Never
+                                   * printed (the reports say only whether one was sent) */
 } lg_opts;
 
 /* Sets every field to its default (see --help). */

@@ -23,7 +23,8 @@ cd "$(dirname "$0")/.."
 . scripts/debian-root.sh
 
 state=var/docker-demo # logs: the image builds, and dockerd when started here
-secrets=(docker/secrets/redis-password docker/secrets/postgres-password)
+secrets=(docker/secrets/redis-password docker/secrets/postgres-password
+    docker/secrets/operator-token)
 targets=http://stockd-1:8080,http://stockd-2:8080,http://stockd-3:8080
 project=stocklock # also COMPOSE_PROJECT_NAME in docker/.env, for commands by hand
 status=0
@@ -123,6 +124,11 @@ make_secrets() {
         fi
         chmod 644 "$secret"
     done
+    # the replicas' tokens file: the operator token's sha256 only
+    printf 'operator demo sha256:%s\n' \
+        "$(tr -d '\n' <docker/secrets/operator-token | sha256sum | cut -d' ' -f1)" \
+        >docker/secrets/api-tokens
+    chmod 644 docker/secrets/api-tokens
 }
 
 # Prometheus, as the compose file publishes it on the host.
@@ -189,12 +195,14 @@ storage_answers() {
         "$1" "$2" | sort
 }
 
-# new_item NAME STOCK: creates an item through stockd-2 and prints its id,
+# new_item NAME STOCK: creates an item through stockd-2 (as the operator)
+# and prints its id,
 # trying up to 5 times and saying each answer that was not one.
 new_item() {
     local answer id
     for _ in 1 2 3 4 5; do
         answer=$(docker exec "$(compose ps -q stockd-2)" curl -s --max-time 15 \
+            -H "Authorization: Bearer $(tr -d '\n' <docker/secrets/operator-token)" \
             -H 'Content-Type: application/json' -d "{\"name\":\"$1\",\"stock\":$2}" \
             http://127.0.0.1:8080/items)
         id=$(printf '%s' "$answer" | sed -n 's/^{"id":\([0-9]*\),.*/\1/p')

@@ -143,6 +143,13 @@ static const struct opt opts[] = {
      "longer than this to arrive"},
     {"drain-ms", "STOCKD_DRAIN_MS", OPT_INT, F(drain_ms), 0, 3600000, NULL,
      "on SIGTERM/SIGINT, how long to let in-flight requests finish"},
+    /* issue 27: who may ask what */
+    {"api-tokens-file", "STOCKD_API_TOKENS_FILE", OPT_STR, F(api_tokens_file), 0, 0, NULL,
+     "the API tokens, one \"ROLE NAME TOKEN\" a line (ROLE buyer, operator or scrape; TOKEN "
+     "the token or sha256:HEX of it; # starts a comment), sent as Authorization: Bearer "
+     "TOKEN. With it the catalog (POST /items, PUT /items/{id}) needs an operator token, and "
+     "buying and /metrics need a buyer's or a scrape token once the file has such a line; "
+     "/health stays open. SIGHUP reads it again. Without it every route is open"},
     {"log-level", "STOCKD_LOG_LEVEL", OPT_CHOICE, F(log_level), 0, 0, log_level_names,
      "lowest level logged: info has a line per order (placed, replayed or not placed); warn "
      "keeps the failures that need a look (lock and storage trouble) and quiets the rest; "

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "server/auth.h"
 #include "server/request.h"
 #include "server/route.h"
 #include "server/service.h"
@@ -67,14 +68,16 @@ static int reply_bad_body(http_reply *r, int rc, const char *err)
 
 /* Parses rq's order body (one line for /reduceStock): 0 with *order set,
  * else answered 400. */
-static int parse_order(const http_request *rq, int reduce, req_order *order)
+static int parse_order(const http_request *rq, int reduce, const char *who, req_order *order)
 {
     char err[256];
     http_reply r = {0};
     int rc = reduce ? req_parse_reduce(rq->body, rq->len, order, err, sizeof(err))
                     : req_parse_order(rq->body, rq->len, order, err, sizeof(err));
-    if (!reply_bad_body(&r, rc, err))
+    if (!reply_bad_body(&r, rc, err)) {
+        snprintf(order->token_name, sizeof(order->token_name), "%s", who);
         return 0;
+    }
     http_answer(rq, &r);
     return -1;
 }
@@ -105,10 +108,10 @@ static void reduce_done(const service_result *res, void *arg)
 
 /* POST /reduceStock: answered by reduce_done, at once or once its batch
  * committed. */
-static void handle_reduce(const http_request *rq)
+static void handle_reduce(const http_request *rq, const char *who)
 {
     req_order req;
-    if (parse_order(rq, 1, &req) == 0)
+    if (parse_order(rq, 1, who, &req) == 0)
         service_reduce(rq->svc, &req, reduce_done, (void *)rq);
 }
 
@@ -145,10 +148,10 @@ static void order_done(const service_result *res, void *arg)
 }
 
 /* POST /orders: answered by order_done. */
-static void handle_order(const http_request *rq)
+static void handle_order(const http_request *rq, const char *who)
 {
     req_order req;
-    if (parse_order(rq, 0, &req) == 0)
+    if (parse_order(rq, 0, who, &req) == 0)
         service_place_order(rq->svc, &req, order_done, (void *)rq);
 }
 
@@ -255,14 +258,14 @@ static void list_items(const http_request *rq, http_reply *r)
     page_finish(r->json, items, &p, "id");
 }
 
-static void create_item(const http_request *rq, http_reply *r)
+static void create_item(const http_request *rq, const char *who, http_reply *r)
 {
     req_item req;
     char err[256];
     if (reply_bad_body(r, req_parse_item(rq->body, rq->len, 1, &req, err, sizeof(err)), err))
         return;
     service_result res;
-    service_create_item(rq->svc, &req, &res);
+    service_create_item(rq->svc, &req, who, &res);
     if (reply_failure(r, &res))
         return;
     snprintf(r->location, sizeof(r->location), "/items/%lld", (long long)res.item.id);
@@ -270,14 +273,14 @@ static void create_item(const http_request *rq, http_reply *r)
     r->json = item_json(&res.item);
 }
 
-static void set_stock(const http_request *rq, http_reply *r)
+static void set_stock(const http_request *rq, const char *who, http_reply *r)
 {
     req_item req;
     char err[256];
     if (reply_bad_body(r, req_parse_item(rq->body, rq->len, 0, &req, err, sizeof(err)), err))
         return;
     service_result res;
-    service_set_stock(rq->svc, rq->route->path_id, req.stock, &res);
+    service_set_stock(rq->svc, rq->route->path_id, req.stock, who, &res);
     if (reply_failure(r, &res))
         return;
     r->status = 200;
@@ -337,16 +340,59 @@ static void handle_metrics(const http_request *rq, http_reply *r)
         r->status = 200;
 }
 
+/* ---- who may ask ---- */
+
+/* The name of the token rq came with, for the log; set by refuse_caller. */
+struct who {
+    char name[RULE_TOKEN_NAME_MAX + 1];
+};
+
+/* RFC 6750 3: a 401 says how to authenticate, and why a token failed. */
+#define CHALLENGE "Bearer realm=\"stockd\""
+
+/* Answers rq 401 or 403 when its token may not ask for its route (auth.h):
+ * 1 then, else 0 with the token's name (if known) in who. The answers never
+ * show the token. */
+static int refuse_caller(const http_request *rq, struct who *who)
+{
+    enum route_role role = rq->route->role;
+    const char *need = route_role_name(role);
+    http_reply r = {0};
+    switch (service_authorize(rq->svc, http_header(rq, "Authorization"), role, who->name,
+                              sizeof(who->name))) {
+    case AUTH_OK: return 0;
+    case AUTH_NO_TOKEN:
+        http_reply_error(&r, 401, "unauthorized", "%s %s needs a token of role %s: "
+                         "Authorization: Bearer TOKEN", rq->method, rq->url, need);
+        r.www_authenticate = CHALLENGE;
+        break;
+    case AUTH_BAD_TOKEN:
+        http_reply_error(&r, 401, "unauthorized", "the bearer token is not one of this "
+                         "server's; %s %s needs a token of role %s", rq->method, rq->url, need);
+        r.www_authenticate = CHALLENGE ", error=\"invalid_token\"";
+        break;
+    case AUTH_FORBIDDEN:
+        http_reply_error(&r, 403, "forbidden", "token %s has no role %s, which %s %s needs",
+                         who->name, need, rq->method, rq->url);
+        break;
+    }
+    http_answer(rq, &r);
+    return 1;
+}
+
 /* ---- every route ---- */
 
 void handlers_answer(const http_request *rq)
 {
+    struct who who;
+    if (refuse_caller(rq, &who))
+        return;
     if (rq->route->id == ROUTE_REDUCE) {
-        handle_reduce(rq); /* orders answer when they are done, perhaps later */
+        handle_reduce(rq, who.name); /* orders answer when they are done, perhaps later */
         return;
     }
     if (rq->route->id == ROUTE_ORDERS) {
-        handle_order(rq);
+        handle_order(rq, who.name);
         return;
     }
     int post = strcmp(rq->method, "POST") == 0, put = strcmp(rq->method, "PUT") == 0;
@@ -354,9 +400,9 @@ void handlers_answer(const http_request *rq)
     switch (rq->route->id) {
     case ROUTE_METRICS: handle_metrics(rq, &r); break;
     case ROUTE_HEALTH: handle_health(rq, &r); break;
-    case ROUTE_ITEMS: post ? create_item(rq, &r) : list_items(rq, &r); break;
+    case ROUTE_ITEMS: post ? create_item(rq, who.name, &r) : list_items(rq, &r); break;
     case ROUTE_ORDER: show_order(rq, &r); break;
-    default: put ? set_stock(rq, &r) : show_item(rq, &r); break;
+    default: put ? set_stock(rq, who.name, &r) : show_item(rq, &r); break;
     }
     http_answer(rq, &r);
 }

@@ -147,6 +147,8 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, const http_reply 
         MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, r->location);
     if (r->allow)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
+    if (r->www_authenticate)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, r->www_authenticate);
     if (r->retry_after) {
         char v[16];
         snprintf(v, sizeof(v), "%d", r->retry_after);
@@ -546,6 +548,11 @@ int http_start(const http_config *cfg, service *svc, http_handler *handle, http_
 const char *http_query(const http_request *rq, const char *name)
 {
     return MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+const char *http_header(const http_request *rq, const char *name)
+{
+    return MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, name);
 }
 
 uint64_t http_reaped(const http_server *s) { return reaper_reaped(s->reaper); }

@@ -67,6 +67,7 @@ typedef struct http_reply {
     char location[64]; /* "" = no header */
     int retry_after;   /* seconds; 0 = no header */
     const char *allow; /* 405 */
+    const char *www_authenticate; /* 401: the WWW-Authenticate header (static) */
 } http_reply;
 
 /* Answers rq, by calling http_answer once: before it returns, or later from
@@ -86,6 +87,9 @@ int http_start(const http_config *cfg, service *svc, http_handler *handle, http_
 
 /* The value of query parameter name in rq's URL, or NULL. */
 const char *http_query(const http_request *rq, const char *name);
+
+/* The value of request header name (any case) of rq, or NULL. */
+const char *http_header(const http_request *rq, const char *name);
 
 /* Connections closed at their deadlines so far (reaper.h), for /metrics. */
 uint64_t http_reaped(const http_server *s);

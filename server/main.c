@@ -1,7 +1,7 @@
-/* main.c - stockd: loads the configuration, opens the service (the store
- * and the lock client), serves HTTP, and on SIGTERM/SIGINT stops accepting,
- * lets in-flight requests finish (releasing their locks), closes the
- * database and exits 0. */
+/* main.c - stockd: loads the configuration and the API tokens, opens the
+ * service (the store and the lock client), serves HTTP, reads the tokens
+ * again on SIGHUP, and on SIGTERM/SIGINT stops accepting, lets in-flight
+ * requests finish (releasing their locks), closes the database and exits 0. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "server/auth.h"
 #include "server/config.h"
 #include "server/handlers.h"
 #include "server/http.h"
@@ -70,13 +71,66 @@ static int fit_connections(stockd_config *c)
     return 0;
 }
 
-/* Waits for SIGTERM or SIGINT, which every thread blocks. */
-static int wait_for_stop(const sigset_t *set)
+/* ---- the API tokens (issue 27) ---- */
+
+/* The tokens' line: how many of each role, and which roles anyone may use. */
+static void log_tokens(enum log_level level, const char *msg, auth *a)
+{
+    int count[ROUTE_ROLE_COUNT], closed[ROUTE_ROLE_COUNT];
+    const char *open[ROUTE_ROLE_COUNT];
+    int nopen = 0;
+    auth_describe(a, count, closed);
+    for (int r = ROUTE_ROLE_BUYER; r < ROUTE_ROLE_COUNT; r++)
+        if (!closed[r])
+            open[nopen++] = route_role_name(r);
+    log_kv(level, msg, LOG_STR("file", auth_path(a)),
+           LOG_INT("buyer", count[ROUTE_ROLE_BUYER]), LOG_INT("operator", count[ROUTE_ROLE_OPERATOR]),
+           LOG_INT("scrape", count[ROUTE_ROLE_SCRAPE]), LOG_STRS("openRoles", open, nopen));
+}
+
+/* --api-tokens-file into *out (NULL without one: every route open, and the
+ * log says so). -1 when the file can't be used. */
+static int open_tokens(const stockd_config *c, auth **out)
+{
+    char err[512];
+    *out = NULL;
+    if (c->api_tokens_file == NULL) {
+        log_event(LOG_WARN, "no --api-tokens-file: the API is open, anyone who reaches this "
+                  "port can change stock", NULL, 0);
+        return 0;
+    }
+    if (auth_open(c->api_tokens_file, out, err, sizeof(err)) != 0) {
+        log_kv(LOG_ERROR, "cannot start: --api-tokens-file", LOG_STR("detail", err));
+        return -1;
+    }
+    log_tokens(LOG_INFO, "api tokens loaded", *out);
+    return 0;
+}
+
+/* SIGHUP: the file again; a file that does not parse leaves the old tokens. */
+static void reload_tokens(auth *a)
+{
+    char err[512];
+    if (a == NULL)
+        log_event(LOG_WARN, "SIGHUP: no --api-tokens-file to read again", NULL, 0);
+    else if (auth_reload(a, err, sizeof(err)) != 0)
+        log_kv(LOG_ERROR, "api tokens not reloaded; the old ones stay", LOG_STR("detail", err));
+    else
+        log_tokens(LOG_INFO, "api tokens reloaded", a);
+}
+
+/* Waits for SIGTERM or SIGINT, which every thread blocks (as SIGHUP, which
+ * reloads the tokens meanwhile). */
+static int wait_for_stop(const sigset_t *set, auth *tokens)
 {
     int sig = 0;
-    while (sigwait(set, &sig) != 0) {
+    for (;;) {
+        if (sigwait(set, &sig) != 0)
+            continue;
+        if (sig != SIGHUP)
+            return sig;
+        reload_tokens(tokens);
     }
-    return sig;
 }
 
 static void log_listening(const stockd_config *c, const service_config *s)
@@ -156,9 +210,15 @@ int main(int argc, char **argv)
     sigemptyset(&stop_signals);
     sigaddset(&stop_signals, SIGTERM);
     sigaddset(&stop_signals, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &stop_signals, NULL); /* before any thread: all inherit it */
+    sigset_t signals = stop_signals; /* and SIGHUP, which reloads the tokens */
+    sigaddset(&signals, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &signals, NULL); /* before any thread: all inherit it */
     if (fit_connections(&c) != 0)
         return 1;
+    auth *tokens = NULL;
+    if (open_tokens(&c, &tokens) != 0)
+        return 2;
+    c.service.tokens = tokens;
 
     service *svc = NULL;
     http_server *srv = NULL;
@@ -168,6 +228,7 @@ int main(int argc, char **argv)
     explicit_bzero(c.sentinel_password, sizeof(c.sentinel_password));
     if (rc == STOPPED_WAITING) {
         log_event(LOG_INFO, "stopped while waiting for the database", NULL, 0);
+        auth_free(tokens);
         return 0;
     }
     if (rc != 0) {
@@ -178,16 +239,18 @@ int main(int argc, char **argv)
                               : "cannot start the service",
                LOG_STR("db", store_db_shown(c.service.store.db, db, sizeof(db))),
                LOG_INT("dbWaitS", c.db_wait_s), LOG_STR("detail", err));
+        auth_free(tokens);
         return 1;
     }
     if (http_start(&c.http, svc, handlers_answer, &srv, err, sizeof(err)) != 0) {
         log_kv(LOG_ERROR, "cannot start HTTP server", LOG_STR("detail", err));
         service_close(svc);
+        auth_free(tokens);
         return 1;
     }
     log_listening(&c, &c.service);
 
-    int sig = wait_for_stop(&stop_signals);
+    int sig = wait_for_stop(&signals, tokens);
     log_kv(LOG_INFO, "stopping", LOG_STR("signal", sig == SIGINT ? "INT" : "TERM"),
            LOG_INT("drainMs", c.drain_ms));
     http_quiesce(srv);
@@ -199,6 +262,7 @@ int main(int argc, char **argv)
     }
     http_stop(srv);
     service_close(svc);
+    auth_free(tokens);
     log_event(LOG_INFO, "stopped", NULL, 0);
     return 0;
 }

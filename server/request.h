@@ -26,6 +26,8 @@ typedef struct req_order {
     int has_request_id;
     char request_id[RULE_REQUEST_ID_MAX + 1];
     int64_t work_ms; /* 0 when absent */
+    char token_name[RULE_TOKEN_NAME_MAX + 1]; /* the caller's API token's name, "" for none
+                                               * (set by the handler, for the log) */
     int nlines;
     req_line lines[RULE_ORDER_LINES_MAX];
 } req_order;

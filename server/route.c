@@ -10,16 +10,17 @@ struct path_rule {
     const char *path;  /* exact path, or with_id: the prefix before the id */
     const char *allow; /* allowed methods; HEAD goes with GET */
     int with_id;
+    enum route_role read, write; /* the role GET and HEAD need; the role the others need */
 };
 
 static const struct path_rule rules[] = {
-    {ROUTE_REDUCE, "/reduceStock", "POST", 0},
-    {ROUTE_ITEMS, "/items", "GET, HEAD, POST", 0},
-    {ROUTE_ITEM, "/items/", "GET, HEAD, PUT", 1},
-    {ROUTE_ORDERS, "/orders", "POST", 0},
-    {ROUTE_ORDER, "/orders/", "GET, HEAD", 1},
-    {ROUTE_HEALTH, "/health", "GET, HEAD", 0},
-    {ROUTE_METRICS, "/metrics", "GET, HEAD", 0},
+    {ROUTE_REDUCE, "/reduceStock", "POST", 0, ROUTE_ROLE_BUYER, ROUTE_ROLE_BUYER},
+    {ROUTE_ITEMS, "/items", "GET, HEAD, POST", 0, ROUTE_ROLE_BUYER, ROUTE_ROLE_OPERATOR},
+    {ROUTE_ITEM, "/items/", "GET, HEAD, PUT", 1, ROUTE_ROLE_BUYER, ROUTE_ROLE_OPERATOR},
+    {ROUTE_ORDERS, "/orders", "POST", 0, ROUTE_ROLE_BUYER, ROUTE_ROLE_BUYER},
+    {ROUTE_ORDER, "/orders/", "GET, HEAD", 1, ROUTE_ROLE_BUYER, ROUTE_ROLE_BUYER},
+    {ROUTE_HEALTH, "/health", "GET, HEAD", 0, ROUTE_ROLE_OPEN, ROUTE_ROLE_OPEN},
+    {ROUTE_METRICS, "/metrics", "GET, HEAD", 0, ROUTE_ROLE_SCRAPE, ROUTE_ROLE_SCRAPE},
 };
 
 static int method_allowed(const char *allow, const char *method)
@@ -51,6 +52,8 @@ void route_match(const char *method, const char *path, route_result *out)
         out->id = r->id;
         out->allow = r->allow;
         out->method_ok = method_allowed(r->allow, method);
+        int reads = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+        out->role = reads ? r->read : r->write;
         return;
     }
 }
@@ -60,6 +63,12 @@ const char *route_name(enum route_id id)
     static const char *const names[ROUTE_COUNT] = {"other", "reduceStock", "items", "item",
                                                   "orders", "order", "health", "metrics"};
     return id < ROUTE_COUNT ? names[id] : "other";
+}
+
+const char *route_role_name(enum route_role role)
+{
+    static const char *const names[ROUTE_ROLE_COUNT] = {"open", "buyer", "operator", "scrape"};
+    return role < ROUTE_ROLE_COUNT ? names[role] : NULL;
 }
 
 int route_is_probe(enum route_id id) { return id == ROUTE_HEALTH || id == ROUTE_METRICS; }

@@ -17,12 +17,24 @@ enum route_id {
     ROUTE_COUNT
 };
 
+/* Who may ask a route: each role's tokens come from --api-tokens-file
+ * (auth.h), which also says which roles are closed. An operator may do
+ * whatever a buyer may. */
+enum route_role {
+    ROUTE_ROLE_OPEN,     /* anyone: /health, for load balancers */
+    ROUTE_ROLE_BUYER,    /* orders, and reading items and orders */
+    ROUTE_ROLE_OPERATOR, /* the catalog: POST /items, PUT /items/{id} */
+    ROUTE_ROLE_SCRAPE,   /* /metrics */
+    ROUTE_ROLE_COUNT
+};
+
 typedef struct route_result {
     enum route_id id;
     int method_ok;     /* 0: the path exists but not for this method (405) */
     const char *allow; /* the path's methods, for the Allow header */
     int bad_id;        /* ROUTE_ITEM or ROUTE_ORDER whose id is not 1..INT64_MAX (400) */
     int64_t path_id;   /* ROUTE_ITEM, ROUTE_ORDER: the id in the path */
+    enum route_role role; /* the role this method on this path needs */
 } route_result;
 
 /* Matches method (GET, HEAD, POST, PUT, ...) and path (no query string). */
@@ -30,6 +42,10 @@ void route_match(const char *method, const char *path, route_result *out);
 
 /* Short name of a route for logs and metrics labels ("reduceStock", ...). */
 const char *route_name(enum route_id id);
+
+/* "open", "buyer", "operator", "scrape": a role's name in the tokens file
+ * and the logs; NULL past ROUTE_ROLE_COUNT. */
+const char *route_role_name(enum route_role role);
 
 /* Whether a route is an operator's probe (/health, /metrics): answered on a
  * thread of its own, so that a flood of orders never holds it up. */

@@ -16,5 +16,6 @@
 #define RULE_ORDER_LINES_MAX 32            /* lines in one order */
 #define RULE_PAGE_MAX 1000                 /* rows in one listing answer; more by ?after= */
 #define RULE_BODY_MAX (16 * 1024)          /* request body bytes; larger gets 413 */
+#define RULE_TOKEN_NAME_MAX 64             /* bytes of an API token's name (logged) */
 
 #endif

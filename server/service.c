@@ -300,7 +300,13 @@ void service_get_order(service *s, int64_t order_id, service_result *out)
     note_space(s, out->outcome, 0);
 }
 
-void service_create_item(service *s, const req_item *r, service_result *out)
+enum auth_verdict service_authorize(service *s, const char *authorization, enum route_role role,
+                                    char *name, size_t namelen)
+{
+    return auth_check(s->cfg.tokens, authorization, role, name, namelen);
+}
+
+void service_create_item(service *s, const req_item *r, const char *who, service_result *out)
 {
     store_conn *c = begin(s, out);
     if (c == NULL)
@@ -316,10 +322,12 @@ void service_create_item(service *s, const req_item *r, service_result *out)
     note_space(s, out->outcome, 1);
     if (out->outcome == SERVICE_OK)
         log_kv(LOG_INFO, "item created", LOG_INT("item", out->item.id),
-               LOG_INT("stock", out->item.stock), LOG_STR("instance", s->cfg.instance_id));
+               LOG_INT("stock", out->item.stock), LOG_STR("instance", s->cfg.instance_id),
+               LOG_STR("tokenName", who[0] ? who : NULL));
 }
 
-void service_set_stock(service *s, int64_t item_id, int64_t stock, service_result *out)
+void service_set_stock(service *s, int64_t item_id, int64_t stock, const char *who,
+                       service_result *out)
 {
     int64_t t0 = service_now_us();
     store_fence held = {0, 0};
@@ -333,7 +341,7 @@ void service_set_stock(service *s, int64_t item_id, int64_t stock, service_resul
         store_put(s->store, c);
     }
     note_space(s, out->outcome, 1);
-    service_log_stock_set(s, item_id, stock, out, &held, t0);
+    service_log_stock_set(s, item_id, stock, who, out, &held, t0);
 }
 
 void service_item_ledger(service *s, int64_t item_id, int64_t before, int limit,

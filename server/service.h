@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "lock/dlock.h"
+#include "server/auth.h"
 #include "server/metrics.h"
 #include "server/request.h"
 #include "server/store.h"
@@ -43,6 +44,7 @@ typedef struct service_config {
     const char *instance_id; /* written into the ledger */
     int workers;             /* threads that run requests' slow halves (store calls, batch
                               * leaders); 0 (the default): cores + 6 */
+    auth *tokens;            /* the API tokens (the caller's, reloaded by it); NULL: open */
 } service_config;
 
 /* Every field's default (the lock's come from dlock_config_defaults and
@@ -125,6 +127,12 @@ char *service_metrics_text(service *s, uint64_t reaped, size_t *len);
 
 /* ---- requests ---- */
 
+/* Whether a request whose Authorization header is authorization (NULL:
+ * none) may ask for a route that needs role, by the configured tokens
+ * (auth_check); the token's name, when known, into name. */
+enum auth_verdict service_authorize(service *s, const char *authorization, enum route_role role,
+                                    char *name, size_t namelen);
+
 /* Runs fn(arg) on one of the service's threads, the ones that may block on
  * the store or a lock (never an HTTP event thread). 0, or -1 when out of
  * memory (nothing queued). */
@@ -152,12 +160,14 @@ void service_reduce(service *s, const req_order *r, service_order_done *done, vo
 /* An order with its lines, by id; SERVICE_ORDER_NOT_FOUND when there is none. */
 void service_get_order(service *s, int64_t order_id, service_result *out);
 
-/* Creates an item; out->item on SERVICE_OK. */
-void service_create_item(service *s, const req_item *r, service_result *out);
+/* Creates an item; out->item on SERVICE_OK. who: the caller's token's name
+ * for the log ("" for none). */
+void service_create_item(service *s, const req_item *r, const char *who, service_result *out);
 
 /* Sets an item's stock (under its lock in redis mode, so it never interleaves
- * with a deduction); out->item on SERVICE_OK. */
-void service_set_stock(service *s, int64_t item_id, int64_t stock, service_result *out);
+ * with a deduction); out->item on SERVICE_OK. who as for service_create_item. */
+void service_set_stock(service *s, int64_t item_id, int64_t stock, const char *who,
+                       service_result *out);
 
 /* Reads an item (out->item) and calls fn for up to limit of its lines below
  * the order id before (0: the newest), newest first. */

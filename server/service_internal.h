@@ -138,12 +138,14 @@ void service_fault_point(service *s);
 
 /* One line for order r's outcome (its level by the outcome): its requestId,
  * outcome, orderId, units, ms since t0_us, items, lock keys and the tokens
- * it was written under (done) or its locks held (held, r->nlines). */
+ * it was written under (done) or its locks held (held, r->nlines), and the
+ * caller's token's name (r->token_name), never the token. */
 void service_log_order(const service *s, const req_order *r, const service_result *out,
                        const store_fence *held, int64_t t0_us);
 
-/* One line for a stock set by PUT /items/{id}, with its lock's token *held. */
-void service_log_stock_set(const service *s, int64_t item_id, int64_t stock,
+/* One line for a stock set by PUT /items/{id}, with its lock's token *held
+ * and who set it (the token's name; "" for none). */
+void service_log_stock_set(const service *s, int64_t item_id, int64_t stock, const char *who,
                            const service_result *out, const store_fence *held, int64_t t0_us);
 
 /* A lock lost after its orders committed (their answers stand): the n items'

@@ -103,6 +103,8 @@ void service_log_order(const service *s, const req_order *r, const service_resul
     lf.f[lf.nf++] = LOG_STR("instance", s->cfg.instance_id);
     if (out->outcome == SERVICE_REPLAYED)
         lf.f[lf.nf++] = LOG_STR("placedBy", out->order.info.instance);
+    if (r->token_name[0]) /* the token's name, never the token */
+        lf.f[lf.nf++] = LOG_STR("tokenName", r->token_name);
     if (!done)
         lf.f[lf.nf++] = LOG_STR("detail", out->message);
     add_lock_fields(s, &lf, n, NULL, tok);
@@ -112,7 +114,7 @@ void service_log_order(const service *s, const req_order *r, const service_resul
               lf.f, lf.nf);
 }
 
-void service_log_stock_set(const service *s, int64_t item_id, int64_t stock,
+void service_log_stock_set(const service *s, int64_t item_id, int64_t stock, const char *who,
                            const service_result *out, const store_fence *held, int64_t t0_us)
 {
     enum log_level level = level_of(out->outcome);
@@ -124,6 +126,8 @@ void service_log_stock_set(const service *s, int64_t item_id, int64_t stock,
     lf.f[lf.nf++] = LOG_STR("outcome", service_outcome_name(out->outcome));
     lf.f[lf.nf++] = LOG_MS("ms", ms_since(t0_us));
     lf.f[lf.nf++] = LOG_STR("instance", s->cfg.instance_id);
+    if (who[0]) /* the token's name, never the token */
+        lf.f[lf.nf++] = LOG_STR("tokenName", who);
     if (out->outcome != SERVICE_OK)
         lf.f[lf.nf++] = LOG_STR("detail", out->message);
     add_lock_fields(s, &lf, 1, NULL, held);

@@ -250,10 +250,11 @@ static json_t *replica_health(const struct local_replicas *rs, int r, const char
     return body;
 }
 
-/* The loadgen service's command, its targets (http://<service>:8080) pointed
- * at the local replicas. */
-static int run_loadgen_service(const th_service *svc, th_service *const names[],
-                               const th_stockd *replicas, int nreplicas, const char *out)
+/* The loadgen service's entrypoint (its secrets in s's dir) and command, its
+ * targets (http://<service>:8080) pointed at the local replicas. */
+static int run_loadgen_service(const th_local_stack *s, const th_service *svc,
+                               th_service *const names[], const th_stockd *replicas,
+                               int nreplicas, const char *out)
 {
     char bin[256], args[MAX_ARGS][512];
     const char *argv[MAX_ARGS + 1] = {bin};
@@ -262,6 +263,12 @@ static int run_loadgen_service(const th_service *svc, th_service *const names[],
              json_string_value(json_array_get(svc->entrypoint, 0)));
     json_t *v;
     size_t i;
+    json_array_foreach(svc->entrypoint, i, v) {
+        if (i > 0 && n + 1 < MAX_ARGS) {
+            argv[n + 1] = th_stack_value(s, json_string_value(v), args[n], sizeof(args[0]));
+            n++;
+        }
+    }
     json_array_foreach(svc->command, i, v) {
         if (n + 1 >= MAX_ARGS)
             break;
@@ -288,7 +295,7 @@ static void assert_loadgen_service_passes(const th_local_stack *s,
 {
     char out[128];
     snprintf(out, sizeof(out), "%s/loadgen-%s.out", s->dir, run);
-    int status = run_loadgen_service(rs->loadgen, rs->names, rs->replica, rs->n, out);
+    int status = run_loadgen_service(s, rs->loadgen, rs->names, rs->replica, rs->n, out);
     char *text = th_read_file(out);
     const char *row = text ? strstr(text, "\nredis_unavailable ") : NULL;
     long long unavailable = -1;

@@ -50,10 +50,11 @@ if ! out=$(up 2>&1); then
 fi
 report "make demo-up" 0
 
-# The pages' commands with the stack's ports and build directory.
+# The pages' commands with the stack's ports, build directory and operator
+# token (docker.md's is the compose stack's secret).
 localize() {
     sed -e "s/:8081/:$base/g" -e "s/:8082/:$((base + 1))/g" -e "s/:8083/:$((base + 2))/g" \
-        -e "s#^build/#$BUILD/#"
+        -e "s#^build/#$BUILD/#" -e "s#docker/secrets/operator-token#var/demo/operator.token#g"
 }
 
 # check_command PAGE CMD: runs or places one command of PAGE's shell blocks.

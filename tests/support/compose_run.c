@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <gnutls/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,8 +73,28 @@ static void write_secret_file(const char *path, const char *password)
     assert_int_equal(chmod(path, 0644), 0);
 }
 
-/* The stack's dir with both secrets: redis-password and the one the
- * replicas' STOCKD_DB_PASSWORD_FILE names, each its own password. */
+/* The operator token loadgen's entrypoint reads, and the replicas' tokens
+ * file (STOCKD_API_TOKENS_FILE) with its sha256, as make docker-demo writes
+ * them. */
+static void write_tokens(th_local_stack *s)
+{
+    char path[256], token[64], line[128];
+    snprintf(token, sizeof(token), "op-%d-%lld-token", (int)getpid(), (long long)th_now_ms());
+    write_secret_file(th_stack_value(s, TH_COMPOSE_SECRETS "operator-token", path, sizeof(path)),
+                      token);
+    unsigned char d[32];
+    assert_int_equal(gnutls_hash_fast(GNUTLS_DIG_SHA256, token, strlen(token), d), 0);
+    int n = snprintf(line, sizeof(line), "operator demo sha256:");
+    for (int i = 0; i < 32; i++)
+        n += snprintf(line + n, sizeof(line) - (size_t)n, "%02x", d[i]);
+    const char *file = th_compose_env(s->c, "STOCKD_API_TOKENS_FILE");
+    assert_non_null(file);
+    write_secret_file(th_stack_value(s, file, path, sizeof(path)), line);
+}
+
+/* The stack's dir with its secrets: redis-password and the one the
+ * replicas' STOCKD_DB_PASSWORD_FILE names, each its own password, and the
+ * operator's token with the tokens file. */
 void th_stack_init(th_local_stack *s, const th_compose *c)
 {
     memset(s, 0, sizeof(*s));
@@ -90,6 +111,7 @@ void th_stack_init(th_local_stack *s, const th_compose *c)
     assert_non_null(file);
     th_stack_value(s, file, s->pg_secret, sizeof(s->pg_secret));
     write_secret_file(s->pg_secret, s->pg_password);
+    write_tokens(s);
 }
 
 /* The Redis image's ENTRYPOINT (into script) and HEALTHCHECK (into s->health),

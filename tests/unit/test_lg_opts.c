@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -51,6 +52,36 @@ static int usage_mentions(const char *what)
     int found = strstr(text, what) != NULL;
     free(text);
     return found;
+}
+
+/* --token and --token-file: a bearer token, checked, never echoed. */
+static void test_token_from_a_flag_or_a_file_is_checked_and_never_shown(void **state)
+{
+    (void)state;
+    lg_opts o;
+    lg_err err;
+    assert_int_equal(PARSE(&o, &err, T1), LG_OK);
+    assert_string_equal(o.token, "");
+    assert_int_equal(PARSE(&o, &err, T1, "--token", "abc-DEF_1.2~3+4/5=="), LG_OK);
+    assert_string_equal(o.token, "abc-DEF_1.2~3+4/5==");
+    const char *bad[] = {"", "two words", "line\r\nX-Injected: 1", "=first", "a=b"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(PARSE(&o, &err, T1, "--token", bad[i]), LG_ERR_USAGE);
+        assert_says(&err, "--token", bad[i], "--token");
+        if (bad[i][0])
+            assert_null(strstr(err.msg, bad[i]));
+    }
+    char path[] = "/tmp/lg-token-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "file-token-123\n", 15), 15);
+    close(fd);
+    assert_int_equal(PARSE(&o, &err, T1, "--token-file", path), LG_OK);
+    assert_string_equal(o.token, "file-token-123");
+    unlink(path);
+    assert_int_equal(PARSE(&o, &err, T1, "--token-file", path), LG_ERR_USAGE);
+    assert_says(&err, "--token-file", path, path);
+    assert_true(usage_mentions("--token-file FILE"));
 }
 
 static void test_defaults_need_only_a_target(void **state)
@@ -391,6 +422,7 @@ int main(void)
         cmocka_unit_test(test_scenario_expectations),
         cmocka_unit_test(test_flash_scenario_has_buyers_that_flags_override),
         cmocka_unit_test(test_flash_flags_are_checked),
+        cmocka_unit_test(test_token_from_a_flag_or_a_file_is_checked_and_never_shown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

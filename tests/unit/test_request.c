@@ -239,6 +239,34 @@ static void test_path_ids_and_query_ints(void **state)
     assert_int_equal(req_parse_int_arg("x", 100, 0, 1000, &v), -1);
 }
 
+/* Which role each method of each path needs (the catalog's writes are an
+ * operator's, reads and orders a buyer's). */
+static void test_routes_name_the_role_each_method_needs(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *method, *path;
+        enum route_role role;
+    } want[] = {
+        {"POST", "/reduceStock", ROUTE_ROLE_BUYER}, {"POST", "/orders", ROUTE_ROLE_BUYER},
+        {"GET", "/orders/3", ROUTE_ROLE_BUYER},     {"HEAD", "/orders/3", ROUTE_ROLE_BUYER},
+        {"GET", "/items", ROUTE_ROLE_BUYER},        {"GET", "/items/3", ROUTE_ROLE_BUYER},
+        {"POST", "/items", ROUTE_ROLE_OPERATOR},    {"PUT", "/items/3", ROUTE_ROLE_OPERATOR},
+        {"GET", "/metrics", ROUTE_ROLE_SCRAPE},     {"GET", "/health", ROUTE_ROLE_OPEN},
+        {"HEAD", "/health", ROUTE_ROLE_OPEN},
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        route_result r;
+        route_match(want[i].method, want[i].path, &r);
+        assert_true(r.method_ok);
+        if (r.role != want[i].role)
+            fail_msg("%s %s: role %s, want %s", want[i].method, want[i].path,
+                     route_role_name(r.role), route_role_name(want[i].role));
+    }
+    assert_string_equal(route_role_name(ROUTE_ROLE_OPERATOR), "operator");
+    assert_null(route_role_name(ROUTE_ROLE_COUNT));
+}
+
 static void test_routes_match_methods_and_ids(void **state)
 {
     (void)state;
@@ -359,6 +387,7 @@ int main(void)
         cmocka_unit_test(test_item_bodies),
         cmocka_unit_test(test_path_ids_and_query_ints),
         cmocka_unit_test(test_routes_match_methods_and_ids),
+        cmocka_unit_test(test_routes_name_the_role_each_method_needs),
         cmocka_unit_test(test_a_body_framed_two_ways_is_refused),
     };
     return cmocka_run_group_tests_name("request", tests, NULL, NULL);
