@@ -12,18 +12,18 @@ WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wwrite-strings \
 # Only the tests need cmocka, libcurl (their own HTTP calls) and zlib (to read
 # the report test's screenshots), so a plain
 # `make` (the Docker build) works without them.
-PKGS := hiredis libmicrohttpd sqlite3 libpq jansson
+PKGS := hiredis libmicrohttpd gnutls sqlite3 libpq jansson
 TEST_PKGS := cmocka libcurl zlib
 ALL_CFLAGS = -std=c11 $(CFLAGS) $(WARN) -pthread -D_GNU_SOURCE -MMD -MP $(SANFLAGS) \
              -I. $(shell $(PKG_CONFIG) --cflags $(PKGS))
 LDFLAGS += -pthread $(SANFLAGS)
 LIBS_LOCK = $(shell $(PKG_CONFIG) --libs hiredis)
-LIBS_SERVER = $(LIBS_LOCK) $(shell $(PKG_CONFIG) --libs libmicrohttpd sqlite3 libpq jansson) -lm
+LIBS_SERVER = $(LIBS_LOCK) $(shell $(PKG_CONFIG) --libs libmicrohttpd gnutls sqlite3 libpq jansson) -lm
 # loadgen's HTTP client parses answers with Debian's libhttp-parser-dev, which
 # ships no pkg-config file: its header is in /usr/include, the library is
 # linked by name.
 LIBS_HTTP_PARSER := -lhttp_parser
-LIBS_LOADGEN = $(shell $(PKG_CONFIG) --libs jansson) $(LIBS_HTTP_PARSER) -lm
+LIBS_LOADGEN = $(shell $(PKG_CONFIG) --libs jansson gnutls) $(LIBS_HTTP_PARSER) -lm
 LIBS_TEST = $(LIBS_SERVER) $(LIBS_LOADGEN) $(shell $(PKG_CONFIG) --libs $(TEST_PKGS))
 
 LOCK_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard lock/*.c))

@@ -518,8 +518,15 @@ int http_start(const http_config *cfg, service *svc, http_handler *handle, http_
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     unsigned threads = cfg->threads > 0 ? (unsigned)cfg->threads : cores > 0 ? (unsigned)cores : 1;
     unsigned max = (unsigned)cfg->max_connections;
+    /* TLS 1.2 and 1.3 only; libmicrohttpd hands the PEM to GnuTLS */
+    struct MHD_OptionItem tls[] = {
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, cfg->tls ? cfg->tls->cert : NULL},
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, cfg->tls ? cfg->tls->key : NULL},
+        {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)TLS_PRIORITIES},
+        {MHD_OPTION_END, 0, NULL}};
     s->daemon = MHD_start_daemon(
-        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+            (cfg->tls ? MHD_USE_TLS : 0),
         (uint16_t)cfg->port, NULL, NULL, on_request, s,
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, /* first, so it sees every message */
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
@@ -532,10 +539,11 @@ int http_start(const http_config *cfg, service *svc, http_handler *handle, http_
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, max > 1024 ? max : 1024u,
+        MHD_OPTION_ARRAY, cfg->tls ? tls : tls + 3,
         MHD_OPTION_END);
     if (s->daemon == NULL) {
-        snprintf(err, errlen, "cannot listen on %s:%d (in use, or not permitted)",
-                 cfg->bind, cfg->port);
+        snprintf(err, errlen, "cannot listen on %s:%d (in use, or not permitted%s)",
+                 cfg->bind, cfg->port, cfg->tls ? ", or TLS not set up: see the log" : "");
         discard(s);
         return -1;
     }
