@@ -44,6 +44,7 @@ struct http_server {
     pthread_cond_t idle; /* signalled when no request is suspended */
     int suspended;       /* requests handed to a handler and not yet answered */
     MHD_socket quiesced; /* the listening socket once quiesced: ours to close */
+    tls_tickets *tickets; /* HTTPS: resumed sessions; NULL for plain HTTP */
 };
 
 enum req_phase { READING, HANDLING, ANSWERED };
@@ -408,6 +409,8 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
             return; /* out of memory: no deadlines, no refusal */
         c->over = open > s->cfg.max_connections;
         c->deadlines = info ? reaper_conn_started(s->reaper, info->connect_fd) : NULL;
+        if (s->tickets && (info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION)))
+            tls_tickets_enable(s->tickets, info->tls_session); /* its handshake is still to come */
     } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) { /* before MHD closes the socket */
         atomic_fetch_sub(&s->open, 1);
         if (c)
@@ -484,6 +487,7 @@ void http_config_defaults(http_config *cfg)
 static void discard(http_server *s)
 {
     reaper_stop(s->reaper);
+    tls_tickets_free(s->tickets);
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->mu);
     free(s);
@@ -510,7 +514,9 @@ int http_start(const http_config *cfg, service *svc, http_handler *handle, http_
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->idle, NULL);
     s->reaper = reaper_start(cfg->idle_timeout_s * 1000, cfg->request_timeout_ms);
-    if (s->reaper == NULL) {
+    if (cfg->tls)
+        s->tickets = tls_tickets_new();
+    if (s->reaper == NULL || (cfg->tls && s->tickets == NULL)) {
         snprintf(err, errlen, "out of memory or threads");
         discard(s);
         return -1;

@@ -118,3 +118,31 @@ void tls_pem_free(tls_pem *t)
     free(t->cert);
     memset(t, 0, sizeof(*t));
 }
+
+struct tls_tickets {
+    gnutls_datum_t key;
+};
+
+tls_tickets *tls_tickets_new(void)
+{
+    tls_tickets *t = calloc(1, sizeof(*t));
+    if (t && gnutls_session_ticket_key_generate(&t->key) != GNUTLS_E_SUCCESS) {
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void tls_tickets_enable(const tls_tickets *t, void *session)
+{
+    gnutls_session_ticket_enable_server((gnutls_session_t)session, &t->key);
+}
+
+void tls_tickets_free(tls_tickets *t)
+{
+    if (t == NULL)
+        return;
+    gnutls_memset(t->key.data, 0, t->key.size);
+    gnutls_free(t->key.data);
+    free(t);
+}

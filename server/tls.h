@@ -29,4 +29,20 @@ int tls_pem_load(tls_pem *t, const char *cert_path, const char *key_path, char *
 /* Zeroes the key and frees both; t is empty after. An empty t is a no-op. */
 void tls_pem_free(tls_pem *t);
 
+/* The secret a server's session tickets are sealed with (made at random,
+ * never written anywhere; GnuTLS rotates what it derives from it), so that a
+ * client reconnecting to the same replica resumes its session instead of a
+ * full handshake. */
+typedef struct tls_tickets tls_tickets;
+
+/* A new secret, or NULL when out of memory. */
+tls_tickets *tls_tickets_new(void);
+
+/* Lets session (a gnutls_session_t, before its handshake) issue and take
+ * tickets sealed with t. Any thread. */
+void tls_tickets_enable(const tls_tickets *t, void *session);
+
+/* Zeroes and frees the secret. NULL is a no-op. */
+void tls_tickets_free(tls_tickets *t);
+
 #endif

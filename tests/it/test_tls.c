@@ -188,6 +188,32 @@ static void test_loadgen_over_https_passes_verified(void **state)
     free(out);
 }
 
+/* A replica that closes idle connections after a second, asked every 1.5 s:
+ * each request after the first reconnects, and resumes the session. */
+static void test_loadgen_resumes_the_session_on_reconnect(void **state)
+{
+    (void)state;
+    th_stockd s = {0};
+    const char *flags[] = {"--tls-cert", in_dir("server.pem"), "--tls-key", in_dir("server.key"),
+                           "--idle-timeout-s", "1", NULL};
+    assert_int_equal(th_stockd_start(&s, &redis, db, dir, flags), 0);
+    char *out = NULL;
+    int status = loadgen(0, (const char *[]){"--target", s.url, "--cacert", in_dir("ca.pem"),
+                                             "--get", "/health", "-n", "3", "-c", "1", "-R",
+                                             "0.66", NULL}, &out);
+    assert_int_equal(th_stockd_stop_clean(&s), 0);
+    assert_int_equal(status, 0);
+    unsigned long long done = 0, resumed = 0;
+    const char *line = strstr(out, "handshakes, ");
+    assert_non_null(line);
+    while (line > out && line[-1] != ';')
+        line--;
+    assert_int_equal(sscanf(line, " %llu handshakes, %llu resumed", &done, &resumed), 2);
+    if (resumed < 1 || done < 3)
+        fail_msg("%llu handshakes, %llu resumed:\n%s", done, resumed, out);
+    free(out);
+}
+
 static void test_loadgen_insecure_is_said_in_the_report(void **state)
 {
     (void)state;
@@ -347,6 +373,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_https_answers_curl_trusting_the_test_ca),
         cmocka_unit_test(test_loadgen_over_https_passes_verified),
+        cmocka_unit_test(test_loadgen_resumes_the_session_on_reconnect),
         cmocka_unit_test(test_loadgen_insecure_is_said_in_the_report),
         cmocka_unit_test(test_loadgen_refuses_a_certificate_of_another_ca),
         cmocka_unit_test(test_tls_1_1_refused_1_2_and_1_3_taken),
