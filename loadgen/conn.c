@@ -333,9 +333,10 @@ static int take(lg_conn *c, const char *buf, size_t n)
     return LG_CONN_DONE;
 }
 
-/* read_some over TLS: records are read until GnuTLS has none left, since
- * what it holds decrypted is no event for epoll; an answer followed by more
- * leaves the connection, as unasked bytes do. */
+/* read_some over TLS: records are read while the session holds bytes
+ * already read, which are no event for epoll (what the socket still has,
+ * level-triggered epoll reports again); an answer followed by more leaves
+ * the connection, as unasked bytes do. */
 static int read_tls(lg_conn *c)
 {
     char buf[RECV_BUF], why[sizeof(c->why)];
@@ -348,7 +349,7 @@ static int read_tls(lg_conn *c)
         int rc = take(c, buf, (size_t)n);
         if (rc == LG_CONN_DONE && c->tls && lg_tls_pending(c->tls) > 0)
             drop(c);
-        if (rc != LG_CONN_AGAIN || n == 0)
+        if (rc != LG_CONN_AGAIN || n == 0 || lg_tls_pending(c->tls) == 0)
             return rc;
     }
 }

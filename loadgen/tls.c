@@ -7,7 +7,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdatomic.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,9 +23,17 @@ static gnutls_certificate_credentials_t trust;
 static int insecure;
 static atomic_ullong handshakes, resumptions;
 
+/* Room for a few answers' records read ahead: GnuTLS asks for a record's
+ * 5-byte header, then its body, each a recv of its own; one recv here
+ * serves them (a syscall is the dearest part of a small record). */
+#define READ_AHEAD 2048
+
 struct lg_tls {
     gnutls_session_t s;
-    int done; /* the handshake is over */
+    int fd;
+    int done;                /* the handshake is over */
+    size_t rpos, rlen;       /* what of rbuf is read ahead and not yet taken */
+    char rbuf[READ_AHEAD];
 };
 
 int lg_tls_setup(const char *cacert, int skip_verify, lg_err *err)
@@ -54,14 +61,30 @@ void lg_tls_ticket_free(lg_tls_ticket *t)
     t->len = 0;
 }
 
-static ssize_t push(gnutls_transport_ptr_t fd, const void *buf, size_t len)
+static ssize_t push(gnutls_transport_ptr_t p, const void *buf, size_t len)
 {
-    return send((int)(intptr_t)fd, buf, len, MSG_NOSIGNAL); /* no SIGPIPE from a reset */
+    const lg_tls *t = p;
+    return send(t->fd, buf, len, MSG_NOSIGNAL); /* no SIGPIPE from a reset */
 }
 
-static ssize_t pull(gnutls_transport_ptr_t fd, void *buf, size_t len)
+/* What GnuTLS asks for, from what was read ahead, else one recv of as
+ * much as the socket has (straight into buf when len is larger). */
+static ssize_t pull(gnutls_transport_ptr_t p, void *buf, size_t len)
 {
-    return recv((int)(intptr_t)fd, buf, len, 0);
+    lg_tls *t = p;
+    if (t->rpos == t->rlen) {
+        if (len >= sizeof(t->rbuf))
+            return recv(t->fd, buf, len, 0);
+        ssize_t n = recv(t->fd, t->rbuf, sizeof(t->rbuf), 0);
+        if (n <= 0)
+            return n; /* errno as recv left it: GnuTLS reads EAGAIN from it */
+        t->rpos = 0;
+        t->rlen = (size_t)n;
+    }
+    size_t k = t->rlen - t->rpos < len ? t->rlen - t->rpos : len;
+    memcpy(buf, t->rbuf + t->rpos, k);
+    t->rpos += k;
+    return (ssize_t)k;
 }
 
 /* Whether name is an IPv4 or IPv6 address: no SNI then (RFC 6066), but
@@ -91,7 +114,8 @@ lg_tls *lg_tls_new(int fd, const char *name, const lg_tls_ticket *ticket, char *
     }
     if (!insecure)
         gnutls_session_set_verify_cert(t->s, name, 0);
-    gnutls_transport_set_ptr(t->s, (gnutls_transport_ptr_t)(intptr_t)fd);
+    t->fd = fd;
+    gnutls_transport_set_ptr(t->s, t);
     gnutls_transport_set_push_function(t->s, push);
     gnutls_transport_set_pull_function(t->s, pull);
     if (ticket && ticket->len)
@@ -159,7 +183,7 @@ ssize_t lg_tls_recv(lg_tls *t, void *buf, size_t len, char *why, size_t n)
     return rc < 0 ? -1 : rc;
 }
 
-size_t lg_tls_pending(lg_tls *t) { return gnutls_record_check_pending(t->s); }
+size_t lg_tls_pending(lg_tls *t) { return gnutls_record_check_pending(t->s) + t->rlen - t->rpos; }
 
 int lg_tls_resumed(const lg_tls *t) { return t->done && gnutls_session_is_resumed(t->s); }
 

@@ -56,7 +56,8 @@ ssize_t lg_tls_send(lg_tls *t, const void *buf, size_t len, char *why, size_t n)
  * close_notify, or the peer closed the socket), LG_TLS_AGAIN, or -1 with why. */
 ssize_t lg_tls_recv(lg_tls *t, void *buf, size_t len, char *why, size_t n);
 
-/* Bytes GnuTLS holds read and decrypted: epoll does not see them. */
+/* Bytes read from the socket and not yet taken (decrypted by GnuTLS, or
+ * read ahead): epoll does not see them. */
 size_t lg_tls_pending(lg_tls *t);
 
 /* Whether the handshake resumed an earlier session. */
