@@ -168,8 +168,11 @@ static int loadgen(int expect, const char *const args[], char **out)
     for (int i = 0; args[i] && n < 31; i++)
         argv[n++] = args[i];
     argv[n] = NULL;
-    int status = th_run(argv, in_dir("loadgen.out"), RUN_MS);
-    *out = th_read_file(in_dir("loadgen.out"));
+    static int seq;
+    char name[32];
+    snprintf(name, sizeof(name), "loadgen-%d.out", seq++); /* th_run appends */
+    int status = th_run(argv, in_dir(name), RUN_MS);
+    *out = th_read_file(in_dir(name));
     if (status != expect)
         fprintf(stderr, "loadgen exited %d:\n%s\n", status, *out ? *out : "");
     return status;
@@ -290,8 +293,11 @@ static int stockd_refuses(const char *const flags[], char **out)
     for (int i = 0; flags[i] && n < 23; i++)
         argv[n++] = flags[i];
     argv[n] = NULL;
-    int status = th_run(argv, in_dir("stockd.out"), RUN_MS);
-    *out = th_read_file(in_dir("stockd.out"));
+    static int seq;
+    char name[32];
+    snprintf(name, sizeof(name), "stockd-%d.out", seq++);
+    int status = th_run(argv, in_dir(name), RUN_MS);
+    *out = th_read_file(in_dir(name));
     assert_non_null(*out);
     return status;
 }
