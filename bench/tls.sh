@@ -58,12 +58,15 @@ tls_stockd() {
 # e2e_hot SCHEME TARGETS: one loadgen run; prints "rate p99_ms verdict".
 e2e_hot() {
     local json=$STACK_DIR/$1.json tls=()
+    rm -f "$json"
     [ "$1" = https ] && tls=(--cacert "$STACK_DIR/ca.pem")
     "$BUILD/loadgen" -d "$DURATION" -n 0 -c 64 --stock 100000000 --target "$2" "${tls[@]}" \
         --json "$json" >"$STACK_DIR/$1.out" 2>&1 || true
     local verdict
     verdict=$(grep -o 'VERDICT: [A-Z]*' "$STACK_DIR/$1.out" || echo "VERDICT: ERROR")
-    echo "$(json_number throughput "$json") $(json_number p99 "$json") ${verdict#VERDICT: }"
+    [ "$verdict" = "VERDICT: PASS" ] || tail -n 5 "$STACK_DIR/$1.out" | sed "s/^/  $1 loadgen: /" >&2
+    echo "$(json_number throughput "$json" || true) $(json_number p99 "$json" || true) ${verdict#VERDICT: }" |
+        awk '{ if (NF < 3) print 0, 0, $NF; else print }'
 }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -97,7 +100,7 @@ for round in $(seq "$ROUNDS"); do
     read -r r_http p_http v_http <<<"${got[http]}"
     read -r r_https p_https v_https <<<"${got[https]}"
     [ "$v_http $v_https" = "PASS PASS" ] || status=1
-    ratio=$(echo "${r_https:-0} / ${r_http:-1}" | bc -l)
+    ratio=$(awk -v a="$r_https" -v b="$r_http" 'BEGIN { print (b > 0 ? a / b : 0) }')
     echo "$ratio" >>"$STACK_DIR/ratios"
     printf 'round %d: http %7.0f req/s p99 %6.2f ms %s | https %7.0f req/s p99 %6.2f ms %s | https/http %.3f\n' \
         "$round" "${r_http:-0}" "$(echo "${p_http:-0} / 1000" | bc -l)" "$v_http" \
