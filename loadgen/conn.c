@@ -340,8 +340,16 @@ static int take(lg_conn *c, const char *buf, size_t n)
 static int read_tls(lg_conn *c)
 {
     char buf[RECV_BUF], why[sizeof(c->why)];
+    size_t held = (size_t)-1; /* read ahead, as last seen: AGAIN with less is progress */
     for (;;) {
         ssize_t n = lg_tls_recv(c->tls, buf, sizeof(buf), why, sizeof(why));
+        /* GnuTLS says AGAIN after a record of its own (a session ticket) too:
+         * what is still read ahead must be taken, while it is */
+        size_t left = n == LG_TLS_AGAIN ? lg_tls_pending(c->tls) : 0;
+        if (n == LG_TLS_AGAIN && left > 0 && left < held) {
+            held = left;
+            continue;
+        }
         if (n == LG_TLS_AGAIN)
             return LG_CONN_AGAIN;
         if (n < 0)
@@ -349,7 +357,7 @@ static int read_tls(lg_conn *c)
         int rc = take(c, buf, (size_t)n);
         if (rc == LG_CONN_DONE && c->tls && lg_tls_pending(c->tls) > 0)
             drop(c);
-        if (rc != LG_CONN_AGAIN || n == 0 || lg_tls_pending(c->tls) == 0)
+        if (rc != LG_CONN_AGAIN || n == 0 || (held = lg_tls_pending(c->tls)) == 0)
             return rc;
     }
 }
