@@ -20,7 +20,7 @@ STORM_S=${STORM_S:-3}
 STACK_DIR=$(mktemp -d "${TMPDIR:-/tmp}/tls-bench.XXXXXX")
 trap 'stack_stop; rm -rf "$STACK_DIR"' EXIT
 trap 'exit 130' INT TERM
-for tool in openssl wrk bc; do
+for tool in openssl wrk bc /usr/bin/time; do
     command -v "$tool" >/dev/null || { echo "tls.sh: needs $tool (make deps: scripts/deps.sh bench)" >&2; exit 2; }
 done
 
@@ -55,18 +55,29 @@ tls_stockd() {
     return 1
 }
 
-# e2e_hot SCHEME TARGETS: one loadgen run; prints "rate p99_ms verdict".
+# e2e_hot SCHEME TARGETS PIDS...: one loadgen run; prints "rate p99_us verdict
+# replica_us loadgen_us": the last two the CPU a request cost the replicas
+# (PIDS) and loadgen, which moves less than the rate on a shared machine.
 e2e_hot() {
-    local json=$STACK_DIR/$1.json tls=()
+    local json=$STACK_DIR/$1.json tls=() targets=$2 c0 c1 lg scheme=$1
+    shift 2
     rm -f "$json"
-    [ "$1" = https ] && tls=(--cacert "$STACK_DIR/ca.pem")
-    "$BUILD/loadgen" -d "$DURATION" -n 0 -c 64 --stock 100000000 --target "$2" "${tls[@]}" \
-        --json "$json" >"$STACK_DIR/$1.out" 2>&1 || true
-    local verdict
-    verdict=$(grep -o 'VERDICT: [A-Z]*' "$STACK_DIR/$1.out" || echo "VERDICT: ERROR")
-    [ "$verdict" = "VERDICT: PASS" ] || tail -n 5 "$STACK_DIR/$1.out" | sed "s/^/  $1 loadgen: /" >&2
-    echo "$(json_number throughput "$json" || true) $(json_number p99 "$json" || true) ${verdict#VERDICT: }" |
-        awk '{ if (NF < 3) print 0, 0, $NF; else print }'
+    [ -n "${tls_on:-}" ] && tls=(--cacert "$STACK_DIR/ca.pem")
+    c0=$(proc_ticks "$@")
+    /usr/bin/time -f '%U %S' -o "$STACK_DIR/time" "$BUILD/loadgen" -d "$DURATION" -n 0 -c 64 \
+        --stock 100000000 --target "$targets" "${tls[@]}" --json "$json" >"$STACK_DIR/out" 2>&1 ||
+        true
+    c1=$(proc_ticks "$@")
+    lg=$(awk 'END { print $1 + $2 }' "$STACK_DIR/time")
+    cp "$STACK_DIR/out" "$STACK_DIR/$scheme.out"
+    local verdict rate
+    verdict=$(grep -o 'VERDICT: [A-Z]*' "$STACK_DIR/out" || echo "VERDICT: ERROR")
+    [ "$verdict" = "VERDICT: PASS" ] || tail -n 5 "$STACK_DIR/out" | sed "s/^/  $scheme loadgen: /" >&2
+    rate=$(json_number throughput "$json" || true)
+    echo "${rate:-0} $(json_number p99 "$json" || true) ${verdict#VERDICT: }" |
+        awk -v hz="$(getconf CLK_TCK)" -v s=$((c1 - c0)) -v l="$lg" -v d="$DURATION" '
+            { if (NF < 3) { print 0, 0, $NF, 0, 0; next }
+              n = $1 * d; print $1, $2, $3, (n > 0 ? s / hz * 1e6 / n : 0), (n > 0 ? l * 1e6 / n : 0) }'
 }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -74,12 +85,14 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : 
 make_certs
 redis_port=$(free_port)
 stack_redis "$redis_port"
-http_ports=() https_ports=()
+http_ports=() https_ports=() http_pids=() https_pids=()
 for i in 0 1 2; do
     http_ports+=("$(free_port)")
     stack_stockd "h$i" "${http_ports[$i]}" "$redis_port" --log-level warn
+    http_pids+=("$(tail -n 1 "$STACK_DIR/pids")")
     https_ports+=("$(free_port)")
     tls_stockd "s$i" "${https_ports[$i]}" "$redis_port" --log-level warn
+    https_pids+=("$(tail -n 1 "$STACK_DIR/pids")")
 done
 http_targets=$(printf 'http://127.0.0.1:%s,' "${http_ports[@]}")
 https_targets=$(printf 'https://127.0.0.1:%s,' "${https_ports[@]}")
@@ -93,19 +106,27 @@ for round in $(seq "$ROUNDS"); do
     [ $((round % 2)) -eq 0 ] && order=(https http)
     declare -A got=()
     for scheme in "${order[@]}"; do
-        targets=$http_targets
-        [ "$scheme" = https ] && targets=$https_targets
-        got[$scheme]=$(e2e_hot "$scheme" "$targets")
+        if [ "$scheme" = https ]; then
+            got[$scheme]=$(tls_on=1 e2e_hot "$scheme" "$https_targets" "${https_pids[@]}")
+        else
+            got[$scheme]=$(tls_on="" e2e_hot "$scheme" "$http_targets" "${http_pids[@]}")
+        fi
     done
-    read -r r_http p_http v_http <<<"${got[http]}"
-    read -r r_https p_https v_https <<<"${got[https]}"
+    read -r r_http p_http v_http s_http l_http <<<"${got[http]}"
+    read -r r_https p_https v_https s_https l_https <<<"${got[https]}"
+    echo "$s_http $l_http $s_https $l_https" >>"$STACK_DIR/cpu"
     [ "$v_http $v_https" = "PASS PASS" ] || status=1
     ratio=$(awk -v a="$r_https" -v b="$r_http" 'BEGIN { print (b > 0 ? a / b : 0) }')
     echo "$ratio" >>"$STACK_DIR/ratios"
-    printf 'round %d: http %7.0f req/s p99 %6.2f ms %s | https %7.0f req/s p99 %6.2f ms %s | https/http %.3f\n' \
-        "$round" "${r_http:-0}" "$(echo "${p_http:-0} / 1000" | bc -l)" "$v_http" \
-        "${r_https:-0}" "$(echo "${p_https:-0} / 1000" | bc -l)" "$v_https" "$ratio"
+    printf 'round %d: http %6.0f req/s p99 %7.2f ms %s, CPU us/req replicas %4.0f loadgen %3.0f | https %6.0f req/s p99 %7.2f ms %s, %4.0f %3.0f | https/http %.3f\n' \
+        "$round" "${r_http:-0}" "$(echo "${p_http:-0} / 1000" | bc -l)" "$v_http" "$s_http" "$l_http" \
+        "${r_https:-0}" "$(echo "${p_https:-0} / 1000" | bc -l)" "$v_https" "$s_https" "$l_https" "$ratio"
 done
+# what a request cost, medians over the rounds: the share HTTPS would keep
+# were the machine's CPU the only bound (the replicas' and loadgen's together)
+for col in 1 2 3 4; do awk -v c=$col '{ print $c }' "$STACK_DIR/cpu" | median; done | paste -sd' ' |
+    awk '{ printf "CPU a request (medians): replicas %.0f us over HTTP, %.0f over HTTPS (x%.2f); loadgen %.0f, %.0f (x%.2f); the share by CPU: %.3f\n",
+           $1, $3, $3 / $1, $2, $4, $4 / $2, ($1 + $2) / ($3 + $4) }'
 share=$(median <"$STACK_DIR/ratios")
 printf 'e2e-hot over HTTPS keeps %.3f of HTTP'"'"'s rate (median of %d rounds; target >= 0.8: %s)\n' \
     "$share" "$ROUNDS" "$(echo "$share >= 0.8" | bc -l | sed 's/1/met/;s/0/MISSED/')"

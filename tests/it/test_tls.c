@@ -183,7 +183,7 @@ static void test_loadgen_over_https_passes_verified(void **state)
     (void)state;
     char *out = NULL;
     assert_int_equal(loadgen(0, (const char *[]){"--target", https.url, "--cacert",
-                                              in_dir("ca.pem"), "-n", "400", "-c", "4", NULL},
+                                              in_dir("ca.pem"), "-n", "400", "-c", "32", NULL},
                              &out),
                      0);
     assert_non_null(strstr(out, "VERDICT: PASS"));
