@@ -320,7 +320,7 @@ static int add_target(lg_opts *o, const char *item, size_t len, lg_err *err)
     lg_target *t = &o->targets[o->ntargets];
     memset(t, 0, sizeof(*t));
     char *url = buf, *eq = strchr(buf, '=');
-    if (eq && strncmp(buf, "http://", 7) != 0) {
+    if (eq && lg_http_scheme(buf) == 0) {
         *eq = '\0';
         url = eq + 1;
         if (!buf[0] || strlen(buf) >= sizeof(t->label))
@@ -332,8 +332,8 @@ static int add_target(lg_opts *o, const char *item, size_t len, lg_err *err)
         url[--n] = '\0';
     size_t scheme = lg_http_scheme(url);
     if (scheme == 0 || n <= scheme || strchr(url + scheme, '/') || n >= LG_URL_MAX)
-        return lg_errf(err, LG_ERR_USAGE,
-                       "--target: expected http[s]://host:port (no path), got '%s'", url);
+        return lg_errf(err, LG_ERR_USAGE, "--target: expected http://host:port or "
+                       "https://host:port (no path), got '%s'", url);
     snprintf(t->url, sizeof(t->url), "%s", url);
     o->ntargets++;
     return LG_OK;

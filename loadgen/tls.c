@@ -118,8 +118,8 @@ lg_tls *lg_tls_new(int fd, const char *name, const lg_tls_ticket *ticket, char *
     gnutls_transport_set_ptr(t->s, t);
     gnutls_transport_set_push_function(t->s, push);
     gnutls_transport_set_pull_function(t->s, pull);
-    if (ticket && ticket->len)
-        gnutls_session_set_data(t->s, ticket->data, ticket->len); /* a stale one: a full handshake */
+    if (ticket && ticket->len) /* one the server no longer takes: a full handshake */
+        gnutls_session_set_data(t->s, ticket->data, ticket->len);
     return t;
 }
 

@@ -409,8 +409,9 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
             return; /* out of memory: no deadlines, no refusal */
         c->over = open > s->cfg.max_connections;
         c->deadlines = info ? reaper_conn_started(s->reaper, info->connect_fd) : NULL;
+        /* HTTPS: its handshake is still to come */
         if (s->tickets && (info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION)))
-            tls_tickets_enable(s->tickets, info->tls_session); /* its handshake is still to come */
+            tls_tickets_enable(s->tickets, info->tls_session);
     } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) { /* before MHD closes the socket */
         atomic_fetch_sub(&s->open, 1);
         if (c)
