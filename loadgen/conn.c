@@ -2,7 +2,7 @@
  * writes straight from the caller's buffers (the loop is asked to report
  * writability only while a write is pending), reads fed to the answer's
  * parser. Per request that is one send and one recv in the common case; over
- * TLS, a record each way and a recv that finds nothing more. */
+ * TLS too (a record each way, the answer's records read ahead in one recv). */
 #include "loadgen/conn.h"
 
 #include <errno.h>
