@@ -1,10 +1,12 @@
 /* conn.c - a keep-alive HTTP/1.1 client connection: non-blocking connect,
  * writes straight from the caller's buffers (the loop is asked to report
  * writability only while a write is pending), reads fed to the answer's
- * parser. Per request that is one send and one recv in the common case. */
+ * parser. Per request that is one send and one recv in the common case; over
+ * TLS too (a record each way, the answer's records read ahead in one recv). */
 #include "loadgen/conn.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -27,13 +29,16 @@ void lg_conn_init(lg_conn *c, lg_evloop *loop, const lg_http_addr *addr, void *t
 
 int lg_conn_connecting(const lg_conn *c)
 {
-    return c->busy && c->connecting;
+    return c->busy && (c->connecting || c->handshaking);
 }
 
 /* Closes the socket; the request in flight, if any, stays. Closing the last
  * descriptor of a socket also takes it out of the epoll set. */
 static void drop(lg_conn *c)
 {
+    lg_tls_free(c->tls, &c->ticket); /* before the close: its close_notify goes out on fd */
+    c->tls = NULL;
+    c->handshaking = 0;
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
@@ -53,6 +58,10 @@ void lg_conn_free(lg_conn *c)
 {
     lg_conn_close(c);
     lg_http_resp_free(&c->resp);
+    lg_tls_ticket_free(&c->ticket);
+    free(c->wbuf);
+    c->wbuf = NULL;
+    c->wcap = 0;
 }
 
 static int watch(lg_conn *c, unsigned events)
@@ -93,9 +102,28 @@ static int wait_for(lg_conn *c, unsigned events)
     return watch(c, events) == 0 ? LG_CONN_AGAIN : failed(c, errno, "epoll_ctl");
 }
 
+/* write_some over TLS: c->iov is one buffer (lg_conn_send made it so). A
+ * send that would block is made again with the same bytes, as GnuTLS asks. */
+static int write_tls(lg_conn *c)
+{
+    char why[sizeof(c->why)];
+    while (c->sent < c->total) {
+        ssize_t w = lg_tls_send(c->tls, (char *)c->iov[0].iov_base + c->sent,
+                                c->total - c->sent, why, sizeof(why));
+        if (w == LG_TLS_AGAIN)
+            return wait_for(c, LG_EV_READ | LG_EV_WRITE);
+        if (w < 0)
+            return failed(c, 0, why);
+        c->sent += (size_t)w;
+    }
+    return wait_for(c, LG_EV_READ);
+}
+
 /* Writes what is left of the request; then waits for the answer only. */
 static int write_some(lg_conn *c)
 {
+    if (c->tls)
+        return write_tls(c);
     while (c->sent < c->total) {
         struct iovec iov[2];
         int n = 0;
@@ -129,10 +157,32 @@ static int opened(lg_conn *c)
     return watch(c, 0) == 0 ? LG_CONN_DONE : failed(c, errno, "epoll_ctl");
 }
 
-/* The connection is made: on to the request, if there is one. */
+/* The TLS handshake's next step; once over, on to the request, if any. */
+static int shake(lg_conn *c)
+{
+    char why[sizeof(c->why)];
+    unsigned want = 0;
+    int rc = lg_tls_handshake(c->tls, &want, why, sizeof(why));
+    if (rc == LG_TLS_AGAIN)
+        return wait_for(c, want);
+    if (rc < 0)
+        return failed(c, 0, why);
+    c->handshaking = 0;
+    return c->opening ? opened(c) : write_some(c);
+}
+
+/* The connection is made: its TLS handshake first, then on to the request,
+ * if there is one. */
 static int made(lg_conn *c)
 {
     c->connecting = 0;
+    if (c->addr->tls) {
+        char why[sizeof(c->why)];
+        if ((c->tls = lg_tls_new(c->fd, c->addr->name, &c->ticket, why, sizeof(why))) == NULL)
+            return failed(c, 0, why);
+        c->handshaking = 1;
+        return shake(c);
+    }
     return c->opening ? opened(c) : write_some(c);
 }
 
@@ -207,6 +257,26 @@ int lg_conn_open(lg_conn *c)
     return open_next(c);
 }
 
+/* Over TLS, the request's buffers as one in c->wbuf: one record, one
+ * send. 0, or -1 when out of memory. */
+static int join_tls(lg_conn *c)
+{
+    if (c->iovcnt < 2)
+        return 0;
+    if (c->wcap < c->total) {
+        char *grown = realloc(c->wbuf, c->total);
+        if (grown == NULL)
+            return -1;
+        c->wbuf = grown;
+        c->wcap = c->total;
+    }
+    memcpy(c->wbuf, c->iov[0].iov_base, c->iov[0].iov_len);
+    memcpy(c->wbuf + c->iov[0].iov_len, c->iov[1].iov_base, c->iov[1].iov_len);
+    c->iov[0] = (struct iovec){c->wbuf, c->total};
+    c->iovcnt = 1;
+    return 0;
+}
+
 int lg_conn_send(lg_conn *c, const struct iovec *iov, int iovcnt)
 {
     c->iovcnt = iovcnt < 2 ? iovcnt : 2;
@@ -214,6 +284,10 @@ int lg_conn_send(lg_conn *c, const struct iovec *iov, int iovcnt)
     for (int i = 0; i < c->iovcnt; i++) {
         c->iov[i] = iov[i];
         c->total += iov[i].iov_len;
+    }
+    if (c->addr->tls && join_tls(c) != 0) {
+        snprintf(c->why, sizeof(c->why), "out of memory");
+        return LG_CONN_ERROR;
     }
     c->busy = 1;
     c->resent = 0;
@@ -259,9 +333,40 @@ static int take(lg_conn *c, const char *buf, size_t n)
     return LG_CONN_DONE;
 }
 
+/* read_some over TLS: records are read while the session holds bytes
+ * already read, which are no event for epoll (what the socket still has,
+ * level-triggered epoll reports again); an answer followed by more leaves
+ * the connection, as unasked bytes do. */
+static int read_tls(lg_conn *c)
+{
+    char buf[RECV_BUF], why[sizeof(c->why)];
+    size_t held = (size_t)-1; /* read ahead, as last seen: AGAIN with less is progress */
+    for (;;) {
+        ssize_t n = lg_tls_recv(c->tls, buf, sizeof(buf), why, sizeof(why));
+        /* GnuTLS says AGAIN after a record of its own (a session ticket) too:
+         * what is still read ahead must be taken, while it is */
+        size_t left = n == LG_TLS_AGAIN ? lg_tls_pending(c->tls) : 0;
+        if (n == LG_TLS_AGAIN && left > 0 && left < held) {
+            held = left;
+            continue;
+        }
+        if (n == LG_TLS_AGAIN)
+            return LG_CONN_AGAIN;
+        if (n < 0)
+            return failed(c, 0, why);
+        int rc = take(c, buf, (size_t)n);
+        if (rc == LG_CONN_DONE && c->tls && lg_tls_pending(c->tls) > 0)
+            drop(c);
+        if (rc != LG_CONN_AGAIN || n == 0 || (held = lg_tls_pending(c->tls)) == 0)
+            return rc;
+    }
+}
+
 static int read_some(lg_conn *c)
 {
     char buf[RECV_BUF];
+    if (c->tls)
+        return read_tls(c);
     for (;;) {
         ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
         if (n < 0 && errno == EINTR)
@@ -287,6 +392,8 @@ int lg_conn_event(lg_conn *c, unsigned events)
     }
     if (c->connecting)
         return events & (LG_EV_WRITE | LG_EV_ERROR) ? connected(c) : LG_CONN_AGAIN;
+    if (c->handshaking)
+        return shake(c);
     if ((events & LG_EV_WRITE) && c->sent < c->total) {
         int rc = write_some(c);
         if (rc != LG_CONN_AGAIN || c->fd < 0)

@@ -8,6 +8,10 @@
  * tag is the connection's to lg_conn_event until it says DONE or ERROR; then
  * the next request. lg_conn_free at the end.
  *
+ * An https:// address (addr->tls) makes every connection a TLS one (tls.h):
+ * its handshake runs in steps on the loop after the connect, as part of
+ * connecting, and a reconnection resumes the last session.
+ *
  * Thread safety: none; a connection belongs to its loop's thread. */
 #ifndef LG_CONN_H
 #define LG_CONN_H
@@ -17,6 +21,7 @@
 
 #include "loadgen/evloop.h"
 #include "loadgen/http.h"
+#include "loadgen/tls.h"
 
 /* What lg_conn_send and lg_conn_event say of the request in flight. */
 enum lg_conn_status {
@@ -43,6 +48,12 @@ typedef struct lg_conn {
     int iovcnt;
     size_t sent, total;       /* bytes of it written, of total */
     lg_http_resp resp;        /* its answer */
+    /* TLS, when addr->tls */
+    lg_tls *tls;              /* the open connection's session, NULL when none */
+    int handshaking;          /* its handshake is under way */
+    lg_tls_ticket ticket;     /* the last session, for the next connection to resume */
+    char *wbuf;               /* the request's buffers as one, so it goes as one record */
+    size_t wcap;
     char why[160];            /* after LG_CONN_ERROR: what went wrong */
 } lg_conn;
 
@@ -79,14 +90,15 @@ int lg_conn_send(lg_conn *c, const struct iovec *iov, int iovcnt);
  * connection (the server closed it, or sent what nobody asked for). */
 int lg_conn_event(lg_conn *c, unsigned events);
 
-/* Whether the connection of the request in flight is still being made. */
+/* Whether the connection of the request in flight is still being made (its
+ * TLS handshake included). */
 int lg_conn_connecting(const lg_conn *c);
 
 /* Abandons the request in flight, if any, and closes the connection, so that a
  * late answer is never taken for the next request's. */
 void lg_conn_close(lg_conn *c);
 
-/* Closes c and frees its answer buffer. */
+/* Closes c and frees its answer buffer (and its TLS session's). */
 void lg_conn_free(lg_conn *c);
 
 #endif

@@ -14,7 +14,7 @@ enum { HDR_NONE, HDR_RETRY_AFTER, HDR_CONTENT_TYPE };
 
 /* Splits "host[:port]" (host possibly "[v6]") at hostport into name and port. */
 static int split_host(const char *hostport, size_t len, char *name, size_t nsize, char *port,
-                      size_t psize)
+                      size_t psize, const char *default_port)
 {
     const char *colon;
     const char *end = hostport + len;
@@ -29,7 +29,7 @@ static int split_host(const char *hostport, size_t len, char *name, size_t nsize
         snprintf(name, nsize, "%.*s", (int)((colon ? colon : end) - hostport), hostport);
     }
     if (colon == NULL || colon + 1 == end) {
-        snprintf(port, psize, "80");
+        snprintf(port, psize, "%s", default_port);
         return name[0] ? 0 : -1;
     }
     size_t plen = (size_t)(end - colon - 1);
@@ -39,19 +39,26 @@ static int split_host(const char *hostport, size_t len, char *name, size_t nsize
     return name[0] ? 0 : -1;
 }
 
+size_t lg_http_scheme(const char *url)
+{
+    return strncmp(url, "http://", 7) == 0 ? 7 : strncmp(url, "https://", 8) == 0 ? 8 : 0;
+}
+
 int lg_http_resolve(const char *url, lg_http_addr *a, const char **path, lg_err *err)
 {
-    char name[LG_URL_MAX], port[8];
+    char port[8];
     memset(a, 0, sizeof(*a));
-    if (strncmp(url, "http://", 7) != 0)
-        return lg_errf(err, LG_ERR_USAGE, "%s: not an http:// URL", url);
-    const char *hostport = url + 7;
+    size_t scheme = lg_http_scheme(url);
+    if (scheme == 0)
+        return lg_errf(err, LG_ERR_USAGE, "%s: not an http:// or https:// URL", url);
+    a->tls = scheme == sizeof("https://") - 1;
+    const char *hostport = url + scheme, *name = a->name;
     size_t len = strcspn(hostport, "/");
     if (path)
         *path = hostport + len;
-    if (len >= sizeof(a->host) ||
-        split_host(hostport, len, name, sizeof(name), port, sizeof(port)) != 0)
-        return lg_errf(err, LG_ERR_USAGE, "%s: expected http://host[:port]", url);
+    if (len >= sizeof(a->host) || split_host(hostport, len, a->name, sizeof(a->name), port,
+                                             sizeof(port), a->tls ? "443" : "80") != 0)
+        return lg_errf(err, LG_ERR_USAGE, "%s: expected http[s]://host[:port]", url);
     snprintf(a->host, sizeof(a->host), "%.*s", (int)len, hostport);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     struct addrinfo *res = NULL;

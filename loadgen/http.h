@@ -29,9 +29,16 @@ typedef struct lg_http_addr {
     struct sockaddr_storage sa[LG_HTTP_ADDRS];
     socklen_t salen[LG_HTTP_ADDRS];
     char host[LG_URL_MAX]; /* "host:port" as the URL wrote it */
+    char name[LG_URL_MAX]; /* the host alone (no port, no brackets): what TLS verifies */
+    int tls;               /* an https:// URL: connections speak TLS (tls.h) */
 } lg_http_addr;
 
-/* Splits url, "http://host[:port][/path]" (host may be "[v6]"), and resolves
+/* The length of url's scheme, "http://" (7) or "https://" (8), or 0 for
+ * any other. */
+size_t lg_http_scheme(const char *url);
+
+/* Splits url, "http[s]://host[:port][/path]" (host may be "[v6]"; the port
+ * defaults to 80, or 443 for https), and resolves
  * host with getaddrinfo (blocking). *path gets the part of url from the first
  * '/' after the host ("" when none); path may be NULL. Returns 0, LG_ERR_USAGE
  * (not such a URL) or LG_ERR_TRANSPORT (the name does not resolve), with err

@@ -16,6 +16,7 @@
 #include "loadgen/report.h"
 #include "loadgen/run.h"
 #include "loadgen/scenario.h"
+#include "loadgen/tls.h"
 
 #define EXIT_PASS 0
 #define EXIT_FAIL 1
@@ -201,6 +202,12 @@ int main(int argc, char **argv)
     lg_err err;
     lg_err_clear(&err);
     if (lg_opts_parse(&o, argc, argv, &err) != LG_OK) {
+        fprintf(stderr, "loadgen: %s\n", err.msg);
+        return EXIT_USAGE;
+    }
+    /* TLS's trust, once, before any thread or fork */
+    if (lg_opts_tls(&o) && !o.help && !o.list &&
+        lg_tls_setup(o.cacert[0] ? o.cacert : NULL, o.insecure, &err) != LG_OK) {
         fprintf(stderr, "loadgen: %s\n", err.msg);
         return EXIT_USAGE;
     }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "loadgen/answer.h"
+#include "loadgen/http.h"
 #include "loadgen/scenario.h"
 
 /* Said before and after the flags in --help; the man page says it in its
@@ -51,13 +52,15 @@ static const char usage_tail[] =
 /* getopt's values of the flags without a letter. */
 enum { OPT_TARGET = 256, OPT_LIST, OPT_TIMEOUT, OPT_RETRY, OPT_STOCK, OPT_ITEMS, OPT_ITEM,
        OPT_QUANTITY, OPT_CART_LINES, OPT_WORK, OPT_JSON, OPT_HTML,
-       OPT_GET, OPT_SETTLE, OPT_BUYERS, OPT_PROCS, OPT_TOKEN, OPT_TOKEN_FILE };
+       OPT_GET, OPT_SETTLE, OPT_BUYERS, OPT_PROCS, OPT_TOKEN, OPT_TOKEN_FILE,
+       OPT_CACERT, OPT_INSECURE };
 
 /* Every flag, in --help's order. Help lines are broken where --help breaks
  * them (26 columns in); the man page joins them. */
 static const lg_flag flags[] = {
     {"target", OPT_TARGET, LG_ARG_REQUIRED, "URL[,URL]", "Targets",
-     "stockd base URL, http://host:port; repeatable. Connections are\n"
+     "stockd base URL, http://host:port or https://host:port;\n"
+     "repeatable. Connections are\n"
      "spread round-robin over the targets and kept alive, so one\n"
      "connection always talks to the same replica. For compare:\n"
      "LABEL=URL with LABEL redis, none or atomic (the lock mode)."},
@@ -68,6 +71,13 @@ static const lg_flag flags[] = {
      "users of the host see a flag: prefer --token-file"},
     {"token-file", OPT_TOKEN_FILE, LG_ARG_REQUIRED, "FILE", NULL,
      "--token, read from FILE's first line"},
+    {"cacert", OPT_CACERT, LG_ARG_REQUIRED, "FILE", "TLS",
+     "https:// targets: trust the CAs in this PEM file (default:\n"
+     "the system's). A certificate that does not verify is an\n"
+     "error naming why; reconnections resume the TLS session"},
+    {"insecure", OPT_INSECURE, LG_ARG_NONE, "", NULL,
+     "https:// targets: verify no certificate (testing only; the\n"
+     "report says it was used)"},
     {"requests", 'n', LG_ARG_REQUIRED, "N", "Load",
      "total requests (default 1000); 0 = no limit, needs --duration"},
     {"duration", 'd', LG_ARG_REQUIRED, "T", NULL,
@@ -317,7 +327,7 @@ static int add_target(lg_opts *o, const char *item, size_t len, lg_err *err)
     lg_target *t = &o->targets[o->ntargets];
     memset(t, 0, sizeof(*t));
     char *url = buf, *eq = strchr(buf, '=');
-    if (eq && strncmp(buf, "http://", 7) != 0) {
+    if (eq && lg_http_scheme(buf) == 0) {
         *eq = '\0';
         url = eq + 1;
         if (!buf[0] || strlen(buf) >= sizeof(t->label))
@@ -327,9 +337,10 @@ static int add_target(lg_opts *o, const char *item, size_t len, lg_err *err)
     size_t n = strlen(url);
     while (n > 7 && url[n - 1] == '/')
         url[--n] = '\0';
-    if (strncmp(url, "http://", 7) != 0 || n <= 7 || strchr(url + 7, '/') || n >= LG_URL_MAX)
-        return lg_errf(err, LG_ERR_USAGE,
-                       "--target: expected http://host:port (no path), got '%s'", url);
+    size_t scheme = lg_http_scheme(url);
+    if (scheme == 0 || n <= scheme || strchr(url + scheme, '/') || n >= LG_URL_MAX)
+        return lg_errf(err, LG_ERR_USAGE, "--target: expected http://host:port or "
+                       "https://host:port (no path), got '%s'", url);
     snprintf(t->url, sizeof(t->url), "%s", url);
     o->ntargets++;
     return LG_OK;
@@ -450,6 +461,11 @@ static int apply_flag(lg_opts *o, int c, const char *arg, seen_flags *seen, lg_e
         return set_token(o, "--token", arg, err);
     case OPT_TOKEN_FILE:
         return read_token_file(o, arg, err);
+    case OPT_CACERT:
+        return copy_path(o->cacert, "--cacert", arg, err);
+    case OPT_INSECURE:
+        o->insecure = 1;
+        return LG_OK;
     case OPT_GET:
         if (arg[0] != '/')
             return lg_errf(err, LG_ERR_USAGE, "--get: expected a path starting with '/', got '%s'",
@@ -604,6 +620,25 @@ static int validate(lg_opts *o, lg_err *err)
     return LG_OK;
 }
 
+int lg_opts_tls(const lg_opts *o)
+{
+    for (int i = 0; i < o->ntargets; i++)
+        if (lg_http_scheme(o->targets[i].url) == sizeof("https://") - 1)
+            return 1;
+    return 0;
+}
+
+/* --cacert and --insecure: one or the other, and only for https:// targets. */
+static int validate_tls(const lg_opts *o, lg_err *err)
+{
+    if (o->cacert[0] && o->insecure)
+        return lg_errf(err, LG_ERR_USAGE, "--cacert and --insecure contradict each other");
+    if ((o->cacert[0] || o->insecure) && !lg_opts_tls(o))
+        return lg_errf(err, LG_ERR_USAGE, "--%s: no https:// target",
+                       o->insecure ? "insecure" : "cacert");
+    return LG_OK;
+}
+
 int lg_opts_parse(lg_opts *o, int argc, char **argv, lg_err *err)
 {
     lg_opts_defaults(o);
@@ -616,5 +651,7 @@ int lg_opts_parse(lg_opts *o, int argc, char **argv, lg_err *err)
         rc = second_pass(o, argc, argv, &g, err);
     if (rc == LG_OK && !o->help && !o->list)
         rc = validate(o, err);
+    if (rc == LG_OK && !o->help && !o->list)
+        rc = validate_tls(o, err);
     return rc;
 }

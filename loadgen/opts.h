@@ -19,7 +19,7 @@
 
 typedef struct lg_target {
     char label[LG_LABEL_MAX]; /* "" or the LABEL in --target LABEL=URL (compare groups) */
-    char url[LG_URL_MAX];     /* "http://host:port", no trailing slash */
+    char url[LG_URL_MAX];     /* "http[s]://host:port", no trailing slash */
 } lg_target;
 
 typedef struct lg_opts {
@@ -50,7 +50,13 @@ typedef struct lg_opts {
     int procs;           /* loadgen processes the buyers are spread over */
     char token[LG_TOKEN_MAX + 1]; /* --token or --token-file's line; "" for none. Never
                                    * printed (the reports say only whether one was sent) */
+    /* TLS, for https:// targets (tls.h) */
+    char cacert[LG_PATH_MAX]; /* --cacert FILE: the CAs to trust; "" = the system's */
+    int insecure;             /* --insecure: verify no certificate (the report says so) */
 } lg_opts;
+
+/* Whether any target is an https:// URL. */
+int lg_opts_tls(const lg_opts *o);
 
 /* Sets every field to its default (see --help). */
 void lg_opts_defaults(lg_opts *o);

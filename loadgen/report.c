@@ -6,6 +6,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "loadgen/tls.h"
+
 static const double pcts[] = {50, 90, 99, 99.9};
 static const char *const pct_names[] = {"p50", "p90", "p99", "p99.9"};
 #define NPCTS 4
@@ -63,6 +65,15 @@ static void header(FILE *f, const lg_opts *o, const lg_run *r)
                 o->work_ms);
     }
     fprintf(f, "\n");
+    if (lg_opts_tls(o)) {
+        unsigned long long done, resumed;
+        lg_tls_counts(&done, &resumed);
+        fprintf(f, "tls: %s; %llu handshakes, %llu resumed\n",
+                o->insecure ? "--insecure: certificates NOT verified"
+                            : o->cacert[0] ? "certificates verified against --cacert"
+                                           : "certificates verified against the system's CAs",
+                done, resumed);
+    }
 }
 
 static void outcomes(FILE *f, const lg_result *res)
@@ -450,6 +461,8 @@ static json_t *config_json(const lg_opts *o)
                      (json_int_t)o->item_id, "items", o->items, "quantityMin", o->qmin,
                      "quantityMax", o->qmax, "workMs", o->work_ms, "retries", o->retries,
                      "timeoutMs", o->timeout_ms, "get", o->get_path[0] ? o->get_path : NULL);
+    if (j && lg_opts_tls(o))
+        json_object_set_new(j, "tlsInsecure", json_boolean(o->insecure));
     if (j && o->lmax) {
         json_object_set_new(j, "cartLinesMin", json_integer(o->lmin));
         json_object_set_new(j, "cartLinesMax", json_integer(o->lmax));

@@ -34,6 +34,7 @@ want_base() {
     want_cmd pkg-config pkg-config
     want_pc hiredis libhiredis-dev
     want_pc libmicrohttpd libmicrohttpd-dev
+    want_pc gnutls libgnutls28-dev # HTTPS: stockd checks its key with it, loadgen's client
     want_pc sqlite3 libsqlite3-dev
     want_pc libpq libpq-dev
     want_pg_server
@@ -45,6 +46,7 @@ want_base() {
     want_cmd redis-sentinel redis-sentinel
     want_cmd redis-cli redis-tools
     want_cmd curl curl
+    want_cmd openssl openssl # tests/it/test_tls.c makes its CA and certificates at run time
     # promtool lints /metrics and the alert rules; prometheus scrapes replicas
     # in a test. One package ships both.
     want_cmd promtool prometheus

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "server/log.h"
@@ -157,6 +158,13 @@ static const struct opt opts[] = {
     {"log-format", "STOCKD_LOG_FORMAT", OPT_CHOICE, F(log_format), 0, 0, log_format_names,
      "text: one logfmt line per event (ts=... level=... msg=\"...\" key=value); json: one JSON "
      "object per line with ts, level, msg and the same fields, for log shippers"},
+    /* TLS */
+    {"tls-cert", "STOCKD_TLS_CERT", OPT_STR, F(tls_cert_file), 0, 0, NULL,
+     "serve HTTPS (TLS 1.2 and 1.3 only) with this PEM certificate (its chain after it); "
+     "needs --tls-key"},
+    {"tls-key", "STOCKD_TLS_KEY", OPT_STR, F(tls_key_file), 0, 0, NULL,
+     "the certificate's PEM private key; refused at start when its file is readable by "
+     "group or others, or when it is not the certificate's key"},
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
@@ -351,6 +359,39 @@ static int apply_sentinels(stockd_config *c, char *err, size_t errlen)
     return 0;
 }
 
+/* TLS to Redis: a rediss:// address is refused with the reason, rather than
+ * taken for a host name that never resolves. */
+static int refuse_redis_tls(const stockd_config *c, char *err, size_t errlen)
+{
+    const char *v[] = {c->redis_servers, c->service.redis.host, c->redis_cluster,
+                       c->redis_sentinels};
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        if (v[i] && strncasecmp(v[i], "rediss://", 9) == 0) {
+            snprintf(err, errlen, "%s: TLS to Redis is not supported: this build's hiredis "
+                     "(0.14, Debian bookworm's) has no TLS; keep Redis on a private network or "
+                     "behind stunnel and give its plain host:port (docs/operations.md, TLS)",
+                     v[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* --tls-cert and --tls-key: both or neither, read and checked (tls.h). */
+static int load_tls(stockd_config *c, char *err, size_t errlen)
+{
+    if (!c->tls_cert_file && !c->tls_key_file)
+        return 0;
+    if (!c->tls_cert_file || !c->tls_key_file) {
+        snprintf(err, errlen, "--tls-cert and --tls-key go together (HTTPS needs both)");
+        return -1;
+    }
+    if (tls_pem_load(&c->tls, c->tls_cert_file, c->tls_key_file, err, errlen) != 0)
+        return -1;
+    c->http.tls = &c->tls;
+    return 0;
+}
+
 int cfg_load(stockd_config *c, int argc, char **argv, char *err, size_t errlen)
 {
     for (size_t i = 0; i < NOPTS; i++) {
@@ -383,6 +424,8 @@ int cfg_load(stockd_config *c, int argc, char **argv, char *err, size_t errlen)
         return -1;
     }
     s->redis.connect_timeout_ms = timeout / 2 > 0 ? timeout / 2 : 1;
+    if (refuse_redis_tls(c, err, errlen) != 0)
+        return -1;
     if (c->redis_servers && dlock_config_nodes(&s->redis, c->redis_servers) != DLOCK_OK) {
         snprintf(err, errlen, "--redis %s: %s", c->redis_servers, dlock_errstr());
         return -1;
@@ -400,7 +443,9 @@ int cfg_load(stockd_config *c, int argc, char **argv, char *err, size_t errlen)
             return -1;
         s->store.password = c->db_password;
     }
-    return read_redis_password(c, err, errlen);
+    if (read_redis_password(c, err, errlen) != 0)
+        return -1;
+    return load_tls(c, err, errlen);
 }
 
 /* A flag's default in d, as text. */

@@ -34,6 +34,10 @@ typedef struct stockd_config {
     char redis_password[CFG_SECRET_MAX + 1]; /* "" when none; never logged or shown */
     char db_password[CFG_SECRET_MAX + 1];    /* likewise */
     char sentinel_password[CFG_SECRET_MAX + 1]; /* likewise */
+    /* HTTPS: both files or neither; cfg_load reads and checks them into tls
+     * (http.tls then points at it), which the caller frees (tls_pem_free) */
+    const char *tls_cert_file, *tls_key_file;
+    tls_pem tls;
 } stockd_config;
 
 /* Sets every field to its default. */
@@ -41,7 +45,8 @@ void cfg_defaults(stockd_config *c);
 
 /* Applies STOCKD_* variables, then flags (argv[1..]), then reads the Redis
  * password from redis_password_file or, without one, STOCKD_REDIS_PASSWORD
- * (which is then removed from the environment), and checks the whole. argv
+ * (which is then removed from the environment), and checks the whole; with
+ * --tls-cert and --tls-key, reads them into c->tls (tls.h's checks). argv
  * and the environment must outlive c (strings are referenced, not copied).
  * Returns 0, 1 when --help was asked (nothing else done), or -1 with err set. */
 int cfg_load(stockd_config *c, int argc, char **argv, char *err, size_t errlen);

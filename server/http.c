@@ -44,6 +44,7 @@ struct http_server {
     pthread_cond_t idle; /* signalled when no request is suspended */
     int suspended;       /* requests handed to a handler and not yet answered */
     MHD_socket quiesced; /* the listening socket once quiesced: ours to close */
+    tls_tickets *tickets; /* HTTPS: resumed sessions; NULL for plain HTTP */
 };
 
 enum req_phase { READING, HANDLING, ANSWERED };
@@ -410,6 +411,9 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
             return; /* out of memory: no deadlines, no refusal */
         c->over = open > s->cfg.max_connections;
         c->deadlines = info ? reaper_conn_started(s->reaper, info->connect_fd) : NULL;
+        /* HTTPS: its handshake is still to come */
+        if (s->tickets && (info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION)))
+            tls_tickets_enable(s->tickets, info->tls_session);
     } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) { /* before MHD closes the socket */
         atomic_fetch_sub(&s->open, 1);
         if (c)
@@ -486,6 +490,7 @@ void http_config_defaults(http_config *cfg)
 static void discard(http_server *s)
 {
     reaper_stop(s->reaper);
+    tls_tickets_free(s->tickets);
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->mu);
     free(s);
@@ -512,7 +517,9 @@ int http_start(const http_config *cfg, service *svc, http_handler *handle, http_
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->idle, NULL);
     s->reaper = reaper_start(cfg->idle_timeout_s * 1000, cfg->request_timeout_ms);
-    if (s->reaper == NULL) {
+    if (cfg->tls)
+        s->tickets = tls_tickets_new();
+    if (s->reaper == NULL || (cfg->tls && s->tickets == NULL)) {
         snprintf(err, errlen, "out of memory or threads");
         discard(s);
         return -1;
@@ -520,8 +527,15 @@ int http_start(const http_config *cfg, service *svc, http_handler *handle, http_
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     unsigned threads = cfg->threads > 0 ? (unsigned)cfg->threads : cores > 0 ? (unsigned)cores : 1;
     unsigned max = (unsigned)cfg->max_connections;
+    /* TLS 1.2 and 1.3 only; libmicrohttpd hands the PEM to GnuTLS */
+    struct MHD_OptionItem tls[] = {
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, cfg->tls ? cfg->tls->cert : NULL},
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, cfg->tls ? cfg->tls->key : NULL},
+        {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)TLS_PRIORITIES},
+        {MHD_OPTION_END, 0, NULL}};
     s->daemon = MHD_start_daemon(
-        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+            (cfg->tls ? MHD_USE_TLS : 0),
         (uint16_t)cfg->port, NULL, NULL, on_request, s,
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, /* first, so it sees every message */
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
@@ -534,10 +548,11 @@ int http_start(const http_config *cfg, service *svc, http_handler *handle, http_
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, max > 1024 ? max : 1024u,
+        MHD_OPTION_ARRAY, cfg->tls ? tls : tls + 3,
         MHD_OPTION_END);
     if (s->daemon == NULL) {
-        snprintf(err, errlen, "cannot listen on %s:%d (in use, or not permitted)",
-                 cfg->bind, cfg->port);
+        snprintf(err, errlen, "cannot listen on %s:%d (in use, or not permitted%s)",
+                 cfg->bind, cfg->port, cfg->tls ? ", or TLS not set up: see the log" : "");
         discard(s);
         return -1;
     }

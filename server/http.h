@@ -21,6 +21,7 @@
 
 #include "server/route.h"
 #include "server/service.h"
+#include "server/tls.h"
 
 typedef struct http_config {
     const char *bind;       /* IPv4 listen address */
@@ -32,6 +33,8 @@ typedef struct http_config {
                              * longer, is closed */
     int request_timeout_ms; /* a request's headers and body must arrive within this */
     int threads;            /* event threads; 0: one per core */
+    const tls_pem *tls;     /* HTTPS with this certificate and key (checked, the caller's,
+                             * alive while the server runs); NULL: plain HTTP */
 } http_config;
 
 /* Sets every field to its default. */

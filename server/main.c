@@ -137,6 +137,7 @@ static void log_listening(const stockd_config *c, const service_config *s)
 {
     char db[512];
     log_kv(LOG_INFO, "listening", LOG_STR("bind", c->http.bind), LOG_INT("port", c->http.port),
+           LOG_STR("scheme", c->http.tls ? "https" : "http"),
            LOG_STR("lock", service_lock_mode_names[s->lock_mode]),
            LOG_STR("wait", s->lock.wait_mode == DLOCK_WAIT_SPIN ? "spin" : "notify"),
            LOG_STR("batch", s->lock_mode == SERVICE_LOCK_REDIS && s->batch ? "on" : "off"),
@@ -261,6 +262,7 @@ int main(int argc, char **argv)
                "those not yet committed will not commit", LOG_INT("count", left));
     }
     http_stop(srv);
+    tls_pem_free(&c.tls);
     service_close(svc);
     auth_free(tokens);
     log_event(LOG_INFO, "stopped", NULL, 0);

@@ -260,10 +260,14 @@ int th_stockd_start(th_stockd *s, const th_redis *r, const char *db, const char 
     snprintf(s->log, sizeof(s->log), "%s/stockd-%d.log", log_dir, s->port);
 
     const char *argv[64] = {bin, "--port", port, "--db", db, "--redis-port", rport};
-    int n = 7;
-    for (int i = 0; extra && extra[i] && n < 63; i++)
+    int n = 7, tls = 0;
+    for (int i = 0; extra && extra[i] && n < 63; i++) {
+        tls |= strcmp(extra[i], "--tls-cert") == 0;
         argv[n++] = extra[i];
+    }
     argv[n] = NULL;
+    if (tls) /* a plain request gets no answer from HTTPS: a connection taken will do */
+        snprintf(s->url, sizeof(s->url), "https://127.0.0.1:%d", s->port);
     s->pid = th_spawn(argv, s->log);
     for (int64_t end = th_now_ms() + 10000; s->pid > 0 && th_now_ms() < end; th_sleep_ms(10)) {
         if (waitpid(s->pid, NULL, WNOHANG) == s->pid) {
@@ -271,7 +275,12 @@ int th_stockd_start(th_stockd *s, const th_redis *r, const char *db, const char 
             break;
         }
         char buf[64];
-        if (th_raw(s->port, "GET /health HTTP/1.0\r\n\r\n", 24, 0, buf, sizeof(buf), 2000) > 0)
+        int fd = tls ? th_connect(s->port) : -1;
+        if (fd >= 0)
+            close(fd);
+        if (fd >= 0 ||
+            (!tls && th_raw(s->port, "GET /health HTTP/1.0\r\n\r\n", 24, 0, buf, sizeof(buf),
+                            2000) > 0))
             return 0;
     }
     fprintf(stderr, "harness: stockd did not start on port %d (see %s)\n", s->port, s->log);

@@ -107,14 +107,15 @@ void th_redis_stop(th_redis *r, int hard);
 typedef struct th_stockd {
     pid_t pid;
     int port;
-    char url[64]; /* "http://127.0.0.1:<port>" */
+    char url[64]; /* "http://127.0.0.1:<port>" ("https://" with --tls-cert among the flags) */
     char log[128];
 } th_stockd;
 
 /* Starts <build>/stockd on a free port against redis r (NULL: a port where
  * nothing listens) and the SQLite file db, with extra flags (NULL-terminated
  * list, may be NULL). Logs go to log_dir/stockd-<port>.log. Waits until it
- * answers HTTP. Returns 0, or -1 (the log says why). */
+ * answers HTTP (with --tls-cert, until it takes connections). Returns 0, or
+ * -1 (the log says why). */
 int th_stockd_start(th_stockd *s, const th_redis *r, const char *db, const char *log_dir,
                     const char *const extra[]);
 

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <libpq-fe.h>
@@ -157,6 +158,24 @@ static int init_cluster(th_pg *pg)
     return 0;
 }
 
+/* pg->ssl_cert and ssl_key into dir as server.crt and server.key, the
+ * server's, the key 0600 (PostgreSQL refuses one others may read). */
+static int copy_ssl(const th_pg *pg)
+{
+    const char *from[] = {pg->ssl_cert, pg->ssl_key}, *to[] = {"server.crt", "server.key"};
+    for (int i = 0; i < 2; i++) {
+        char path[128], *text = th_read_file(from[i]);
+        snprintf(path, sizeof(path), "%s/%s", pg->dir, to[i]);
+        int rc = text ? write_file(path, text) : -1;
+        free(text);
+        if (rc != 0 || chmod(path, 0600) != 0 || own(path) != 0) {
+            fprintf(stderr, "harness: cannot copy %s to %s\n", from[i], path);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Starts the postmaster and waits until it accepts connections, or exits. */
 static int run_server(th_pg *pg)
 {
@@ -175,7 +194,16 @@ static int run_server(th_pg *pg)
     const char *argv[] = {bin, "-D", data, "-p", port, "-k", pg->dir,
                           "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
                           "-c", "max_connections=200", "-c", "dynamic_shared_memory_type=mmap",
-                          NULL};
+                          NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    char cert[128], key[128];
+    if (pg->ssl_cert && pg->ssl_key) {
+        if (copy_ssl(pg) != 0)
+            return -1;
+        snprintf(cert, sizeof(cert), "ssl_cert_file=%s/server.crt", pg->dir);
+        snprintf(key, sizeof(key), "ssl_key_file=%s/server.key", pg->dir);
+        const char *ssl[] = {"-c", "ssl=on", "-c", cert, "-c", key};
+        memcpy(argv + 15, ssl, sizeof(ssl));
+    }
     pg->pid = th_spawn_as(argv, log, server_user());
     th_exit_signal(pg->pid, SIGQUIT);
     for (int64_t end = th_now_ms() + START_MS; pg->pid > 0 && th_now_ms() < end;

@@ -16,6 +16,9 @@ typedef struct th_pg {
     int port;      /* chosen by th_pg_start on first start, kept across restarts */
     char dir[64];  /* private temp dir (th_tempdir): data/, the socket, postgres.log */
     char url[192]; /* "postgresql://stock@127.0.0.1:<port>/stock" */
+    /* set before th_pg_start for a server with ssl=on: its PEM certificate
+     * and key (copied into dir, the key readable by the server alone) */
+    const char *ssl_cert, *ssl_key;
 } th_pg;
 
 /* 1 when the server's binaries (initdb, postgres) are installed: the highest
@@ -29,7 +32,8 @@ int th_pg_available(void);
  * 127.0.0.1, everyone else trusted there), then the role stock_secret (LOGIN
  * CREATEDB, TH_PG_SECRET, may create tables in public of every database made
  * later) and the database "stock". The server runs with fsync=off (tests
- * survive server restarts, not OS crashes) and max_connections=200. Waits up
+ * survive server restarts, not OS crashes) and max_connections=200, and
+ * with ssl=on when pg->ssl_cert and ssl_key are set. Waits up
  * to 15 s until it accepts connections. As root, initdb and postgres run as
  * the user "postgres", which owns pg->dir. Returns 0, or -1 after printing
  * why and the tail of the log to stderr. */

@@ -2,6 +2,7 @@
  * to the parser in every cut (a byte at a time, chunked, close-delimited,
  * with bytes after them, cut short), URLs, request heads, and the blocking
  * calls of api.c against the fake stockd (tests/support/fake.h). */
+#include <arpa/inet.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -157,7 +158,15 @@ static void test_urls_resolve_to_an_address_a_host_header_and_a_path(void **stat
     assert_string_equal(a.host, "[::1]:81");
     assert_string_equal(path, "");
     assert_int_equal(lg_http_resolve("http://127.0.0.1", &a, NULL, &err), LG_OK); /* port 80 */
-    assert_int_equal(lg_http_resolve("https://127.0.0.1", &a, NULL, &err), LG_ERR_USAGE);
+    assert_int_equal(a.tls, 0);
+    /* https: TLS, port 443 by default, the bare host for the certificate's check */
+    assert_int_equal(lg_http_resolve("https://127.0.0.1", &a, NULL, &err), LG_OK);
+    assert_int_equal(a.tls, 1);
+    assert_int_equal(ntohs(((struct sockaddr_in *)&a.sa[0])->sin_port), 443);
+    assert_int_equal(lg_http_resolve("https://[::1]:8443/x", &a, &path, &err), LG_OK);
+    assert_string_equal(a.name, "::1");
+    assert_string_equal(a.host, "[::1]:8443");
+    assert_int_equal(lg_http_resolve("ftp://127.0.0.1", &a, NULL, &err), LG_ERR_USAGE);
     assert_int_equal(lg_http_resolve("http://:80", &a, NULL, &err), LG_ERR_USAGE);
     assert_int_equal(lg_http_resolve("http://127.0.0.1:8o", &a, NULL, &err), LG_ERR_USAGE);
     assert_int_equal(lg_http_resolve("http://no-such-host.invalid:80", &a, NULL, &err),
