@@ -96,19 +96,20 @@ test: deps
 # they read the sources and the default build, so a sanitizer run has nothing
 # to add to what make test found. TEST_SKIP names suites left out: under a
 # sanitizer, the compose services run as processes (their stockd paths are
-# test_postgres's and test_quorum's) and the report's screenshot in Chromium.
-# Suites that mostly wait (for a fault, a clock, a database) run under one
-# sanitizer, not both: the store's under ASan (its SQL and buffers, one
-# thread at a time), Redis's faults under TSan (the lock's threads while a
-# server goes away); every other suite runs under both.
+# test_postgres's and test_sentinel's), the compose file's static checks and
+# the report's screenshot in Chromium.
+# Suites that mostly wait (for a fault, a clock, a database, a handshake) run
+# under one sanitizer, not both: the store's, the HTTP faults', the TLS
+# suite's and the Prometheus server's under ASan (their SQL and buffers; the
+# drain's threads run under TSan at every stockd stop of every suite), Redis's
+# faults under TSan (the lock's threads while a server goes away); every
+# other suite runs under both.
 TEST_SHELL ?= yes
 TEST_SKIP ?=
-SAN_SKIP := test_docker_run test_report
-ASAN_ONLY := test_postgres test_item_totals test_pg_outage test_disk_full test_whole_orders
-# test_tls waits on handshakes, openssl and a PostgreSQL start: its buffers
-# are what a sanitizer has to see, under ASan
-ASAN_ONLY += test_tls
-TSAN_ONLY := test_failover test_clock_step test_lock_orphans
+SAN_SKIP := test_docker_run test_docker test_report
+ASAN_ONLY := test_postgres test_item_totals test_pg_outage test_disk_full test_whole_orders \
+             test_store test_faults test_tls test_prometheus
+TSAN_ONLY := test_failover test_clock_step test_lock_orphans test_sentinel
 check: all $(TESTS)
 	@TEST_SHELL=$(TEST_SHELL) TEST_SKIP="$(TEST_SKIP)" tests/run.sh $(BUILD)
 
