@@ -102,14 +102,16 @@ test: deps
 # under one sanitizer, not both: the store's, the HTTP faults', the TLS
 # suite's and the Prometheus server's under ASan (their SQL and buffers; the
 # drain's threads run under TSan at every stockd stop of every suite), Redis's
-# faults under TSan (the lock's threads while a server goes away); every
-# other suite runs under both.
+# faults and the lock over several servers under TSan (the lock's threads
+# while a server goes away or a claim is voted on); every other suite runs
+# under both.
 TEST_SHELL ?= yes
 TEST_SKIP ?=
 SAN_SKIP := test_docker_run test_docker test_report
 ASAN_ONLY := test_postgres test_item_totals test_pg_outage test_disk_full test_whole_orders \
              test_store test_faults test_tls test_prometheus
-TSAN_ONLY := test_failover test_clock_step test_lock_orphans test_sentinel
+TSAN_ONLY := test_failover test_clock_step test_lock_orphans test_sentinel test_cluster \
+             test_lock_rw test_lock_sem
 check: all $(TESTS)
 	@TEST_SHELL=$(TEST_SHELL) TEST_SKIP="$(TEST_SKIP)" tests/run.sh $(BUILD)
 

@@ -43,7 +43,8 @@ struct auth {
 static void table_free(struct auth_table *t)
 {
     if (t) {
-        explicit_bzero(t->e, t->cap * sizeof(*t->e));
+        if (t->e) /* NULL for a file without a token: explicit_bzero wants a buffer */
+            explicit_bzero(t->e, t->cap * sizeof(*t->e));
         free(t->e);
         free(t);
     }
@@ -157,7 +158,8 @@ static int parse_line(struct auth_table *t, char *line, char *err, size_t errlen
         }
         if (t->n)
             memcpy(grown, t->e, t->n * sizeof(*grown));
-        explicit_bzero(t->e, t->cap * sizeof(*t->e));
+        if (t->e) /* NULL at the first line: explicit_bzero wants a buffer */
+            explicit_bzero(t->e, t->cap * sizeof(*t->e));
         free(t->e);
         t->e = grown, t->cap = cap;
     }
