@@ -6,36 +6,52 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lock/cluster.h"
 
-/* Starts one cluster-mode redis-server as node r (a free port, a temp dir). */
+/* Starts one cluster-mode redis-server as node r: free ports for clients and
+ * for the cluster bus (by default port + 10000, which another process may
+ * hold), a temp dir. A port taken between the pick and the bind makes it try
+ * again with new ones. */
 static int node_start(th_redis *r)
 {
-    do /* the cluster bus listens at port + 10000 */
-        r->port = th_free_port();
-    while (r->port > 55535);
     if (th_tempdir("dlock-cluster", r->dir, sizeof(r->dir)) != 0)
         return -1;
-    char port[16], log[128];
-    snprintf(port, sizeof(port), "%d", r->port);
+    char port[16], bus[16], log[128];
     snprintf(log, sizeof(log), "%s/redis.log", r->dir);
-    const char *argv[] = {"redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
-                          "--appendonly", "no", "--dir", r->dir, "--daemonize", "no",
-                          "--logfile", log, "--cluster-enabled", "yes", "--cluster-config-file",
-                          "nodes.conf", "--cluster-node-timeout", "1000",
-                          /* a replica may take over however long it was cut off, and its
-                           * first sync starts at once rather than after 5 s */
-                          "--cluster-replica-validity-factor", "0",
-                          "--repl-diskless-sync-delay", "0", NULL};
-    r->pid = th_spawn(argv, NULL);
-    for (int64_t end = th_now_ms() + 5000; r->pid > 0 && th_now_ms() < end; th_sleep_ms(10))
-        if (th_redis_int(r, "PING") == 0)
-            return 0;
-    char *text = th_read_file(log);
-    fprintf(stderr, "cluster: redis-server did not start on port %d (pid %d): %s\n", r->port,
-            (int)r->pid, text ? text : "no log");
-    free(text);
+    for (int attempt = 0; attempt < 3; attempt++) {
+        r->port = th_free_port();
+        int bus_port;
+        do
+            bus_port = th_free_port();
+        while (bus_port == r->port);
+        snprintf(port, sizeof(port), "%d", r->port);
+        snprintf(bus, sizeof(bus), "%d", bus_port);
+        unlink(log);
+        const char *argv[] = {"redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
+                              "--appendonly", "no", "--dir", r->dir, "--daemonize", "no",
+                              "--logfile", log, "--cluster-enabled", "yes",
+                              "--cluster-config-file", "nodes.conf", "--cluster-port", bus,
+                              "--cluster-node-timeout", "1000",
+                              /* a replica may take over however long it was cut off, and
+                               * its first sync starts at once rather than after 5 s */
+                              "--cluster-replica-validity-factor", "0",
+                              "--repl-diskless-sync-delay", "0", NULL};
+        r->pid = th_spawn(argv, NULL);
+        for (int64_t end = th_now_ms() + 5000; r->pid > 0 && th_now_ms() < end; th_sleep_ms(10))
+            if (th_redis_int(r, "PING") == 0)
+                return 0;
+        char *text = th_read_file(log);
+        int taken = text && strstr(text, "Address already in use");
+        fprintf(stderr, "cluster: redis-server did not start on ports %d/%d (pid %d): %s\n",
+                r->port, bus_port, (int)r->pid, text ? text : "no log");
+        free(text);
+        th_signal(r->pid, SIGKILL, 5000);
+        r->pid = 0;
+        if (!taken)
+            break;
+    }
     return -1;
 }
 
