@@ -154,12 +154,14 @@ void dlock_node_release_begin(dlock_node *n, const dlock_node_release_args *a,
                               dlock_node_call *call);
 int dlock_node_release_end(dlock_node_call *call, int *queued);
 
-/* The fence write-back script: raises key:fence to at least fence, only
- * while the key holds token. end: DLOCK_OK (raised, or already as high),
- * DLOCK_ERR_LOST (the key is not ours there), DLOCK_ERR_REDIS or
- * DLOCK_ERR_AUTH. */
-void dlock_node_fence_begin(dlock_node *n, const char *key, const char *token, int64_t fence,
-                            int keep_ms, dlock_node_call *call);
+/* The fence write-back script: raises key's fence counter to at least
+ * fence, only while target (the lease's: the key itself, a writer's
+ * key:writer, or a ZSET of permits or readers) holds token. end: DLOCK_OK
+ * (raised, or already as high), DLOCK_ERR_LOST (the lease is not ours
+ * there), DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. */
+void dlock_node_fence_begin(dlock_node *n, const char *key, const char *target,
+                            const char *token, int64_t fence, int keep_ms,
+                            dlock_node_call *call);
 int dlock_node_fence_end(dlock_node_call *call);
 
 /* What a fence raise asks for: while target holds token (member: while

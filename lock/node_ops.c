@@ -158,12 +158,14 @@ int dlock_node_release_end(dlock_node_call *call, int *queued)
     return owned_result(call, call->argv[0], "release", queued);
 }
 
-void dlock_node_fence_begin(dlock_node *n, const char *key, const char *token, int64_t fence,
-                            int keep_ms, dlock_node_call *call)
+void dlock_node_fence_begin(dlock_node *n, const char *key, const char *target,
+                            const char *token, int64_t fence, int keep_ms,
+                            dlock_node_call *call)
 {
     if (dlock_call_open(n, call, NULL) != 0)
         return;
     key_args(call, key); /* the script uses the first two */
+    call->argv[0] = target, call->lens[0] = strlen(target);
     call->argv[2] = token, call->lens[2] = DLOCK_TOKEN_LEN;
     num_arg(call, 3, 0, fence);
     num_arg(call, 4, 1, keep_ms);

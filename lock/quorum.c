@@ -253,16 +253,18 @@ static void give_back(dlock_quorum *q, const dlock_node_acquire_args *a, const i
 }
 
 /* Raises key's fence counter to fence on the servers that answered less
- * (lower[i]), where key holds token; returns how many accepted it, and
- * *refused (may be NULL) how many said the key was not ours. */
-static int write_back(dlock_quorum *q, const char *key, const char *token, int keep_ms,
-                      int64_t fence, const int *lower, struct fanout *f, int *refused)
+ * (lower[i]), where target (the lease's) holds token; returns how many
+ * accepted it, and *refused (may be NULL) how many said it was not ours. */
+static int write_back(dlock_quorum *q, const char *key, const char *target, const char *token,
+                      int keep_ms, int64_t fence, const int *lower, struct fanout *f,
+                      int *refused)
 {
     int accepted = 0, lost = 0;
     fanout_init(f, q);
     for (int i = 0; i < q->n; i++)
         if (lower[i]) {
-            dlock_node_fence_begin(q->node[i], key, token, fence, keep_ms, &f->calls[i]);
+            dlock_node_fence_begin(q->node[i], key, target, token, fence, keep_ms,
+                                   &f->calls[i]);
             f->now[i] = f->begun[i] = 1;
         }
     wait_all(f);
@@ -353,7 +355,7 @@ int dlock_quorum_acquire(dlock_quorum *q, const dlock_node_acquire_args *args,
             fences[i] = ok[i] ? got[i].fence : 0;
         int64_t top = top_fence(q, ok, fences, lower, &agree);
         if (agree < quorum)
-            agree += write_back(q, a.key, a.token, a.keep_ms, top, lower, &f, NULL);
+            agree += write_back(q, a.key, a.key, a.token, a.keep_ms, top, lower, &f, NULL);
         int64_t elapsed = dlock_now_ms() - started;
         if (agree >= quorum && elapsed < a.lease_ms - dlock_drift_ms(a.lease_ms)) {
             out->fence = top;
@@ -417,7 +419,8 @@ int dlock_quorum_raise(dlock_quorum *q, const dlock_node_raise_args *a, int64_t 
     int agree, refused = 0, lower[DLOCK_NODES_MAX] = {0};
     int64_t top = top_fence(q, ok, got, lower, &agree);
     if (agree < quorum) /* as an acquire's: a majority must hold it, see lock/README.md */
-        agree += write_back(q, a->key, a->token, a->keep_ms, top, lower, &f, &refused);
+        agree += write_back(q, a->key, a->target, a->token, a->keep_ms, top, lower, &f,
+                            &refused);
     if (agree >= quorum) {
         *fence = top;
         return DLOCK_OK;

@@ -508,6 +508,33 @@ static void test_over_three_servers_one_down_works_and_two_down_is_refused(void 
     dlock_client_free(b);
 }
 
+/* A store refused a holder's fence: the raise over three servers whose
+ * counters differ (one is ahead) takes the highest answer, writes it back
+ * where the lease is the holder's (key:writer for a writer, the readers'
+ * ZSET for a reader), and the holder keeps its lock. */
+static void test_over_three_servers_a_fence_raise_keeps_a_writer_and_a_reader(void **state)
+{
+    (void)state;
+    const char *key = "rwq:raise";
+    dlock_client *a = th_lock_quorum_client(nodes, NODES);
+    dlock_opts now = opts(5000, 0);
+    for (int write = 1; write >= 0; write--) {
+        dlock_handle *h;
+        assert_int_equal(write ? dlock_acquire_write(a, key, &now, &h)
+                               : dlock_acquire_read(a, key, &now, &h), DLOCK_OK);
+        int64_t floor = dlock_fence(h) + 1000;
+        assert_int_equal(th_redis_int(&nodes[0], "SET %s:fence %lld", key, (long long)floor + 50),
+                         0);
+        assert_int_equal(dlock_fence_raise(h, floor), DLOCK_OK);
+        assert_int_equal(dlock_fence(h), floor + 51); /* the ahead server's answer */
+        for (int i = 0; i < NODES; i++)
+            assert_true(th_redis_int(&nodes[i], "GET %s:fence", key) >= floor + 51);
+        assert_int_equal(dlock_check(h), DLOCK_OK);
+        assert_int_equal(dlock_release(h), DLOCK_OK);
+    }
+    dlock_client_free(a);
+}
+
 /* Threads of two clients take read and write locks at random over the
  * quorum; each counts itself in while it holds: a writer must never see
  * another holder, a reader never a writer. */
@@ -609,6 +636,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_over_three_servers_readers_share_and_a_writer_excludes),
         cmocka_unit_test(test_over_three_servers_a_waiting_writer_keeps_new_readers_out),
         cmocka_unit_test(test_over_three_servers_a_writer_never_holds_with_anyone),
+        cmocka_unit_test(test_over_three_servers_a_fence_raise_keeps_a_writer_and_a_reader),
         cmocka_unit_test(test_over_three_servers_one_down_works_and_two_down_is_refused),
     };
     th_lock_suite(&redis, &client);
