@@ -140,18 +140,6 @@ static void script_cmd(struct script_cmd *c, const char *verb, const char *scrip
     c->argc = 3 + nargs;
 }
 
-/* EVAL of the script's body on ctx, synchronously: after a NOSCRIPT (Redis
- * restarted or flushed its script cache), which also reloads it. The
- * checked reply (caller frees) or NULL with the error set. */
-static redisReply *eval_body(dlock_node *n, redisContext *ctx, enum dlock_script s, int nkeys,
-                             int nargs, const char **args, const size_t *arg_lens)
-{
-    struct script_cmd c;
-    forget_sha(n, s);
-    script_cmd(&c, "EVAL", dlock_script_text(s, n->sharded), nkeys, nargs, args, arg_lens);
-    return dlock_pool_checked(ctx, redisCommandArgv(ctx, c.argc, c.argv, c.lens));
-}
-
 /* ---- calls in flight ---- */
 
 /* Set by dlock_node_ask_next, taken by the thread's next dlock_call_open:
@@ -173,6 +161,25 @@ static int send_asking(dlock_node_call *call)
     }
     freeReplyObject(r);
     return 0;
+}
+
+/* EVAL of the script's body on the call's connection, synchronously, after
+ * ASKING when the EVALSHA had it: after a NOSCRIPT (Redis restarted or
+ * flushed its script cache), which also reloads it. The reply, unchecked
+ * (caller frees), or NULL with the error set. */
+static redisReply *eval_body(dlock_node_call *call, enum dlock_script s, int nkeys, int nargs,
+                             const char **args, const size_t *arg_lens)
+{
+    struct script_cmd c;
+    forget_sha(call->node, s);
+    if (call->asked && send_asking(call) != 0)
+        return NULL;
+    script_cmd(&c, "EVAL", dlock_script_text(s, call->node->sharded), nkeys, nargs, args,
+               arg_lens);
+    redisReply *r = redisCommandArgv(call->ctx, c.argc, c.argv, c.lens);
+    if (r == NULL)
+        return dlock_pool_checked(call->ctx, NULL); /* sets the error */
+    return r;
 }
 
 /* A cluster node's redirect in r (MOVED or ASK "<slot> <host:port>",
@@ -218,6 +225,7 @@ int dlock_call_open(dlock_node *n, dlock_node_call *call, redisContext **own)
     call->err[0] = '\0';
     call->redirect = DLOCK_REDIRECT_NONE;
     call->asking = ask_next;
+    call->asked = 0;
     ask_next = 0;
     call->began_us = dlock_now_us();
     if (own) {
@@ -254,6 +262,7 @@ void dlock_call_append_script(dlock_node_call *call, enum dlock_script s, int nk
     }
     if (call->asking && send_asking(call) != 0) /* after SCRIPT LOAD: it goes just before */
         return;
+    call->asked = call->asking;
     call->asking = 0;
     script_cmd(&c, "EVALSHA", sha, nkeys, nargs, args, arg_lens);
     if (redisAppendCommandArgv(call->ctx, c.argc, c.argv, c.lens) != REDIS_OK) {
@@ -402,15 +411,18 @@ redisReply *dlock_call_reply_at(dlock_node_call *call, int i, enum dlock_script 
         dlock_fail(call->rc != DLOCK_OK ? call->rc : DLOCK_ERR_REDIS, "%s",
                    call->err[0] ? call->err : "no reply");
         r = NULL;
-    } else if (is_noscript(r)) { /* Redis lost its scripts: send the body this once */
-        freeReplyObject(r);
-        r = eval_body(call->node, call->ctx, s, nkeys, nargs, args, arg_lens);
-        call->broken |= r == NULL && call->ctx->err;
     } else {
-        int redirected = note_redirect(call, r);
-        r = dlock_pool_checked(call->ctx, r);
-        if (redirected) /* not a failure: cluster.c counts it and redoes the call */
-            return NULL;
+        if (is_noscript(r)) { /* Redis lost its scripts: send the body this once */
+            freeReplyObject(r);
+            r = eval_body(call, s, nkeys, nargs, args, arg_lens);
+            call->broken |= r == NULL && call->ctx->err;
+        }
+        if (r != NULL) { /* a cluster node may turn the body away too: its slot moved */
+            int redirected = note_redirect(call, r);
+            r = dlock_pool_checked(call->ctx, r);
+            if (redirected) /* not a failure: cluster.c counts it and redoes the call */
+                return NULL;
+        }
     }
     if (r == NULL)
         count_error(call->node);

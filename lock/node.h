@@ -74,6 +74,7 @@ typedef struct dlock_node_call {
     int64_t began_us;
     char err[200];       /* the failure's text */
     int asking;          /* send ASKING before its script (dlock_node_ask_next) */
+    int asked;           /* it was sent: again before a NOSCRIPT's redo */
     int redirect;        /* enum dlock_redirect: how a cluster node turned it away */
     int redirect_slot;   /* MOVED, ASK: the slot, and the node it named */
     char redirect_to[DLOCK_HOST_MAX + 10];

@@ -261,6 +261,20 @@ static void test_a_slot_moved_by_hand_meets_ask_then_moved(void **state)
     assert_true(st.asked > 0);
     th_sleep_ms(1000); /* more than a lease: only the renewals through ASK keep it */
     assert_int_equal(dlock_check(h), DLOCK_OK);
+
+    /* The importing node lost its scripts (a restart, SCRIPT FLUSH): the
+     * body sent instead goes after ASKING too, or node 1 would answer it
+     * with MOVED and a renewal would fail. */
+    dlock_stats_read(c, &st);
+    uint64_t errors = st.redis_errors;
+    assert_int_equal(th_redis_int(&cluster.node[1], "SCRIPT FLUSH"), 0);
+    int renewed = dlock_renewals(h);
+    for (int64_t end = th_now_ms() + 5000; dlock_renewals(h) < renewed + 2 && th_now_ms() < end;)
+        th_sleep_ms(20);
+    assert_true(dlock_renewals(h) >= renewed + 2);
+    dlock_stats_read(c, &st);
+    assert_int_equal(st.redis_errors, errors);
+    assert_int_equal(dlock_check(h), DLOCK_OK);
     assert_int_equal(th_cluster_migrate_end(&cluster, slot, 0, 1), 0);
 
     assert_int_equal(dlock_release(h), DLOCK_OK); /* MOVED, redone at node 1 */
