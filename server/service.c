@@ -2,7 +2,7 @@
  * requests need, items, health, metrics, draining at shutdown, and each
  * request's entry. Orders are placed by service_order.c; the outcomes and
  * error mapping every file shares are in service_result.c. */
-#include "server/service_internal.h"
+#include "server/service_parts.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/service_internal.h"
+#include "server/service_parts.h"
 
 #define BATCH_MAX 64   /* orders in one item's (or the carts') batch */
 #define COMMIT_MAX 64  /* batches in one transaction */

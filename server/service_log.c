@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "server/log.h"
-#include "server/service_internal.h"
+#include "server/service_parts.h"
 
 /* An acknowledged deduction is routine (info: a line per order, quieted by
  * --log-level warn); so are the refusals a client causes and is told about.

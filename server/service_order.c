@@ -7,7 +7,7 @@
  * redis mode's usual path, is in service_batch.c. */
 #include <time.h>
 
-#include "server/service_internal.h"
+#include "server/service_parts.h"
 
 /* workMs as honoured: only with --allow-work-ms, and capped. */
 static int work_ms_of(const service *s, const req_order *r)

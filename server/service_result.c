@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "server/log.h"
-#include "server/service_internal.h"
+#include "server/service_parts.h"
 
 const char *const service_lock_mode_names[SERVICE_LOCK_COUNT + 1] = {"redis", "none", "atomic",
                                                                      "db", NULL};

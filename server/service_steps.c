@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "server/log.h"
-#include "server/service_internal.h"
+#include "server/service_parts.h"
 
 /* Asked by the store inside a write's transaction, once it holds the write
  * lock: a wait for it (up to --busy-timeout-ms) may have outlasted the drain

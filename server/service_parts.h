@@ -1,12 +1,12 @@
-/* service_internal.h - what the service's files share. They call one way,
+/* service_parts.h - what the service's files share. They call one way,
  * from the top down: service.c (lifecycle, items, health, metrics, draining,
  * each request's entry) -> service_order.c (an order under the lock modes)
  * -> service_batch.c (group commit) -> service_steps.c (the steps of a
  * deduction both share) -> service_log.c (the lines an order leaves) ->
  * service_result.c (outcomes, names, error mapping). Each file's functions
  * are declared below in that order. Not for other modules. */
-#ifndef SERVICE_INTERNAL_H
-#define SERVICE_INTERNAL_H
+#ifndef SERVICE_PARTS_H
+#define SERVICE_PARTS_H
 
 #include <pthread.h>
 #include <stdatomic.h>
