@@ -419,8 +419,7 @@ int dlock_quorum_raise(dlock_quorum *q, const dlock_node_raise_args *a, int64_t 
     int agree, refused = 0, lower[DLOCK_NODES_MAX] = {0};
     int64_t top = top_fence(q, ok, got, lower, &agree);
     if (agree < quorum) /* as an acquire's: a majority must hold it, see lock/README.md */
-        agree += write_back(q, a->key, a->target, a->token, a->keep_ms, top, lower, &f,
-                            &refused);
+        agree += write_back(q, a->key, a->target, a->token, a->keep_ms, top, lower, &f, &refused);
     if (agree >= quorum) {
         *fence = top;
         return DLOCK_OK;
