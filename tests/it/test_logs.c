@@ -235,6 +235,7 @@ static void test_json_lines_parse_and_name_each_order_s_lock(void **state)
     snprintf(body, sizeof(body), "{\"lines\":[{\"itemId\":%lld,\"quantity\":1}],"
              "\"requestId\":\"holder-1\",\"workMs\":1500}", item);
     th_bg_reduce holder = {.url = s.url, .order = body};
+    assert_int_equal(th_wait_item_unlocked(&redis, item, 5000), 0); /* the order before's */
     th_bg_reduce_start(&holder);
     assert_int_equal(th_wait_item_locked(&redis, item, 5000), 0);
     json_decref(reduce(&s, item, 1, "waiter-1", 503));

@@ -254,6 +254,7 @@ static void test_a_lock_lost_during_the_read_stops_the_write_without_fencing(voi
     PGconn *other = PQconnectdb(s.db);
     PQclear(PQexec(other, "BEGIN; LOCK TABLE items IN ACCESS EXCLUSIVE MODE"));
     assert_int_equal(PQtransactionStatus(other), PQTRANS_INTRANS);
+    assert_int_equal(th_wait_item_unlocked(&redis, s.item, 5000), 0); /* the order before's */
     th_bg_reduce_start(&bg);
     assert_int_equal(th_wait_item_locked(&redis, s.item, 5000), 0);
     char key[DLOCK_KEY_MAX + 1], cmd[96];

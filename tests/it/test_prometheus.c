@@ -121,6 +121,7 @@ static void lock_timeout_on(const th_stockd *s, long long item)
      * late, and it ends before the interrupt (after 3 renewals of a 600 ms
      * lease: about 800 ms) */
     th_bg_reduce holder = {.url = s->url, .item = item, .work_ms = 600};
+    assert_int_equal(th_wait_item_unlocked(&redis, item, 5000), 0); /* the order before's */
     th_bg_reduce_start(&holder);
     assert_int_equal(th_wait_item_locked(&redis, item, 5000), 0);
     char body[512];

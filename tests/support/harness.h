@@ -166,8 +166,14 @@ long long th_redis_now_us(const th_redis *r);
 const char *th_item_lock_key(long long item, char *buf);
 
 /* Waits until a stockd on Redis r holds item's lock (its key exists), at most
- * timeout_ms: 0, or -1 when it never did. */
+ * timeout_ms: 0, or -1 when it never did. A lock of an order already answered
+ * may still be there (group commit releases it after the answers): before a
+ * request meant to be the one found holding, wait for th_wait_item_unlocked. */
 int th_wait_item_locked(const th_redis *r, long long item, int timeout_ms);
+
+/* Waits until nobody holds item's lock (its key is gone), at most timeout_ms:
+ * 0, or -1 when it stayed. */
+int th_wait_item_unlocked(const th_redis *r, long long item, int timeout_ms);
 
 /* Takes item's lock as another owner would (its key set to a token of
  * nobody's, for 30 s), so that a stockd's orders for the item wait for it;

@@ -79,16 +79,27 @@ const char *th_item_lock_key(long long item, char *buf)
     return buf;
 }
 
-int th_wait_item_locked(const th_redis *r, long long item, int timeout_ms)
+/* Waits until item's lock key exists (exists 1) or is gone (exists 0). */
+static int wait_item_key(const th_redis *r, long long item, int exists, int timeout_ms)
 {
     char key[DLOCK_KEY_MAX + 1];
     th_item_lock_key(item, key);
-    for (int64_t end = th_now_ms() + timeout_ms; th_redis_int(r, "EXISTS %s", key) != 1;) {
+    for (int64_t end = th_now_ms() + timeout_ms; th_redis_int(r, "EXISTS %s", key) != exists;) {
         if (th_now_ms() >= end)
             return -1;
         th_sleep_ms(2);
     }
     return 0;
+}
+
+int th_wait_item_locked(const th_redis *r, long long item, int timeout_ms)
+{
+    return wait_item_key(r, item, 1, timeout_ms);
+}
+
+int th_wait_item_unlocked(const th_redis *r, long long item, int timeout_ms)
+{
+    return wait_item_key(r, item, 0, timeout_ms);
 }
 
 int th_hold_item_lock(const th_redis *r, long long item)
