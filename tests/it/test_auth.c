@@ -145,21 +145,11 @@ static void assert_error(const char *answer, int status, const char *code)
     json_decref(j);
 }
 
-static int count_in_file(const char *path, const char *needle)
-{
-    char *text = th_read_file(path);
-    int n = 0;
-    for (const char *p = text; p && (p = strstr(p, needle)) != NULL; p++)
-        n++;
-    free(text);
-    return n;
-}
-
 static void assert_no_token_logged(const th_stockd *s)
 {
     const char *tokens[] = {OPERATOR, BUYER, SCRAPE, ROTATED, UNKNOWN};
     for (size_t i = 0; i < sizeof(tokens) / sizeof(tokens[0]); i++)
-        if (count_in_file(s->log, tokens[i]) != 0)
+        if (th_count_in_file(s->log, tokens[i]) != 0)
             fail_msg("token %s is in the log %s", tokens[i], s->log);
 }
 
@@ -167,7 +157,7 @@ static void assert_no_token_logged(const th_stockd *s)
 static void wait_logged(const th_stockd *s, const char *text, int n)
 {
     int64_t end = th_now_ms() + 10000 * TH_SLOWER;
-    while (count_in_file(s->log, text) < n) {
+    while (th_count_in_file(s->log, text) < n) {
         if (th_now_ms() > end)
             fail_msg("no %d lines \"%s\" in %s", n, text, s->log);
         th_sleep_ms(20);
@@ -182,7 +172,7 @@ static void test_without_a_file_every_route_is_open_and_the_start_says_so(void *
     expect(&s, "POST", "/items", NULL, "{\"name\":\"open\",\"stock\":3}", 201);
     expect(&s, "PUT", "/items/1", NULL, "{\"stock\":4}", 200);
     expect(&s, "GET", "/metrics", NULL, NULL, 200);
-    assert_int_equal(count_in_file(s.log, "anyone who reaches this port can change stock"), 1);
+    assert_int_equal(th_count_in_file(s.log, "anyone who reaches this port can change stock"), 1);
     assert_int_equal(th_stockd_stop_clean(&s), 0);
 }
 
@@ -256,7 +246,7 @@ static void test_operator_lines_alone_close_the_catalog_and_leave_buying_open(vo
     expect(&s, "POST", "/reduceStock", UNKNOWN, "{\"itemId\":1,\"quantity\":1}", 200);
     expect(&s, "GET", "/items/1", NULL, NULL, 200);
     expect(&s, "GET", "/metrics", NULL, NULL, 200);
-    assert_int_equal(count_in_file(s.log, "openRoles=buyer,scrape"), 1);
+    assert_int_equal(th_count_in_file(s.log, "openRoles=buyer,scrape"), 1);
     assert_int_equal(th_stockd_stop_clean(&s), 0);
 }
 
@@ -375,9 +365,9 @@ static void test_no_log_line_carries_a_token_and_orders_carry_its_name(void **st
     wait_logged(&s, "msg=\"api tokens reloaded\"", 1);
     assert_int_equal(th_stockd_stop_clean(&s), 0);
     assert_no_token_logged(&s);
-    assert_int_equal(count_in_file(s.log, "msg=\"item created\""), 1);
-    assert_int_equal(count_in_file(s.log, "tokenName=ops"), 2);  /* created, stock set */
-    assert_int_equal(count_in_file(s.log, "tokenName=shop"), 2); /* placed, not placed */
+    assert_int_equal(th_count_in_file(s.log, "msg=\"item created\""), 1);
+    assert_int_equal(th_count_in_file(s.log, "tokenName=ops"), 2);  /* created, stock set */
+    assert_int_equal(th_count_in_file(s.log, "tokenName=shop"), 2); /* placed, not placed */
 }
 
 /* loadgen against a closed catalog: its token on the set-up (an item
@@ -399,7 +389,7 @@ static void test_loadgen_sends_its_token_on_set_up_load_and_read_back(void **sta
     char *text = th_read_file(out);
     assert_non_null(strstr(text, "401"));
     free(text);
-    assert_int_equal(count_in_file(s.log, "tokenName=ops"), 51); /* the item, 50 orders */
+    assert_int_equal(th_count_in_file(s.log, "tokenName=ops"), 51); /* the item, 50 orders */
     assert_no_token_logged(&s);
     assert_int_equal(th_stockd_stop_clean(&s), 0);
 }

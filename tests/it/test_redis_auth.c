@@ -100,16 +100,6 @@ static long get(const th_stockd *s, const char *path, char *buf, size_t size)
     return r.status;
 }
 
-static int count_in_file(const char *path, const char *needle)
-{
-    char *text = th_read_file(path);
-    int n = 0;
-    for (const char *p = text; p && (p = strstr(p, needle)) != NULL; p++)
-        n++;
-    free(text);
-    return n;
-}
-
 /* Subscribers of the item's release channel, within 2 s. */
 static long long release_subscribers(long long item)
 {
@@ -155,7 +145,7 @@ static void assert_secret_absent(const th_stockd *s, const char *secret)
     assert_null(strstr(body, secret));
     assert_int_equal(get(s, "/metrics", body, sizeof(body)), 200);
     assert_null(strstr(body, secret));
-    assert_int_equal(count_in_file(s->log, secret), 0);
+    assert_int_equal(th_count_in_file(s->log, secret), 0);
 }
 
 static void test_password_file_authenticates_pool_watchdog_and_subscriber(void **state)
@@ -172,7 +162,7 @@ static void test_password_file_authenticates_pool_watchdog_and_subscriber(void *
     assert_secret_absent(&s, PASSWORD);
     assert_int_equal(th_stockd_stop_clean(&s), 0);
     assert_int_equal(th_stockd_stop_clean(&t), 0);
-    assert_int_equal(count_in_file(s.log, PASSWORD), 0);
+    assert_int_equal(th_count_in_file(s.log, PASSWORD), 0);
 }
 
 static void test_password_from_the_environment(void **state)
@@ -205,8 +195,8 @@ static void test_help_never_shows_the_password(void **state)
     int status = th_run(argv, out, 10000);
     unsetenv("STOCKD_REDIS_PASSWORD");
     assert_int_equal(status, 0);
-    assert_true(count_in_file(out, "--redis-password-file") == 1);
-    assert_int_equal(count_in_file(out, PASSWORD), 0);
+    assert_true(th_count_in_file(out, "--redis-password-file") == 1);
+    assert_int_equal(th_count_in_file(out, PASSWORD), 0);
 }
 
 /* Every request fails the same clear way, the log says so once, /health
@@ -228,8 +218,8 @@ static void assert_refused(const char *const flags[], const char *why)
     assert_int_equal(get(&bad, "/health", body, sizeof(body)), 503);
     assert_non_null(strstr(body, "authentication failed"));
     assert_int_equal(stock_of(&bad, item), 10);
-    assert_int_equal(count_in_file(bad.log, "Redis refuses our credentials"), 1);
-    assert_int_equal(count_in_file(bad.log, PASSWORD), 0);
+    assert_int_equal(th_count_in_file(bad.log, "Redis refuses our credentials"), 1);
+    assert_int_equal(th_count_in_file(bad.log, PASSWORD), 0);
     assert_int_equal(th_reduce(good.url, item, 1, 0, NULL, 0), 200); /* Redis itself is fine */
     assert_int_equal(th_stockd_stop_clean(&bad), 0);
     assert_int_equal(th_stockd_stop_clean(&good), 0);
@@ -385,7 +375,7 @@ static void test_unreadable_password_file_is_a_start_up_error(void **state)
     snprintf(missing, sizeof(missing), "%s/no-such-file", dir);
     const char *argv[] = {bin, "--redis-password-file", missing, NULL};
     assert_int_equal(th_run(argv, out, 10000), 2);
-    assert_int_equal(count_in_file(out, "--redis-password-file"), 1);
+    assert_int_equal(th_count_in_file(out, "--redis-password-file"), 1);
     const char *empty[] = {bin, "--redis-password-file", write_secret("empty", ""), NULL};
     assert_int_equal(th_run(empty, out, 10000), 2);
 }

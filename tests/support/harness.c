@@ -428,3 +428,13 @@ char *th_read_file(const char *path)
     fclose(f);
     return buf;
 }
+
+int th_count_in_file(const char *path, const char *needle)
+{
+    char *text = th_read_file(path);
+    int n = 0;
+    for (const char *p = text; p && (p = strstr(p, needle)) != NULL; p++)
+        n++;
+    free(text);
+    return n;
+}

@@ -88,6 +88,9 @@ int th_have(const char *cmd);
 /* Reads a whole file (NUL-terminated, caller frees) or NULL. */
 char *th_read_file(const char *path);
 
+/* How many times needle occurs in the file at path (0 when it can't be read). */
+int th_count_in_file(const char *path, const char *needle);
+
 typedef struct th_redis {
     pid_t pid;
     int port;
