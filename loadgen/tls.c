@@ -52,8 +52,6 @@ int lg_tls_setup(const char *cacert, int skip_verify, lg_err *err)
     return LG_OK;
 }
 
-int lg_tls_insecure(void) { return insecure; }
-
 void lg_tls_ticket_free(lg_tls_ticket *t)
 {
     free(t->data);
@@ -184,8 +182,6 @@ ssize_t lg_tls_recv(lg_tls *t, void *buf, size_t len, char *why, size_t n)
 }
 
 size_t lg_tls_pending(lg_tls *t) { return gnutls_record_check_pending(t->s) + t->rlen - t->rpos; }
-
-int lg_tls_resumed(const lg_tls *t) { return t->done && gnutls_session_is_resumed(t->s); }
 
 /* The session's data into ticket, replacing what it held. */
 static void keep(lg_tls *t, lg_tls_ticket *ticket)

@@ -23,9 +23,6 @@
  * file and why it does not load. */
 int lg_tls_setup(const char *cacert, int insecure, lg_err *err);
 
-/* Whether --insecure is in force (the report says so). */
-int lg_tls_insecure(void);
-
 /* A session kept for resumption (GnuTLS's session data; owned, malloc'd). */
 typedef struct lg_tls_ticket {
     unsigned char *data;
@@ -59,9 +56,6 @@ ssize_t lg_tls_recv(lg_tls *t, void *buf, size_t len, char *why, size_t n);
 /* Bytes read from the socket and not yet taken (decrypted by GnuTLS, or
  * read ahead): epoll does not see them. */
 size_t lg_tls_pending(lg_tls *t);
-
-/* Whether the handshake resumed an earlier session. */
-int lg_tls_resumed(const lg_tls *t);
 
 /* Ends the session (a close_notify when the socket takes it at once),
  * first keeping it in ticket when its handshake was done; then frees t. The
