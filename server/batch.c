@@ -1,22 +1,21 @@
-/* batch.c - queues of requests for group commit: one per item, or per any
- * other key the service uses. */
+/* batch.c - the queues of group commit: a FIFO per key with its leader, in a
+ * chained hash table, and the FIFO of batches waiting for a transaction. */
 #include "server/batch.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 #define BUCKETS 256
 
-struct job_queue {
-    struct job_queue *hnext;
-    int64_t id;
-    batch_job *head, *tail;
-    int has_leader;  /* a thread will take the next batch */
-    int promote_due; /* ...chosen at batch_finish of the batch being served */
+struct key_queue {
+    struct key_queue *hnext;
+    int64_t key;
+    batch_link *head, *tail; /* the leader, if it has not taken its batch yet, first */
 };
 
 struct batch_queues {
     pthread_mutex_t mu;
-    struct job_queue *bucket[BUCKETS];
+    struct key_queue *bucket[BUCKETS];
 };
 
 batch_queues *batch_new(void)
@@ -35,113 +34,124 @@ void batch_free(batch_queues *q)
     free(q);
 }
 
-static struct job_queue **slot(batch_queues *q, int64_t id)
+/* Where key's queue is, or would be (mu held). A key has a queue exactly
+ * while it has a leader. */
+static struct key_queue **slot(batch_queues *q, int64_t key)
 {
-    struct job_queue **p = &q->bucket[(uint64_t)id % BUCKETS];
-    while (*p && (*p)->id != id)
+    struct key_queue **p = &q->bucket[(uint64_t)key % BUCKETS];
+    while (*p && (*p)->key != key)
         p = &(*p)->hnext;
     return p;
 }
 
-int batch_enter(batch_queues *q, batch_job *job)
+static void append(batch_link **head, batch_link **tail, batch_link *l)
 {
-    job->next = NULL;
-    job->done = job->leader = 0;
-    int waits = job->on_lead == NULL;
-    if (waits)
-        pthread_cond_init(&job->cv, NULL);
-    pthread_mutex_lock(&q->mu);
-    struct job_queue **p = slot(q, job->queue), *iq = *p;
-    if (iq == NULL && (iq = *p = calloc(1, sizeof(*iq))) != NULL)
-        iq->id = job->queue;
-    if (iq == NULL) { /* out of memory: serve it alone */
-        pthread_mutex_unlock(&q->mu);
-        if (waits)
-            pthread_cond_destroy(&job->cv);
-        return -1;
-    }
-    if (iq->tail)
-        iq->tail->next = job;
+    l->next = NULL;
+    if (*tail)
+        (*tail)->next = l;
     else
-        iq->head = job;
-    iq->tail = job;
-    if (!iq->has_leader)
-        iq->has_leader = job->leader = 1; /* the queue was empty: we are its head */
-    while (waits && !job->done && !job->leader)
-        pthread_cond_wait(&job->cv, &q->mu);
-    int lead = job->leader && !job->done;
-    pthread_mutex_unlock(&q->mu);
-    if (waits && !lead)
-        pthread_cond_destroy(&job->cv);
-    return lead;
+        *head = l;
+    *tail = l;
 }
 
-/* Wakes job's thread (under q->mu), or tells the caller to run one of its
- * callbacks once q->mu is let go: 1 when it must. */
-static int wake(batch_job *job)
-{
-    if (job->on_lead)
-        return 1;
-    pthread_cond_signal(&job->cv);
-    return 0;
-}
-
-/* Hands the queue to its next leader, or frees it when nobody waits (the
- * next arrival leads). Under q->mu; returns the new leader when its
- * on_lead is to run once q->mu is let go, else NULL. */
-static batch_job *promote(struct job_queue **p)
-{
-    struct job_queue *iq = *p;
-    iq->promote_due = 0;
-    if (iq->head) {
-        iq->head->leader = 1;
-        return wake(iq->head) ? iq->head : NULL;
-    }
-    *p = iq->hnext;
-    free(iq);
-    return NULL;
-}
-
-int batch_take(batch_queues *q, int64_t queue, batch_job **jobs, int max,
-               int (*fits)(const batch_job *job, void *arg), void *arg,
-               enum batch_promote when)
+int batch_join(batch_queues *q, batch_link *l)
 {
     pthread_mutex_lock(&q->mu);
-    struct job_queue **p = slot(q, queue), *iq = *p;
-    int n = 0;
-    while (iq && iq->head && n < max && (fits == NULL || fits(iq->head, arg) || n == 0)) {
-        jobs[n++] = iq->head;
-        iq->head = iq->head->next;
-    }
-    if (iq && iq->head == NULL)
-        iq->tail = NULL;
-    batch_job *next = NULL;
-    if (iq && when == BATCH_PROMOTE_AT_TAKE)
-        next = promote(p);
-    else if (iq)
-        iq->promote_due = 1;
+    struct key_queue **p = slot(q, l->key), *kq = *p;
+    int lead = kq == NULL;
+    if (lead && (kq = *p = calloc(1, sizeof(*kq))) != NULL)
+        kq->key = l->key;
+    if (kq)
+        append(&kq->head, &kq->tail, l);
     pthread_mutex_unlock(&q->mu);
-    if (next)
-        next->on_lead(next);
+    return kq == NULL ? -1 : lead;
+}
+
+int batch_take(batch_queues *q, int64_t key, batch_link **links, int max,
+               int (*fits)(const batch_link *l, void *arg), void *arg)
+{
+    pthread_mutex_lock(&q->mu);
+    struct key_queue *kq = *slot(q, key);
+    int n = 0;
+    /* fits sees the first too (it may count what is taken), which is taken anyway */
+    while (kq && kq->head && n < max && (fits == NULL || fits(kq->head, arg) || n == 0)) {
+        links[n++] = kq->head;
+        if ((kq->head = kq->head->next) == NULL)
+            kq->tail = NULL;
+    }
+    pthread_mutex_unlock(&q->mu);
     return n;
 }
 
-void batch_finish(batch_queues *q, batch_job **jobs, int n)
+batch_link *batch_promote(batch_queues *q, int64_t key)
 {
     pthread_mutex_lock(&q->mu);
-    struct job_queue **p = slot(q, jobs[0]->queue);
-    batch_job *next = *p && (*p)->promote_due ? promote(p) : NULL;
-    int callbacks = jobs[0]->on_done != NULL; /* a queue's jobs all have them, or none */
-    for (int i = callbacks ? 0 : 1; i < n; i++) { /* without: jobs[0]'s thread is here */
-        jobs[i]->done = 1;
-        if (!callbacks)
-            pthread_cond_signal(&jobs[i]->cv);
+    struct key_queue **p = slot(q, key), *kq = *p;
+    batch_link *next = kq ? kq->head : NULL;
+    if (kq && next == NULL) { /* nobody waits: the key has no leader */
+        *p = kq->hnext;
+        free(kq);
     }
     pthread_mutex_unlock(&q->mu);
-    if (!callbacks)
-        pthread_cond_destroy(&jobs[0]->cv);
-    for (int i = 0; callbacks && i < n; i++)
-        jobs[i]->on_done(jobs[i]); /* may free the job: not touched after */
-    if (next)
-        next->on_lead(next);
+    return next;
+}
+
+struct batch_commits {
+    pthread_mutex_t mu;
+    batch_commit_link *head, *tail;
+    int committing; /* a transaction is in flight: its committer takes what joins */
+};
+
+batch_commits *batch_commits_new(void)
+{
+    batch_commits *c = calloc(1, sizeof(*c));
+    if (c)
+        pthread_mutex_init(&c->mu, NULL);
+    return c;
+}
+
+void batch_commits_free(batch_commits *c)
+{
+    if (c == NULL)
+        return;
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+int batch_commit_join(batch_commits *c, batch_commit_link *l)
+{
+    pthread_mutex_lock(&c->mu);
+    l->next = NULL;
+    if (c->tail)
+        c->tail->next = l;
+    else
+        c->head = l;
+    c->tail = l;
+    int commit = !c->committing;
+    c->committing = 1;
+    pthread_mutex_unlock(&c->mu);
+    return commit;
+}
+
+int batch_commit_take(batch_commits *c, batch_commit_link **links, int max,
+                      int (*fits)(const batch_commit_link *l, void *arg), void *arg)
+{
+    pthread_mutex_lock(&c->mu);
+    int n = 0;
+    while (c->head && n < max && (fits == NULL || fits(c->head, arg) || n == 0)) {
+        links[n++] = c->head;
+        if ((c->head = c->head->next) == NULL)
+            c->tail = NULL;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
+int batch_commit_done(batch_commits *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int more = c->head != NULL;
+    c->committing = more;
+    pthread_mutex_unlock(&c->mu);
+    return more;
 }

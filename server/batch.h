@@ -1,74 +1,82 @@
-/* batch.h - group commit for hot items: requests for the same item queue up
- * inside the process, and one thread at a time (the leader) serves a whole
- * batch of them. Only the queueing lives here; the service decides what
- * serving means (take the item's lock, apply the batch in one transaction).
+/* batch.h - the two queues of group commit. Orders queue per key (an
+ * item's id, or the one key of the carts) behind a leader, who serves a
+ * batch of them under one lock hold; batches whose locks are held queue for
+ * the one transaction in flight. Entries are links embedded in the caller's
+ * own requests, so queueing never allocates (a key's queue is made once, at
+ * its first order). No callbacks: each call says what the caller does next.
+ * Thread-safe.
  *
- *   if (batch_enter(q, &job)) {            // we lead
- *       ...acquire the item's lock...
- *       n = batch_take(q, item, jobs, max); // ours first; promotes the next leader
- *       ...answer every jobs[i]->arg...
- *       batch_finish(q, jobs, n);
- *   }                                       // else another leader answered job.arg
- *
- * Thread-safe. The next leader is promoted either while the current batch
- * is still being served (BATCH_PROMOTE_AT_TAKE: it is already waiting for
- * the item's lock when that is released) or once it is served
- * (BATCH_PROMOTE_AT_FINISH: for a leader that must see its whole batch
- * before it knows which locks to take, so that its batch is everything
- * queued meanwhile, not a batch of one). */
+ *   order arrives:   batch_join(q, &o->link) == 1 -> o leads: asks the lock
+ *   lock granted:    n = batch_take(q, key, links, max, ...)   (the leader's own first)
+ *                    next = batch_promote(q, key) -> next leads: asks the lock
+ *                    batch_commit_join(c, &b->link) == 1 -> commit now:
+ *   the committer:   do { n = batch_commit_take(c, ...); ...commit, answer, release... }
+ *                    while (batch_commit_done(c));
+ */
 #ifndef BATCH_H
 #define BATCH_H
 
-#include <pthread.h>
 #include <stdint.h>
+
+/* An order's place in its key's queue: the caller's, embedded. */
+typedef struct batch_link {
+    int64_t key;             /* the caller's: which queue */
+    struct batch_link *next; /* batch.c's */
+} batch_link;
 
 typedef struct batch_queues batch_queues;
 
-typedef struct batch_job batch_job;
-typedef void batch_job_fn(batch_job *job);
-
-struct batch_job {
-    int64_t queue; /* which queue it waits in: an item's id, or any other key the caller uses */
-    void *arg;     /* the caller's: the request and where its answer goes */
-    /* Both NULL: batch_enter waits on the caller's thread. Both set: it
-     * returns at once; on_lead runs when the job is to lead a batch (on a
-     * thread of the callee's choosing), and on_done once the job is served,
-     * by its own leader too (the job is not touched again). Each runs on
-     * the thread of the leader that promoted or served the job, outside the
-     * queue's lock, and must not block. A queue's jobs all have callbacks,
-     * or none. */
-    batch_job_fn *on_lead, *on_done;
-    /* owned by batch.c */
-    struct batch_job *next;
-    int done, leader;
-    pthread_cond_t cv;
-};
-
-/* NULL when out of memory. */
+/* Returns: the queues, or NULL when out of memory. */
 batch_queues *batch_new(void);
-void batch_free(batch_queues *q); /* no job may be queued */
 
-/* Queues job (queue, arg and the callbacks set) and, without callbacks,
- * waits. Returns 1 when the caller must lead a batch now, 0 when another
- * leader served the job (with callbacks: when one of them will run), -1
- * when out of memory (nothing queued: serve the job alone). */
-int batch_enter(batch_queues *q, batch_job *job);
+/* No order may be queued. NULL is a no-op. */
+void batch_free(batch_queues *q);
 
-enum batch_promote { BATCH_PROMOTE_AT_TAKE, BATCH_PROMOTE_AT_FINISH };
+/* l (l->key set) joins its key's queue.
+ * Returns: 1 when l leads (the queue had no leader), 0 when it waits behind
+ * one (a batch_take or batch_promote reaches it), -1 when out of memory
+ * (nothing queued). */
+int batch_join(batch_queues *q, batch_link *l);
 
-/* Leader: dequeues up to max jobs of queue, in arrival order (the leader's
- * own first), stopping before a job that fits (when not NULL) says does not
- * fit with those taken (fits sees every job, the leader's own first, which
- * is taken whatever it says), and promotes the next queued job to lead, now
- * or at batch_finish as promote says. */
-int batch_take(batch_queues *q, int64_t queue, batch_job **jobs, int max,
-               int (*fits)(const batch_job *job, void *arg), void *arg,
-               enum batch_promote promote);
+/* The leader: dequeues up to max of key's links into links[], in arrival
+ * order (the leader's own first), stopping before one that fits (NULL: any)
+ * says does not fit; the first is taken whatever it says.
+ * Returns: how many. */
+int batch_take(batch_queues *q, int64_t key, batch_link **links, int max,
+               int (*fits)(const batch_link *l, void *arg), void *arg);
 
-/* Leader: marks the jobs served (their out filled), runs each one's on_done
- * or, without callbacks, wakes their threads (all but jobs[0], the
- * leader's own), and promotes the next leader if batch_take left that for
- * now. */
-void batch_finish(batch_queues *q, batch_job **jobs, int n);
+/* The leader, done with key's queue: its next link leads from now on.
+ * Returns: that link (the caller starts its lead), or NULL when none waits
+ * (the next batch_join leads). */
+batch_link *batch_promote(batch_queues *q, int64_t key);
+
+/* A batch's place among those waiting for a transaction: the caller's. */
+typedef struct batch_commit_link {
+    struct batch_commit_link *next; /* batch.c's */
+} batch_commit_link;
+
+typedef struct batch_commits batch_commits;
+
+/* Returns: the queue, or NULL when out of memory. */
+batch_commits *batch_commits_new(void);
+
+/* No batch may be queued. NULL is a no-op. */
+void batch_commits_free(batch_commits *c);
+
+/* l's batch (its lock held) waits for a transaction.
+ * Returns: 1 when no transaction is in flight: the caller commits now
+ * (batch_commit_take), 0 when the one in flight, or its next, takes it. */
+int batch_commit_join(batch_commits *c, batch_commit_link *l);
+
+/* The committer: dequeues up to max waiting batches in arrival order,
+ * stopping before one that fits (NULL: any) refuses (the first is taken).
+ * Returns: how many. */
+int batch_commit_take(batch_commits *c, batch_commit_link **links, int max,
+                      int (*fits)(const batch_commit_link *l, void *arg), void *arg);
+
+/* The committer, its transaction over.
+ * Returns: 1 when more batches wait (it commits again), 0 when none does
+ * (the next batch_commit_join commits). */
+int batch_commit_done(batch_commits *c);
 
 #endif

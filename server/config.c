@@ -128,8 +128,13 @@ static const struct opt opts[] = {
      "leaves after what the store and Redis need; a number that does not fit is lowered to what "
      "does, with a warning"},
     {"workers", "STOCKD_WORKERS", OPT_INT, F(service.workers), 0, 256, NULL,
-     "threads that run requests' store calls and lead group commits; 0: the number of cores "
-     "+ 6. A request waiting in group commit holds none"},
+     "service threads: the store's calls, the commits of group commit and the grants of locks "
+     "run on them; 0: the number of cores + 6 (with a database server, at most --db-pool - 2, "
+     "so that no thread waits for a connection). A request that waits (for a lock, a commit, "
+     "its workMs, a row lock) holds none"},
+    {"lock-threads", "STOCKD_LOCK_THREADS", OPT_INT, F(service.redis.async_threads), 1, 64, NULL,
+     "libdlock's threads that make the Redis calls of the locks waited for without a thread, "
+     "however many wait"},
     {"http-threads", "STOCKD_HTTP_THREADS", OPT_INT, F(http.threads), 0, 256, NULL,
      "event threads reading requests and sending answers; 0: one per core"},
     {"max-connections-per-ip", "STOCKD_MAX_CONNECTIONS_PER_IP", OPT_INT, F(http.max_per_ip), 0,

@@ -1,10 +1,14 @@
 /* handlers.c - stockd's routes, one handler each: it parses the body or the
  * query with request.c, asks the service one thing, and makes the answer's
  * JSON; an outcome that failed becomes its status and error code here. The
- * plumbing that reads requests and sends answers is http.c, below. */
+ * plumbing that reads requests and sends answers is http.c, below. Orders
+ * and stock sets start on the event thread (the service never blocks
+ * them); the rest, which read or write the store at once, on a service
+ * thread (the probes' one for /health and /metrics). */
 #include "server/handlers.h"
 
 #include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -68,7 +72,7 @@ static int reply_bad_body(http_reply *r, int rc, const char *err)
 
 /* Parses rq's order body (one line for /reduceStock): 0 with *order set,
  * else answered 400. */
-static int parse_order(const http_request *rq, int reduce, const char *who, req_order *order)
+static int parse_order(http_request *rq, int reduce, const char *who, req_order *order)
 {
     char err[256];
     http_reply r = {0};
@@ -84,7 +88,7 @@ static int parse_order(const http_request *rq, int reduce, const char *who, req_
 
 static void reduce_done(const service_result *res, void *arg)
 {
-    const http_request *rq = arg;
+    http_request *rq = arg;
     http_reply reply = {0}, *r = &reply;
     if (reply_failure(r, res)) {
         if (res->outcome == SERVICE_INSUFFICIENT) { /* its line's figures, at the top level */
@@ -108,18 +112,18 @@ static void reduce_done(const service_result *res, void *arg)
 
 /* POST /reduceStock: answered by reduce_done, at once or once its batch
  * committed. */
-static void handle_reduce(const http_request *rq, const char *who)
+static void handle_reduce(http_request *rq, const char *who)
 {
     req_order req;
     if (parse_order(rq, 1, who, &req) == 0)
-        service_reduce(rq->svc, &req, reduce_done, (void *)rq);
+        service_reduce(rq->svc, &req, reduce_done, rq);
 }
 
 /* ---- /orders and /orders/{id} ---- */
 
 static void order_done(const service_result *res, void *arg)
 {
-    const http_request *rq = arg;
+    http_request *rq = arg;
     http_reply reply = {0}, *r = &reply;
     if (reply_failure(r, res)) {
         if (res->outcome == SERVICE_INSUFFICIENT) {
@@ -148,11 +152,11 @@ static void order_done(const service_result *res, void *arg)
 }
 
 /* POST /orders: answered by order_done. */
-static void handle_order(const http_request *rq, const char *who)
+static void handle_order(http_request *rq, const char *who)
 {
     req_order req;
     if (parse_order(rq, 0, who, &req) == 0)
-        service_place_order(rq->svc, &req, order_done, (void *)rq);
+        service_place_order(rq->svc, &req, order_done, rq);
 }
 
 static void show_order(const http_request *rq, http_reply *r)
@@ -273,18 +277,26 @@ static void create_item(const http_request *rq, const char *who, http_reply *r)
     r->json = item_json(&res.item);
 }
 
-static void set_stock(const http_request *rq, const char *who, http_reply *r)
+static void stock_set(const service_result *res, void *arg)
+{
+    http_reply r = {0};
+    if (!reply_failure(&r, res)) {
+        r.status = 200;
+        r.json = item_json(&res->item);
+    }
+    http_answer(arg, &r);
+}
+
+/* PUT /items/{id}: answered by stock_set, once the item's lock was had. */
+static void set_stock(http_request *rq, const char *who)
 {
     req_item req;
     char err[256];
-    if (reply_bad_body(r, req_parse_item(rq->body, rq->len, 0, &req, err, sizeof(err)), err))
-        return;
-    service_result res;
-    service_set_stock(rq->svc, rq->route->path_id, req.stock, who, &res);
-    if (reply_failure(r, &res))
-        return;
-    r->status = 200;
-    r->json = item_json(&res.item);
+    http_reply r = {0};
+    if (reply_bad_body(&r, req_parse_item(rq->body, rq->len, 0, &req, err, sizeof(err)), err))
+        http_answer(rq, &r);
+    else
+        service_set_stock(rq->svc, rq->route->path_id, req.stock, who, stock_set, rq);
 }
 
 static void show_item(const http_request *rq, http_reply *r)
@@ -353,7 +365,7 @@ struct who {
 /* Answers rq 401 or 403 when its token may not ask for its route (auth.h):
  * 1 then, else 0 with the token's name (if known) in who. The answers never
  * show the token. */
-static int refuse_caller(const http_request *rq, struct who *who)
+static int refuse_caller(http_request *rq, struct who *who)
 {
     enum route_role role = rq->route->role;
     const char *need = route_role_name(role);
@@ -382,27 +394,44 @@ static int refuse_caller(const http_request *rq, struct who *who)
 
 /* ---- every route ---- */
 
-void handlers_answer(const http_request *rq)
+/* The routes that read or write the store at once, on a service thread. */
+static void answer_blocking(exec_task *t)
 {
+    http_request *rq = (http_request *)((char *)t - offsetof(http_request, task));
     struct who who;
     if (refuse_caller(rq, &who))
         return;
-    if (rq->route->id == ROUTE_REDUCE) {
-        handle_reduce(rq, who.name); /* orders answer when they are done, perhaps later */
-        return;
-    }
-    if (rq->route->id == ROUTE_ORDERS) {
-        handle_order(rq, who.name);
-        return;
-    }
-    int post = strcmp(rq->method, "POST") == 0, put = strcmp(rq->method, "PUT") == 0;
+    int post = strcmp(rq->method, "POST") == 0;
     http_reply r = {0};
     switch (rq->route->id) {
     case ROUTE_METRICS: handle_metrics(rq, &r); break;
     case ROUTE_HEALTH: handle_health(rq, &r); break;
     case ROUTE_ITEMS: post ? create_item(rq, who.name, &r) : list_items(rq, &r); break;
     case ROUTE_ORDER: show_order(rq, &r); break;
-    default: put ? set_stock(rq, who.name, &r) : show_item(rq, &r); break;
+    default: show_item(rq, &r); break;
     }
     http_answer(rq, &r);
+}
+
+void handlers_answer(http_request *rq)
+{
+    int id = rq->route->id;
+    if (route_is_probe(id)) {
+        service_run_probe(rq->svc, &rq->task, answer_blocking);
+        return;
+    }
+    int put = strcmp(rq->method, "PUT") == 0;
+    if (id != ROUTE_REDUCE && id != ROUTE_ORDERS && !(id == ROUTE_ITEM && put)) {
+        service_run(rq->svc, &rq->task, answer_blocking);
+        return;
+    }
+    struct who who; /* orders and stock sets: here, on the event thread */
+    if (refuse_caller(rq, &who))
+        return;
+    if (id == ROUTE_REDUCE)
+        handle_reduce(rq, who.name); /* answered when done, later */
+    else if (id == ROUTE_ORDERS)
+        handle_order(rq, who.name);
+    else
+        set_stock(rq, who.name);
 }

@@ -9,9 +9,10 @@
 #include "server/http.h"
 
 /* Answers rq (its route matched and allowed, its body read whole), asking
- * rq->svc: an order once the service is done with it (perhaps later, from
- * its batch leader's thread), the rest before returning. An http_handler:
- * thread-safe, as the service is. */
-void handlers_answer(const http_request *rq);
+ * rq->svc, once the service is done with it. An http_handler: runs on the
+ * connection's event thread and never blocks there (an order or a stock set
+ * waits as memory; a read goes to a service thread, /health and /metrics to
+ * the probes' one). Thread-safe, as the service is. */
+void handlers_answer(http_request *rq);
 
 #endif

@@ -40,14 +40,27 @@ struct http_server {
     reaper *reaper;    /* deadlines for slow senders */
     _Atomic int draining;
     _Atomic int open;  /* connections open now */
+    _Atomic int pending; /* requests handed to the handler and not yet answered */
+    _Atomic int stopping; /* http_stop waits for pending to reach 0 */
     pthread_mutex_t mu;
-    pthread_cond_t idle; /* signalled when no request is suspended */
-    int suspended;       /* requests handed to a handler and not yet answered */
+    pthread_cond_t idle; /* signalled, once stopping, when pending drops to 0 */
     MHD_socket quiesced; /* the listening socket once quiesced: ours to close */
     tls_tickets *tickets; /* HTTPS: resumed sessions; NULL for plain HTTP */
 };
 
-enum req_phase { READING, HANDLING, ANSWERED };
+/* Where a handed request's answer stands. The handler runs on the
+ * connection's event thread; its answer may come during that call (then it
+ * is sent at once) or later from any thread (then the connection waits
+ * suspended). The two meet through this state, with no lock: whoever comes
+ * second resumes the connection. */
+enum answer_state {
+    HANDLING,   /* the handler runs on the event thread */
+    SUSPENDING, /* it returned unanswered: the event thread suspends the connection */
+    SUSPENDED,  /* ...and did: the answer resumes it */
+    ANSWERED,   /* http_answer set the reply */
+};
+
+enum req_phase { READING, HANDED };
 
 /* Per-request state, from the headers to NOTIFY_COMPLETED. */
 struct req_state {
@@ -61,7 +74,8 @@ struct req_state {
     char framing_err[128];
     int entered;          /* in flight for the drain until its answer is sent */
     int close;            /* close the connection after the answer */
-    enum req_phase phase; /* HANDLING: suspended until http_answer resumes it */
+    enum req_phase phase; /* HANDED: to its handler, its answer not sent yet */
+    _Atomic int answer;   /* enum answer_state, while HANDED */
     struct timespec t0;   /* handed to its handler */
     http_reply reply;     /* ANSWERED: its answer, the body made already */
     char *reply_body;
@@ -254,42 +268,67 @@ static enum MHD_Result answer_now(http_server *s, struct req_state *rq, http_rep
     return send_answer(s, rq, r, body, len);
 }
 
-/* On a thread that may block: the handler answers rq, now or later. */
-static void run_handler(void *arg)
+/* A handed request's answer has gone to its connection (sent, or resumed
+ * to be sent): it no longer holds up http_stop. */
+static void settled(http_server *s)
 {
-    struct req_state *rq = arg;
-    rq->req.server->handle(&rq->req); /* rq may be gone once this returns */
+    if (atomic_fetch_sub(&s->pending, 1) == 1 && atomic_load(&s->stopping)) {
+        pthread_mutex_lock(&s->mu);
+        pthread_cond_broadcast(&s->idle);
+        pthread_mutex_unlock(&s->mu);
+    }
 }
 
-void http_answer(const http_request *req, http_reply *r)
+void http_answer(http_request *req, http_reply *r)
 {
     struct req_state *rq = (struct req_state *)req; /* req is rq's first member */
     http_server *s = req->server;
+    struct MHD_Connection *conn = req->conn;
     account(s, rq, r);
     rq->reply = *r;
     rq->reply_body = reply_body(&rq->reply, &rq->reply_len);
     rq->reply.json = NULL;
     rq->reply.text = r->text ? rq->reply_body : NULL; /* only its content type is read now */
-    pthread_mutex_lock(&s->mu);
-    rq->phase = ANSWERED;
-    MHD_resume_connection(req->conn); /* its event thread sends the answer */
-    if (--s->suspended == 0)
-        pthread_cond_broadcast(&s->idle);
-    pthread_mutex_unlock(&s->mu);
+    /* once resumed, rq may be gone: nothing of it after this; else the event
+     * thread, still in the handler's call or suspending, sends it */
+    if (atomic_exchange(&rq->answer, ANSWERED) == SUSPENDED) {
+        MHD_resume_connection(conn); /* its event thread sends the answer */
+        settled(s);
+    }
 }
 
-/* A request read whole: refused here, or suspended and handed to its
- * handler on a service thread (the probes' thread for /health and
- * /metrics, so a flood of orders never holds them up). */
+/* The handler has returned: its answer is here (sent now), or the
+ * connection waits suspended for it. */
+static enum MHD_Result await_answer(http_server *s, struct MHD_Connection *conn,
+                                    struct req_state *rq)
+{
+    int st = HANDLING;
+    if (atomic_compare_exchange_strong(&rq->answer, &st, SUSPENDING)) {
+        MHD_suspend_connection(conn);
+        st = SUSPENDING;
+        if (atomic_compare_exchange_strong(&rq->answer, &st, SUSPENDED))
+            return MHD_YES; /* http_answer resumes it */
+        MHD_resume_connection(conn); /* answered meanwhile: resumed here, sent next */
+        settled(s);
+        return MHD_YES;
+    }
+    rq->phase = READING; /* answered during the handler's call: sent now */
+    settled(s);
+    return send_answer(s, rq, &rq->reply, rq->reply_body, rq->reply_len);
+}
+
+/* A request read whole: refused here, or handed to its handler, which runs
+ * on this event thread and answers now or later (its slow part on a
+ * service thread, its waits as memory). */
 static enum MHD_Result respond(http_server *s, struct MHD_Connection *conn, const char *url,
                                const char *method, struct req_state *rq)
 {
-    if (rq->phase == ANSWERED) {
+    if (rq->phase == HANDED) {
+        if (atomic_load(&rq->answer) != ANSWERED)
+            return MHD_YES; /* not answered yet */
         rq->phase = READING; /* sent once */
         return send_answer(s, rq, &rq->reply, rq->reply_body, rq->reply_len);
     }
-    if (rq->phase == HANDLING)
-        return MHD_YES; /* still suspended: nothing to send yet */
     http_reply r = {0};
     route_match(method, url, &rq->rt);
     if (!rq->entered) { /* once: on_completed leaves once, after the answer is out */
@@ -300,19 +339,12 @@ static enum MHD_Result respond(http_server *s, struct MHD_Connection *conn, cons
     rq->req.conn = conn, rq->req.method = method, rq->req.url = url; /* for the log */
     if (refuse(s, rq, method, url, &r))
         return answer_now(s, rq, &r);
-    rq->req = (http_request){s, s->svc, method, url, &rq->rt, rq->body, rq->len, conn};
-    rq->phase = HANDLING;
-    pthread_mutex_lock(&s->mu);
-    s->suspended++;
-    pthread_mutex_unlock(&s->mu);
-    MHD_suspend_connection(conn);
-    int rc = route_is_probe(rq->rt.id) ? service_run_probe(s->svc, run_handler, rq)
-                                         : service_run(s->svc, run_handler, rq);
-    if (rc != 0) { /* out of memory */
-        http_reply_error(&r, 500, "out_of_memory", "cannot queue the request");
-        http_answer(&rq->req, &r);
-    }
-    return MHD_YES;
+    rq->req = (http_request){s, s->svc, method, url, &rq->rt, rq->body, rq->len, conn, {0}};
+    rq->phase = HANDED;
+    atomic_store(&rq->answer, HANDLING);
+    atomic_fetch_add(&s->pending, 1);
+    s->handle(&rq->req);
+    return await_answer(s, conn, rq);
 }
 
 /* Stores a body chunk, up to RULE_BODY_MAX (grown as it comes: a waiting
@@ -437,7 +469,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
          * still queued then (a committed deduction's) would never arrive. */
         if (rq->entered)
             service_leave(s->svc);
-        if (rq->phase == ANSWERED) /* the answer never went: the connection did first */
+        if (rq->phase == HANDED) /* the answer never went: the connection did first */
             free(rq->reply_body);
         free(rq->body);
         free(rq);
@@ -594,9 +626,16 @@ void http_stop(http_server *s)
     /* libmicrohttpd must not stop with a connection suspended: a request
      * still in its handler answers first (its lock's wait and the store's
      * timeouts bound that; past the drain, commits are refused) */
+    atomic_store(&s->stopping, 1);
     pthread_mutex_lock(&s->mu);
-    while (s->suspended > 0)
-        pthread_cond_wait(&s->idle, &s->mu);
+    while (atomic_load(&s->pending) > 0) {
+        struct timespec t; /* a periodic look as well: the last answer may signal first */
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += 10 * 1000000;
+        if (t.tv_nsec >= 1000000000L)
+            t.tv_sec++, t.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&s->idle, &s->mu, &t);
+    }
     pthread_mutex_unlock(&s->mu);
     MHD_stop_daemon(s->daemon); /* every connection closed: the reaper has none left */
     if (s->quiesced != MHD_INVALID_SOCKET)

@@ -1,17 +1,17 @@
 /* http.h - stockd's HTTP server (libmicrohttpd over epoll, a few event
  * threads): it reads each request's body within its limits and deadlines,
  * refuses what no route can take (framing, size, path, method, a drain,
- * too many connections), hands the rest to a handler (handlers.h) on a
- * thread that may block, and sends the answer it makes.
+ * too many connections), hands the rest to a handler (handlers.h) on the
+ * connection's event thread, and sends the answer it makes.
  *
  * A request may wait up to wait-ms for a hot item's lock, or for its batch
  * to commit. It waits as a suspended connection, not a thread: the handler
- * runs on a service thread (service_run; /health and /metrics on a thread
- * of their own), and whoever completes the request (the handler, or the
- * batch leader that committed it) calls http_answer, which resumes the
- * connection to send the answer. A waiting buyer costs its socket and its
- * connection's memory (some kilobytes); slow senders are cut off by the
- * request deadlines (reaper.h). */
+ * only starts the work (an order joins its item's queue; a read goes to a
+ * service thread, service_run) and whoever completes the request (the
+ * committer of its batch, the service thread) calls http_answer, which
+ * resumes the connection to send the answer. A waiting buyer costs its
+ * socket and its connection's memory (some kilobytes); slow senders are
+ * cut off by the request deadlines (reaper.h). */
 #ifndef HTTP_H
 #define HTTP_H
 
@@ -59,6 +59,7 @@ typedef struct http_request {
     const char *body;           /* NUL-terminated, or NULL when there was none */
     size_t len;
     struct MHD_Connection *conn; /* the plumbing's: read the query with http_query */
+    exec_task task;             /* the handler's: its link to a service thread (service_run) */
 } http_request;
 
 /* What a handler answers: a status, a JSON body or text, optional headers. */
@@ -74,12 +75,13 @@ typedef struct http_reply {
 } http_reply;
 
 /* Answers rq, by calling http_answer once: before it returns, or later from
- * any thread. Called on a thread that may block (not an event thread). */
-typedef void http_handler(const http_request *rq);
+ * any thread. Runs on: the connection's event thread, which must never
+ * block (what may block goes to a service thread: service_run). */
+typedef void http_handler(http_request *rq);
 
 /* rq's answer: r's status, headers and body (taken: r's json or text is the
  * server's now). Any thread, once per request; rq is gone after it. */
-void http_answer(const http_request *rq, http_reply *r);
+void http_answer(http_request *rq, http_reply *r);
 
 /* Starts listening on cfg->bind:cfg->port, answering with handle, which
  * asks svc (both must outlive the server; http.c itself uses svc only to

@@ -18,6 +18,10 @@ static const int line_bounds[] = {1, 2, 3, 4, 5, 8, 16, 32, -1};
 /* Batches and orders per group-commit transaction. */
 static const int group_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, -1};
 #define GROUP_BUCKETS (sizeof(group_bounds) / sizeof(group_bounds[0]))
+/* Hand-offs between threads per order: the door's event thread to a service
+ * thread and back is 2; a lock asked through Redis, a timer, a cart add. */
+static const int handoff_bounds[] = {0, 1, 2, 3, 4, 5, 6, -1};
+#define HANDOFF_BUCKETS (sizeof(handoff_bounds) / sizeof(handoff_bounds[0]))
 /* Request latency, microseconds: from 0.1 ms (a /health) to 10 s (past any wait-ms). */
 static const int latency_bounds[] = {100,    250,    500,     1000,    2500,    5000,
                                      10000,  25000,  50000,   100000,  250000,  500000,
@@ -37,6 +41,7 @@ struct metrics {
     _Atomic uint64_t commit_batches[GROUP_BUCKETS], commit_batches_sum; /* per transaction */
     _Atomic uint64_t commit_orders[GROUP_BUCKETS], commit_orders_sum;
     _Atomic uint64_t batch_orders[GROUP_BUCKETS], batch_orders_sum; /* per lock hold */
+    _Atomic uint64_t handoffs[HANDOFF_BUCKETS], handoffs_sum;     /* per order */
 };
 
 /* Counts value into the first bucket whose bound holds it (bounds end with -1: +Inf). */
@@ -107,6 +112,12 @@ void metrics_batch(metrics *m, int orders)
 {
     observe(m->batch_orders, group_bounds, (int)GROUP_BUCKETS, orders);
     atomic_fetch_add(&m->batch_orders_sum, (uint64_t)orders);
+}
+
+void metrics_handoffs(metrics *m, int n)
+{
+    observe(m->handoffs, handoff_bounds, (int)HANDOFF_BUCKETS, n);
+    atomic_fetch_add(&m->handoffs_sum, (uint64_t)n);
 }
 
 struct buf {
@@ -322,6 +333,10 @@ static void render_orders(struct buf *b, metrics *m)
                          &m->commit_orders_sum);
     put_counter(b, "stockd_units_deducted_total", "Units of stock deducted.",
                 atomic_load(&m->units_deducted));
+    put_atomic_histogram(b, "stockd_order_handoffs",
+                         "Hand-offs between threads per order, from its door to its answer.",
+                         m->handoffs, handoff_bounds, (int)HANDOFF_BUCKETS, SCALE_ONE,
+                         &m->handoffs_sum);
 }
 
 static void render_http(struct buf *b, metrics *m)
@@ -388,6 +403,8 @@ char *metrics_render(metrics *m, const metrics_extra *x, size_t *len)
     put_counter(&b, "stockd_http_deadline_closed_total",
                 "Connections closed because a request line, headers or body came too slowly.",
                 x->reaped);
+    put_counter(&b, "stockd_service_tasks_total",
+                "Tasks run on the service threads (each a hand-off to one of them).", x->tasks);
     put(&b, "# HELP stockd_inflight_requests Requests being handled or answered.\n"
             "# TYPE stockd_inflight_requests gauge\nstockd_inflight_requests %lld\n",
         (long long)x->inflight);

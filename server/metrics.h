@@ -37,11 +37,15 @@ void metrics_commit(metrics *m, int batches, int orders);
 /* Counts one batch committed under group commit: the orders of one lock hold. */
 void metrics_batch(metrics *m, int orders);
 
+/* Counts the hand-offs between threads one order crossed. */
+void metrics_handoffs(metrics *m, int n);
+
 /* What the rest of the process knows, for one rendering. */
 typedef struct metrics_extra {
     dlock_client *locks; /* NULL unless the lock mode is redis */
     int64_t inflight;    /* requests being handled */
     uint64_t reaped;     /* connections closed at their deadline */
+    uint64_t tasks;      /* tasks posted to the service threads */
 } metrics_extra;
 
 /* Renders every metric. Returns a malloc'd NUL-terminated buffer (caller

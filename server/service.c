@@ -1,9 +1,11 @@
 /* service.c - stockd's business layer, its top: opening and closing what
- * requests need, items, health, metrics, draining at shutdown, and each
- * request's entry. Orders are placed by service_order.c; the outcomes and
- * error mapping every file shares are in service_result.c. */
+ * requests need, each order's door, items, health, metrics and draining at
+ * shutdown. An order is placed by service_order.c (alone) or
+ * service_batch.c (group commit); the outcomes and error mapping every file
+ * shares are in service_result.c. */
 #include "server/service_parts.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,34 +30,70 @@ void service_config_defaults(service_config *c)
 
 /* --workers 0: the number of cores + 6, so that threads stay within
  * 2 x cores + 16 (the event threads are one per core, libdlock's and the
- * rest a handful). */
+ * rest a handful). No thread waits for a store connection: with a
+ * database server's pool, at most its size - 2 (one for the probes' thread,
+ * one for a request that holds its connection across a wait). */
 int service_workers_of(const service_config *c)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    return c->workers > 0 ? c->workers : (cores > 0 ? (int)cores : 1) + 6;
+    int n = c->workers > 0 ? c->workers : (cores > 0 ? (int)cores : 1) + 6;
+    if (c->workers == 0 && store_pooled(c->store.db) && n > c->store.pool_size - 2)
+        n = c->store.pool_size - 2 > 1 ? c->store.pool_size - 2 : 1;
+    return n;
 }
 
 static int open_locks(service *s, char *err, size_t errlen)
 {
     if (s->cfg.lock_mode != SERVICE_LOCK_REDIS)
         return 0;
+    s->cfg.redis.post = service_lock_post; /* grants run on our threads, never bounced */
+    s->cfg.redis.post_ctx = s;
     if (dlock_client_new(&s->cfg.redis, &s->locks) != DLOCK_OK) {
         snprintf(err, errlen, "cannot create the lock client: %s", dlock_errstr());
         return -1;
     }
     int rc = dlock_ping(s->locks); /* not fatal: /health says so, requests get 503 */
     if (rc != DLOCK_OK)
-        service_note_redis(s, rc);
-    if (s->cfg.batch && (s->batches = batch_new()) == NULL) {
+        service_note_redis(s, rc, dlock_errstr());
+    if (s->cfg.batch && ((s->queues = batch_new()) == NULL ||
+                         (s->commits = batch_commits_new()) == NULL)) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
     return 0;
 }
 
+/* How many requests may hold a store connection across a wait (lock mode
+ * db with work): what a database server's pool has beyond one a service
+ * thread and the probes' thread, so that a thread never waits for one. */
+static int holds_of(const service *s, int workers)
+{
+    if (!store_pooled(s->cfg.store.db))
+        return INT_MAX; /* no pool to run out of: SQLite opens what it needs */
+    int left = s->cfg.store.pool_size - workers - 1;
+    return left > 1 ? left : 1; /* a pool under 3 can't keep the promise: one may wait */
+}
+
+static int open_threads(service *s, char *err, size_t errlen)
+{
+    s->metrics = metrics_new(service_outcome_names, SERVICE_OUTCOME_COUNT);
+    s->work = s->metrics ? exec_start(service_workers_of(&s->cfg), "work") : NULL;
+    s->probes = s->work ? exec_start(1, "probes") : NULL;
+    if (s->probes == NULL)
+        snprintf(err, errlen, "out of memory or threads");
+    return s->probes ? 0 : -1;
+}
+
 int service_open(const service_config *cfg, service **out, char *err, size_t errlen)
 {
     *out = NULL;
+    int workers = service_workers_of(cfg);
+    if (store_pooled(cfg->store.db) && cfg->workers > 0 && workers > cfg->store.pool_size - 2) {
+        snprintf(err, errlen, "--workers %d needs --db-pool %d or more: a connection for each "
+                 "service thread, one for /health and one to hold across work, so that no "
+                 "thread waits for one", workers, workers + 2);
+        return -1;
+    }
     service *s = calloc(1, sizeof(*s));
     if (s == NULL) {
         snprintf(err, errlen, "out of memory");
@@ -68,14 +106,11 @@ int service_open(const service_config *cfg, service **out, char *err, size_t err
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&s->idle, &attr);
     pthread_condattr_destroy(&attr);
-    s->metrics = metrics_new(service_outcome_names, SERVICE_OUTCOME_COUNT);
-    s->work = s->metrics ? workers_start(service_workers_of(cfg), "work") : NULL;
-    s->probes = s->work ? workers_start(1, "probes") : NULL;
-    int rc = s->probes ? open_locks(s, err, errlen) : -1;
+    int rc = open_threads(s, err, errlen);
+    if (rc == 0)
+        rc = open_locks(s, err, errlen);
     s->cfg.redis.password = NULL; /* the lock client has its copy; keep none here */
     s->cfg.redis.sentinel_password = NULL;
-    if (s->probes == NULL)
-        snprintf(err, errlen, "out of memory or threads");
     int store_rc = rc == 0 ? store_open(&cfg->store, &s->store, err, errlen) : STORE_ERR_IO;
     if (rc != 0 || store_rc != STORE_OK) {
         service_close(s);
@@ -88,18 +123,39 @@ int service_open(const service_config *cfg, service **out, char *err, size_t err
         service_close(s);
         return -1;
     }
+    s->holds_max = holds_of(s, workers);
     *out = s;
     return 0;
+}
+
+/* At close every request was answered; what may still be in flight is
+ * releases and their ends (a batch freed, a lost lock logged), which need
+ * the lock client and the service threads. Given a few seconds to end. */
+static void await_quiet(service *s)
+{
+    for (int i = 0; i < 500; i++) {
+        pthread_mutex_lock(&s->mu);
+        int calls = s->waits != NULL;
+        pthread_mutex_unlock(&s->mu);
+        if (!calls && exec_busy(s->work) == 0)
+            return;
+        nanosleep(&(struct timespec){0, 10 * 1000000}, NULL);
+    }
 }
 
 void service_close(service *s)
 {
     if (s == NULL)
         return;
-    workers_stop(s->probes);
-    workers_stop(s->work); /* what is queued runs first: nothing is left half done */
-    batch_free(s->batches);
+    if (s->work)
+        await_quiet(s);
+    /* a call still pending ends now (DLOCK_ERR_CLOSED), its end run here,
+     * while the service threads can still take what it posts */
     dlock_client_free(s->locks);
+    exec_stop(s->probes);
+    exec_stop(s->work);
+    batch_free(s->queues);
+    batch_commits_free(s->commits);
     store_close(s->store);
     metrics_free(s->metrics);
     pthread_cond_destroy(&s->idle);
@@ -111,11 +167,150 @@ metrics *service_metrics(service *s) { return s->metrics; }
 
 char *service_metrics_text(service *s, uint64_t reaped, size_t *len)
 {
-    pthread_mutex_lock(&s->mu);
-    metrics_extra x = {s->locks, s->inflight, reaped};
-    pthread_mutex_unlock(&s->mu);
+    metrics_extra x = {s->locks, atomic_load(&s->inflight), reaped, exec_posts(s->work)};
     return metrics_render(s->metrics, &x, len);
 }
+
+void service_run(service *s, exec_task *t, exec_fn *fn) { exec_post(s->work, t, fn); }
+
+void service_run_probe(service *s, exec_task *t, exec_fn *fn) { exec_post(s->probes, t, fn); }
+
+/* ---- an order's door ---- */
+
+/* The bytes an order of n lines takes, its keys of keylen bytes at most
+ * each, and its batch memory (batched) after it. */
+static size_t order_size(int n, size_t keylen, int batched)
+{
+    size_t per_line = sizeof(store_fence) + sizeof(char *) + sizeof(int64_t) + keylen + 1;
+    return sizeof(struct order) + (size_t)n * per_line + (batched ? service_batch_size(n) : 0) +
+           sizeof(void *); /* the batch's alignment */
+}
+
+/* o's arrays, laid out after it in its one allocation. */
+static void order_lay_out(struct order *o, size_t keylen, int batched)
+{
+    int n = o->r.nlines;
+    char *p = (char *)(o + 1);
+    o->held = (store_fence *)p, p += (size_t)n * sizeof(store_fence);
+    o->res.remaining = (int64_t *)p, p += (size_t)n * sizeof(int64_t);
+    o->keys = (const char **)p, p += (size_t)n * sizeof(char *);
+    for (int i = 0; i < n; i++) {
+        char key[DLOCK_KEY_MAX + 1];
+        service_lock_key(o->s->cfg.lock_prefix, o->r.lines[i].item_id, key);
+        o->keys[i] = strcpy(p, key);
+        p += keylen + 1;
+    }
+    uintptr_t at = ((uintptr_t)p + sizeof(void *) - 1) & ~(uintptr_t)(sizeof(void *) - 1);
+    o->lead = batched ? (struct batch *)at : NULL;
+}
+
+/* An order's memory, from its request: one allocation, at the door. NULL
+ * when out of memory. */
+static struct order *order_new(service *s, const req_order *r, int reduce, service_done *done,
+                               void *arg)
+{
+    size_t keylen = strlen(s->cfg.lock_prefix) + 22; /* "{" the id "}" */
+    int batched = service_order_batched(s, r);
+    struct order *o = malloc(order_size(r->nlines, keylen, batched));
+    if (o == NULL)
+        return NULL;
+    memset(o, 0, sizeof(*o));
+    o->s = s, o->r = *r, o->reduce = reduce, o->done = done, o->arg = arg;
+    o->t0_us = service_now_us();
+    o->thread = o->door = service_here();
+    memset((char *)(o + 1), 0, (size_t)r->nlines * sizeof(store_fence));
+    order_lay_out(o, keylen, batched);
+    return o;
+}
+
+/* Whether every item of o is known to exist (no store read needed). */
+static int items_known(const struct order *o)
+{
+    for (int i = 0; i < o->r.nlines; i++) {
+        int64_t id = o->r.lines[i].item_id;
+        if (atomic_load_explicit(&o->s->known_items[(uint64_t)id % SERVICE_KNOWN_ITEMS],
+                                 memory_order_relaxed) != id)
+            return 0;
+    }
+    return 1;
+}
+
+/* o's way once its items are known to exist. */
+static void order_go(struct order *o)
+{
+    if (o->lead)
+        service_batch_join(o);
+    else
+        service_order_alone(o);
+}
+
+/* Items are never deleted, so one that exists now exists under the lock: an
+ * absent one is answered before, and its lock never touches Redis (every
+ * itemId a client makes up would otherwise leave keys there). An item seen
+ * once is remembered, and not read again for that. On a service thread. */
+static void order_check(exec_task *t)
+{
+    struct order *o = (struct order *)((char *)t - offsetof(struct order, task));
+    service *s = o->s;
+    service_touch(o);
+    service_result out;
+    service_result_clear(&out);
+    char err[256];
+    store_conn *c;
+    int rc = store_get(s->store, &c, err, sizeof(err));
+    for (int i = 0; rc == STORE_OK && i < o->r.nlines; i++) {
+        int64_t id = o->r.lines[i].item_id, stock;
+        _Atomic int64_t *known = &s->known_items[(uint64_t)id % SERVICE_KNOWN_ITEMS];
+        if (atomic_load_explicit(known, memory_order_relaxed) == id)
+            continue;
+        rc = store_stock_read(c, id, &stock);
+        if (rc == STORE_OK)
+            atomic_store_explicit(known, id, memory_order_relaxed);
+        else if (rc == STORE_ERR_NOT_FOUND && o->r.nlines > 1)
+            service_fail(&out, SERVICE_NOT_FOUND, "no item with id %lld (lines[%d]); nothing "
+                         "deducted", (long long)id, i);
+        else
+            service_from_order_store(&out, rc, c, NULL);
+    }
+    if (c)
+        store_put(s->store, c);
+    else
+        service_from_store_text(&out, rc, err);
+    if (out.outcome != SERVICE_OK) {
+        service_keep(&o->res, &o->r, &out);
+        service_answer(o);
+        return;
+    }
+    order_go(o);
+}
+
+static void place(service *s, const req_order *r, int reduce, service_done *done, void *arg)
+{
+    struct order *o = order_new(s, r, reduce, done, arg);
+    if (o == NULL) { /* the one allocation an order makes: refused here, once */
+        service_result oom;
+        service_result_clear(&oom);
+        service_fail(&oom, SERVICE_STORAGE_ERROR, "out of memory; nothing deducted");
+        done(&oom, arg);
+        return;
+    }
+    if (items_known(o))
+        order_go(o);
+    else
+        service_run(s, &o->task, order_check);
+}
+
+void service_place_order(service *s, const req_order *r, service_done *done, void *arg)
+{
+    place(s, r, 0, done, arg);
+}
+
+void service_reduce(service *s, const req_order *r, service_done *done, void *arg)
+{
+    place(s, r, 1, done, arg);
+}
+
+/* ---- reads and items, on a service thread ---- */
 
 /* Clears out and takes a store connection; NULL with the failure in out
  * (mapped as any store result: store_get tells why in err, having no
@@ -129,163 +324,6 @@ static store_conn *begin(service *s, service_result *out)
     return c;
 }
 
-/* What the last write told about space. A write refused for a full disk
- * marks the storage full, and one that commits (wrote: o is a write's
- * outcome) clears it; each change is logged once, as an operator must free
- * space and wants to know when writes resumed. */
-static void note_space(service *s, enum service_outcome o, int wrote)
-{
-    int64_t since = 0, now = service_now_ms();
-    if (o == SERVICE_STORAGE_FULL) {
-        if (atomic_compare_exchange_strong(&s->full_since_ms, &since, now > 0 ? now : 1))
-            log_kv(LOG_ERROR, "database disk full: writes refused until space is freed, "
-                   "reads still answered", LOG_STR("backend", store_backend_name(s->store)));
-    } else if (wrote && o == SERVICE_OK && (since = atomic_exchange(&s->full_since_ms, 0))) {
-        log_kv(LOG_INFO, "database takes writes again", LOG_INT("fullForMs", now - since));
-    }
-}
-
-int service_run(service *s, workers_fn *fn, void *arg) { return workers_submit(s->work, fn, arg); }
-
-int service_run_probe(service *s, workers_fn *fn, void *arg)
-{
-    return workers_submit(s->probes, fn, arg);
-}
-
-/* One order from its request to its answer: the service's, freed once
- * done has run. */
-struct order_call {
-    struct deduction x;  /* x.out: own, or, while its batch is served, the batch's */
-    req_order r;
-    service_result *own; /* its result, but while it waits in group commit (a result is
-                          * some kilobytes: the leader lends one instead) */
-    store_fence held[RULE_ORDER_LINES_MAX];
-    batch_job job;
-    int reduce;        /* counted as a POST /reduceStock too */
-    int64_t t0_us;
-    service_order_done *done;
-    void *arg;
-    char keys[][DLOCK_KEY_MAX + 1]; /* x.keys: one per line */
-};
-
-static struct order_call *call_of(batch_job *job)
-{
-    return (struct order_call *)((char *)job - offsetof(struct order_call, job));
-}
-
-/* The order is answered: counted, logged, handed to the caller, freed. */
-static void order_finish(struct order_call *k)
-{
-    service *s = k->x.s;
-    const req_order *r = &k->r;
-    const service_result *out = k->x.out;
-    note_space(s, out->outcome, 1);
-    int64_t units = 0;
-    for (int i = 0; out->outcome == SERVICE_OK && i < r->nlines; i++)
-        units += r->lines[i].quantity;
-    metrics_order(s->metrics, out->outcome, r->nlines, units);
-    if (k->reduce)
-        metrics_reduce(s->metrics, out->outcome);
-    service_log_order(s, r, out, k->held, k->t0_us);
-    k->done(out, k->arg);
-    free(k->own);
-    free(k);
-}
-
-/* Leads the order's batch from this thread (the order itself is answered
- * with the others, through on_served). */
-static void order_lead(void *arg)
-{
-    struct order_call *k = arg;
-    service_batch_lead(&k->x);
-}
-
-/* batch.h's callbacks: promoted to lead (on the promoting leader's
- * thread, which must not block: the lead goes to a worker), or served. */
-static void on_lead(batch_job *job)
-{
-    struct order_call *k = call_of(job);
-    if (service_run(k->x.s, order_lead, k) != 0)
-        order_lead(k); /* out of memory: here, late rather than never */
-}
-
-static void on_served(batch_job *job) { order_finish(call_of(job)); }
-
-/* The order through group commit: queued without its store connection (a
- * waiting order holds no descriptor) nor its result, led here when it
- * heads the queue. */
-static void order_batched(struct order_call *k)
-{
-    store_put(k->x.s->store, k->x.c);
-    k->x.c = NULL;
-    free(k->own);
-    k->own = k->x.out = NULL;
-    k->job.on_lead = on_lead, k->job.on_done = on_served;
-    int lead = service_batch_enter(&k->x, &k->job);
-    if (lead > 0) {
-        order_lead(k);
-    } else if (lead < 0) { /* out of memory: alone, if it can be */
-        if ((k->own = k->x.out = malloc(sizeof(*k->own))) == NULL) {
-            service_result oom;
-            service_result_clear(&oom);
-            service_fail(&oom, SERVICE_STORAGE_ERROR, "out of memory");
-            k->x.out = &oom;
-            order_finish(k);
-            return;
-        }
-        if ((k->x.c = begin(k->x.s, k->own)) != NULL) {
-            service_order_alone(&k->x);
-            store_put(k->x.s->store, k->x.c);
-        }
-        order_finish(k);
-    } /* else a leader answers it, or promotes it to lead */
-}
-
-static void place(service *s, const req_order *r, int reduce, service_order_done *done,
-                  void *arg)
-{
-    struct order_call *k = malloc(sizeof(*k) + (size_t)r->nlines * sizeof(k->keys[0]));
-    service_result *own = malloc(sizeof(*own));
-    if (k == NULL || own == NULL) {
-        service_result oom;
-        service_result_clear(&oom);
-        service_fail(&oom, SERVICE_STORAGE_ERROR, "out of memory");
-        done(&oom, arg);
-        free(k), free(own);
-        return;
-    }
-    k->r = *r;
-    k->reduce = reduce, k->done = done, k->arg = arg;
-    k->t0_us = service_now_us();
-    memset(k->held, 0, (size_t)r->nlines * sizeof(k->held[0]));
-    k->own = own;
-    k->x = (struct deduction){.s = s, .r = &k->r, .out = own, .held = k->held,
-                              .keys = k->keys};
-    if ((k->x.c = begin(s, own)) == NULL) {
-        order_finish(k);
-        return;
-    }
-    int go = service_order_check(&k->x) == SERVICE_OK;
-    if (go && service_order_batched(s, r)) {
-        order_batched(k);
-        return;
-    }
-    if (go)
-        service_order_alone(&k->x);
-    store_put(s->store, k->x.c);
-    order_finish(k);
-}
-
-void service_place_order(service *s, const req_order *r, service_order_done *done, void *arg)
-{
-    place(s, r, 0, done, arg);
-}
-
-void service_reduce(service *s, const req_order *r, service_order_done *done, void *arg)
-{
-    place(s, r, 1, done, arg);
-}
-
 void service_get_order(service *s, int64_t order_id, service_result *out)
 {
     store_conn *c = begin(s, out);
@@ -297,7 +335,7 @@ void service_get_order(service *s, int64_t order_id, service_result *out)
     else
         service_from_store(out, rc, c);
     store_put(s->store, c);
-    note_space(s, out->outcome, 0);
+    service_note_space(s, out->outcome, 0);
 }
 
 enum auth_verdict service_authorize(service *s, const char *authorization, enum route_role role,
@@ -319,29 +357,11 @@ void service_create_item(service *s, const req_item *r, const char *who, service
     else
         service_from_store(out, rc, c);
     store_put(s->store, c);
-    note_space(s, out->outcome, 1);
+    service_note_space(s, out->outcome, 1);
     if (out->outcome == SERVICE_OK)
         log_kv(LOG_INFO, "item created", LOG_INT("item", out->item.id),
                LOG_INT("stock", out->item.stock), LOG_STR("instance", s->cfg.instance_id),
                LOG_STR("tokenName", who[0] ? who : NULL));
-}
-
-void service_set_stock(service *s, int64_t item_id, int64_t stock, const char *who,
-                       service_result *out)
-{
-    int64_t t0 = service_now_us();
-    store_fence held = {0, 0};
-    store_conn *c = begin(s, out);
-    if (c) {
-        service_order_set_stock(s, c, item_id, stock, out, &held);
-        if (out->outcome == SERVICE_COMMIT_UNKNOWN) /* no requestId to retry with */
-            service_fail(out, SERVICE_COMMIT_UNKNOWN, "%s; the stock may have been set: GET "
-                         "/items/%lld shows it, or set it again", store_errstr(c),
-                         (long long)item_id);
-        store_put(s->store, c);
-    }
-    note_space(s, out->outcome, 1);
-    service_log_stock_set(s, item_id, stock, who, out, &held, t0);
 }
 
 void service_item_ledger(service *s, int64_t item_id, int64_t before, int limit,
@@ -355,7 +375,7 @@ void service_item_ledger(service *s, int64_t item_id, int64_t before, int limit,
         rc = store_lines_of_item(c, item_id, before, limit, fn, arg);
     service_from_store(out, rc, c);
     store_put(s->store, c);
-    note_space(s, out->outcome, 0);
+    service_note_space(s, out->outcome, 0);
 }
 
 void service_list_items(service *s, int64_t after, int limit, store_item_fn fn, void *arg,
@@ -366,8 +386,10 @@ void service_list_items(service *s, int64_t after, int limit, store_item_fn fn, 
         service_from_store(out, store_item_list(c, after, limit, fn, arg), c);
         store_put(s->store, c);
     }
-    note_space(s, out->outcome, 0);
+    service_note_space(s, out->outcome, 0);
 }
+
+/* ---- health ---- */
 
 /* Pings every Redis server into h: "ok" when all answer, "degraded"
  * naming those down while a majority answers, else what went wrong.
@@ -396,7 +418,7 @@ static int check_redis(service *s, service_health *h)
     else
         snprintf(h->redis, sizeof(h->redis), "%s", dlock_errstr());
     h->degraded = majority && answered < h->nodes;
-    service_note_redis(s, rc);
+    service_note_redis(s, rc, dlock_errstr());
     return majority;
 }
 
@@ -407,7 +429,7 @@ static void check_space(service *s, store_conn *c, service_health *h)
     service_result res = {0};
     int rc = store_probe_write(c);
     service_from_store(&res, rc, c);
-    note_space(s, res.outcome, 1);
+    service_note_space(s, res.outcome, 1);
     if (rc == STORE_OK)
         return;
     h->storage_full = 1;
@@ -441,19 +463,17 @@ void service_check_health(service *s, service_health *h)
     h->ok = storage_ok && redis_ok;
 }
 
-void service_enter(service *s)
-{
-    pthread_mutex_lock(&s->mu);
-    s->inflight++;
-    pthread_mutex_unlock(&s->mu);
-}
+/* ---- shutdown ---- */
+
+void service_enter(service *s) { atomic_fetch_add(&s->inflight, 1); }
 
 void service_leave(service *s)
 {
-    pthread_mutex_lock(&s->mu);
-    if (--s->inflight == 0)
+    if (atomic_fetch_sub(&s->inflight, 1) == 1 && atomic_load(&s->draining)) {
+        pthread_mutex_lock(&s->mu);
         pthread_cond_broadcast(&s->idle);
-    pthread_mutex_unlock(&s->mu);
+        pthread_mutex_unlock(&s->mu);
+    }
 }
 
 int service_drain(service *s, int timeout_ms)
@@ -464,12 +484,18 @@ int service_drain(service *s, int timeout_ms)
     until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
     if (until.tv_nsec >= 1000000000L)
         until.tv_sec++, until.tv_nsec -= 1000000000L;
+    atomic_store(&s->draining, 1); /* before the look: the last leave signals from now on */
     pthread_mutex_lock(&s->mu);
-    while (s->inflight > 0 && pthread_cond_timedwait(&s->idle, &s->mu, &until) == 0) {
+    while (atomic_load(&s->inflight) > 0 &&
+           pthread_cond_timedwait(&s->idle, &s->mu, &until) == 0) {
     }
-    int left = s->inflight;
     pthread_mutex_unlock(&s->mu);
-    return left;
+    return atomic_load(&s->inflight);
 }
 
-void service_refuse_commits(service *s) { atomic_store(&s->commits_refused, 1); }
+void service_refuse_commits(service *s)
+{
+    atomic_store(&s->commits_refused, 1);
+    if (s->locks)
+        service_waits_cancel(s); /* a wait for a lock ends now: it could not commit */
+}

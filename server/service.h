@@ -1,10 +1,17 @@
 /* service.h - stockd's business layer: items, orders deducted under the
  * configured lock mode, health and metrics. A service owns everything a
- * request needs: the store, the lock client, the group-commit queues, the
- * count of requests in flight and the flag that stops commits at shutdown.
- * The HTTP layer calls it (handlers.c; http.c for the in-flight count and
- * the metrics); it calls the store (store.h) and the lock (dlock.h).
- * Every function is thread-safe. */
+ * request needs: the store, the lock client, the group-commit queues, its
+ * threads (service threads for the store's calls and the commits, and one
+ * for the probes), the count of requests in flight and the flag that stops
+ * commits at shutdown. The HTTP layer calls it (handlers.c; http.c for the
+ * in-flight count and the metrics); it calls the store (store.h) and the
+ * lock (dlock.h, dlock_async.h). Every function is thread-safe.
+ *
+ * Two kinds of call. An order and a stock set are asked for from any
+ * thread and never block: they answer through a callback, later, and
+ * meanwhile wait as memory (for a lock, a commit, a timer), never as a
+ * thread. Reads and item creation block on the store: call them on a
+ * service thread (service_run). */
 #ifndef SERVICE_H
 #define SERVICE_H
 
@@ -16,7 +23,7 @@
 #include "server/metrics.h"
 #include "server/request.h"
 #include "server/store.h"
-#include "server/workers.h"
+#include "server/exec.h"
 
 enum service_lock_mode {
     SERVICE_LOCK_REDIS,  /* read-modify-write under the item's distributed lock */
@@ -42,8 +49,9 @@ typedef struct service_config {
     int allow_work_ms;       /* honour a request's workMs */
     int max_work_ms;         /* ... capped at this */
     const char *instance_id; /* written into the ledger */
-    int workers;             /* threads that run requests' slow halves (store calls, batch
-                              * leaders); 0 (the default): cores + 6 */
+    int workers;             /* service threads: the store's calls and the commits; 0 (the
+                              * default): cores + 6 (a database server's pool size - 2 at
+                              * most, so that no thread waits for a connection) */
     auth *tokens;            /* the API tokens (the caller's, reloaded by it); NULL: open */
 } service_config;
 
@@ -52,7 +60,7 @@ typedef struct service_config {
 void service_config_defaults(service_config *cfg);
 
 /* The service threads cfg makes: cfg->workers, or for 0 the number of cores
- * + 6. */
+ * + 6, and with a database server's pool at most its size - 2. */
 int service_workers_of(const service_config *cfg);
 
 /* The longest lock prefix, so that a lock key fits DLOCK_KEY_MAX. */
@@ -133,29 +141,33 @@ char *service_metrics_text(service *s, uint64_t reaped, size_t *len);
 enum auth_verdict service_authorize(service *s, const char *authorization, enum route_role role,
                                     char *name, size_t namelen);
 
-/* Runs fn(arg) on one of the service's threads, the ones that may block on
- * the store or a lock (never an HTTP event thread). 0, or -1 when out of
- * memory (nothing queued). */
-int service_run(service *s, workers_fn *fn, void *arg);
+/* Queues fn(t) to run on one of the service threads, the ones that may
+ * block on the store (never an HTTP event thread). t is the caller's link,
+ * embedded in its request: never allocates, never fails. */
+void service_run(service *s, exec_task *t, exec_fn *fn);
 
 /* service_run on the thread of an operator's probes (/health, /metrics): a
  * flood of orders never holds them up. */
-int service_run_probe(service *s, workers_fn *fn, void *arg);
+void service_run_probe(service *s, exec_task *t, exec_fn *fn);
 
-/* How an order ends: out is valid during the call only. */
-typedef void service_order_done(const service_result *out, void *arg);
+/* How an order or a stock set ends: out is valid during the call only.
+ * Runs on: a service thread, or the caller's before the call returns (a
+ * refusal at the door). */
+typedef void service_done(const service_result *out, void *arg);
 
 /* Places order r (copied): every line deducted in one transaction, or
  * none, under the lock mode (several items: a multi-lock). A requestId seen
  * before answers its first order (SERVICE_REPLAYED) when the lines are the
  * same, else SERVICE_CONFLICT; /reduceStock and /orders share one
- * namespace. Call it on a service thread (service_run): it may block on the
- * store. done runs once, before this returns or later on a service thread:
- * an order waiting in group commit holds no thread, only its memory. */
-void service_place_order(service *s, const req_order *r, service_order_done *done, void *arg);
+ * namespace. Runs on: any thread; never blocks. done runs once: the order
+ * waits for its lock and its commit as memory (its one allocation, made
+ * here: out of memory, it is refused at once). */
+void service_place_order(service *s, const req_order *r, service_done *done, void *arg);
 
 /* service_place_order for POST /reduceStock (one line), counted as such. */
-void service_reduce(service *s, const req_order *r, service_order_done *done, void *arg);
+void service_reduce(service *s, const req_order *r, service_done *done, void *arg);
+
+/* ---- reads and item creation: on a service thread ---- */
 
 /* An order with its lines, by id; SERVICE_ORDER_NOT_FOUND when there is none. */
 void service_get_order(service *s, int64_t order_id, service_result *out);
@@ -165,9 +177,10 @@ void service_get_order(service *s, int64_t order_id, service_result *out);
 void service_create_item(service *s, const req_item *r, const char *who, service_result *out);
 
 /* Sets an item's stock (under its lock in redis mode, so it never interleaves
- * with a deduction); out->item on SERVICE_OK. who as for service_create_item. */
+ * with a deduction); out->item on SERVICE_OK. who as for service_create_item.
+ * Runs on: any thread; never blocks; done runs once, as an order's. */
 void service_set_stock(service *s, int64_t item_id, int64_t stock, const char *who,
-                       service_result *out);
+                       service_done *done, void *arg);
 
 /* Reads an item (out->item) and calls fn for up to limit of its lines below
  * the order id before (0: the newest), newest first. */
@@ -209,9 +222,9 @@ void service_leave(service *s);
  * many are still running (0 when drained). */
 int service_drain(service *s, int timeout_ms);
 
-/* From now on nothing commits: requests still running roll back
- * (SERVICE_SHUTTING_DOWN), since their answers can no longer be sent. There
- * is no way back. */
+/* From now on nothing commits: requests still running roll back, and those
+ * waiting for a lock stop waiting (SERVICE_SHUTTING_DOWN), since their
+ * answers can no longer be sent. There is no way back. */
 void service_refuse_commits(service *s);
 
 #endif

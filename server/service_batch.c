@@ -1,97 +1,108 @@
 /* service_batch.c - group commit, redis mode's usual path. Two levels:
  * orders queue per item (or, for carts, in one queue for orders of several
- * items), and one leader serves a queue's batch under one lock hold; then
- * the batches of the whole process queue once more, for a transaction of
- * their own: one commit (one fsync) for the batches of every item that was
- * ready meanwhile. Each batch keeps its own lock and fences: its lock is
- * checked just before the commit and its rows are claimed with its tokens,
- * and a batch whose lock was lost is answered with that and left out. Each
- * order is written behind a savepoint: one that fails is undone alone. */
+ * items), and one leader's batch is served under one lock hold; then the
+ * batches of the whole process queue once more, for a transaction: one
+ * commit (one fsync) for the batches of every item that was ready
+ * meanwhile. Each batch keeps its own lock and fences: its lock is checked
+ * just before the commit and its rows are claimed with its tokens, and a
+ * batch whose lock was lost is answered with that and left out. Each order
+ * is written behind a savepoint: one that fails is undone alone.
+ *
+ * Nothing here waits on a thread: an order waits in its item's queue, a
+ * leader's batch in the lock's queue (an asynchronous acquire), a granted
+ * batch in the queue of batches for the transaction in flight. The route
+ * of one order is in ARCHITECTURE.md. */
+#include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "server/service_parts.h"
 
 #define BATCH_MAX 64   /* orders in one item's (or the carts') batch */
 #define COMMIT_MAX 64  /* batches in one transaction */
-#define CART_QUEUE 0   /* the queue of orders of several items (items are >= 1) */
-#define COMMIT_QUEUE -1 /* the queue of batches waiting for a transaction */
 
-/* The items a batch touches (the union of its orders' lines), each with its
- * lock key, its token and the stock left as the batch goes. */
-struct batch_items {
-    int n;
-    int64_t id[DLOCK_MULTI_MAX];
-    char key[DLOCK_MULTI_MAX][DLOCK_KEY_MAX + 1];
-    store_fence fence[DLOCK_MULTI_MAX];
-    store_fence refused[DLOCK_MULTI_MAX]; /* the row's newer token when it refused ours */
-    int64_t stock[DLOCK_MULTI_MAX];
-};
-
-/* One leader's batch: its orders, their items and the lock held on them,
- * from the lock to the release (malloc'd: it waits for its transaction as
- * memory, not as a thread). */
-struct batch {
-    service *s;
-    int64_t queue; /* the orders' queue: an item's id, or CART_QUEUE */
-    dlock_handle *h;
-    struct batch_items u;
-    batch_job *jobs[BATCH_MAX];
-    int n;
-    int out;    /* answered (its lock failed): left out of the transaction */
-    int stale;  /* rows refused its tokens for newer ones: raise, then try again */
-    int raised; /* it was, once: a row that refuses it now is answered so */
-    int lock_rc;      /* how asking for its lock went */
-    char lock_err[256]; /* ...and why it failed, in words (dlock_errstr on the thread it
-                         * failed on) */
-    int64_t asked_ms; /* ...asked then */
-    batch_job commit; /* its place in the queue of batches waiting for a transaction */
-    service_result results[BATCH_MAX]; /* lent to its orders (a waiting order has none) */
-};
-
-static struct deduction *job_of(const batch_job *j) { return j->arg; }
-
-static int item_index(const struct batch_items *u, int64_t id)
+size_t service_batch_size(int nlines)
 {
-    for (int i = 0; i < u->n; i++)
-        if (u->id[i] == id)
+    int items = nlines == 1 ? 1 : DLOCK_MULTI_MAX;
+    return sizeof(struct batch) + (size_t)items * sizeof(struct batch_item);
+}
+
+static struct order *order_of(batch_link *l)
+{
+    return (struct order *)((char *)l - offsetof(struct order, link));
+}
+
+static struct batch *batch_of(batch_commit_link *l)
+{
+    return (struct batch *)((char *)l - offsetof(struct batch, commit));
+}
+
+static int item_index(const struct batch *b, int64_t id)
+{
+    for (int i = 0; i < b->nitems; i++)
+        if (b->item[i].id == id)
             return i;
     return -1;
 }
 
-/* batch_take's fits: a job joins when the union of items stays lockable as
- * one (DLOCK_MULTI_MAX keys); its items are added then. */
-static int fits_union(const batch_job *job, void *arg)
+/* Adds order o to batch b (taken from its queue): b ends it now. */
+static void add_order(struct batch *b, struct order *o, struct order **tail)
 {
-    struct batch_items *u = arg;
-    const struct deduction *x = job_of(job);
+    service_touch(o);
+    o->pending = 1;
+    o->next = NULL;
+    if (*tail)
+        (*tail)->next = o;
+    else
+        b->first = o;
+    *tail = o;
+    b->n++;
+}
+
+/* batch_take's fits for the carts: an order joins while the union of
+ * items stays lockable as one (DLOCK_MULTI_MAX keys); its items are added
+ * then. */
+static int fits_union(const batch_link *l, void *arg)
+{
+    struct batch *b = arg;
+    const struct order *o = order_of((batch_link *)l);
     int more = 0;
-    for (int i = 0; i < x->r->nlines; i++)
-        more += item_index(u, x->r->lines[i].item_id) < 0;
-    if (u->n + more > DLOCK_MULTI_MAX)
+    for (int i = 0; i < o->r.nlines; i++)
+        more += item_index(b, o->r.lines[i].item_id) < 0;
+    if (b->nitems + more > b->items_max)
         return 0;
-    for (int i = 0; i < x->r->nlines; i++)
-        if (item_index(u, x->r->lines[i].item_id) < 0) {
-            u->id[u->n] = x->r->lines[i].item_id;
-            memcpy(u->key[u->n++], x->keys[i], sizeof(u->key[0]));
-        }
+    for (int i = 0; i < o->r.nlines; i++)
+        if (item_index(b, o->r.lines[i].item_id) < 0)
+            b->item[b->nitems++] = (struct batch_item){.id = o->r.lines[i].item_id,
+                                                       .key = o->keys[i]};
     return 1;
 }
 
-static void fail_jobs(batch_job **jobs, int n, const service_result *res)
+/* Takes up to a batch of b's queue into b. */
+static void take(struct batch *b, int (*fits)(const batch_link *, void *))
 {
+    batch_link *links[BATCH_MAX];
+    int n = batch_take(b->s->queues, b->key, links, BATCH_MAX, fits, b);
+    struct order *tail = NULL;
     for (int i = 0; i < n; i++)
-        if (job_of(jobs[i])->out != res)
-            *job_of(jobs[i])->out = *res;
+        add_order(b, order_of(links[i]), &tail);
 }
 
-/* Answers b with fail and leaves it out of the transaction. */
-static void leave_out(struct batch *b, const service_result *fail)
+/* b is over: its orders, every one answered, are freed; its leader, whose
+ * memory b is, last. */
+static void batch_end(struct batch *b)
 {
-    fail_jobs(b->jobs, b->n, fail);
-    b->out = 1;
+    struct order *leader = b->leader, *next;
+    for (struct order *o = b->first; o; o = next) {
+        next = o->next;
+        o->pending = 0;
+        if (o != leader)
+            service_order_free(o);
+    }
+    service_order_free(leader);
 }
+
+/* ---- a batch's transaction ---- */
 
 /* The transaction was rolled back: every answer of b gets res, except
  * replays of orders committed before it (first_order: its first order, 0
@@ -100,45 +111,49 @@ static void leave_out(struct batch *b, const service_result *fail)
  * this transaction that no longer exists.) */
 static void undo_batch(struct batch *b, int64_t first_order, const service_result *res)
 {
-    for (int i = 0; i < b->n; i++) {
-        const service_result *o = job_of(b->jobs[i])->out;
-        if (!(o->outcome == SERVICE_REPLAYED &&
-              (!first_order || o->order.info.order_id < first_order)))
-            *job_of(b->jobs[i])->out = *res;
-    }
+    for (struct order *o = b->first; o; o = o->next)
+        if (!(o->res.outcome == SERVICE_REPLAYED &&
+              (!first_order || o->res.order_id < first_order)))
+            service_keep(&o->res, &o->r, res);
+}
+
+/* Answers b with fail and leaves it out of the transaction. */
+static void leave_out(struct batch *b, const service_result *fail)
+{
+    for (struct order *o = b->first; o; o = o->next)
+        service_keep(&o->res, &o->r, fail);
+    b->out = 1;
 }
 
 /* One order of batch b, inside the transaction, against the stock left:
- * STORE_OK with x->out saying how it went (placed, replayed, refused), or
- * the store failure that ended it (x->out says that too). */
-static int place_job(service *s, store_conn *c, struct batch *b, int64_t *first_order,
-                     struct deduction *x)
+ * STORE_OK with out saying how it went (placed, replayed, refused), or the
+ * store failure that ended it (out says that too). */
+static int place_one(service *s, store_conn *c, struct batch *b, int64_t *first_order,
+                     const req_order *r, service_result *out)
 {
-    const req_order *r = x->r;
-    struct batch_items *u = &b->u;
-    int rc = service_replayed(c, r, x->out);
+    int rc = service_replayed(c, r, out);
     if (rc != STORE_ERR_NOT_FOUND) {
-        service_from_order_store(x->out, rc, c, r);
+        service_from_order_store(out, rc, c, r);
         return rc == STORE_ERR_DUPLICATE ? STORE_OK : rc;
     }
     store_new_order o = service_new_order(s, r, b->h);
     for (int i = 0; i < r->nlines; i++) {
-        int k = item_index(u, r->lines[i].item_id);
-        if (u->stock[k] < r->lines[i].quantity)
-            service_add_short(x->out, r, i, u->stock[k]);
-        o.lines[i].remaining = u->stock[k] - r->lines[i].quantity;
-        o.lines[i].fence = u->fence[k];
+        const struct batch_item *it = &b->item[item_index(b, r->lines[i].item_id)];
+        if (it->stock < r->lines[i].quantity)
+            service_add_short(out, r, i, it->stock);
+        o.lines[i].remaining = it->stock - r->lines[i].quantity;
+        o.lines[i].fence = it->fence;
     }
-    if (x->out->nshort) {
-        service_insufficient(x->out);
+    if (out->nshort) {
+        service_insufficient(out);
         return STORE_OK;
     }
-    rc = store_tx_add_order(c, &o, &x->out->order);
-    if (service_from_order_store(x->out, rc, c, r) != SERVICE_OK)
+    rc = store_tx_add_order(c, &o, &out->order);
+    if (service_from_order_store(out, rc, c, r) != SERVICE_OK)
         return rc == STORE_ERR_DUPLICATE ? STORE_OK : rc;
     for (int i = 0; i < r->nlines; i++)
-        u->stock[item_index(u, r->lines[i].item_id)] -= r->lines[i].quantity;
-    *first_order = *first_order ? *first_order : x->out->order.info.order_id;
+        b->item[item_index(b, r->lines[i].item_id)].stock -= r->lines[i].quantity;
+    *first_order = *first_order ? *first_order : out->order.info.order_id;
     return STORE_OK;
 }
 
@@ -149,31 +164,33 @@ static int place_job(service *s, store_conn *c, struct batch *b, int64_t *first_
  * the savepoint taken before it undoes its writes alone: it answers its
  * failure, the stock left is as before it, and the others still commit.
  * Returns STORE_OK, or the failure of the transaction itself. */
-static int apply_job(service *s, store_conn *c, struct batch *b, int64_t *first_order,
-                     struct deduction *x)
+static int apply_order(service *s, store_conn *c, struct batch *b, int64_t *first_order,
+                       struct order *o)
 {
-    memset(x->out, 0, sizeof(*x->out));
+    service_result out;
+    service_result_clear(&out);
     int rc = store_tx_savepoint(c);
-    if (rc == STORE_OK && place_job(s, c, b, first_order, x) != STORE_OK)
+    if (rc == STORE_OK && place_one(s, c, b, first_order, &o->r, &out) != STORE_OK)
         rc = store_tx_rollback_to_savepoint(c);
+    service_keep(&o->res, &o->r, &out);
     return rc;
 }
 
 /* Claims every item of b (each with its own key's token) inside the
  * transaction. STORE_ERR_STALE: a row carries a newer token than ours;
  * until b's fences were raised once, every item is tried, and those whose
- * rows refused get the row's token in u->refused. */
+ * rows refused get the row's token in refused. */
 static int claim_items(service *s, store_conn *c, struct batch *b)
 {
-    struct batch_items *u = &b->u;
     int rc = STORE_OK, stale = 0;
-    for (int k = 0; rc == STORE_OK && k < u->n; k++) {
-        u->fence[k] = service_token_of(s, b->h, u->key[k]);
-        u->refused[k] = (store_fence){0, 0};
-        rc = u->fence[k].fence ? store_stock_claim(c, u->id[k], &u->fence[k], &u->stock[k])
-                               : store_stock_read(c, u->id[k], &u->stock[k]);
+    for (int k = 0; rc == STORE_OK && k < b->nitems; k++) {
+        struct batch_item *it = &b->item[k];
+        it->fence = service_token_of(s, b->h, it->key);
+        it->refused = (store_fence){0, 0};
+        rc = it->fence.fence ? store_stock_claim(c, it->id, &it->fence, &it->stock)
+                             : store_stock_read(c, it->id, &it->stock);
         if (rc == STORE_ERR_STALE && !b->raised) {
-            u->refused[k] = store_stale_token(c);
+            it->refused = store_stale_token(c);
             stale = 1, rc = STORE_OK;
         }
     }
@@ -186,14 +203,15 @@ static int claim_items(service *s, store_conn *c, struct batch *b)
  * be asked is answered so and left out. */
 static void raise_fences(service *s, struct batch *b)
 {
-    struct batch_items *u = &b->u;
     b->stale = 0, b->raised = 1;
-    for (int k = 0; k < u->n; k++) {
-        int rc = u->refused[k].fence ? service_raise_fence(s, b->h, u->key[k], u->refused[k])
-                                     : DLOCK_OK;
+    for (int k = 0; k < b->nitems; k++) {
+        const struct batch_item *it = &b->item[k];
+        int rc = it->refused.fence ? service_raise_fence(s, b->h, it->key, it->refused)
+                                   : DLOCK_OK;
         if (rc != DLOCK_OK) {
-            service_result fail = {0};
-            service_from_lock(s, &fail, rc, u->key[k]);
+            service_result fail;
+            service_result_clear(&fail);
+            service_from_lock(s, &fail, rc, it->key, dlock_errstr());
             leave_out(b, &fail);
             return;
         }
@@ -213,13 +231,14 @@ static int apply_batch(service *s, store_conn *c, struct batch *b, int64_t *firs
     if (rc == STORE_ERR_STALE) {
         /* None of its orders is written. A claim of another of its rows that
          * did succeed stays, harmlessly: it records a token its lock got. */
-        service_result fail = {0};
+        service_result fail;
+        service_result_clear(&fail);
         service_from_store(&fail, rc, c);
         leave_out(b, &fail);
         return STORE_OK;
     }
-    for (int j = 0; rc == STORE_OK && j < b->n; j++)
-        rc = apply_job(s, c, b, first_order, job_of(b->jobs[j]));
+    for (struct order *o = b->first; rc == STORE_OK && o; o = o->next)
+        rc = apply_order(s, c, b, first_order, o);
     return rc;
 }
 
@@ -231,8 +250,9 @@ static int locks_hold(service *s, struct batch **bs, int nb)
     for (int i = 0; i < nb; i++) {
         int rc = bs[i]->out ? DLOCK_OK : dlock_check(bs[i]->h);
         if (rc != DLOCK_OK) {
-            service_result fail = {0};
-            service_from_lock(s, &fail, rc, bs[i]->u.key[0]);
+            service_result fail;
+            service_result_clear(&fail);
+            service_from_lock(s, &fail, rc, bs[i]->item[0].key, dlock_strerror(rc));
             leave_out(bs[i], &fail);
             all = 0;
         }
@@ -259,15 +279,13 @@ static int apply_batches(service *s, store_conn *c, struct batch **bs, int nb,
     if (!locks_hold(s, bs, nb))
         return 1;
     service_fault_point(s);
-    for (int i = 0; i < nb; i++) {
-        struct batch_items *u = &bs[i]->u;
-        for (int k = 0; !bs[i]->out && k < u->n; k++) {
-            int rc = store_tx_set_stock(c, u->id[k], u->stock[k],
-                                        u->fence[k].fence ? &u->fence[k] : NULL);
+    for (int i = 0; i < nb; i++)
+        for (int k = 0; !bs[i]->out && k < bs[i]->nitems; k++) {
+            const struct batch_item *it = &bs[i]->item[k];
+            int rc = store_tx_set_stock(c, it->id, it->stock, it->fence.fence ? &it->fence : NULL);
             if (rc != STORE_OK)
                 return rc;
         }
-    }
     return STORE_OK;
 }
 
@@ -299,27 +317,12 @@ static void commit_batches(service *s, store_conn *c, struct batch **bs, int nb)
     } while (rc == 1);
     if (rc == STORE_OK)
         return;
-    service_result fail = {0};
+    service_result fail;
+    service_result_clear(&fail);
     service_from_store(&fail, rc, c);
     for (int i = 0; i < nb; i++)
         if (!bs[i]->out)
             undo_batch(bs[i], first_order, &fail);
-}
-
-/* batch_take's fits for the batches of one transaction: a batch joins while
- * their orders, one savepoint each, stay within max (0: no bound). */
-struct savepoints {
-    int orders, max;
-};
-
-static int fits_savepoints(const batch_job *job, void *arg)
-{
-    struct savepoints *sp = arg;
-    const struct batch *b = job->arg;
-    if (sp->max > 0 && sp->orders + b->n > sp->max)
-        return 0;
-    sp->orders += b->n;
-    return 1;
 }
 
 /* Commits the nb batches bs in one transaction, on a store connection of
@@ -333,7 +336,8 @@ static void commit_now(service *s, struct batch **bs, int nb)
         commit_batches(s, c, bs, nb);
         store_put(s->store, c);
     } else {
-        service_result fail = {0};
+        service_result fail;
+        service_result_clear(&fail);
         service_from_store_text(&fail, rc, err);
         for (int i = 0; i < nb; i++)
             if (!bs[i]->out)
@@ -348,215 +352,192 @@ static void commit_now(service *s, struct batch **bs, int nb)
     metrics_commit(s->metrics, nb, orders);
 }
 
-/* Each order of b learns the tokens its lines' locks hold, for its log line. */
-static void note_tokens(service *s, const struct batch *b)
-{
-    for (int j = 0; j < b->n; j++) {
-        struct deduction *x = job_of(b->jobs[j]);
-        for (int i = 0; i < x->r->nlines; i++)
-            x->held[i] = service_token_of(s, b->h, x->keys[i]);
-    }
-}
+/* ---- a batch from its lock to its release ---- */
 
 /* The release after the commit failed: the answers stand, the log says so. */
 static void log_lost(service *s, const struct batch *b, int rc)
 {
+    int64_t ids[DLOCK_MULTI_MAX];
     const char *keys[DLOCK_MULTI_MAX];
-    for (int k = 0; k < b->u.n; k++)
-        keys[k] = b->u.key[k];
-    service_log_lost_after_commit(s, NULL, b->n, b->u.id, keys, b->u.fence, b->u.n, rc);
+    store_fence fences[DLOCK_MULTI_MAX];
+    for (int k = 0; k < b->nitems; k++)
+        ids[k] = b->item[k].id, keys[k] = b->item[k].key, fences[k] = b->item[k].fence;
+    service_log_lost_after_commit(s, NULL, b->n, ids, keys, fences, b->nitems, rc);
 }
 
-/* b's transaction is over: its orders are answered (the next leader of
- * their queue may start), then its lock is released, and b is done. */
-static void batch_served(void *arg)
+static void batch_released(exec_task *t)
 {
-    struct batch *b = arg;
-    service *s = b->s;
-    note_tokens(s, b); /* after the commit: a raise may have changed them */
-    batch_finish(s->batches, b->jobs, b->n);
-    int rc = dlock_release(b->h);
-    if (rc != DLOCK_OK && !b->out) /* after the commit: answers stand */
-        log_lost(s, b, rc);
-    free(b);
+    struct lock_call *lc = service_lock_call_of(t);
+    struct batch *b = lc->req.data;
+    int rc = lc->req.rc;
+    if (rc != DLOCK_OK && rc != DLOCK_ERR_CLOSED && !b->out) /* after the commit: answers stand */
+        log_lost(b->s, b, rc);
+    batch_end(b);
 }
 
-/* Leads the queue of batches waiting for a transaction, b's first: commits
- * everything queued (the batches that arrive meanwhile go with the next
- * leader's transaction), as many as the store takes savepoints for in one
- * transaction (PostgreSQL: 64 orders); the rest lead the next one. */
-static void lead_commit(void *arg)
+static void lead_batch(struct order *o);
+
+/* The carts' leader is done with its batch: the next cart leads, taking
+ * what queued meanwhile. */
+static void promote_carts(service *s)
 {
-    struct batch *b = arg;
-    service *s = b->s;
-    batch_job *jobs[COMMIT_MAX];
+    batch_link *next = batch_promote(s->queues, SERVICE_CARTS);
+    if (next)
+        lead_batch(order_of(next));
+}
+
+/* b's transaction is over: its orders are answered (the next carts'
+ * leader may start), then its lock is released without waiting for Redis,
+ * and b ends once the release is. */
+static void batch_served(service *s, struct batch *b)
+{
+    for (struct order *o = b->first; o; o = o->next) /* after the commit: a raise may */
+        for (int i = 0; i < o->r.nlines; i++)       /* have changed them */
+            o->held[i] = service_token_of(s, b->h, o->keys[i]);
+    for (struct order *o = b->first; o; o = o->next)
+        service_answer(o);
+    if (b->key == SERVICE_CARTS)
+        promote_carts(s);
+    service_lock_release(s, &b->lock, b, batch_released, b->h);
+}
+
+/* batch_commit_take's fits: a batch joins while their orders, one savepoint
+ * each, stay within max (0: no bound). */
+struct savepoints {
+    int orders, max;
+};
+
+static int fits_savepoints(const batch_commit_link *l, void *arg)
+{
+    struct savepoints *sp = arg;
+    const struct batch *b = batch_of((batch_commit_link *)l);
+    if (sp->max > 0 && sp->orders + b->n > sp->max)
+        return 0;
+    sp->orders += b->n;
+    return 1;
+}
+
+/* One transaction of the batches waiting, as many as the store takes
+ * savepoints for (PostgreSQL: 64 orders); those that joined meanwhile go
+ * with the next, which is posted behind what was queued meanwhile (the
+ * grants of other items' batches, which so join it). */
+static void commit_round(exec_task *t)
+{
+    service *s = (service *)((char *)t - offsetof(service, commit_task));
+    batch_commit_link *links[COMMIT_MAX];
     struct batch *bs[COMMIT_MAX];
     struct savepoints sp = {0, store_savepoints_max(s->store)};
-    int nb = batch_take(s->batches, COMMIT_QUEUE, jobs, COMMIT_MAX, fits_savepoints, &sp,
-                        BATCH_PROMOTE_AT_FINISH);
-    for (int i = 0; i < nb; i++)
-        bs[i] = jobs[i]->arg;
+    int nb = batch_commit_take(s->commits, links, COMMIT_MAX, fits_savepoints, &sp);
+    for (int i = 0; i < nb; i++) {
+        bs[i] = batch_of(links[i]);
+        for (struct order *o = bs[i]->first; o; o = o->next)
+            service_touch(o);
+    }
     commit_now(s, bs, nb);
-    batch_finish(s->batches, jobs, nb); /* each batch_served, on a thread of its own */
+    for (int i = 0; i < nb; i++)
+        batch_served(s, bs[i]);
+    if (batch_commit_done(s->commits))
+        service_run(s, &s->commit_task, commit_round);
 }
 
-/* Runs fn(b) on a service thread (here when out of memory: late, not never). */
-static void run(struct batch *b, workers_fn *fn)
+/* b's lock failed: every order of it is answered why, but a retry whose
+ * first attempt committed, which gets that first answer. */
+static void fail_batch(service *s, struct batch *b, int rc, const char *detail)
 {
-    if (workers_submit(b->s->work, fn, b) != 0)
-        fn(b);
-}
-
-static void on_commit_lead(batch_job *job) { run(job->arg, lead_commit); }
-static void on_committed(batch_job *job) { run(job->arg, batch_served); }
-
-/* b, its lock held, waits for a transaction: as a queued batch, not a
- * thread, unless it leads the commit now. */
-static void commit_batch(struct batch *b)
-{
-    b->commit = (batch_job){.queue = COMMIT_QUEUE, .arg = b, .on_lead = on_commit_lead,
-                            .on_done = on_committed};
-    int lead = batch_enter(b->s->batches, &b->commit);
-    if (lead > 0) {
-        lead_commit(b);
-    } else if (lead < 0) { /* out of memory: alone */
-        commit_now(b->s, &b, 1);
-        batch_served(b);
+    service_result fail, first;
+    service_result_clear(&fail);
+    service_from_lock(s, &fail, rc, b->item[0].key, detail);
+    for (struct order *o = b->first; o; o = o->next) {
+        int replay = service_replay_when_locked_out(s, &o->r, &first);
+        service_keep(&o->res, &o->r, replay ? &first : &fail);
     }
+    for (struct order *o = b->first; o; o = o->next)
+        service_answer(o);
+    if (b->key == SERVICE_CARTS)
+        promote_carts(s);
+    batch_end(b);
 }
 
-/* Answers up to a batch of queue's orders with res (the leader's own
- * first), for a leader that can't serve them: each has res as its result
- * until answered. */
-static void answer_batch(service *s, int64_t queue, service_result *res)
+/* b's lock is granted (or could not be had), on a service thread: an
+ * item's leader takes its batch now and promotes the next leader, who asks
+ * for the lock at once and so gets it by hand-off at our release; then b
+ * waits for a transaction. */
+static void batch_granted(exec_task *t)
 {
-    batch_job *jobs[BATCH_MAX];
-    int n = batch_take(s->batches, queue, jobs, BATCH_MAX, NULL, NULL, BATCH_PROMOTE_AT_FINISH);
-    for (int i = 0; i < n; i++)
-        job_of(jobs[i])->out = res;
-    batch_finish(s->batches, jobs, n);
-}
-
-/* Lends b's results to its orders, just taken: each is answered from there. */
-static void lend_results(struct batch *b)
-{
-    for (int j = 0; j < b->n; j++) {
-        struct deduction *x = job_of(b->jobs[j]);
-        if (x->out == NULL) {
-            x->out = &b->results[j];
-            service_result_clear(x->out);
-        }
-    }
-}
-
-/* b's lock is held (rc DLOCK_OK, b->h), or could not be had: an item's
- * leader takes its batch now, then b waits for its transaction; or every
- * order of it is answered why. */
-static void batch_locked(struct batch *b, int rc)
-{
+    struct lock_call *lc = service_lock_call_of(t);
+    struct batch *b = lc->req.data;
     service *s = b->s;
-    if (b->queue != CART_QUEUE) {
-        /* the next leader asks for the lock at once, and holds no thread
-         * while it waits: our release hands the lock to it */
-        b->n = batch_take(s->batches, b->queue, b->jobs, BATCH_MAX, NULL, NULL,
-                          BATCH_PROMOTE_AT_TAKE);
-        lend_results(b);
+    b->h = lc->req.h;
+    if (lc->via_lock_thread) /* the leader's ask went through libdlock's thread */
+        b->leader->hops++;
+    if (b->key != SERVICE_CARTS) {
+        take(b, NULL);
+        batch_link *next = batch_promote(s->queues, b->key);
+        if (next)
+            lead_batch(order_of(next));
+    } else {
+        for (struct order *o = b->first; o; o = o->next)
+            service_touch(o);
     }
-    if (rc != DLOCK_OK) {
-        service_result fail;
-        service_result_clear(&fail);
-        service_from_lock_text(s, &fail, rc, b->u.key[0], b->lock_err);
-        fail_jobs(b->jobs, b->n, &fail);
-        batch_finish(s->batches, b->jobs, b->n);
-        free(b);
+    if (lc->req.rc != DLOCK_OK) {
+        fail_batch(s, b, lc->req.rc, lc->req.err);
         return;
     }
-    if (b->u.n > 1)
+    if (b->nitems > 1)
         metrics_multilock_wait(s->metrics, service_now_ms() - b->asked_ms);
-    service_note_redis(s, rc);
-    commit_batch(b);
+    service_note_redis(s, DLOCK_OK, "");
+    if (batch_commit_join(s->commits, &b->commit))
+        commit_round(&s->commit_task);
 }
 
-static void batch_locked_task(void *arg)
+/* Asks for the lock of every item of b, as one; batch_granted follows on a
+ * service thread, once it is granted or the wait is over. Never blocks. */
+static void ask_lock(struct batch *b)
 {
-    struct batch *b = arg;
-    batch_locked(b, b->lock_rc);
-}
-
-/* dlock's callback, on its thread: the rest goes to a service thread. */
-static void on_locked(int rc, dlock_handle *h, void *arg)
-{
-    struct batch *b = arg;
-    b->h = h, b->lock_rc = rc;
-    if (rc != DLOCK_OK)
-        snprintf(b->lock_err, sizeof(b->lock_err), "%s", dlock_errstr());
-    run(b, batch_locked_task);
-}
-
-/* Asks for the lock of every item in b->u, as one; batch_locked follows,
- * now (the ask failed) or once the lock is granted or the wait is over. */
-static void lock_items(struct batch *b)
-{
-    const char *keys[DLOCK_MULTI_MAX];
-    for (int k = 0; k < b->u.n; k++)
-        keys[k] = b->u.key[k];
     service *s = b->s;
+    const char *keys[DLOCK_MULTI_MAX];
+    for (int k = 0; k < b->nitems; k++)
+        keys[k] = b->item[k].key;
     b->asked_ms = service_now_ms();
-    int rc = b->u.n == 1
-                 ? dlock_acquire_async(s->locks, keys[0], &s->cfg.lock, on_locked, b)
-                 : dlock_acquire_multi_async(s->locks, keys, b->u.n, &s->cfg.lock, on_locked, b);
-    if (rc != DLOCK_OK) {
-        snprintf(b->lock_err, sizeof(b->lock_err), "%s", dlock_errstr());
-        batch_locked(b, rc);
-    }
+    int rc = DLOCK_ERR_CANCELLED;
+    if (service_lock_begin(s, &b->lock, b, batch_granted, 1))
+        rc = b->nitems == 1 ? dlock_acquire_async(s->locks, keys[0], &s->cfg.lock, &b->lock.req)
+                            : dlock_acquire_multi_async(s->locks, keys, b->nitems, &s->cfg.lock,
+                                                        &b->lock.req);
+    service_lock_asked(&b->lock, rc); /* refused at once: batch_granted answers why */
 }
 
-/* The leader of a queue. An item's queue: asks for the item's lock first,
- * and takes the batch queued meanwhile once it is granted; its successor,
- * promoted then, asks for the lock while this batch is served, and gets it
- * by hand-off when it is released. The orders of several items: takes the
- * batch first, whose items it then locks as one; its successor, promoted
- * once the batch is answered, takes what queued meanwhile (promoted at
- * once, it would lead a batch of one, and every cart would lock alone).
- * Neither holds a thread while it waits for the lock or its transaction. */
-static void lead_batch(service *s, const struct deduction *own, int64_t queue)
+/* o leads its queue, with its own batch memory. An item's queue: asks for
+ * the item's lock first, and takes the batch queued meanwhile once it is
+ * granted. The carts: takes the batch first, whose items it then locks as
+ * one; its successor, promoted once the batch is answered, takes what
+ * queued meanwhile (promoted at once, it would lead a batch of one, and
+ * every cart would lock alone). */
+static void lead_batch(struct order *o)
 {
-    /* Set field by field, not zeroed whole: its key table is 32 KiB, and
-     * every entry below u.n is written before it is read. */
-    struct batch *b = malloc(sizeof(*b));
-    if (b == NULL) {
+    struct batch *b = o->lead;
+    *b = (struct batch){.s = o->s, .key = o->link.key, .leader = o,
+                        .items_max = o->r.nlines == 1 ? 1 : DLOCK_MULTI_MAX};
+    if (b->key == SERVICE_CARTS) {
+        take(b, fits_union);
+    } else {
+        b->nitems = 1;
+        b->item[0] = (struct batch_item){.id = o->r.lines[0].item_id, .key = o->keys[0]};
+    }
+    ask_lock(b);
+}
+
+void service_batch_join(struct order *o)
+{
+    o->link.key = o->r.nlines == 1 ? o->r.lines[0].item_id : SERVICE_CARTS;
+    int lead = batch_join(o->s->queues, &o->link);
+    if (lead < 0) { /* a first order of its item, and no memory for the queue */
         service_result oom;
         service_result_clear(&oom);
-        service_fail(&oom, SERVICE_STORAGE_ERROR, "out of memory");
-        answer_batch(s, queue, &oom);
-        return;
+        service_fail(&oom, SERVICE_STORAGE_ERROR, "out of memory; nothing deducted");
+        service_keep(&o->res, &o->r, &oom);
+        service_answer(o);
+    } else if (lead) {
+        lead_batch(o);
     }
-    b->s = s, b->queue = queue, b->h = NULL, b->n = 0, b->out = 0, b->stale = 0, b->raised = 0;
-    b->u.n = 1, b->u.id[0] = own->r->lines[0].item_id;
-    memcpy(b->u.key[0], own->keys[0], sizeof(b->u.key[0]));
-    if (queue == CART_QUEUE) {
-        b->u.n = 0;
-        b->n = batch_take(s->batches, queue, b->jobs, BATCH_MAX, fits_union, &b->u,
-                          BATCH_PROMOTE_AT_FINISH);
-        lend_results(b);
-    }
-    lock_items(b);
-}
-
-/* x's queue: its item's, or the carts'. */
-static int64_t queue_of(const struct deduction *x)
-{
-    return x->r->nlines == 1 ? x->r->lines[0].item_id : CART_QUEUE;
-}
-
-int service_batch_enter(struct deduction *x, batch_job *job)
-{
-    job->queue = queue_of(x);
-    job->arg = x;
-    return batch_enter(x->s->batches, job);
-}
-
-void service_batch_lead(struct deduction *x)
-{
-    lead_batch(x->s, x, queue_of(x));
 }

@@ -1,12 +1,21 @@
-/* service_order.c - placing an order: every line deducted, or none. The
- * operation is deliberately the classic read, work, write: separate steps,
- * as in findById / modify / save. In redis mode they run under the lock of
- * every item of the order (a multi-lock for several), and the read claims
- * each row with its own key's fencing token, so a holder whose lease ran out
- * can never write after a newer holder has started. Group commit, the
- * redis mode's usual path, is in service_batch.c. */
-#include <time.h>
+/* service_order.c - an order placed alone (with work time, without group
+ * commit, or in a lock mode other than redis), and an item's stock set:
+ * every line deducted, or none. The operation is deliberately the classic
+ * read, work, write: separate steps, as in findById / modify / save. In
+ * redis mode they run under the lock of every item of the order (a
+ * multi-lock for several), and the read claims each row with its own key's
+ * fencing token, so a holder whose lease ran out can never write after a
+ * newer holder has started. Each step runs on a service thread; between
+ * steps the order waits as memory: for its lock (an asynchronous acquire),
+ * its work (a timer, or dlock_sleep_async under a lock, which ends early
+ * when the lock is lost), a row lock held elsewhere (--lock db: tried
+ * again on a timer), a turn to hold a store connection across its work. */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "server/log.h"
 #include "server/service_parts.h"
 
 /* workMs as honoured: only with --allow-work-ms, and capped. */
@@ -15,6 +24,38 @@ static int work_ms_of(const service *s, const req_order *r)
     if (!s->cfg.allow_work_ms)
         return 0;
     return (int)(r->work_ms < s->cfg.max_work_ms ? r->work_ms : s->cfg.max_work_ms);
+}
+
+int service_order_batched(const service *s, const req_order *r)
+{
+    return s->cfg.lock_mode == SERVICE_LOCK_REDIS && s->queues && work_ms_of(s, r) == 0;
+}
+
+static struct order *order_of_task(exec_task *t)
+{
+    return (struct order *)((char *)t - offsetof(struct order, task));
+}
+
+static struct order *order_of_timer(exec_task *t)
+{
+    return (struct order *)((char *)t - offsetof(struct order, timer.task));
+}
+
+/* o ends with out. */
+static void end_with(struct order *o, const service_result *out)
+{
+    service_keep(&o->res, &o->r, out);
+    service_answer(o);
+}
+
+/* Clears out and takes a store connection; NULL with the failure in out. */
+static store_conn *conn_get(service *s, service_result *out)
+{
+    char err[256];
+    store_conn *c;
+    service_result_clear(out);
+    service_from_store_text(out, store_get(s->store, &c, err, sizeof(err)), err);
+    return c;
 }
 
 /* The write half: the order and each item's new stock in the transaction
@@ -35,121 +76,212 @@ static int write_and_commit(service *s, store_conn *c, const store_new_order *o,
     return rc;
 }
 
-/* The write half in a transaction of its own. */
-static int write_order(service *s, store_conn *c, const store_new_order *o, store_order *out)
+/* o's order as written, from the stock its lines found (kept in
+ * o->res.remaining by the read) and the tokens they were claimed with. */
+static store_new_order new_order_of(struct order *o)
 {
-    int rc = store_tx_begin(c);
-    return rc == STORE_OK ? write_and_commit(s, c, o, out) : rc;
-}
-
-static int pause_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) != 0) {
+    store_new_order n = service_new_order(o->s, &o->r, o->h);
+    for (int i = 0; i < o->r.nlines; i++) {
+        n.lines[i].fence = o->h ? o->held[i] : (store_fence){0, 0};
+        n.lines[i].remaining = o->res.remaining[i] - o->r.lines[i].quantity;
     }
-    return DLOCK_OK;
+    return n;
 }
 
-/* After line i's row refused h's token for a newer one (fences that went
- * back): raises h's fence past the row's, which only a holder h still is in
- * Redis gets (service_raise_fence), the new token in *f and x->held[i];
- * SERVICE_OK to write again, or the lock's failure set in x->out. */
-static int raise_past_row(struct deduction *x, dlock_handle *h, int i, store_fence *f)
+/* After line i's row refused o's token for a newer one (fences that went
+ * back): raises it past the row's, which only a holder o still is in
+ * Redis gets (service_raise_fence), the new token in *f and held[i];
+ * SERVICE_OK to claim again, or the lock's failure set in out. */
+static int raise_past_row(struct order *o, store_conn *c, int i, store_fence *f,
+                          service_result *out)
 {
-    int lock_rc = service_raise_fence(x->s, h, x->keys[i], store_stale_token(x->c));
-    if (lock_rc != DLOCK_OK)
-        return service_from_lock(x->s, x->out, lock_rc, x->keys[i]);
-    *f = x->held[i] = service_token_of(x->s, h, x->keys[i]);
+    int rc = service_raise_fence(o->s, o->h, o->keys[i], store_stale_token(c));
+    if (rc != DLOCK_OK)
+        return service_from_lock(o->s, out, rc, o->keys[i], dlock_errstr());
+    *f = o->held[i] = service_token_of(o->s, o->h, o->keys[i]);
     return SERVICE_OK;
 }
 
-/* Claims line i's row for h's token of its key (*f; held[i] gets it) and
- * reads its stock: SERVICE_OK, or the failure's outcome, set in x->out. A
- * row that refuses the token for a newer one is claimed once more after a
- * raise (raise_past_row). */
-static int claim_line(struct deduction *x, dlock_handle *h, int i, store_fence *f,
-                      int64_t *stock)
+/* The read half, under o's lock (o->h) or none: claims each line's row with
+ * its key's token (a row that refuses it for a newer one is claimed once
+ * more after a raise), reads its stock into o->res.remaining, then answers
+ * a retry of a committed order and refuses a short one. SERVICE_OK to go
+ * on, else the outcome set in out. */
+static int read_lines(struct order *o, store_conn *c, service_result *out)
 {
-    int64_t item = x->r->lines[i].item_id;
-    int rc = store_stock_claim(x->c, item, f, stock);
-    if (rc == STORE_ERR_STALE) {
-        if (raise_past_row(x, h, i, f) != SERVICE_OK)
-            return x->out->outcome;
-        rc = store_stock_claim(x->c, item, f, stock);
-    }
-    return rc == STORE_OK ? SERVICE_OK : service_from_order_store(x->out, rc, x->c, x->r);
-}
-
-/* Read, work, write. h is the held lock (of every line's item), or NULL in
- * mode none. */
-static int read_modify_write(dlock_handle *h, void *arg)
-{
-    struct deduction *x = arg;
-    const req_order *r = x->r;
-    if (r->nlines > 1 && h)
-        metrics_multilock_wait(x->s->metrics, service_now_ms() - x->lock_asked_ms);
-    store_new_order o = service_new_order(x->s, r, h);
-    int64_t stock[RULE_ORDER_LINES_MAX];
-    for (int i = 0; i < r->nlines; i++) { /* each row claimed with its own key's token */
-        store_line *l = &o.lines[i];
-        l->fence = x->held[i] = service_token_of(x->s, h, x->keys[i]);
-        if (l->fence.fence) {
-            if (claim_line(x, h, i, &l->fence, &stock[i]) != SERVICE_OK)
-                return x->out->outcome;
-            continue;
+    const req_order *r = &o->r;
+    int64_t *stock = o->res.remaining;
+    for (int i = 0; i < r->nlines; i++) {
+        int64_t item = r->lines[i].item_id;
+        store_fence f = o->held[i] = service_token_of(o->s, o->h, o->keys[i]);
+        int rc = f.fence ? store_stock_claim(c, item, &f, &stock[i])
+                         : store_stock_read(c, item, &stock[i]);
+        if (rc == STORE_ERR_STALE) {
+            if (raise_past_row(o, c, i, &f, out) != SERVICE_OK)
+                return out->outcome;
+            rc = store_stock_claim(c, item, &f, &stock[i]);
         }
-        int rc = store_stock_read(x->c, l->item_id, &stock[i]);
         if (rc != STORE_OK)
-            return service_from_order_store(x->out, rc, x->c, r);
+            return service_from_order_store(out, rc, c, r);
     }
-    int rc = service_replayed(x->c, r, x->out);
+    int rc = service_replayed(c, r, out);
     if (rc != STORE_ERR_NOT_FOUND)
-        return service_from_order_store(x->out, rc, x->c, r);
+        return service_from_order_store(out, rc, c, r);
     for (int i = 0; i < r->nlines; i++)
         if (stock[i] < r->lines[i].quantity)
-            service_add_short(x->out, r, i, stock[i]);
-    if (x->out->nshort)
-        return service_insufficient(x->out);
-    int work = work_ms_of(x->s, r);
-    if (work > 0 && (rc = h ? dlock_sleep(h, work) : pause_ms(work)) != DLOCK_OK)
-        return service_from_lock(x->s, x->out, rc, x->keys[0]);
-    if (h && (rc = dlock_check(h)) != DLOCK_OK) /* the last moment to back out */
-        return service_from_lock(x->s, x->out, rc, x->keys[0]);
-    service_fault_point(x->s);
-    for (int i = 0; i < r->nlines; i++)
-        o.lines[i].remaining = stock[i] - o.lines[i].quantity;
-    return service_from_order_store(x->out, write_order(x->s, x->c, &o, &x->out->order), x->c, r);
+            service_add_short(out, r, i, stock[i]);
+    return out->nshort ? service_insufficient(out) : SERVICE_OK;
 }
 
-/* Runs fn(x) under the lock of every line's item and folds the lock's result
- * into x->out. */
-static void under_lock(struct deduction *x, dlock_fn fn, int nkeys)
+/* The write half (its own transaction), once the work is done. */
+static void write_lines(struct order *o)
 {
-    const char *keys[RULE_ORDER_LINES_MAX];
-    for (int i = 0; i < nkeys; i++)
-        keys[i] = x->keys[i];
-    int fn_rc = -1;
-    x->lock_asked_ms = service_now_ms();
-    int rc = nkeys == 1 ? dlock_run(x->s->locks, keys[0], &x->s->cfg.lock, fn, x, &fn_rc)
-                        : dlock_run_multi(x->s->locks, keys, nkeys, &x->s->cfg.lock, fn, x,
-                                          &fn_rc);
-    if (fn_rc >= 0)
-        service_note_redis(x->s, DLOCK_OK); /* it granted the lock */
-    if (rc == DLOCK_OK)
-        return; /* fn's outcome stands */
-    if (fn_rc < 0) { /* fn did not run */
-        service_from_lock(x->s, x->out, rc, nkeys == 1 ? keys[0] : "of the order's items");
-    } else if (x->out->outcome == SERVICE_OK) {
-        /* committed while still ours (dlock_check and the fences agreed); the
-         * loss came after, so the answer stands */
+    service_result out;
+    store_conn *c = conn_get(o->s, &out);
+    if (c == NULL)
+        return end_with(o, &out);
+    int rc = o->h ? dlock_check(o->h) : DLOCK_OK; /* the last moment to back out */
+    if (rc != DLOCK_OK) {
+        service_from_lock(o->s, &out, rc, o->keys[0], dlock_strerror(rc));
+    } else {
+        service_fault_point(o->s);
+        store_new_order n = new_order_of(o);
+        rc = store_tx_begin(c);
+        if (rc == STORE_OK)
+            rc = write_and_commit(o->s, c, &n, &out.order);
+        service_from_order_store(&out, rc, c, &o->r);
+    }
+    store_put(o->s->store, c);
+    end_with(o, &out);
+}
+
+/* ---- under the Redis lock ---- */
+
+/* The release of o's lock is done: a loss after the commit is logged (the
+ * answer stands), and o, answered, is freed. */
+static void locked_released(exec_task *t)
+{
+    struct order *o = service_lock_call_of(t)->req.data;
+    int rc = o->lock.req.rc;
+    if (rc != DLOCK_OK && rc != DLOCK_ERR_CLOSED && o->res.outcome == SERVICE_OK) {
         int64_t items[RULE_ORDER_LINES_MAX];
-        for (int i = 0; i < nkeys; i++)
-            items[i] = x->r->lines[i].item_id;
-        service_log_lost_after_commit(x->s, x->r, 1, items, keys, x->held, nkeys, rc);
-    } /* a failed outcome is in the order's own line */
+        for (int i = 0; i < o->r.nlines; i++)
+            items[i] = o->r.lines[i].item_id;
+        service_log_lost_after_commit(o->s, &o->r, 1, items, o->keys, o->held, o->r.nlines,
+                                      rc);
+    }
+    o->pending = 0;
+    service_order_free(o);
+}
+
+/* o (holding its lock) ends with out: answered now, its lock released
+ * without waiting for Redis, freed once that is done. */
+static void locked_end(struct order *o, const service_result *out)
+{
+    o->pending = 1;
+    end_with(o, out);
+    service_lock_release(o->s, &o->lock, o, locked_released, o->h);
+}
+
+/* Written under the lock, then released. */
+static void locked_write(struct order *o)
+{
+    o->pending = 1;
+    write_lines(o); /* answers o, which stays for its release: */
+    service_lock_release(o->s, &o->lock, o, locked_released, o->h);
+}
+
+/* The work's sleep under the lock is over: written, or (the lock was lost,
+ * interrupted, or the drain withdrew it) answered why. */
+static void locked_worked(exec_task *t)
+{
+    struct order *o = service_lock_call_of(t)->req.data;
+    service_touch(o);
+    if (o->lock.req.rc == DLOCK_OK)
+        return locked_write(o);
+    service_result out;
+    service_result_clear(&out);
+    service_from_lock(o->s, &out, o->lock.req.rc, o->keys[0], o->lock.req.err);
+    locked_end(o, &out);
+}
+
+/* o's lock is granted (or could not be had), on a service thread: read,
+ * then work (a sleep that holds no thread), then write. */
+static void locked_granted(exec_task *t)
+{
+    struct lock_call *lc = service_lock_call_of(t);
+    struct order *o = lc->req.data;
+    service *s = o->s;
+    service_touch(o);
+    o->hops += lc->via_lock_thread;
+    service_result out;
+    service_result_clear(&out);
+    if (lc->req.rc != DLOCK_OK) {
+        if (!service_replay_when_locked_out(s, &o->r, &out))
+            service_from_lock(s, &out, lc->req.rc, o->r.nlines == 1 ? o->keys[0]
+                                                                   : "of the order's items",
+                              lc->req.err);
+        return end_with(o, &out);
+    }
+    o->h = lc->req.h;
+    if (o->r.nlines > 1)
+        metrics_multilock_wait(s->metrics, service_now_ms() - o->lock_asked_ms);
+    service_note_redis(s, DLOCK_OK, "");
+    store_conn *c = conn_get(s, &out);
+    int go = c && read_lines(o, c, &out) == SERVICE_OK;
+    if (c)
+        store_put(s->store, c);
+    if (!go)
+        return locked_end(o, &out);
+    int work = work_ms_of(s, &o->r);
+    if (work == 0)
+        return locked_write(o);
+    int rc = DLOCK_ERR_CANCELLED;
+    if (service_lock_begin(s, &o->lock, o, locked_worked, 1))
+        rc = dlock_sleep_async(o->h, work, &o->lock.req);
+    service_lock_asked(&o->lock, rc); /* not slept: locked_worked answers why */
+}
+
+/* Asks for the lock of every line's item, as one. */
+static void locked_ask(struct order *o)
+{
+    service *s = o->s;
+    o->lock_asked_ms = service_now_ms();
+    int rc = DLOCK_ERR_CANCELLED;
+    if (service_lock_begin(s, &o->lock, o, locked_granted, 1))
+        rc = o->r.nlines == 1
+                 ? dlock_acquire_async(s->locks, o->keys[0], &s->cfg.lock, &o->lock.req)
+                 : dlock_acquire_multi_async(s->locks, o->keys, o->r.nlines, &s->cfg.lock,
+                                             &o->lock.req);
+    service_lock_asked(&o->lock, rc); /* refused at once: locked_granted answers why */
 }
 
 /* ---- without a distributed lock ---- */
+
+static void unlocked_worked(exec_task *t)
+{
+    struct order *o = order_of_timer(t);
+    service_touch(o);
+    write_lines(o);
+}
+
+/* Mode none: read, work (a timer), write, with nothing between two orders. */
+static void unlocked_read(exec_task *t)
+{
+    struct order *o = order_of_task(t);
+    service_touch(o);
+    service_result out;
+    store_conn *c = conn_get(o->s, &out);
+    int go = c && read_lines(o, c, &out) == SERVICE_OK;
+    if (c)
+        store_put(o->s->store, c);
+    if (!go)
+        return end_with(o, &out);
+    int work = work_ms_of(o->s, &o->r);
+    if (work == 0)
+        return write_lines(o);
+    exec_timer_start(o->s->work, &o->timer, service_now_ms() + work, unlocked_worked);
+}
 
 /* The indices of r's lines by item id: rows locked in one order everywhere,
  * so that two orders of the same items never wait for each other in a
@@ -201,133 +333,336 @@ static void deduct_atomically(service *s, store_conn *c, const req_order *r,
     service_from_order_store(out, rc, c, r);
 }
 
-/* Mode db: read, work, write inside one transaction that holds the rows'
- * locks from the read on (SELECT ... FOR UPDATE, in item order); another
- * order of the same items waits for them at most --wait-ms (then 503
- * lock_timeout). The database's lock, for comparison with the Redis one. */
-static void deduct_under_row_locks(service *s, store_conn *c, const req_order *r,
-                                   service_result *out)
+static void atomic_task(exec_task *t)
 {
-    store_new_order o = service_new_order(s, r, NULL);
-    int64_t stock[RULE_ORDER_LINES_MAX];
-    int idx[RULE_ORDER_LINES_MAX], work = work_ms_of(s, r);
+    struct order *o = order_of_task(t);
+    service_touch(o);
+    service_result out;
+    store_conn *c = conn_get(o->s, &out);
+    if (c) {
+        deduct_atomically(o->s, c, &o->r, &out);
+        store_put(o->s->store, c);
+    }
+    end_with(o, &out);
+}
+
+/* ---- mode db: the rows' own locks ---- */
+
+static void rows_try(exec_task *t);
+static exec_fn rows_retry_fn;
+
+/* o gives back its turn to hold a connection: the next waiting gets it. */
+static void hold_end(struct order *o)
+{
+    service *s = o->s;
+    if (!o->holding)
+        return;
+    o->holding = 0;
+    pthread_mutex_lock(&s->mu);
+    struct order *next = s->hold_head;
+    if (next && (s->hold_head = next->next) == NULL)
+        s->hold_tail = NULL;
+    if (next == NULL)
+        s->holds--;
+    pthread_mutex_unlock(&s->mu);
+    if (next == NULL)
+        return;
+    next->waiting_turn = 0; /* its turn is ours, passed on; its deadline is void */
+    next->holding = 1;
+    if (exec_timer_stop(s->work, &next->timer))
+        service_run(s, &next->task, rows_try);
+}
+
+/* A turn did not come within the busy timeout. */
+static void hold_timed_out(exec_task *t)
+{
+    struct order *o = order_of_timer(t);
+    service *s = o->s;
+    pthread_mutex_lock(&s->mu);
+    int waiting = o->waiting_turn;
+    struct order **p = &s->hold_head, *prev = NULL;
+    while (waiting && *p != o)
+        prev = *p, p = &(*p)->next;
+    if (waiting) {
+        *p = o->next;
+        if (s->hold_tail == o)
+            s->hold_tail = prev;
+        o->waiting_turn = 0;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!waiting) { /* a turn came as the deadline did: it is ours */
+        service_run(s, &o->task, rows_try);
+        return;
+    }
+    service_result out;
+    service_result_clear(&out);
+    service_fail(&out, SERVICE_STORAGE_BUSY, "database busy: all %d connections stayed in use "
+                 "for %d ms", s->cfg.store.pool_size, s->cfg.store.busy_timeout_ms);
+    end_with(o, &out);
+}
+
+/* A turn to hold a store connection across the work (the pool keeps one a
+ * service thread, so a thread never waits for one; the rest is for
+ * holders): 1 when o has one, 0 when it waits for one as memory (rows_try
+ * runs again once it comes; at the busy timeout, o is answered). */
+static int hold_begin(struct order *o)
+{
+    service *s = o->s;
+    if (o->holding)
+        return 1;
+    pthread_mutex_lock(&s->mu);
+    int now = s->holds < s->holds_max;
+    if (now) {
+        s->holds++;
+        o->holding = 1;
+    } else {
+        o->next = NULL, o->waiting_turn = 1;
+        if (s->hold_tail)
+            s->hold_tail->next = o;
+        else
+            s->hold_head = o;
+        s->hold_tail = o;
+        exec_timer_start(s->work, &o->timer,
+                         service_now_ms() + s->cfg.store.busy_timeout_ms, hold_timed_out);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return now;
+}
+
+/* The work is done, the rows' locks held all along: written, committed. */
+static void rows_write(struct order *o)
+{
+    service_result out;
+    service_result_clear(&out);
+    service_fault_point(o->s);
+    store_new_order n = new_order_of(o);
+    service_from_order_store(&out, write_and_commit(o->s, o->c, &n, &out.order), o->c, &o->r);
+    store_put(o->s->store, o->c);
+    o->c = NULL;
+    hold_end(o);
+    end_with(o, &out);
+}
+
+static void rows_worked(exec_task *t)
+{
+    struct order *o = order_of_timer(t);
+    service_touch(o);
+    rows_write(o);
+}
+
+/* Locks every line's row (SELECT ... FOR UPDATE, in item order) without
+ * waiting: STORE_OK, STORE_ERR_LOCK_TIMEOUT when one is held elsewhere, or
+ * a failure. */
+static int lock_rows(store_conn *c, const req_order *r, int64_t *stock)
+{
+    int idx[RULE_ORDER_LINES_MAX];
     by_item(r, idx);
     int rc = store_tx_begin(c);
     for (int k = 0; rc == STORE_OK && k < r->nlines; k++)
-        rc = store_tx_lock_stock(c, r->lines[idx[k]].item_id, s->cfg.lock.wait_ms,
-                                 &stock[idx[k]]);
+        rc = store_tx_lock_stock(c, r->lines[idx[k]].item_id, 0, &stock[idx[k]]);
+    return rc;
+}
+
+/* Mode db: read, work, write inside one transaction that holds the rows'
+ * locks from the read on. A row held by another transaction is not waited
+ * for on a thread: the order tries again on a timer (a pause growing to
+ * retry_ms) until --wait-ms (then 503 lock_timeout). The database's lock,
+ * for comparison with the Redis one. */
+static void rows_step(struct order *o)
+{
+    service *s = o->s;
+    service_touch(o);
+    service_result out;
+    if (atomic_load(&s->commits_refused)) { /* the drain: no commit could follow */
+        service_result_clear(&out);
+        service_fail(&out, SERVICE_SHUTTING_DOWN, "server is shutting down; nothing deducted");
+        hold_end(o);
+        return end_with(o, &out);
+    }
+    int work = work_ms_of(s, &o->r);
+    if (work > 0 && !hold_begin(o))
+        return;
+    store_conn *c = conn_get(s, &out);
+    int rc = c ? lock_rows(c, &o->r, o->res.remaining) : STORE_OK;
+    if (c && rc == STORE_ERR_LOCK_TIMEOUT) {
+        store_put(s->store, c);
+        int64_t now = service_now_ms();
+        if (now < o->deadline_ms) {
+            int pause = 1 << (o->tries < 7 ? o->tries++ : 7);
+            pause = pause < s->cfg.lock.retry_ms ? pause : s->cfg.lock.retry_ms;
+            exec_timer_start(s->work, &o->timer, now + pause, rows_retry_fn);
+            return;
+        }
+        service_fail(&out, SERVICE_LOCK_TIMEOUT, "the rows of the order's items stayed locked "
+                     "for %d ms; try again", s->cfg.lock.wait_ms);
+        hold_end(o);
+        return end_with(o, &out);
+    }
     /* committed while we waited for the rows: its first answer */
-    if (rc == STORE_OK && (rc = service_replayed(c, r, out)) == STORE_ERR_NOT_FOUND)
+    if (c && rc == STORE_OK && (rc = service_replayed(c, &o->r, &out)) == STORE_ERR_NOT_FOUND)
         rc = STORE_OK;
-    if (rc != STORE_OK) {
-        store_tx_abort(c);
-        service_from_order_store(out, rc, c, r);
-        return;
+    if (c && rc != STORE_OK)
+        service_from_order_store(&out, rc, c, &o->r);
+    for (int i = 0; c && rc == STORE_OK && i < o->r.nlines; i++)
+        if (o->res.remaining[i] < o->r.lines[i].quantity)
+            service_add_short(&out, &o->r, i, o->res.remaining[i]);
+    if (c && rc == STORE_OK && out.nshort)
+        service_insufficient(&out);
+    if (c == NULL || rc != STORE_OK || out.nshort) {
+        if (c)
+            store_put(s->store, c); /* rolls back */
+        hold_end(o);
+        return end_with(o, &out);
     }
-    for (int i = 0; i < r->nlines; i++)
-        if (stock[i] < r->lines[i].quantity)
-            service_add_short(out, r, i, stock[i]);
-    if (out->nshort) {
-        store_tx_abort(c);
-        service_insufficient(out);
-        return;
+    o->c = c; /* held, with its rows' locks, across the work */
+    if (work == 0)
+        return rows_write(o);
+    exec_timer_start(s->work, &o->timer, service_now_ms() + work, rows_worked);
+}
+
+static void rows_try(exec_task *t) { rows_step(order_of_task(t)); }
+static void rows_retry_fn(exec_task *t) { rows_step(order_of_timer(t)); }
+
+void service_order_alone(struct order *o)
+{
+    service *s = o->s;
+    o->deadline_ms = service_now_ms() + s->cfg.lock.wait_ms;
+    switch (s->cfg.lock_mode) {
+    case SERVICE_LOCK_REDIS: locked_ask(o); break;
+    case SERVICE_LOCK_NONE: service_run(s, &o->task, unlocked_read); break;
+    case SERVICE_LOCK_DB: service_run(s, &o->task, rows_try); break;
+    default: service_run(s, &o->task, atomic_task); break;
     }
-    if (work > 0)
-        pause_ms(work);
-    service_fault_point(s);
-    for (int i = 0; i < r->nlines; i++)
-        o.lines[i].remaining = stock[i] - o.lines[i].quantity;
-    service_from_order_store(out, write_and_commit(s, c, &o, &out->order), c, r);
 }
 
-/* Items are never deleted, so one that exists now exists under the lock: an
- * absent one is answered before, and its lock never touches Redis (every
- * itemId a client makes up would otherwise leave keys there). An item seen
- * once is remembered, and not read again for that. */
-static int items_exist(service *s, store_conn *c, const req_order *r, service_result *out)
-{
-    int64_t stock;
-    for (int i = 0; i < r->nlines; i++) {
-        int64_t id = r->lines[i].item_id;
-        _Atomic int64_t *known = &s->known_items[(uint64_t)id % SERVICE_KNOWN_ITEMS];
-        if (atomic_load_explicit(known, memory_order_relaxed) == id)
-            continue;
-        int rc = store_stock_read(c, id, &stock);
-        if (rc == STORE_OK)
-            atomic_store_explicit(known, id, memory_order_relaxed);
-        if (rc == STORE_ERR_NOT_FOUND && r->nlines > 1)
-            return service_fail(out, SERVICE_NOT_FOUND, "no item with id %lld (lines[%d]); "
-                                "nothing deducted", (long long)r->lines[i].item_id, i);
-        if (rc != STORE_OK)
-            return service_from_order_store(out, rc, c, NULL);
-    }
-    return SERVICE_OK;
-}
+/* ---- an item's stock set ---- */
 
-int service_order_check(struct deduction *x)
-{
-    int rc = service_replayed(x->c, x->r, x->out); /* a retry of a committed order needs no lock */
-    if (rc != STORE_ERR_NOT_FOUND)
-        return service_from_order_store(x->out, rc, x->c, x->r);
-    if (items_exist(x->s, x->c, x->r, x->out) != SERVICE_OK)
-        return x->out->outcome;
-    for (int i = 0; i < x->r->nlines; i++)
-        service_lock_key(x->s->cfg.lock_prefix, x->r->lines[i].item_id, x->keys[i]);
-    return SERVICE_OK;
-}
-
-int service_order_batched(const service *s, const req_order *r)
-{
-    return s->cfg.lock_mode == SERVICE_LOCK_REDIS && s->batches && work_ms_of(s, r) == 0;
-}
-
-void service_order_alone(struct deduction *x)
-{
-    if (x->s->cfg.lock_mode == SERVICE_LOCK_REDIS)
-        under_lock(x, read_modify_write, x->r->nlines);
-    else if (x->s->cfg.lock_mode == SERVICE_LOCK_NONE)
-        read_modify_write(NULL, x);
-    else if (x->s->cfg.lock_mode == SERVICE_LOCK_DB)
-        deduct_under_row_locks(x->s, x->c, x->r, x->out);
-    else
-        deduct_atomically(x->s, x->c, x->r, x->out);
-}
-
-/* ---- setting the stock ---- */
-
-struct set_stock {
-    struct deduction x;
-    int64_t stock;
+/* PUT /items/{id}: its memory, from its door to its answer. */
+struct stock_set {
+    service *s;
+    int64_t item, stock, t0_us;
+    char who[RULE_TOKEN_NAME_MAX + 1];
+    service_done *done;
+    void *arg;
+    exec_task task;
+    struct lock_call lock;
+    dlock_handle *h;
+    store_fence held;
+    service_result out;
+    char key[DLOCK_KEY_MAX + 1];
 };
 
-static int set_stock(dlock_handle *h, void *arg)
+/* The stock written (fenced under the lock), and the item read back. */
+static void stock_write(struct stock_set *ss)
 {
-    struct set_stock *a = arg;
-    int64_t item = a->x.r->lines[0].item_id;
-    store_fence fence = *a->x.held = service_token_of(a->x.s, h, a->x.keys[0]);
-    store_commit_check check = {service_commits_allowed, a->x.s};
-    int rc = store_item_set_stock(a->x.c, item, a->stock, fence.fence ? &fence : NULL, &check);
-    if (rc == STORE_ERR_STALE) { /* fences went back, perhaps: as for a claim (claim_line) */
-        if (raise_past_row(&a->x, h, 0, &fence) != SERVICE_OK)
-            return a->x.out->outcome;
-        rc = store_item_set_stock(a->x.c, item, a->stock, &fence, &check);
+    service *s = ss->s;
+    service_result *out = &ss->out;
+    store_conn *c = conn_get(s, out);
+    if (c == NULL)
+        return;
+    store_commit_check check = {service_commits_allowed, s};
+    store_fence f = ss->held = service_token_of(s, ss->h, ss->key);
+    int rc = store_item_set_stock(c, ss->item, ss->stock, f.fence ? &f : NULL, &check);
+    if (rc == STORE_ERR_STALE) { /* fences went back, perhaps: as for an order's claim */
+        int lock_rc = service_raise_fence(s, ss->h, ss->key, store_stale_token(c));
+        if (lock_rc != DLOCK_OK) {
+            service_from_lock(s, out, lock_rc, ss->key, dlock_errstr());
+            store_put(s->store, c);
+            return;
+        }
+        f = ss->held = service_token_of(s, ss->h, ss->key);
+        rc = store_item_set_stock(c, ss->item, ss->stock, &f, &check);
     }
     if (rc == STORE_OK)
-        rc = store_item_get(a->x.c, item, &a->x.out->item);
-    return service_from_order_store(a->x.out, rc, a->x.c, NULL);
+        rc = store_item_get(c, ss->item, &out->item);
+    service_from_order_store(out, rc, c, NULL);
+    if (out->outcome == SERVICE_COMMIT_UNKNOWN) /* no requestId to retry with */
+        service_fail(out, SERVICE_COMMIT_UNKNOWN, "%s; the stock may have been set: GET "
+                     "/items/%lld shows it, or set it again", store_errstr(c),
+                     (long long)ss->item);
+    store_put(s->store, c);
 }
 
-void service_order_set_stock(service *s, store_conn *c, int64_t item_id, int64_t stock,
-                             service_result *out, store_fence *held)
+static void stock_released(exec_task *t)
 {
-    req_order r = {.nlines = 1, .lines = {{item_id, 0}}};
-    char key[1][DLOCK_KEY_MAX + 1];
-    struct set_stock a = {{.s = s, .c = c, .r = &r, .out = out, .held = held, .keys = key}, stock};
-    service_lock_key(s->cfg.lock_prefix, item_id, a.x.keys[0]);
-    if (items_exist(s, c, &r, out) != SERVICE_OK)
+    struct stock_set *ss = service_lock_call_of(t)->req.data;
+    int rc = ss->lock.req.rc;
+    if (rc != DLOCK_OK && rc != DLOCK_ERR_CLOSED && ss->out.outcome == SERVICE_OK) {
+        req_order r = {.nlines = 1, .lines = {{ss->item, 0}}};
+        const char *keys[1] = {ss->key};
+        service_log_lost_after_commit(ss->s, &r, 1, &ss->item, keys, &ss->held, 1, rc);
+    }
+    free(ss);
+}
+
+/* The stock set is answered, and its lock (if any) released. */
+static void stock_end(struct stock_set *ss)
+{
+    service *s = ss->s;
+    service_note_space(s, ss->out.outcome, 1);
+    service_log_stock_set(s, ss->item, ss->stock, ss->who, &ss->out, &ss->held, ss->t0_us);
+    ss->done(&ss->out, ss->arg);
+    if (ss->h == NULL) {
+        free(ss);
         return;
-    if (s->cfg.lock_mode == SERVICE_LOCK_REDIS)
-        under_lock(&a.x, set_stock, 1);
-    else
-        set_stock(NULL, &a);
+    }
+    service_lock_release(s, &ss->lock, ss, stock_released, ss->h);
+}
+
+static void stock_granted(exec_task *t)
+{
+    struct stock_set *ss = service_lock_call_of(t)->req.data;
+    if (ss->lock.req.rc != DLOCK_OK) {
+        service_from_lock(ss->s, &ss->out, ss->lock.req.rc, ss->key, ss->lock.req.err);
+    } else {
+        ss->h = ss->lock.req.h;
+        service_note_redis(ss->s, DLOCK_OK, "");
+        stock_write(ss);
+    }
+    stock_end(ss);
+}
+
+/* The item exists (else 404, and its lock never touches Redis); then the
+ * stock is set under its lock (redis mode), so it never interleaves with a
+ * deduction. */
+static void stock_check(exec_task *t)
+{
+    struct stock_set *ss = (struct stock_set *)((char *)t - offsetof(struct stock_set, task));
+    service *s = ss->s;
+    int64_t stock;
+    store_conn *c = conn_get(s, &ss->out);
+    int rc = c ? store_stock_read(c, ss->item, &stock) : STORE_OK;
+    if (c) {
+        service_from_order_store(&ss->out, rc, c, NULL);
+        store_put(s->store, c);
+    }
+    if (ss->out.outcome != SERVICE_OK)
+        return stock_end(ss);
+    if (s->cfg.lock_mode != SERVICE_LOCK_REDIS) {
+        stock_write(ss);
+        return stock_end(ss);
+    }
+    rc = DLOCK_ERR_CANCELLED;
+    if (service_lock_begin(s, &ss->lock, ss, stock_granted, 1))
+        rc = dlock_acquire_async(s->locks, ss->key, &s->cfg.lock, &ss->lock.req);
+    service_lock_asked(&ss->lock, rc); /* refused at once: stock_granted answers why */
+}
+
+void service_set_stock(service *s, int64_t item_id, int64_t stock, const char *who,
+                       service_done *done, void *arg)
+{
+    struct stock_set *ss = malloc(sizeof(*ss));
+    if (ss == NULL) {
+        service_result oom;
+        service_result_clear(&oom);
+        service_fail(&oom, SERVICE_STORAGE_ERROR, "out of memory; nothing written");
+        done(&oom, arg);
+        return;
+    }
+    *ss = (struct stock_set){.s = s, .item = item_id, .stock = stock, .done = done,
+                             .arg = arg, .t0_us = service_now_us()};
+    snprintf(ss->who, sizeof(ss->who), "%s", who);
+    service_result_clear(&ss->out);
+    service_lock_key(s->cfg.lock_prefix, item_id, ss->key);
+    service_run(s, &ss->task, stock_check);
 }

@@ -1,10 +1,13 @@
 /* service_parts.h - what the service's files share. They call one way,
- * from the top down: service.c (lifecycle, items, health, metrics, draining,
- * each request's entry) -> service_order.c (an order under the lock modes)
- * -> service_batch.c (group commit) -> service_steps.c (the steps of a
- * deduction both share) -> service_log.c (the lines an order leaves) ->
- * service_result.c (outcomes, names, error mapping). Each file's functions
- * are declared below in that order. Not for other modules. */
+ * from the top down: service.c (lifecycle, reads, health, metrics,
+ * draining, and each order's door) -> service_order.c (an order placed
+ * alone, under each lock mode, and a stock set) -> service_batch.c (group
+ * commit) -> service_write.c (what writing an order needs: the order as
+ * written, a retry's first answer, the tokens a lock holds and their raise,
+ * the drain's commit check, a lock's wait registered for the drain) ->
+ * service_log.c (the lines an order leaves) -> service_result.c
+ * (outcomes, names, error mapping). Each file's functions are declared
+ * below in that order. Not for other modules. */
 #ifndef SERVICE_PARTS_H
 #define SERVICE_PARTS_H
 
@@ -12,25 +15,51 @@
 #include <stdatomic.h>
 #include <time.h>
 
+#include "lock/dlock_async.h"
 #include "server/batch.h"
+#include "server/exec.h"
 #include "server/service.h"
-#include "server/workers.h"
 
 /* Item ids known to exist, direct-mapped by id: items are never deleted, so
  * an id seen once needs no read before its lock again. */
 #define SERVICE_KNOWN_ITEMS 4096
 
+/* The key of the queue of orders of several items (items are >= 1). */
+#define SERVICE_CARTS 0
+
+struct order;
+
+/* A lock's asynchronous call (acquire, sleep, release) made for a request,
+ * registered while it waits so that the drain can withdraw it
+ * (service_waits_cancel), and whose end comes back on a service thread. */
+struct lock_call {
+    service *s;
+    dlock_req req;           /* req.data: the request (an order, a batch, a stock set) */
+    exec_task task;          /* req.done's way to a service thread */
+    exec_fn *then;           /* what runs there */
+    struct lock_call *prev, *next; /* the waits registered, while registered */
+    int registered;
+    int via_lock_thread;     /* its end came from libdlock's thread (a Redis step) */
+};
+
 struct service {
     service_config cfg;     /* its strings belong to the caller and outlive the service */
     store *store;
     dlock_client *locks;    /* NULL unless the lock mode is redis */
-    batch_queues *batches;  /* NULL: no group commit */
-    workers *work;          /* the threads requests' slow halves run on */
-    workers *probes;        /* the thread /health and /metrics are answered on */
+    batch_queues *queues;   /* group commit: orders per item, and the carts; NULL: none */
+    batch_commits *commits; /* ...and the batches waiting for a transaction */
+    exec_task commit_task;  /* the committer's link: one transaction in flight at a time */
+    exec *work;             /* service threads: store calls, commits, grants */
+    exec *probes;           /* the thread /health and /metrics are answered on */
     metrics *metrics;
-    pthread_mutex_t mu;     /* guards inflight */
-    pthread_cond_t idle;    /* signalled when inflight drops to 0 */
-    int inflight;           /* requests between service_enter and service_leave */
+    int holds_max;          /* requests that may hold a store connection across a wait */
+    pthread_mutex_t mu;     /* guards the fields below */
+    pthread_cond_t idle;    /* signalled when inflight drops to 0 while draining */
+    struct lock_call *waits; /* lock calls in flight (the drain withdraws them) */
+    int holds;              /* connections held across a wait now */
+    struct order *hold_head, *hold_tail; /* orders waiting for a turn to hold one */
+    _Atomic int inflight;   /* requests between service_enter and service_leave */
+    _Atomic int draining;   /* service_drain waits: the last leave signals idle */
     _Atomic int commits_refused;
     _Atomic int redis_state;  /* what Redis last told us, so a change is logged once */
     _Atomic int64_t full_since_ms; /* when writes began to fail for lack of space (the
@@ -40,12 +69,7 @@ struct service {
 };
 
 /* Milliseconds on CLOCK_MONOTONIC, for the service's own measurements. */
-static inline int64_t service_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+static inline int64_t service_now_ms(void) { return exec_now_ms(); }
 
 /* Microseconds on CLOCK_MONOTONIC, for the elapsed time the log shows. */
 static inline int64_t service_now_us(void)
@@ -55,57 +79,104 @@ static inline int64_t service_now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* What one order asked for, where its answer goes, its lines' lock keys and
- * the tokens their locks held. */
-struct deduction {
-    service *s;
-    store_conn *c;
-    const req_order *r;
-    service_result *out;
-    store_fence *held;     /* held[i]: the token line i's lock held once taken, for the
-                            * log (the caller's; left alone while none is held) */
-    int64_t lock_asked_ms; /* when its multi-lock was asked for */
-    char (*keys)[DLOCK_KEY_MAX + 1]; /* keys[i]: line i's item (r->nlines of them, the
-                                      * caller's: a waiting order's memory is its own) */
+/* An order's outcome, kept small while it waits for its batch's commit (a
+ * service_result is kilobytes; this, a few hundred bytes and 8 a line). */
+struct order_result {
+    enum service_outcome outcome;
+    int64_t order_id;
+    uint32_t shorts;     /* insufficient: bit i set when line i was short */
+    char message[256];   /* when not OK */
+    int64_t *remaining;  /* per line: the stock after it (placed, replayed) or there was
+                          * (short); the order's own memory */
 };
 
-/* ---- service_order.c: placing an order ---- */
+/* The items a batch touches (the union of its orders' lines), each with its
+ * lock key (an order's of the batch), its token and the stock left as the
+ * batch goes. */
+struct batch_item {
+    int64_t id;
+    const char *key;
+    store_fence fence;
+    store_fence refused; /* the row's newer token when it refused ours */
+    int64_t stock;
+};
 
-/* What x (s, c, r, out and held set; held zeroed) needs before any lock: a
- * retry of a committed order gets its first answer, an absent item is
- * refused; else x->keys are filled. SERVICE_OK to go on, else the outcome
- * set in x->out. */
-int service_order_check(struct deduction *x);
+/* One leader's batch, from its lock's grant to its release: memory of the
+ * leader's own order (sized at its door), so that no batch allocates. */
+struct batch {
+    service *s;
+    int64_t key;            /* its queue: an item's id, or SERVICE_CARTS */
+    struct order *leader;
+    struct order *first;    /* its orders, linked by their next, in arrival order */
+    int n;
+    struct lock_call lock;  /* its lock: asked, granted (h), released */
+    dlock_handle *h;
+    int out;    /* answered (its lock failed): left out of the transaction */
+    int stale;  /* rows refused its tokens for newer ones: raise, then try again */
+    int raised; /* it was, once: a row that refuses it now is answered so */
+    int64_t asked_ms;
+    batch_commit_link commit; /* its place among the batches waiting for a transaction */
+    int nitems, items_max;
+    struct batch_item item[]; /* items_max: 1 for an item's batch, DLOCK_MULTI_MAX for carts */
+};
 
-/* Whether order r goes through group commit (service_batch_enter). */
+/* One order from its door to its answer: one allocation at the door, sized
+ * by its lines; every hand-off after that uses the links inside it. */
+struct order {
+    service *s;
+    req_order r;
+    int reduce;             /* counted as a POST /reduceStock too */
+    int64_t t0_us;
+    service_done *done;
+    void *arg;
+    int hops;               /* hand-offs between threads so far */
+    const void *thread;     /* the thread it was last on */
+    const void *door;       /* the thread it came in on, which sends its answer */
+    exec_task task;         /* its link to a service thread */
+    batch_link link;        /* group commit: its place in its key's queue */
+    struct order *next;     /* group commit: the next order of its batch; a turn to
+                             * hold a connection: the next waiting */
+    struct batch *lead;     /* the batch it may lead (its own memory), or NULL: alone */
+    int pending;            /* what still holds it once answered: its batch, its release */
+    int answered;
+    /* placed alone (service_order.c) */
+    struct lock_call lock;
+    dlock_handle *h;
+    store_conn *c;          /* held across a wait (lock mode db with work) */
+    exec_timer timer;       /* its work, a retry, or a turn's deadline */
+    int64_t deadline_ms;    /* of its wait for a row lock (mode db) */
+    int tries;              /* ...how many so far */
+    int holding;            /* it has a turn to hold a connection across its work */
+    int waiting_turn;       /* ...or waits for one (under the service's mu) */
+    int64_t lock_asked_ms;
+    store_fence *held;      /* held[i]: line i's lock's token once taken, for the log */
+    const char **keys;      /* keys[i]: line i's item's lock key */
+    struct order_result res;
+};
+
+/* ---- service_order.c: an order placed alone, and a stock set ---- */
+
+/* Whether order r goes through group commit (service_batch_join). */
 int service_order_batched(const service *s, const req_order *r);
 
-/* Places x (checked) on its own under the lock mode, on x->c; x->held gets
- * the tokens of the locks taken for it. */
-void service_order_alone(struct deduction *x);
-
-/* An item's stock set under its lock (redis mode); *held gets the lock's
- * token. */
-void service_order_set_stock(service *s, store_conn *c, int64_t item_id, int64_t stock,
-                             service_result *out, store_fence *held);
+/* Places o (checked: its items exist, its keys set) alone under the lock
+ * mode; answers it once done. On any thread: what blocks goes to a service
+ * thread, what waits waits as memory. */
+void service_order_alone(struct order *o);
 
 /* ---- service_batch.c: group commit ---- */
 
-/* Queues x (redis mode, no work time) for group commit, as job (x's own,
- * its callbacks set; live until one of them runs): with the other orders of
- * its item (or of several items), served by one leader under one lock hold,
- * in a transaction shared with the other batches of the process. Returns 1
- * when the caller is to lead now (service_batch_lead), 0 when queued (a
- * leader runs job->on_done once x->out is answered, or job->on_lead when x
- * is to lead), -1 when out of memory (nothing queued: serve it alone). */
-int service_batch_enter(struct deduction *x, batch_job *job);
+/* Queues o (redis mode, no work time; its batch memory at o->lead) for
+ * group commit: with the other orders of its item (or of several items),
+ * served by one leader under one lock hold, in a transaction shared with
+ * the other batches of the process. Answers it once done (an out of memory
+ * at its queue, at once). On any thread; never blocks. */
+void service_batch_join(struct order *o);
 
-/* Leads x's queue: one batch, x's order first, served under its lock.
- * Returns once the batch waits for its transaction (or leads it, on this
- * thread); every order of it, x's too, is answered through its on_done. */
-void service_batch_lead(struct deduction *x);
+/* The bytes of batch memory an order of nlines lines carries. */
+size_t service_batch_size(int nlines);
 
-/* ---- service_steps.c: the steps of a deduction that group commit shares ---- */
+/* ---- service_write.c: what writing an order needs ---- */
 
 /* A retry whose first attempt committed (perhaps while it waited for the
  * lock) gets that first answer, before any stock check: STORE_ERR_DUPLICATE
@@ -123,8 +194,9 @@ store_fence service_token_of(const service *s, dlock_handle *h, const char *key)
  * and every holder would be refused until the clock caught up. Raises h's
  * fence for key past row, only while key still holds h's token in Redis
  * (dlock_fence_raise: a holder whose lock moved on stays refused), and logs
- * it. Call it outside a transaction: it asks Redis. Returns DLOCK_OK (claim
- * once more with service_token_of), or the lock's failure. */
+ * it. Call it outside a transaction: it asks Redis (blocking, rare).
+ * Returns: DLOCK_OK (claim once more with service_token_of), or the lock's
+ * failure. */
 int service_raise_fence(service *s, dlock_handle *h, const char *key, store_fence row);
 
 /* The store's last-moment commit check (arg: the service): no commit once
@@ -133,6 +205,60 @@ int service_commits_allowed(void *arg);
 
 /* The test-only fault (--test-stop-before-write). */
 void service_fault_point(service *s);
+
+/* A lock call for request data (an order, a batch, a stock set), whose end
+ * runs then(&lc->task) on a service thread. service_lock_begin registers it
+ * for the drain and holds the service's mu until service_lock_asked, and
+ * between the two the caller asks libdlock with &lc->req: so the drain's
+ * withdrawal (service_waits_cancel) finds either no call or one asked.
+ * Returns 0 when a wait may begin no more (refusable, and the drain refused
+ * commits): the caller does not ask, and passes DLOCK_ERR_CANCELLED on.
+ * service_lock_asked takes what the ask returned: an error means the call
+ * never began, and then runs with it (rc, err) all the same. */
+int service_lock_begin(service *s, struct lock_call *lc, void *data, exec_fn *then,
+                       int refusable);
+void service_lock_asked(struct lock_call *lc, int rc);
+
+/* dlock_release_async of h as lock call lc (never refused). */
+void service_lock_release(service *s, struct lock_call *lc, void *data, exec_fn *then,
+                          dlock_handle *h);
+
+/* A retry whose first attempt committed gets that first answer even when
+ * its lock can't be had (the store knows it; Redis need not answer): 1 with
+ * out the replay, else 0 (r has no requestId, or it is new). Blocks on the
+ * store: on a service thread. */
+int service_replay_when_locked_out(service *s, const req_order *r, service_result *out);
+
+/* The lock call whose end runs on the service thread now (in then). */
+struct lock_call *service_lock_call_of(exec_task *t);
+
+/* Withdraws every lock call still waiting (dlock_cancel): each ends with
+ * DLOCK_ERR_CANCELLED, through its then. */
+void service_waits_cancel(service *s);
+
+/* dlock_config's post: a lock call's end, on its way to a service thread. */
+void service_lock_post(void *ctx, dlock_req *req);
+
+/* ---- service_answer.c: an order's end ---- */
+
+/* The thread marker of the calling thread, for counting hand-offs. */
+const void *service_here(void);
+
+/* o has moved to the calling thread: counted when it is another. */
+void service_touch(struct order *o);
+
+/* o is answered: counted, logged, handed to its caller; freed now unless
+ * something still holds it (o->pending: a batch it is in, a release of its
+ * lock in flight), whose end frees it then. On any thread. */
+void service_answer(struct order *o);
+
+/* Frees o. */
+void service_order_free(struct order *o);
+
+/* What a request's outcome o tells about the database's space (wrote: it
+ * was a write): a full disk marks the storage full, a write that commits
+ * clears it; each change is logged once. */
+void service_note_space(service *s, enum service_outcome o, int wrote);
 
 /* ---- service_log.c: the lines an operator follows an order by ---- */
 
@@ -183,23 +309,27 @@ int service_from_store(service_result *out, int rc, const store_conn *c);
 int service_from_order_store(service_result *out, int rc, const store_conn *c,
                              const req_order *r);
 
-/* Maps a lock failure (a DLOCK_* code) on key to out, noting Redis's state
- * (service_note_redis); returns the outcome. */
-int service_from_lock(service *s, service_result *out, int dlock_rc, const char *key);
+/* Maps a lock failure (a DLOCK_* code) on key to out, detail its text
+ * (dlock_errstr on the thread it failed on, or the request's err), noting
+ * Redis's state (service_note_redis); returns the outcome. */
+int service_from_lock(service *s, service_result *out, int dlock_rc, const char *key,
+                      const char *detail);
 
-/* service_from_lock with detail for dlock_errstr(): the text of a failure
- * that happened on another thread (an asynchronous acquire's). */
-int service_from_lock_text(service *s, service_result *out, int dlock_rc, const char *key,
-                           const char *detail);
-
-/* Records what a Redis call returned (a DLOCK_* code) and logs one line when
- * that changes Redis's state: reachable, unreachable, or refusing our
- * credentials. */
-void service_note_redis(service *s, int dlock_rc);
+/* Records what a Redis call returned (a DLOCK_* code; detail its text) and
+ * logs one line when that changes Redis's state: reachable, unreachable, or
+ * refusing our credentials. */
+void service_note_redis(service *s, int dlock_rc, const char *detail);
 
 /* Line i of r is short, with the stock there was; then service_insufficient
  * once sets the outcome. */
 void service_add_short(service_result *out, const req_order *r, int i, int64_t stock);
 int service_insufficient(service_result *out);
+
+/* Keeps out (an order r's outcome) in o's small result. */
+void service_keep(struct order_result *res, const req_order *r, const service_result *out);
+
+/* Makes out (cleared) from res, for r's answer. */
+void service_result_of(const struct order_result *res, const req_order *r,
+                       service_result *out);
 
 #endif

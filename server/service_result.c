@@ -89,7 +89,7 @@ int service_from_store(service_result *out, int rc, const store_conn *c)
 /* What Redis last told us. */
 enum redis_state { REDIS_UNKNOWN, REDIS_UP, REDIS_DOWN, REDIS_AUTH_FAILED };
 
-void service_note_redis(service *s, int rc)
+void service_note_redis(service *s, int rc, const char *detail)
 {
     int now = rc == DLOCK_ERR_AUTH    ? REDIS_AUTH_FAILED
               : rc == DLOCK_ERR_REDIS ? REDIS_DOWN
@@ -99,23 +99,18 @@ void service_note_redis(service *s, int rc)
         return;
     if (now == REDIS_AUTH_FAILED)
         log_kv(LOG_ERROR, "Redis refuses our credentials; every deduction fails until the "
-               "password or ACL user is fixed", LOG_STR("detail", dlock_errstr()));
+               "password or ACL user is fixed", LOG_STR("detail", detail));
     else if (now == REDIS_DOWN)
-        log_kv(LOG_WARN, "Redis unreachable", LOG_STR("detail", dlock_errstr()));
+        log_kv(LOG_WARN, "Redis unreachable", LOG_STR("detail", detail));
     else if (was != REDIS_UNKNOWN)
         log_event(LOG_INFO, "Redis reachable again", NULL, 0);
 }
 
-int service_from_lock(service *s, service_result *out, int rc, const char *key)
-{
-    return service_from_lock_text(s, out, rc, key, dlock_errstr());
-}
-
-int service_from_lock_text(service *s, service_result *out, int rc, const char *key,
-                           const char *detail)
+int service_from_lock(service *s, service_result *out, int rc, const char *key,
+                      const char *detail)
 {
     if (rc == DLOCK_ERR_REDIS || rc == DLOCK_ERR_AUTH)
-        service_note_redis(s, rc);
+        service_note_redis(s, rc, detail);
     switch (rc) {
     case DLOCK_ERR_TIMEOUT:
         return service_fail(out, SERVICE_LOCK_TIMEOUT, "lock %s is busy; try again", key);
@@ -130,6 +125,10 @@ int service_from_lock_text(service *s, service_result *out, int rc, const char *
         return service_fail(out, SERVICE_REDIS_DOWN, "Redis unavailable: %s", detail);
     case DLOCK_ERR_AUTH: /* dlock_errstr says "Redis authentication failed: ..." */
         return service_fail(out, SERVICE_REDIS_DOWN, "%s; nothing deducted", detail);
+    case DLOCK_ERR_CANCELLED: /* the drain withdrew the wait: its commit would be refused */
+    case DLOCK_ERR_CLOSED:
+        return service_fail(out, SERVICE_SHUTTING_DOWN,
+                            "server is shutting down; nothing deducted");
     default:
         return service_fail(out, SERVICE_STORAGE_ERROR, "lock error: %s", detail);
     }
@@ -185,4 +184,58 @@ void service_result_clear(service_result *out)
     out->item.name[0] = '\0';
     out->nshort = 0;
     out->message[0] = '\0';
+}
+
+/* The index of r's line for item id, or -1. */
+static int line_of(const req_order *r, int64_t id)
+{
+    for (int i = 0; i < r->nlines; i++)
+        if (r->lines[i].item_id == id)
+            return i;
+    return -1;
+}
+
+void service_keep(struct order_result *res, const req_order *r, const service_result *out)
+{
+    res->outcome = out->outcome;
+    res->order_id = out->order.info.order_id;
+    res->shorts = 0;
+    snprintf(res->message, sizeof(res->message), "%s", out->message);
+    if (out->outcome == SERVICE_OK || out->outcome == SERVICE_REPLAYED) {
+        for (int j = 0; j < out->order.nlines; j++) { /* a replay's lines, in r's order */
+            int i = line_of(r, out->order.lines[j].item_id);
+            if (i >= 0)
+                res->remaining[i] = out->order.lines[j].remaining;
+        }
+    }
+    for (int k = 0; out->outcome == SERVICE_INSUFFICIENT && k < out->nshort; k++) {
+        int i = line_of(r, out->shorts[k].item_id);
+        if (i >= 0) {
+            res->shorts |= 1u << i;
+            res->remaining[i] = out->shorts[k].remaining;
+        }
+    }
+}
+
+void service_result_of(const struct order_result *res, const req_order *r,
+                       service_result *out)
+{
+    out->outcome = res->outcome;
+    snprintf(out->message, sizeof(out->message), "%s", res->message);
+    out->order.info.order_id = res->order_id;
+    out->order.info.has_request_id = r->has_request_id;
+    if (r->has_request_id)
+        snprintf(out->order.info.request_id, sizeof(out->order.info.request_id), "%s",
+                 r->request_id);
+    int placed = res->outcome == SERVICE_OK || res->outcome == SERVICE_REPLAYED;
+    out->order.nlines = placed ? r->nlines : 0;
+    for (int i = 0; i < r->nlines; i++) {
+        if (placed)
+            out->order.lines[i] = (store_line){r->lines[i].item_id, r->lines[i].quantity,
+                                               res->remaining[i], {0, 0}};
+        if (res->shorts & (1u << i))
+            out->shorts[out->nshort++] = (service_short_line){r->lines[i].item_id,
+                                                              res->remaining[i],
+                                                              r->lines[i].quantity};
+    }
 }

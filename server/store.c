@@ -29,6 +29,14 @@ int store_open(const store_config *cfg, store **out, char *err, size_t errlen)
     return STORE_ERR_IO;
 }
 
+int store_pooled(const char *db)
+{
+    for (size_t i = 0; i < NBACKENDS; i++)
+        if (backends[i]->serves(db))
+            return backends[i]->pooled;
+    return 0;
+}
+
 /* Stretches of --db that hold a secret, as [start, end) offsets. */
 #define SECRETS_MAX 16
 #define REDACT_MIN 3

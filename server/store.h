@@ -122,6 +122,10 @@ typedef struct store_commit_check {
  * help (a password or database the server refuses, a malformed --db). */
 int store_open(const store_config *cfg, store **out, char *err, size_t errlen);
 
+/* 1 when the backend that serves db keeps a bounded pool of connections
+ * (cfg->pool_size: a database server's), 0 when it opens what it needs. */
+int store_pooled(const char *db);
+
 /* db as it may be shown (logs, /health): a password in a URL
  * (user:secret@host) or a conninfo (password=secret) replaced by "***". */
 const char *store_db_shown(const char *db, char *buf, size_t size);

@@ -24,6 +24,7 @@ struct store_conn {
 struct store_backend {
     const char *name;
     int savepoints_max; /* store_savepoints_max */
+    int pooled;         /* store_pooled */
     int (*serves)(const char *db); /* 1 when db is this backend's kind of name */
     int (*open)(const store_config *cfg, store **out, char *err, size_t errlen);
     void (*close)(store *s);

@@ -434,6 +434,7 @@ static int pg_tx_add_order(store_conn *conn, const store_new_order *o, store_ord
 const store_backend store_postgres = {
     .name = "postgres",
     .savepoints_max = SUBXIDS_CACHED,
+    .pooled = 1,
     .serves = pg_serves,
     .open = pg_open,
     .close = pg_close,
