@@ -45,6 +45,7 @@
 
 #include "bench/serverstats.h"
 #include "lock/dlock.h"
+#include "lock/dlock_rw.h"
 
 #define MAX_WORKERS 64
 #define MAX_SAMPLES (4 * 1024 * 1024)

@@ -1,6 +1,7 @@
 /* dlock.h - a Redis distributed lock: leases, waiting, watchdog renewal,
- * interruption after max renewals, fencing tokens; multi-locks, semaphores,
- * read-write locks, and several Redis servers as a quorum.
+ * interruption after max renewals, fencing tokens; multi-locks, and several
+ * Redis servers as a quorum. Beside it, each including this one:
+ * dlock_sem.h (semaphores) and dlock_rw.h (read-write locks).
  *
  *     dlock_client *c;
  *     dlock_config cfg; dlock_config_defaults(&cfg);
@@ -309,7 +310,7 @@ typedef void(dlock_acquired_fn)(int rc, dlock_handle *h, void *arg);
  * thread that asks for a key it holds waits for its own release. With
  * waiters pending, dlock_client_free ends each with DLOCK_ERR_CLOSED (its
  * done runs before dlock_client_free returns). Semaphores and read-write
- * locks have no asynchronous acquire. */
+ * locks (dlock_sem.h, dlock_rw.h) have no asynchronous acquire. */
 int dlock_acquire_async(dlock_client *c, const char *key, const dlock_opts *opts,
                         dlock_acquired_fn *done, void *arg);
 
@@ -319,37 +320,6 @@ int dlock_acquire_async(dlock_client *c, const char *key, const dlock_opts *opts
  * held are released before done runs. keys are copied. */
 int dlock_acquire_multi_async(dlock_client *c, const char *const *keys, int n,
                               const dlock_opts *opts, dlock_acquired_fn *done, void *arg);
-
-/* A semaphore with leases: at most permits_total holders of key at once,
- * over every process that uses it (give each caller of a key the same N).
- * Each permit is a lease renewed and interrupted as a lock's; the handle
- * works with dlock_release, dlock_check, dlock_sleep, dlock_renewals,
- * dlock_token, dlock_key and dlock_fence, not with dlock_run or
- * multi-locks; permits are never handed over or nested (a thread asking
- * again takes a second permit, or waits for one). Never use a semaphore's
- * or a read-write lock's key as a plain lock's. Over a quorum of N servers
- * a permit must be granted by q = floor(N P / (P + 1)) + 1 of them (P =
- * permits_total; a majority for P = 1, all 3 of 3 for P >= 2: only N - q
- * may be down; lock/README.md). Returns as dlock_acquire does
- * (DLOCK_ERR_TIMEOUT: all permits still held after wait_ms;
- * DLOCK_ERR_REDIS at once when more than N - q servers failed);
- * DLOCK_ERR_INVALID also for permits_total < 1. */
-int dlock_sem_acquire(dlock_client *c, const char *key, int permits_total,
-                      const dlock_opts *opts, dlock_handle **out);
-
-/* A read-write lock on key: any number of readers at once, or one writer,
- * over every process that uses it; a waiting writer keeps new readers out.
- * Readers and writers draw fences from one counter. Each hold is a lease
- * and its handle is used as a semaphore's; no reentrancy, upgrade or
- * downgrade (a thread asking again waits like any other owner: a writer
- * asking to read waits for itself until wait_ms). Over a quorum a reader
- * and a writer each need a majority of the servers, as a lock does.
- * Returns as dlock_acquire does (DLOCK_ERR_TIMEOUT: a writer held or
- * waited, or for a writer: readers or a writer held, after wait_ms). */
-int dlock_acquire_read(dlock_client *c, const char *key, const dlock_opts *opts,
-                       dlock_handle **out);
-int dlock_acquire_write(dlock_client *c, const char *key, const dlock_opts *opts,
-                        dlock_handle **out);
 
 /* Releases the lock and frees h: hands the lease to a local waiter (notify
  * mode, within the hand-off bounds), or gives the key back in Redis only if

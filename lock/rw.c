@@ -11,6 +11,7 @@
 
 #include "lock/claim.h"
 #include "lock/claim_quorum.h"
+#include "lock/dlock_rw.h"
 #include "lock/err.h"
 #include "lock/sync.h"
 

@@ -8,6 +8,7 @@
 
 #include "lock/claim.h"
 #include "lock/claim_quorum.h"
+#include "lock/dlock_sem.h"
 #include "lock/err.h"
 #include "lock/sync.h"
 
