@@ -31,7 +31,7 @@ int dlock_client_new(const dlock_config *cfg, dlock_client **out)
              (c->keys = dlock_keytab_new()) != NULL && (c->holds = dlock_holds_new()) != NULL &&
              (c->wd = dlock_wd_start(&c->mu, c->nodes, &c->counters)) != NULL &&
              (c->orphans = dlock_orphans_start(c->nodes, &c->counters)) != NULL &&
-             (c->async = dlock_async_start(&c->mu, DLOCK_ASYNC_THREADS)) != NULL;
+             (c->runner = dlock_runner_start(&c->mu, cfg->async_threads)) != NULL;
     for (int i = 0; ok && i < dlock_quorum_size(c->nodes); i++)
         ok = (c->sub[i] = dlock_sub_start(&c->mu, c->keys, dlock_quorum_node(c->nodes, i), i,
                                           &c->counters)) != NULL;
@@ -47,7 +47,7 @@ void dlock_client_free(dlock_client *c)
 {
     if (c == NULL)
         return;
-    dlock_async_stop(c->async); /* first: ending a wait may release a key, or give up a token */
+    dlock_runner_stop(c->runner); /* first: ending a wait may release a key, or give up a token */
     dlock_orphans_stop(c->orphans);
     for (int i = 0; i < DLOCK_NODES_MAX; i++)
         if (c->sub[i])
@@ -366,7 +366,7 @@ int dlock_run_multi(dlock_client *c, const char *const *keys, int n, const dlock
 void dlock_stats_read(dlock_client *c, dlock_stats *s) { dlock_counters_read(&c->counters, s); }
 
 /* An asynchronous acquire of one key or of a multi-lock's keys (a task of
- * async.h): each key waits as a blocking acquire's, on the same steps, in
+ * runner.h): each key waits as a blocking acquire's, on the same steps, in
  * the multi-lock's order, under one deadline. */
 struct ask {
     struct dlock_task task;
@@ -385,7 +385,8 @@ struct ask {
     char *keys[];             /* n copies, after which their bytes */
 };
 
-/* Key i's step (mu held): DLOCK_QUEUE_WAIT, or how its wait ended. */
+/* Key i's step (mu held): DLOCK_QUEUE_WAIT, or how its wait ended. closing:
+ * the client is being freed, the wait ends now. */
 static int ask_key(struct ask *a, int closing, int64_t *until)
 {
     dlock_client *c = a->c;
@@ -412,9 +413,10 @@ static int ask_key(struct ask *a, int closing, int64_t *until)
 }
 
 /* The task's step (mu held): its keys one after the other. */
-static int ask_step(struct dlock_task *t, int closing, int64_t *until)
+static int ask_step(struct dlock_task *t, int64_t *until)
 {
     struct ask *a = (struct ask *)t;
+    int closing = dlock_task_stop(t) == DLOCK_ERR_CLOSED;
     for (;;) {
         int rc = ask_key(a, closing, until);
         if (rc == DLOCK_QUEUE_WAIT)
@@ -471,7 +473,7 @@ static int ask(dlock_client *c, const char *const *order, int n, int multi,
     struct ask *a = calloc(1, sizeof(*a) + (size_t)n * sizeof(char *) + bytes);
     if (a == NULL)
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
-    *a = (struct ask){.task = {.step = ask_step, .done = ask_done}, .c = c, .o = *o,
+    *a = (struct ask){.task = {.step = ask_step, .end = ask_done}, .c = c, .o = *o,
                       .done = done, .arg = arg, .start = dlock_now_ms(), .n = n,
                       .w = {.task = &a->task}};
     char *name = (char *)&a->keys[n];
@@ -488,8 +490,8 @@ static int ask(dlock_client *c, const char *const *order, int n, int multi,
      * order they asked, whichever thread steps them */
     int rc = a->h ? dlock_queue_join(c, a->h, order[0], &a->o, a->deadline, &a->w) : DLOCK_OK;
     a->joined = a->h != NULL && rc == DLOCK_OK;
-    if (rc == DLOCK_OK && (rc = dlock_async_add(c->async, &a->task)) != DLOCK_OK && a->joined)
-        dlock_queue_end(c, &a->w, rc);
+    if (rc == DLOCK_OK)
+        dlock_runner_add(c->runner, &a->task);
     pthread_mutex_unlock(&c->mu);
     if (rc == DLOCK_OK)
         return DLOCK_OK;

@@ -14,7 +14,7 @@
  *
  * One client per process: it owns the Redis connections, a watchdog thread
  * that renews every lease held through it, a pub/sub connection, and
- * DLOCK_ASYNC_THREADS threads for asynchronous acquires. Every function may
+ * cfg.async_threads threads for asynchronous acquires. Every function may
  * be called from any number of threads at once on one client. A handle
  * belongs to the thread that acquired it (an asynchronous acquire's, to no
  * thread); only dlock_release ends its life. Functions return DLOCK_OK (0)
@@ -31,10 +31,11 @@
 #include <stdint.h>
 
 /* The library's version; the shared library's soname carries the major
- * (libdlock.so.2), which changes only when a program built against an older
- * dlock.h would break: 2 since dlock_config grew (Sentinel, a cluster) and
- * dlock_stats with it, both allocated by the caller. */
-#define DLOCK_VERSION "2.0.0"
+ * (libdlock.so.3), which changes only when a program built against an older
+ * dlock.h would break: 2 when dlock_config grew (Sentinel, a cluster) and
+ * dlock_stats with it, both allocated by the caller; 3 when dlock_config
+ * grew again (async_threads). */
+#define DLOCK_VERSION "3.0.0"
 
 /* Everything declared here is libdlock.so's interface; the rest of the
  * library is built hidden (-fvisibility=hidden), so programs can't come to
@@ -55,8 +56,8 @@ extern "C" {
 #define DLOCK_HOST_MAX 255  /* longest host name, in bytes */
 #define DLOCK_SENTINELS_MAX 7 /* Sentinels one client may ask for the primary */
 #define DLOCK_MASTER_NAME_MAX 128 /* longest Sentinel master name, in bytes */
-#define DLOCK_ASYNC_THREADS 2 /* threads per client that run the asynchronous acquires,
-                               * however many wait (dlock_acquire_async) */
+#define DLOCK_ASYNC_THREADS_DEFAULT 2 /* cfg.async_threads's default */
+#define DLOCK_ASYNC_THREADS_MAX 64    /* ... and its largest */
 /* The largest floor dlock_fence_raise takes, 2^53 - 2: fences are exact below
  * 2^53 only (Redis's Lua numbers are doubles), and a raised fence is at most
  * one more (lock/README.md, "Exact below 2^53"). */
@@ -120,6 +121,8 @@ typedef struct dlock_config {
     const char *sentinel_username;  /* default NULL: Sentinel's default user */
     const char *sentinel_password;  /* default NULL: no AUTH to the Sentinels; never in an
                                      * error text */
+    int async_threads;   /* default 2 (1..64): libdlock's threads that run asynchronous calls'
+                          * Redis steps and timers, however many wait */
 } dlock_config;
 
 /* What an ACL user needs (ACL SETUSER name on >password ~<prefix>* &<prefix>*
@@ -293,7 +296,7 @@ int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const d
  * libdlock thread, never inside the call that asked. It must not block or
  * call back into libdlock for long (releasing h, or asking again, is fine;
  * dlock_client_free is not: it waits for the callbacks): the client has
- * DLOCK_ASYNC_THREADS such threads for all its waiters, so hand slow work
+ * cfg.async_threads such threads for all its waiters, so hand slow work
  * to a thread of your own. (In parentheses: a type, which the checks of what
  * libdlock.so exports must not take for a function.) */
 typedef void(dlock_acquired_fn)(int rc, dlock_handle *h, void *arg);

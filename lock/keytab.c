@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lock/async.h"
+#include "lock/runner.h"
 
 #define BUCKETS 1024
 
@@ -85,7 +85,7 @@ void dlock_queue_push(struct dlock_entry *e, struct dlock_waiter *w)
 void dlock_waiter_wake(struct dlock_waiter *w)
 {
     if (w->task)
-        dlock_async_wake(w->task);
+        dlock_runner_wake(w->task);
     else
         pthread_cond_signal(&w->cv);
 }

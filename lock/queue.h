@@ -13,7 +13,7 @@
  * steps, each run as far as it can go without waiting, then the end. A
  * thread runs the steps itself, sleeping on w->cv between them
  * (dlock_queue_acquire); an asynchronous acquire runs them on the client's
- * few threads (async.h), woken through w->task. A semaphore's or
+ * few threads (runner.h), woken through w->task. A semaphore's or
  * read-write lock's waiter (claim.c) queues in the same FIFO, and its head
  * waits between attempts in the same phases (dlock_queue_retry). */
 enum { DLOCK_QUEUE_WAIT = 1 }; /* a step's "not yet": wake me by the time given */

@@ -1,9 +1,10 @@
 /* test_lock_async.c - the asynchronous acquire (dlock_acquire_async,
  * dlock_acquire_multi_async) against a real, private redis-server: ten
  * thousand waiters on one key served once each, one at a time, in the
- * order they asked, by the client's few threads; timeouts, Redis killed
- * and the client freed while waiters are pending; multi-locks; async and
- * blocking waiters in one FIFO; spin mode. Time bounds only catch hangs. */
+ * order they asked, by the client's few threads (one thread too), as many
+ * threads as cfg.async_threads says; timeouts, Redis killed and the client
+ * freed while waiters are pending; multi-locks; async and blocking waiters
+ * in one FIFO; spin mode. Time bounds only catch hangs. */
 #include <dirent.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -177,35 +178,79 @@ static dlock_handle *hold_elsewhere(dlock_client *holder, const char *key, int l
     return h;
 }
 
+/* A client of the suite's Redis with async_threads threads. */
+static dlock_client *client_with(int async_threads)
+{
+    dlock_config cfg;
+    dlock_config_defaults(&cfg);
+    cfg.port = redis.port;
+    cfg.async_threads = async_threads;
+    dlock_client *c;
+    assert_int_equal(dlock_client_new(&cfg, &c), DLOCK_OK);
+    return c;
+}
+
 enum { MANY = 10000 };
 
-static void test_ten_thousand_waiters_are_each_served_once_in_order_by_few_threads(void **state)
+/* n async waiters on key, behind a holder elsewhere, all served in order
+ * by c's threads, whose number does not grow. */
+static void serve_many_in_order(dlock_client *c, const char *key, int n)
 {
-    (void)state;
-    dlock_client *c = new_client();
     struct run r;
-    struct waiter *w = run_start(&r, MANY);
+    struct waiter *w = run_start(&r, n);
     int before = count_threads();
-    dlock_handle *held = hold_elsewhere(other, "async:many", 30000);
+    dlock_handle *held = hold_elsewhere(other, key, 30000);
     dlock_opts o = th_lock_opts(30000, 300000, DLOCK_WAIT_NOTIFY);
     int64_t start = th_now_ms();
-    for (int i = 0; i < MANY; i++)
-        assert_int_equal(dlock_acquire_async(c, "async:many", &o, on_acquired, &w[i]), DLOCK_OK);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(dlock_acquire_async(c, key, &o, on_acquired, &w[i]), DLOCK_OK);
     int peak = count_threads();
     assert_int_equal(dlock_release(held), DLOCK_OK);
     run_wait(&r, 240000);
     int64_t took = th_now_ms() - start;
     int in_order = 0;
-    for (int i = 0; i < MANY; i++)
+    for (int i = 0; i < n; i++)
         in_order += r.order[i] == i;
     print_message("%d async waiters: %d granted in %lld ms, %.4f in asking order, threads "
-                  "%d before, %d at the peak\n", MANY, r.granted, (long long)took,
-                  (double)in_order / MANY, before, peak);
-    assert_int_equal(r.granted, MANY);
+                  "%d before, %d at the peak\n", n, r.granted, (long long)took,
+                  (double)in_order / n, before, peak);
+    assert_int_equal(r.granted, n);
     assert_int_equal(peak, before);
-    assert_true(in_order >= MANY * 95 / 100);
+    assert_true(in_order >= n * 95 / 100);
     run_end(&r, w);
+}
+
+static void test_ten_thousand_waiters_are_each_served_once_in_order_by_few_threads(void **state)
+{
+    (void)state;
+    dlock_client *c = new_client();
+    serve_many_in_order(c, "async:many", MANY);
     dlock_client_free(c);
+}
+
+static void test_a_client_runs_as_many_async_threads_as_its_config_says(void **state)
+{
+    (void)state;
+    int before = count_threads();
+    dlock_client *one = client_with(1);
+    int with_one = count_threads() - before;
+    dlock_client *four = client_with(4);
+    int with_four = count_threads() - before - with_one;
+    print_message("a client's threads: %d with async_threads 1, %d with 4\n", with_one,
+                  with_four);
+    assert_int_equal(with_four, with_one + 3);
+    dlock_client_free(four);
+    serve_many_in_order(one, "async:one", 1000); /* one thread serves a thousand */
+    dlock_client_free(one);
+
+    dlock_config cfg;
+    dlock_config_defaults(&cfg);
+    dlock_client *c;
+    for (int bad = 0; bad <= DLOCK_ASYNC_THREADS_MAX + 1; bad += DLOCK_ASYNC_THREADS_MAX + 1) {
+        cfg.async_threads = bad;
+        assert_int_equal(dlock_client_new(&cfg, &c), DLOCK_ERR_INVALID);
+        assert_non_null(strstr(dlock_errstr(), "async_threads"));
+    }
 }
 
 static void test_a_waiter_past_its_wait_times_out_and_the_others_go_on(void **state)
@@ -458,6 +503,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ten_thousand_waiters_are_each_served_once_in_order_by_few_threads),
+        cmocka_unit_test(test_a_client_runs_as_many_async_threads_as_its_config_says),
         cmocka_unit_test(test_a_waiter_past_its_wait_times_out_and_the_others_go_on),
         cmocka_unit_test(test_redis_killed_with_waiters_pending_ends_them_with_errors),
         cmocka_unit_test(test_freeing_the_client_ends_its_pending_waiters),
