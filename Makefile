@@ -54,8 +54,8 @@ BINS += $(BUILD)/loadgen
 endif
 
 # libdlock's public headers, split by use: dlock.h (the blocking core) and,
-# each including it, the semaphore and the read-write lock.
-DLOCK_HEADERS := lock/dlock.h lock/dlock_sem.h lock/dlock_rw.h
+# each including it, the asynchronous calls, the semaphore, the read-write lock.
+DLOCK_HEADERS := lock/dlock.h lock/dlock_async.h lock/dlock_sem.h lock/dlock_rw.h
 
 # Man pages, laid out in build/man as under share/man (MANPATH=build/man man
 # stockd): man/*.in, with the options put in by man/mangen.c from the tables

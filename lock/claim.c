@@ -7,8 +7,8 @@
  * the key's channel (subscriber.c) or made here wakes it; between attempts
  * the head waits in queue.c's phases. A head that gets in wakes the next at
  * once: permits (or room for readers) may be left. A wait is steps, as a
- * lock's is (queue.c), which the caller's thread runs, sleeping between
- * them. */
+ * lock's is: a blocking caller's thread runs them, sleeping between them,
+ * and an asynchronous acquire's run on the client's runner. */
 #include "lock/claim.h"
 
 #include <stdio.h>
@@ -56,7 +56,7 @@ static int wait_join(dlock_client *c, struct wait *cw)
 {
     if (cw->o->wait_mode == DLOCK_WAIT_SPIN)
         return DLOCK_OK;
-    if ((cw->e = dlock_keytab_ref(c->keys, cw->l->key)) == NULL)
+    if ((cw->e = dlock_keytab_ref(c->keys, cw->l->key, NULL)) == NULL)
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
     cw->w.o = cw->o;
     cw->w.deadline = cw->deadline;
@@ -122,12 +122,13 @@ static void wait_leave(dlock_client *c, struct wait *cw, int rc)
 }
 
 /* Without mu: what a wait that ended with rc and got nothing leaves: a
- * writer's wish withdrawn after a timeout (not after a failure: the mark
- * runs out), a token an unanswered attempt may have taken to the orphans
- * thread; the lease and handle freed. */
+ * writer's wish withdrawn (waiting ended, no failure: the mark would run
+ * out), a token an unanswered attempt may have taken to the orphans thread;
+ * the lease and handle freed. */
 static void wait_fail(dlock_client *c, struct wait *cw, int rc)
 {
-    if (cw->cl->give_up && rc == DLOCK_ERR_TIMEOUT && cw->o->wait_ms > 0)
+    int gave_up = rc == DLOCK_ERR_TIMEOUT || rc == DLOCK_ERR_CANCELLED || rc == DLOCK_ERR_CLOSED;
+    if (cw->cl->give_up && gave_up && cw->o->wait_ms > 0)
         cw->cl->give_up(c, cw->l);
     if (rc == DLOCK_ERR_REDIS && cw->l->sent)
         dlock_orphans_add(c->orphans, cw->l);
@@ -200,20 +201,99 @@ int dlock_claim_acquire(dlock_client *c, const char *key, const struct dlock_cla
     return dlock_count_wait(&c->counters, rc, start);
 }
 
-int dlock_claim_release(dlock_handle *h, int *local)
+/* An asynchronous claim: its wait's steps as a task of the client's runner. */
+struct claim_call {
+    struct dlock_task task;
+    dlock_client *c;
+    struct dlock_claim cl;
+    dlock_opts o;
+    dlock_req *req;
+    int64_t start;
+    int rc;  /* how it ended */
+    int got; /* its handle holds (a grant that came as it was withdrawn goes back) */
+    struct wait cw;
+};
+
+static int call_step(struct dlock_task *t, int64_t *until)
 {
-    dlock_client *c = h->client;
-    struct dlock_lease *l = h->lease;
+    struct claim_call *a = (struct claim_call *)t;
+    int stop = dlock_task_stop(t);
+    int rc = stop ? stop : wait_step(a->c, &a->cw, until);
+    if (rc == DLOCK_QUEUE_WAIT)
+        return DLOCK_TASK_WAIT;
+    wait_leave(a->c, &a->cw, rc);
+    a->got = rc == DLOCK_OK;
+    stop = dlock_task_stop(t); /* told while it asked Redis: what it got goes back */
+    a->rc = rc == DLOCK_OK && stop ? stop : rc;
+    return DLOCK_TASK_DONE;
+}
+
+static void call_end(struct dlock_task *t, enum dlock_end where)
+{
+    struct claim_call *a = (struct claim_call *)t;
+    dlock_client *c = a->c;
+    dlock_req *req = a->req;
+    dlock_req_note(req, a->rc);
+    if (a->rc == DLOCK_ERR_TIMEOUT)
+        timed_out(req->err, sizeof(req->err), a->cw.l->key, &a->cl, &a->o);
+    req->h = a->rc == DLOCK_OK ? a->cw.h : NULL;
+    if (a->got && a->rc != DLOCK_OK) {
+        dlock_handle *h = a->cw.h;
+        pthread_mutex_lock(&c->mu);
+        h->at_release = dlock_holder_state(h, dlock_now_ms());
+        dlock_count_hold(&c->counters, h->held_since_us);
+        dlock_claim_give_back(c, h);
+        pthread_mutex_unlock(&c->mu);
+        dlock_handle_free(h);
+    } else if (!a->got) {
+        wait_fail(c, &a->cw, a->rc);
+    }
+    dlock_count_wait(&c->counters, a->rc, a->start);
+    free(a);
+    dlock_runner_deliver(c->runner, req, where);
+}
+
+int dlock_claim_acquire_async(dlock_client *c, const char *key, const struct dlock_claim *cl,
+                              const dlock_opts *opts, dlock_req *req)
+{
+    dlock_opts o;
+    if (checked(key, opts, &o) != DLOCK_OK)
+        return DLOCK_ERR_INVALID;
+    if (req == NULL || req->done == NULL)
+        return dlock_fail(DLOCK_ERR_INVALID, "an asynchronous call needs a request with done");
+    struct claim_call *a = calloc(1, sizeof(*a));
+    if (a == NULL)
+        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+    *a = (struct claim_call){.task = {.step = call_step, .end = call_end}, .c = c, .cl = *cl,
+                             .o = o, .req = req, .start = dlock_now_ms()};
+    a->cw = (struct wait){.cl = &a->cl, .o = &a->o, .deadline = a->start + o.wait_ms,
+                          .w = {.task = &a->task}};
+    if (wait_new(c, &a->cw, key) != 0) {
+        free(a);
+        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+    }
     pthread_mutex_lock(&c->mu);
-    *local = dlock_holder_state(h, dlock_now_ms());
+    int rc = wait_join(c, &a->cw);
+    if (rc == DLOCK_OK)
+        dlock_runner_add(c->runner, &a->task, req);
+    pthread_mutex_unlock(&c->mu);
+    if (rc != DLOCK_OK) {
+        wait_fail(c, &a->cw, rc);
+        free(a);
+    }
+    return rc;
+}
+
+int dlock_claim_give_back(dlock_client *c, dlock_handle *h)
+{
+    struct dlock_lease *l = h->lease;
     l->holder = NULL;
     dlock_wd_forget(c->wd, l); /* no renewal may follow the release */
     pthread_mutex_unlock(&c->mu);
-
     int rc = dlock_claim_quorum_give_back(c->nodes, l);
-    if (rc == DLOCK_OK && *local == DLOCK_ERR_INTERRUPTED)
+    if (rc == DLOCK_OK && h->at_release == DLOCK_ERR_INTERRUPTED)
         rc = DLOCK_ERR_INTERRUPTED;
-    if (rc == DLOCK_ERR_LOST || (rc == DLOCK_ERR_REDIS && *local == DLOCK_ERR_LOST))
+    if (rc == DLOCK_ERR_LOST || (rc == DLOCK_ERR_REDIS && h->at_release == DLOCK_ERR_LOST))
         dlock_count(&c->counters.lost);
     pthread_mutex_lock(&c->mu);
     struct dlock_entry *e = dlock_keytab_find(c->keys, l->key, strlen(l->key));
@@ -221,11 +301,9 @@ int dlock_claim_release(dlock_handle *h, int *local)
         e->releases++;
         dlock_entry_wake_head(e);
     }
-    pthread_mutex_unlock(&c->mu);
     if (rc == DLOCK_ERR_REDIS) /* retried in the background, as a lock's is */
         dlock_orphans_add(c->orphans, l);
     else
         free(l);
-    dlock_handle_free(h);
     return rc;
 }

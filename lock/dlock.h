@@ -1,7 +1,8 @@
 /* dlock.h - a Redis distributed lock: leases, waiting, watchdog renewal,
  * interruption after max renewals, fencing tokens; multi-locks, and several
- * Redis servers as a quorum. Beside it, each including this one:
- * dlock_sem.h (semaphores) and dlock_rw.h (read-write locks).
+ * Redis servers as a quorum. The blocking core; beside it, each including
+ * this one: dlock_async.h (asynchronous calls: acquires, cancel, sleep,
+ * release), dlock_sem.h (semaphores), dlock_rw.h (read-write locks).
  *
  *     dlock_client *c;
  *     dlock_config cfg; dlock_config_defaults(&cfg);
@@ -14,12 +15,12 @@
  *
  * One client per process: it owns the Redis connections, a watchdog thread
  * that renews every lease held through it, a pub/sub connection, and
- * cfg.async_threads threads for asynchronous acquires. Every function may
- * be called from any number of threads at once on one client. A handle
+ * cfg.async_threads threads for asynchronous calls. Every function may be
+ * called from any number of threads at once on one client. A handle
  * belongs to the thread that acquired it (an asynchronous acquire's, to no
- * thread); only dlock_release ends its life. Functions return DLOCK_OK (0)
- * or a negative DLOCK_ERR_* code; dlock_errstr() gives the calling thread's
- * last failure in words.
+ * thread); only dlock_release (or dlock_release_async) ends its life.
+ * Functions return DLOCK_OK (0) or a negative DLOCK_ERR_* code;
+ * dlock_errstr() gives the calling thread's last failure in words.
  *
  * How it behaves, what it sends to Redis and why it is safe (fencing,
  * reentrancy, semaphores, read-write locks, Redlock over several servers):
@@ -34,7 +35,8 @@
  * (libdlock.so.3), which changes only when a program built against an older
  * dlock.h would break: 2 when dlock_config grew (Sentinel, a cluster) and
  * dlock_stats with it, both allocated by the caller; 3 when dlock_config
- * grew again (async_threads). */
+ * grew again (async_threads, post) and the asynchronous acquires took a
+ * request (dlock_async.h). */
 #define DLOCK_VERSION "3.0.0"
 
 /* Everything declared here is libdlock.so's interface; the rest of the
@@ -73,8 +75,10 @@ enum dlock_code {
     DLOCK_ERR_NOMEM = -6,       /* out of memory or threads */
     DLOCK_ERR_AUTH = -7,        /* Redis refused our credentials (AUTH failed, NOAUTH, or the
                                  * ACL user lacks a command, key or channel): nothing was done */
-    DLOCK_ERR_CLOSED = -8,      /* the client was freed while an asynchronous acquire waited:
-                                 * it holds nothing */
+    DLOCK_ERR_CLOSED = -8,      /* the client was freed while an asynchronous call was
+                                 * pending: it holds nothing */
+    DLOCK_ERR_CANCELLED = -9,   /* the asynchronous call was withdrawn (dlock_cancel): it
+                                 * holds nothing */
 };
 
 /* How a waiter learns that the lock it wants was released. */
@@ -85,6 +89,8 @@ enum dlock_wait_mode {
     DLOCK_WAIT_SPIN = 1,   /* every thread retries every retry_ms (jittered) on its own; it
                             * never queues (don't mix the modes on one key: it would starve) */
 };
+
+struct dlock_req; /* an asynchronous call (dlock_async.h) */
 
 /* One Redis server of a quorum. */
 typedef struct dlock_endpoint {
@@ -123,6 +129,11 @@ typedef struct dlock_config {
                                      * error text */
     int async_threads;   /* default 2 (1..64): libdlock's threads that run asynchronous calls'
                           * Redis steps and timers, however many wait */
+    /* default NULL: an asynchronous call's done runs on one of those threads. Set: libdlock
+     * calls post(post_ctx, req) once the call has ended, and the caller's executor then
+     * calls req->done(req) on a thread of the caller's (dlock_async.h, "Where done runs") */
+    void (*post)(void *ctx, struct dlock_req *req);
+    void *post_ctx;
 } dlock_config;
 
 /* What an ACL user needs (ACL SETUSER name on >password ~<prefix>* &<prefix>*
@@ -230,9 +241,10 @@ int dlock_opts_check(const dlock_opts *opts);
  * DLOCK_ERR_INVALID / DLOCK_ERR_NOMEM with *out NULL. Free with dlock_client_free. */
 int dlock_client_new(const dlock_config *cfg, dlock_client **out);
 
-/* Ends the asynchronous acquires still waiting (DLOCK_ERR_CLOSED, their done
- * called before it returns), stops the client's threads and closes every
- * connection. All handles must have been released; NULL is a no-op. */
+/* Ends the asynchronous calls still pending (DLOCK_ERR_CLOSED, their done
+ * called before it returns, directly: not through cfg.post), stops the
+ * client's threads and closes every connection. All handles must have been
+ * released; NULL is a no-op. */
 void dlock_client_free(dlock_client *c);
 
 /* Returns DLOCK_OK when Redis (with several servers: a majority of them)
@@ -287,42 +299,6 @@ int dlock_acquire(dlock_client *c, const char *key, const dlock_opts *opts, dloc
  * the keys. Returns as dlock_acquire does. */
 int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const dlock_opts *opts,
                         dlock_handle **out);
-
-/* How an asynchronous acquire ends: rc DLOCK_OK with h held (the callee's, to
- * dlock_release as usual, from any thread), else a DLOCK_ERR_* code as
- * dlock_acquire's (DLOCK_ERR_TIMEOUT, DLOCK_ERR_REDIS, DLOCK_ERR_AUTH,
- * DLOCK_ERR_NOMEM) or DLOCK_ERR_CLOSED, and h NULL; dlock_errstr() called
- * in it says why (it runs on the thread that failed). Runs once, on a
- * libdlock thread, never inside the call that asked. It must not block or
- * call back into libdlock for long (releasing h, or asking again, is fine;
- * dlock_client_free is not: it waits for the callbacks): the client has
- * cfg.async_threads such threads for all its waiters, so hand slow work
- * to a thread of your own. (In parentheses: a type, which the checks of what
- * libdlock.so exports must not take for a function.) */
-typedef void(dlock_acquired_fn)(int rc, dlock_handle *h, void *arg);
-
-/* Asks for key like dlock_acquire and returns at once: DLOCK_OK when asked
- * (done runs exactly once, later), else DLOCK_ERR_INVALID (key, opts, or
- * done NULL) or DLOCK_ERR_NOMEM, and done never runs. opts and key are
- * copied. The wait holds no thread: in notify mode the waiter queues in the
- * key's local FIFO with the blocking ones, in the order asked, and is woken
- * by a grant, a hand-off or a release as they are; in spin mode it retries
- * on a timer. Fairness, fencing, renewal and max_renewals are
- * dlock_acquire's. The hold belongs to no thread: opts->reentrant is
- * ignored, it is never nested in nor refused for a thread's hold, and a
- * thread that asks for a key it holds waits for its own release. With
- * waiters pending, dlock_client_free ends each with DLOCK_ERR_CLOSED (its
- * done runs before dlock_client_free returns). Semaphores and read-write
- * locks (dlock_sem.h, dlock_rw.h) have no asynchronous acquire. */
-int dlock_acquire_async(dlock_client *c, const char *key, const dlock_opts *opts,
-                        dlock_acquired_fn *done, void *arg);
-
-/* The same for a multi-lock (dlock_acquire_multi): its keys are asked for
- * one after the other in the same order as the blocking one's, each when
- * the one before is held, under one wait_ms deadline; on a failure those
- * held are released before done runs. keys are copied. */
-int dlock_acquire_multi_async(dlock_client *c, const char *const *keys, int n,
-                              const dlock_opts *opts, dlock_acquired_fn *done, void *arg);
 
 /* Releases the lock and frees h: hands the lease to a local waiter (notify
  * mode, within the hand-off bounds), or gives the key back in Redis only if

@@ -1,7 +1,9 @@
 /* dlock_rw.h - libdlock's read-write lock: any number of readers at once,
  * or one writer, over every process that uses the key; a waiting writer
- * keeps new readers out. Each hold is a lease like a lock's. A handle is
- * released with dlock_release. Design: lock/README.md, "Read-write lock". */
+ * keeps new readers out. Each hold is a lease like a lock's. The
+ * asynchronous acquires are dlock_acquire_read_async and
+ * dlock_acquire_write_async (dlock_async.h); a handle is released with
+ * dlock_release. Design: lock/README.md, "Read-write lock". */
 #ifndef DLOCK_RW_H
 #define DLOCK_RW_H
 

@@ -1,7 +1,8 @@
 /* dlock_sem.h - libdlock's semaphore: at most N holders of a key at once,
  * over every process that uses it, each holding a permit that is a lease
- * like a lock's (renewed, interrupted, fenced), released with dlock_release.
- * Design: lock/README.md, "Semaphore: at most N holders". */
+ * like a lock's (renewed, interrupted, fenced). Its asynchronous acquire is
+ * dlock_sem_acquire_async (dlock_async.h); its handle is released with
+ * dlock_release. Design: lock/README.md, "Semaphore: at most N holders". */
 #ifndef DLOCK_SEM_H
 #define DLOCK_SEM_H
 

@@ -280,11 +280,13 @@ int dlock_queue_step(dlock_client *c, struct dlock_waiter *w, int64_t *until)
 }
 
 int dlock_queue_join(dlock_client *c, dlock_handle *h, const char *key, const dlock_opts *o,
-                     int64_t deadline, struct dlock_waiter *w)
+                     int64_t deadline, struct dlock_waiter *w, struct dlock_entry **spare)
 {
-    struct dlock_entry *e = dlock_keytab_ref(c->keys, key);
+    struct dlock_entry *e = dlock_keytab_ref(c->keys, key, spare);
     if (e == NULL)
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+    if (w->spare) /* made beforehand: its place in line is from now */
+        dlock_lease_stamp(w->spare);
     w->h = h;
     w->o = o;
     w->deadline = deadline;
@@ -325,7 +327,7 @@ int dlock_queue_acquire(dlock_client *c, dlock_handle *h, const char *key, const
     if (dlock_cond_init(&w.cv) != 0)
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
     pthread_mutex_lock(&c->mu);
-    int rc = dlock_queue_join(c, h, key, o, deadline, &w);
+    int rc = dlock_queue_join(c, h, key, o, deadline, &w, NULL);
     if (rc == DLOCK_OK) {
         int64_t until;
         while ((rc = dlock_queue_step(c, &w, &until)) == DLOCK_QUEUE_WAIT)
@@ -337,7 +339,7 @@ int dlock_queue_acquire(dlock_client *c, dlock_handle *h, const char *key, const
     return rc;
 }
 
-int dlock_queue_handoff(dlock_client *c, dlock_handle *h)
+int dlock_queue_handoff(dlock_client *c, dlock_handle *h, struct dlock_task **here)
 {
     struct dlock_entry *e = h->entry;
     struct dlock_lease *l = h->lease;
@@ -353,10 +355,17 @@ int dlock_queue_handoff(dlock_client *c, dlock_handle *h)
     l->holder = next;
     e->holder = next;
     w->granted = 1;
-    dlock_waiter_wake(w);
     dlock_queue_leave(c, e);
     h->entry = NULL;
     dlock_count(&c->counters.handoffs);
+    /* an asynchronous acquire that this grant ends ends here, its done posted from
+     * this thread (the caller's executor's, as likely as not), no runner woken */
+    if (w->here && dlock_runner_step_here(w->task)) {
+        w->task->ready_next = *here;
+        *here = w->task;
+    } else {
+        dlock_waiter_wake(w);
+    }
     return 1;
 }
 

@@ -23,10 +23,13 @@ enum { DLOCK_QUEUE_WAIT = 1 }; /* a step's "not yet": wake me by the time given 
 int dlock_queue_acquire(dlock_client *c, dlock_handle *h, const char *key, const dlock_opts *o,
                         int64_t deadline);
 
-/* mu held: w (zeroed but for cv and task; o lives as long as w) joins key's
- * FIFO for h, until deadline. DLOCK_OK, or DLOCK_ERR_NOMEM. */
+/* mu held: w (zeroed but for cv, task, here and perhaps spare, a lease made
+ * beforehand; o lives as long as w) joins key's FIFO for h, until deadline.
+ * spare (may be NULL): an entry for key made beforehand (keytab.h), so that
+ * joining allocates nothing. DLOCK_OK, or DLOCK_ERR_NOMEM (never with a
+ * spare entry). */
 int dlock_queue_join(dlock_client *c, dlock_handle *h, const char *key, const dlock_opts *o,
-                     int64_t deadline, struct dlock_waiter *w);
+                     int64_t deadline, struct dlock_waiter *w, struct dlock_entry **spare);
 
 /* mu held (released around a Redis attempt, when w heads the FIFO): takes
  * w's turn as far as it goes. Returns DLOCK_QUEUE_WAIT with *until, the
@@ -42,8 +45,11 @@ int dlock_queue_step(dlock_client *c, struct dlock_waiter *w, int64_t *until);
 int dlock_queue_end(dlock_client *c, struct dlock_waiter *w, int rc);
 
 /* mu held, h's state OK: hands h's lease to the key's next local waiter when
- * the hand-off bounds allow. Returns 1 when handed over (h no longer holds). */
-int dlock_queue_handoff(dlock_client *c, dlock_handle *h);
+ * the hand-off bounds allow. Returns 1 when handed over (h no longer holds);
+ * when that ended an asynchronous acquire's call, its task is pushed on
+ * *here (linked through ready_next), whose end the caller runs once it
+ * released mu (dlock_runner_end_here). */
+int dlock_queue_handoff(dlock_client *c, dlock_handle *h, struct dlock_task **here);
 
 /* mu held: h gives its lease back (it goes to Redis next). Returns 1 with
  * *next filled when the release should put the key's local queue head in

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lock/dlock_async.h"
 #include "server/service_parts.h"
 
 #define BATCH_MAX 64   /* orders in one item's (or the carts') batch */
@@ -45,6 +46,7 @@ struct batch {
     int lock_rc;      /* how asking for its lock went */
     char lock_err[256]; /* ...and why it failed, in words (dlock_errstr on the thread it
                          * failed on) */
+    dlock_req lock_req; /* its asynchronous acquire */
     int64_t asked_ms; /* ...asked then */
     batch_job commit; /* its place in the queue of batches waiting for a transaction */
     service_result results[BATCH_MAX]; /* lent to its orders (a waiting order has none) */
@@ -484,12 +486,12 @@ static void batch_locked_task(void *arg)
 }
 
 /* dlock's callback, on its thread: the rest goes to a service thread. */
-static void on_locked(int rc, dlock_handle *h, void *arg)
+static void on_locked(dlock_req *req)
 {
-    struct batch *b = arg;
-    b->h = h, b->lock_rc = rc;
-    if (rc != DLOCK_OK)
-        snprintf(b->lock_err, sizeof(b->lock_err), "%s", dlock_errstr());
+    struct batch *b = req->data;
+    b->h = req->h, b->lock_rc = req->rc;
+    if (req->rc != DLOCK_OK)
+        snprintf(b->lock_err, sizeof(b->lock_err), "%s", req->err);
     run(b, batch_locked_task);
 }
 
@@ -502,9 +504,10 @@ static void lock_items(struct batch *b)
         keys[k] = b->u.key[k];
     service *s = b->s;
     b->asked_ms = service_now_ms();
+    b->lock_req = (dlock_req){.done = on_locked, .data = b};
     int rc = b->u.n == 1
-                 ? dlock_acquire_async(s->locks, keys[0], &s->cfg.lock, on_locked, b)
-                 : dlock_acquire_multi_async(s->locks, keys, b->u.n, &s->cfg.lock, on_locked, b);
+                 ? dlock_acquire_async(s->locks, keys[0], &s->cfg.lock, &b->lock_req)
+                 : dlock_acquire_multi_async(s->locks, keys, b->u.n, &s->cfg.lock, &b->lock_req);
     if (rc != DLOCK_OK) {
         snprintf(b->lock_err, sizeof(b->lock_err), "%s", dlock_errstr());
         batch_locked(b, rc);

@@ -52,7 +52,7 @@ missing_flags() {
 
 # declared: the functions the lock's public headers declare, one a line.
 declared() {
-    printf '#include <%s>\n' dlock.h dlock_sem.h dlock_rw.h |
+    printf '#include <%s>\n' dlock.h dlock_async.h dlock_sem.h dlock_rw.h |
         cc -E -P -Ilock -x c - |
         grep -oE '\bdlock_[a-z0-9_]+[[:space:]]*\(' | grep -oE 'dlock_[a-z0-9_]+' | sort -u
 }
