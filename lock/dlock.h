@@ -39,15 +39,26 @@
  * request (dlock_async.h). */
 #define DLOCK_VERSION "3.0.0"
 
-/* Everything declared here is libdlock.so's interface; the rest of the
- * library is built hidden (-fvisibility=hidden), so programs can't come to
- * depend on it. */
+/* Everything the public headers declare between these two is libdlock.so's
+ * interface; the rest of the library is built hidden (-fvisibility=hidden),
+ * so programs can't come to depend on it. Both also make the declarations
+ * C's for a C++ program. */
 #if defined(__GNUC__)
-#pragma GCC visibility push(default)
+#define DLOCK_VISIBLE_ _Pragma("GCC visibility push(default)")
+#define DLOCK_HIDDEN_ _Pragma("GCC visibility pop")
+#else
+#define DLOCK_VISIBLE_
+#define DLOCK_HIDDEN_
 #endif
 #ifdef __cplusplus
-extern "C" {
+#define DLOCK_BEGIN_DECLS DLOCK_VISIBLE_ extern "C" {
+#define DLOCK_END_DECLS } DLOCK_HIDDEN_
+#else
+#define DLOCK_BEGIN_DECLS DLOCK_VISIBLE_
+#define DLOCK_END_DECLS DLOCK_HIDDEN_
 #endif
+
+DLOCK_BEGIN_DECLS
 
 #define DLOCK_KEY_MAX 512  /* longest key accepted, in bytes */
 #define DLOCK_TOKEN_LEN 32 /* owner token: 128 random bits as lower-case hex */
@@ -414,11 +425,6 @@ const char *dlock_strerror(int code);
 /* Details of the calling thread's last failure; valid until its next dlock call. */
 const char *dlock_errstr(void);
 
-#ifdef __cplusplus
-}
-#endif
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
+DLOCK_END_DECLS
 
 #endif

@@ -35,12 +35,7 @@
 
 #include "dlock.h"
 
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
-#ifdef __cplusplus
-extern "C" {
-#endif
+DLOCK_BEGIN_DECLS
 
 typedef struct dlock_req dlock_req;
 
@@ -160,11 +155,6 @@ int dlock_sleep_async(dlock_handle *h, int ms, dlock_req *req);
  *          DLOCK_ERR_INVALID for a hold that sleeps (nothing released). */
 void dlock_release_async(dlock_handle *h, dlock_req *req);
 
-#ifdef __cplusplus
-}
-#endif
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
+DLOCK_END_DECLS
 
 #endif

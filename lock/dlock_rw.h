@@ -9,12 +9,7 @@
 
 #include "dlock.h"
 
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
-#ifdef __cplusplus
-extern "C" {
-#endif
+DLOCK_BEGIN_DECLS
 
 /* A read or a write hold of key. Readers and writers draw fences from one
  * counter. Each hold is a lease and its handle is used as a semaphore's
@@ -29,11 +24,6 @@ int dlock_acquire_read(dlock_client *c, const char *key, const dlock_opts *opts,
 int dlock_acquire_write(dlock_client *c, const char *key, const dlock_opts *opts,
                         dlock_handle **out);
 
-#ifdef __cplusplus
-}
-#endif
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
+DLOCK_END_DECLS
 
 #endif

@@ -8,12 +8,7 @@
 
 #include "dlock.h"
 
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
-#ifdef __cplusplus
-extern "C" {
-#endif
+DLOCK_BEGIN_DECLS
 
 /* A semaphore with leases: at most permits_total holders of key at once,
  * over every process that uses it (give each caller of a key the same N).
@@ -32,11 +27,6 @@ extern "C" {
 int dlock_sem_acquire(dlock_client *c, const char *key, int permits_total,
                       const dlock_opts *opts, dlock_handle **out);
 
-#ifdef __cplusplus
-}
-#endif
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
+DLOCK_END_DECLS
 
 #endif

@@ -469,16 +469,8 @@ static void *block_and_record(void *arg)
  * waits in the key's FIFO (it sleeps nowhere else for long). */
 static int thread_sleeps(int tid)
 {
-    char path[64], buf[256];
-    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
     for (int look = 0; look < 5; look++) {
-        FILE *f = fopen(path, "r");
-        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-        if (f)
-            fclose(f);
-        buf[n] = '\0';
-        const char *st = strrchr(buf, ')');
-        if (st == NULL || st[2] != 'S')
+        if (th_thread_state(tid) != 'S')
             return 0;
         usleep(20000);
     }

@@ -405,6 +405,19 @@ static void test_sleep_async_sleeps_the_full_time_and_keeps_the_hold(void **stat
     dlock_client_free(c);
 }
 
+/* A holder of key on c with o, sleeping asynchronously for ms with s
+ * (*start: when it began). */
+static dlock_handle *hold_and_sleep(dlock_client *c, const char *key, const dlock_opts *o,
+                                    int ms, struct call *s, int64_t *start)
+{
+    dlock_handle *h;
+    call_init(s);
+    assert_int_equal(dlock_acquire(c, key, o, &h), DLOCK_OK);
+    *start = th_now_ms();
+    assert_int_equal(dlock_sleep_async(h, ms, &s->req), DLOCK_OK);
+    return h;
+}
+
 static void test_sleep_async_of_an_interrupted_holder_ends_soon_after_the_interrupt(
     void **state)
 {
@@ -412,12 +425,9 @@ static void test_sleep_async_of_an_interrupted_holder_ends_soon_after_the_interr
     dlock_client *c = new_client();
     dlock_opts o = th_lock_opts(300, 0, DLOCK_WAIT_NOTIFY);
     o.max_renewals = 2;
-    dlock_handle *h;
     struct call s;
-    call_init(&s);
-    assert_int_equal(dlock_acquire(c, "calls:int", &o, &h), DLOCK_OK);
-    int64_t start = th_now_ms();
-    assert_int_equal(dlock_sleep_async(h, 10000, &s.req), DLOCK_OK);
+    int64_t start;
+    dlock_handle *h = hold_and_sleep(c, "calls:int", &o, 10000, &s, &start);
     wait_done(&s, 10000);
     print_message("the 10 s sleep of a holder interrupted after 2 renewals of 300 ms leases "
                   "ended after %lld ms\n", (long long)(s.at - start));
@@ -432,12 +442,9 @@ static void test_sleep_async_of_a_holder_whose_key_went_ends_lost(void **state)
     (void)state;
     dlock_client *c = new_client();
     dlock_opts o = th_lock_opts(600, 0, DLOCK_WAIT_NOTIFY);
-    dlock_handle *h;
     struct call s;
-    call_init(&s);
-    assert_int_equal(dlock_acquire(c, "calls:gone", &o, &h), DLOCK_OK);
-    int64_t start = th_now_ms();
-    assert_int_equal(dlock_sleep_async(h, 10000, &s.req), DLOCK_OK);
+    int64_t start;
+    dlock_handle *h = hold_and_sleep(c, "calls:gone", &o, 10000, &s, &start);
     assert_int_equal(th_redis_int(&redis, "DEL %s", "calls:gone"), 1);
     wait_done(&s, 10000); /* the next renewal finds it gone */
     assert_int_equal(s.rc, DLOCK_ERR_LOST);
@@ -451,12 +458,9 @@ static void test_a_cancelled_sleep_ends_at_once_and_leaves_the_hold(void **state
     (void)state;
     dlock_client *c = new_client();
     dlock_opts o = th_lock_opts(30000, 0, DLOCK_WAIT_NOTIFY);
-    dlock_handle *h;
     struct call s;
-    call_init(&s);
-    assert_int_equal(dlock_acquire(c, "calls:sleepcancel", &o, &h), DLOCK_OK);
-    int64_t start = th_now_ms();
-    assert_int_equal(dlock_sleep_async(h, 60000, &s.req), DLOCK_OK);
+    int64_t start;
+    dlock_handle *h = hold_and_sleep(c, "calls:sleepcancel", &o, 60000, &s, &start);
     assert_int_equal(dlock_cancel(&s.req), DLOCK_OK);
     wait_done(&s, 10000);
     assert_int_equal(s.rc, DLOCK_ERR_CANCELLED);

@@ -116,24 +116,29 @@ int th_thread_count(void)
     return n;
 }
 
+char th_thread_state(int tid)
+{
+    char path[64], buf[256];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    const char *st = strrchr(buf, ')'); /* the name may hold spaces, not a ')' last */
+    return st && st[1] == ' ' ? st[2] : 0;
+}
+
 /* Whether every thread of this process but the caller sleeps (state S in
  * /proc) right now. */
 static int others_sleep(void)
 {
-    char path[320], buf[256];
     int self = (int)gettid(), all = 1;
     DIR *d = opendir("/proc/self/task");
     for (struct dirent *de; all && d && (de = readdir(d));) {
-        if (de->d_name[0] == '.' || atoi(de->d_name) == self)
-            continue;
-        snprintf(path, sizeof(path), "/proc/self/task/%s/stat", de->d_name);
-        FILE *f = fopen(path, "r");
-        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-        if (f)
-            fclose(f);
-        buf[n] = '\0';
-        const char *st = strrchr(buf, ')');
-        all = st == NULL || st[2] == 'S'; /* gone meanwhile: not running */
+        int tid = atoi(de->d_name);
+        char st = de->d_name[0] == '.' || tid == self ? 'S' : th_thread_state(tid);
+        all = st == 'S' || st == 0; /* gone meanwhile: not running */
     }
     if (d)
         closedir(d);

@@ -32,6 +32,9 @@ void th_exec_hold(th_exec *e, int hold);
 /* Threads of this process now (/proc/self/task). */
 int th_thread_count(void);
 
+/* Thread tid's state letter from /proc (R, S...), or 0 when it is gone. */
+char th_thread_state(int tid);
+
 /* Waits (at most bound_ms) until every other thread of this process has
  * slept through five looks in a row, 20 ms apart: libdlock's threads have
  * nothing to do (its asynchronous waiters are parked). 1, or 0 when they
