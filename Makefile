@@ -53,11 +53,16 @@ ifneq ($(wildcard loadgen/main.c),)
 BINS += $(BUILD)/loadgen
 endif
 
+# libdlock's public headers, split by use: dlock.h (the blocking core) and,
+# each including it, the asynchronous calls, the semaphore, the read-write lock.
+DLOCK_HEADERS := lock/dlock.h lock/dlock_async.h lock/dlock_sem.h lock/dlock_rw.h
+
 # Man pages, laid out in build/man as under share/man (MANPATH=build/man man
 # stockd): man/*.in, with the options put in by man/mangen.c from the tables
-# that parse them, and a page per function of dlock.h that opens libdlock(3).
+# that parse them, and a page per function of the public headers that opens
+# libdlock(3).
 MAN_PAGES := $(BUILD)/man/man8/stockd.8 $(BUILD)/man/man1/loadgen.1 $(BUILD)/man/man3/libdlock.3
-DLOCK_FUNCS := ${shell sed -n 's/^[a-z].*[ *]\(dlock_[a-z0-9_]*\)(.*/\1/p' lock/dlock.h}
+DLOCK_FUNCS := ${shell sed -n 's/^[a-z].*[ *]\(dlock_[a-z0-9_]*\)(.*/\1/p' $(DLOCK_HEADERS)}
 MAN_LINKS := $(DLOCK_FUNCS:%=$(BUILD)/man/man3/%.3)
 ifneq ($(wildcard man/mangen.c),)
 BINS += $(MAN_PAGES) $(MAN_LINKS)
@@ -83,7 +88,7 @@ help:
 	@echo "make bench      every benchmark, about 6 minutes (see bench/README.md)"
 	@echo "make test-fresh (root) make demo and make test in a fresh bookworm chroot"
 	@echo "make docker-demo (root) the compose demo in Docker: replicas, loadgen, a killed replica"
-	@echo "make install    libdlock (.a, .so, dlock.h, dlock.pc), man pages under PREFIX (/usr/local)"
+	@echo "make install    libdlock (.a, .so, its headers, dlock.pc), man pages under PREFIX (/usr/local)"
 
 deps:
 	@scripts/deps.sh
@@ -200,7 +205,7 @@ $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 $(BUILD)/libdlock.a: $(LOCK_OBJ)
 	$(AR) rcs $@ $^
 
-# Position-independent, and hidden but for what dlock.h declares.
+# Position-independent, and hidden but for what the public headers declare.
 $(BUILD)/pic/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
@@ -208,12 +213,12 @@ $(BUILD)/pic/%.o: %.c
 $(BUILD)/$(DLOCK_SO): $(LOCK_PIC_OBJ)
 	$(CC) -shared -Wl,-soname,$(DLOCK_SONAME) -Wl,--no-undefined $(LDFLAGS) -o $@ $^ $(LIBS_LOCK)
 
-$(BUILD)/dlock.pc: lock/dlock.pc.in lock/dlock.h
+$(BUILD)/dlock.pc: lock/dlock.pc.in $(DLOCK_HEADERS)
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	    -e 's|@VERSION@|$(DLOCK_VERSION)|' $< > $@
 
-# make install PREFIX=... [DESTDIR=...]: libdlock (static and shared), dlock.h,
-# dlock.pc and the man pages. dlock.pc holds PREFIX, so it is made again for
+# make install PREFIX=... [DESTDIR=...]: libdlock (static and shared), its
+# headers, dlock.pc and the man pages. dlock.pc holds PREFIX, so it is made again for
 # each install. tests/sh/test_install.sh installs into a private prefix and
 # builds lock/README.md's example against it.
 PREFIX ?= /usr/local
@@ -229,7 +234,7 @@ install: $(BUILD)/libdlock.a $(BUILD)/$(DLOCK_SO) $(MAN_PAGES) $(MAN_LINKS)
 	install -m 755 $(BUILD)/$(DLOCK_SO) $(DESTDIR)$(LIBDIR)/
 	ln -sf $(DLOCK_SO) $(DESTDIR)$(LIBDIR)/$(DLOCK_SONAME)
 	ln -sf $(DLOCK_SONAME) $(DESTDIR)$(LIBDIR)/libdlock.so
-	install -m 644 lock/dlock.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 644 $(DLOCK_HEADERS) $(DESTDIR)$(INCLUDEDIR)/
 	install -m 644 $(BUILD)/dlock.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
 	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man8
 	install -m 644 $(BUILD)/man/man1/loadgen.1 $(DESTDIR)$(MANDIR)/man1/
@@ -239,7 +244,7 @@ install: $(BUILD)/libdlock.a $(BUILD)/$(DLOCK_SO) $(MAN_PAGES) $(MAN_LINKS)
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libdlock.a $(DESTDIR)$(LIBDIR)/$(DLOCK_SO) \
 	    $(DESTDIR)$(LIBDIR)/$(DLOCK_SONAME) $(DESTDIR)$(LIBDIR)/libdlock.so \
-	    $(DESTDIR)$(INCLUDEDIR)/dlock.h $(DESTDIR)$(LIBDIR)/pkgconfig/dlock.pc \
+	    $(DLOCK_HEADERS:lock/%=$(DESTDIR)$(INCLUDEDIR)/%) $(DESTDIR)$(LIBDIR)/pkgconfig/dlock.pc \
 	    $(DESTDIR)$(MANDIR)/man1/loadgen.1 $(DESTDIR)$(MANDIR)/man8/stockd.8 \
 	    $(DESTDIR)$(MANDIR)/man3/libdlock.3 $(DLOCK_FUNCS:%=$(DESTDIR)$(MANDIR)/man3/%.3)
 
@@ -256,7 +261,7 @@ $(BUILD)/man/man1/%.1: man/%.1.in $(BUILD)/man/mangen
 	@mkdir -p $(@D)
 	$(BUILD)/man/mangen $< > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/man/man3/libdlock.3: man/libdlock.3.in lock/dlock.h
+$(BUILD)/man/man3/libdlock.3: man/libdlock.3.in $(DLOCK_HEADERS)
 	@mkdir -p $(@D)
 	sed 's|@DLOCK_VERSION@|$(DLOCK_VERSION)|g' $< > $@
 

@@ -44,7 +44,8 @@
 #include <unistd.h>
 
 #include "bench/serverstats.h"
-#include "lock/dlock.h"
+#include "lock/dlock_async.h"
+#include "lock/dlock_rw.h"
 
 #define MAX_WORKERS 64
 #define MAX_SAMPLES (4 * 1024 * 1024)
@@ -502,10 +503,10 @@ static void count_acquire(int rc, dlock_handle *h)
     }
 }
 
-static void ask_again(int rc, dlock_handle *h, void *arg)
+static void ask_again(dlock_req *req)
 {
-    count_acquire(rc, h);
-    if (atomic_load(&wt.stop) || dlock_acquire_async(wt.c, KEY, &wt.o, ask_again, arg) != DLOCK_OK)
+    count_acquire(req->rc, req->h);
+    if (atomic_load(&wt.stop) || dlock_acquire_async(wt.c, KEY, &wt.o, req) != DLOCK_OK)
         atomic_fetch_sub(&wt.pending, 1);
 }
 
@@ -537,8 +538,9 @@ static int waiters(int n, int seconds, const char *api)
 {
     int async = strcmp(api, "async") == 0;
     pthread_t *t = calloc((size_t)n, sizeof(*t));
+    dlock_req *req = calloc((size_t)n, sizeof(*req)); /* each async waiter's, asked again */
     redisContext *r = redisConnect("127.0.0.1", ports[0]);
-    if (t == NULL || r == NULL || r->err || n < 1)
+    if (t == NULL || req == NULL || r == NULL || r->err || n < 1)
         return 2;
     clean(r);
     wt.c = client();
@@ -548,7 +550,8 @@ static int waiters(int n, int seconds, const char *api)
         int rc;
         if (async) {
             atomic_fetch_add(&wt.pending, 1);
-            rc = dlock_acquire_async(wt.c, KEY, &wt.o, ask_again, NULL);
+            req[i].done = ask_again;
+            rc = dlock_acquire_async(wt.c, KEY, &wt.o, &req[i]);
         } else {
             rc = pthread_create(&t[i], NULL, acquire_again, NULL);
         }
@@ -571,6 +574,7 @@ static int waiters(int n, int seconds, const char *api)
     dlock_client_free(wt.c);
     redisFree(r);
     free(t);
+    free(req);
     return 0;
 }
 

@@ -1,13 +1,17 @@
 /* claim.c - the claims that are not a plain lock: a semaphore's permits
  * (sem.c) and a read-write lock's readers and writer (rw.c), each a lease
  * taken by a script of its own (claim.h: struct dlock_claim). Here is what
- * they share: the checks, the waiting, the handle and the release. Waiting
- * in notify mode: the threads of one process that want the key queue in
- * its local FIFO (keytab.h), only the head asks Redis, and a release heard
- * on the key's channel (subscriber.c) or made here wakes it. A head that
- * gets in wakes the next at once: permits (or room for readers) may be left. */
+ * they share: the checks, the waiting, the handle and the give-back. Waiting
+ * in notify mode: the waiters of one process that want the key queue in its
+ * local FIFO (keytab.h), only the head asks Redis, and a release heard on
+ * the key's channel (subscriber.c) or made here wakes it; between attempts
+ * the head waits in queue.c's phases. A head that gets in wakes the next at
+ * once: permits (or room for readers) may be left. A wait is steps, as a
+ * lock's is: a blocking caller's thread runs them, sleeping between them,
+ * and an asynchronous acquire's run on the client's runner. */
 #include "lock/claim.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,71 +21,128 @@
 #include "lock/queue.h"
 #include "lock/sync.h"
 
-/* Spin mode: this thread alone retries every jittered retry_ms. */
-static int wait_spin(dlock_client *c, struct dlock_lease *l, const struct dlock_claim *cl,
-                     const dlock_opts *o, int64_t deadline)
+/* One claim's wait: its lease and handle to be, and in notify mode its
+ * place w in the key's FIFO (e). */
+struct wait {
+    const struct dlock_claim *cl;
+    const dlock_opts *o;
+    dlock_handle *h;
+    struct dlock_lease *l;
+    struct dlock_entry *e;
+    struct dlock_waiter w;
+    int64_t deadline;
+    int64_t next_try; /* spin mode: when it tries again */
+};
+
+/* Makes what cw's wait for key needs (cw's cl, o and deadline set): 0, or
+ * -1 when out of memory. */
+static int wait_new(dlock_client *c, struct wait *cw, const char *key)
 {
-    for (;;) {
-        int64_t pttl;
-        int rc = cl->attempt(c, l, cl, o->wait_ms > 0, &pttl);
-        int64_t now = dlock_now_ms();
-        if (rc != DLOCK_ERR_TIMEOUT || now >= deadline)
-            return rc;
-        int64_t pause = dlock_jitter_ms(o->retry_ms);
-        dlock_sleep_ms(pause < deadline - now ? pause : deadline - now);
+    const struct dlock_claim *cl = cw->cl;
+    cw->h = dlock_handle_new(c, cw->o);
+    cw->l = cw->h ? dlock_lease_new_in(key, cl->suffix, cl->kind, cw->o) : NULL;
+    if (cw->l == NULL) {
+        if (cw->h)
+            dlock_handle_free(cw->h);
+        return -1;
     }
+    cw->l->need = dlock_claim_quorum_need(c->nodes, cl->permits);
+    return 0;
 }
 
-/* Notify mode, as w in e's FIFO (mu held, released around each attempt):
- * waits to head it, then tries until a permit, a failure or deadline. A
- * waiter that never got to the head still tries once at its deadline. */
-static int contend(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w,
-                   struct dlock_lease *l, const struct dlock_claim *cl, const dlock_opts *o,
-                   int64_t deadline)
+/* mu held: in notify mode, cw joins its key's FIFO. DLOCK_OK, or
+ * DLOCK_ERR_NOMEM. */
+static int wait_join(dlock_client *c, struct wait *cw)
 {
+    if (cw->o->wait_mode == DLOCK_WAIT_SPIN)
+        return DLOCK_OK;
+    if ((cw->e = dlock_keytab_ref(c->keys, cw->l->key, NULL)) == NULL)
+        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+    cw->w.o = cw->o;
+    cw->w.deadline = cw->deadline;
+    dlock_queue_push(cw->e, &cw->w);
+    return DLOCK_OK;
+}
+
+/* mu held (released around each attempt): cw's turn as far as it goes: an
+ * attempt when it heads the FIFO (or spin mode's pause is over), a waiter
+ * that never got to the head still trying once at its deadline. Returns
+ * DLOCK_QUEUE_WAIT with *until (cw is woken sooner when a release comes),
+ * or how the wait ended. */
+static int wait_step(dlock_client *c, struct wait *cw, int64_t *until)
+{
+    struct dlock_entry *e = cw->e;
     for (;;) {
-        while (e->head != w && dlock_now_ms() < deadline)
-            dlock_cond_wait_until(&w->cv, &c->mu, deadline);
-        unsigned long seen = e->releases; /* one during the attempt must not be missed */
+        int64_t now = dlock_now_ms();
+        if (e == NULL && now < cw->next_try) {
+            *until = cw->next_try;
+            return DLOCK_QUEUE_WAIT;
+        }
+        if (e && dlock_queue_held_back(c, e, &cw->w, now, until))
+            return DLOCK_QUEUE_WAIT;
+        if (e && e->head != &cw->w && now < cw->deadline) {
+            *until = cw->deadline;
+            return DLOCK_QUEUE_WAIT;
+        }
+        unsigned long seen = e ? e->releases : 0; /* one during the attempt must not be missed */
         int64_t pttl = -1;
         pthread_mutex_unlock(&c->mu);
-        int rc = cl->attempt(c, l, cl, o->wait_ms > 0, &pttl);
+        int rc = cw->cl->attempt(c, cw->l, cw->cl, cw->o->wait_ms > 0, &pttl);
         pthread_mutex_lock(&c->mu);
-        int64_t now = dlock_now_ms();
-        if (rc != DLOCK_ERR_TIMEOUT || now >= deadline)
+        now = dlock_now_ms();
+        if (rc != DLOCK_ERR_TIMEOUT || now >= cw->deadline)
             return rc;
-        if (e->releases != seen || dlock_queue_listen(c, e, w, o, deadline))
-            continue; /* released meanwhile, or now subscribed: ask again at once */
-        int64_t wake = now + dlock_jitter_ms(o->retry_ms);
-        if (pttl >= 0 && now + pttl + 1 < wake)
-            wake = now + pttl + 1; /* a permit's lease runs out first: be there */
-        if (wake > deadline)
-            wake = deadline;
-        while (e->releases == seen && dlock_now_ms() < wake)
-            dlock_cond_wait_until(&w->cv, &c->mu, wake);
+        if (e) {
+            dlock_queue_retry(c, e, &cw->w, now, pttl, seen);
+        } else {
+            int64_t pause = dlock_jitter_ms(cw->o->retry_ms);
+            cw->next_try = now + (pause < cw->deadline - now ? pause : cw->deadline - now);
+        }
     }
 }
 
-static int wait_notify(dlock_client *c, struct dlock_lease *l, const struct dlock_claim *cl,
-                       const dlock_opts *o, int64_t deadline)
+/* mu held: cw's wait ended with rc. It leaves the FIFO, whose next head
+ * tries now (a permit may be left); on DLOCK_OK its handle holds the lease,
+ * renewed from now on. */
+static void wait_leave(dlock_client *c, struct wait *cw, int rc)
 {
-    struct dlock_waiter w;
-    memset(&w, 0, sizeof(w));
-    if (dlock_cond_init(&w.cv) != 0)
-        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
-    pthread_mutex_lock(&c->mu);
-    struct dlock_entry *e = dlock_keytab_ref(c->keys, l->key);
-    int rc = DLOCK_ERR_NOMEM;
-    if (e != NULL) {
-        dlock_queue_push(e, &w);
-        rc = contend(c, e, &w, l, cl, o, deadline);
-        dlock_queue_remove(e, &w);
-        dlock_entry_wake_head(e); /* the next tries now: a permit may be left */
-        dlock_queue_leave(c, e);
+    if (cw->e) {
+        dlock_queue_remove(cw->e, &cw->w);
+        dlock_entry_wake_head(cw->e);
+        dlock_queue_leave(c, cw->e);
+        cw->e = NULL;
     }
-    pthread_mutex_unlock(&c->mu);
-    pthread_cond_destroy(&w.cv);
-    return e ? rc : dlock_fail(rc, "out of memory");
+    if (rc != DLOCK_OK)
+        return;
+    dlock_wd_hold(c->wd, cw->h, cw->l, cw->o->watchdog);
+    cw->h->holds = 1;
+    cw->l = NULL;
+    dlock_count(&c->counters.acquired);
+    cw->h->held_since_us = dlock_now_us();
+}
+
+/* Without mu: what a wait that ended with rc and got nothing leaves: a
+ * writer's wish withdrawn (waiting ended, no failure: the mark would run
+ * out), a token an unanswered attempt may have taken to the orphans thread;
+ * the lease and handle freed. */
+static void wait_fail(dlock_client *c, struct wait *cw, int rc)
+{
+    int gave_up = rc == DLOCK_ERR_TIMEOUT || rc == DLOCK_ERR_CANCELLED || rc == DLOCK_ERR_CLOSED;
+    if (cw->cl->give_up && gave_up && cw->o->wait_ms > 0)
+        cw->cl->give_up(c, cw->l);
+    if (rc == DLOCK_ERR_REDIS && cw->l->sent)
+        dlock_orphans_add(c->orphans, cw->l);
+    else
+        free(cw->l);
+    dlock_handle_free(cw->h);
+}
+
+/* A wait that timed out, in words. */
+static int timed_out(char *buf, size_t size, const char *key, const struct dlock_claim *cl,
+                     const dlock_opts *o)
+{
+    snprintf(buf, size, "%s %s: %s after %d ms", cl->what, key, cl->busy, o->wait_ms);
+    return DLOCK_ERR_TIMEOUT;
 }
 
 /* Waits until deadline for a claim on key (o checked, key valid). Returns
@@ -89,35 +150,42 @@ static int wait_notify(dlock_client *c, struct dlock_lease *l, const struct dloc
 static int claim_wait(dlock_client *c, const char *key, const struct dlock_claim *cl,
                       const dlock_opts *o, int64_t deadline, dlock_handle **out)
 {
-    dlock_handle *h = dlock_handle_new(c, o);
-    struct dlock_lease *l = h ? dlock_lease_new_in(key, cl->suffix, cl->kind, o) : NULL;
-    if (l == NULL) {
-        if (h)
-            dlock_handle_free(h);
+    struct wait cw = {.cl = cl, .o = o, .deadline = deadline};
+    if (dlock_cond_init(&cw.w.cv) != 0)
+        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+    if (wait_new(c, &cw, key) != 0) {
+        pthread_cond_destroy(&cw.w.cv);
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
     }
-    l->need = dlock_claim_quorum_need(c->nodes, cl->permits);
-    int rc = o->wait_mode == DLOCK_WAIT_SPIN ? wait_spin(c, l, cl, o, deadline)
-                                             : wait_notify(c, l, cl, o, deadline);
-    if (rc != DLOCK_OK) {
-        if (cl->give_up && rc == DLOCK_ERR_TIMEOUT && o->wait_ms > 0) /* after a failure, */
-            cl->give_up(c, l); /* the mark runs out */
-        if (rc == DLOCK_ERR_REDIS && l->sent) /* an unanswered attempt may have taken it */
-            dlock_orphans_add(c->orphans, l);
-        else
-            free(l);
-        dlock_handle_free(h);
-        if (rc == DLOCK_ERR_TIMEOUT)
-            dlock_fail(rc, "%s %s: %s after %d ms", cl->what, key, cl->busy, o->wait_ms);
-        return rc;
-    }
     pthread_mutex_lock(&c->mu);
-    dlock_wd_hold(c->wd, h, l, o->watchdog);
-    h->holds = 1;
+    int rc = wait_join(c, &cw);
+    if (rc == DLOCK_OK) {
+        int64_t until;
+        while ((rc = wait_step(c, &cw, &until)) == DLOCK_QUEUE_WAIT)
+            dlock_cond_wait_until(&cw.w.cv, &c->mu, until);
+        wait_leave(c, &cw, rc);
+    }
     pthread_mutex_unlock(&c->mu);
-    dlock_count(&c->counters.acquired);
-    h->held_since_us = dlock_now_us();
-    *out = h;
+    pthread_cond_destroy(&cw.w.cv);
+    if (rc == DLOCK_OK) {
+        *out = cw.h;
+        return DLOCK_OK;
+    }
+    wait_fail(c, &cw, rc);
+    if (rc == DLOCK_ERR_TIMEOUT) {
+        char why[256];
+        timed_out(why, sizeof(why), key, cl, o);
+        dlock_fail(rc, "%s", why);
+    }
+    return rc;
+}
+
+/* The options into *o and key, checked as every acquire checks them. */
+static int checked(const char *key, const dlock_opts *opts, dlock_opts *o)
+{
+    size_t klen = key ? strnlen(key, DLOCK_KEY_MAX + 1) : 0;
+    if (dlock_opts_of(opts, o) != DLOCK_OK || dlock_key_check(key, klen) != DLOCK_OK)
+        return DLOCK_ERR_INVALID;
     return DLOCK_OK;
 }
 
@@ -126,28 +194,106 @@ int dlock_claim_acquire(dlock_client *c, const char *key, const struct dlock_cla
 {
     dlock_opts o;
     *out = NULL;
-    size_t klen = key ? strnlen(key, DLOCK_KEY_MAX + 1) : 0;
-    if (dlock_opts_of(opts, &o) != DLOCK_OK || dlock_key_check(key, klen) != DLOCK_OK)
+    if (checked(key, opts, &o) != DLOCK_OK)
         return DLOCK_ERR_INVALID;
     int64_t start = dlock_now_ms();
     int rc = claim_wait(c, key, cl, &o, start + o.wait_ms, out);
     return dlock_count_wait(&c->counters, rc, start);
 }
 
-int dlock_claim_release(dlock_handle *h, int *local)
+/* An asynchronous claim: its wait's steps as a task of the client's runner. */
+struct claim_call {
+    struct dlock_task task;
+    dlock_client *c;
+    struct dlock_claim cl;
+    dlock_opts o;
+    dlock_req *req;
+    int64_t start;
+    int rc;  /* how it ended */
+    int got; /* its handle holds (a grant that came as it was withdrawn goes back) */
+    struct wait cw;
+};
+
+static int call_step(struct dlock_task *t, int64_t *until)
 {
-    dlock_client *c = h->client;
-    struct dlock_lease *l = h->lease;
+    struct claim_call *a = (struct claim_call *)t;
+    int stop = dlock_task_stop(t);
+    int rc = stop ? stop : wait_step(a->c, &a->cw, until);
+    if (rc == DLOCK_QUEUE_WAIT)
+        return DLOCK_TASK_WAIT;
+    wait_leave(a->c, &a->cw, rc);
+    a->got = rc == DLOCK_OK;
+    stop = dlock_task_stop(t); /* told while it asked Redis: what it got goes back */
+    a->rc = rc == DLOCK_OK && stop ? stop : rc;
+    return DLOCK_TASK_DONE;
+}
+
+static void call_end(struct dlock_task *t, enum dlock_end where)
+{
+    struct claim_call *a = (struct claim_call *)t;
+    dlock_client *c = a->c;
+    dlock_req *req = a->req;
+    dlock_req_note(req, a->rc);
+    if (a->rc == DLOCK_ERR_TIMEOUT)
+        timed_out(req->err, sizeof(req->err), a->cw.l->key, &a->cl, &a->o);
+    req->h = a->rc == DLOCK_OK ? a->cw.h : NULL;
+    if (a->got && a->rc != DLOCK_OK) {
+        dlock_handle *h = a->cw.h;
+        pthread_mutex_lock(&c->mu);
+        h->at_release = dlock_holder_state(h, dlock_now_ms());
+        dlock_count_hold(&c->counters, h->held_since_us);
+        dlock_claim_give_back(c, h);
+        pthread_mutex_unlock(&c->mu);
+        dlock_handle_free(h);
+    } else if (!a->got) {
+        wait_fail(c, &a->cw, a->rc);
+    }
+    dlock_count_wait(&c->counters, a->rc, a->start);
+    free(a);
+    dlock_runner_deliver(c->runner, req, where);
+}
+
+int dlock_claim_acquire_async(dlock_client *c, const char *key, const struct dlock_claim *cl,
+                              const dlock_opts *opts, dlock_req *req)
+{
+    dlock_opts o;
+    if (checked(key, opts, &o) != DLOCK_OK)
+        return DLOCK_ERR_INVALID;
+    if (req == NULL || req->done == NULL)
+        return dlock_fail(DLOCK_ERR_INVALID, "an asynchronous call needs a request with done");
+    struct claim_call *a = calloc(1, sizeof(*a));
+    if (a == NULL)
+        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+    *a = (struct claim_call){.task = {.step = call_step, .end = call_end}, .c = c, .cl = *cl,
+                             .o = o, .req = req, .start = dlock_now_ms()};
+    a->cw = (struct wait){.cl = &a->cl, .o = &a->o, .deadline = a->start + o.wait_ms,
+                          .w = {.task = &a->task}};
+    if (wait_new(c, &a->cw, key) != 0) {
+        free(a);
+        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+    }
     pthread_mutex_lock(&c->mu);
-    *local = dlock_holder_state(h, dlock_now_ms());
+    int rc = wait_join(c, &a->cw);
+    if (rc == DLOCK_OK)
+        dlock_runner_add(c->runner, &a->task, req);
+    pthread_mutex_unlock(&c->mu);
+    if (rc != DLOCK_OK) {
+        wait_fail(c, &a->cw, rc);
+        free(a);
+    }
+    return rc;
+}
+
+int dlock_claim_give_back(dlock_client *c, dlock_handle *h)
+{
+    struct dlock_lease *l = h->lease;
     l->holder = NULL;
     dlock_wd_forget(c->wd, l); /* no renewal may follow the release */
     pthread_mutex_unlock(&c->mu);
-
     int rc = dlock_claim_quorum_give_back(c->nodes, l);
-    if (rc == DLOCK_OK && *local == DLOCK_ERR_INTERRUPTED)
+    if (rc == DLOCK_OK && h->at_release == DLOCK_ERR_INTERRUPTED)
         rc = DLOCK_ERR_INTERRUPTED;
-    if (rc == DLOCK_ERR_LOST || (rc == DLOCK_ERR_REDIS && *local == DLOCK_ERR_LOST))
+    if (rc == DLOCK_ERR_LOST || (rc == DLOCK_ERR_REDIS && h->at_release == DLOCK_ERR_LOST))
         dlock_count(&c->counters.lost);
     pthread_mutex_lock(&c->mu);
     struct dlock_entry *e = dlock_keytab_find(c->keys, l->key, strlen(l->key));
@@ -155,11 +301,9 @@ int dlock_claim_release(dlock_handle *h, int *local)
         e->releases++;
         dlock_entry_wake_head(e);
     }
-    pthread_mutex_unlock(&c->mu);
     if (rc == DLOCK_ERR_REDIS) /* retried in the background, as a lock's is */
         dlock_orphans_add(c->orphans, l);
     else
         free(l);
-    dlock_handle_free(h);
     return rc;
 }

@@ -2,7 +2,7 @@
  * it, claimed by a script of their own: the semaphore's permits (sem.c) and
  * the read-write lock's readers and writer (rw.c). claim.c waits for them,
  * hands them out in an ordinary dlock_handle (renewed by the client's
- * watchdog) and releases them (for dlock.c's dlock_release). Their waiters
+ * watchdog) and gives them back (for lock.c's release). Their waiters
  * queue in a local FIFO per key whose head retries when a release is heard. */
 #ifndef DLOCK_CLAIM_H
 #define DLOCK_CLAIM_H
@@ -37,9 +37,17 @@ struct dlock_claim {
 int dlock_claim_acquire(dlock_client *c, const char *key, const struct dlock_claim *cl,
                         const dlock_opts *opts, dlock_handle **out);
 
-/* Gives h's lease back (its kind's release script) and frees h; *local
- * gets the holder's own view at release. Returns what dlock_release
- * documents for a permit. */
-int dlock_claim_release(dlock_handle *h, int *local);
+/* The same, asynchronously (dlock_sem_acquire_async, ...): cl is copied;
+ * the wait's steps run on the client's runner, and req's done gets how it
+ * ended. Returns as dlock_acquire_async does. */
+int dlock_claim_acquire_async(dlock_client *c, const char *key, const struct dlock_claim *cl,
+                              const dlock_opts *opts, dlock_req *req);
+
+/* mu held (released around the give-back): gives h's lease back (its
+ * kind's release script), h->at_release being the holder's own view at
+ * release; a DLOCK_ERR_REDIS result leaves the token to the orphans thread.
+ * h is the caller's to free. Returns what dlock_release documents for a
+ * permit. */
+int dlock_claim_give_back(dlock_client *c, dlock_handle *h);
 
 #endif

@@ -1,6 +1,8 @@
 /* dlock.h - a Redis distributed lock: leases, waiting, watchdog renewal,
- * interruption after max renewals, fencing tokens; multi-locks, semaphores,
- * read-write locks, and several Redis servers as a quorum.
+ * interruption after max renewals, fencing tokens; multi-locks, and several
+ * Redis servers as a quorum. The blocking core; beside it, each including
+ * this one: dlock_async.h (asynchronous calls: acquires, cancel, sleep,
+ * release), dlock_sem.h (semaphores), dlock_rw.h (read-write locks).
  *
  *     dlock_client *c;
  *     dlock_config cfg; dlock_config_defaults(&cfg);
@@ -13,12 +15,12 @@
  *
  * One client per process: it owns the Redis connections, a watchdog thread
  * that renews every lease held through it, a pub/sub connection, and
- * DLOCK_ASYNC_THREADS threads for asynchronous acquires. Every function may
- * be called from any number of threads at once on one client. A handle
+ * cfg.async_threads threads for asynchronous calls. Every function may be
+ * called from any number of threads at once on one client. A handle
  * belongs to the thread that acquired it (an asynchronous acquire's, to no
- * thread); only dlock_release ends its life. Functions return DLOCK_OK (0)
- * or a negative DLOCK_ERR_* code; dlock_errstr() gives the calling thread's
- * last failure in words.
+ * thread); only dlock_release (or dlock_release_async) ends its life.
+ * Functions return DLOCK_OK (0) or a negative DLOCK_ERR_* code;
+ * dlock_errstr() gives the calling thread's last failure in words.
  *
  * How it behaves, what it sends to Redis and why it is safe (fencing,
  * reentrancy, semaphores, read-write locks, Redlock over several servers):
@@ -30,20 +32,33 @@
 #include <stdint.h>
 
 /* The library's version; the shared library's soname carries the major
- * (libdlock.so.2), which changes only when a program built against an older
- * dlock.h would break: 2 since dlock_config grew (Sentinel, a cluster) and
- * dlock_stats with it, both allocated by the caller. */
-#define DLOCK_VERSION "2.0.0"
+ * (libdlock.so.3), which changes only when a program built against an older
+ * dlock.h would break: 2 when dlock_config grew (Sentinel, a cluster) and
+ * dlock_stats with it, both allocated by the caller; 3 when dlock_config
+ * grew again (async_threads, post) and the asynchronous acquires took a
+ * request (dlock_async.h). */
+#define DLOCK_VERSION "3.0.0"
 
-/* Everything declared here is libdlock.so's interface; the rest of the
- * library is built hidden (-fvisibility=hidden), so programs can't come to
- * depend on it. */
+/* Everything the public headers declare between these two is libdlock.so's
+ * interface; the rest of the library is built hidden (-fvisibility=hidden),
+ * so programs can't come to depend on it. Both also make the declarations
+ * C's for a C++ program. */
 #if defined(__GNUC__)
-#pragma GCC visibility push(default)
+#define DLOCK_VISIBLE_ _Pragma("GCC visibility push(default)")
+#define DLOCK_HIDDEN_ _Pragma("GCC visibility pop")
+#else
+#define DLOCK_VISIBLE_
+#define DLOCK_HIDDEN_
 #endif
 #ifdef __cplusplus
-extern "C" {
+#define DLOCK_BEGIN_DECLS DLOCK_VISIBLE_ extern "C" {
+#define DLOCK_END_DECLS } DLOCK_HIDDEN_
+#else
+#define DLOCK_BEGIN_DECLS DLOCK_VISIBLE_
+#define DLOCK_END_DECLS DLOCK_HIDDEN_
 #endif
+
+DLOCK_BEGIN_DECLS
 
 #define DLOCK_KEY_MAX 512  /* longest key accepted, in bytes */
 #define DLOCK_TOKEN_LEN 32 /* owner token: 128 random bits as lower-case hex */
@@ -54,8 +69,8 @@ extern "C" {
 #define DLOCK_HOST_MAX 255  /* longest host name, in bytes */
 #define DLOCK_SENTINELS_MAX 7 /* Sentinels one client may ask for the primary */
 #define DLOCK_MASTER_NAME_MAX 128 /* longest Sentinel master name, in bytes */
-#define DLOCK_ASYNC_THREADS 2 /* threads per client that run the asynchronous acquires,
-                               * however many wait (dlock_acquire_async) */
+#define DLOCK_ASYNC_THREADS_DEFAULT 2 /* cfg.async_threads's default */
+#define DLOCK_ASYNC_THREADS_MAX 64    /* ... and its largest */
 /* The largest floor dlock_fence_raise takes, 2^53 - 2: fences are exact below
  * 2^53 only (Redis's Lua numbers are doubles), and a raised fence is at most
  * one more (lock/README.md, "Exact below 2^53"). */
@@ -71,8 +86,10 @@ enum dlock_code {
     DLOCK_ERR_NOMEM = -6,       /* out of memory or threads */
     DLOCK_ERR_AUTH = -7,        /* Redis refused our credentials (AUTH failed, NOAUTH, or the
                                  * ACL user lacks a command, key or channel): nothing was done */
-    DLOCK_ERR_CLOSED = -8,      /* the client was freed while an asynchronous acquire waited:
-                                 * it holds nothing */
+    DLOCK_ERR_CLOSED = -8,      /* the client was freed while an asynchronous call was
+                                 * pending: it holds nothing */
+    DLOCK_ERR_CANCELLED = -9,   /* the asynchronous call was withdrawn (dlock_cancel): it
+                                 * holds nothing */
 };
 
 /* How a waiter learns that the lock it wants was released. */
@@ -83,6 +100,8 @@ enum dlock_wait_mode {
     DLOCK_WAIT_SPIN = 1,   /* every thread retries every retry_ms (jittered) on its own; it
                             * never queues (don't mix the modes on one key: it would starve) */
 };
+
+struct dlock_req; /* an asynchronous call (dlock_async.h) */
 
 /* One Redis server of a quorum. */
 typedef struct dlock_endpoint {
@@ -119,6 +138,13 @@ typedef struct dlock_config {
     const char *sentinel_username;  /* default NULL: Sentinel's default user */
     const char *sentinel_password;  /* default NULL: no AUTH to the Sentinels; never in an
                                      * error text */
+    int async_threads;   /* default 2 (1..64): libdlock's threads that run asynchronous calls'
+                          * Redis steps and timers, however many wait */
+    /* default NULL: an asynchronous call's done runs on one of those threads. Set: libdlock
+     * calls post(post_ctx, req) once the call has ended, and the caller's executor then
+     * calls req->done(req) on a thread of the caller's (dlock_async.h, "Where done runs") */
+    void (*post)(void *ctx, struct dlock_req *req);
+    void *post_ctx;
 } dlock_config;
 
 /* What an ACL user needs (ACL SETUSER name on >password ~<prefix>* &<prefix>*
@@ -226,9 +252,10 @@ int dlock_opts_check(const dlock_opts *opts);
  * DLOCK_ERR_INVALID / DLOCK_ERR_NOMEM with *out NULL. Free with dlock_client_free. */
 int dlock_client_new(const dlock_config *cfg, dlock_client **out);
 
-/* Ends the asynchronous acquires still waiting (DLOCK_ERR_CLOSED, their done
- * called before it returns), stops the client's threads and closes every
- * connection. All handles must have been released; NULL is a no-op. */
+/* Ends the asynchronous calls still pending (DLOCK_ERR_CLOSED, their done
+ * called before it returns, directly: not through cfg.post), stops the
+ * client's threads and closes every connection. All handles must have been
+ * released; NULL is a no-op. */
 void dlock_client_free(dlock_client *c);
 
 /* Returns DLOCK_OK when Redis (with several servers: a majority of them)
@@ -282,73 +309,6 @@ int dlock_acquire(dlock_client *c, const char *key, const dlock_opts *opts, dloc
  * i-th key's token. DLOCK_ERR_INVALID also when the thread holds one of
  * the keys. Returns as dlock_acquire does. */
 int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const dlock_opts *opts,
-                        dlock_handle **out);
-
-/* How an asynchronous acquire ends: rc DLOCK_OK with h held (the callee's, to
- * dlock_release as usual, from any thread), else a DLOCK_ERR_* code as
- * dlock_acquire's (DLOCK_ERR_TIMEOUT, DLOCK_ERR_REDIS, DLOCK_ERR_AUTH,
- * DLOCK_ERR_NOMEM) or DLOCK_ERR_CLOSED, and h NULL; dlock_errstr() called
- * in it says why (it runs on the thread that failed). Runs once, on a
- * libdlock thread, never inside the call that asked. It must not block or
- * call back into libdlock for long (releasing h, or asking again, is fine;
- * dlock_client_free is not: it waits for the callbacks): the client has
- * DLOCK_ASYNC_THREADS such threads for all its waiters, so hand slow work
- * to a thread of your own. (In parentheses: a type, which the checks of what
- * libdlock.so exports must not take for a function.) */
-typedef void(dlock_acquired_fn)(int rc, dlock_handle *h, void *arg);
-
-/* Asks for key like dlock_acquire and returns at once: DLOCK_OK when asked
- * (done runs exactly once, later), else DLOCK_ERR_INVALID (key, opts, or
- * done NULL) or DLOCK_ERR_NOMEM, and done never runs. opts and key are
- * copied. The wait holds no thread: in notify mode the waiter queues in the
- * key's local FIFO with the blocking ones, in the order asked, and is woken
- * by a grant, a hand-off or a release as they are; in spin mode it retries
- * on a timer. Fairness, fencing, renewal and max_renewals are
- * dlock_acquire's. The hold belongs to no thread: opts->reentrant is
- * ignored, it is never nested in nor refused for a thread's hold, and a
- * thread that asks for a key it holds waits for its own release. With
- * waiters pending, dlock_client_free ends each with DLOCK_ERR_CLOSED (its
- * done runs before dlock_client_free returns). Semaphores and read-write
- * locks have no asynchronous acquire. */
-int dlock_acquire_async(dlock_client *c, const char *key, const dlock_opts *opts,
-                        dlock_acquired_fn *done, void *arg);
-
-/* The same for a multi-lock (dlock_acquire_multi): its keys are asked for
- * one after the other in the same order as the blocking one's, each when
- * the one before is held, under one wait_ms deadline; on a failure those
- * held are released before done runs. keys are copied. */
-int dlock_acquire_multi_async(dlock_client *c, const char *const *keys, int n,
-                              const dlock_opts *opts, dlock_acquired_fn *done, void *arg);
-
-/* A semaphore with leases: at most permits_total holders of key at once,
- * over every process that uses it (give each caller of a key the same N).
- * Each permit is a lease renewed and interrupted as a lock's; the handle
- * works with dlock_release, dlock_check, dlock_sleep, dlock_renewals,
- * dlock_token, dlock_key and dlock_fence, not with dlock_run or
- * multi-locks; permits are never handed over or nested (a thread asking
- * again takes a second permit, or waits for one). Never use a semaphore's
- * or a read-write lock's key as a plain lock's. Over a quorum of N servers
- * a permit must be granted by q = floor(N P / (P + 1)) + 1 of them (P =
- * permits_total; a majority for P = 1, all 3 of 3 for P >= 2: only N - q
- * may be down; lock/README.md). Returns as dlock_acquire does
- * (DLOCK_ERR_TIMEOUT: all permits still held after wait_ms;
- * DLOCK_ERR_REDIS at once when more than N - q servers failed);
- * DLOCK_ERR_INVALID also for permits_total < 1. */
-int dlock_sem_acquire(dlock_client *c, const char *key, int permits_total,
-                      const dlock_opts *opts, dlock_handle **out);
-
-/* A read-write lock on key: any number of readers at once, or one writer,
- * over every process that uses it; a waiting writer keeps new readers out.
- * Readers and writers draw fences from one counter. Each hold is a lease
- * and its handle is used as a semaphore's; no reentrancy, upgrade or
- * downgrade (a thread asking again waits like any other owner: a writer
- * asking to read waits for itself until wait_ms). Over a quorum a reader
- * and a writer each need a majority of the servers, as a lock does.
- * Returns as dlock_acquire does (DLOCK_ERR_TIMEOUT: a writer held or
- * waited, or for a writer: readers or a writer held, after wait_ms). */
-int dlock_acquire_read(dlock_client *c, const char *key, const dlock_opts *opts,
-                       dlock_handle **out);
-int dlock_acquire_write(dlock_client *c, const char *key, const dlock_opts *opts,
                         dlock_handle **out);
 
 /* Releases the lock and frees h: hands the lease to a local waiter (notify
@@ -465,11 +425,6 @@ const char *dlock_strerror(int code);
 /* Details of the calling thread's last failure; valid until its next dlock call. */
 const char *dlock_errstr(void);
 
-#ifdef __cplusplus
-}
-#endif
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
+DLOCK_END_DECLS
 
 #endif

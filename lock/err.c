@@ -4,8 +4,9 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
-#include "lock/dlock.h"
+#include "lock/dlock_async.h"
 
 static _Thread_local char errbuf[256];
 static _Thread_local int errcode;
@@ -24,6 +25,17 @@ const char *dlock_errstr(void) { return errbuf; }
 
 int dlock_redis_failure(void) { return errcode == DLOCK_ERR_AUTH ? DLOCK_ERR_AUTH : DLOCK_ERR_REDIS; }
 
+void dlock_req_note(dlock_req *req, int rc)
+{
+    int own = rc != DLOCK_OK && rc == errcode && rc != DLOCK_ERR_CLOSED &&
+              rc != DLOCK_ERR_CANCELLED;
+    const char *why = rc == DLOCK_OK ? "" : own ? errbuf : dlock_strerror(rc);
+    size_t n = strnlen(why, sizeof(req->err) - 1); /* a longer text is cut short */
+    memcpy(req->err, why, n);
+    req->err[n] = '\0';
+    req->rc = rc;
+}
+
 const char *dlock_strerror(int code)
 {
     switch (code) {
@@ -36,6 +48,7 @@ const char *dlock_strerror(int code)
     case DLOCK_ERR_NOMEM: return "out of memory";
     case DLOCK_ERR_AUTH: return "Redis authentication failed";
     case DLOCK_ERR_CLOSED: return "lock client closed while waiting";
+    case DLOCK_ERR_CANCELLED: return "the asynchronous call was withdrawn (dlock_cancel)";
     default: return "unknown lock error";
     }
 }

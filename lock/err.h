@@ -10,4 +10,10 @@ int dlock_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 
  * failure was one of credentials (nothing ran), else DLOCK_ERR_REDIS. */
 int dlock_redis_failure(void);
 
+/* Ends req's account of a call that ended with rc (req->rc and req->err),
+ * on the thread that saw it end: "" for DLOCK_OK; the thread's last failure
+ * when it was of rc's code; else rc's own words. */
+struct dlock_req;
+void dlock_req_note(struct dlock_req *req, int rc);
+
 #endif

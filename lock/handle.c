@@ -1,8 +1,13 @@
 /* handle.c - what a holder asks of its handle (dlock.h): whether it still
- * holds, a sleep that wakes on a loss, and each key's fence, hand-off
- * number and token; the same for a multi-lock's parts and a nested hold's
- * outermost one (lease.h: dlock_holder_at). */
+ * holds, a sleep that wakes on a loss (a thread's, or a task's that holds
+ * no thread: dlock_sleep_async), and each key's fence, hand-off number and
+ * token; the same for a multi-lock's parts and a nested hold's outermost
+ * one (lease.h: dlock_holder_at). */
+#include <stddef.h>
+
 #include "lock/client.h"
+#include "lock/dlock_async.h"
+#include "lock/err.h"
 #include "lock/sync.h"
 
 int dlock_check(dlock_handle *h)
@@ -30,6 +35,61 @@ int dlock_sleep(dlock_handle *h, int ms)
     }
     pthread_mutex_unlock(&c->mu);
     return st;
+}
+
+/* An asynchronous sleep: a task that lives in the sleeping handle. */
+static dlock_handle *sleeping(struct dlock_task *t)
+{
+    return (dlock_handle *)((char *)t - offsetof(dlock_handle, task));
+}
+
+/* The sleep's step (mu held): over when its time is up, or as soon as the
+ * hold is interrupted or lost (the watchdog wakes it; so does the local
+ * lease deadline, its latest time), or it is told to stop. */
+static int sleep_step(struct dlock_task *t, int64_t *until)
+{
+    dlock_handle *h = sleeping(t), *hold = h->outer ? h->outer : h;
+    int64_t now = dlock_now_ms();
+    int st = dlock_task_stop(t);
+    if (st == DLOCK_OK && (st = dlock_holder_state(hold, now)) == DLOCK_OK && now < h->sleep_end) {
+        int64_t valid = dlock_holder_valid_until(hold);
+        *until = h->sleep_end < valid ? h->sleep_end : valid;
+        return DLOCK_TASK_WAIT;
+    }
+    hold->sleeper = NULL;
+    h->async_rc = st;
+    return DLOCK_TASK_DONE;
+}
+
+static void sleep_end(struct dlock_task *t, enum dlock_end where)
+{
+    dlock_handle *h = sleeping(t);
+    dlock_req *req = h->req;
+    dlock_runner *r = h->client->runner;
+    dlock_req_note(req, h->async_rc);
+    req->h = NULL;
+    dlock_runner_deliver(r, req, where); /* the last touch: done may release h */
+}
+
+int dlock_sleep_async(dlock_handle *h, int ms, dlock_req *req)
+{
+    if (h == NULL || ms < 0 || req == NULL || req->done == NULL)
+        return dlock_fail(DLOCK_ERR_INVALID, "a sleep needs a handle, ms >= 0 and a request "
+                          "with done");
+    dlock_client *c = h->client;
+    dlock_handle *hold = h->outer ? h->outer : h; /* the one the watchdog wakes */
+    pthread_mutex_lock(&c->mu);
+    int free_now = hold->sleeper == NULL;
+    if (free_now) {
+        hold->sleeper = &h->task;
+        h->req = req;
+        h->sleep_end = dlock_now_ms() + (ms > 0 ? ms + 1 : 0); /* as dlock_sleep's */
+        h->task = (struct dlock_task){.step = sleep_step, .end = sleep_end};
+        dlock_runner_add(c->runner, &h->task, req);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return free_now ? DLOCK_OK
+                    : dlock_fail(DLOCK_ERR_INVALID, "the hold sleeps already (dlock_sleep_async)");
 }
 
 int dlock_key_count(const dlock_handle *h) { return h->parts ? h->nparts : 1; }

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lock/async.h"
+#include "lock/runner.h"
 
 #define BUCKETS 1024
 
@@ -37,14 +37,25 @@ struct dlock_entry *dlock_keytab_find(dlock_keytab *t, const char *key, size_t l
     return NULL;
 }
 
-struct dlock_entry *dlock_keytab_ref(dlock_keytab *t, const char *key)
+struct dlock_entry *dlock_keytab_spare(const char *key)
+{
+    size_t len = strlen(key);
+    struct dlock_entry *e = calloc(1, sizeof(*e) + len + 1);
+    if (e)
+        memcpy(e->key, key, len + 1);
+    return e;
+}
+
+struct dlock_entry *dlock_keytab_ref(dlock_keytab *t, const char *key,
+                                     struct dlock_entry **spare)
 {
     size_t len = strlen(key);
     struct dlock_entry *e = dlock_keytab_find(t, key, len);
     if (e == NULL) {
-        if ((e = calloc(1, sizeof(*e) + len + 1)) == NULL)
+        if (spare && *spare)
+            e = *spare, *spare = NULL;
+        else if ((e = dlock_keytab_spare(key)) == NULL)
             return NULL;
-        memcpy(e->key, key, len + 1);
         size_t b = hash(key, len);
         e->hnext = t->bucket[b];
         t->bucket[b] = e;
@@ -85,7 +96,7 @@ void dlock_queue_push(struct dlock_entry *e, struct dlock_waiter *w)
 void dlock_waiter_wake(struct dlock_waiter *w)
 {
     if (w->task)
-        dlock_async_wake(w->task);
+        dlock_runner_wake(w->task);
     else
         pthread_cond_signal(&w->cv);
 }

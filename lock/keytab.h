@@ -35,6 +35,8 @@ struct dlock_waiter {
     int64_t phase_until;    /* ... until when ... */
     unsigned long seen;     /* ... and the releases seen before it */
     struct dlock_task *task; /* an asynchronous acquire's, else NULL */
+    int here;                /* ... whose call a grant ends: a hand-off may step it to its
+                              * end inside the release (runner.h: dlock_runner_step_here) */
     pthread_cond_t cv;       /* a thread's */
 };
 
@@ -77,8 +79,15 @@ dlock_keytab *dlock_keytab_new(void);     /* NULL when out of memory */
 void dlock_keytab_free(dlock_keytab *t);  /* every entry must be gone */
 
 /* The key's entry, created when missing, with one more reference. NULL when
- * out of memory. */
-struct dlock_entry *dlock_keytab_ref(dlock_keytab *t, const char *key);
+ * out of memory. spare (may be NULL): an entry made beforehand for key
+ * (dlock_keytab_spare), used instead of allocating (*spare is then NULL). */
+struct dlock_entry *dlock_keytab_ref(dlock_keytab *t, const char *key,
+                                     struct dlock_entry **spare);
+
+/* An entry for key, for dlock_keytab_ref to use when key has none by then:
+ * what a wait that may not allocate later makes at its start. NULL when out
+ * of memory; freed with free() when unused. */
+struct dlock_entry *dlock_keytab_spare(const char *key);
 
 /* Drops a reference; the entry is freed at zero. */
 void dlock_keytab_unref(dlock_keytab *t, struct dlock_entry *e);

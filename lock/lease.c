@@ -53,10 +53,15 @@ struct dlock_lease *dlock_lease_new_in(const char *key, const char *suffix, int 
     l->handoff_ms = o->handoff_ms;
     memcpy(l->key, key, klen + 1);
     make_token(l->token);
+    dlock_lease_stamp(l);
+    return l;
+}
+
+void dlock_lease_stamp(struct dlock_lease *l)
+{
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     l->queue_score = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
-    return l;
 }
 
 enum dlock_script dlock_lease_renew_script(const struct dlock_lease *l)

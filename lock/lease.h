@@ -14,6 +14,7 @@
 
 #include "lock/dlock.h"
 #include "lock/quorum.h"
+#include "lock/runner.h"
 #include "lock/scripts.h"
 
 /* The fence counter and the set of given-up tokens expire this many leases
@@ -85,6 +86,16 @@ struct dlock_handle {
     struct dlock_handle *held_next; /* the client's table of holds (reentry.c) ... */
     unsigned held_bucket;   /* ... and its bucket there: hashed once a hold */
     pthread_cond_t wake;    /* dlock_sleep waits here */
+    struct dlock_task *sleeper; /* the asynchronous sleep of this hold (of a thread's
+                                 * outermost hold, or of a multi-lock), woken with wake */
+    int at_release;         /* its state when released: what its give-back reports when
+                             * Redis says the key was ours (lock.c) */
+    /* One asynchronous call on the handle at a time (dlock_async.h): its sleep, or its
+     * release in Redis, a task of the client's runner that lives here */
+    struct dlock_task task;
+    dlock_req *req;         /* the call's request (a release's may be NULL) */
+    int64_t sleep_end;      /* a sleep: when it is over */
+    int async_rc;           /* how the call ended; a multi-lock's release: its worst part's */
 };
 
 /* How long a queued waiter stays in line without trying again, and how long a
@@ -106,6 +117,10 @@ struct dlock_lease *dlock_lease_new(const char *key, const dlock_opts *o);
  * NULL: in key itself). */
 struct dlock_lease *dlock_lease_new_in(const char *key, const char *suffix, int kind,
                                        const dlock_opts *o);
+
+/* Sets l's place in the keys' Redis queues (with several servers) to now:
+ * for a lease made beforehand, once its wait begins. */
+void dlock_lease_stamp(struct dlock_lease *l);
 
 /* The script that renews l: a lock's and a writer's (PEXPIRE while the key
  * holds the token), or a permit's and a reader's (ZADD XX while the member

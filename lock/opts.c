@@ -16,6 +16,7 @@ void dlock_config_defaults(dlock_config *cfg)
     cfg->port = 6379;
     cfg->connect_timeout_ms = 500;
     cfg->command_timeout_ms = 1000;
+    cfg->async_threads = DLOCK_ASYNC_THREADS_DEFAULT;
 }
 
 void dlock_opts_defaults(dlock_opts *o)
@@ -180,6 +181,9 @@ int dlock_config_check(const dlock_config *cfg)
     if (!ok)
         return dlock_fail(DLOCK_ERR_INVALID, "Redis host, port 1..65535 (for 1..%d servers) and "
                           "timeouts >= 1 ms needed", DLOCK_NODES_MAX);
+    if (cfg->async_threads < 1 || cfg->async_threads > DLOCK_ASYNC_THREADS_MAX)
+        return dlock_fail(DLOCK_ERR_INVALID, "async_threads must be 1..%d, got %d",
+                          DLOCK_ASYNC_THREADS_MAX, cfg->async_threads);
     return sentinel_check(cfg);
 }
 

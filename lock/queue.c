@@ -86,17 +86,6 @@ static int64_t listen_until(const dlock_opts *o, int64_t deadline)
     return until < deadline ? until : deadline;
 }
 
-int dlock_queue_listen(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w,
-                       const dlock_opts *o, int64_t deadline)
-{
-    if (!listen_begin(c, e))
-        return 0;
-    int64_t until = listen_until(o, deadline);
-    while (sub_state(c, e) == DLOCK_SUB_PENDING && !w->granted && dlock_now_ms() < until)
-        dlock_cond_wait_until(&w->cv, &c->mu, until);
-    return 1;
-}
-
 /* The other processes that took turns with this one for e's key since it
  * last took it from Redis: the grants to their waiters' tokens it heard
  * (on any server: each server publishes each grant). Starts the count anew. */
@@ -200,10 +189,9 @@ static int take_grant(dlock_client *c, struct dlock_entry *e, struct dlock_waite
  * confirmation, PAUSE: a release, each until w->phase_until). */
 static int contend(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w)
 {
-    const dlock_opts *o = w->o;
-    int64_t pttl, deadline = w->deadline;
+    int64_t pttl;
     unsigned long seen;
-    if (w->spare == NULL && (w->spare = dlock_lease_new(e->key, o)) == NULL)
+    if (w->spare == NULL && (w->spare = dlock_lease_new(e->key, w->o)) == NULL)
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
     if (take_grant(c, e, w))
         return DLOCK_OK;
@@ -215,22 +203,30 @@ static int contend(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *
         return DLOCK_OK;
     }
     int64_t now = dlock_now_ms();
-    if (rc != DLOCK_ERR_TIMEOUT || now >= deadline)
+    if (rc != DLOCK_ERR_TIMEOUT || now >= w->deadline)
         return rc;
+    dlock_queue_retry(c, e, w, now, pttl, seen);
+    return AGAIN;
+}
+
+void dlock_queue_retry(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w,
+                       int64_t now, int64_t pttl, unsigned long seen)
+{
+    const dlock_opts *o = w->o;
+    w->phase = TURN;
     if (e->releases != seen)
-        return AGAIN; /* released while we asked: ask again at once */
+        return; /* released while we asked: ask again at once */
     if (listen_begin(c, e)) { /* try again once confirmed: releases wake us from then on */
         w->phase = LISTEN;
-        w->phase_until = listen_until(o, deadline);
-        return AGAIN;
+        w->phase_until = listen_until(o, w->deadline);
+        return;
     }
     int64_t wake = now + dlock_jitter_ms(o->retry_ms);
     if (pttl >= 0 && now + pttl + 1 < wake)
-        wake = now + pttl + 1; /* the key expires before the next retry: be there */
+        wake = now + pttl + 1; /* it expires before the next retry: be there */
     w->phase = PAUSE;
-    w->phase_until = wake < deadline ? wake : deadline;
+    w->phase_until = wake < w->deadline ? wake : w->deadline;
     w->seen = seen;
-    return AGAIN;
 }
 
 /* Whether the local holder's lease ran out (lost, or past its local deadline). */
@@ -240,9 +236,8 @@ static int holder_expired(const struct dlock_entry *e, int64_t now)
     return l != NULL && (l->lost || now >= l->valid_until_ms);
 }
 
-/* Whether w's phase still holds it back (then *until is its end). */
-static int held_back(const dlock_client *c, const struct dlock_entry *e,
-                     struct dlock_waiter *w, int64_t now, int64_t *until)
+int dlock_queue_held_back(const dlock_client *c, const struct dlock_entry *e,
+                          struct dlock_waiter *w, int64_t now, int64_t *until)
 {
     int waiting = w->phase == LISTEN  ? sub_state(c, e) == DLOCK_SUB_PENDING
                   : w->phase == PAUSE ? e->releases == w->seen
@@ -266,7 +261,7 @@ int dlock_queue_step(dlock_client *c, struct dlock_waiter *w, int64_t *until)
         if (w->granted)
             return DLOCK_OK;
         int64_t now = dlock_now_ms();
-        if (held_back(c, e, w, now, until))
+        if (dlock_queue_held_back(c, e, w, now, until))
             return DLOCK_QUEUE_WAIT;
         int mine = e->head == w && e->requeue != DLOCK_REQUEUE_PENDING;
         if (mine && (e->holder == NULL || holder_expired(e, now))) {
@@ -285,11 +280,13 @@ int dlock_queue_step(dlock_client *c, struct dlock_waiter *w, int64_t *until)
 }
 
 int dlock_queue_join(dlock_client *c, dlock_handle *h, const char *key, const dlock_opts *o,
-                     int64_t deadline, struct dlock_waiter *w)
+                     int64_t deadline, struct dlock_waiter *w, struct dlock_entry **spare)
 {
-    struct dlock_entry *e = dlock_keytab_ref(c->keys, key);
+    struct dlock_entry *e = dlock_keytab_ref(c->keys, key, spare);
     if (e == NULL)
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+    if (w->spare) /* made beforehand: its place in line is from now */
+        dlock_lease_stamp(w->spare);
     w->h = h;
     w->o = o;
     w->deadline = deadline;
@@ -330,7 +327,7 @@ int dlock_queue_acquire(dlock_client *c, dlock_handle *h, const char *key, const
     if (dlock_cond_init(&w.cv) != 0)
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
     pthread_mutex_lock(&c->mu);
-    int rc = dlock_queue_join(c, h, key, o, deadline, &w);
+    int rc = dlock_queue_join(c, h, key, o, deadline, &w, NULL);
     if (rc == DLOCK_OK) {
         int64_t until;
         while ((rc = dlock_queue_step(c, &w, &until)) == DLOCK_QUEUE_WAIT)
@@ -342,7 +339,7 @@ int dlock_queue_acquire(dlock_client *c, dlock_handle *h, const char *key, const
     return rc;
 }
 
-int dlock_queue_handoff(dlock_client *c, dlock_handle *h)
+int dlock_queue_handoff(dlock_client *c, dlock_handle *h, struct dlock_task **here)
 {
     struct dlock_entry *e = h->entry;
     struct dlock_lease *l = h->lease;
@@ -358,10 +355,17 @@ int dlock_queue_handoff(dlock_client *c, dlock_handle *h)
     l->holder = next;
     e->holder = next;
     w->granted = 1;
-    dlock_waiter_wake(w);
     dlock_queue_leave(c, e);
     h->entry = NULL;
     dlock_count(&c->counters.handoffs);
+    /* an asynchronous acquire that this grant ends ends here, its done posted from
+     * this thread (the caller's executor's, as likely as not), no runner woken */
+    if (w->here && dlock_runner_step_here(w->task)) {
+        w->task->ready_next = *here;
+        *here = w->task;
+    } else {
+        dlock_waiter_wake(w);
+    }
     return 1;
 }
 

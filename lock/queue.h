@@ -13,7 +13,9 @@
  * steps, each run as far as it can go without waiting, then the end. A
  * thread runs the steps itself, sleeping on w->cv between them
  * (dlock_queue_acquire); an asynchronous acquire runs them on the client's
- * few threads (async.h), woken through w->task. */
+ * few threads (runner.h), woken through w->task. A semaphore's or
+ * read-write lock's waiter (claim.c) queues in the same FIFO, and its head
+ * waits between attempts in the same phases (dlock_queue_retry). */
 enum { DLOCK_QUEUE_WAIT = 1 }; /* a step's "not yet": wake me by the time given */
 
 /* Waits in key's local FIFO until h holds the lock (from Redis, or handed
@@ -21,10 +23,13 @@ enum { DLOCK_QUEUE_WAIT = 1 }; /* a step's "not yet": wake me by the time given 
 int dlock_queue_acquire(dlock_client *c, dlock_handle *h, const char *key, const dlock_opts *o,
                         int64_t deadline);
 
-/* mu held: w (zeroed but for cv and task; o lives as long as w) joins key's
- * FIFO for h, until deadline. DLOCK_OK, or DLOCK_ERR_NOMEM. */
+/* mu held: w (zeroed but for cv, task, here and perhaps spare, a lease made
+ * beforehand; o lives as long as w) joins key's FIFO for h, until deadline.
+ * spare (may be NULL): an entry for key made beforehand (keytab.h), so that
+ * joining allocates nothing. DLOCK_OK, or DLOCK_ERR_NOMEM (never with a
+ * spare entry). */
 int dlock_queue_join(dlock_client *c, dlock_handle *h, const char *key, const dlock_opts *o,
-                     int64_t deadline, struct dlock_waiter *w);
+                     int64_t deadline, struct dlock_waiter *w, struct dlock_entry **spare);
 
 /* mu held (released around a Redis attempt, when w heads the FIFO): takes
  * w's turn as far as it goes. Returns DLOCK_QUEUE_WAIT with *until, the
@@ -40,8 +45,11 @@ int dlock_queue_step(dlock_client *c, struct dlock_waiter *w, int64_t *until);
 int dlock_queue_end(dlock_client *c, struct dlock_waiter *w, int rc);
 
 /* mu held, h's state OK: hands h's lease to the key's next local waiter when
- * the hand-off bounds allow. Returns 1 when handed over (h no longer holds). */
-int dlock_queue_handoff(dlock_client *c, dlock_handle *h);
+ * the hand-off bounds allow. Returns 1 when handed over (h no longer holds);
+ * when that ended an asynchronous acquire's call, its task is pushed on
+ * *here (linked through ready_next), whose end the caller runs once it
+ * released mu (dlock_runner_end_here). */
+int dlock_queue_handoff(dlock_client *c, dlock_handle *h, struct dlock_task **here);
 
 /* mu held: h gives its lease back (it goes to Redis next). Returns 1 with
  * *next filled when the release should put the key's local queue head in
@@ -53,12 +61,20 @@ int dlock_queue_released(dlock_client *c, dlock_handle *h, struct dlock_next *ne
  * is in line (the head then waits for its grant, else it contends). */
 void dlock_queue_requeued(dlock_client *c, struct dlock_entry *e, int queued);
 
-/* mu held, w heading e's queue after a failed attempt: when e's release
- * channel is not subscribed, subscribes and waits (bounded by retry_ms and
- * deadline) for Redis to confirm. Returns 1 when it did: the next attempt
- * should follow at once, as a release from now on wakes w; else 0. */
-int dlock_queue_listen(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w,
-                       const dlock_opts *o, int64_t deadline);
+/* mu held, w heading e's FIFO after an attempt at now that found the key
+ * (or every permit) taken: sets what w waits for before its next attempt
+ * (its phase): nothing, when a release came during the attempt (seen:
+ * e->releases before it); the confirmation of e's release channel, when it
+ * is being subscribed now (the attempt after it can't miss a release); else
+ * a release, or a jittered retry_ms, sooner when pttl (ms until worth
+ * trying again, negative when unknown) ends first; never past w's deadline. */
+void dlock_queue_retry(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w,
+                       int64_t now, int64_t pttl, unsigned long seen);
+
+/* mu held: whether w's phase still holds it back at now (then *until is its
+ * end); else w may attempt again. */
+int dlock_queue_held_back(const dlock_client *c, const struct dlock_entry *e,
+                          struct dlock_waiter *w, int64_t now, int64_t *until);
 
 /* mu held: drops the reference a holder or waiter had on e. */
 void dlock_queue_leave(dlock_client *c, struct dlock_entry *e);

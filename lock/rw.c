@@ -1,9 +1,9 @@
-/* rw.c - the read-write lock (dlock_acquire_read / _write): readers are
- * members of a ZSET scored by their lease deadline, as a semaphore's
- * permits are (renewed and released by its scripts), the writer holds
- * key:writer as a lock holds its key, and waiting writers register in
- * key:writers, which keeps new readers out (scripts.c). Over a quorum a
- * reader and a writer each need a majority (claim_quorum.h): two
+/* rw.c - the read-write lock (dlock_acquire_read / _write, and their
+ * _async): readers are members of a ZSET scored by their lease deadline, as
+ * a semaphore's permits are (renewed and released by its scripts), the
+ * writer holds key:writer as a lock holds its key, and waiting writers
+ * register in key:writers, which keeps new readers out (scripts.c). Over a
+ * quorum a reader and a writer each need a majority (claim_quorum.h): two
  * majorities share a server, which lets one of them in only. The waiting,
  * the handle and the release are every claim's (claim.c); only the
  * attempts are this file's. */
@@ -11,6 +11,8 @@
 
 #include "lock/claim.h"
 #include "lock/claim_quorum.h"
+#include "lock/dlock_async.h"
+#include "lock/dlock_rw.h"
 #include "lock/err.h"
 #include "lock/sync.h"
 
@@ -74,19 +76,32 @@ static void write_give_up(dlock_client *c, struct dlock_lease *l)
     dlock_claim_quorum_undo(c->nodes, DLOCK_SCRIPT_RW_WRITE_RELEASE, 2, 4, argv);
 }
 
+static const struct dlock_claim reader = {"read lock", "a writer holds or waits",
+                                          DLOCK_LEASE_READ, NULL, 0, read_try, NULL};
+static const struct dlock_claim writer = {"write lock", "readers or a writer still hold",
+                                          DLOCK_LEASE_WRITE, RW_WRITER, 0, write_try,
+                                          write_give_up};
+
 int dlock_acquire_read(dlock_client *c, const char *key, const dlock_opts *opts,
                        dlock_handle **out)
 {
-    static const struct dlock_claim cl = {"read lock", "a writer holds or waits",
-                                          DLOCK_LEASE_READ, NULL, 0, read_try, NULL};
-    return dlock_claim_acquire(c, key, &cl, opts, out);
+    return dlock_claim_acquire(c, key, &reader, opts, out);
 }
 
 int dlock_acquire_write(dlock_client *c, const char *key, const dlock_opts *opts,
                         dlock_handle **out)
 {
-    static const struct dlock_claim cl = {"write lock", "readers or a writer still hold",
-                                          DLOCK_LEASE_WRITE, RW_WRITER, 0, write_try,
-                                          write_give_up};
-    return dlock_claim_acquire(c, key, &cl, opts, out);
+    return dlock_claim_acquire(c, key, &writer, opts, out);
+}
+
+int dlock_acquire_read_async(dlock_client *c, const char *key, const dlock_opts *opts,
+                             dlock_req *req)
+{
+    return dlock_claim_acquire_async(c, key, &reader, opts, req);
+}
+
+int dlock_acquire_write_async(dlock_client *c, const char *key, const dlock_opts *opts,
+                              dlock_req *req)
+{
+    return dlock_claim_acquire_async(c, key, &writer, opts, req);
 }

@@ -39,14 +39,15 @@ static void unlink_lease(dlock_watchdog *wd, struct dlock_lease *l)
     l->watched = 0;
 }
 
-/* Wakes whoever waits on h: h itself, and the multi-lock it is part of. */
+/* Wakes whoever sleeps on h, a thread (dlock_sleep) or a task
+ * (dlock_sleep_async): on h itself, and on the multi-lock it is part of. */
 static void wake_holder(dlock_handle *h)
 {
-    if (h == NULL)
-        return;
-    pthread_cond_broadcast(&h->wake);
-    if (h->parent)
-        pthread_cond_broadcast(&h->parent->wake);
+    for (int i = 0; h && i < 2; h = h->parent, i++) {
+        pthread_cond_broadcast(&h->wake);
+        if (h->sleeper)
+            dlock_runner_wake(h->sleeper);
+    }
 }
 
 /* Ends l's renewals for good and wakes its holder: lost, or (holder only)

@@ -23,6 +23,8 @@
 
 #include "lock/cluster.h"
 #include "lock/dlock.h"
+#include "lock/dlock_rw.h"
+#include "lock/dlock_sem.h"
 #include "tests/support/cluster.h"
 #include "tests/support/stack.h"
 

@@ -1,10 +1,12 @@
-/* test_lock_async.c - the asynchronous acquire (dlock_acquire_async,
- * dlock_acquire_multi_async) against a real, private redis-server: ten
- * thousand waiters on one key served once each, one at a time, in the
- * order they asked, by the client's few threads; timeouts, Redis killed
- * and the client freed while waiters are pending; multi-locks; async and
- * blocking waiters in one FIFO; spin mode. Time bounds only catch hangs. */
-#include <dirent.h>
+/* test_lock_async.c - the asynchronous acquires (dlock_async.h) against a
+ * real, private redis-server: ten thousand waiters on one key served once
+ * each, one at a time, in the order they asked, by the client's few threads
+ * (one thread too), as many threads as cfg.async_threads says; timeouts,
+ * Redis killed and the client freed while calls of every kind are pending;
+ * multi-locks; async and blocking waiters in one FIFO; spin mode;
+ * semaphores' and read-write locks' asynchronous acquires in both wait
+ * modes. Time bounds only catch hangs. Where done runs, dlock_cancel, the
+ * asynchronous sleep and release: test_lock_async_calls.c. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +20,10 @@
 #include <cmocka.h>
 
 #include "lock/dlock.h"
+#include "lock/dlock_async.h"
+#include "lock/dlock_rw.h"
+#include "lock/dlock_sem.h"
+#include "tests/support/executor.h"
 #include "tests/support/harness.h"
 #include "tests/support/lockkit.h"
 
@@ -25,8 +31,9 @@
 
 static th_redis redis;
 static dlock_client *other; /* the group's: another process, as far as the lock can tell */
+static int wait_mode;       /* the sem and rw tests run in both */
 
-/* One run of async waiters: what their callbacks saw, and the test's own
+/* One run of async waiters: what their done saw, and the test's own
  * workers that hold each granted handle a moment and release it. */
 struct run {
     pthread_mutex_t mu;
@@ -36,51 +43,49 @@ struct run {
     dlock_handle **queue;    /* granted, for the workers to release */
     struct waiter **queued;
     int head, tail, stop;
-    _Atomic int holding[KEYS_MAX], overlaps, bad_releases;
+    int limit;               /* most holders a key may have at once (1, or a semaphore's) */
+    _Atomic int holding[KEYS_MAX], overlaps, bad_releases, most;
     pthread_t worker[2];
 };
 
 struct waiter {
+    dlock_req req;
     struct run *run;
     int id, calls, rc;
     int keys[KEYS_MAX], nkeys; /* indices into run->holding */
 };
 
-static int count_threads(void)
+static void on_acquired(dlock_req *req)
 {
-    DIR *d = opendir("/proc/self/task");
-    int n = 0;
-    for (struct dirent *e; d && (e = readdir(d));)
-        n += e->d_name[0] != '.';
-    if (d)
-        closedir(d);
-    return n;
-}
-
-static void on_acquired(int rc, dlock_handle *h, void *arg)
-{
-    struct waiter *w = arg;
+    struct waiter *w = req->data;
     struct run *r = w->run;
     pthread_mutex_lock(&r->mu);
     r->twice += w->calls++ > 0;
-    w->rc = rc;
-    if (rc == DLOCK_OK) {
+    w->rc = req->rc;
+    if (req->rc == DLOCK_OK) { /* held from now until a worker releases it */
+        for (int k = 0; k < w->nkeys; k++) {
+            int now = atomic_fetch_add(&r->holding[w->keys[k]], 1) + 1;
+            if (now > r->limit)
+                atomic_fetch_add(&r->overlaps, 1);
+            for (int most = atomic_load(&r->most); now > most;)
+                atomic_compare_exchange_weak(&r->most, &most, now);
+        }
         r->order[r->granted++] = w->id;
         r->queued[r->tail] = w;
-        r->queue[r->tail++] = h;
+        r->queue[r->tail++] = req->h;
     } else {
         r->failed++;
-        r->closed += rc == DLOCK_ERR_CLOSED;
-        r->timeouts += rc == DLOCK_ERR_TIMEOUT;
-        r->twice += h != NULL; /* no assert off the test's thread: counted, checked later */
+        r->closed += req->rc == DLOCK_ERR_CLOSED;
+        r->timeouts += req->rc == DLOCK_ERR_TIMEOUT;
+        r->twice += req->h != NULL || req->err[0] == '\0'; /* counted off the test's thread */
     }
     r->ended++;
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
 }
 
-/* A worker: holds each granted handle a moment, counting its holders on
- * each of its keys, then releases it. */
+/* A worker: holds each granted handle a moment, then releases it; its
+ * holders on each of its keys are counted from the grant to the release. */
 static void *release_granted(void *arg)
 {
     struct run *r = arg;
@@ -93,11 +98,9 @@ static void *release_granted(void *arg)
         dlock_handle *h = r->queue[r->head];
         struct waiter *w = r->queued[r->head++];
         pthread_mutex_unlock(&r->mu);
-        for (int k = 0; k < w->nkeys; k++)
-            if (atomic_fetch_add(&r->holding[w->keys[k]], 1) != 0)
-                atomic_fetch_add(&r->overlaps, 1);
         if (dlock_check(h) != DLOCK_OK)
             atomic_fetch_add(&r->bad_releases, 1);
+        usleep(r->limit > 1 ? 2000 : 0); /* permits overlap more when held a while */
         for (int k = 0; k < w->nkeys; k++)
             atomic_fetch_sub(&r->holding[w->keys[k]], 1);
         if (dlock_release(h) != DLOCK_OK)
@@ -114,32 +117,36 @@ static struct waiter *run_start(struct run *r, int n)
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     r->n = n;
+    r->limit = 1;
     r->order = calloc((size_t)n, sizeof(*r->order));
     r->queue = calloc((size_t)n, sizeof(*r->queue));
     r->queued = calloc((size_t)n, sizeof(*r->queued));
     struct waiter *w = calloc((size_t)n, sizeof(*w));
     assert_true(r->order && r->queue && r->queued && w);
     for (int i = 0; i < n; i++)
-        w[i] = (struct waiter){.run = r, .id = i, .nkeys = 1};
+        w[i] = (struct waiter){.req = {.done = on_acquired, .data = &w[i]}, .run = r, .id = i,
+                               .nkeys = 1};
     for (int i = 0; i < 2; i++)
         assert_int_equal(pthread_create(&r->worker[i], NULL, release_granted, r), 0);
     return w;
 }
 
-/* Waits (at most bound_ms: a hang) until every waiter has ended. */
-static void run_wait(struct run *r, int bound_ms)
+/* Waits (at most bound_ms: a hang) until ended reaches n. */
+static void run_wait_for(struct run *r, int n, int bound_ms)
 {
-    int64_t end = th_now_ms() + bound_ms;
+    int64_t end = th_now_ms() + (int64_t)bound_ms * TH_SLOWER;
     pthread_mutex_lock(&r->mu);
-    while (r->ended < r->n && th_now_ms() < end) {
+    while (r->ended < n && th_now_ms() < end) {
         pthread_mutex_unlock(&r->mu);
         usleep(10000);
         pthread_mutex_lock(&r->mu);
     }
     int ended = r->ended;
     pthread_mutex_unlock(&r->mu);
-    assert_int_equal(ended, r->n);
+    assert_int_equal(ended, n);
 }
+
+static void run_wait(struct run *r, int bound_ms) { run_wait_for(r, r->n, bound_ms); }
 
 static void run_end(struct run *r, struct waiter *w)
 {
@@ -167,6 +174,20 @@ static dlock_client *new_client(void)
     return c;
 }
 
+/* A client with async_threads threads and post (may be NULL) to ctx. */
+static dlock_client *client_with(int async_threads, void (*post)(void *, dlock_req *), void *ctx)
+{
+    dlock_config cfg;
+    dlock_config_defaults(&cfg);
+    cfg.port = redis.port;
+    cfg.async_threads = async_threads;
+    cfg.post = post;
+    cfg.post_ctx = ctx;
+    dlock_client *c;
+    assert_int_equal(dlock_client_new(&cfg, &c), DLOCK_OK);
+    return c;
+}
+
 /* A holder in another client (another process, as far as the lock can
  * tell) so that every waiter queues first. */
 static dlock_handle *hold_elsewhere(dlock_client *holder, const char *key, int lease_ms)
@@ -179,33 +200,65 @@ static dlock_handle *hold_elsewhere(dlock_client *holder, const char *key, int l
 
 enum { MANY = 10000 };
 
-static void test_ten_thousand_waiters_are_each_served_once_in_order_by_few_threads(void **state)
+/* n async waiters on key, behind a holder elsewhere, all served in order
+ * by c's threads, whose number does not grow. */
+static void serve_many_in_order(dlock_client *c, const char *key, int n)
 {
-    (void)state;
-    dlock_client *c = new_client();
     struct run r;
-    struct waiter *w = run_start(&r, MANY);
-    int before = count_threads();
-    dlock_handle *held = hold_elsewhere(other, "async:many", 30000);
+    struct waiter *w = run_start(&r, n);
+    int before = th_thread_count();
+    dlock_handle *held = hold_elsewhere(other, key, 30000);
     dlock_opts o = th_lock_opts(30000, 300000, DLOCK_WAIT_NOTIFY);
     int64_t start = th_now_ms();
-    for (int i = 0; i < MANY; i++)
-        assert_int_equal(dlock_acquire_async(c, "async:many", &o, on_acquired, &w[i]), DLOCK_OK);
-    int peak = count_threads();
+    for (int i = 0; i < n; i++)
+        assert_int_equal(dlock_acquire_async(c, key, &o, &w[i].req), DLOCK_OK);
+    int peak = th_thread_count();
     assert_int_equal(dlock_release(held), DLOCK_OK);
     run_wait(&r, 240000);
     int64_t took = th_now_ms() - start;
     int in_order = 0;
-    for (int i = 0; i < MANY; i++)
+    for (int i = 0; i < n; i++)
         in_order += r.order[i] == i;
     print_message("%d async waiters: %d granted in %lld ms, %.4f in asking order, threads "
-                  "%d before, %d at the peak\n", MANY, r.granted, (long long)took,
-                  (double)in_order / MANY, before, peak);
-    assert_int_equal(r.granted, MANY);
+                  "%d before, %d at the peak\n", n, r.granted, (long long)took,
+                  (double)in_order / n, before, peak);
+    assert_int_equal(r.granted, n);
     assert_int_equal(peak, before);
-    assert_true(in_order >= MANY * 95 / 100);
+    assert_true(in_order >= n * 95 / 100);
     run_end(&r, w);
+}
+
+static void test_ten_thousand_waiters_are_each_served_once_in_order_by_few_threads(void **state)
+{
+    (void)state;
+    dlock_client *c = new_client();
+    serve_many_in_order(c, "async:many", MANY);
     dlock_client_free(c);
+}
+
+static void test_a_client_runs_as_many_async_threads_as_its_config_says(void **state)
+{
+    (void)state;
+    int before = th_thread_count();
+    dlock_client *one = client_with(1, NULL, NULL);
+    int with_one = th_thread_count() - before;
+    dlock_client *four = client_with(4, NULL, NULL);
+    int with_four = th_thread_count() - before - with_one;
+    print_message("a client's threads: %d with async_threads 1, %d with 4\n", with_one,
+                  with_four);
+    assert_int_equal(with_four, with_one + 3);
+    dlock_client_free(four);
+    serve_many_in_order(one, "async:one", 1000); /* one thread serves a thousand */
+    dlock_client_free(one);
+
+    dlock_config cfg;
+    dlock_config_defaults(&cfg);
+    dlock_client *c;
+    for (int bad = 0; bad <= DLOCK_ASYNC_THREADS_MAX + 1; bad += DLOCK_ASYNC_THREADS_MAX + 1) {
+        cfg.async_threads = bad;
+        assert_int_equal(dlock_client_new(&cfg, &c), DLOCK_ERR_INVALID);
+        assert_non_null(strstr(dlock_errstr(), "async_threads"));
+    }
 }
 
 static void test_a_waiter_past_its_wait_times_out_and_the_others_go_on(void **state)
@@ -219,7 +272,7 @@ static void test_a_waiter_past_its_wait_times_out_and_the_others_go_on(void **st
     dlock_opts patient = th_lock_opts(5000, 60000, DLOCK_WAIT_NOTIFY);
     for (int i = 0; i < 20; i++) /* every other one gives up while the key is held */
         assert_int_equal(dlock_acquire_async(c, "async:timeout", i % 2 ? &quick : &patient,
-                                             on_acquired, &w[i]), DLOCK_OK);
+                                             &w[i].req), DLOCK_OK);
     int64_t end = th_now_ms() + 30000;
     while (th_now_ms() < end) {
         pthread_mutex_lock(&r.mu);
@@ -235,6 +288,7 @@ static void test_a_waiter_past_its_wait_times_out_and_the_others_go_on(void **st
     assert_int_equal(r.granted, 10);
     for (int i = 0; i < 20; i++)
         assert_int_equal(w[i].rc, i % 2 ? DLOCK_ERR_TIMEOUT : DLOCK_OK);
+    assert_non_null(strstr(w[1].req.err, "still held by another owner"));
     for (int i = 0; i < 10; i++) /* the patient ones, in the order they asked */
         assert_int_equal(r.order[i], 2 * i);
     run_end(&r, w);
@@ -253,8 +307,7 @@ static void test_redis_killed_with_waiters_pending_ends_them_with_errors(void **
     dlock_handle *held = hold_elsewhere(peer, "async:killed", 1000);
     dlock_opts o = th_lock_opts(1000, 60000, DLOCK_WAIT_NOTIFY);
     for (int i = 0; i < 50; i++)
-        assert_int_equal(dlock_acquire_async(c, "async:killed", &o, on_acquired, &w[i]),
-                         DLOCK_OK);
+        assert_int_equal(dlock_acquire_async(c, "async:killed", &o, &w[i].req), DLOCK_OK);
     th_redis_stop(&own, 1);
     run_wait(&r, 60000); /* every one ends: no hang */
     assert_int_equal(r.granted, 0);
@@ -266,35 +319,89 @@ static void test_redis_killed_with_waiters_pending_ends_them_with_errors(void **
     dlock_client_free(peer);
 }
 
-static void test_freeing_the_client_ends_its_pending_waiters(void **state)
+static void on_released(dlock_req *req)
+{
+    struct waiter *w = req->data;
+    w->rc = req->rc;
+    w->calls++;
+}
+
+/* What the closing test's post saw: none of the calls that the client's
+ * freeing ends goes through it (a release that ended before may). */
+static _Atomic int closing_posts;
+
+static void count_post(void *ctx, dlock_req *req)
+{
+    (void)ctx;
+    if (req->done != on_released)
+        atomic_fetch_add(&closing_posts, 1);
+    req->done(req); /* not through an executor: the test only counts */
+}
+
+/* A sleep's done when the client is freed under it: its hold is released
+ * from inside done, as a program would. */
+static dlock_handle *sleeper;
+
+static void on_slept_then_release(dlock_req *req)
+{
+    on_released(req);
+    dlock_release(sleeper);
+}
+
+static void test_freeing_the_client_ends_its_pending_calls_of_every_kind(void **state)
 {
     (void)state;
-    dlock_client *c = new_client();
+    dlock_client *c = client_with(2, count_post, NULL);
     struct run r;
-    struct waiter *w = run_start(&r, 102);
+    enum { N = 10 };
+    struct waiter *w = run_start(&r, N + 7);
     dlock_handle *held = hold_elsewhere(other, "async:freed", 30000);
+    dlock_handle *sem = NULL, *writer = NULL;
     dlock_opts o = th_lock_opts(30000, 60000, DLOCK_WAIT_NOTIFY);
     dlock_opts spin = th_lock_opts(30000, 60000, DLOCK_WAIT_SPIN);
+    assert_int_equal(dlock_sem_acquire(other, "async:freed:sem", 1, &o, &sem), DLOCK_OK);
+    assert_int_equal(dlock_acquire_write(other, "async:freed:rw", &o, &writer), DLOCK_OK);
     const char *pair[] = {"async:freed", "async:freea"}; /* freea is taken first */
-    for (int i = 0; i < 100; i++)
-        assert_int_equal(dlock_acquire_async(c, "async:freed", &o, on_acquired, &w[i]),
-                         DLOCK_OK);
-    assert_int_equal(dlock_acquire_async(c, "async:freed", &spin, on_acquired, &w[100]),
+    for (int i = 0; i < N; i++)
+        assert_int_equal(dlock_acquire_async(c, "async:freed", &o, &w[i].req), DLOCK_OK);
+    assert_int_equal(dlock_acquire_async(c, "async:freed", &spin, &w[N].req), DLOCK_OK);
+    assert_int_equal(dlock_acquire_multi_async(c, pair, 2, &o, &w[N + 1].req), DLOCK_OK);
+    assert_int_equal(dlock_sem_acquire_async(c, "async:freed:sem", 1, &o, &w[N + 2].req),
                      DLOCK_OK);
-    assert_int_equal(dlock_acquire_multi_async(c, pair, 2, &o, on_acquired, &w[101]), DLOCK_OK);
+    assert_int_equal(dlock_acquire_read_async(c, "async:freed:rw", &o, &w[N + 3].req), DLOCK_OK);
+    assert_int_equal(dlock_acquire_write_async(c, "async:freed:rw", &spin, &w[N + 4].req),
+                     DLOCK_OK);
+    /* a sleep under a hold, and a release on its way to Redis */
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire(c, "async:freed:sleep", &o, &sleeper), DLOCK_OK);
+    w[N + 5].req.done = on_slept_then_release;
+    assert_int_equal(dlock_sleep_async(sleeper, 60000, &w[N + 5].req), DLOCK_OK);
+    assert_int_equal(dlock_acquire(c, "async:freed:release", &o, &h), DLOCK_OK);
+    w[N + 6].req.done = on_released;
     usleep(100000); /* let some of them try; freeing ends them wherever they are */
+    dlock_release_async(h, &w[N + 6].req);
     dlock_client_free(c);
+    assert_int_equal(atomic_load(&closing_posts), 0); /* called directly, not posted */
     pthread_mutex_lock(&r.mu);
     int ended = r.ended, closed = r.closed;
     pthread_mutex_unlock(&r.mu);
-    assert_int_equal(ended, 102);
-    assert_int_equal(closed, 102);
-    /* the multi-lock's first key, taken, went back: another can take it at once */
+    assert_int_equal(ended, N + 5);
+    assert_int_equal(closed, N + 5);
+    assert_int_equal(w[N + 5].calls, 1);
+    assert_int_equal(w[N + 5].rc, DLOCK_ERR_CLOSED);
+    assert_int_equal(w[N + 6].calls, 1); /* a release is carried out, not withdrawn */
+    assert_int_equal(w[N + 6].rc, DLOCK_OK);
+    /* the multi-lock's first key, taken, went back, and so did the others */
     dlock_opts now = th_lock_opts(1000, 0, DLOCK_WAIT_NOTIFY);
-    dlock_handle *h;
-    assert_int_equal(dlock_acquire(other, "async:freea", &now, &h), DLOCK_OK);
-    assert_int_equal(dlock_release(h), DLOCK_OK);
+    const char *gone[] = {"async:freea", "async:freed:sleep", "async:freed:release"};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(dlock_acquire(other, gone[i], &now, &h), DLOCK_OK);
+        assert_int_equal(dlock_release(h), DLOCK_OK);
+    }
+    assert_int_equal(dlock_release(sem), DLOCK_OK);
+    assert_int_equal(dlock_release(writer), DLOCK_OK);
     assert_int_equal(dlock_release(held), DLOCK_OK);
+    r.n = N + 5;
     run_end(&r, w);
 }
 
@@ -316,8 +423,7 @@ static void test_async_multi_locks_take_their_keys_as_one(void **state)
                 w[i].keys[n++] = k;
             }
         w[i].nkeys = n;
-        assert_int_equal(dlock_acquire_multi_async(c, keys, n, &o, on_acquired, &w[i]),
-                         DLOCK_OK);
+        assert_int_equal(dlock_acquire_multi_async(c, keys, n, &o, &w[i].req), DLOCK_OK);
     }
     run_wait(&r, 120000);
     assert_int_equal(r.granted, N);
@@ -327,8 +433,7 @@ static void test_async_multi_locks_take_their_keys_as_one(void **state)
     dlock_handle *held = hold_elsewhere(other, "async:m:c", 30000);
     w = run_start(&r, 1);
     dlock_opts quick = th_lock_opts(5000, 200, DLOCK_WAIT_NOTIFY);
-    assert_int_equal(dlock_acquire_multi_async(c, names, 3, &quick, on_acquired, &w[0]),
-                     DLOCK_OK);
+    assert_int_equal(dlock_acquire_multi_async(c, names, 3, &quick, &w[0].req), DLOCK_OK);
     run_wait(&r, 30000);
     assert_int_equal(w[0].rc, DLOCK_ERR_TIMEOUT);
     dlock_opts now = th_lock_opts(1000, 0, DLOCK_WAIT_NOTIFY);
@@ -354,8 +459,9 @@ static void *block_and_record(void *arg)
     atomic_store(&b->tid, (int)gettid());
     dlock_opts o = th_lock_opts(30000, 60000, DLOCK_WAIT_NOTIFY);
     dlock_handle *h = NULL;
-    int rc = dlock_acquire(b->c, "async:mixed", &o, &h);
-    on_acquired(rc, h, b->w); /* the workers release it, as an async one's */
+    b->w->req.rc = dlock_acquire(b->c, "async:mixed", &o, &h); /* before h is read */
+    b->w->req.h = h;
+    on_acquired(&b->w->req); /* the workers release it, as an async one's */
     return NULL;
 }
 
@@ -363,16 +469,8 @@ static void *block_and_record(void *arg)
  * waits in the key's FIFO (it sleeps nowhere else for long). */
 static int thread_sleeps(int tid)
 {
-    char path[64], buf[256];
-    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
     for (int look = 0; look < 5; look++) {
-        FILE *f = fopen(path, "r");
-        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-        if (f)
-            fclose(f);
-        buf[n] = '\0';
-        const char *st = strrchr(buf, ')');
-        if (st == NULL || st[2] != 'S')
+        if (th_thread_state(tid) != 'S')
             return 0;
         usleep(20000);
     }
@@ -391,8 +489,7 @@ static void test_async_and_blocking_waiters_share_one_fifo(void **state)
     dlock_opts o = th_lock_opts(30000, 60000, DLOCK_WAIT_NOTIFY);
     for (int i = 0; i < N; i++) {
         if (i % 2 == 0) {
-            assert_int_equal(dlock_acquire_async(c, "async:mixed", &o, on_acquired, &w[i]),
-                             DLOCK_OK);
+            assert_int_equal(dlock_acquire_async(c, "async:mixed", &o, &w[i].req), DLOCK_OK);
             continue;
         }
         b[i] = (struct blocker){.c = c, .w = &w[i]};
@@ -418,13 +515,13 @@ static void test_spin_mode_waiters_retry_on_the_timer(void **state)
     struct run r;
     enum { N = 50 };
     struct waiter *w = run_start(&r, N);
-    int before = count_threads();
+    int before = th_thread_count();
     dlock_handle *held = hold_elsewhere(other, "async:spin", 30000);
     dlock_opts o = th_lock_opts(30000, 120000, DLOCK_WAIT_SPIN);
     for (int i = 0; i < N; i++)
-        assert_int_equal(dlock_acquire_async(c, "async:spin", &o, on_acquired, &w[i]), DLOCK_OK);
+        assert_int_equal(dlock_acquire_async(c, "async:spin", &o, &w[i].req), DLOCK_OK);
     usleep(200000);
-    int peak = count_threads();
+    int peak = th_thread_count();
     assert_int_equal(dlock_release(held), DLOCK_OK);
     run_wait(&r, 240000);
     assert_int_equal(r.granted, N);
@@ -442,33 +539,169 @@ static void test_bad_arguments_are_refused_and_done_never_runs(void **state)
     dlock_opts bad = th_lock_opts(5000, 1000, DLOCK_WAIT_NOTIFY);
     bad.retry_ms = 0;
     const char *twice[] = {"async:x", "async:x"};
-    assert_int_equal(dlock_acquire_async(c, "", NULL, on_acquired, w), DLOCK_ERR_INVALID);
-    assert_int_equal(dlock_acquire_async(c, "async:x", &bad, on_acquired, w),
+    dlock_req no_done = {0};
+    assert_int_equal(dlock_acquire_async(c, "", NULL, &w->req), DLOCK_ERR_INVALID);
+    assert_int_equal(dlock_acquire_async(c, NULL, NULL, &w->req), DLOCK_ERR_INVALID);
+    assert_int_equal(dlock_acquire_async(c, "async:x", &bad, &w->req), DLOCK_ERR_INVALID);
+    assert_int_equal(dlock_acquire_async(c, "async:x", NULL, NULL), DLOCK_ERR_INVALID);
+    assert_int_equal(dlock_acquire_async(c, "async:x", NULL, &no_done), DLOCK_ERR_INVALID);
+    assert_int_equal(dlock_acquire_multi_async(c, twice, 2, NULL, &w->req), DLOCK_ERR_INVALID);
+    assert_int_equal(dlock_acquire_multi_async(c, NULL, 1, NULL, &w->req), DLOCK_ERR_INVALID);
+    assert_int_equal(dlock_sem_acquire_async(c, "async:x", 0, NULL, &w->req),
                      DLOCK_ERR_INVALID);
-    assert_int_equal(dlock_acquire_async(c, "async:x", NULL, NULL, w), DLOCK_ERR_INVALID);
-    assert_int_equal(dlock_acquire_multi_async(c, twice, 2, NULL, on_acquired, w),
-                     DLOCK_ERR_INVALID);
+    assert_int_equal(dlock_acquire_read_async(c, "async:x", NULL, &no_done), DLOCK_ERR_INVALID);
+    assert_int_equal(dlock_acquire_write_async(c, "", NULL, &w->req), DLOCK_ERR_INVALID);
     dlock_client_free(c);
     assert_int_equal(w[0].calls, 0);
     r.n = 0;
     run_end(&r, w);
 }
 
+/* ---- semaphores and read-write locks, in both wait modes ---- */
+
+static void test_async_permits_never_exceed_the_semaphore(void **state)
+{
+    (void)state;
+    enum { N = 50, P = 3 };
+    dlock_client *c = new_client();
+    struct run r;
+    struct waiter *w = run_start(&r, N);
+    r.limit = P;
+    dlock_opts o = th_lock_opts(10000, 120000, wait_mode);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(dlock_sem_acquire_async(c, "async:sem", P, &o, &w[i].req), DLOCK_OK);
+    run_wait(&r, 240000);
+    assert_int_equal(r.granted, N);
+    print_message("%d async permits of %d: at most %d held at once\n", N, P,
+                  atomic_load(&r.most));
+    assert_true(atomic_load(&r.most) > 1); /* permits are held side by side ... */
+    run_end(&r, w);                        /* ... never more than P (no overlap) */
+    dlock_client_free(c);
+}
+
+/* done of a read-write test: what came, in order. */
+struct rw_seen {
+    pthread_mutex_t mu;
+    char order[8];
+    int n, rc[8];
+    dlock_handle *h[8];
+};
+
+static struct rw_seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void on_rw(dlock_req *req)
+{
+    int id = (int)(intptr_t)req->data;
+    pthread_mutex_lock(&seen.mu);
+    seen.order[seen.n++] = (char)('0' + id);
+    seen.rc[id] = req->rc;
+    seen.h[id] = req->h;
+    pthread_mutex_unlock(&seen.mu);
+}
+
+static int rw_count(void)
+{
+    pthread_mutex_lock(&seen.mu);
+    int n = seen.n;
+    pthread_mutex_unlock(&seen.mu);
+    return n;
+}
+
+static void rw_wait(int n)
+{
+    int64_t end = th_now_ms() + 30000 * TH_SLOWER;
+    while (rw_count() < n && th_now_ms() < end)
+        usleep(5000);
+    assert_int_equal(rw_count(), n);
+}
+
+static void test_an_async_writer_that_waits_keeps_new_readers_out(void **state)
+{
+    (void)state;
+    dlock_client *c = new_client();
+    memset(seen.order, 0, sizeof(seen.order));
+    seen.n = 0;
+    dlock_opts o = th_lock_opts(10000, 60000, wait_mode);
+    dlock_handle *reader;
+    assert_int_equal(dlock_acquire_read(other, "async:rw", &o, &reader), DLOCK_OK);
+    dlock_req req[3];
+    for (int i = 0; i < 3; i++)
+        req[i] = (dlock_req){.done = on_rw, .data = (void *)(intptr_t)i};
+    assert_int_equal(dlock_acquire_write_async(c, "async:rw", &o, &req[0]), DLOCK_OK);
+    usleep(300000); /* the writer's wish is in Redis before the reader asks */
+    assert_int_equal(dlock_acquire_read_async(c, "async:rw", &o, &req[1]), DLOCK_OK);
+    usleep(300000);
+    assert_int_equal(rw_count(), 0); /* the reader held elsewhere keeps the writer out ... */
+    assert_int_equal(dlock_release(reader), DLOCK_OK);
+    rw_wait(1); /* ... and the waiting writer the new reader */
+    assert_int_equal(seen.order[0], '0');
+    assert_int_equal(seen.rc[0], DLOCK_OK);
+    usleep(200000);
+    assert_int_equal(rw_count(), 1);
+    assert_int_equal(dlock_release(seen.h[0]), DLOCK_OK);
+    rw_wait(2);
+    assert_int_equal(seen.rc[1], DLOCK_OK);
+    /* readers share: another comes in beside it at once */
+    assert_int_equal(dlock_acquire_read_async(c, "async:rw", &o, &req[2]), DLOCK_OK);
+    rw_wait(3);
+    assert_int_equal(seen.rc[2], DLOCK_OK);
+    assert_string_equal(seen.order, "012");
+    assert_int_equal(dlock_release(seen.h[1]), DLOCK_OK);
+    assert_int_equal(dlock_release(seen.h[2]), DLOCK_OK);
+    dlock_client_free(c);
+}
+
+static void test_async_semaphore_and_writer_waits_time_out(void **state)
+{
+    (void)state;
+    dlock_client *c = new_client();
+    seen.n = 0;
+    memset(seen.order, 0, sizeof(seen.order));
+    dlock_opts o = th_lock_opts(10000, 0, wait_mode);
+    dlock_opts quick = th_lock_opts(10000, 200, wait_mode);
+    dlock_handle *permit, *reader;
+    assert_int_equal(dlock_sem_acquire(other, "async:semto", 1, &o, &permit), DLOCK_OK);
+    assert_int_equal(dlock_acquire_read(other, "async:rwto", &o, &reader), DLOCK_OK);
+    dlock_req req[2] = {{.done = on_rw, .data = (void *)0}, {.done = on_rw, .data = (void *)1}};
+    assert_int_equal(dlock_sem_acquire_async(c, "async:semto", 1, &quick, &req[0]), DLOCK_OK);
+    assert_int_equal(dlock_acquire_write_async(c, "async:rwto", &quick, &req[1]), DLOCK_OK);
+    rw_wait(2);
+    assert_int_equal(seen.rc[0], DLOCK_ERR_TIMEOUT);
+    assert_int_equal(seen.rc[1], DLOCK_ERR_TIMEOUT);
+    assert_non_null(strstr(req[0].err, "all permits still held"));
+    assert_null(req[1].h);
+    /* the writer that gave up withdrew its wish: a reader gets in at once */
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire_read(other, "async:rwto", &o, &h), DLOCK_OK);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    assert_int_equal(dlock_release(reader), DLOCK_OK);
+    assert_int_equal(dlock_release(permit), DLOCK_OK);
+    dlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ten_thousand_waiters_are_each_served_once_in_order_by_few_threads),
+        cmocka_unit_test(test_a_client_runs_as_many_async_threads_as_its_config_says),
         cmocka_unit_test(test_a_waiter_past_its_wait_times_out_and_the_others_go_on),
         cmocka_unit_test(test_redis_killed_with_waiters_pending_ends_them_with_errors),
-        cmocka_unit_test(test_freeing_the_client_ends_its_pending_waiters),
+        cmocka_unit_test(test_freeing_the_client_ends_its_pending_calls_of_every_kind),
         cmocka_unit_test(test_async_multi_locks_take_their_keys_as_one),
         cmocka_unit_test(test_async_and_blocking_waiters_share_one_fifo),
         cmocka_unit_test(test_spin_mode_waiters_retry_on_the_timer),
         cmocka_unit_test(test_bad_arguments_are_refused_and_done_never_runs),
     };
+    const struct CMUnitTest claims[] = {
+        cmocka_unit_test(test_async_permits_never_exceed_the_semaphore),
+        cmocka_unit_test(test_an_async_writer_that_waits_keeps_new_readers_out),
+        cmocka_unit_test(test_async_semaphore_and_writer_waits_time_out),
+    };
     th_lock_suite(&redis, &other);
     int failed = cmocka_run_group_tests_name("lock, asynchronous acquire", tests,
                                              th_lock_group_setup, th_lock_group_teardown);
+    failed += th_lock_both_modes("lock, asynchronous semaphores and read-write locks", claims,
+                                 sizeof(claims) / sizeof(claims[0]), &wait_mode);
     th_redis_stop(&redis, 0);
     return failed;
 }

@@ -20,6 +20,8 @@
 #include <cmocka.h>
 
 #include "lock/dlock.h"
+#include "lock/dlock_rw.h"
+#include "lock/dlock_sem.h"
 #include "tests/support/harness.h"
 #include "tests/support/lockkit.h"
 

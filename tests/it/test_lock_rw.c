@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "lock/dlock.h"
+#include "lock/dlock_rw.h"
 #include "tests/support/harness.h"
 #include "tests/support/lockkit.h"
 

@@ -18,6 +18,8 @@
 #include <curl/curl.h>
 
 #include "lock/dlock.h"
+#include "lock/dlock_rw.h"
+#include "lock/dlock_sem.h"
 #include "tests/support/harness.h"
 
 #define PASSWORD "pw-4c7e1f0a9b"

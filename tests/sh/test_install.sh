@@ -5,8 +5,8 @@
 # lock/README.md and README.md compiled against the installed files only
 # (pkg-config; shared, then static) and run against a private redis-server,
 # which is stopped by its PID. Also: the soname, the exported
-# symbols (exactly what dlock.h declares), a header that needs no hiredis and
-# compiles as C++, and make uninstall. Prints cmocka-style lines for
+# symbols (exactly what the public headers declare), headers that need no
+# hiredis and compile alone, as C99 and as C++, and make uninstall. Prints cmocka-style lines for
 # tests/run.sh.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -39,15 +39,16 @@ rc=$?
 # The version dlock.h gives; the soname carries its major.
 version=$(sed -n 's/^#define DLOCK_VERSION "\(.*\)"/\1/p' lock/dlock.h)
 major=${version%%.*}
+headers=(dlock.h dlock_async.h dlock_sem.h dlock_rw.h) # libdlock's public headers
 for f in lib/libdlock.a lib/libdlock.so lib/libdlock.so.$major lib/libdlock.so.$version \
-    include/dlock.h lib/pkgconfig/dlock.pc share/man/man1/loadgen.1 share/man/man3/libdlock.3 \
+    "${headers[@]/#/include/}" lib/pkgconfig/dlock.pc share/man/man1/loadgen.1 share/man/man3/libdlock.3 \
     share/man/man3/dlock_acquire.3 share/man/man8/stockd.8; do
     [ -e "$prefix/$f" ] || { rc=1; out+=$'\n'"missing: $f"; }
 done
 soname=$(readelf -d "$lib/libdlock.so.$version" 2>&1 | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
 [ "$soname" = "libdlock.so.$major" ] || { rc=1; out+=$'\n'"soname: '$soname'"; }
 [ "$(pkg-config --modversion dlock 2>&1)" = "$version" ] || { rc=1; out+=$'\n'"dlock.pc version"; }
-report "make install lays out the library, header, dlock.pc and man pages" "$rc" "$out"
+report "make install lays out the library, headers, dlock.pc and man pages" "$rc" "$out"
 
 # The pages as man finds them there: by program, by library, by function
 # (a page of one .so line that opens libdlock's).
@@ -62,26 +63,30 @@ done)
 report "man finds stockd(8), loadgen(1), libdlock(3) and dlock_acquire(3) there" \
     "$([ -z "$out" ] && echo 0 || echo 1)" "$out"
 
-# 2. Exported: the functions and tables dlock.h declares, nothing else.
-declared=$(cc -E -P -I"$prefix/include" -x c - <<<'#include <dlock.h>' |
+# 2. Exported: the functions and tables the public headers declare, nothing else.
+includes=$(printf '#include <%s>\n' "${headers[@]}")
+declared=$(cc -E -P -I"$prefix/include" -x c - <<<"$includes" |
     grep -oE '\bdlock_[a-z0-9_]+[[:space:]]*[(\[]' | grep -oE 'dlock_[a-z0-9_]+' | sort -u)
 exported=$(nm -D --defined-only "$lib/libdlock.so" | awk '{ print $3 }' | sort -u)
 diff_out=$(diff <(echo "$declared") <(echo "$exported"))
 [ -n "$declared" ] && [ -z "$diff_out" ]
-report "libdlock.so exports exactly what dlock.h declares" "$?" \
+report "libdlock.so exports exactly what the public headers declare" "$?" \
     "declared (<) vs exported (>):"$'\n'"$diff_out"
 
-# 3. The header alone: no hiredis on the include path, strict C, and C++.
-echo '#include <dlock.h>
-int main(void) { return dlock_strerror(DLOCK_OK) == 0; }' >"$tmp/alone.c"
-out=$(cc -std=c99 -Wall -Wextra -Werror -pedantic -I"$prefix/include" -c -o "$tmp/alone.o" \
-    "$tmp/alone.c" 2>&1 && ! grep -n hiredis "$prefix/include/dlock.h" 2>&1)
-rc=$?
-if command -v g++ >/dev/null; then
-    out+=$(g++ -Wall -Werror -I"$prefix/include" -x c++ -o "$tmp/alone-cxx" "$tmp/alone.c" \
-        -L"$lib" -ldlock 2>&1) || rc=1
-fi
-report "dlock.h compiles alone, as C99 and as C++, without hiredis" "$rc" "$out"
+# 3. Each header alone: no hiredis on the include path, strict C, and C++.
+rc=0 out=""
+for h in "${headers[@]}"; do
+    printf '#include <%s>\nint main(void) { return dlock_strerror(DLOCK_OK) == 0; }\n' "$h" \
+        >"$tmp/alone.c"
+    out+=$(cc -std=c99 -Wall -Wextra -Werror -pedantic -I"$prefix/include" -c \
+        -o "$tmp/alone.o" "$tmp/alone.c" 2>&1) || rc=1
+    ! grep -n hiredis "$prefix/include/$h" || rc=1
+    if command -v g++ >/dev/null; then
+        out+=$(g++ -Wall -Werror -I"$prefix/include" -x c++ -o "$tmp/alone-cxx" "$tmp/alone.c" \
+            -L"$lib" -ldlock 2>&1) || rc=1
+    fi
+done
+report "each public header compiles alone, as C99 and as C++, without hiredis" "$rc" "$out"
 
 # A private redis-server on a free loopback port: sets port and redis_pid in
 # this shell (not in a $(...) subshell, whose redis_pid cleanup would never see).

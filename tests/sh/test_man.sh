@@ -3,10 +3,11 @@
 # without a warning (groff -ww, and man -l as a reader gets it) and no wider
 # than 80 columns; stockd(8) and loadgen(1) have an entry for every flag
 # their --help lists, loadgen(1) for every scenario of --list; libdlock(3)'s
-# SYNOPSIS compiles against dlock.h and names every function it declares, as
-# its NAME does, each with a page of its own that opens it. Pages broken on
-# purpose (a bad macro, a flag left out, a wrong or missing prototype) prove
-# that each check can fail. Prints cmocka-style lines for tests/run.sh.
+# SYNOPSIS compiles against the lock's public headers and names every
+# function they declare, as its NAME does, each with a page of its own that
+# opens it. Pages broken on purpose (a bad macro, a flag left out, a wrong or
+# missing prototype) prove that each check can fail. Prints cmocka-style
+# lines for tests/run.sh.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -49,16 +50,17 @@ missing_flags() {
     done <<<"$flags"
 }
 
-# declared: the functions dlock.h declares, one a line.
+# declared: the functions the lock's public headers declare, one a line.
 declared() {
-    cc -E -P -Ilock -x c - <<<'#include <dlock.h>' |
+    printf '#include <%s>\n' dlock.h dlock_async.h dlock_sem.h dlock_rw.h |
+        cc -E -P -Ilock -x c - |
         grep -oE '\bdlock_[a-z0-9_]+[[:space:]]*\(' | grep -oE 'dlock_[a-z0-9_]+' | sort -u
 }
 
-# synopsis_problems PAGE: libdlock's SYNOPSIS as C (from "#include" to
-# "Link with"), compiled after dlock.h, so each prototype must match its
-# declaration; and each function dlock.h declares that it or NAME leaves
-# out, or that they name and dlock.h does not declare.
+# synopsis_problems PAGE: libdlock's SYNOPSIS as C (from its first
+# "#include" to "Link with": the public headers, then the prototypes), so
+# each prototype must match its declaration; and each function they declare
+# that it or NAME leaves out, or that they name and none declares.
 synopsis_problems() {
     local text synopsis names
     text=$(man -l "$1" 2>/dev/null)
@@ -104,13 +106,13 @@ report "loadgen.1 has an entry for every scenario of loadgen --list" \
     "$([ -z "$out" ] && echo 0 || echo 1)" "$out"
 
 out=$(synopsis_problems "$man/man3/libdlock.3")
-report "libdlock.3's SYNOPSIS and NAME are what dlock.h declares" \
+report "libdlock.3's SYNOPSIS and NAME are what the public headers declare" \
     "$([ -z "$out" ] && echo 0 || echo 1)" "$out"
 
 out=$(for f in $(declared); do
     [ "$(cat "$man/man3/$f.3" 2>/dev/null)" = ".so man3/libdlock.3" ] || echo "no $man/man3/$f.3"
 done)
-report "each function of dlock.h has a page that opens libdlock.3" \
+report "each function of the public headers has a page that opens libdlock.3" \
     "$([ -z "$out" ] && echo 0 || echo 1)" "$out"
 
 # The checks fail where they should: each on a copy broken on purpose.

@@ -1,0 +1,390 @@
+/* runner.c - the task runner's threads: a FIFO of tasks ready to step, a
+ * pairing heap of tasks waiting for a time, a table of the requests they
+ * serve (for dlock_cancel), and the requests to give back on these threads,
+ * all under the client's mutex and all linked through the tasks and
+ * requests themselves, so nothing is allocated after the start. A task
+ * woken while a thread runs its step is stepped again after it, so no wake
+ * is lost; the steps decide from state, so a spare wake costs only a look.
+ * However many tasks wait, the threads are the n started with the client. */
+#include "lock/runner.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "lock/err.h"
+#include "lock/sync.h"
+
+#define REQ_BUCKETS 1024
+
+struct dlock_runner {
+    pthread_mutex_t *mu;
+    void (*post)(void *ctx, dlock_req *req);
+    void *post_ctx;
+    pthread_cond_t cv;   /* mu: work for the threads, or stop */
+    pthread_cond_t idle; /* mu: the last task ended and nothing waits to be given back */
+    struct dlock_task *ready_head, *ready_tail;
+    struct dlock_task *heap;            /* the timer heap's root: the earliest until */
+    dlock_req *given_head, *given_tail; /* ended in a caller's call, done to run here */
+    struct dlock_task *reqs[REQ_BUCKETS];
+    int tasks;   /* added and not yet ended */
+    int closing; /* the client is being freed: tasks end */
+    int stop;    /* the threads leave */
+    int n;
+    pthread_t thread[];
+};
+
+/* The timer heap, a pairing heap: a's and b's roots (without siblings)
+ * melded, the later one the first child of the earlier. */
+static struct dlock_task *meld(struct dlock_task *a, struct dlock_task *b)
+{
+    if (a == NULL || b == NULL)
+        return a ? a : b;
+    if (b->until < a->until) {
+        struct dlock_task *t = a;
+        a = b, b = t;
+    }
+    b->sibling = a->child;
+    if (a->child)
+        a->child->prev = b;
+    b->prev = a;
+    a->child = b;
+    return a;
+}
+
+/* One heap of a list of sibling heaps: melded in pairs left to right, then
+ * the pairs right to left, without recursion however long the list. */
+static struct dlock_task *meld_siblings(struct dlock_task *first)
+{
+    struct dlock_task *pairs = NULL;
+    while (first) {
+        struct dlock_task *a = first, *b = a->sibling;
+        first = b ? b->sibling : NULL;
+        a->sibling = a->prev = NULL;
+        if (b)
+            b->sibling = b->prev = NULL;
+        a = meld(a, b);
+        a->sibling = pairs; /* a list of its own, for the second pass */
+        pairs = a;
+    }
+    struct dlock_task *root = NULL;
+    while (pairs) {
+        struct dlock_task *next = pairs->sibling;
+        pairs->sibling = NULL;
+        root = meld(root, pairs);
+        pairs = next;
+    }
+    return root;
+}
+
+static void heap_push(dlock_runner *r, struct dlock_task *t, int64_t until)
+{
+    t->until = until;
+    t->child = t->sibling = t->prev = NULL;
+    t->timed = 1;
+    r->heap = meld(r->heap, t);
+}
+
+static void heap_remove(dlock_runner *r, struct dlock_task *t)
+{
+    struct dlock_task *rest = meld_siblings(t->child);
+    if (t == r->heap) {
+        r->heap = rest;
+    } else {
+        if (t->prev->child == t)
+            t->prev->child = t->sibling;
+        else
+            t->prev->sibling = t->sibling;
+        if (t->sibling)
+            t->sibling->prev = t->prev;
+        r->heap = meld(r->heap, rest);
+    }
+    t->child = t->sibling = t->prev = NULL;
+    t->timed = 0;
+}
+
+static void ready_remove(dlock_runner *r, struct dlock_task *t)
+{
+    if (t->ready_prev)
+        t->ready_prev->ready_next = t->ready_next;
+    else
+        r->ready_head = t->ready_next;
+    if (t->ready_next)
+        t->ready_next->ready_prev = t->ready_prev;
+    else
+        r->ready_tail = t->ready_prev;
+    t->ready_next = t->ready_prev = NULL;
+    t->ready = 0;
+}
+
+static void push_ready(dlock_runner *r, struct dlock_task *t)
+{
+    if (t->timed)
+        heap_remove(r, t);
+    t->ready = 1;
+    t->ready_next = NULL;
+    t->ready_prev = r->ready_tail;
+    if (r->ready_tail)
+        r->ready_tail->ready_next = t;
+    else
+        r->ready_head = t;
+    r->ready_tail = t;
+    pthread_cond_signal(&r->cv);
+}
+
+static struct dlock_task **req_bucket(dlock_runner *r, const dlock_req *req)
+{
+    uintptr_t p = (uintptr_t)req;
+    return &r->reqs[(p >> 4 ^ p >> 14) % REQ_BUCKETS];
+}
+
+/* t ended (mu held): its request can't be withdrawn any more, and is no
+ * longer the runner's. */
+static void ended(struct dlock_task *t)
+{
+    if (t->req == NULL)
+        return;
+    *t->req_link = t->req_next;
+    if (t->req_next)
+        t->req_next->req_link = t->req_link;
+    __atomic_store_n(&t->req->priv, NULL, __ATOMIC_RELEASE);
+}
+
+static void idle_check(dlock_runner *r)
+{
+    if (r->tasks == 0 && r->given_head == NULL)
+        pthread_cond_broadcast(&r->idle);
+}
+
+/* After a step that returned WAIT: ready again at once when woken meanwhile
+ * (or told to stop), else on the timer heap until then. */
+static void schedule(dlock_runner *r, struct dlock_task *t, int64_t until)
+{
+    if (t->rewake || r->closing || t->cancelled)
+        push_ready(r, t);
+    else
+        heap_push(r, t, until);
+}
+
+static int step(struct dlock_task *t, int64_t *until)
+{
+    t->running = 1;
+    t->rewake = 0;
+    int rc = t->step(t, until);
+    t->running = 0;
+    return rc;
+}
+
+/* Steps t (mu held, perhaps released meanwhile); at its end, its end runs
+ * without mu. */
+static void run(dlock_runner *r, struct dlock_task *t)
+{
+    int64_t until = 0;
+    if (step(t, &until) == DLOCK_TASK_WAIT) {
+        schedule(r, t, until);
+        return;
+    }
+    int closing = r->closing;
+    ended(t);
+    pthread_mutex_unlock(r->mu);
+    t->end(t, closing ? DLOCK_END_CLOSING : DLOCK_END_RUNNER);
+    pthread_mutex_lock(r->mu);
+    r->tasks--; /* after its end: one that asks again while closing is run too */
+    idle_check(r);
+}
+
+/* The next task to step (mu held), or NULL when none is due; *wait_until
+ * then tells until when to sleep (0: no timer). */
+static struct dlock_task *next_task(dlock_runner *r, int64_t *wait_until)
+{
+    struct dlock_task *t = r->ready_head;
+    *wait_until = 0;
+    if (t) {
+        ready_remove(r, t);
+        return t;
+    }
+    if ((t = r->heap) == NULL)
+        return NULL;
+    if (t->until > dlock_now_ms()) {
+        *wait_until = t->until;
+        return NULL;
+    }
+    heap_remove(r, t);
+    return t;
+}
+
+/* Gives back one request that ended in a caller's call (mu held, released
+ * around its done). */
+static void give_one(dlock_runner *r)
+{
+    dlock_req *req = r->given_head;
+    if ((r->given_head = req->next) == NULL)
+        r->given_tail = NULL;
+    pthread_mutex_unlock(r->mu);
+    req->done(req);
+    pthread_mutex_lock(r->mu);
+    idle_check(r);
+}
+
+static void *loop(void *arg)
+{
+    dlock_runner *r = arg;
+    pthread_mutex_lock(r->mu);
+    while (!r->stop) {
+        int64_t until;
+        struct dlock_task *t;
+        if (r->given_head)
+            give_one(r);
+        else if ((t = next_task(r, &until)) != NULL)
+            run(r, t);
+        else if (until)
+            dlock_cond_wait_until(&r->cv, r->mu, until);
+        else
+            pthread_cond_wait(&r->cv, r->mu);
+    }
+    pthread_mutex_unlock(r->mu);
+    return NULL;
+}
+
+dlock_runner *dlock_runner_start(pthread_mutex_t *mu, int n, void (*post)(void *, dlock_req *),
+                                 void *post_ctx)
+{
+    if (n < 1 || n > DLOCK_ASYNC_THREADS_MAX)
+        return NULL;
+    dlock_runner *r = calloc(1, sizeof(*r) + (size_t)n * sizeof(pthread_t));
+    if (r == NULL)
+        return NULL;
+    r->mu = mu;
+    r->post = post;
+    r->post_ctx = post_ctx;
+    if (dlock_cond_init(&r->cv) != 0 || pthread_cond_init(&r->idle, NULL) != 0) {
+        free(r);
+        return NULL;
+    }
+    for (; r->n < n; r->n++)
+        if (pthread_create(&r->thread[r->n], NULL, loop, r) != 0) {
+            dlock_runner_stop(r);
+            return NULL;
+        }
+    return r;
+}
+
+void dlock_runner_stop(dlock_runner *r)
+{
+    if (r == NULL)
+        return;
+    pthread_mutex_lock(r->mu);
+    r->closing = 1;
+    while (r->heap) /* every waiting task steps once more, and ends */
+        push_ready(r, r->heap);
+    pthread_cond_broadcast(&r->cv);
+    while ((r->tasks > 0 || r->given_head) && r->n > 0)
+        pthread_cond_wait(&r->idle, r->mu);
+    r->stop = 1;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(r->mu);
+    for (int i = 0; i < r->n; i++)
+        pthread_join(r->thread[i], NULL);
+    pthread_cond_destroy(&r->cv);
+    pthread_cond_destroy(&r->idle);
+    free(r);
+}
+
+void dlock_runner_add(dlock_runner *r, struct dlock_task *t, dlock_req *req)
+{
+    r->tasks++;
+    t->owner = r;
+    t->req = req;
+    t->running = t->rewake = t->ready = t->timed = t->cancelled = 0;
+    t->child = t->sibling = t->prev = NULL;
+    if (req) {
+        struct dlock_task **b = req_bucket(r, req);
+        t->req_next = *b;
+        if (*b)
+            (*b)->req_link = &t->req_next;
+        t->req_link = b;
+        *b = t;
+        __atomic_store_n(&req->priv, r, __ATOMIC_RELEASE);
+    }
+    push_ready(r, t);
+}
+
+void dlock_runner_wake(struct dlock_task *t)
+{
+    if (t->running)
+        t->rewake = 1;
+    else if (!t->ready)
+        push_ready(t->owner, t);
+}
+
+int dlock_task_stop(const struct dlock_task *t)
+{
+    return t->owner->closing ? DLOCK_ERR_CLOSED : t->cancelled ? DLOCK_ERR_CANCELLED : 0;
+}
+
+int dlock_runner_step_here(struct dlock_task *t)
+{
+    dlock_runner *r = t->owner;
+    if (r->post == NULL || t->running || dlock_task_stop(t))
+        return 0;
+    if (t->ready)
+        ready_remove(r, t);
+    else if (t->timed)
+        heap_remove(r, t);
+    int64_t until = 0;
+    if (step(t, &until) == DLOCK_TASK_WAIT) {
+        schedule(r, t, until);
+        return 0;
+    }
+    ended(t);
+    r->tasks--;
+    return 1;
+}
+
+void dlock_runner_end_here(struct dlock_task *t)
+{
+    while (t) {
+        struct dlock_task *next = t->ready_next; /* before its end frees it */
+        t->end(t, DLOCK_END_CALLER);
+        t = next;
+    }
+}
+
+void dlock_runner_deliver(dlock_runner *r, dlock_req *req, enum dlock_end where)
+{
+    if (r->post && where != DLOCK_END_CLOSING) {
+        r->post(r->post_ctx, req);
+        return;
+    }
+    if (where != DLOCK_END_CALLER) {
+        req->done(req);
+        return;
+    }
+    pthread_mutex_lock(r->mu);
+    req->next = NULL;
+    if (r->given_tail)
+        r->given_tail->next = req;
+    else
+        r->given_head = req;
+    r->given_tail = req;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(r->mu);
+}
+
+int dlock_runner_cancel(dlock_req *req)
+{
+    dlock_runner *r = __atomic_load_n(&req->priv, __ATOMIC_ACQUIRE);
+    if (r == NULL)
+        return dlock_fail(DLOCK_ERR_INVALID, "the call does not wait: its result is decided");
+    pthread_mutex_lock(r->mu);
+    struct dlock_task *t = *req_bucket(r, req);
+    while (t && t->req != req)
+        t = t->req_next;
+    int waits = t != NULL && !t->cancelled;
+    if (waits) {
+        t->cancelled = 1;
+        dlock_runner_wake(t);
+    }
+    pthread_mutex_unlock(r->mu);
+    return waits ? DLOCK_OK
+                 : dlock_fail(DLOCK_ERR_INVALID, "the call does not wait: its result is decided");
+}
