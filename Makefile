@@ -202,8 +202,9 @@ $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
+# Made anew: a member of a source file since removed must not linger in it.
 $(BUILD)/libdlock.a: $(LOCK_OBJ)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 
 # Position-independent, and hidden but for what the public headers declare.
 $(BUILD)/pic/%.o: %.c
@@ -270,10 +271,10 @@ $(MAN_LINKS): $(BUILD)/man/man3/%.3:
 	@echo '.so man3/libdlock.3' > $@
 
 $(BUILD)/libstockd.a: $(SERVER_OBJ)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 
 $(BUILD)/libloadgen.a: $(LOADGEN_OBJ)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 
 $(BUILD)/stockd: $(BUILD)/obj/server/main.o $(BUILD)/libstockd.a $(BUILD)/libdlock.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_SERVER)
