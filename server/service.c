@@ -191,7 +191,7 @@ static void order_lay_out(struct order *o, size_t keylen, int batched)
 {
     int n = o->r.nlines;
     char *p = (char *)(o + 1);
-    o->held = (store_fence *)p, p += (size_t)n * sizeof(store_fence);
+    o->held = o->res.fence = (store_fence *)p, p += (size_t)n * sizeof(store_fence);
     o->res.remaining = (int64_t *)p, p += (size_t)n * sizeof(int64_t);
     o->keys = (const char **)p, p += (size_t)n * sizeof(char *);
     for (int i = 0; i < n; i++) {
@@ -362,6 +362,24 @@ void service_create_item(service *s, const req_item *r, const char *who, service
         log_kv(LOG_INFO, "item created", LOG_INT("item", out->item.id),
                LOG_INT("stock", out->item.stock), LOG_STR("instance", s->cfg.instance_id),
                LOG_STR("tokenName", who[0] ? who : NULL));
+}
+
+void service_set_stock(service *s, int64_t item_id, int64_t stock, const char *who,
+                       service_done *done, void *arg)
+{
+    struct stock_set *ss = malloc(sizeof(*ss));
+    if (ss == NULL) { /* its one allocation: refused here, once */
+        service_result oom;
+        service_result_clear(&oom);
+        service_fail(&oom, SERVICE_STORAGE_ERROR, "out of memory; nothing written");
+        done(&oom, arg);
+        return;
+    }
+    *ss = (struct stock_set){.s = s, .item = item_id, .stock = stock, .done = done,
+                             .arg = arg, .t0_us = service_now_us()};
+    snprintf(ss->who, sizeof(ss->who), "%s", who);
+    service_result_clear(&ss->out);
+    service_order_set_stock(ss);
 }
 
 void service_item_ledger(service *s, int64_t item_id, int64_t before, int limit,

@@ -391,8 +391,9 @@ static void promote_carts(service *s)
  * and b ends once the release is. */
 static void batch_served(service *s, struct batch *b)
 {
-    for (struct order *o = b->first; o; o = o->next) /* after the commit: a raise may */
-        for (int i = 0; i < o->r.nlines; i++)       /* have changed them */
+    for (struct order *o = b->first; o; o = o->next) /* not placed: its locks' tokens, */
+        for (int i = 0; o->res.outcome != SERVICE_OK &&   /* after a raise if there was one */
+                        o->res.outcome != SERVICE_REPLAYED && i < o->r.nlines; i++)
             o->held[i] = service_token_of(s, b->h, o->keys[i]);
     for (struct order *o = b->first; o; o = o->next)
         service_answer(o);
@@ -437,7 +438,7 @@ static void commit_round(exec_task *t)
     for (int i = 0; i < nb; i++)
         batch_served(s, bs[i]);
     if (batch_commit_done(s->commits))
-        service_run(s, &s->commit_task, commit_round);
+        exec_post(s->work, &s->commit_task, commit_round);
 }
 
 /* b's lock failed: every order of it is answered why, but a retry whose

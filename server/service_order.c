@@ -133,32 +133,32 @@ static int read_lines(struct order *o, store_conn *c, service_result *out)
     return out->nshort ? service_insufficient(out) : SERVICE_OK;
 }
 
-/* The write half (its own transaction), once the work is done. */
-static void write_lines(struct order *o)
+/* The write half (its own transaction), once the work is done: out says
+ * how it went. */
+static void write_lines(struct order *o, service_result *out)
 {
-    service_result out;
-    store_conn *c = conn_get(o->s, &out);
+    store_conn *c = conn_get(o->s, out);
     if (c == NULL)
-        return end_with(o, &out);
+        return;
     int rc = o->h ? dlock_check(o->h) : DLOCK_OK; /* the last moment to back out */
     if (rc != DLOCK_OK) {
-        service_from_lock(o->s, &out, rc, o->keys[0], dlock_strerror(rc));
+        service_from_lock(o->s, out, rc, o->keys[0], dlock_strerror(rc));
     } else {
         service_fault_point(o->s);
         store_new_order n = new_order_of(o);
         rc = store_tx_begin(c);
         if (rc == STORE_OK)
-            rc = write_and_commit(o->s, c, &n, &out.order);
-        service_from_order_store(&out, rc, c, &o->r);
+            rc = write_and_commit(o->s, c, &n, &out->order);
+        service_from_order_store(out, rc, c, &o->r);
     }
     store_put(o->s->store, c);
-    end_with(o, &out);
 }
 
 /* ---- under the Redis lock ---- */
 
-/* The release of o's lock is done: a loss after the commit is logged (the
- * answer stands), and o, answered, is freed. */
+/* The release of o's lock is done: o is answered now (so that an answer
+ * means the lock was let go, as a caller of dlock_run would see it), and a
+ * loss after the commit is logged (the answer stands). */
 static void locked_released(exec_task *t)
 {
     struct order *o = service_lock_call_of(t)->req.data;
@@ -170,25 +170,23 @@ static void locked_released(exec_task *t)
         service_log_lost_after_commit(o->s, &o->r, 1, items, o->keys, o->held, o->r.nlines,
                                       rc);
     }
-    o->pending = 0;
-    service_order_free(o);
+    service_answer(o);
 }
 
-/* o (holding its lock) ends with out: answered now, its lock released
- * without waiting for Redis, freed once that is done. */
+/* o (holding its lock) ends with out: its lock released without waiting for
+ * Redis, then answered. */
 static void locked_end(struct order *o, const service_result *out)
 {
-    o->pending = 1;
-    end_with(o, out);
+    service_keep(&o->res, &o->r, out);
     service_lock_release(o->s, &o->lock, o, locked_released, o->h);
 }
 
 /* Written under the lock, then released. */
 static void locked_write(struct order *o)
 {
-    o->pending = 1;
-    write_lines(o); /* answers o, which stays for its release: */
-    service_lock_release(o->s, &o->lock, o, locked_released, o->h);
+    service_result out;
+    write_lines(o, &out);
+    locked_end(o, &out);
 }
 
 /* The work's sleep under the lock is over: written, or (the lock was lost,
@@ -258,11 +256,18 @@ static void locked_ask(struct order *o)
 
 /* ---- without a distributed lock ---- */
 
+static void unlocked_write(struct order *o)
+{
+    service_result out;
+    write_lines(o, &out);
+    end_with(o, &out);
+}
+
 static void unlocked_worked(exec_task *t)
 {
     struct order *o = order_of_timer(t);
     service_touch(o);
-    write_lines(o);
+    unlocked_write(o);
 }
 
 /* Mode none: read, work (a timer), write, with nothing between two orders. */
@@ -279,7 +284,7 @@ static void unlocked_read(exec_task *t)
         return end_with(o, &out);
     int work = work_ms_of(o->s, &o->r);
     if (work == 0)
-        return write_lines(o);
+        return unlocked_write(o);
     exec_timer_start(o->s->work, &o->timer, service_now_ms() + work, unlocked_worked);
 }
 
@@ -370,7 +375,7 @@ static void hold_end(struct order *o)
     next->waiting_turn = 0; /* its turn is ours, passed on; its deadline is void */
     next->holding = 1;
     if (exec_timer_stop(s->work, &next->timer))
-        service_run(s, &next->task, rows_try);
+        exec_post(s->work, &next->task, rows_try);
 }
 
 /* A turn did not come within the busy timeout. */
@@ -391,7 +396,7 @@ static void hold_timed_out(exec_task *t)
     }
     pthread_mutex_unlock(&s->mu);
     if (!waiting) { /* a turn came as the deadline did: it is ours */
-        service_run(s, &o->task, rows_try);
+        exec_post(s->work, &o->task, rows_try);
         return;
     }
     service_result out;
@@ -529,28 +534,13 @@ void service_order_alone(struct order *o)
     o->deadline_ms = service_now_ms() + s->cfg.lock.wait_ms;
     switch (s->cfg.lock_mode) {
     case SERVICE_LOCK_REDIS: locked_ask(o); break;
-    case SERVICE_LOCK_NONE: service_run(s, &o->task, unlocked_read); break;
-    case SERVICE_LOCK_DB: service_run(s, &o->task, rows_try); break;
-    default: service_run(s, &o->task, atomic_task); break;
+    case SERVICE_LOCK_NONE: exec_post(s->work, &o->task, unlocked_read); break;
+    case SERVICE_LOCK_DB: exec_post(s->work, &o->task, rows_try); break;
+    default: exec_post(s->work, &o->task, atomic_task); break;
     }
 }
 
 /* ---- an item's stock set ---- */
-
-/* PUT /items/{id}: its memory, from its door to its answer. */
-struct stock_set {
-    service *s;
-    int64_t item, stock, t0_us;
-    char who[RULE_TOKEN_NAME_MAX + 1];
-    service_done *done;
-    void *arg;
-    exec_task task;
-    struct lock_call lock;
-    dlock_handle *h;
-    store_fence held;
-    service_result out;
-    char key[DLOCK_KEY_MAX + 1];
-};
 
 /* The stock written (fenced under the lock), and the item read back. */
 static void stock_write(struct stock_set *ss)
@@ -583,6 +573,16 @@ static void stock_write(struct stock_set *ss)
     store_put(s->store, c);
 }
 
+/* The stock set is answered (and logged). */
+static void stock_answer(struct stock_set *ss)
+{
+    service *s = ss->s;
+    service_note_space(s, ss->out.outcome, 1);
+    service_log_stock_set(s, ss->item, ss->stock, ss->who, &ss->out, &ss->held, ss->t0_us);
+    ss->done(&ss->out, ss->arg);
+    free(ss);
+}
+
 static void stock_released(exec_task *t)
 {
     struct stock_set *ss = service_lock_call_of(t)->req.data;
@@ -592,21 +592,16 @@ static void stock_released(exec_task *t)
         const char *keys[1] = {ss->key};
         service_log_lost_after_commit(ss->s, &r, 1, &ss->item, keys, &ss->held, 1, rc);
     }
-    free(ss);
+    stock_answer(ss);
 }
 
-/* The stock set is answered, and its lock (if any) released. */
+/* The stock set is over: its lock (if any) released, then it is answered. */
 static void stock_end(struct stock_set *ss)
 {
-    service *s = ss->s;
-    service_note_space(s, ss->out.outcome, 1);
-    service_log_stock_set(s, ss->item, ss->stock, ss->who, &ss->out, &ss->held, ss->t0_us);
-    ss->done(&ss->out, ss->arg);
-    if (ss->h == NULL) {
-        free(ss);
-        return;
-    }
-    service_lock_release(s, &ss->lock, ss, stock_released, ss->h);
+    if (ss->h == NULL)
+        stock_answer(ss);
+    else
+        service_lock_release(ss->s, &ss->lock, ss, stock_released, ss->h);
 }
 
 static void stock_granted(exec_task *t)
@@ -648,21 +643,8 @@ static void stock_check(exec_task *t)
     service_lock_asked(&ss->lock, rc); /* refused at once: stock_granted answers why */
 }
 
-void service_set_stock(service *s, int64_t item_id, int64_t stock, const char *who,
-                       service_done *done, void *arg)
+void service_order_set_stock(struct stock_set *ss)
 {
-    struct stock_set *ss = malloc(sizeof(*ss));
-    if (ss == NULL) {
-        service_result oom;
-        service_result_clear(&oom);
-        service_fail(&oom, SERVICE_STORAGE_ERROR, "out of memory; nothing written");
-        done(&oom, arg);
-        return;
-    }
-    *ss = (struct stock_set){.s = s, .item = item_id, .stock = stock, .done = done,
-                             .arg = arg, .t0_us = service_now_us()};
-    snprintf(ss->who, sizeof(ss->who), "%s", who);
-    service_result_clear(&ss->out);
-    service_lock_key(s->cfg.lock_prefix, item_id, ss->key);
-    service_run(s, &ss->task, stock_check);
+    service_lock_key(ss->s->cfg.lock_prefix, ss->item, ss->key);
+    exec_post(ss->s->work, &ss->task, stock_check);
 }

@@ -85,9 +85,14 @@ struct order_result {
     enum service_outcome outcome;
     int64_t order_id;
     uint32_t shorts;     /* insufficient: bit i set when line i was short */
-    char message[256];   /* when not OK */
+    union {
+        char message[256];                     /* not placed: why */
+        char placed_by[RULE_INSTANCE_MAX + 1]; /* replayed: the replica that placed it */
+    };
     int64_t *remaining;  /* per line: the stock after it (placed, replayed) or there was
                           * (short); the order's own memory */
+    store_fence *fence;  /* per line, placed or replayed: the token it was written under
+                          * (the order's held: not placed, its locks' tokens) */
 };
 
 /* The items a batch touches (the union of its orders' lines), each with its
@@ -154,6 +159,21 @@ struct order {
     struct order_result res;
 };
 
+/* PUT /items/{id}: its memory, from its door to its answer. */
+struct stock_set {
+    service *s;
+    int64_t item, stock, t0_us;
+    char who[RULE_TOKEN_NAME_MAX + 1];
+    service_done *done;
+    void *arg;
+    exec_task task;
+    struct lock_call lock;
+    dlock_handle *h;
+    store_fence held;
+    service_result out;
+    char key[DLOCK_KEY_MAX + 1];
+};
+
 /* ---- service_order.c: an order placed alone, and a stock set ---- */
 
 /* Whether order r goes through group commit (service_batch_join). */
@@ -163,6 +183,11 @@ int service_order_batched(const service *s, const req_order *r);
  * mode; answers it once done. On any thread: what blocks goes to a service
  * thread, what waits waits as memory. */
 void service_order_alone(struct order *o);
+
+/* Sets ss's stock (ss made at its door): the item must exist (else 404, and
+ * its lock never touches Redis), then under its lock (redis mode). Answers
+ * through ss->done and frees ss. Never blocks. */
+void service_order_set_stock(struct stock_set *ss);
 
 /* ---- service_batch.c: group commit ---- */
 
@@ -325,7 +350,7 @@ void service_note_redis(service *s, int dlock_rc, const char *detail);
 void service_add_short(service_result *out, const req_order *r, int i, int64_t stock);
 int service_insufficient(service_result *out);
 
-/* Keeps out (an order r's outcome) in o's small result. */
+/* Keeps out (an order r's outcome) in its small result res. */
 void service_keep(struct order_result *res, const req_order *r, const service_result *out);
 
 /* Makes out (cleared) from res, for r's answer. */

@@ -200,12 +200,17 @@ void service_keep(struct order_result *res, const req_order *r, const service_re
     res->outcome = out->outcome;
     res->order_id = out->order.info.order_id;
     res->shorts = 0;
-    snprintf(res->message, sizeof(res->message), "%s", out->message);
+    if (out->outcome == SERVICE_REPLAYED)
+        snprintf(res->placed_by, sizeof(res->placed_by), "%s", out->order.info.instance);
+    else
+        snprintf(res->message, sizeof(res->message), "%s", out->message);
     if (out->outcome == SERVICE_OK || out->outcome == SERVICE_REPLAYED) {
         for (int j = 0; j < out->order.nlines; j++) { /* a replay's lines, in r's order */
             int i = line_of(r, out->order.lines[j].item_id);
-            if (i >= 0)
+            if (i >= 0) {
                 res->remaining[i] = out->order.lines[j].remaining;
+                res->fence[i] = out->order.lines[j].fence;
+            }
         }
     }
     for (int k = 0; out->outcome == SERVICE_INSUFFICIENT && k < out->nshort; k++) {
@@ -221,8 +226,12 @@ void service_result_of(const struct order_result *res, const req_order *r,
                        service_result *out)
 {
     out->outcome = res->outcome;
-    snprintf(out->message, sizeof(out->message), "%s", res->message);
     out->order.info.order_id = res->order_id;
+    if (res->outcome == SERVICE_REPLAYED)
+        snprintf(out->order.info.instance, sizeof(out->order.info.instance), "%.*s",
+                 RULE_INSTANCE_MAX, res->placed_by);
+    else
+        snprintf(out->message, sizeof(out->message), "%s", res->message);
     out->order.info.has_request_id = r->has_request_id;
     if (r->has_request_id)
         snprintf(out->order.info.request_id, sizeof(out->order.info.request_id), "%s",
@@ -232,7 +241,7 @@ void service_result_of(const struct order_result *res, const req_order *r,
     for (int i = 0; i < r->nlines; i++) {
         if (placed)
             out->order.lines[i] = (store_line){r->lines[i].item_id, r->lines[i].quantity,
-                                               res->remaining[i], {0, 0}};
+                                               res->remaining[i], res->fence[i]};
         if (res->shorts & (1u << i))
             out->shorts[out->nshort++] = (service_short_line){r->lines[i].item_id,
                                                               res->remaining[i],

@@ -151,40 +151,81 @@ static void test_a_restock_during_a_held_lock_stalls_no_other_item(void **state)
     assert_int_equal(th_item_stock(&replica, b), 99);
 }
 
-/* Carts of every item with work, beside single-item orders with work: the
- * carts' many locks and the singles' one each are all waited for as memory,
- * in the locks' order of asking, so every order is placed (none refused for
- * a lock it waited too long for) and the stock left is the units sold. */
+/* A client that sends its requests one after the other. */
+struct client {
+    const char *path;
+    char body[8][4096]; /* its requests' bodies, in turn */
+    int n, sent[8], failed;
+    long last_status;
+    pthread_t t;
+};
+
+static void *run_client(void *arg)
+{
+    struct client *c = arg;
+    char url[160];
+    snprintf(url, sizeof(url), "%s%s", replica.url, c->path);
+    for (int i = 0; i < c->n; i++) {
+        th_resp r;
+        th_http("POST", url, c->body[i % 8], &r);
+        if (r.status == 200 || r.status == 201) {
+            c->sent[i % 8]++;
+        } else {
+            c->failed++;
+            c->last_status = r.status;
+            printf("POST %s: %ld %s\n", c->path, r.status, r.body ? r.body : r.error);
+        }
+        th_resp_free(&r);
+    }
+    return NULL;
+}
+
+/* Carts of every item with work, beside clients ordering single items with
+ * work, all of them in a loop: the carts' many locks and the singles' one
+ * each are all waited for as memory, in the locks' order of asking, so
+ * every order is placed (none refused for a lock it waited too long for)
+ * and the stock left is the units sold. */
 static void test_carts_with_work_beside_single_orders_all_place(void **state)
 {
     (void)state;
-    enum { ITEMS = 32, CARTS = 2, CARTS_EACH = 4, SINGLES = 24, SINGLES_EACH = 4 };
+    enum { ITEMS = 32, CARTS = 8, CART_ROUNDS = 4, SINGLES = 24, SINGLE_ROUNDS = 8 };
     long long items[ITEMS];
     int qty[ITEMS];
     for (int i = 0; i < ITEMS; i++)
         items[i] = th_new_item(&replica, "mixed", 10000), qty[i] = 1;
-    static struct call cart[CARTS * CARTS_EACH], single[SINGLES * SINGLES_EACH];
-    char body[4096];
-    th_order_body(body, sizeof(body), items, qty, ITEMS, NULL, 20);
-    int sent_to[ITEMS] = {0};
-    for (int round = 0; round < CARTS_EACH; round++) {
-        for (int k = 0; k < CARTS; k++)
-            start(&cart[round * CARTS + k], "POST", "/orders", body);
-        for (int k = 0; k < SINGLES; k++) {
-            int item = (k * 7 + round) % ITEMS;
-            char one[256];
-            reduce_body(one, sizeof(one), items[item], 20);
-            sent_to[item]++;
-            start(&single[round * SINGLES + k], "POST", "/reduceStock", one);
-        }
+    static struct client carts[CARTS], singles[SINGLES];
+    for (int k = 0; k < CARTS; k++) {
+        carts[k] = (struct client){.path = "/orders", .n = CART_ROUNDS};
+        th_order_body(carts[k].body[0], sizeof(carts[k].body[0]), items, qty, ITEMS, NULL, 20);
+        for (int b = 1; b < 8; b++)
+            memcpy(carts[k].body[b], carts[k].body[0], sizeof(carts[k].body[0]));
+        pthread_create(&carts[k].t, NULL, run_client, &carts[k]);
     }
-    for (int i = 0; i < CARTS * CARTS_EACH; i++)
-        pthread_join(cart[i].t, NULL), assert_int_equal(cart[i].status, 201);
-    for (int i = 0; i < SINGLES * SINGLES_EACH; i++)
-        pthread_join(single[i].t, NULL), assert_int_equal(single[i].status, 200);
+    for (int k = 0; k < SINGLES; k++) {
+        singles[k] = (struct client){.path = "/reduceStock", .n = SINGLE_ROUNDS};
+        for (int b = 0; b < 8; b++) /* each client over items of its own turn */
+            reduce_body(singles[k].body[b], sizeof(singles[k].body[b]),
+                        items[(k * 5 + b * 3) % ITEMS], 20);
+        pthread_create(&singles[k].t, NULL, run_client, &singles[k]);
+    }
+    long long sold[ITEMS] = {0};
+    int failed = 0;
+    for (int k = 0; k < CARTS; k++) {
+        pthread_join(carts[k].t, NULL);
+        failed += carts[k].failed;
+        for (int b = 0; b < 8; b++) /* a cart takes one of every item */
+            for (int i = 0; i < ITEMS; i++)
+                sold[i] += carts[k].sent[b];
+    }
+    for (int k = 0; k < SINGLES; k++) {
+        pthread_join(singles[k].t, NULL);
+        failed += singles[k].failed;
+        for (int b = 0; b < 8; b++)
+            sold[(k * 5 + b * 3) % ITEMS] += singles[k].sent[b];
+    }
+    assert_int_equal(failed, 0);
     for (int i = 0; i < ITEMS; i++)
-        assert_int_equal(th_item_stock(&replica, items[i]),
-                         10000 - CARTS * CARTS_EACH - sent_to[i]);
+        assert_int_equal(th_item_stock(&replica, items[i]), 10000 - sold[i]);
     assert_threads_within_budget();
 }
 
