@@ -312,21 +312,9 @@ void service_reduce(service *s, const req_order *r, service_done *done, void *ar
 
 /* ---- reads and items, on a service thread ---- */
 
-/* Clears out and takes a store connection; NULL with the failure in out
- * (mapped as any store result: store_get tells why in err, having no
- * connection to say it on). */
-static store_conn *begin(service *s, service_result *out)
-{
-    char err[256];
-    store_conn *c;
-    service_result_clear(out);
-    service_from_store_text(out, store_get(s->store, &c, err, sizeof(err)), err);
-    return c;
-}
-
 void service_get_order(service *s, int64_t order_id, service_result *out)
 {
-    store_conn *c = begin(s, out);
+    store_conn *c = service_conn_get(s, out);
     if (c == NULL)
         return;
     int rc = store_order_get(c, order_id, &out->order);
@@ -346,7 +334,7 @@ enum auth_verdict service_authorize(service *s, const char *authorization, enum 
 
 void service_create_item(service *s, const req_item *r, const char *who, service_result *out)
 {
-    store_conn *c = begin(s, out);
+    store_conn *c = service_conn_get(s, out);
     if (c == NULL)
         return;
     int rc = store_item_create(c, r->name, r->stock, &out->item);
@@ -379,13 +367,13 @@ void service_set_stock(service *s, int64_t item_id, int64_t stock, const char *w
                              .arg = arg, .t0_us = service_now_us()};
     snprintf(ss->who, sizeof(ss->who), "%s", who);
     service_result_clear(&ss->out);
-    service_order_set_stock(ss);
+    service_stock_set(ss);
 }
 
 void service_item_ledger(service *s, int64_t item_id, int64_t before, int limit,
                          store_line_fn fn, void *arg, service_result *out)
 {
-    store_conn *c = begin(s, out);
+    store_conn *c = service_conn_get(s, out);
     if (c == NULL)
         return;
     int rc = store_item_get(c, item_id, &out->item);
@@ -399,7 +387,7 @@ void service_item_ledger(service *s, int64_t item_id, int64_t before, int limit,
 void service_list_items(service *s, int64_t after, int limit, store_item_fn fn, void *arg,
                         service_result *out)
 {
-    store_conn *c = begin(s, out);
+    store_conn *c = service_conn_get(s, out);
     if (c) {
         service_from_store(out, store_item_list(c, after, limit, fn, arg), c);
         store_put(s->store, c);

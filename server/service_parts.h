@@ -1,8 +1,8 @@
 /* service_parts.h - what the service's files share. They call one way,
  * from the top down: service.c (lifecycle, reads, health, metrics,
- * draining, and each order's door) -> service_order.c (an order placed
- * alone, under each lock mode, and a stock set) -> service_batch.c (group
- * commit) -> service_write.c (what writing an order needs: the order as
+ * draining, and each order's and stock set's door) -> service_order.c (an
+ * order placed alone, under each lock mode) and service_stock.c (a stock
+ * set) -> service_batch.c (group commit) -> service_write.c (what writing an order needs: the order as
  * written, a retry's first answer, the tokens a lock holds and their raise,
  * the drain's commit check, a lock's wait registered for the drain) ->
  * service_log.c (the lines an order leaves) -> service_result.c
@@ -184,10 +184,12 @@ int service_order_batched(const service *s, const req_order *r);
  * thread, what waits waits as memory. */
 void service_order_alone(struct order *o);
 
+/* ---- service_stock.c: an item's stock set ---- */
+
 /* Sets ss's stock (ss made at its door): the item must exist (else 404, and
  * its lock never touches Redis), then under its lock (redis mode). Answers
  * through ss->done and frees ss. Never blocks. */
-void service_order_set_stock(struct stock_set *ss);
+void service_stock_set(struct stock_set *ss);
 
 /* ---- service_batch.c: group commit ---- */
 
@@ -202,6 +204,10 @@ void service_batch_join(struct order *o);
 size_t service_batch_size(int nlines);
 
 /* ---- service_write.c: what writing an order needs ---- */
+
+/* Clears out and takes a store connection; NULL with the failure in out
+ * (store_get tells why, having no connection to say it on). */
+store_conn *service_conn_get(service *s, service_result *out);
 
 /* A retry whose first attempt committed (perhaps while it waited for the
  * lock) gets that first answer, before any stock check: STORE_ERR_DUPLICATE

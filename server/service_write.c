@@ -54,6 +54,15 @@ int service_raise_fence(service *s, dlock_handle *h, const char *key, store_fenc
     return rc;
 }
 
+store_conn *service_conn_get(service *s, service_result *out)
+{
+    char err[256];
+    store_conn *c;
+    service_result_clear(out);
+    service_from_store_text(out, store_get(s->store, &c, err, sizeof(err)), err);
+    return c;
+}
+
 int service_replay_when_locked_out(service *s, const req_order *r, service_result *out)
 {
     if (!r->has_request_id)
