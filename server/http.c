@@ -41,9 +41,6 @@ struct http_server {
     _Atomic int draining;
     _Atomic int open;  /* connections open now */
     _Atomic int pending; /* requests handed to the handler and not yet answered */
-    _Atomic int stopping; /* http_stop waits for pending to reach 0 */
-    pthread_mutex_t mu;
-    pthread_cond_t idle; /* signalled, once stopping, when pending drops to 0 */
     MHD_socket quiesced; /* the listening socket once quiesced: ours to close */
     tls_tickets *tickets; /* HTTPS: resumed sessions; NULL for plain HTTP */
 };
@@ -269,15 +266,9 @@ static enum MHD_Result answer_now(http_server *s, struct req_state *rq, http_rep
 }
 
 /* A handed request's answer has gone to its connection (sent, or resumed
- * to be sent): it no longer holds up http_stop. */
-static void settled(http_server *s)
-{
-    if (atomic_fetch_sub(&s->pending, 1) == 1 && atomic_load(&s->stopping)) {
-        pthread_mutex_lock(&s->mu);
-        pthread_cond_broadcast(&s->idle);
-        pthread_mutex_unlock(&s->mu);
-    }
-}
+ * to be sent): it no longer holds up http_stop. The caller's last touch of
+ * s: once pending is 0, http_stop may free it. */
+static void settled(http_server *s) { atomic_fetch_sub(&s->pending, 1); }
 
 void http_answer(http_request *req, http_reply *r)
 {
@@ -523,8 +514,6 @@ static void discard(http_server *s)
 {
     reaper_stop(s->reaper);
     tls_tickets_free(s->tickets);
-    pthread_cond_destroy(&s->idle);
-    pthread_mutex_destroy(&s->mu);
     free(s);
 }
 
@@ -546,8 +535,6 @@ int http_start(const http_config *cfg, service *svc, http_handler *handle, http_
     s->svc = svc;
     s->handle = handle;
     s->quiesced = MHD_INVALID_SOCKET;
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->idle, NULL);
     s->reaper = reaper_start(cfg->idle_timeout_s * 1000, cfg->request_timeout_ms);
     if (cfg->tls)
         s->tickets = tls_tickets_new();
@@ -626,17 +613,8 @@ void http_stop(http_server *s)
     /* libmicrohttpd must not stop with a connection suspended: a request
      * still in its handler answers first (its lock's wait and the store's
      * timeouts bound that; past the drain, commits are refused) */
-    atomic_store(&s->stopping, 1);
-    pthread_mutex_lock(&s->mu);
-    while (atomic_load(&s->pending) > 0) {
-        struct timespec t; /* a periodic look as well: the last answer may signal first */
-        clock_gettime(CLOCK_REALTIME, &t);
-        t.tv_nsec += 10 * 1000000;
-        if (t.tv_nsec >= 1000000000L)
-            t.tv_sec++, t.tv_nsec -= 1000000000L;
-        pthread_cond_timedwait(&s->idle, &s->mu, &t);
-    }
-    pthread_mutex_unlock(&s->mu);
+    while (atomic_load(&s->pending) > 0) /* a look each ms, only while stopping: */
+        nanosleep(&(struct timespec){0, 1000000}, NULL); /* no answer need signal */
     MHD_stop_daemon(s->daemon); /* every connection closed: the reaper has none left */
     if (s->quiesced != MHD_INVALID_SOCKET)
         close(s->quiesced);
