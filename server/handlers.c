@@ -35,6 +35,7 @@ static const struct {
      * file, one PostgreSQL server), so "again soon, or elsewhere" would only
      * multiply the load until an operator frees space (RFC 4918, 11.5) */
     [SERVICE_STORAGE_FULL] = {507, 0},
+    [SERVICE_NO_MEMORY] = {503, 1},
 };
 
 /* A failed outcome as its error answer; 0 when the outcome is a success. */

@@ -290,7 +290,7 @@ static void place(service *s, const req_order *r, int reduce, service_done *done
     if (o == NULL) { /* the one allocation an order makes: refused here, once */
         service_result oom;
         service_result_clear(&oom);
-        service_fail(&oom, SERVICE_STORAGE_ERROR, "out of memory; nothing deducted");
+        service_fail(&oom, SERVICE_NO_MEMORY, "out of memory; nothing deducted");
         done(&oom, arg);
         return;
     }
@@ -359,7 +359,7 @@ void service_set_stock(service *s, int64_t item_id, int64_t stock, const char *w
     if (ss == NULL) { /* its one allocation: refused here, once */
         service_result oom;
         service_result_clear(&oom);
-        service_fail(&oom, SERVICE_STORAGE_ERROR, "out of memory; nothing written");
+        service_fail(&oom, SERVICE_NO_MEMORY, "out of memory; nothing written");
         done(&oom, arg);
         return;
     }

@@ -87,6 +87,7 @@ enum service_outcome {
     SERVICE_STORAGE_ERROR,
     SERVICE_SHUTTING_DOWN,    /* past the drain deadline: not committed */
     SERVICE_STORAGE_FULL,     /* the database's disk is full: nothing written, reads work */
+    SERVICE_NO_MEMORY,        /* the request's memory could not be had: nothing done */
     SERVICE_OUTCOME_COUNT
 };
 

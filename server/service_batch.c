@@ -535,7 +535,7 @@ void service_batch_join(struct order *o)
     if (lead < 0) { /* a first order of its item, and no memory for the queue */
         service_result oom;
         service_result_clear(&oom);
-        service_fail(&oom, SERVICE_STORAGE_ERROR, "out of memory; nothing deducted");
+        service_fail(&oom, SERVICE_NO_MEMORY, "out of memory; nothing deducted");
         service_keep(&o->res, &o->r, &oom);
         service_answer(o);
     } else if (lead) {

@@ -29,6 +29,7 @@ static const enum log_level outcome_level[SERVICE_OUTCOME_COUNT] = {
     [SERVICE_STORAGE_ERROR] = LOG_ERROR,
     [SERVICE_SHUTTING_DOWN] = LOG_WARN,
     [SERVICE_STORAGE_FULL] = LOG_ERROR,
+    [SERVICE_NO_MEMORY] = LOG_ERROR,
 };
 
 static enum log_level level_of(enum service_outcome o)

@@ -29,6 +29,7 @@ const char *const service_outcome_names[SERVICE_OUTCOME_COUNT] = {
     [SERVICE_STORAGE_ERROR] = "storage_error",
     [SERVICE_SHUTTING_DOWN] = "shutting_down",
     [SERVICE_STORAGE_FULL] = "storage_full",
+    [SERVICE_NO_MEMORY] = "out_of_memory",
 };
 
 const char *service_outcome_name(enum service_outcome o)
