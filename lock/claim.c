@@ -261,7 +261,7 @@ int dlock_claim_acquire_async(dlock_client *c, const char *key, const struct dlo
         return DLOCK_ERR_INVALID;
     if (req == NULL || req->done == NULL)
         return dlock_fail(DLOCK_ERR_INVALID, "an asynchronous call needs a request with done");
-    struct claim_call *a = calloc(1, sizeof(*a));
+    struct claim_call *a = dlock_zalloc(sizeof(*a));
     if (a == NULL)
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
     *a = (struct claim_call){.task = {.step = call_step, .end = call_end}, .c = c, .cl = *cl,

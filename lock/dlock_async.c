@@ -66,7 +66,7 @@ static struct ask *ask_new(dlock_client *c, const char *const *order, int n, int
     size_t bytes = 0;
     for (int i = 0; i < n; i++)
         bytes += strlen(order[i]) + 1;
-    struct ask *a = calloc(1, sizeof(*a) + (size_t)n * sizeof(a->key[0]) + bytes);
+    struct ask *a = dlock_zalloc(sizeof(*a) + (size_t)n * sizeof(a->key[0]) + bytes);
     if (a == NULL)
         return NULL;
     a->c = c;
@@ -79,7 +79,7 @@ static struct ask *ask_new(dlock_client *c, const char *const *order, int n, int
         k->name = strcpy(name, order[i]);
         name += strlen(order[i]) + 1;
         ok = ok && (k->h = dlock_handle_new(c, o)) != NULL &&
-             (k->lease = dlock_lease_new(k->name, o)) != NULL &&
+             (k->lease = dlock_lease_reserve(k->name, o)) != NULL &&
              (i == 0 || o->wait_mode == DLOCK_WAIT_SPIN ||
               (k->entry = dlock_keytab_spare(k->name)) != NULL);
     }

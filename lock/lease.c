@@ -27,16 +27,13 @@ static void make_token(char out[DLOCK_TOKEN_LEN + 1])
     out[DLOCK_TOKEN_LEN] = '\0';
 }
 
-struct dlock_lease *dlock_lease_new(const char *key, const dlock_opts *o)
-{
-    return dlock_lease_new_in(key, NULL, DLOCK_LEASE_LOCK, o);
-}
-
-struct dlock_lease *dlock_lease_new_in(const char *key, const char *suffix, int kind,
-                                       const dlock_opts *o)
+/* A lease as dlock_lease_new_in makes it, but for its token and its place
+ * in line (none yet: dlock_lease_ready). */
+static struct dlock_lease *made(const char *key, const char *suffix, int kind,
+                               const dlock_opts *o)
 {
     size_t klen = strlen(key), slen = suffix ? strlen(suffix) : 0;
-    struct dlock_lease *l = calloc(1, sizeof(*l) + klen + 1 + (suffix ? klen + slen + 1 : 0));
+    struct dlock_lease *l = dlock_zalloc(sizeof(*l) + klen + 1 + (suffix ? klen + slen + 1 : 0));
     if (l == NULL)
         return NULL;
     l->kind = kind;
@@ -52,16 +49,36 @@ struct dlock_lease *dlock_lease_new_in(const char *key, const char *suffix, int 
     l->handoff_max = l->handoff_bound = o->handoff_max;
     l->handoff_ms = o->handoff_ms;
     memcpy(l->key, key, klen + 1);
-    make_token(l->token);
-    dlock_lease_stamp(l);
     return l;
 }
 
-void dlock_lease_stamp(struct dlock_lease *l)
+struct dlock_lease *dlock_lease_new(const char *key, const dlock_opts *o)
 {
-    struct timespec now;
+    return dlock_lease_new_in(key, NULL, DLOCK_LEASE_LOCK, o);
+}
+
+struct dlock_lease *dlock_lease_reserve(const char *key, const dlock_opts *o)
+{
+    return made(key, NULL, DLOCK_LEASE_LOCK, o);
+}
+
+void dlock_lease_ready(struct dlock_lease *l)
+{
+    if (l->token[0] != '\0')
+        return;
+    make_token(l->token);
+    struct timespec now; /* its place in the keys' Redis queues with several servers */
     clock_gettime(CLOCK_REALTIME, &now);
     l->queue_score = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
+}
+
+struct dlock_lease *dlock_lease_new_in(const char *key, const char *suffix, int kind,
+                                       const dlock_opts *o)
+{
+    struct dlock_lease *l = made(key, suffix, kind, o);
+    if (l)
+        dlock_lease_ready(l);
+    return l;
 }
 
 enum dlock_script dlock_lease_renew_script(const struct dlock_lease *l)
@@ -72,7 +89,7 @@ enum dlock_script dlock_lease_renew_script(const struct dlock_lease *l)
 
 dlock_handle *dlock_handle_new(dlock_client *c, const dlock_opts *o)
 {
-    dlock_handle *h = calloc(1, sizeof(*h));
+    dlock_handle *h = dlock_zalloc(sizeof(*h));
     if (h == NULL || dlock_cond_init(&h->wake) != 0) {
         free(h);
         return NULL;

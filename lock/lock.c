@@ -23,6 +23,7 @@ int dlock_lock_spin_step(dlock_client *c, dlock_handle *h, const char *key, cons
     struct dlock_lease *l = *lp;
     if (l == NULL && (l = *lp = dlock_lease_new(key, o)) == NULL)
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+    dlock_lease_ready(l); /* one made beforehand draws its token now */
     int64_t pttl;
     pthread_mutex_unlock(&c->mu);
     int rc = dlock_lease_try(c->nodes, l, 0, &pttl); /* spin: polls, never queues */

@@ -12,7 +12,8 @@
 #include "lock/client.h"
 
 /* Spin mode's step (mu held, released around the try): one try for h with
- * *lp (made at the first when NULL). Returns DLOCK_QUEUE_WAIT with *until
+ * *lp (made at the first when NULL; its token drawn then when it has none
+ * yet). Returns DLOCK_QUEUE_WAIT with *until
  * the next try, or how the wait ended (*lp then held by h, given up, or
  * freed, and NULL). */
 int dlock_lock_spin_step(dlock_client *c, dlock_handle *h, const char *key, const dlock_opts *o,

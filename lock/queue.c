@@ -119,6 +119,17 @@ static int handoff_bound(const struct dlock_lease *l, int n)
     return cohort - 1 < 1 ? 1 : cohort - 1 < l->handoff_max ? (int)cohort - 1 : l->handoff_max;
 }
 
+/* w's lease to ask Redis with, made when it has none (a blocking waiter's
+ * first attempt), its token drawn when it has none yet (one made at an
+ * asynchronous acquire's call): 0, or -1 when out of memory. */
+static int spare_ready(const struct dlock_entry *e, struct dlock_waiter *w)
+{
+    if (w->spare == NULL)
+        return (w->spare = dlock_lease_new(e->key, w->o)) != NULL ? 0 : -1;
+    dlock_lease_ready(w->spare);
+    return 0;
+}
+
 /* The head's attempt in Redis (mu held, released around it): rc of the
  * acquire, *pttl and *seen (releases before it) for the wait after it. A
  * releasing holder that already put w's token in line (requeue DONE) saves
@@ -191,7 +202,7 @@ static int contend(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *
 {
     int64_t pttl;
     unsigned long seen;
-    if (w->spare == NULL && (w->spare = dlock_lease_new(e->key, w->o)) == NULL)
+    if (spare_ready(e, w) != 0)
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
     if (take_grant(c, e, w))
         return DLOCK_OK;
@@ -285,8 +296,6 @@ int dlock_queue_join(dlock_client *c, dlock_handle *h, const char *key, const dl
     struct dlock_entry *e = dlock_keytab_ref(c->keys, key, spare);
     if (e == NULL)
         return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
-    if (w->spare) /* made beforehand: its place in line is from now */
-        dlock_lease_stamp(w->spare);
     w->h = h;
     w->o = o;
     w->deadline = deadline;
@@ -375,9 +384,7 @@ static int can_requeue(struct dlock_entry *e, struct dlock_waiter *w)
 {
     if (w == NULL || w->contending || w->granted || w->o->wait_ms == 0)
         return 0;
-    if (w->spare == NULL && (w->spare = dlock_lease_new(e->key, w->o)) == NULL)
-        return 0; /* out of memory: it contends itself */
-    return 1;
+    return spare_ready(e, w) == 0; /* out of memory: it contends itself */
 }
 
 int dlock_queue_released(dlock_client *c, dlock_handle *h, struct dlock_next *next)

@@ -1,12 +1,12 @@
-/* test_lock_async.c - the asynchronous acquires (dlock_async.h) against a
- * real, private redis-server: ten thousand waiters on one key served once
- * each, one at a time, in the order they asked, by the client's few threads
- * (one thread too), as many threads as cfg.async_threads says; timeouts,
- * Redis killed and the client freed while calls of every kind are pending;
- * multi-locks; async and blocking waiters in one FIFO; spin mode;
- * semaphores' and read-write locks' asynchronous acquires in both wait
- * modes. Time bounds only catch hangs. Where done runs, dlock_cancel, the
- * asynchronous sleep and release: test_lock_async_calls.c. */
+/* test_lock_async.c - the asynchronous acquires of a lock (dlock_async.h)
+ * against a real, private redis-server: ten thousand waiters on one key
+ * served once each, one at a time, in the order they asked, by the
+ * client's few threads (one thread too), as many threads as
+ * cfg.async_threads says; timeouts, Redis killed and the client freed while
+ * calls of every kind are pending; multi-locks; async and blocking waiters
+ * in one FIFO; spin mode. Time bounds only catch hangs. Semaphores' and
+ * read-write locks': test_lock_async_claims.c; where done runs,
+ * dlock_cancel, the asynchronous sleep and release: test_lock_async_calls.c. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,149 +23,12 @@
 #include "lock/dlock_async.h"
 #include "lock/dlock_rw.h"
 #include "lock/dlock_sem.h"
-#include "tests/support/executor.h"
+#include "tests/support/asynckit.h"
 #include "tests/support/harness.h"
 #include "tests/support/lockkit.h"
 
-#define KEYS_MAX 4
-
 static th_redis redis;
 static dlock_client *other; /* the group's: another process, as far as the lock can tell */
-static int wait_mode;       /* the sem and rw tests run in both */
-
-/* One run of async waiters: what their done saw, and the test's own
- * workers that hold each granted handle a moment and release it. */
-struct run {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int n, ended, granted, failed, closed, timeouts, twice;
-    int *order;              /* waiter ids in the order granted */
-    dlock_handle **queue;    /* granted, for the workers to release */
-    struct waiter **queued;
-    int head, tail, stop;
-    int limit;               /* most holders a key may have at once (1, or a semaphore's) */
-    _Atomic int holding[KEYS_MAX], overlaps, bad_releases, most;
-    pthread_t worker[2];
-};
-
-struct waiter {
-    dlock_req req;
-    struct run *run;
-    int id, calls, rc;
-    int keys[KEYS_MAX], nkeys; /* indices into run->holding */
-};
-
-static void on_acquired(dlock_req *req)
-{
-    struct waiter *w = req->data;
-    struct run *r = w->run;
-    pthread_mutex_lock(&r->mu);
-    r->twice += w->calls++ > 0;
-    w->rc = req->rc;
-    if (req->rc == DLOCK_OK) { /* held from now until a worker releases it */
-        for (int k = 0; k < w->nkeys; k++) {
-            int now = atomic_fetch_add(&r->holding[w->keys[k]], 1) + 1;
-            if (now > r->limit)
-                atomic_fetch_add(&r->overlaps, 1);
-            for (int most = atomic_load(&r->most); now > most;)
-                atomic_compare_exchange_weak(&r->most, &most, now);
-        }
-        r->order[r->granted++] = w->id;
-        r->queued[r->tail] = w;
-        r->queue[r->tail++] = req->h;
-    } else {
-        r->failed++;
-        r->closed += req->rc == DLOCK_ERR_CLOSED;
-        r->timeouts += req->rc == DLOCK_ERR_TIMEOUT;
-        r->twice += req->h != NULL || req->err[0] == '\0'; /* counted off the test's thread */
-    }
-    r->ended++;
-    pthread_cond_broadcast(&r->cv);
-    pthread_mutex_unlock(&r->mu);
-}
-
-/* A worker: holds each granted handle a moment, then releases it; its
- * holders on each of its keys are counted from the grant to the release. */
-static void *release_granted(void *arg)
-{
-    struct run *r = arg;
-    pthread_mutex_lock(&r->mu);
-    for (;;) {
-        while (r->head == r->tail && !r->stop)
-            pthread_cond_wait(&r->cv, &r->mu);
-        if (r->head == r->tail)
-            break;
-        dlock_handle *h = r->queue[r->head];
-        struct waiter *w = r->queued[r->head++];
-        pthread_mutex_unlock(&r->mu);
-        if (dlock_check(h) != DLOCK_OK)
-            atomic_fetch_add(&r->bad_releases, 1);
-        usleep(r->limit > 1 ? 2000 : 0); /* permits overlap more when held a while */
-        for (int k = 0; k < w->nkeys; k++)
-            atomic_fetch_sub(&r->holding[w->keys[k]], 1);
-        if (dlock_release(h) != DLOCK_OK)
-            atomic_fetch_add(&r->bad_releases, 1);
-        pthread_mutex_lock(&r->mu);
-    }
-    pthread_mutex_unlock(&r->mu);
-    return NULL;
-}
-
-static struct waiter *run_start(struct run *r, int n)
-{
-    memset(r, 0, sizeof(*r));
-    pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->cv, NULL);
-    r->n = n;
-    r->limit = 1;
-    r->order = calloc((size_t)n, sizeof(*r->order));
-    r->queue = calloc((size_t)n, sizeof(*r->queue));
-    r->queued = calloc((size_t)n, sizeof(*r->queued));
-    struct waiter *w = calloc((size_t)n, sizeof(*w));
-    assert_true(r->order && r->queue && r->queued && w);
-    for (int i = 0; i < n; i++)
-        w[i] = (struct waiter){.req = {.done = on_acquired, .data = &w[i]}, .run = r, .id = i,
-                               .nkeys = 1};
-    for (int i = 0; i < 2; i++)
-        assert_int_equal(pthread_create(&r->worker[i], NULL, release_granted, r), 0);
-    return w;
-}
-
-/* Waits (at most bound_ms: a hang) until ended reaches n. */
-static void run_wait_for(struct run *r, int n, int bound_ms)
-{
-    int64_t end = th_now_ms() + (int64_t)bound_ms * TH_SLOWER;
-    pthread_mutex_lock(&r->mu);
-    while (r->ended < n && th_now_ms() < end) {
-        pthread_mutex_unlock(&r->mu);
-        usleep(10000);
-        pthread_mutex_lock(&r->mu);
-    }
-    int ended = r->ended;
-    pthread_mutex_unlock(&r->mu);
-    assert_int_equal(ended, n);
-}
-
-static void run_wait(struct run *r, int bound_ms) { run_wait_for(r, r->n, bound_ms); }
-
-static void run_end(struct run *r, struct waiter *w)
-{
-    pthread_mutex_lock(&r->mu);
-    r->stop = 1;
-    pthread_cond_broadcast(&r->cv);
-    pthread_mutex_unlock(&r->mu);
-    for (int i = 0; i < 2; i++)
-        pthread_join(r->worker[i], NULL);
-    assert_int_equal(r->twice, 0);
-    assert_int_equal(atomic_load(&r->overlaps), 0);
-    assert_int_equal(atomic_load(&r->bad_releases), 0);
-    free(r->order);
-    free(r->queue);
-    free(r->queued);
-    free(w);
-    pthread_mutex_destroy(&r->mu);
-    pthread_cond_destroy(&r->cv);
-}
 
 static dlock_client *new_client(void)
 {
@@ -204,8 +67,8 @@ enum { MANY = 10000 };
  * by c's threads, whose number does not grow. */
 static void serve_many_in_order(dlock_client *c, const char *key, int n)
 {
-    struct run r;
-    struct waiter *w = run_start(&r, n);
+    struct th_run r;
+    struct th_waiter *w = th_run_start(&r, n);
     int before = th_thread_count();
     dlock_handle *held = hold_elsewhere(other, key, 30000);
     dlock_opts o = th_lock_opts(30000, 300000, DLOCK_WAIT_NOTIFY);
@@ -214,7 +77,7 @@ static void serve_many_in_order(dlock_client *c, const char *key, int n)
         assert_int_equal(dlock_acquire_async(c, key, &o, &w[i].req), DLOCK_OK);
     int peak = th_thread_count();
     assert_int_equal(dlock_release(held), DLOCK_OK);
-    run_wait(&r, 240000);
+    th_run_wait(&r, 240000);
     int64_t took = th_now_ms() - start;
     int in_order = 0;
     for (int i = 0; i < n; i++)
@@ -225,7 +88,7 @@ static void serve_many_in_order(dlock_client *c, const char *key, int n)
     assert_int_equal(r.granted, n);
     assert_int_equal(peak, before);
     assert_true(in_order >= n * 95 / 100);
-    run_end(&r, w);
+    th_run_end(&r, w);
 }
 
 static void test_ten_thousand_waiters_are_each_served_once_in_order_by_few_threads(void **state)
@@ -265,8 +128,8 @@ static void test_a_waiter_past_its_wait_times_out_and_the_others_go_on(void **st
 {
     (void)state;
     dlock_client *c = new_client();
-    struct run r;
-    struct waiter *w = run_start(&r, 20);
+    struct th_run r;
+    struct th_waiter *w = th_run_start(&r, 20);
     dlock_handle *held = hold_elsewhere(other, "async:timeout", 30000);
     dlock_opts quick = th_lock_opts(5000, 300, DLOCK_WAIT_NOTIFY);
     dlock_opts patient = th_lock_opts(5000, 60000, DLOCK_WAIT_NOTIFY);
@@ -283,7 +146,7 @@ static void test_a_waiter_past_its_wait_times_out_and_the_others_go_on(void **st
         usleep(10000);
     }
     assert_int_equal(dlock_release(held), DLOCK_OK);
-    run_wait(&r, 60000);
+    th_run_wait(&r, 60000);
     assert_int_equal(r.timeouts, 10);
     assert_int_equal(r.granted, 10);
     for (int i = 0; i < 20; i++)
@@ -291,7 +154,7 @@ static void test_a_waiter_past_its_wait_times_out_and_the_others_go_on(void **st
     assert_non_null(strstr(w[1].req.err, "still held by another owner"));
     for (int i = 0; i < 10; i++) /* the patient ones, in the order they asked */
         assert_int_equal(r.order[i], 2 * i);
-    run_end(&r, w);
+    th_run_end(&r, w);
     dlock_client_free(c);
 }
 
@@ -302,26 +165,26 @@ static void test_redis_killed_with_waiters_pending_ends_them_with_errors(void **
     assert_int_equal(th_redis_start(&own), 0);
     dlock_client *c = th_lock_client(&own), *peer = th_lock_client(&own);
     assert_true(c && peer);
-    struct run r;
-    struct waiter *w = run_start(&r, 50);
+    struct th_run r;
+    struct th_waiter *w = th_run_start(&r, 50);
     dlock_handle *held = hold_elsewhere(peer, "async:killed", 1000);
     dlock_opts o = th_lock_opts(1000, 60000, DLOCK_WAIT_NOTIFY);
     for (int i = 0; i < 50; i++)
         assert_int_equal(dlock_acquire_async(c, "async:killed", &o, &w[i].req), DLOCK_OK);
     th_redis_stop(&own, 1);
-    run_wait(&r, 60000); /* every one ends: no hang */
+    th_run_wait(&r, 60000); /* every one ends: no hang */
     assert_int_equal(r.granted, 0);
     for (int i = 0; i < 50; i++)
         assert_int_equal(w[i].rc, DLOCK_ERR_REDIS);
     assert_int_not_equal(dlock_release(held), DLOCK_OK);
-    run_end(&r, w);
+    th_run_end(&r, w);
     dlock_client_free(c);
     dlock_client_free(peer);
 }
 
 static void on_released(dlock_req *req)
 {
-    struct waiter *w = req->data;
+    struct th_waiter *w = req->data;
     w->rc = req->rc;
     w->calls++;
 }
@@ -352,9 +215,9 @@ static void test_freeing_the_client_ends_its_pending_calls_of_every_kind(void **
 {
     (void)state;
     dlock_client *c = client_with(2, count_post, NULL);
-    struct run r;
+    struct th_run r;
     enum { N = 10 };
-    struct waiter *w = run_start(&r, N + 7);
+    struct th_waiter *w = th_run_start(&r, N + 7);
     dlock_handle *held = hold_elsewhere(other, "async:freed", 30000);
     dlock_handle *sem = NULL, *writer = NULL;
     dlock_opts o = th_lock_opts(30000, 60000, DLOCK_WAIT_NOTIFY);
@@ -402,16 +265,16 @@ static void test_freeing_the_client_ends_its_pending_calls_of_every_kind(void **
     assert_int_equal(dlock_release(writer), DLOCK_OK);
     assert_int_equal(dlock_release(held), DLOCK_OK);
     r.n = N + 5;
-    run_end(&r, w);
+    th_run_end(&r, w);
 }
 
 static void test_async_multi_locks_take_their_keys_as_one(void **state)
 {
     (void)state;
     dlock_client *c = new_client();
-    struct run r;
+    struct th_run r;
     enum { N = 60 };
-    struct waiter *w = run_start(&r, N);
+    struct th_waiter *w = th_run_start(&r, N);
     const char *names[] = {"async:m:a", "async:m:b", "async:m:c"};
     dlock_opts o = th_lock_opts(5000, 60000, DLOCK_WAIT_NOTIFY);
     for (int i = 0; i < N; i++) { /* {a,b,c}, {c,b} and {a} in turn, keys given in any order */
@@ -425,30 +288,30 @@ static void test_async_multi_locks_take_their_keys_as_one(void **state)
         w[i].nkeys = n;
         assert_int_equal(dlock_acquire_multi_async(c, keys, n, &o, &w[i].req), DLOCK_OK);
     }
-    run_wait(&r, 120000);
+    th_run_wait(&r, 120000);
     assert_int_equal(r.granted, N);
-    run_end(&r, w);
+    th_run_end(&r, w);
 
     /* one key held elsewhere: the set times out and gives back what it took */
     dlock_handle *held = hold_elsewhere(other, "async:m:c", 30000);
-    w = run_start(&r, 1);
+    w = th_run_start(&r, 1);
     dlock_opts quick = th_lock_opts(5000, 200, DLOCK_WAIT_NOTIFY);
     assert_int_equal(dlock_acquire_multi_async(c, names, 3, &quick, &w[0].req), DLOCK_OK);
-    run_wait(&r, 30000);
+    th_run_wait(&r, 30000);
     assert_int_equal(w[0].rc, DLOCK_ERR_TIMEOUT);
     dlock_opts now = th_lock_opts(1000, 0, DLOCK_WAIT_NOTIFY);
     dlock_handle *h;
     assert_int_equal(dlock_acquire_multi(other, names, 2, &now, &h), DLOCK_OK);
     assert_int_equal(dlock_release(h), DLOCK_OK);
     assert_int_equal(dlock_release(held), DLOCK_OK);
-    run_end(&r, w);
+    th_run_end(&r, w);
     dlock_client_free(c);
 }
 
 /* A blocking waiter of the mixed test: records its turn in the run. */
 struct blocker {
     dlock_client *c;
-    struct waiter *w;
+    struct th_waiter *w;
     _Atomic int tid;
     pthread_t t;
 };
@@ -461,7 +324,7 @@ static void *block_and_record(void *arg)
     dlock_handle *h = NULL;
     b->w->req.rc = dlock_acquire(b->c, "async:mixed", &o, &h); /* before h is read */
     b->w->req.h = h;
-    on_acquired(&b->w->req); /* the workers release it, as an async one's */
+    th_run_done(&b->w->req); /* the workers release it, as an async one's */
     return NULL;
 }
 
@@ -481,9 +344,9 @@ static void test_async_and_blocking_waiters_share_one_fifo(void **state)
 {
     (void)state;
     dlock_client *c = new_client();
-    struct run r;
+    struct th_run r;
     enum { N = 8 };
-    struct waiter *w = run_start(&r, N);
+    struct th_waiter *w = th_run_start(&r, N);
     struct blocker b[N] = {0};
     dlock_handle *held = hold_elsewhere(other, "async:mixed", 30000);
     dlock_opts o = th_lock_opts(30000, 60000, DLOCK_WAIT_NOTIFY);
@@ -499,12 +362,12 @@ static void test_async_and_blocking_waiters_share_one_fifo(void **state)
             usleep(5000);
     }
     assert_int_equal(dlock_release(held), DLOCK_OK);
-    run_wait(&r, 60000);
+    th_run_wait(&r, 60000);
     for (int i = 1; i < N; i += 2)
         pthread_join(b[i].t, NULL);
     for (int i = 0; i < N; i++)
         assert_int_equal(r.order[i], i);
-    run_end(&r, w);
+    th_run_end(&r, w);
     dlock_client_free(c);
 }
 
@@ -512,9 +375,9 @@ static void test_spin_mode_waiters_retry_on_the_timer(void **state)
 {
     (void)state;
     dlock_client *c = new_client();
-    struct run r;
+    struct th_run r;
     enum { N = 50 };
-    struct waiter *w = run_start(&r, N);
+    struct th_waiter *w = th_run_start(&r, N);
     int before = th_thread_count();
     dlock_handle *held = hold_elsewhere(other, "async:spin", 30000);
     dlock_opts o = th_lock_opts(30000, 120000, DLOCK_WAIT_SPIN);
@@ -523,10 +386,10 @@ static void test_spin_mode_waiters_retry_on_the_timer(void **state)
     usleep(200000);
     int peak = th_thread_count();
     assert_int_equal(dlock_release(held), DLOCK_OK);
-    run_wait(&r, 240000);
+    th_run_wait(&r, 240000);
     assert_int_equal(r.granted, N);
     assert_int_equal(peak, before);
-    run_end(&r, w);
+    th_run_end(&r, w);
     dlock_client_free(c);
 }
 
@@ -534,8 +397,8 @@ static void test_bad_arguments_are_refused_and_done_never_runs(void **state)
 {
     (void)state;
     dlock_client *c = new_client();
-    struct run r;
-    struct waiter *w = run_start(&r, 1);
+    struct th_run r;
+    struct th_waiter *w = th_run_start(&r, 1);
     dlock_opts bad = th_lock_opts(5000, 1000, DLOCK_WAIT_NOTIFY);
     bad.retry_ms = 0;
     const char *twice[] = {"async:x", "async:x"};
@@ -554,129 +417,7 @@ static void test_bad_arguments_are_refused_and_done_never_runs(void **state)
     dlock_client_free(c);
     assert_int_equal(w[0].calls, 0);
     r.n = 0;
-    run_end(&r, w);
-}
-
-/* ---- semaphores and read-write locks, in both wait modes ---- */
-
-static void test_async_permits_never_exceed_the_semaphore(void **state)
-{
-    (void)state;
-    enum { N = 50, P = 3 };
-    dlock_client *c = new_client();
-    struct run r;
-    struct waiter *w = run_start(&r, N);
-    r.limit = P;
-    dlock_opts o = th_lock_opts(10000, 120000, wait_mode);
-    for (int i = 0; i < N; i++)
-        assert_int_equal(dlock_sem_acquire_async(c, "async:sem", P, &o, &w[i].req), DLOCK_OK);
-    run_wait(&r, 240000);
-    assert_int_equal(r.granted, N);
-    print_message("%d async permits of %d: at most %d held at once\n", N, P,
-                  atomic_load(&r.most));
-    assert_true(atomic_load(&r.most) > 1); /* permits are held side by side ... */
-    run_end(&r, w);                        /* ... never more than P (no overlap) */
-    dlock_client_free(c);
-}
-
-/* done of a read-write test: what came, in order. */
-struct rw_seen {
-    pthread_mutex_t mu;
-    char order[8];
-    int n, rc[8];
-    dlock_handle *h[8];
-};
-
-static struct rw_seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-static void on_rw(dlock_req *req)
-{
-    int id = (int)(intptr_t)req->data;
-    pthread_mutex_lock(&seen.mu);
-    seen.order[seen.n++] = (char)('0' + id);
-    seen.rc[id] = req->rc;
-    seen.h[id] = req->h;
-    pthread_mutex_unlock(&seen.mu);
-}
-
-static int rw_count(void)
-{
-    pthread_mutex_lock(&seen.mu);
-    int n = seen.n;
-    pthread_mutex_unlock(&seen.mu);
-    return n;
-}
-
-static void rw_wait(int n)
-{
-    int64_t end = th_now_ms() + 30000 * TH_SLOWER;
-    while (rw_count() < n && th_now_ms() < end)
-        usleep(5000);
-    assert_int_equal(rw_count(), n);
-}
-
-static void test_an_async_writer_that_waits_keeps_new_readers_out(void **state)
-{
-    (void)state;
-    dlock_client *c = new_client();
-    memset(seen.order, 0, sizeof(seen.order));
-    seen.n = 0;
-    dlock_opts o = th_lock_opts(10000, 60000, wait_mode);
-    dlock_handle *reader;
-    assert_int_equal(dlock_acquire_read(other, "async:rw", &o, &reader), DLOCK_OK);
-    dlock_req req[3];
-    for (int i = 0; i < 3; i++)
-        req[i] = (dlock_req){.done = on_rw, .data = (void *)(intptr_t)i};
-    assert_int_equal(dlock_acquire_write_async(c, "async:rw", &o, &req[0]), DLOCK_OK);
-    usleep(300000); /* the writer's wish is in Redis before the reader asks */
-    assert_int_equal(dlock_acquire_read_async(c, "async:rw", &o, &req[1]), DLOCK_OK);
-    usleep(300000);
-    assert_int_equal(rw_count(), 0); /* the reader held elsewhere keeps the writer out ... */
-    assert_int_equal(dlock_release(reader), DLOCK_OK);
-    rw_wait(1); /* ... and the waiting writer the new reader */
-    assert_int_equal(seen.order[0], '0');
-    assert_int_equal(seen.rc[0], DLOCK_OK);
-    usleep(200000);
-    assert_int_equal(rw_count(), 1);
-    assert_int_equal(dlock_release(seen.h[0]), DLOCK_OK);
-    rw_wait(2);
-    assert_int_equal(seen.rc[1], DLOCK_OK);
-    /* readers share: another comes in beside it at once */
-    assert_int_equal(dlock_acquire_read_async(c, "async:rw", &o, &req[2]), DLOCK_OK);
-    rw_wait(3);
-    assert_int_equal(seen.rc[2], DLOCK_OK);
-    assert_string_equal(seen.order, "012");
-    assert_int_equal(dlock_release(seen.h[1]), DLOCK_OK);
-    assert_int_equal(dlock_release(seen.h[2]), DLOCK_OK);
-    dlock_client_free(c);
-}
-
-static void test_async_semaphore_and_writer_waits_time_out(void **state)
-{
-    (void)state;
-    dlock_client *c = new_client();
-    seen.n = 0;
-    memset(seen.order, 0, sizeof(seen.order));
-    dlock_opts o = th_lock_opts(10000, 0, wait_mode);
-    dlock_opts quick = th_lock_opts(10000, 200, wait_mode);
-    dlock_handle *permit, *reader;
-    assert_int_equal(dlock_sem_acquire(other, "async:semto", 1, &o, &permit), DLOCK_OK);
-    assert_int_equal(dlock_acquire_read(other, "async:rwto", &o, &reader), DLOCK_OK);
-    dlock_req req[2] = {{.done = on_rw, .data = (void *)0}, {.done = on_rw, .data = (void *)1}};
-    assert_int_equal(dlock_sem_acquire_async(c, "async:semto", 1, &quick, &req[0]), DLOCK_OK);
-    assert_int_equal(dlock_acquire_write_async(c, "async:rwto", &quick, &req[1]), DLOCK_OK);
-    rw_wait(2);
-    assert_int_equal(seen.rc[0], DLOCK_ERR_TIMEOUT);
-    assert_int_equal(seen.rc[1], DLOCK_ERR_TIMEOUT);
-    assert_non_null(strstr(req[0].err, "all permits still held"));
-    assert_null(req[1].h);
-    /* the writer that gave up withdrew its wish: a reader gets in at once */
-    dlock_handle *h;
-    assert_int_equal(dlock_acquire_read(other, "async:rwto", &o, &h), DLOCK_OK);
-    assert_int_equal(dlock_release(h), DLOCK_OK);
-    assert_int_equal(dlock_release(reader), DLOCK_OK);
-    assert_int_equal(dlock_release(permit), DLOCK_OK);
-    dlock_client_free(c);
+    th_run_end(&r, w);
 }
 
 int main(void)
@@ -692,16 +433,9 @@ int main(void)
         cmocka_unit_test(test_spin_mode_waiters_retry_on_the_timer),
         cmocka_unit_test(test_bad_arguments_are_refused_and_done_never_runs),
     };
-    const struct CMUnitTest claims[] = {
-        cmocka_unit_test(test_async_permits_never_exceed_the_semaphore),
-        cmocka_unit_test(test_an_async_writer_that_waits_keeps_new_readers_out),
-        cmocka_unit_test(test_async_semaphore_and_writer_waits_time_out),
-    };
     th_lock_suite(&redis, &other);
     int failed = cmocka_run_group_tests_name("lock, asynchronous acquire", tests,
                                              th_lock_group_setup, th_lock_group_teardown);
-    failed += th_lock_both_modes("lock, asynchronous semaphores and read-write locks", claims,
-                                 sizeof(claims) / sizeof(claims[0]), &wait_mode);
     th_redis_stop(&redis, 0);
     return failed;
 }

@@ -23,7 +23,7 @@
 #include "lock/dlock_async.h"
 #include "lock/dlock_rw.h"
 #include "lock/dlock_sem.h"
-#include "tests/support/executor.h"
+#include "tests/support/asynckit.h"
 #include "tests/support/harness.h"
 #include "tests/support/lockkit.h"
 
