@@ -14,6 +14,7 @@ struct exec {
     exec_task *head, *tail;
     exec_timer *timers;   /* the heap's root: the next timer due */
     int idle;             /* threads waiting on ready */
+    int queued;           /* tasks in the FIFO */
     int running;          /* tasks being run */
     int armed;            /* timers armed */
     int stopping;
@@ -100,6 +101,7 @@ static void heap_remove(exec *e, exec_timer *t)
 
 static void push(exec *e, exec_task *t)
 {
+    e->queued++;
     t->next = NULL;
     if (e->tail)
         e->tail->next = t;
@@ -148,6 +150,7 @@ static void *serve(void *arg)
         if (t) {
             if ((e->head = t->next) == NULL)
                 e->tail = NULL;
+            e->queued--;
             e->running++;
             pthread_mutex_unlock(&e->mu);
             t->fn(t);
@@ -186,13 +189,18 @@ exec *exec_start(int n, const char *name)
     return e;
 }
 
+/* A post from one of e's threads is run by that thread once its task
+ * returns, unless a backlog builds (then an idle thread helps): a task that
+ * hands work on (a lock's grant, a release's end) wakes no other thread
+ * for it. */
+#define BACKLOG 3
+
 void exec_post(exec *e, exec_task *t, exec_fn *fn)
 {
     t->fn = fn;
     pthread_mutex_lock(&e->mu);
-    int alone = e->head == NULL;
     push(e, t);
-    if (e->idle > 0 && !(alone && current == e))
+    if (e->idle > 0 && (current != e || e->queued >= BACKLOG))
         pthread_cond_signal(&e->ready);
     pthread_mutex_unlock(&e->mu);
 }
@@ -226,9 +234,7 @@ int exec_on(const exec *e) { return current == e; }
 int exec_busy(exec *e)
 {
     pthread_mutex_lock(&e->mu);
-    int n = e->running + e->armed;
-    for (exec_task *t = e->head; t; t = t->next)
-        n++;
+    int n = e->queued + e->running + e->armed;
     pthread_mutex_unlock(&e->mu);
     return n;
 }

@@ -33,8 +33,8 @@ exec *exec_start(int n, const char *name);
 
 /* Queues fn(t) to run on one of e's threads, after what is queued now.
  * Runs on: any thread. A post from one of e's own threads wakes no other
- * thread when nothing else is queued: the poster takes it once its task
- * returns (post last). Never fails. */
+ * thread until a few tasks are queued: the poster takes it once its task
+ * returns (so post last, or before little more work). Never fails. */
 void exec_post(exec *e, exec_task *t, exec_fn *fn);
 
 /* Arms t to post fn(&t->task) at due_ms (CLOCK_MONOTONIC; past: at once).
