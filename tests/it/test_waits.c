@@ -50,38 +50,47 @@ static int group_teardown(void **state)
     return rc;
 }
 
-/* One request on a thread of its own. */
-struct call {
+/* A client on a thread of its own: its requests one after the other, each
+ * body in turn. */
+struct client {
     const char *method;
     char path[64];
-    char body[4096];
-    long status;
-    int64_t ms;
+    char body[8][4096];
+    int n, sent[8], failed;
+    long status;    /* the last answer's */
+    int64_t ms;     /* the slowest answer's */
     pthread_t t;
 };
 
-static void *run_call(void *arg)
+static void *run_client(void *arg)
 {
-    struct call *c = arg;
+    struct client *c = arg;
     char url[160];
     snprintf(url, sizeof(url), "%s%s", replica.url, c->path);
-    th_resp r;
-    int64_t t0 = th_now_ms();
-    th_http(c->method, url, c->body[0] ? c->body : NULL, &r);
-    c->ms = th_now_ms() - t0;
-    c->status = r.status;
-    if (r.status != 200 && r.status != 201)
-        printf("%s %s: %ld %s\n", c->method, c->path, r.status, r.body ? r.body : r.error);
-    th_resp_free(&r);
+    for (int i = 0; i < c->n; i++) {
+        th_resp r;
+        int64_t t0 = th_now_ms();
+        th_http(c->method, url, c->body[i % 8][0] ? c->body[i % 8] : NULL, &r);
+        c->ms = th_now_ms() - t0 > c->ms ? th_now_ms() - t0 : c->ms;
+        c->status = r.status;
+        if (r.status == 200 || r.status == 201) {
+            c->sent[i % 8]++;
+        } else {
+            c->failed++;
+            printf("%s %s: %ld %s\n", c->method, c->path, r.status, r.body ? r.body : r.error);
+        }
+        th_resp_free(&r);
+    }
     return NULL;
 }
 
-static void start(struct call *c, const char *method, const char *path, const char *body)
+/* One request on a thread of its own. */
+static void start(struct client *c, const char *method, const char *path, const char *body)
 {
-    c->method = method;
+    *c = (struct client){.method = method, .n = 1};
     snprintf(c->path, sizeof(c->path), "%s", path);
-    snprintf(c->body, sizeof(c->body), "%s", body ? body : "");
-    pthread_create(&c->t, NULL, run_call, c);
+    snprintf(c->body[0], sizeof(c->body[0]), "%s", body ? body : "");
+    pthread_create(&c->t, NULL, run_client, c);
 }
 
 static void reduce_body(char *buf, size_t size, long long item, int work_ms)
@@ -112,7 +121,7 @@ static void test_a_restock_during_a_held_lock_stalls_no_other_item(void **state)
     char key[600], path[64], body[256];
     assert_int_equal(th_redis_int(&redis, "SET %s someone-else PX 6000",
                                   th_item_lock_key(a, key)), 0);
-    static struct call plain[PLAIN], restock[EACH], worked[EACH];
+    static struct client plain[PLAIN], restock[EACH], worked[EACH];
     reduce_body(body, sizeof(body), a, 0);
     for (int i = 0; i < PLAIN; i++)
         start(&plain[i], "POST", "/reduceStock", body);
@@ -125,7 +134,7 @@ static void test_a_restock_during_a_held_lock_stalls_no_other_item(void **state)
     th_wait_inflight(&replica, PLAIN + 2 * EACH); /* every one of them waits for A */
     assert_threads_within_budget();
 
-    struct call read_b, sell_b;
+    static struct client read_b, sell_b;
     snprintf(path, sizeof(path), "/items/%lld", b);
     start(&read_b, "GET", path, NULL);
     reduce_body(body, sizeof(body), b, 0);
@@ -151,35 +160,6 @@ static void test_a_restock_during_a_held_lock_stalls_no_other_item(void **state)
     assert_int_equal(th_item_stock(&replica, b), 99);
 }
 
-/* A client that sends its requests one after the other. */
-struct client {
-    const char *path;
-    char body[8][4096]; /* its requests' bodies, in turn */
-    int n, sent[8], failed;
-    long last_status;
-    pthread_t t;
-};
-
-static void *run_client(void *arg)
-{
-    struct client *c = arg;
-    char url[160];
-    snprintf(url, sizeof(url), "%s%s", replica.url, c->path);
-    for (int i = 0; i < c->n; i++) {
-        th_resp r;
-        th_http("POST", url, c->body[i % 8], &r);
-        if (r.status == 200 || r.status == 201) {
-            c->sent[i % 8]++;
-        } else {
-            c->failed++;
-            c->last_status = r.status;
-            printf("POST %s: %ld %s\n", c->path, r.status, r.body ? r.body : r.error);
-        }
-        th_resp_free(&r);
-    }
-    return NULL;
-}
-
 /* Carts of every item with work, beside clients ordering single items with
  * work, all of them in a loop: the carts' many locks and the singles' one
  * each are all waited for as memory, in the locks' order of asking, so
@@ -195,14 +175,15 @@ static void test_carts_with_work_beside_single_orders_all_place(void **state)
         items[i] = th_new_item(&replica, "mixed", 10000), qty[i] = 1;
     static struct client carts[CARTS], singles[SINGLES];
     for (int k = 0; k < CARTS; k++) {
-        carts[k] = (struct client){.path = "/orders", .n = CART_ROUNDS};
+        carts[k] = (struct client){.method = "POST", .path = "/orders", .n = CART_ROUNDS};
         th_order_body(carts[k].body[0], sizeof(carts[k].body[0]), items, qty, ITEMS, NULL, 20);
         for (int b = 1; b < 8; b++)
             memcpy(carts[k].body[b], carts[k].body[0], sizeof(carts[k].body[0]));
         pthread_create(&carts[k].t, NULL, run_client, &carts[k]);
     }
     for (int k = 0; k < SINGLES; k++) {
-        singles[k] = (struct client){.path = "/reduceStock", .n = SINGLE_ROUNDS};
+        singles[k] = (struct client){.method = "POST", .path = "/reduceStock",
+                                     .n = SINGLE_ROUNDS};
         for (int b = 0; b < 8; b++) /* each client over items of its own turn */
             reduce_body(singles[k].body[b], sizeof(singles[k].body[b]),
                         items[(k * 5 + b * 3) % ITEMS], 20);
