@@ -33,6 +33,10 @@ static const char *const off_on[] = {"off", "on", NULL};
 static const struct opt opts[] = {
     {"bind", "STOCKD_BIND", OPT_STR, F(http.bind), 0, 0, NULL, "listen address"},
     {"port", "STOCKD_PORT", OPT_INT, F(http.port), 1, 65535, NULL, "HTTP port"},
+    {"probe-port", "STOCKD_PROBE_PORT", OPT_INT, F(probe_port), 0, 65535, NULL,
+     "a second port, on an event thread of its own, that answers GET /health and /metrics "
+     "only: a load balancer's or Prometheus's probes never queue behind a flood of orders "
+     "on the main port's event threads; 0: none (the main port answers them as always)"},
     {"db", "STOCKD_DB", OPT_STR, F(service.store.db), 0, 0, NULL,
      "the database: a SQLite file path (shared by the replicas of one host), or PostgreSQL "
      "as postgresql://user@host:port/dbname or a libpq conninfo (replicas on several hosts)"},

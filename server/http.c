@@ -37,7 +37,7 @@ struct http_server {
     service *svc;
     http_handler *handle;
     struct MHD_Daemon *daemon;
-    reaper *reaper;    /* deadlines for slow senders */
+    reaper *reaper;    /* deadlines for slow senders: its own, or cfg.shares' */
     _Atomic int draining;
     _Atomic int open;  /* connections open now */
     _Atomic int pending; /* requests handed to the handler and not yet answered */
@@ -216,6 +216,9 @@ static int refuse(http_server *s, struct req_state *rq, const char *method, cons
         rq->close = 0;
         if (rt->id == ROUTE_NOT_FOUND)
             http_reply_error(r, 404, "not_found", "no route %s %s", method, url);
+        else if (s->cfg.probes_only && !route_is_probe(rt->id))
+            http_reply_error(r, 404, "not_found", "this port answers GET /health and /metrics "
+                             "only; %s %s goes to the main port", method, url);
         else if (!rt->method_ok)
             http_reply_error(r, 405, "method_not_allowed", "%s is not allowed here; use %s",
                              method, rt->allow);
@@ -512,7 +515,8 @@ void http_config_defaults(http_config *cfg)
 /* Undoes what http_start made before it failed, or all of it. */
 static void discard(http_server *s)
 {
-    reaper_stop(s->reaper);
+    if (s->cfg.shares == NULL)
+        reaper_stop(s->reaper);
     tls_tickets_free(s->tickets);
     free(s);
 }
@@ -535,7 +539,8 @@ int http_start(const http_config *cfg, service *svc, http_handler *handle, http_
     s->svc = svc;
     s->handle = handle;
     s->quiesced = MHD_INVALID_SOCKET;
-    s->reaper = reaper_start(cfg->idle_timeout_s * 1000, cfg->request_timeout_ms);
+    s->reaper = cfg->shares ? cfg->shares->reaper
+                            : reaper_start(cfg->idle_timeout_s * 1000, cfg->request_timeout_ms);
     if (cfg->tls)
         s->tickets = tls_tickets_new();
     if (s->reaper == NULL || (cfg->tls && s->tickets == NULL)) {

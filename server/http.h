@@ -35,6 +35,10 @@ typedef struct http_config {
     int threads;            /* event threads; 0: one per core */
     const tls_pem *tls;     /* HTTPS with this certificate and key (checked, the caller's,
                              * alive while the server runs); NULL: plain HTTP */
+    int probes_only;        /* answer only the probes' routes (/health, /metrics); the rest
+                             * 404: the probe port's server */
+    struct http_server *shares; /* its thread of deadlines for slow senders is this server's
+                                 * (which must outlive it); NULL: one of its own */
 } http_config;
 
 /* Sets every field to its default. */

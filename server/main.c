@@ -16,6 +16,9 @@
 #include "server/log.h"
 #include "server/service.h"
 
+/* Connections the probe port takes (a load balancer's and a scraper's checks). */
+#define PROBE_CONNECTIONS 64
+
 /* Descriptors needed besides the HTTP connections, at the most: the store's
  * connections (a SQLite one holds the database, its WAL and its shared
  * memory; a PostgreSQL one a socket), one each for the workers, the control
@@ -31,7 +34,8 @@ static long fds_reserved(const stockd_config *c)
     long threads_served = service_workers_of(s);
     long conns = threads_served + 2 > s->store.pool_size ? threads_served + 2 : s->store.pool_size;
     long nodes = s->redis.nodes > 0 ? s->redis.nodes : 1;
-    return 64 + 4 * threads + 4 * conns + nodes * (threads_served + 8);
+    long probes = c->probe_port ? 4 + http_connections_taken(PROBE_CONNECTIONS) : 0;
+    return 64 + 4 * threads + 4 * conns + nodes * (threads_served + 8) + probes;
 }
 
 /* Raises the open-files soft limit to the hard one, and sizes
@@ -133,10 +137,25 @@ static int wait_for_stop(const sigset_t *set, auth *tokens)
     }
 }
 
+/* The probe port's server: one event thread, /health and /metrics only, a
+ * few connections; main's thread of deadlines (one thread more in all). */
+static int start_probes(const stockd_config *c, service *svc, http_server *main_srv,
+                        http_server **out, char *err, size_t errlen)
+{
+    http_config pc = c->http;
+    pc.port = c->probe_port;
+    pc.threads = 1;
+    pc.probes_only = 1;
+    pc.max_connections = PROBE_CONNECTIONS;
+    pc.shares = main_srv;
+    return http_start(&pc, svc, handlers_answer, out, err, errlen);
+}
+
 static void log_listening(const stockd_config *c, const service_config *s)
 {
     char db[512];
     log_kv(LOG_INFO, "listening", LOG_STR("bind", c->http.bind), LOG_INT("port", c->http.port),
+           LOG_INT("probePort", c->probe_port), /* 0: none */
            LOG_STR("scheme", c->http.tls ? "https" : "http"),
            LOG_STR("lock", service_lock_mode_names[s->lock_mode]),
            LOG_STR("wait", s->lock.wait_mode == DLOCK_WAIT_SPIN ? "spin" : "notify"),
@@ -243,8 +262,11 @@ int main(int argc, char **argv)
         auth_free(tokens);
         return 1;
     }
-    if (http_start(&c.http, svc, handlers_answer, &srv, err, sizeof(err)) != 0) {
+    http_server *probes = NULL;
+    if (http_start(&c.http, svc, handlers_answer, &srv, err, sizeof(err)) != 0 ||
+        (c.probe_port && start_probes(&c, svc, srv, &probes, err, sizeof(err)) != 0)) {
         log_kv(LOG_ERROR, "cannot start HTTP server", LOG_STR("detail", err));
+        http_stop(srv);
         service_close(svc);
         auth_free(tokens);
         return 1;
@@ -255,12 +277,15 @@ int main(int argc, char **argv)
     log_kv(LOG_INFO, "stopping", LOG_STR("signal", sig == SIGINT ? "INT" : "TERM"),
            LOG_INT("drainMs", c.drain_ms));
     http_quiesce(srv);
+    if (probes)
+        http_quiesce(probes); /* /health says 503 from now on: balancers drop the replica */
     int left = service_drain(svc, c.drain_ms);
     if (left > 0) { /* their answers can't be sent any more: don't let them commit */
         service_refuse_commits(svc);
         log_kv(LOG_WARN, "requests still running or being answered at the drain deadline; "
                "those not yet committed will not commit", LOG_INT("count", left));
     }
+    http_stop(probes); /* first: it uses srv's thread of deadlines */
     http_stop(srv);
     tls_pem_free(&c.tls);
     service_close(svc);

@@ -730,6 +730,63 @@ static void test_sigterm_finishes_in_flight_requests_and_releases_locks(void **s
 
 /* A request still running when the drain deadline passes must not commit:
  * its answer could no longer be sent. */
+/* --probe-port: a second port, with an event thread of its own, answers the
+ * probes and nothing else, and tells a balancer to go elsewhere as soon as
+ * the replica drains. */
+static void test_a_probe_port_answers_only_the_probes(void **state)
+{
+    (void)state;
+    th_stockd d;
+    int probe = th_free_port();
+    char port[16], url[96];
+    snprintf(port, sizeof(port), "%d", probe);
+    const char *flags[] = {LOCK_FLAGS, "--probe-port", port, NULL};
+    assert_int_equal(th_stockd_start(&d, &redis, db, dir, flags), 0);
+    long long id = th_new_item(&d, "it", 5);
+    th_resp r;
+    const char *probes[] = {"/health", "/metrics"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", probe, probes[i]);
+        assert_int_equal(th_http("GET", url, NULL, &r), 0);
+        assert_int_equal(r.status, 200);
+        th_resp_free(&r);
+    }
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/items/%lld", probe, id);
+    assert_int_equal(th_http("GET", url, NULL, &r), 0);
+    assert_int_equal(r.status, 404);
+    assert_non_null(strstr(r.body, "\"not_found\""));
+    th_resp_free(&r);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/reduceStock", probe);
+    char body[96];
+    snprintf(body, sizeof(body), "{\"itemId\":%lld,\"quantity\":1}", id);
+    assert_int_equal(th_http("POST", url, body, &r), 0);
+    assert_int_equal(r.status, 404);
+    th_resp_free(&r);
+    assert_int_equal(th_item_stock(&d, id), 5); /* nothing sold through the probe port */
+    json_decref(th_call(&d, "GET", "/health", NULL, 200)); /* the main port still answers */
+
+    char resp[2048];
+    int keepalive = th_connect(probe);
+    const char *health = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    assert_true(th_exchange(keepalive, health, resp, sizeof(resp), 3000) > 0);
+    assert_non_null(strstr(resp, " 200 "));
+    th_bg_reduce inflight = {.url = d.url, .item = id, .work_ms = 700};
+    th_bg_reduce_start(&inflight);
+    char key[64];
+    snprintf(key, sizeof(key), "EXISTS %s", th_item_lock_key(id, lock_key));
+    while (th_redis_int(&redis, key) != 1)
+        th_sleep_ms(5);
+    kill(d.pid, SIGTERM);
+    th_sleep_ms(100);
+    assert_true(th_exchange(keepalive, health, resp, sizeof(resp), 3000) > 0);
+    assert_non_null(strstr(resp, " 503 ")); /* draining: the balancer takes it out */
+    assert_non_null(strstr(resp, "shutting_down"));
+    close(keepalive);
+    th_bg_reduce_join(&inflight);
+    assert_int_equal(inflight.status, 200);
+    assert_int_equal(th_wait(d.pid, 10000), 0);
+}
+
 static void test_requests_past_the_drain_deadline_do_not_commit(void **state)
 {
     (void)state;
@@ -968,6 +1025,7 @@ int main(void)
         cmocka_unit_test(test_a_body_framed_two_ways_is_refused_and_closes),
         cmocka_unit_test(test_redis_down_gives_503_then_recovers),
         cmocka_unit_test(test_sigterm_finishes_in_flight_requests_and_releases_locks),
+        cmocka_unit_test(test_a_probe_port_answers_only_the_probes),
         cmocka_unit_test(test_requests_past_the_drain_deadline_do_not_commit),
         cmocka_unit_test(test_a_write_that_waits_past_the_drain_deadline_does_not_commit),
         cmocka_unit_test(test_a_redis_timeout_too_long_for_the_lease_stops_start_up),
