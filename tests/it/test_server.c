@@ -787,6 +787,36 @@ static void test_a_probe_port_answers_only_the_probes(void **state)
     assert_int_equal(th_wait(d.pid, 10000), 0);
 }
 
+/* Requests still waiting for a lock at the drain deadline stop waiting (the
+ * lock's wait withdrawn, dlock_cancel): they are answered shutting_down at
+ * once, not after --wait-ms, and nothing is sold. */
+static void test_lock_waits_end_at_the_drain_deadline(void **state)
+{
+    (void)state;
+    th_stockd d;
+    const char *flags[] = {LOCK_FLAGS, "--drain-ms", "300", "--wait-ms", "20000", NULL};
+    assert_int_equal(th_stockd_start(&d, &redis, db, dir, flags), 0);
+    long long id = th_new_item(&d, "it", 5);
+    assert_int_equal(th_hold_item_lock(&redis, id), 0); /* another owner, for 30 s */
+    th_bg_reduce waiting[3] = {{.url = d.url, .item = id}, {.url = d.url, .item = id},
+                               {.url = d.url, .item = id, .work_ms = 50}}; /* batched, alone */
+    for (int i = 0; i < 3; i++)
+        th_bg_reduce_start(&waiting[i]);
+    th_wait_inflight(&d, 3);
+    int64_t t0 = th_now_ms();
+    kill(d.pid, SIGTERM);
+    for (int i = 0; i < 3; i++) {
+        th_bg_reduce_join(&waiting[i]);
+        if (waiting[i].status != 503 || strstr(waiting[i].body, "shutting_down") == NULL)
+            fail_msg("a lock's waiter at the drain deadline: %ld %s", waiting[i].status,
+                     waiting[i].body);
+    }
+    assert_true(th_now_ms() - t0 < 10000); /* far sooner than --wait-ms */
+    assert_int_equal(th_wait(d.pid, 10000), 0);
+    assert_int_equal(th_release_item_lock(&redis, id), 0);
+    assert_int_equal(th_item_stock(&a, id), 5);
+}
+
 static void test_requests_past_the_drain_deadline_do_not_commit(void **state)
 {
     (void)state;
@@ -1026,6 +1056,7 @@ int main(void)
         cmocka_unit_test(test_redis_down_gives_503_then_recovers),
         cmocka_unit_test(test_sigterm_finishes_in_flight_requests_and_releases_locks),
         cmocka_unit_test(test_a_probe_port_answers_only_the_probes),
+        cmocka_unit_test(test_lock_waits_end_at_the_drain_deadline),
         cmocka_unit_test(test_requests_past_the_drain_deadline_do_not_commit),
         cmocka_unit_test(test_a_write_that_waits_past_the_drain_deadline_does_not_commit),
         cmocka_unit_test(test_a_redis_timeout_too_long_for_the_lease_stops_start_up),
