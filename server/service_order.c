@@ -356,14 +356,14 @@ static void hold_end(struct order *o)
     struct order *next = s->hold_head;
     if (next && (s->hold_head = next->next) == NULL)
         s->hold_tail = NULL;
-    if (next == NULL)
+    if (next) { /* our turn passes on (under mu: its deadline's handler looks) */
+        next->waiting_turn = 0;
+        next->holding = 1;
+    } else {
         s->holds--;
+    }
     pthread_mutex_unlock(&s->mu);
-    if (next == NULL)
-        return;
-    next->waiting_turn = 0; /* its turn is ours, passed on; its deadline is void */
-    next->holding = 1;
-    if (exec_timer_stop(s->work, &next->timer))
+    if (next && exec_timer_stop(s->work, &next->timer)) /* else its deadline's handler runs it */
         exec_post(s->work, &next->task, rows_try);
 }
 

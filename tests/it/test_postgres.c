@@ -235,6 +235,36 @@ static void test_the_row_lock_mode_times_out_with_503(void **state)
     th_stack_stop(&s);
 }
 
+/* --lock db with work holds a store connection across its work (its rows'
+ * locks live in its transaction). With a pool of 4 (2 service threads, one
+ * for /health, one to hold) five such orders take turns to hold one,
+ * waiting for their turn as memory: every one is placed, and the replica
+ * answers reads meanwhile (no thread waits for a connection). */
+static void test_row_lock_orders_take_turns_to_hold_a_connection(void **state)
+{
+    (void)state;
+    const char *all[] = {"--lock", "db", "--db-pool", "4", "--allow-work-ms",
+                         "--busy-timeout-ms", "5000", NULL};
+    th_stack s;
+    th_stack_start(&s, dir, &redis, "turns", all, NULL, 10);
+    th_bg_reduce held[5];
+    for (int i = 0; i < 5; i++) {
+        held[i] = (th_bg_reduce){.url = s.r[0].url, .item = s.item, .work_ms = 200};
+        th_bg_reduce_start(&held[i]);
+    }
+    th_wait_inflight(&s.r[0], 5);
+    char path[64];
+    snprintf(path, sizeof(path), "/items/%lld", s.item);
+    json_decref(th_call(&s.r[0], "GET", path, NULL, 200));
+    for (int i = 0; i < 5; i++) {
+        th_bg_reduce_join(&held[i]);
+        if (held[i].status != 200)
+            fail_msg("order %d: %ld %s", i, held[i].status, held[i].body);
+    }
+    assert_int_equal(th_stack_stock(&s), 5);
+    th_stack_stop(&s);
+}
+
 /* Without fencing, a holder's last dlock_check before its write is all that
  * stops it once its lock is gone. Here the lock is taken from it while its
  * read of the stock waits for the items table, which another session holds,
@@ -318,6 +348,7 @@ int main(void)
         cmocka_unit_test(test_the_read_back_waits_for_a_database_that_comes_back),
         cmocka_unit_test(test_sessions_killed_mid_batch_leave_no_partial_commit),
         cmocka_unit_test(test_the_row_lock_mode_times_out_with_503),
+        cmocka_unit_test(test_row_lock_orders_take_turns_to_hold_a_connection),
         cmocka_unit_test(test_a_lock_lost_during_the_read_stops_the_write_without_fencing),
         cmocka_unit_test(test_start_up_errors_are_clear),
     };
