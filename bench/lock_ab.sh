@@ -26,7 +26,12 @@ structs() { # one line per struct: its name, a tab, its fields
         sed 's|/\*.*||; /^ *\*/d; s/ *$//' |
         awk '/^typedef/ {f = ""; next} /^}/ {print $2 "\t" f; next} {f = f $0 "|"}' | sort
 }
-if ! join -t $'\t' <(git show "$rev:lock/dlock.h" | structs) <(structs <lock/dlock.h) |
+# Where they are: dlock.h, or dlock_base.h beneath it once that came.
+public_of() { # public_of REV: its public headers that declare them, one after the other
+    local h
+    for h in dlock.h dlock_base.h; do git show "$1:lock/$h" 2>/dev/null || true; done
+}
+if ! join -t $'\t' <(public_of "$rev" | structs) <(cat lock/dlock.h lock/dlock_base.h | structs) |
     awk -F'\t' 'index($3, $2) == 1 {n++} END {exit n != 3}'; then
     echo "lock_ab.sh: dlock_config or dlock_opts at $rev are not the first fields of" \
          "this tree's: not comparable" >&2

@@ -1,4 +1,4 @@
-/* counters.h - the lock client's counters (see dlock_stats in dlock.h),
+/* counters.h - the lock client's counters (see dlock_stats in dlock_base.h),
  * bumped with atomics by whichever part of the library sees the event; the
  * waits' and holds' histograms recorded by counters.c. */
 #ifndef DLOCK_COUNTERS_H
@@ -7,7 +7,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "lock/dlock.h"
+#include "lock/internal.h"
 
 typedef struct dlock_counters {
     _Atomic uint64_t acquired, handoffs, timeouts, renewals, interrupts, lost;

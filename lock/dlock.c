@@ -7,6 +7,8 @@
  * -> quorum.c (one or N servers) -> node_ops.c, node.c (one Redis) ->
  * pool.c; opts.c and counters.c check what callers pass and count what
  * happened; runner.c runs the asynchronous calls' steps. */
+#include "lock/dlock.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

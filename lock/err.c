@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lock/dlock_async.h"
+#include "lock/internal.h"
 
 static _Thread_local char errbuf[256];
 static _Thread_local int errcode;

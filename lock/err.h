@@ -1,5 +1,5 @@
 /* err.h - the lock library's error reporting: a code returned, and the
- * details in a per-thread buffer that dlock_errstr() reads (dlock.h). */
+ * details in a per-thread buffer that dlock_errstr() reads (dlock_base.h). */
 #ifndef DLOCK_ERR_H
 #define DLOCK_ERR_H
 

@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "lock/client.h"
+#include "lock/dlock.h"
 #include "lock/err.h"
 #include "lock/sync.h"
 

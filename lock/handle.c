@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "lock/client.h"
+#include "lock/dlock.h"
 #include "lock/dlock_async.h"
 #include "lock/err.h"
 #include "lock/sync.h"

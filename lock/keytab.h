@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lock/dlock.h"
+#include "lock/internal.h"
 
 struct dlock_handle;
 

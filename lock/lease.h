@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lock/dlock.h"
+#include "lock/internal.h"
 #include "lock/quorum.h"
 #include "lock/runner.h"
 #include "lock/scripts.h"

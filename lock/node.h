@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "lock/counters.h"
-#include "lock/dlock.h"
+#include "lock/internal.h"
 #include "lock/scripts.h"
 
 #define DLOCK_CHANNEL_SUFFIX ":released"
@@ -50,7 +50,7 @@ void dlock_node_free(dlock_node *n);
 /* "host:port". */
 const char *dlock_node_name(const dlock_node *n);
 
-/* Its state as seen from here (dlock_node_info in dlock.h). */
+/* Its state as seen from here (dlock_node_info in dlock_base.h). */
 void dlock_node_report(dlock_node *n, dlock_node_info *out);
 
 /* A call in flight on one node: begun (its commands sent), its replies read

@@ -1,9 +1,9 @@
 /* opts.h - the checks of opts.c that the acquisitions share (dlock.c,
- * claim.c) beyond what dlock.h declares. */
+ * claim.c) beyond what dlock_base.h declares. */
 #ifndef DLOCK_OPTS_H
 #define DLOCK_OPTS_H
 
-#include "lock/dlock.h"
+#include "lock/internal.h"
 
 /* DLOCK_OK when cfg can start a client, else DLOCK_ERR_INVALID with
  * dlock_errstr naming what is wrong. */

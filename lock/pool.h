@@ -9,7 +9,7 @@
 #include <hiredis/hiredis.h>
 
 #include "lock/counters.h"
-#include "lock/dlock.h"
+#include "lock/internal.h"
 
 typedef struct dlock_pool dlock_pool;
 

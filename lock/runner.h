@@ -13,7 +13,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "lock/dlock_async.h"
+#include "lock/internal.h"
 
 typedef struct dlock_runner dlock_runner;
 

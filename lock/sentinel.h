@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "lock/dlock.h"
+#include "lock/internal.h"
 
 /* At most this often the Sentinels are asked again after a failure. */
 #define DLOCK_SENTINEL_REASK_MS 100
