@@ -4,7 +4,8 @@
 # (bench/lockab.c) next to a plain SET, against a private redis-server: a
 # before/after that holds on a machine whose speed moves from one second to
 # the next. The other revision's lock/ is built in a temporary directory
-# with its symbols renamed base_dlock_*.
+# with every symbol renamed base_<name>: its API base_dlock_*, its internals
+# base_dlock__* (or, before they were dlock__*, base_dlock_* too).
 # Usage: bench/lock_ab.sh REV [ROUNDS=40] [WINDOW_MS=250]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +42,7 @@ fi
 base=$STACK_DIR/base
 rev_lock "$rev" "$base"
 flags=$rev_flags
+# all of them, not only the API: a revision's internals may have this tree's names
 nm -g --defined-only "$base/libdlock.a" | awk 'NF == 3 {print $3, "base_" $3}' | sort -u \
     >"$base/rename"
 objcopy --redefine-syms="$base/rename" "$base/libdlock.a"

@@ -7,10 +7,10 @@
 
 /* DLOCK_OK when cfg can start a client, else DLOCK_ERR_INVALID with
  * dlock_errstr naming what is wrong. */
-int dlock_config_check(const dlock_config *cfg);
+int dlock__config_check(const dlock_config *cfg);
 
 /* The options to use into *o: opts, or the defaults for NULL; checked as
  * dlock_opts_check does. */
-int dlock_opts_of(const dlock_opts *opts, dlock_opts *o);
+int dlock__opts_of(const dlock_opts *opts, dlock_opts *o);
 
 #endif

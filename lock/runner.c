@@ -204,7 +204,7 @@ static struct dlock_task *next_task(dlock_runner *r, int64_t *wait_until)
     }
     if ((t = r->heap) == NULL)
         return NULL;
-    if (t->until > dlock_now_ms()) {
+    if (t->until > dlock__now_ms()) {
         *wait_until = t->until;
         return NULL;
     }
@@ -237,7 +237,7 @@ static void *loop(void *arg)
         else if ((t = next_task(r, &until)) != NULL)
             run(r, t);
         else if (until)
-            dlock_cond_wait_until(&r->cv, r->mu, until);
+            dlock__cond_wait_until(&r->cv, r->mu, until);
         else
             pthread_cond_wait(&r->cv, r->mu);
     }
@@ -245,8 +245,8 @@ static void *loop(void *arg)
     return NULL;
 }
 
-dlock_runner *dlock_runner_start(pthread_mutex_t *mu, int n, void (*post)(void *, dlock_req *),
-                                 void *post_ctx)
+dlock_runner *dlock__runner_start(pthread_mutex_t *mu, int n, void (*post)(void *, dlock_req *),
+                                  void *post_ctx)
 {
     if (n < 1 || n > DLOCK_ASYNC_THREADS_MAX)
         return NULL;
@@ -256,19 +256,19 @@ dlock_runner *dlock_runner_start(pthread_mutex_t *mu, int n, void (*post)(void *
     r->mu = mu;
     r->post = post;
     r->post_ctx = post_ctx;
-    if (dlock_cond_init(&r->cv) != 0 || pthread_cond_init(&r->idle, NULL) != 0) {
+    if (dlock__cond_init(&r->cv) != 0 || pthread_cond_init(&r->idle, NULL) != 0) {
         free(r);
         return NULL;
     }
     for (; r->n < n; r->n++)
         if (pthread_create(&r->thread[r->n], NULL, loop, r) != 0) {
-            dlock_runner_stop(r);
+            dlock__runner_stop(r);
             return NULL;
         }
     return r;
 }
 
-void dlock_runner_stop(dlock_runner *r)
+void dlock__runner_stop(dlock_runner *r)
 {
     if (r == NULL)
         return;
@@ -289,7 +289,7 @@ void dlock_runner_stop(dlock_runner *r)
     free(r);
 }
 
-void dlock_runner_add(dlock_runner *r, struct dlock_task *t, dlock_req *req)
+void dlock__runner_add(dlock_runner *r, struct dlock_task *t, dlock_req *req)
 {
     r->tasks++;
     t->owner = r;
@@ -308,7 +308,7 @@ void dlock_runner_add(dlock_runner *r, struct dlock_task *t, dlock_req *req)
     push_ready(r, t);
 }
 
-void dlock_runner_wake(struct dlock_task *t)
+void dlock__runner_wake(struct dlock_task *t)
 {
     if (t->running)
         t->rewake = 1;
@@ -316,15 +316,15 @@ void dlock_runner_wake(struct dlock_task *t)
         push_ready(t->owner, t);
 }
 
-int dlock_task_stop(const struct dlock_task *t)
+int dlock__task_stop(const struct dlock_task *t)
 {
     return t->owner->closing ? DLOCK_ERR_CLOSED : t->cancelled ? DLOCK_ERR_CANCELLED : 0;
 }
 
-int dlock_runner_step_here(struct dlock_task *t)
+int dlock__runner_step_here(struct dlock_task *t)
 {
     dlock_runner *r = t->owner;
-    if (r->post == NULL || t->running || dlock_task_stop(t))
+    if (r->post == NULL || t->running || dlock__task_stop(t))
         return 0;
     if (t->ready)
         ready_remove(r, t);
@@ -340,7 +340,7 @@ int dlock_runner_step_here(struct dlock_task *t)
     return 1;
 }
 
-void dlock_runner_end_here(struct dlock_task *t)
+void dlock__runner_end_here(struct dlock_task *t)
 {
     while (t) {
         struct dlock_task *next = t->ready_next; /* before its end frees it */
@@ -349,7 +349,7 @@ void dlock_runner_end_here(struct dlock_task *t)
     }
 }
 
-void dlock_runner_deliver(dlock_runner *r, dlock_req *req, enum dlock_end where)
+void dlock__runner_deliver(dlock_runner *r, dlock_req *req, enum dlock_end where)
 {
     if (r->post && where != DLOCK_END_CLOSING) {
         r->post(r->post_ctx, req);
@@ -370,11 +370,11 @@ void dlock_runner_deliver(dlock_runner *r, dlock_req *req, enum dlock_end where)
     pthread_mutex_unlock(r->mu);
 }
 
-int dlock_runner_cancel(dlock_req *req)
+int dlock__runner_cancel(dlock_req *req)
 {
     dlock_runner *r = __atomic_load_n(&req->priv, __ATOMIC_ACQUIRE);
     if (r == NULL)
-        return dlock_fail(DLOCK_ERR_INVALID, "the call does not wait: its result is decided");
+        return dlock__fail(DLOCK_ERR_INVALID, "the call does not wait: its result is decided");
     pthread_mutex_lock(r->mu);
     struct dlock_task *t = *req_bucket(r, req);
     while (t && t->req != req)
@@ -382,9 +382,9 @@ int dlock_runner_cancel(dlock_req *req)
     int waits = t != NULL && !t->cancelled;
     if (waits) {
         t->cancelled = 1;
-        dlock_runner_wake(t);
+        dlock__runner_wake(t);
     }
     pthread_mutex_unlock(r->mu);
     return waits ? DLOCK_OK
-                 : dlock_fail(DLOCK_ERR_INVALID, "the call does not wait: its result is decided");
+                 : dlock__fail(DLOCK_ERR_INVALID, "the call does not wait: its result is decided");
 }

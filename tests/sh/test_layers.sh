@@ -5,8 +5,10 @@
 # its own node): no circle of calls in a product, no call up a layer of
 # tests/sh/layers.txt, products that call each other only where allowed
 # (server/ calls the lock only through its public headers, lock/dlock*.h;
-# lock/ and loadgen/ nothing of the others), and http.c and its handlers that reach the service, not what
-# lies beneath it.
+# lock/ and loadgen/ nothing of the others), and http.c and its handlers that
+# reach the service, not what lies beneath it. Inside the lock: only the API
+# files include its public headers of calls, and what no public header
+# declares is named dlock__name.
 # A planted circle proves the check can fail. Prints cmocka-style lines for
 # tests/run.sh.
 set -uo pipefail
@@ -74,6 +76,13 @@ dlock_api=$(grep -ho 'dlock_[a-z0-9_]*' "${public[@]}" | sort -u)
 expect_none "server/ calls the lock only through its public headers" \
     "$(awk -v api="$dlock_api" 'BEGIN { n = split(api, a, "\n"); for (i = 1; i <= n; i++) ok[a[i]] }
         $1 ~ /^server\// && $2 ~ /^lock\// && !($3 in ok)' <<<"$edges")"
+# Inside the lock, a name says whether a call crosses its API (as libuv's
+# uv__name): what lock/ defines and no public header declares is dlock__name.
+expect_none "lock/'s symbols that no public header declares are named dlock__" \
+    "$(for o in "$objs"/lock/*.o; do
+        nm -g --defined-only "$o" | awk -v f="lock/${o##*/}" 'NF == 3 { print f, $3 }'
+    done | awk -v api="$dlock_api" 'BEGIN { n = split(api, a, "\n"); for (i = 1; i <= n; i++) ok[a[i]] }
+        !($2 in ok) && $2 !~ /^dlock__/')"
 # http.c and its handlers parse, ask the service, answer: they never reach the
 # store, the lock, the group-commit queues or the configuration (tls.c is the
 # plumbing's own: HTTPS's session tickets).
