@@ -24,7 +24,7 @@ trap 'exit 130' INT TERM
 # tree added at the end are read by its own build only.
 structs() { # one line per struct: its name, a tab, its fields
     sed -n '/^typedef struct dlock_\(config\|opts\|endpoint\) {/,/^} dlock_/p' |
-        sed 's|/\*.*||; /^ *\*/d; s/ *$//' |
+        sed 's|/\*.*||; /^ *\*/d; s/ *$//; /^$/d' |
         awk '/^typedef/ {f = ""; next} /^}/ {print $2 "\t" f; next} {f = f $0 "|"}' | sort
 }
 # Where they are: dlock.h, or dlock_base.h beneath it once that came.

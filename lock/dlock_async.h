@@ -37,8 +37,8 @@
 
 DLOCK_BEGIN_DECLS
 
-/* The request, struct dlock_req (its fields, and how its done runs), is in
- * dlock_base.h, which the library's runner shares. */
+/* Each call takes a struct dlock_req, whose fields and done (dlock_req_fn)
+ * are declared in dlock_base.h, beneath dlock.h. */
 
 /* Asks for key as dlock_acquire does, and returns at once. The wait holds no
  * thread: in notify mode it queues in the key's local FIFO with the blocking
