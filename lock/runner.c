@@ -1,5 +1,5 @@
 /* runner.c - the task runner's threads: a FIFO of tasks ready to step, a
- * pairing heap of tasks waiting for a time, a table of the requests they
+ * heap of tasks waiting for a time (timers.c), a table of the requests they
  * serve (for dlock_cancel), and the requests to give back on these threads,
  * all under the client's mutex and all linked through the tasks and
  * requests themselves, so nothing is allocated after the start. A task
@@ -8,6 +8,7 @@
  * However many tasks wait, the threads are the n started with the client. */
 #include "lock/runner.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -23,7 +24,7 @@ struct dlock_runner {
     pthread_cond_t cv;   /* mu: work for the threads, or stop */
     pthread_cond_t idle; /* mu: the last task ended and nothing waits to be given back */
     struct dlock_task *ready_head, *ready_tail;
-    struct dlock_task *heap;            /* the timer heap's root: the earliest until */
+    struct dlock_timer *heap;           /* the timer heap's root: the earliest due */
     dlock_req *given_head, *given_tail; /* ended in a caller's call, done to run here */
     struct dlock_task *reqs[REQ_BUCKETS];
     int tasks;   /* added and not yet ended */
@@ -33,73 +34,20 @@ struct dlock_runner {
     pthread_t thread[];
 };
 
-/* The timer heap, a pairing heap: a's and b's roots (without siblings)
- * melded, the later one the first child of the earlier. */
-static struct dlock_task *meld(struct dlock_task *a, struct dlock_task *b)
+/* The task whose link in the timer heap tm is (NULL for none). */
+static struct dlock_task *task_of(struct dlock_timer *tm)
 {
-    if (a == NULL || b == NULL)
-        return a ? a : b;
-    if (b->until < a->until) {
-        struct dlock_task *t = a;
-        a = b, b = t;
-    }
-    b->sibling = a->child;
-    if (a->child)
-        a->child->prev = b;
-    b->prev = a;
-    a->child = b;
-    return a;
-}
-
-/* One heap of a list of sibling heaps: melded in pairs left to right, then
- * the pairs right to left, without recursion however long the list. */
-static struct dlock_task *meld_siblings(struct dlock_task *first)
-{
-    struct dlock_task *pairs = NULL;
-    while (first) {
-        struct dlock_task *a = first, *b = a->sibling;
-        first = b ? b->sibling : NULL;
-        a->sibling = a->prev = NULL;
-        if (b)
-            b->sibling = b->prev = NULL;
-        a = meld(a, b);
-        a->sibling = pairs; /* a list of its own, for the second pass */
-        pairs = a;
-    }
-    struct dlock_task *root = NULL;
-    while (pairs) {
-        struct dlock_task *next = pairs->sibling;
-        pairs->sibling = NULL;
-        root = meld(root, pairs);
-        pairs = next;
-    }
-    return root;
+    return tm ? (struct dlock_task *)((char *)tm - offsetof(struct dlock_task, timer)) : NULL;
 }
 
 static void heap_push(dlock_runner *r, struct dlock_task *t, int64_t until)
 {
-    t->until = until;
-    t->child = t->sibling = t->prev = NULL;
-    t->timed = 1;
-    r->heap = meld(r->heap, t);
+    dlock__timers_arm(&r->heap, &t->timer, until);
 }
 
 static void heap_remove(dlock_runner *r, struct dlock_task *t)
 {
-    struct dlock_task *rest = meld_siblings(t->child);
-    if (t == r->heap) {
-        r->heap = rest;
-    } else {
-        if (t->prev->child == t)
-            t->prev->child = t->sibling;
-        else
-            t->prev->sibling = t->sibling;
-        if (t->sibling)
-            t->sibling->prev = t->prev;
-        r->heap = meld(r->heap, rest);
-    }
-    t->child = t->sibling = t->prev = NULL;
-    t->timed = 0;
+    dlock__timers_disarm(&r->heap, &t->timer);
 }
 
 static void ready_remove(dlock_runner *r, struct dlock_task *t)
@@ -118,7 +66,7 @@ static void ready_remove(dlock_runner *r, struct dlock_task *t)
 
 static void push_ready(dlock_runner *r, struct dlock_task *t)
 {
-    if (t->timed)
+    if (t->timer.armed)
         heap_remove(r, t);
     t->ready = 1;
     t->ready_next = NULL;
@@ -202,10 +150,10 @@ static struct dlock_task *next_task(dlock_runner *r, int64_t *wait_until)
         ready_remove(r, t);
         return t;
     }
-    if ((t = r->heap) == NULL)
+    if ((t = task_of(r->heap)) == NULL)
         return NULL;
-    if (t->until > dlock__now_ms()) {
-        *wait_until = t->until;
+    if (t->timer.until > dlock__now_ms()) {
+        *wait_until = t->timer.until;
         return NULL;
     }
     heap_remove(r, t);
@@ -275,7 +223,7 @@ void dlock__runner_stop(dlock_runner *r)
     pthread_mutex_lock(r->mu);
     r->closing = 1;
     while (r->heap) /* every waiting task steps once more, and ends */
-        push_ready(r, r->heap);
+        push_ready(r, task_of(r->heap));
     pthread_cond_broadcast(&r->cv);
     while ((r->tasks > 0 || r->given_head) && r->n > 0)
         pthread_cond_wait(&r->idle, r->mu);
@@ -294,8 +242,8 @@ void dlock__runner_add(dlock_runner *r, struct dlock_task *t, dlock_req *req)
     r->tasks++;
     t->owner = r;
     t->req = req;
-    t->running = t->rewake = t->ready = t->timed = t->cancelled = 0;
-    t->child = t->sibling = t->prev = NULL;
+    t->running = t->rewake = t->ready = t->cancelled = 0;
+    t->timer = (struct dlock_timer){0};
     if (req) {
         struct dlock_task **b = req_bucket(r, req);
         t->req_next = *b;
@@ -328,7 +276,7 @@ int dlock__runner_step_here(struct dlock_task *t)
         return 0;
     if (t->ready)
         ready_remove(r, t);
-    else if (t->timed)
+    else if (t->timer.armed)
         heap_remove(r, t);
     int64_t until = 0;
     if (step(t, &until) == DLOCK_TASK_WAIT) {

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "lock/internal.h"
+#include "lock/timers.h"
 
 typedef struct dlock_runner dlock_runner;
 
@@ -42,10 +43,8 @@ struct dlock_task {
     struct dlock_task *req_next;    /* the runner's table of requests */
     struct dlock_task **req_link;
     struct dlock_task *ready_next, *ready_prev;
-    struct dlock_task *child, *sibling, *prev; /* the timer heap: prev is the left sibling,
-                                                * or the parent of a first child */
-    int ready, timed, running, rewake, cancelled;
-    int64_t until;
+    struct dlock_timer timer; /* in the timer heap while it waits for a time (timer.armed) */
+    int ready, running, rewake, cancelled;
 };
 
 /* Starts n threads (1..DLOCK_ASYNC_THREADS_MAX) delivering ended calls
