@@ -7,9 +7,9 @@
  * attempt, so a release in between is seen by that attempt, and also wakes
  * at the earlier of retry_ms and the key's TTL, so a lost message costs at
  * most one interval. A releasing holder hands its lease straight to the next
- * local waiter, up to a bound (handoff_bound: handoff_max, less when other
- * processes take turns) or handoff_ms, then lets it go through Redis so
- * other processes get their turn.
+ * local waiter, up to a bound (dlock__handoff_bound: handoff_max, less when
+ * other processes take turns) or handoff_ms, then lets it go through Redis
+ * so other processes get their turn.
  *
  * A turn of the key between processes costs one script: the release that
  * grants it to the next process also puts this process's next waiter in
@@ -99,24 +99,22 @@ static int turns_of_others(dlock_client *c, struct dlock_entry *e)
     return most < 1000 ? (int)most : 1000;
 }
 
-/* How many hand-offs a lease just taken from Redis may make (the rule of
- * lock/README.md, "How long a turn is"). q: the other processes that took
- * turns with this one (l->queued: each queues one token per key, and each
- * turn of theirs is a grant this process hears of); n: this process's
- * waiters behind the new holder. Each of the q waits for about q turns (a lease
- * and its hand-offs, a cohort) before its own comes round, where strict
- * FIFO over the W = (q + 1)(n + 1) holders (the others taken to be like
- * this one) would make it wait about W holds: a cohort of 1.5 W / q keeps
- * that within 1.5 FIFO waits, the rest of 2x left for the turns' own
- * latency. It bites only when processes are many for their workers: W=8
- * over 4 processes, 4 holders a turn; W=32 over 4, 16, so handoff_max. */
-static int handoff_bound(const struct dlock_lease *l, int n)
+/* The rule of lock/README.md, "How long a turn is". q counts the other
+ * processes by the grants to their tokens this process heard (each queues
+ * one token per key, and each turn of theirs is a grant). Each of the q
+ * waits for about q turns (a lease and its hand-offs, a cohort) before its
+ * own comes round, where strict FIFO over the W = (q + 1)(n + 1) holders
+ * (the others taken to be like this one) would make it wait about W holds:
+ * a cohort of 1.5 W / q keeps that within 1.5 FIFO waits, the rest of 2x
+ * left for the turns' own latency. It bites only when processes are many
+ * for their workers: W=8 over 4 processes, 4 holders a turn; W=32 over 4,
+ * 16, so handoff_max. */
+int dlock__handoff_bound(int handoff_max, int q, int n)
 {
-    int q = l->queued;
-    if (q <= 0 || l->handoff_max == 0)
-        return l->handoff_max;
+    if (q <= 0 || handoff_max == 0)
+        return handoff_max;
     int64_t cohort = 3 * (int64_t)(q + 1) * (n + 1) / (2 * (int64_t)q);
-    return cohort - 1 < 1 ? 1 : cohort - 1 < l->handoff_max ? (int)cohort - 1 : l->handoff_max;
+    return cohort - 1 < 1 ? 1 : cohort - 1 < handoff_max ? (int)cohort - 1 : handoff_max;
 }
 
 /* w's lease to ask Redis with, made when it has none (a blocking waiter's
@@ -163,7 +161,8 @@ static void hold(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w)
     dlock__queue_remove(e, w);
     e->holder = w->h;
     w->spare->queued = turns_of_others(c, e);
-    w->spare->handoff_bound = handoff_bound(w->spare, e->refs - 1);
+    w->spare->handoff_bound =
+        dlock__handoff_bound(w->spare->handoff_max, w->spare->queued, e->refs - 1);
     dlock__wd_hold(c->wd, w->h, w->spare, w->o->watchdog);
     w->spare = NULL;
 }

@@ -76,6 +76,12 @@ void dlock__queue_retry(dlock_client *c, struct dlock_entry *e, struct dlock_wai
 int dlock__queue_held_back(const dlock_client *c, const struct dlock_entry *e,
                            struct dlock_waiter *w, int64_t now, int64_t *until);
 
+/* How many hand-offs a lease just taken from Redis may make in a row: at
+ * most handoff_max, fewer when q other processes take turns with the key,
+ * n this process's waiters behind the new holder: max(1, 1.5 (q + 1)(n + 1)
+ * / q - 1) for q > 0 (lock/README.md, "How long a turn is"). Pure. */
+int dlock__handoff_bound(int handoff_max, int q, int n);
+
 /* mu held: drops the reference a holder or waiter had on e. */
 void dlock__queue_leave(dlock_client *c, struct dlock_entry *e);
 
