@@ -64,6 +64,14 @@ static int wait_join(dlock_client *c, struct wait *cw)
     return DLOCK_OK;
 }
 
+/* Whether cw, in notify mode, waits behind its line's head at now: until its
+ * deadline (a release that makes it the head wakes it sooner), when it
+ * tries once whatever its place. */
+static int behind_head(const struct wait *cw, int64_t now)
+{
+    return cw->e && cw->e->head != &cw->w && now < cw->deadline;
+}
+
 /* mu held (released around each attempt): cw's turn as far as it goes: an
  * attempt when it heads the FIFO (or spin mode's pause is over), a waiter
  * that never got to the head still trying once at its deadline. Returns
@@ -80,7 +88,7 @@ static int wait_step(dlock_client *c, struct wait *cw, int64_t *until)
         }
         if (e && dlock__queue_held_back(c, e, &cw->w, now, until))
             return DLOCK_QUEUE_WAIT;
-        if (e && e->head != &cw->w && now < cw->deadline) {
+        if (behind_head(cw, now)) {
             *until = cw->deadline;
             return DLOCK_QUEUE_WAIT;
         }
@@ -274,8 +282,9 @@ int dlock__claim_acquire_async(dlock_client *c, const char *key, const struct dl
     }
     pthread_mutex_lock(&c->mu);
     int rc = wait_join(c, &a->cw);
-    if (rc == DLOCK_OK)
-        dlock__runner_add(c->runner, &a->task, req);
+    if (rc == DLOCK_OK) /* behind the head, it sleeps on the runner's timers from the start */
+        dlock__runner_add(c->runner, &a->task, req,
+                          behind_head(&a->cw, dlock__now_ms()) ? a->cw.deadline : 0);
     pthread_mutex_unlock(&c->mu);
     if (rc != DLOCK_OK) {
         wait_fail(c, &a->cw, rc);

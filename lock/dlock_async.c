@@ -181,6 +181,17 @@ static void ask_end(struct dlock_task *t, enum dlock_end where)
     dlock__runner_deliver(c->runner, req, where);
 }
 
+/* mu held, a's call just made: when its first step is due. 0: now. A waiter
+ * that can only wait (dlock__queue_waits: not the head, or a valid local
+ * holder has the key, as when a batch asks while the last one holds) takes
+ * it when it would look again, on the runner's timers: no thread is woken
+ * to find that out, and a hand-off, a release or that time wakes it. */
+static int64_t first_step(const struct ask *a)
+{
+    int64_t until;
+    return a->joined && dlock__queue_waits(&a->w, &until) ? until : 0;
+}
+
 /* The asynchronous acquire of the n keys in order[] (checked, as opts), as
  * a multi-lock when multi is set. */
 static int ask(dlock_client *c, const char *const *order, int n, int multi,
@@ -199,7 +210,7 @@ static int ask(dlock_client *c, const char *const *order, int n, int multi,
      * order they asked, whichever thread steps them */
     int rc = o->wait_mode == DLOCK_WAIT_NOTIFY ? join(a) : DLOCK_OK;
     if (rc == DLOCK_OK)
-        dlock__runner_add(c->runner, &a->task, req);
+        dlock__runner_add(c->runner, &a->task, req, first_step(a));
     pthread_mutex_unlock(&c->mu);
     if (rc != DLOCK_OK)
         ask_free(a);
@@ -289,7 +300,7 @@ void dlock_release_async(dlock_handle *h, dlock_req *req)
     if (left == DLOCK_GIVE_BACK) {
         h->req = req;
         h->task = (struct dlock_task){.step = give_back_step, .end = give_back_end};
-        dlock__runner_add(c->runner, &h->task, NULL);
+        dlock__runner_add(c->runner, &h->task, NULL, 0);
     }
     pthread_mutex_unlock(&c->mu);
     dlock__runner_end_here(here);

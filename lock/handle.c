@@ -86,7 +86,7 @@ int dlock_sleep_async(dlock_handle *h, int ms, dlock_req *req)
         h->req = req;
         h->sleep_end = dlock__now_ms() + (ms > 0 ? ms + 1 : 0); /* as dlock_sleep's */
         h->task = (struct dlock_task){.step = sleep_step, .end = sleep_end};
-        dlock__runner_add(c->runner, &h->task, req);
+        dlock__runner_add(c->runner, &h->task, req, 0);
     }
     pthread_mutex_unlock(&c->mu);
     return free_now ? DLOCK_OK

@@ -260,10 +260,26 @@ int dlock__queue_held_back(const dlock_client *c, const struct dlock_entry *e,
     return 0;
 }
 
-/* w's turn (mu held): w is granted the lease, or contends when it heads the
- * queue and no valid local holder has the key: a holder whose lease ran out
- * blocks nobody, as it would not across processes. While the last holder's
- * release puts it in line, the head waits for that instead. */
+/* Whether w may contend at now (mu held): when it heads the queue and no
+ * valid local holder has the key - a holder whose lease ran out blocks
+ * nobody, as it would not across processes - unless the last holder's
+ * release is putting it in line (it waits for that instead). Else *until:
+ * when to look again at the latest (its deadline, or sooner the holder's
+ * lease end for the head). */
+static int turn_now(const struct dlock_entry *e, const struct dlock_waiter *w, int64_t now,
+                    int64_t *until)
+{
+    int mine = e->head == w && e->requeue != DLOCK_REQUEUE_PENDING;
+    if (mine && (e->holder == NULL || holder_expired(e, now)))
+        return 1;
+    *until = w->deadline;
+    if (mine && e->holder->lease->valid_until_ms < *until)
+        *until = e->holder->lease->valid_until_ms; /* look again when it would run out */
+    return 0;
+}
+
+/* w's turn (mu held): w is granted the lease, or contends when its turn is
+ * now (turn_now). */
 int dlock__queue_step(dlock_client *c, struct dlock_waiter *w, int64_t *until)
 {
     struct dlock_entry *e = w->h->entry;
@@ -273,20 +289,21 @@ int dlock__queue_step(dlock_client *c, struct dlock_waiter *w, int64_t *until)
         int64_t now = dlock__now_ms();
         if (dlock__queue_held_back(c, e, w, now, until))
             return DLOCK_QUEUE_WAIT;
-        int mine = e->head == w && e->requeue != DLOCK_REQUEUE_PENDING;
-        if (mine && (e->holder == NULL || holder_expired(e, now))) {
+        if (turn_now(e, w, now, until)) {
             int rc = contend(c, e, w);
             if (rc != AGAIN)
                 return rc;
             continue;
         }
-        if (now >= w->deadline)
-            return DLOCK_ERR_TIMEOUT;
-        *until = w->deadline;
-        if (mine && e->holder->lease->valid_until_ms < *until)
-            *until = e->holder->lease->valid_until_ms; /* look again when it would run out */
-        return DLOCK_QUEUE_WAIT;
+        return now >= w->deadline ? DLOCK_ERR_TIMEOUT : DLOCK_QUEUE_WAIT;
     }
+}
+
+int dlock__queue_waits(const struct dlock_waiter *w, int64_t *until)
+{
+    int64_t now = dlock__now_ms();
+    return !w->granted && w->phase == TURN && !turn_now(w->h->entry, w, now, until) &&
+           now < w->deadline;
 }
 
 int dlock__queue_join(dlock_client *c, dlock_handle *h, const char *key, const dlock_opts *o,

@@ -38,6 +38,14 @@ int dlock__queue_join(dlock_client *c, dlock_handle *h, const char *key, const d
  * dlock_acquire's. Either way dlock__queue_end follows. */
 int dlock__queue_step(dlock_client *c, struct dlock_waiter *w, int64_t *until);
 
+/* mu held, w just joined: 1 with *until when its first step would only
+ * wait, its turn not now - it is not the head, a release is putting the
+ * head in line, or a valid local holder has the key - and wake it no later
+ * than *until (its deadline, or the holder's lease end); else 0 (it would
+ * contend, or its wait is over). So that an asynchronous waiter sleeps on
+ * the runner's timers from the start, no thread woken to find that out. */
+int dlock__queue_waits(const struct dlock_waiter *w, int64_t *until);
+
 /* mu held: ends w's wait, which ended with rc (a caller may end it early
  * with an error of its own; a w granted meanwhile must end with DLOCK_OK):
  * on an error w leaves the FIFO and the next may contend; a token it asked

@@ -27,6 +27,9 @@ struct dlock_runner {
     struct dlock_timer *heap;           /* the timer heap's root: the earliest due */
     dlock_req *given_head, *given_tail; /* ended in a caller's call, done to run here */
     struct dlock_task *reqs[REQ_BUCKETS];
+    int64_t wake_at; /* when the thread that went to sleep last wakes by itself (INT64_MAX:
+                      * only when signalled); a thread that is awake looks at the heap
+                      * before it sleeps */
     int tasks;   /* added and not yet ended */
     int closing; /* the client is being freed: tasks end */
     int stop;    /* the threads leave */
@@ -48,6 +51,15 @@ static void heap_push(dlock_runner *r, struct dlock_task *t, int64_t until)
 static void heap_remove(dlock_runner *r, struct dlock_task *t)
 {
     dlock__timers_disarm(&r->heap, &t->timer);
+}
+
+/* t was armed from outside the runner's threads (mu held): one of them is
+ * signalled only when t is due sooner than they would look again by
+ * themselves, so that a waiter that can only wait wakes nobody. */
+static void armed_outside(dlock_runner *r, struct dlock_task *t)
+{
+    if (t->timer.armed && t->timer.until < r->wake_at)
+        pthread_cond_signal(&r->cv);
 }
 
 static void ready_remove(dlock_runner *r, struct dlock_task *t)
@@ -173,6 +185,17 @@ static void give_one(dlock_runner *r)
     idle_check(r);
 }
 
+/* Sleeps (mu held) until signalled or until (0: no timer), noting when it
+ * wakes by itself for armed_outside. */
+static void sleep_until(dlock_runner *r, int64_t until)
+{
+    r->wake_at = until ? until : INT64_MAX;
+    if (until)
+        dlock__cond_wait_until(&r->cv, r->mu, until);
+    else
+        pthread_cond_wait(&r->cv, r->mu);
+}
+
 static void *loop(void *arg)
 {
     dlock_runner *r = arg;
@@ -184,10 +207,8 @@ static void *loop(void *arg)
             give_one(r);
         else if ((t = next_task(r, &until)) != NULL)
             run(r, t);
-        else if (until)
-            dlock__cond_wait_until(&r->cv, r->mu, until);
         else
-            pthread_cond_wait(&r->cv, r->mu);
+            sleep_until(r, until);
     }
     pthread_mutex_unlock(r->mu);
     return NULL;
@@ -204,6 +225,7 @@ dlock_runner *dlock__runner_start(pthread_mutex_t *mu, int n, void (*post)(void 
     r->mu = mu;
     r->post = post;
     r->post_ctx = post_ctx;
+    r->wake_at = INT64_MAX;
     if (dlock__cond_init(&r->cv) != 0 || pthread_cond_init(&r->idle, NULL) != 0) {
         free(r);
         return NULL;
@@ -237,7 +259,7 @@ void dlock__runner_stop(dlock_runner *r)
     free(r);
 }
 
-void dlock__runner_add(dlock_runner *r, struct dlock_task *t, dlock_req *req)
+void dlock__runner_add(dlock_runner *r, struct dlock_task *t, dlock_req *req, int64_t until)
 {
     r->tasks++;
     t->owner = r;
@@ -253,7 +275,12 @@ void dlock__runner_add(dlock_runner *r, struct dlock_task *t, dlock_req *req)
         *b = t;
         __atomic_store_n(&req->priv, r, __ATOMIC_RELEASE);
     }
-    push_ready(r, t);
+    if (until == 0) {
+        push_ready(r, t);
+        return;
+    }
+    heap_push(r, t, until);
+    armed_outside(r, t);
 }
 
 void dlock__runner_wake(struct dlock_task *t)
@@ -281,6 +308,7 @@ int dlock__runner_step_here(struct dlock_task *t)
     int64_t until = 0;
     if (step(t, &until) == DLOCK_TASK_WAIT) {
         schedule(r, t, until);
+        armed_outside(r, t);
         return 0;
     }
     ended(t);

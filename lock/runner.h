@@ -59,10 +59,12 @@ dlock_runner *dlock__runner_start(pthread_mutex_t *mu, int n, void (*post)(void 
  * NULL is a no-op. */
 void dlock__runner_stop(dlock_runner *r);
 
-/* Adds t (step and end set) to take its first step soon; never fails. req
- * (may be NULL): the request it serves, which dlock__runner_cancel can then
+/* Adds t (step and end set); never fails. It takes its first step soon
+ * (until 0), or at until (CLOCK_MONOTONIC ms) unless woken sooner: for a
+ * task that knows it can only wait, which then wakes no thread. req (may be
+ * NULL): the request it serves, which dlock__runner_cancel can then
  * withdraw until the task ends (req->priv is the runner's meanwhile). */
-void dlock__runner_add(dlock_runner *r, struct dlock_task *t, dlock_req *req);
+void dlock__runner_add(dlock_runner *r, struct dlock_task *t, dlock_req *req, int64_t until);
 
 /* t takes a step soon (at once if a thread is free): something it waits
  * for may have happened. */
