@@ -53,9 +53,10 @@ ifneq ($(wildcard loadgen/main.c),)
 BINS += $(BUILD)/loadgen
 endif
 
-# libdlock's public headers, split by use: dlock.h (the blocking core) and,
+# libdlock's public headers, split by use: dlock.h (the blocking core, over
+# dlock_base.h: what all of them name, and all the library's files see) and,
 # each including it, the asynchronous calls, the semaphore, the read-write lock.
-DLOCK_HEADERS := lock/dlock.h lock/dlock_async.h lock/dlock_sem.h lock/dlock_rw.h
+DLOCK_HEADERS := lock/dlock.h lock/dlock_base.h lock/dlock_async.h lock/dlock_sem.h lock/dlock_rw.h
 
 # Man pages, laid out in build/man as under share/man (MANPATH=build/man man
 # stockd): man/*.in, with the options put in by man/mangen.c from the tables

@@ -4,7 +4,8 @@
 # (bench/lockab.c) next to a plain SET, against a private redis-server: a
 # before/after that holds on a machine whose speed moves from one second to
 # the next. The other revision's lock/ is built in a temporary directory
-# with its symbols renamed base_dlock_*.
+# with every symbol renamed base_<name>: its API base_dlock_*, its internals
+# base_dlock__* (or, before they were dlock__*, base_dlock_* too).
 # Usage: bench/lock_ab.sh REV [ROUNDS=40] [WINDOW_MS=250]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,10 +24,15 @@ trap 'exit 130' INT TERM
 # tree added at the end are read by its own build only.
 structs() { # one line per struct: its name, a tab, its fields
     sed -n '/^typedef struct dlock_\(config\|opts\|endpoint\) {/,/^} dlock_/p' |
-        sed 's|/\*.*||; /^ *\*/d; s/ *$//' |
+        sed 's|/\*.*||; /^ *\*/d; s/ *$//; /^$/d' |
         awk '/^typedef/ {f = ""; next} /^}/ {print $2 "\t" f; next} {f = f $0 "|"}' | sort
 }
-if ! join -t $'\t' <(git show "$rev:lock/dlock.h" | structs) <(structs <lock/dlock.h) |
+# Where they are: dlock.h, or dlock_base.h beneath it once that came.
+public_of() { # public_of REV: its public headers that declare them, one after the other
+    local h
+    for h in dlock.h dlock_base.h; do git show "$1:lock/$h" 2>/dev/null || true; done
+}
+if ! join -t $'\t' <(public_of "$rev" | structs) <(cat lock/dlock.h lock/dlock_base.h | structs) |
     awk -F'\t' 'index($3, $2) == 1 {n++} END {exit n != 3}'; then
     echo "lock_ab.sh: dlock_config or dlock_opts at $rev are not the first fields of" \
          "this tree's: not comparable" >&2
@@ -36,6 +42,7 @@ fi
 base=$STACK_DIR/base
 rev_lock "$rev" "$base"
 flags=$rev_flags
+# all of them, not only the API: a revision's internals may have this tree's names
 nm -g --defined-only "$base/libdlock.a" | awk 'NF == 3 {print $3, "base_" $3}' | sort -u \
     >"$base/rename"
 objcopy --redefine-syms="$base/rename" "$base/libdlock.a"

@@ -1,9 +1,10 @@
 /* lockab.c - the uncontended acquire+release pair of two builds of the lock
  * library in one process: this tree's (dlock_*) and another revision's
- * (its symbols renamed base_dlock_* by bench/lock_ab.sh), next to a plain
- * SET on one connection, in short windows taken in turn, so that the three
- * see the same machine. On a shared machine whose speed moves by tens of
- * per cent from second to second, that is what makes the ratios comparable.
+ * (its API renamed base_dlock_* by bench/lock_ab.sh, its internals with
+ * it), next to a plain SET on one connection, in short windows taken in
+ * turn, so that the three see the same machine. On a shared machine whose
+ * speed moves by tens of per cent from second to second, that is what makes
+ * the ratios comparable.
  *   lockab PORT ROUNDS WINDOW_MS
  * Prints one line per round and the medians of the per-round ratios. */
 #include <hiredis/hiredis.h>

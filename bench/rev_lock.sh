@@ -1,5 +1,5 @@
 # rev_lock.sh - sourced by the before/after benchmarks: builds another
-# revision's lock/ into DIR/libdlock.a (its dlock.h at DIR/lock/dlock.h).
+# revision's lock/ into DIR/libdlock.a (its public headers in DIR/lock/).
 # Sets rev_flags to the flags it built with; CC and PKG_CONFIG as in make.
 CC=${CC:-cc}
 PKG_CONFIG=${PKG_CONFIG:-pkg-config}

@@ -39,14 +39,14 @@ struct wait {
 static int wait_new(dlock_client *c, struct wait *cw, const char *key)
 {
     const struct dlock_claim *cl = cw->cl;
-    cw->h = dlock_handle_new(c, cw->o);
-    cw->l = cw->h ? dlock_lease_new_in(key, cl->suffix, cl->kind, cw->o) : NULL;
+    cw->h = dlock__handle_new(c, cw->o);
+    cw->l = cw->h ? dlock__lease_new_in(key, cl->suffix, cl->kind, cw->o) : NULL;
     if (cw->l == NULL) {
         if (cw->h)
-            dlock_handle_free(cw->h);
+            dlock__handle_free(cw->h);
         return -1;
     }
-    cw->l->need = dlock_claim_quorum_need(c->nodes, cl->permits);
+    cw->l->need = dlock__claim_quorum_need(c->nodes, cl->permits);
     return 0;
 }
 
@@ -56,12 +56,20 @@ static int wait_join(dlock_client *c, struct wait *cw)
 {
     if (cw->o->wait_mode == DLOCK_WAIT_SPIN)
         return DLOCK_OK;
-    if ((cw->e = dlock_keytab_ref(c->keys, cw->l->key, NULL)) == NULL)
-        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+    if ((cw->e = dlock__keytab_ref(c->keys, cw->l->key, NULL)) == NULL)
+        return dlock__fail(DLOCK_ERR_NOMEM, "out of memory");
     cw->w.o = cw->o;
     cw->w.deadline = cw->deadline;
-    dlock_queue_push(cw->e, &cw->w);
+    dlock__queue_push(cw->e, &cw->w);
     return DLOCK_OK;
+}
+
+/* Whether cw, in notify mode, waits behind its line's head at now: until its
+ * deadline (a release that makes it the head wakes it sooner), when it
+ * tries once whatever its place. */
+static int behind_head(const struct wait *cw, int64_t now)
+{
+    return cw->e && cw->e->head != &cw->w && now < cw->deadline;
 }
 
 /* mu held (released around each attempt): cw's turn as far as it goes: an
@@ -73,14 +81,14 @@ static int wait_step(dlock_client *c, struct wait *cw, int64_t *until)
 {
     struct dlock_entry *e = cw->e;
     for (;;) {
-        int64_t now = dlock_now_ms();
+        int64_t now = dlock__now_ms();
         if (e == NULL && now < cw->next_try) {
             *until = cw->next_try;
             return DLOCK_QUEUE_WAIT;
         }
-        if (e && dlock_queue_held_back(c, e, &cw->w, now, until))
+        if (e && dlock__queue_held_back(c, e, &cw->w, now, until))
             return DLOCK_QUEUE_WAIT;
-        if (e && e->head != &cw->w && now < cw->deadline) {
+        if (behind_head(cw, now)) {
             *until = cw->deadline;
             return DLOCK_QUEUE_WAIT;
         }
@@ -89,13 +97,13 @@ static int wait_step(dlock_client *c, struct wait *cw, int64_t *until)
         pthread_mutex_unlock(&c->mu);
         int rc = cw->cl->attempt(c, cw->l, cw->cl, cw->o->wait_ms > 0, &pttl);
         pthread_mutex_lock(&c->mu);
-        now = dlock_now_ms();
+        now = dlock__now_ms();
         if (rc != DLOCK_ERR_TIMEOUT || now >= cw->deadline)
             return rc;
         if (e) {
-            dlock_queue_retry(c, e, &cw->w, now, pttl, seen);
+            dlock__queue_retry(c, e, &cw->w, now, pttl, seen);
         } else {
-            int64_t pause = dlock_jitter_ms(cw->o->retry_ms);
+            int64_t pause = dlock__jitter_ms(cw->o->retry_ms);
             cw->next_try = now + (pause < cw->deadline - now ? pause : cw->deadline - now);
         }
     }
@@ -107,18 +115,18 @@ static int wait_step(dlock_client *c, struct wait *cw, int64_t *until)
 static void wait_leave(dlock_client *c, struct wait *cw, int rc)
 {
     if (cw->e) {
-        dlock_queue_remove(cw->e, &cw->w);
-        dlock_entry_wake_head(cw->e);
-        dlock_queue_leave(c, cw->e);
+        dlock__queue_remove(cw->e, &cw->w);
+        dlock__entry_wake_head(cw->e);
+        dlock__queue_leave(c, cw->e);
         cw->e = NULL;
     }
     if (rc != DLOCK_OK)
         return;
-    dlock_wd_hold(c->wd, cw->h, cw->l, cw->o->watchdog);
+    dlock__wd_hold(c->wd, cw->h, cw->l, cw->o->watchdog);
     cw->h->holds = 1;
     cw->l = NULL;
-    dlock_count(&c->counters.acquired);
-    cw->h->held_since_us = dlock_now_us();
+    dlock__count(&c->counters.acquired);
+    cw->h->held_since_us = dlock__now_us();
 }
 
 /* Without mu: what a wait that ended with rc and got nothing leaves: a
@@ -131,10 +139,10 @@ static void wait_fail(dlock_client *c, struct wait *cw, int rc)
     if (cw->cl->give_up && gave_up && cw->o->wait_ms > 0)
         cw->cl->give_up(c, cw->l);
     if (rc == DLOCK_ERR_REDIS && cw->l->sent)
-        dlock_orphans_add(c->orphans, cw->l);
+        dlock__orphans_add(c->orphans, cw->l);
     else
         free(cw->l);
-    dlock_handle_free(cw->h);
+    dlock__handle_free(cw->h);
 }
 
 /* A wait that timed out, in words. */
@@ -151,18 +159,18 @@ static int claim_wait(dlock_client *c, const char *key, const struct dlock_claim
                       const dlock_opts *o, int64_t deadline, dlock_handle **out)
 {
     struct wait cw = {.cl = cl, .o = o, .deadline = deadline};
-    if (dlock_cond_init(&cw.w.cv) != 0)
-        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+    if (dlock__cond_init(&cw.w.cv) != 0)
+        return dlock__fail(DLOCK_ERR_NOMEM, "out of memory");
     if (wait_new(c, &cw, key) != 0) {
         pthread_cond_destroy(&cw.w.cv);
-        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+        return dlock__fail(DLOCK_ERR_NOMEM, "out of memory");
     }
     pthread_mutex_lock(&c->mu);
     int rc = wait_join(c, &cw);
     if (rc == DLOCK_OK) {
         int64_t until;
         while ((rc = wait_step(c, &cw, &until)) == DLOCK_QUEUE_WAIT)
-            dlock_cond_wait_until(&cw.w.cv, &c->mu, until);
+            dlock__cond_wait_until(&cw.w.cv, &c->mu, until);
         wait_leave(c, &cw, rc);
     }
     pthread_mutex_unlock(&c->mu);
@@ -175,7 +183,7 @@ static int claim_wait(dlock_client *c, const char *key, const struct dlock_claim
     if (rc == DLOCK_ERR_TIMEOUT) {
         char why[256];
         timed_out(why, sizeof(why), key, cl, o);
-        dlock_fail(rc, "%s", why);
+        dlock__fail(rc, "%s", why);
     }
     return rc;
 }
@@ -184,21 +192,21 @@ static int claim_wait(dlock_client *c, const char *key, const struct dlock_claim
 static int checked(const char *key, const dlock_opts *opts, dlock_opts *o)
 {
     size_t klen = key ? strnlen(key, DLOCK_KEY_MAX + 1) : 0;
-    if (dlock_opts_of(opts, o) != DLOCK_OK || dlock_key_check(key, klen) != DLOCK_OK)
+    if (dlock__opts_of(opts, o) != DLOCK_OK || dlock_key_check(key, klen) != DLOCK_OK)
         return DLOCK_ERR_INVALID;
     return DLOCK_OK;
 }
 
-int dlock_claim_acquire(dlock_client *c, const char *key, const struct dlock_claim *cl,
-                        const dlock_opts *opts, dlock_handle **out)
+int dlock__claim_acquire(dlock_client *c, const char *key, const struct dlock_claim *cl,
+                         const dlock_opts *opts, dlock_handle **out)
 {
     dlock_opts o;
     *out = NULL;
     if (checked(key, opts, &o) != DLOCK_OK)
         return DLOCK_ERR_INVALID;
-    int64_t start = dlock_now_ms();
+    int64_t start = dlock__now_ms();
     int rc = claim_wait(c, key, cl, &o, start + o.wait_ms, out);
-    return dlock_count_wait(&c->counters, rc, start);
+    return dlock__count_wait(&c->counters, rc, start);
 }
 
 /* An asynchronous claim: its wait's steps as a task of the client's runner. */
@@ -217,13 +225,13 @@ struct claim_call {
 static int call_step(struct dlock_task *t, int64_t *until)
 {
     struct claim_call *a = (struct claim_call *)t;
-    int stop = dlock_task_stop(t);
+    int stop = dlock__task_stop(t);
     int rc = stop ? stop : wait_step(a->c, &a->cw, until);
     if (rc == DLOCK_QUEUE_WAIT)
         return DLOCK_TASK_WAIT;
     wait_leave(a->c, &a->cw, rc);
     a->got = rc == DLOCK_OK;
-    stop = dlock_task_stop(t); /* told while it asked Redis: what it got goes back */
+    stop = dlock__task_stop(t); /* told while it asked Redis: what it got goes back */
     a->rc = rc == DLOCK_OK && stop ? stop : rc;
     return DLOCK_TASK_DONE;
 }
@@ -233,49 +241,50 @@ static void call_end(struct dlock_task *t, enum dlock_end where)
     struct claim_call *a = (struct claim_call *)t;
     dlock_client *c = a->c;
     dlock_req *req = a->req;
-    dlock_req_note(req, a->rc);
+    dlock__req_note(req, a->rc);
     if (a->rc == DLOCK_ERR_TIMEOUT)
         timed_out(req->err, sizeof(req->err), a->cw.l->key, &a->cl, &a->o);
     req->h = a->rc == DLOCK_OK ? a->cw.h : NULL;
     if (a->got && a->rc != DLOCK_OK) {
         dlock_handle *h = a->cw.h;
         pthread_mutex_lock(&c->mu);
-        h->at_release = dlock_holder_state(h, dlock_now_ms());
-        dlock_count_hold(&c->counters, h->held_since_us);
-        dlock_claim_give_back(c, h);
+        h->at_release = dlock__holder_state(h, dlock__now_ms());
+        dlock__count_hold(&c->counters, h->held_since_us);
+        dlock__claim_give_back(c, h);
         pthread_mutex_unlock(&c->mu);
-        dlock_handle_free(h);
+        dlock__handle_free(h);
     } else if (!a->got) {
         wait_fail(c, &a->cw, a->rc);
     }
-    dlock_count_wait(&c->counters, a->rc, a->start);
+    dlock__count_wait(&c->counters, a->rc, a->start);
     free(a);
-    dlock_runner_deliver(c->runner, req, where);
+    dlock__runner_deliver(c->runner, req, where);
 }
 
-int dlock_claim_acquire_async(dlock_client *c, const char *key, const struct dlock_claim *cl,
-                              const dlock_opts *opts, dlock_req *req)
+int dlock__claim_acquire_async(dlock_client *c, const char *key, const struct dlock_claim *cl,
+                               const dlock_opts *opts, dlock_req *req)
 {
     dlock_opts o;
     if (checked(key, opts, &o) != DLOCK_OK)
         return DLOCK_ERR_INVALID;
     if (req == NULL || req->done == NULL)
-        return dlock_fail(DLOCK_ERR_INVALID, "an asynchronous call needs a request with done");
-    struct claim_call *a = dlock_zalloc(sizeof(*a));
+        return dlock__fail(DLOCK_ERR_INVALID, "an asynchronous call needs a request with done");
+    struct claim_call *a = dlock__zalloc(sizeof(*a));
     if (a == NULL)
-        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+        return dlock__fail(DLOCK_ERR_NOMEM, "out of memory");
     *a = (struct claim_call){.task = {.step = call_step, .end = call_end}, .c = c, .cl = *cl,
-                             .o = o, .req = req, .start = dlock_now_ms()};
+                             .o = o, .req = req, .start = dlock__now_ms()};
     a->cw = (struct wait){.cl = &a->cl, .o = &a->o, .deadline = a->start + o.wait_ms,
                           .w = {.task = &a->task}};
     if (wait_new(c, &a->cw, key) != 0) {
         free(a);
-        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+        return dlock__fail(DLOCK_ERR_NOMEM, "out of memory");
     }
     pthread_mutex_lock(&c->mu);
     int rc = wait_join(c, &a->cw);
-    if (rc == DLOCK_OK)
-        dlock_runner_add(c->runner, &a->task, req);
+    if (rc == DLOCK_OK) /* behind the head, it sleeps on the runner's timers from the start */
+        dlock__runner_add(c->runner, &a->task, req,
+                          behind_head(&a->cw, dlock__now_ms()) ? a->cw.deadline : 0);
     pthread_mutex_unlock(&c->mu);
     if (rc != DLOCK_OK) {
         wait_fail(c, &a->cw, rc);
@@ -284,25 +293,25 @@ int dlock_claim_acquire_async(dlock_client *c, const char *key, const struct dlo
     return rc;
 }
 
-int dlock_claim_give_back(dlock_client *c, dlock_handle *h)
+int dlock__claim_give_back(dlock_client *c, dlock_handle *h)
 {
     struct dlock_lease *l = h->lease;
     l->holder = NULL;
-    dlock_wd_forget(c->wd, l); /* no renewal may follow the release */
+    dlock__wd_forget(c->wd, l); /* no renewal may follow the release */
     pthread_mutex_unlock(&c->mu);
-    int rc = dlock_claim_quorum_give_back(c->nodes, l);
+    int rc = dlock__claim_quorum_give_back(c->nodes, l);
     if (rc == DLOCK_OK && h->at_release == DLOCK_ERR_INTERRUPTED)
         rc = DLOCK_ERR_INTERRUPTED;
     if (rc == DLOCK_ERR_LOST || (rc == DLOCK_ERR_REDIS && h->at_release == DLOCK_ERR_LOST))
-        dlock_count(&c->counters.lost);
+        dlock__count(&c->counters.lost);
     pthread_mutex_lock(&c->mu);
-    struct dlock_entry *e = dlock_keytab_find(c->keys, l->key, strlen(l->key));
+    struct dlock_entry *e = dlock__keytab_find(c->keys, l->key, strlen(l->key));
     if (e != NULL) { /* a local waiter need not wait for the PUBLISH to come back */
         e->releases++;
-        dlock_entry_wake_head(e);
+        dlock__entry_wake_head(e);
     }
     if (rc == DLOCK_ERR_REDIS) /* retried in the background, as a lock's is */
-        dlock_orphans_add(c->orphans, l);
+        dlock__orphans_add(c->orphans, l);
     else
         free(l);
     return rc;

@@ -34,20 +34,20 @@ struct dlock_claim {
  * checks opts and key as dlock_acquire does, then waits until wait_ms,
  * counted like any acquisition. Returns as dlock_acquire does; *out set on
  * DLOCK_OK. */
-int dlock_claim_acquire(dlock_client *c, const char *key, const struct dlock_claim *cl,
-                        const dlock_opts *opts, dlock_handle **out);
+int dlock__claim_acquire(dlock_client *c, const char *key, const struct dlock_claim *cl,
+                         const dlock_opts *opts, dlock_handle **out);
 
 /* The same, asynchronously (dlock_sem_acquire_async, ...): cl is copied;
  * the wait's steps run on the client's runner, and req's done gets how it
  * ended. Returns as dlock_acquire_async does. */
-int dlock_claim_acquire_async(dlock_client *c, const char *key, const struct dlock_claim *cl,
-                              const dlock_opts *opts, dlock_req *req);
+int dlock__claim_acquire_async(dlock_client *c, const char *key, const struct dlock_claim *cl,
+                               const dlock_opts *opts, dlock_req *req);
 
 /* mu held (released around the give-back): gives h's lease back (its
  * kind's release script), h->at_release being the holder's own view at
  * release; a DLOCK_ERR_REDIS result leaves the token to the orphans thread.
  * h is the caller's to free. Returns what dlock_release documents for a
  * permit. */
-int dlock_claim_give_back(dlock_client *c, dlock_handle *h);
+int dlock__claim_give_back(dlock_client *c, dlock_handle *h);
 
 #endif

@@ -18,12 +18,12 @@
  * for P >= 2 permits floor(N P / (P + 1)) + 1, the least count c with
  * (P + 1) c > N P, so that P + 1 holders would need more permits than the
  * N servers have. At most N. */
-int dlock_claim_quorum_need(const dlock_quorum *q, int permits);
+int dlock__claim_quorum_need(const dlock_quorum *q, int permits);
 
 /* The seed slack (in us, as text) an acquire script passes to next_fence
  * (scripts.c): the lock's with several servers, so that their counters
  * stay in step, 0 with one. */
-void dlock_claim_quorum_slack(dlock_quorum *q, char out[24]);
+void dlock__claim_quorum_slack(dlock_quorum *q, char out[24]);
 
 /* One attempt for l: its acquire script s (argv: nkeys keys, the second
  * the fence counter, then the arguments; nargs in all), which answers
@@ -36,19 +36,19 @@ void dlock_claim_quorum_slack(dlock_quorum *q, char out[24]);
  * when unknown), DLOCK_ERR_REDIS or DLOCK_ERR_AUTH when too many servers
  * failed for l->need to be reached (errstr names them). Sets l->sent when
  * the script may have run. */
-int dlock_claim_quorum_try(dlock_quorum *q, struct dlock_lease *l, enum dlock_script s,
-                           int nkeys, int nargs, const char *const *argv, int64_t *pttl);
+int dlock__claim_quorum_try(dlock_quorum *q, struct dlock_lease *l, enum dlock_script s,
+                            int nkeys, int nargs, const char *const *argv, int64_t *pttl);
 
 /* Script s on every server, its replies ignored: what a writer that stops
  * waiting undoes, wherever its attempts left it. */
-void dlock_claim_quorum_undo(dlock_quorum *q, enum dlock_script s, int nkeys, int nargs,
-                             const char *const *argv);
+void dlock__claim_quorum_undo(dlock_quorum *q, enum dlock_script s, int nkeys, int nargs,
+                              const char *const *argv);
 
 /* Gives l back to Redis for good, whatever its kind: a lock's by
- * dlock_lease_give_back; a permit's, reader's or writer's by its release
+ * dlock__lease_give_back; a permit's, reader's or writer's by its release
  * script on every server. Returns DLOCK_OK (it was ours on l->need servers,
  * or a majority), DLOCK_ERR_LOST (not on enough of them), DLOCK_ERR_REDIS or
  * DLOCK_ERR_AUTH (too few answered: try again). */
-int dlock_claim_quorum_give_back(dlock_quorum *q, const struct dlock_lease *l);
+int dlock__claim_quorum_give_back(dlock_quorum *q, const struct dlock_lease *l);
 
 #endif

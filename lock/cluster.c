@@ -28,7 +28,7 @@ struct dlock_cluster {
 
 /* ---- hash slots ---- */
 
-uint16_t dlock_crc16(const char *buf, size_t len)
+uint16_t dlock__crc16(const char *buf, size_t len)
 {
     uint16_t crc = 0;
     for (size_t i = 0; i < len; i++) {
@@ -39,7 +39,7 @@ uint16_t dlock_crc16(const char *buf, size_t len)
     return crc;
 }
 
-int dlock_slot_of(const char *key, int *tagged)
+int dlock__slot_of(const char *key, int *tagged)
 {
     size_t len = strlen(key);
     const char *open = memchr(key, '{', len), *close = NULL;
@@ -49,13 +49,13 @@ int dlock_slot_of(const char *key, int *tagged)
     if (tagged)
         *tagged = tag;
     if (tag)
-        return dlock_crc16(open + 1, (size_t)(close - open - 1)) & (DLOCK_SLOTS - 1);
-    return dlock_crc16(key, len) & (DLOCK_SLOTS - 1);
+        return dlock__crc16(open + 1, (size_t)(close - open - 1)) & (DLOCK_SLOTS - 1);
+    return dlock__crc16(key, len) & (DLOCK_SLOTS - 1);
 }
 
 /* ---- nodes and the map ---- */
 
-dlock_cluster *dlock_cluster_new(const dlock_config *cfg, dlock_counters *counters)
+dlock_cluster *dlock__cluster_new(const dlock_config *cfg, dlock_counters *counters)
 {
     dlock_cluster *cl = calloc(1, sizeof(*cl));
     if (cl == NULL)
@@ -66,9 +66,9 @@ dlock_cluster *dlock_cluster_new(const dlock_config *cfg, dlock_counters *counte
     for (int s = 0; s < DLOCK_SLOTS; s++)
         atomic_store(&cl->owner[s], NO_NODE);
     for (int i = 0; i < cfg->nodes; i++) {
-        if ((cl->node[i] = dlock_node_new(cfg, cfg->node[i].host, cfg->node[i].port,
-                                          counters)) == NULL) {
-            dlock_cluster_free(cl);
+        if ((cl->node[i] = dlock__node_new(cfg, cfg->node[i].host, cfg->node[i].port,
+                                           counters)) == NULL) {
+            dlock__cluster_free(cl);
             return NULL;
         }
         atomic_store(&cl->n, i + 1);
@@ -76,18 +76,18 @@ dlock_cluster *dlock_cluster_new(const dlock_config *cfg, dlock_counters *counte
     return cl;
 }
 
-void dlock_cluster_free(dlock_cluster *cl)
+void dlock__cluster_free(dlock_cluster *cl)
 {
     if (cl == NULL)
         return;
     for (int i = 0; i < atomic_load(&cl->n); i++)
-        dlock_node_free(cl->node[i]);
+        dlock__node_free(cl->node[i]);
     pthread_mutex_destroy(&cl->mu);
     free(cl);
 }
 
-int dlock_cluster_size(const dlock_cluster *cl) { return atomic_load(&cl->n); }
-dlock_node *dlock_cluster_node(dlock_cluster *cl, int i) { return cl->node[i]; }
+int dlock__cluster_size(const dlock_cluster *cl) { return atomic_load(&cl->n); }
+dlock_node *dlock__cluster_node(dlock_cluster *cl, int i) { return cl->node[i]; }
 
 /* The index of the node named host:port, made when new (mu held); -1 when
  * DLOCK_NODES_MAX are made already or out of memory. */
@@ -97,10 +97,10 @@ static int node_named(dlock_cluster *cl, const char *host, int port)
     snprintf(name, sizeof(name), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
     int n = atomic_load(&cl->n);
     for (int i = 0; i < n; i++)
-        if (strcmp(dlock_node_name(cl->node[i]), name) == 0)
+        if (strcmp(dlock__node_name(cl->node[i]), name) == 0)
             return i;
-    if (n == DLOCK_NODES_MAX || (cl->node[n] = dlock_node_new(&cl->cfg, host, port,
-                                                              cl->counters)) == NULL)
+    if (n == DLOCK_NODES_MAX || (cl->node[n] = dlock__node_new(&cl->cfg, host, port,
+                                                               cl->counters)) == NULL)
         return -1;
     atomic_store(&cl->n, n + 1);
     return n;
@@ -121,7 +121,7 @@ static void take_range(dlock_cluster *cl, const redisReply *r, int at)
     const char *host = primary->element[0]->str;
     char asked[DLOCK_HOST_MAX + 1];
     if (host[0] == '\0' || strcmp(host, "?") == 0) {
-        snprintf(asked, sizeof(asked), "%s", dlock_node_name(cl->node[at]));
+        snprintf(asked, sizeof(asked), "%s", dlock__node_name(cl->node[at]));
         char *colon = strrchr(asked, ':');
         if (colon)
             *colon = '\0';
@@ -142,7 +142,7 @@ static int fetch_map(dlock_cluster *cl, int avoid)
     int n = atomic_load(&cl->n);
     for (int k = 1; k <= n; k++) {
         int at = (avoid + k) % n;
-        redisReply *r = dlock_node_command(cl->node[at], 2, argv);
+        redisReply *r = dlock__node_command(cl->node[at], 2, argv);
         if (r == NULL)
             continue;
         for (size_t j = 0; r->type == REDIS_REPLY_ARRAY && j < r->elements; j++)
@@ -157,13 +157,13 @@ static int fetch_map(dlock_cluster *cl, int avoid)
  * works with what it has). avoid: a node that just failed, or -1. */
 static void refresh(dlock_cluster *cl, int avoid)
 {
-    int64_t now = dlock_now_ms();
+    int64_t now = dlock__now_ms();
     if (now - atomic_load(&cl->fetched_ms) < REFRESH_MS)
         return;
     pthread_mutex_lock(&cl->mu);
     if (now - atomic_load(&cl->fetched_ms) >= REFRESH_MS) { /* nobody did meanwhile */
         fetch_map(cl, avoid < 0 ? atomic_load(&cl->n) - 1 : avoid);
-        atomic_store(&cl->fetched_ms, dlock_now_ms());
+        atomic_store(&cl->fetched_ms, dlock__now_ms());
     }
     pthread_mutex_unlock(&cl->mu);
 }
@@ -178,15 +178,15 @@ static int owner_of_slot(dlock_cluster *cl, int slot)
     if (i == NO_NODE) {
         char why[256]; /* the fetch's failure, if it failed */
         snprintf(why, sizeof(why), "%s", dlock_errstr());
-        dlock_fail(DLOCK_ERR_REDIS, "Redis Cluster: no node is known to serve slot %d (%s)",
-                   slot, why);
+        dlock__fail(DLOCK_ERR_REDIS, "Redis Cluster: no node is known to serve slot %d (%s)",
+                    slot, why);
     }
     return i == NO_NODE ? -1 : i;
 }
 
-int dlock_cluster_owner(dlock_cluster *cl, const char *key, int fetch)
+int dlock__cluster_owner(dlock_cluster *cl, const char *key, int fetch)
 {
-    int slot = dlock_slot_of(key, NULL);
+    int slot = dlock__slot_of(key, NULL);
     if (fetch)
         return owner_of_slot(cl, slot);
     int i = atomic_load(&cl->owner[slot]);
@@ -200,7 +200,7 @@ static int redirected_to(dlock_cluster *cl, const dlock_node_call *call)
     char host[DLOCK_HOST_MAX + 1];
     const char *to = call->redirect_to, *colon = strrchr(to, ':');
     if (colon == NULL || colon - to > DLOCK_HOST_MAX) {
-        dlock_fail(DLOCK_ERR_REDIS, "Redis Cluster: a redirect to \"%s\"", to);
+        dlock__fail(DLOCK_ERR_REDIS, "Redis Cluster: a redirect to \"%s\"", to);
         return -1;
     }
     int skip = to[0] == '[';
@@ -212,12 +212,12 @@ static int redirected_to(dlock_cluster *cl, const dlock_node_call *call)
         atomic_store(&cl->owner[call->redirect_slot], (unsigned char)i);
     pthread_mutex_unlock(&cl->mu);
     if (i < 0)
-        dlock_fail(DLOCK_ERR_REDIS, "Redis Cluster: cannot follow a redirect to %s (at most %d "
-                   "nodes, or out of memory)", to, DLOCK_NODES_MAX);
+        dlock__fail(DLOCK_ERR_REDIS, "Redis Cluster: cannot follow a redirect to %s (at most %d "
+                    "nodes, or out of memory)", to, DLOCK_NODES_MAX);
     return i;
 }
 
-int dlock_cluster_ping(dlock_cluster *cl, int up[DLOCK_NODES_MAX], int *owners)
+int dlock__cluster_ping(dlock_cluster *cl, int up[DLOCK_NODES_MAX], int *owners)
 {
     refresh(cl, -1);
     int n = atomic_load(&cl->n), owns[DLOCK_NODES_MAX] = {0}, count = 0;
@@ -229,9 +229,9 @@ int dlock_cluster_ping(dlock_cluster *cl, int up[DLOCK_NODES_MAX], int *owners)
     }
     for (int i = 0; i < n; i++) { /* one by one: a health check, not a hot path */
         dlock_node_call call, *calls[] = {&call};
-        dlock_node_ping_begin(cl->node[i], &call);
-        dlock_node_wait(calls, 1, dlock_node_deadline(cl->node[i]));
-        up[i] = dlock_node_ping_end(&call) == DLOCK_OK;
+        dlock__node_ping_begin(cl->node[i], &call);
+        dlock__node_wait(calls, 1, dlock__node_deadline(cl->node[i]));
+        up[i] = dlock__node_ping_end(&call) == DLOCK_OK;
         count += up[i] && owns[i];
     }
     if (*owners == 0)
@@ -253,17 +253,17 @@ static int follow(dlock_cluster *cl, const dlock_node_call *call, int at, int sl
 {
     switch (call->redirect) {
     case DLOCK_REDIRECT_MOVED:
-        dlock_count(&cl->counters->moved);
+        dlock__count(&cl->counters->moved);
         at = redirected_to(cl, call);
         refresh(cl, -1); /* a slot seldom moves alone: a failover moves a primary's all */
         return at;
     case DLOCK_REDIRECT_ASK:
-        dlock_count(&cl->counters->asked);
+        dlock__count(&cl->counters->asked);
         if ((at = redirected_to(cl, call)) >= 0)
-            dlock_node_ask_next();
+            dlock__node_ask_next();
         return at;
     default: /* TRYAGAIN: a migration split the script's keys; ask the owner again */
-        dlock_sleep_ms(*pause_ms);
+        dlock__sleep_ms(*pause_ms);
         *pause_ms *= 2;
         return owner_of_slot(cl, slot);
     }
@@ -272,16 +272,16 @@ static int follow(dlock_cluster *cl, const dlock_node_call *call, int at, int sl
 static int routed(dlock_cluster *cl, const char *key, const struct route_op *op,
                   const void *args, void *out)
 {
-    int tagged, slot = dlock_slot_of(key, &tagged), pause_ms = TRYAGAIN_MS;
+    int tagged, slot = dlock__slot_of(key, &tagged), pause_ms = TRYAGAIN_MS;
     if (!tagged)
-        return dlock_fail(DLOCK_ERR_INVALID, "lock key %s has no hash tag: over a Redis "
-                          "Cluster a lock's keys must share a slot, name it like \"name:{tag}\"",
-                          key);
+        return dlock__fail(DLOCK_ERR_INVALID, "lock key %s has no hash tag: over a Redis "
+                           "Cluster a lock's keys must share a slot, name it like \"name:{tag}\"",
+                           key);
     int at = owner_of_slot(cl, slot);
     for (int tries = 0; at >= 0 && tries < DLOCK_REDIRECTS_MAX; tries++) {
         dlock_node_call call, *calls[] = {&call};
         op->begin(cl->node[at], args, &call);
-        dlock_node_wait(calls, 1, dlock_node_deadline(cl->node[at]));
+        dlock__node_wait(calls, 1, dlock__node_deadline(cl->node[at]));
         int rc = op->end(&call, out);
         if (call.redirect == DLOCK_REDIRECT_NONE) {
             if (call.rc != DLOCK_OK) /* no answer: a failover may have moved its slots */
@@ -292,22 +292,22 @@ static int routed(dlock_cluster *cl, const char *key, const struct route_op *op,
     }
     if (at < 0) /* errstr says why */
         return DLOCK_ERR_REDIS;
-    return dlock_fail(DLOCK_ERR_REDIS, "Redis Cluster: %s still redirected after %d tries",
-                      key, DLOCK_REDIRECTS_MAX);
+    return dlock__fail(DLOCK_ERR_REDIS, "Redis Cluster: %s still redirected after %d tries",
+                       key, DLOCK_REDIRECTS_MAX);
 }
 
 static void acquire_begin(dlock_node *n, const void *a, dlock_node_call *call)
 {
-    dlock_node_acquire_begin(n, a, call);
+    dlock__node_acquire_begin(n, a, call);
 }
 
 static int acquire_end(dlock_node_call *call, void *out)
 {
-    return dlock_node_acquire_end(call, out);
+    return dlock__node_acquire_end(call, out);
 }
 
-int dlock_cluster_acquire(dlock_cluster *cl, const dlock_node_acquire_args *args,
-                          dlock_acquired *out)
+int dlock__cluster_acquire(dlock_cluster *cl, const dlock_node_acquire_args *args,
+                           dlock_acquired *out)
 {
     static const struct route_op op = {acquire_begin, acquire_end};
     dlock_node_acquire_args a = *args;
@@ -319,12 +319,12 @@ int dlock_cluster_acquire(dlock_cluster *cl, const dlock_node_acquire_args *args
 
 static void raise_begin(dlock_node *n, const void *a, dlock_node_call *call)
 {
-    dlock_node_raise_begin(n, a, call);
+    dlock__node_raise_begin(n, a, call);
 }
 
-static int raise_end(dlock_node_call *call, void *out) { return dlock_node_raise_end(call, out); }
+static int raise_end(dlock_node_call *call, void *out) { return dlock__node_raise_end(call, out); }
 
-int dlock_cluster_raise(dlock_cluster *cl, const dlock_node_raise_args *a, int64_t *fence)
+int dlock__cluster_raise(dlock_cluster *cl, const dlock_node_raise_args *a, int64_t *fence)
 {
     static const struct route_op op = {raise_begin, raise_end};
     return routed(cl, a->key, &op, a, fence);
@@ -332,15 +332,15 @@ int dlock_cluster_raise(dlock_cluster *cl, const dlock_node_raise_args *a, int64
 
 static void release_begin(dlock_node *n, const void *a, dlock_node_call *call)
 {
-    dlock_node_release_begin(n, a, call);
+    dlock__node_release_begin(n, a, call);
 }
 
 static int release_end(dlock_node_call *call, void *out)
 {
-    return dlock_node_release_end(call, out);
+    return dlock__node_release_end(call, out);
 }
 
-int dlock_cluster_release(dlock_cluster *cl, const dlock_node_release_args *args, int *queued)
+int dlock__cluster_release(dlock_cluster *cl, const dlock_node_release_args *args, int *queued)
 {
     static const struct route_op op = {release_begin, release_end};
     dlock_node_release_args a = *args;
@@ -363,19 +363,19 @@ struct script_result {
 static void script_begin(dlock_node *n, const void *args, dlock_node_call *call)
 {
     const struct script_call *a = args;
-    dlock_node_script_begin(n, a->s, a->nkeys, a->nargs, a->argv, call);
+    dlock__node_script_begin(n, a->s, a->nkeys, a->nargs, a->argv, call);
 }
 
 static int script_end(dlock_node_call *call, void *out)
 {
     struct script_result *res = out;
     res->sent |= call->sent && call->redirect == DLOCK_REDIRECT_NONE;
-    res->r = dlock_node_script_end(call);
-    return res->r ? DLOCK_OK : dlock_redis_failure();
+    res->r = dlock__node_script_end(call);
+    return res->r ? DLOCK_OK : dlock__redis_failure();
 }
 
-redisReply *dlock_cluster_script(dlock_cluster *cl, enum dlock_script s, int nkeys, int nargs,
-                                 const char *const *argv, int *sent)
+redisReply *dlock__cluster_script(dlock_cluster *cl, enum dlock_script s, int nkeys, int nargs,
+                                  const char *const *argv, int *sent)
 {
     static const struct route_op op = {script_begin, script_end};
     struct script_call a = {s, nkeys, nargs, argv};
@@ -393,9 +393,9 @@ static int renew_one(dlock_cluster *cl, const dlock_node_renewal *r)
     char lease[24];
     snprintf(lease, sizeof(lease), "%d", r->lease_ms);
     const char *argv[] = {r->key, r->token, lease};
-    redisReply *reply = dlock_cluster_script(cl, r->script, 1, 3, argv, NULL);
+    redisReply *reply = dlock__cluster_script(cl, r->script, 1, 3, argv, NULL);
     if (reply == NULL)
-        return dlock_redis_failure();
+        return dlock__redis_failure();
     int rc = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1 ? DLOCK_OK : DLOCK_ERR_LOST;
     freeReplyObject(reply);
     return rc;
@@ -413,9 +413,9 @@ static void renew_at(dlock_cluster *cl, int i, redisContext **own, int count,
     if (k == 0)
         return;
     dlock_node_call call, *calls[] = {&call};
-    dlock_node_renew_begin(cl->node[i], &own[i], k, group, &call);
-    dlock_node_wait(calls, 1, dlock_node_deadline(cl->node[i]));
-    dlock_node_renew_end(&call, k, group, got);
+    dlock__node_renew_begin(cl->node[i], &own[i], k, group, &call);
+    dlock__node_wait(calls, 1, dlock__node_deadline(cl->node[i]));
+    dlock__node_renew_end(&call, k, group, got);
     for (int m = 0; m < k; m++)
         rcs[of[m]] = got[m];
     if (call.rc != DLOCK_OK)
@@ -423,7 +423,7 @@ static void renew_at(dlock_cluster *cl, int i, redisContext **own, int count,
     if (call.redirect == DLOCK_REDIRECT_NONE)
         return;
     if (call.redirect == DLOCK_REDIRECT_MOVED) {
-        dlock_count(&cl->counters->moved);
+        dlock__count(&cl->counters->moved);
         redirected_to(cl, &call);
     }
     for (int m = 0; m < k; m++) /* the redirected ones, again, each routed on its own */
@@ -431,13 +431,13 @@ static void renew_at(dlock_cluster *cl, int i, redisContext **own, int count,
             rcs[of[m]] = renew_one(cl, &group[m]);
 }
 
-void dlock_cluster_renew(dlock_cluster *cl, redisContext **own, int count,
-                         const dlock_node_renewal *renewals, int *rcs)
+void dlock__cluster_renew(dlock_cluster *cl, redisContext **own, int count,
+                          const dlock_node_renewal *renewals, int *rcs)
 {
     int at[DLOCK_MULTI_MAX];
     for (int j = 0; j < count; j++)
-        if ((at[j] = dlock_cluster_owner(cl, renewals[j].key, 1)) < 0)
+        if ((at[j] = dlock__cluster_owner(cl, renewals[j].key, 1)) < 0)
             rcs[j] = DLOCK_ERR_REDIS;
-    for (int i = 0; i < dlock_cluster_size(cl); i++)
+    for (int i = 0; i < dlock__cluster_size(cl); i++)
         renew_at(cl, i, own, count, renewals, at, rcs);
 }

@@ -25,53 +25,53 @@
 #define DLOCK_REDIRECTS_MAX 5
 
 /* CRC16 (XMODEM), as Redis Cluster hashes keys. */
-uint16_t dlock_crc16(const char *buf, size_t len);
+uint16_t dlock__crc16(const char *buf, size_t len);
 
 /* key's hash slot: of its hash tag (the first "{...}" with something
  * inside) or, without one, of the whole key; *tagged (may be NULL) tells. */
-int dlock_slot_of(const char *key, int *tagged);
+int dlock__slot_of(const char *key, int *tagged);
 
 typedef struct dlock_cluster dlock_cluster;
 
 /* A cluster reached through cfg's seed nodes (cfg->node[]), none contacted
  * yet. NULL when out of memory. */
-dlock_cluster *dlock_cluster_new(const dlock_config *cfg, dlock_counters *counters);
-void dlock_cluster_free(dlock_cluster *cl);
+dlock_cluster *dlock__cluster_new(const dlock_config *cfg, dlock_counters *counters);
+void dlock__cluster_free(dlock_cluster *cl);
 
 /* The nodes known so far (the seeds, then the primaries found), and node i. */
-int dlock_cluster_size(const dlock_cluster *cl);
-dlock_node *dlock_cluster_node(dlock_cluster *cl, int i);
+int dlock__cluster_size(const dlock_cluster *cl);
+dlock_node *dlock__cluster_node(dlock_cluster *cl, int i);
 
 /* The index of the node that owns key's slot, from the map (fetched first
  * if it has none for that slot and fetch is 1); -1 with errstr set when no
  * node is known to. With fetch 0 it sends nothing: for a caller that holds
  * a lock. */
-int dlock_cluster_owner(dlock_cluster *cl, const char *key, int fetch);
+int dlock__cluster_owner(dlock_cluster *cl, const char *key, int fetch);
 
 /* Pings every known node (up[i]); returns how many of those owning slots
  * answered, and *owners how many own slots (at least 1). */
-int dlock_cluster_ping(dlock_cluster *cl, int up[DLOCK_NODES_MAX], int *owners);
+int dlock__cluster_ping(dlock_cluster *cl, int up[DLOCK_NODES_MAX], int *owners);
 
 /* The calls of quorum.h, routed to the key's owner with the arguments of a
  * single server (no queue score, no seed slack): the same results as
- * dlock_node_*_end on that server, or DLOCK_ERR_INVALID for a key without a
+ * dlock__node_*_end on that server, or DLOCK_ERR_INVALID for a key without a
  * hash tag, or DLOCK_ERR_REDIS when still redirected after
  * DLOCK_REDIRECTS_MAX tries. */
-int dlock_cluster_acquire(dlock_cluster *cl, const dlock_node_acquire_args *a,
-                          dlock_acquired *out);
-int dlock_cluster_raise(dlock_cluster *cl, const dlock_node_raise_args *a, int64_t *fence);
-int dlock_cluster_release(dlock_cluster *cl, const dlock_node_release_args *a, int *queued);
+int dlock__cluster_acquire(dlock_cluster *cl, const dlock_node_acquire_args *a,
+                           dlock_acquired *out);
+int dlock__cluster_raise(dlock_cluster *cl, const dlock_node_raise_args *a, int64_t *fence);
+int dlock__cluster_release(dlock_cluster *cl, const dlock_node_release_args *a, int *queued);
 
 /* Script s (argv[0] its first key, which routes it): the checked reply
  * (caller frees), or NULL with the error set; *sent (may be NULL) or-ed
  * with whether it may have run. */
-redisReply *dlock_cluster_script(dlock_cluster *cl, enum dlock_script s, int nkeys, int nargs,
-                                 const char *const *argv, int *sent);
+redisReply *dlock__cluster_script(dlock_cluster *cl, enum dlock_script s, int nkeys, int nargs,
+                                  const char *const *argv, int *sent);
 
 /* Renews count leases, grouped by owner, one pipeline per owner on the
  * caller's connection own[i] for node i. rcs[j]: DLOCK_OK, DLOCK_ERR_LOST,
  * or the failure (a redirected lease included: the caller retries soon). */
-void dlock_cluster_renew(dlock_cluster *cl, redisContext **own, int count,
-                         const dlock_node_renewal *renewals, int *rcs);
+void dlock__cluster_renew(dlock_cluster *cl, redisContext **own, int count,
+                          const dlock_node_renewal *renewals, int *rcs);
 
 #endif

@@ -13,33 +13,33 @@ const int dlock_hold_bucket_us[DLOCK_HOLD_BUCKETS] = {
 
 static void record_wait(dlock_counters *k, int64_t waited_ms)
 {
-    int b = dlock_bucket_of(dlock_wait_bucket_ms, DLOCK_WAIT_BUCKETS, waited_ms);
-    dlock_count(&k->wait_buckets[b]);
-    dlock_count(&k->wait_count);
+    int b = dlock__bucket_of(dlock_wait_bucket_ms, DLOCK_WAIT_BUCKETS, waited_ms);
+    dlock__count(&k->wait_buckets[b]);
+    dlock__count(&k->wait_count);
     atomic_fetch_add(&k->wait_sum_ms, (uint64_t)waited_ms);
 }
 
-int dlock_count_wait(dlock_counters *k, int rc, int64_t start_ms)
+int dlock__count_wait(dlock_counters *k, int rc, int64_t start_ms)
 {
     if (rc == DLOCK_OK || rc == DLOCK_ERR_TIMEOUT)
-        record_wait(k, dlock_now_ms() - start_ms);
+        record_wait(k, dlock__now_ms() - start_ms);
     if (rc == DLOCK_ERR_TIMEOUT)
-        dlock_count(&k->timeouts);
+        dlock__count(&k->timeouts);
     return rc;
 }
 
-void dlock_count_hold(dlock_counters *k, int64_t held_since_us)
+void dlock__count_hold(dlock_counters *k, int64_t held_since_us)
 {
     if (held_since_us == 0)
         return;
-    int64_t us = dlock_now_us() - held_since_us;
-    dlock_count(&k->hold_buckets[dlock_bucket_of(dlock_hold_bucket_us, DLOCK_HOLD_BUCKETS,
-                                                 us)]);
-    dlock_count(&k->hold_count);
+    int64_t us = dlock__now_us() - held_since_us;
+    dlock__count(&k->hold_buckets[dlock__bucket_of(dlock_hold_bucket_us, DLOCK_HOLD_BUCKETS,
+                                                   us)]);
+    dlock__count(&k->hold_count);
     atomic_fetch_add(&k->hold_sum_us, (uint64_t)us);
 }
 
-void dlock_counters_read(const dlock_counters *k, dlock_stats *s)
+void dlock__counters_read(const dlock_counters *k, dlock_stats *s)
 {
     s->acquired = atomic_load(&k->acquired);
     s->handoffs = atomic_load(&k->handoffs);

@@ -1,4 +1,4 @@
-/* counters.h - the lock client's counters (see dlock_stats in dlock.h),
+/* counters.h - the lock client's counters (see dlock_stats in dlock_base.h),
  * bumped with atomics by whichever part of the library sees the event; the
  * waits' and holds' histograms recorded by counters.c. */
 #ifndef DLOCK_COUNTERS_H
@@ -7,7 +7,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "lock/dlock.h"
+#include "lock/internal.h"
 
 typedef struct dlock_counters {
     _Atomic uint64_t acquired, handoffs, timeouts, renewals, interrupts, lost;
@@ -17,10 +17,10 @@ typedef struct dlock_counters {
     _Atomic uint64_t hold_count, hold_sum_us, hold_buckets[DLOCK_HOLD_BUCKETS];
 } dlock_counters;
 
-static inline void dlock_count(_Atomic uint64_t *counter) { atomic_fetch_add(counter, 1); }
+static inline void dlock__count(_Atomic uint64_t *counter) { atomic_fetch_add(counter, 1); }
 
 /* The first of n histogram bucket bounds (the last, -1, is +Inf) that holds v. */
-static inline int dlock_bucket_of(const int *bounds, int n, int64_t v)
+static inline int dlock__bucket_of(const int *bounds, int n, int64_t v)
 {
     int b = 0;
     while (b < n - 1 && v > bounds[b])
@@ -30,13 +30,13 @@ static inline int dlock_bucket_of(const int *bounds, int n, int64_t v)
 
 /* Counts how an acquisition that began at start_ms ended (its wait, a
  * timeout). Returns rc. */
-int dlock_count_wait(dlock_counters *k, int rc, int64_t start_ms);
+int dlock__count_wait(dlock_counters *k, int rc, int64_t start_ms);
 
-/* Counts a hold that began at held_since_us (dlock_now_us) and ends now;
+/* Counts a hold that began at held_since_us (dlock__now_us) and ends now;
  * nothing for 0 (never held, or a multi-lock's part: its hold is the set's). */
-void dlock_count_hold(dlock_counters *k, int64_t held_since_us);
+void dlock__count_hold(dlock_counters *k, int64_t held_since_us);
 
 /* A snapshot of k for dlock_stats_read. */
-void dlock_counters_read(const dlock_counters *k, dlock_stats *s);
+void dlock__counters_read(const dlock_counters *k, dlock_stats *s);
 
 #endif

@@ -7,6 +7,8 @@
  * -> quorum.c (one or N servers) -> node_ops.c, node.c (one Redis) ->
  * pool.c; opts.c and counters.c check what callers pass and count what
  * happened; runner.c runs the asynchronous calls' steps. */
+#include "lock/dlock.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,43 +24,43 @@
 int dlock_client_new(const dlock_config *cfg, dlock_client **out)
 {
     *out = NULL;
-    if (dlock_config_check(cfg) != DLOCK_OK)
+    if (dlock__config_check(cfg) != DLOCK_OK)
         return DLOCK_ERR_INVALID;
     dlock_client *c = calloc(1, sizeof(*c));
     if (c == NULL)
-        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+        return dlock__fail(DLOCK_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&c->mu, NULL);
-    int ok = (c->nodes = dlock_quorum_new(cfg, &c->counters)) != NULL &&
-             (c->keys = dlock_keytab_new()) != NULL && (c->holds = dlock_holds_new()) != NULL &&
-             (c->wd = dlock_wd_start(&c->mu, c->nodes, &c->counters)) != NULL &&
-             (c->orphans = dlock_orphans_start(c->nodes, &c->counters)) != NULL &&
-             (c->runner = dlock_runner_start(&c->mu, cfg->async_threads, cfg->post,
-                                             cfg->post_ctx)) != NULL;
-    for (int i = 0; ok && i < dlock_quorum_size(c->nodes); i++)
-        ok = (c->sub[i] = dlock_sub_start(&c->mu, c->keys, dlock_quorum_node(c->nodes, i), i,
-                                          &c->counters)) != NULL;
+    int ok = (c->nodes = dlock__quorum_new(cfg, &c->counters)) != NULL &&
+             (c->keys = dlock__keytab_new()) != NULL && (c->holds = dlock__holds_new()) != NULL &&
+             (c->wd = dlock__wd_start(&c->mu, c->nodes, &c->counters)) != NULL &&
+             (c->orphans = dlock__orphans_start(c->nodes, &c->counters)) != NULL &&
+             (c->runner = dlock__runner_start(&c->mu, cfg->async_threads, cfg->post,
+                                              cfg->post_ctx)) != NULL;
+    for (int i = 0; ok && i < dlock__quorum_size(c->nodes); i++)
+        ok = (c->sub[i] = dlock__sub_start(&c->mu, c->keys, dlock__quorum_node(c->nodes, i), i,
+                                           &c->counters)) != NULL;
     if (ok) {
         *out = c;
         return DLOCK_OK;
     }
     dlock_client_free(c);
-    return dlock_fail(DLOCK_ERR_NOMEM, "out of memory or threads");
+    return dlock__fail(DLOCK_ERR_NOMEM, "out of memory or threads");
 }
 
 void dlock_client_free(dlock_client *c)
 {
     if (c == NULL)
         return;
-    dlock_runner_stop(c->runner); /* first: ending a call may release a key, or give up a token */
-    dlock_orphans_stop(c->orphans);
+    dlock__runner_stop(c->runner); /* first: ending a call may release a key, or give up a token */
+    dlock__orphans_stop(c->orphans);
     for (int i = 0; i < DLOCK_NODES_MAX; i++)
         if (c->sub[i])
-            dlock_sub_stop(c->sub[i]);
+            dlock__sub_stop(c->sub[i]);
     if (c->wd)
-        dlock_wd_stop(c->wd);
-    dlock_keytab_free(c->keys);
-    dlock_holds_free(c->holds);
-    dlock_quorum_free(c->nodes);
+        dlock__wd_stop(c->wd);
+    dlock__keytab_free(c->keys);
+    dlock__holds_free(c->holds);
+    dlock__quorum_free(c->nodes);
     pthread_mutex_destroy(&c->mu);
     free(c);
 }
@@ -66,9 +68,9 @@ void dlock_client_free(dlock_client *c)
 int dlock_ping_each(dlock_client *c, int up[DLOCK_NODES_MAX])
 {
     int need;
-    if (dlock_quorum_ping(c->nodes, up, &need) >= need)
+    if (dlock__quorum_ping(c->nodes, up, &need) >= need)
         return DLOCK_OK;
-    return dlock_redis_failure();
+    return dlock__redis_failure();
 }
 
 int dlock_ping(dlock_client *c)
@@ -77,11 +79,11 @@ int dlock_ping(dlock_client *c)
     return dlock_ping_each(c, up);
 }
 
-int dlock_node_count(dlock_client *c) { return dlock_quorum_size(c->nodes); }
+int dlock_node_count(dlock_client *c) { return dlock__quorum_size(c->nodes); }
 
 void dlock_node_info_read(dlock_client *c, int i, dlock_node_info *out)
 {
-    dlock_node_report(dlock_quorum_node(c->nodes, i), out);
+    dlock__node_report(dlock__quorum_node(c->nodes, i), out);
 }
 
 /* Spin mode: this thread alone retries every jittered retry_ms. */
@@ -92,10 +94,10 @@ static int acquire_spin(dlock_client *c, dlock_handle *h, const char *key, const
     int64_t until;
     int rc;
     pthread_mutex_lock(&c->mu);
-    while ((rc = dlock_lock_spin_step(c, h, key, o, &l, deadline, &until)) == DLOCK_QUEUE_WAIT) {
+    while ((rc = dlock__lock_spin_step(c, h, key, o, &l, deadline, &until)) == DLOCK_QUEUE_WAIT) {
         pthread_mutex_unlock(&c->mu);
-        int64_t pause = until - dlock_now_ms();
-        dlock_sleep_ms(pause > 0 ? pause : 0);
+        int64_t pause = until - dlock__now_ms();
+        dlock__sleep_ms(pause > 0 ? pause : 0);
         pthread_mutex_lock(&c->mu);
     }
     pthread_mutex_unlock(&c->mu);
@@ -106,22 +108,22 @@ static int acquire_spin(dlock_client *c, dlock_handle *h, const char *key, const
 static int acquire_key(dlock_client *c, const char *key, const dlock_opts *o, int64_t deadline,
                        dlock_handle **out)
 {
-    dlock_handle *h = dlock_handle_new(c, o);
+    dlock_handle *h = dlock__handle_new(c, o);
     if (h == NULL)
-        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+        return dlock__fail(DLOCK_ERR_NOMEM, "out of memory");
     int rc = o->wait_mode == DLOCK_WAIT_SPIN ? acquire_spin(c, h, key, o, deadline)
-                                             : dlock_queue_acquire(c, h, key, o, deadline);
+                                             : dlock__queue_acquire(c, h, key, o, deadline);
     if (rc == DLOCK_OK) {
-        dlock_lock_held(c, h);
+        dlock__lock_held(c, h);
         pthread_mutex_lock(&c->mu);
-        dlock_holds_add(c->holds, h);
+        dlock__holds_add(c->holds, h);
         pthread_mutex_unlock(&c->mu);
         *out = h;
         return DLOCK_OK;
     }
     if (rc == DLOCK_ERR_TIMEOUT)
-        dlock_fail(rc, "lock %s still held by another owner after %d ms", key, o->wait_ms);
-    dlock_handle_free(h);
+        dlock__fail(rc, "lock %s still held by another owner after %d ms", key, o->wait_ms);
+    dlock__handle_free(h);
     return rc;
 }
 
@@ -130,14 +132,14 @@ int dlock_acquire(dlock_client *c, const char *key, const dlock_opts *opts, dloc
     dlock_opts o;
     *out = NULL;
     size_t klen = key ? strnlen(key, DLOCK_KEY_MAX + 1) : 0;
-    if (dlock_opts_of(opts, &o) != DLOCK_OK || dlock_key_check(key, klen) != DLOCK_OK)
+    if (dlock__opts_of(opts, &o) != DLOCK_OK || dlock_key_check(key, klen) != DLOCK_OK)
         return DLOCK_ERR_INVALID;
     int rc;
-    if (dlock_reenter(c, key, &o, out, &rc))
+    if (dlock__reenter(c, key, &o, out, &rc))
         return rc;
-    int64_t start = dlock_now_ms();
+    int64_t start = dlock__now_ms();
     rc = acquire_key(c, key, &o, start + o.wait_ms, out);
-    return dlock_count_wait(&c->counters, rc, start);
+    return dlock__count_wait(&c->counters, rc, start);
 }
 
 int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const dlock_opts *opts,
@@ -146,13 +148,13 @@ int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const d
     dlock_opts o;
     const char *order[DLOCK_MULTI_MAX];
     *out = NULL;
-    if (dlock_opts_of(opts, &o) != DLOCK_OK || dlock_lock_order(keys, n, order) != DLOCK_OK ||
-        dlock_holds_none(c, order, n) != DLOCK_OK)
+    if (dlock__opts_of(opts, &o) != DLOCK_OK || dlock__lock_order(keys, n, order) != DLOCK_OK ||
+        dlock__holds_none(c, order, n) != DLOCK_OK)
         return DLOCK_ERR_INVALID;
-    dlock_handle *set = dlock_lock_set_new(c, &o, n);
+    dlock_handle *set = dlock__lock_set_new(c, &o, n);
     if (set == NULL)
-        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
-    int64_t start = dlock_now_ms();
+        return dlock__fail(DLOCK_ERR_NOMEM, "out of memory");
+    int64_t start = dlock__now_ms();
     int rc = DLOCK_OK;
     while (rc == DLOCK_OK && set->nparts < n) /* one deadline for them all */
         if ((rc = acquire_key(c, order[set->nparts], &o, start + o.wait_ms,
@@ -162,18 +164,18 @@ int dlock_acquire_multi(dlock_client *c, const char *const *keys, int n, const d
         char why[256];
         snprintf(why, sizeof(why), "%s", dlock_errstr());
         dlock_release(set);
-        dlock_count_wait(&c->counters, rc, start);
-        return dlock_fail(rc, "%s", why);
+        dlock__count_wait(&c->counters, rc, start);
+        return dlock__fail(rc, "%s", why);
     }
-    dlock_lock_set_formed(set);
+    dlock__lock_set_formed(set);
     *out = set;
-    return dlock_count_wait(&c->counters, DLOCK_OK, start);
+    return dlock__count_wait(&c->counters, DLOCK_OK, start);
 }
 
 int dlock_release(dlock_handle *h)
 {
     int local;
-    return h ? dlock_lock_release(h, &local) : DLOCK_OK;
+    return h ? dlock__lock_release(h, &local) : DLOCK_OK;
 }
 
 /* Runs fn under the held h and always releases; see dlock_run. */
@@ -182,7 +184,7 @@ static int run_held(dlock_handle *h, dlock_fn fn, void *arg, int *fn_rc)
     int result = fn(h, arg);
     if (fn_rc)
         *fn_rc = result;
-    int local, rc = dlock_lock_release(h, &local);
+    int local, rc = dlock__lock_release(h, &local);
     /* fn already ran: a release that could not reach Redis leaves the lease to
      * expire, and what the holder knew at the end is the honest answer */
     return rc == DLOCK_ERR_REDIS || rc == DLOCK_ERR_AUTH ? local : rc;
@@ -204,4 +206,4 @@ int dlock_run_multi(dlock_client *c, const char *const *keys, int n, const dlock
     return rc == DLOCK_OK ? run_held(h, fn, arg, fn_rc) : rc;
 }
 
-void dlock_stats_read(dlock_client *c, dlock_stats *s) { dlock_counters_read(&c->counters, s); }
+void dlock_stats_read(dlock_client *c, dlock_stats *s) { dlock__counters_read(&c->counters, s); }

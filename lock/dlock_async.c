@@ -49,12 +49,12 @@ static void ask_free(struct ask *a)
 {
     for (int i = 0; i < a->n; i++) {
         if (a->key[i].h)
-            dlock_handle_free(a->key[i].h);
+            dlock__handle_free(a->key[i].h);
         free(a->key[i].lease);
         free(a->key[i].entry);
     }
     if (a->set)
-        dlock_handle_free(a->set);
+        dlock__handle_free(a->set);
     free(a);
 }
 
@@ -66,22 +66,22 @@ static struct ask *ask_new(dlock_client *c, const char *const *order, int n, int
     size_t bytes = 0;
     for (int i = 0; i < n; i++)
         bytes += strlen(order[i]) + 1;
-    struct ask *a = dlock_zalloc(sizeof(*a) + (size_t)n * sizeof(a->key[0]) + bytes);
+    struct ask *a = dlock__zalloc(sizeof(*a) + (size_t)n * sizeof(a->key[0]) + bytes);
     if (a == NULL)
         return NULL;
     a->c = c;
     a->o = *o;
     a->n = n;
-    int ok = !multi || (a->set = dlock_lock_set_new(c, o, n)) != NULL;
+    int ok = !multi || (a->set = dlock__lock_set_new(c, o, n)) != NULL;
     char *name = (char *)&a->key[n];
     for (int i = 0; i < n; i++) {
         struct ask_key *k = &a->key[i];
         k->name = strcpy(name, order[i]);
         name += strlen(order[i]) + 1;
-        ok = ok && (k->h = dlock_handle_new(c, o)) != NULL &&
-             (k->lease = dlock_lease_reserve(k->name, o)) != NULL &&
+        ok = ok && (k->h = dlock__handle_new(c, o)) != NULL &&
+             (k->lease = dlock__lease_reserve(k->name, o)) != NULL &&
              (i == 0 || o->wait_mode == DLOCK_WAIT_SPIN ||
-              (k->entry = dlock_keytab_spare(k->name)) != NULL);
+              (k->entry = dlock__keytab_spare(k->name)) != NULL);
     }
     if (ok)
         return a;
@@ -96,7 +96,7 @@ static int join(struct ask *a)
     struct ask_key *k = &a->key[a->i];
     a->w.spare = k->lease;
     a->w.here = a->i == a->n - 1; /* its grant ends the call */
-    int rc = dlock_queue_join(a->c, k->h, k->name, &a->o, a->deadline, &a->w, &k->entry);
+    int rc = dlock__queue_join(a->c, k->h, k->name, &a->o, a->deadline, &a->w, &k->entry);
     if (rc != DLOCK_OK) {
         a->w.spare = NULL;
         return rc;
@@ -114,16 +114,16 @@ static int key_step(struct ask *a, int stop, int64_t *until)
     struct ask_key *k = &a->key[a->i];
     if (a->o.wait_mode == DLOCK_WAIT_SPIN) /* between tries it holds nothing */
         return stop ? stop
-                    : dlock_lock_spin_step(a->c, k->h, k->name, &a->o, &k->lease, a->deadline,
-                                           until);
+                    : dlock__lock_spin_step(a->c, k->h, k->name, &a->o, &k->lease, a->deadline,
+                                            until);
     int rc = a->joined ? DLOCK_OK : join(a);
     if (rc != DLOCK_OK)
         return rc;
-    rc = !stop ? dlock_queue_step(a->c, &a->w, until) : a->w.granted ? DLOCK_OK : stop;
+    rc = !stop ? dlock__queue_step(a->c, &a->w, until) : a->w.granted ? DLOCK_OK : stop;
     if (rc == DLOCK_QUEUE_WAIT)
         return rc;
     a->joined = 0;
-    return dlock_queue_end(a->c, &a->w, rc);
+    return dlock__queue_end(a->c, &a->w, rc);
 }
 
 /* The task's step (mu held): its keys one after the other. */
@@ -131,7 +131,7 @@ static int ask_step(struct dlock_task *t, int64_t *until)
 {
     struct ask *a = (struct ask *)t;
     for (;;) {
-        int rc = key_step(a, dlock_task_stop(t), until);
+        int rc = key_step(a, dlock__task_stop(t), until);
         if (rc == DLOCK_QUEUE_WAIT)
             return DLOCK_TASK_WAIT;
         if (rc != DLOCK_OK) {
@@ -139,13 +139,13 @@ static int ask_step(struct dlock_task *t, int64_t *until)
             return DLOCK_TASK_DONE;
         }
         struct ask_key *k = &a->key[a->i];
-        dlock_lock_held(a->c, k->h);
+        dlock__lock_held(a->c, k->h);
         k->h->holds = 1; /* a hold of no thread's: never nested in, nor refused for */
         if (a->set) {
             a->set->parts[a->set->nparts++] = k->h;
             k->h = NULL;
         }
-        a->rc = dlock_task_stop(t); /* told while it asked Redis: what it holds goes back */
+        a->rc = dlock__task_stop(t); /* told while it asked Redis: what it holds goes back */
         if (a->rc != DLOCK_OK || ++a->i == a->n)
             return DLOCK_TASK_DONE;
     }
@@ -158,7 +158,7 @@ static void ask_end(struct dlock_task *t, enum dlock_end where)
     struct ask *a = (struct ask *)t;
     dlock_client *c = a->c;
     dlock_req *req = a->req;
-    dlock_req_note(req, a->rc); /* first: on the thread that saw it end */
+    dlock__req_note(req, a->rc); /* first: on the thread that saw it end */
     if (a->rc == DLOCK_ERR_TIMEOUT)
         snprintf(req->err, sizeof(req->err), "lock %s still held by another owner after %d ms",
                  a->key[a->i].name, a->o.wait_ms);
@@ -166,19 +166,30 @@ static void ask_end(struct dlock_task *t, enum dlock_end where)
     *(a->set ? &a->set : &a->key[0].h) = NULL;
     int held = h->parts != NULL || h->lease != NULL;
     if (a->rc == DLOCK_OK && h->parts)
-        dlock_lock_set_formed(h);
+        dlock__lock_set_formed(h);
     else if (a->rc != DLOCK_OK) {
         int local;
         if (held)
-            dlock_lock_release(h, &local);
+            dlock__lock_release(h, &local);
         else
-            dlock_handle_free(h);
+            dlock__handle_free(h);
         h = NULL;
     }
     req->h = h;
-    dlock_count_wait(&c->counters, a->rc, a->start);
+    dlock__count_wait(&c->counters, a->rc, a->start);
     ask_free(a);
-    dlock_runner_deliver(c->runner, req, where);
+    dlock__runner_deliver(c->runner, req, where);
+}
+
+/* mu held, a's call just made: when its first step is due. 0: now. A waiter
+ * that can only wait (dlock__queue_waits: not the head, or a valid local
+ * holder has the key, as when a batch asks while the last one holds) takes
+ * it when it would look again, on the runner's timers: no thread is woken
+ * to find that out, and a hand-off, a release or that time wakes it. */
+static int64_t first_step(const struct ask *a)
+{
+    int64_t until;
+    return a->joined && dlock__queue_waits(&a->w, &until) ? until : 0;
 }
 
 /* The asynchronous acquire of the n keys in order[] (checked, as opts), as
@@ -188,18 +199,18 @@ static int ask(dlock_client *c, const char *const *order, int n, int multi,
 {
     struct ask *a = ask_new(c, order, n, multi, o);
     if (a == NULL)
-        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+        return dlock__fail(DLOCK_ERR_NOMEM, "out of memory");
     a->task = (struct dlock_task){.step = ask_step, .end = ask_end};
     a->req = req;
     a->w.task = &a->task;
-    a->start = dlock_now_ms();
+    a->start = dlock__now_ms();
     a->deadline = a->start + o->wait_ms;
     pthread_mutex_lock(&c->mu);
     /* in notify mode it joins the FIFO here, so waiters are served in the
      * order they asked, whichever thread steps them */
     int rc = o->wait_mode == DLOCK_WAIT_NOTIFY ? join(a) : DLOCK_OK;
     if (rc == DLOCK_OK)
-        dlock_runner_add(c->runner, &a->task, req);
+        dlock__runner_add(c->runner, &a->task, req, first_step(a));
     pthread_mutex_unlock(&c->mu);
     if (rc != DLOCK_OK)
         ask_free(a);
@@ -209,7 +220,7 @@ static int ask(dlock_client *c, const char *const *order, int n, int multi,
 static int request_ok(const dlock_req *req)
 {
     if (req == NULL || req->done == NULL)
-        return dlock_fail(DLOCK_ERR_INVALID, "an asynchronous call needs a request with done");
+        return dlock__fail(DLOCK_ERR_INVALID, "an asynchronous call needs a request with done");
     return DLOCK_OK;
 }
 
@@ -217,7 +228,7 @@ int dlock_acquire_async(dlock_client *c, const char *key, const dlock_opts *opts
 {
     dlock_opts o;
     size_t klen = key ? strnlen(key, DLOCK_KEY_MAX + 1) : 0;
-    if (dlock_opts_of(opts, &o) != DLOCK_OK || dlock_key_check(key, klen) != DLOCK_OK ||
+    if (dlock__opts_of(opts, &o) != DLOCK_OK || dlock_key_check(key, klen) != DLOCK_OK ||
         request_ok(req) != DLOCK_OK)
         return DLOCK_ERR_INVALID;
     return ask(c, &key, 1, 0, &o, req);
@@ -228,7 +239,7 @@ int dlock_acquire_multi_async(dlock_client *c, const char *const *keys, int n,
 {
     dlock_opts o;
     const char *order[DLOCK_MULTI_MAX];
-    if (dlock_opts_of(opts, &o) != DLOCK_OK || dlock_lock_order(keys, n, order) != DLOCK_OK ||
+    if (dlock__opts_of(opts, &o) != DLOCK_OK || dlock__lock_order(keys, n, order) != DLOCK_OK ||
         request_ok(req) != DLOCK_OK)
         return DLOCK_ERR_INVALID;
     return ask(c, order, n, 1, &o, req);
@@ -237,8 +248,8 @@ int dlock_acquire_multi_async(dlock_client *c, const char *const *keys, int n,
 int dlock_cancel(dlock_req *req)
 {
     if (req == NULL)
-        return dlock_fail(DLOCK_ERR_INVALID, "no request to withdraw");
-    return dlock_runner_cancel(req);
+        return dlock__fail(DLOCK_ERR_INVALID, "no request to withdraw");
+    return dlock__runner_cancel(req);
 }
 
 /* A release's give-back in Redis: a task that lives in the handle released. */
@@ -251,7 +262,7 @@ static int give_back_step(struct dlock_task *t, int64_t *until)
 {
     (void)until;
     dlock_handle *h = releasing(t);
-    h->async_rc = dlock_lock_give_back(h->client, h);
+    h->async_rc = dlock__lock_give_back(h->client, h);
     return DLOCK_TASK_DONE;
 }
 
@@ -261,12 +272,12 @@ static void give_back_end(struct dlock_task *t, enum dlock_end where)
     dlock_runner *r = h->client->runner;
     dlock_req *req = h->req;
     if (req) {
-        dlock_req_note(req, h->async_rc);
+        dlock__req_note(req, h->async_rc);
         req->h = NULL;
     }
-    dlock_handle_free(h);
+    dlock__handle_free(h);
     if (req)
-        dlock_runner_deliver(r, req, where);
+        dlock__runner_deliver(r, req, where);
 }
 
 void dlock_release_async(dlock_handle *h, dlock_req *req)
@@ -275,7 +286,7 @@ void dlock_release_async(dlock_handle *h, dlock_req *req)
         __atomic_store_n(&req->priv, NULL, __ATOMIC_RELEASE); /* never withdrawn */
     if (h == NULL) {
         if (req) {
-            dlock_req_note(req, DLOCK_OK);
+            dlock__req_note(req, DLOCK_OK);
             req->h = NULL;
             req->done(req);
         }
@@ -285,17 +296,17 @@ void dlock_release_async(dlock_handle *h, dlock_req *req)
     struct dlock_task *here = NULL;
     int local, rc;
     pthread_mutex_lock(&c->mu);
-    int left = dlock_lock_release_begin(c, &h, &local, &rc, &here);
+    int left = dlock__lock_release_begin(c, &h, &local, &rc, &here);
     if (left == DLOCK_GIVE_BACK) {
         h->req = req;
         h->task = (struct dlock_task){.step = give_back_step, .end = give_back_end};
-        dlock_runner_add(c->runner, &h->task, NULL);
+        dlock__runner_add(c->runner, &h->task, NULL, 0);
     }
     pthread_mutex_unlock(&c->mu);
-    dlock_runner_end_here(here);
+    dlock__runner_end_here(here);
     if (left == DLOCK_RELEASED && req) {
-        dlock_req_note(req, rc);
+        dlock__req_note(req, rc);
         req->h = NULL;
-        dlock_runner_deliver(c->runner, req, DLOCK_END_CALLER);
+        dlock__runner_deliver(c->runner, req, DLOCK_END_CALLER);
     }
 }

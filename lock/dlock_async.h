@@ -37,30 +37,8 @@
 
 DLOCK_BEGIN_DECLS
 
-typedef struct dlock_req dlock_req;
-
-/* How a call ends, with req's rc, h and err filled.
- * runs on: where cfg.post says (above), exactly once per call; must not
- *          block (without post, every waiter of the client shares its threads).
- * owns:    req again: it may be reused, or freed, from inside (libdlock
- *          touches req no more once it called done, or post).
- * (In parentheses: a type, which the checks of what libdlock.so exports must
- * not take for a function.) */
-typedef void(dlock_req_fn)(dlock_req *req);
-
-/* One asynchronous call, owned by the caller: embed it in your own request,
- * as libuv's uv_work_t. Alive from the call that takes it until its done has
- * run; serves one call at a time, reusable once done has run. */
-struct dlock_req {
-    dlock_req_fn *done; /* caller's: how the call ends; runs exactly once */
-    void *data;         /* caller's */
-    int rc;             /* in done: DLOCK_OK or a DLOCK_ERR_* code */
-    dlock_handle *h;    /* in done: the holder when an acquire got it (rc DLOCK_OK), else NULL */
-    char err[200];      /* in done: rc's detail in words ("" for DLOCK_OK): dlock_errstr() is
-                         * per thread and done may run on another */
-    dlock_req *next;    /* the executor's: a link of its own while it holds req */
-    void *priv;         /* libdlock's */
-};
+/* Each call takes a struct dlock_req, whose fields and done (dlock_req_fn)
+ * are declared in dlock_base.h, beneath dlock.h. */
 
 /* Asks for key as dlock_acquire does, and returns at once. The wait holds no
  * thread: in notify mode it queues in the key's local FIFO with the blocking

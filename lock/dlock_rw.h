@@ -11,14 +11,15 @@
 
 DLOCK_BEGIN_DECLS
 
-/* A read or a write hold of key. Readers and writers draw fences from one
- * counter. Each hold is a lease and its handle is used as a semaphore's
- * (dlock_sem.h); no reentrancy, upgrade or downgrade (a thread asking again
- * waits like any other owner: a writer asking to read waits for itself
- * until wait_ms). Over a quorum a reader and a writer each need a majority
- * of the servers, as a lock does.
- * returns: as dlock_acquire (DLOCK_ERR_TIMEOUT: a writer held or waited, or
- *          for a writer: readers or a writer held, after wait_ms). */
+/* Takes a read or a write hold of key, waiting as dlock_acquire does; each
+ * hold a lease, its handle used as a semaphore's (dlock_sem.h). Readers and
+ * writers draw fences from one counter. No reentrancy, upgrade or downgrade:
+ * a thread asking again waits as any owner (a writer asking to read waits
+ * for itself). Over a quorum, each needs a majority, as a lock does.
+ * returns: DLOCK_OK, *out the holder.
+ * owns:    as dlock_acquire.
+ * errors:  as dlock_acquire: DLOCK_ERR_TIMEOUT after wait_ms, for a reader
+ *          while a writer held or waited, for a writer while anyone held. */
 int dlock_acquire_read(dlock_client *c, const char *key, const dlock_opts *opts,
                        dlock_handle **out);
 int dlock_acquire_write(dlock_client *c, const char *key, const dlock_opts *opts,

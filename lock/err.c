@@ -6,12 +6,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lock/dlock_async.h"
+#include "lock/internal.h"
 
 static _Thread_local char errbuf[256];
 static _Thread_local int errcode;
 
-int dlock_fail(int code, const char *fmt, ...)
+int dlock__fail(int code, const char *fmt, ...)
 {
     va_list ap;
     errcode = code;
@@ -23,9 +23,12 @@ int dlock_fail(int code, const char *fmt, ...)
 
 const char *dlock_errstr(void) { return errbuf; }
 
-int dlock_redis_failure(void) { return errcode == DLOCK_ERR_AUTH ? DLOCK_ERR_AUTH : DLOCK_ERR_REDIS; }
+int dlock__redis_failure(void)
+{
+    return errcode == DLOCK_ERR_AUTH ? DLOCK_ERR_AUTH : DLOCK_ERR_REDIS;
+}
 
-void dlock_req_note(dlock_req *req, int rc)
+void dlock__req_note(dlock_req *req, int rc)
 {
     int own = rc != DLOCK_OK && rc == errcode && rc != DLOCK_ERR_CLOSED &&
               rc != DLOCK_ERR_CANCELLED;

@@ -15,7 +15,7 @@ struct dlock_keytab {
     struct dlock_entry *bucket[BUCKETS];
 };
 
-uint64_t dlock_hash(const char *key, size_t len)
+uint64_t dlock__hash(const char *key, size_t len)
 {
     uint64_t h = 1469598103934665603ULL;
     for (size_t i = 0; i < len; i++)
@@ -23,13 +23,16 @@ uint64_t dlock_hash(const char *key, size_t len)
     return h;
 }
 
-static size_t hash(const char *key, size_t len) { return (size_t)(dlock_hash(key, len) % BUCKETS); }
+static size_t hash(const char *key, size_t len)
+{
+    return (size_t)(dlock__hash(key, len) % BUCKETS);
+}
 
-dlock_keytab *dlock_keytab_new(void) { return calloc(1, sizeof(dlock_keytab)); }
+dlock_keytab *dlock__keytab_new(void) { return calloc(1, sizeof(dlock_keytab)); }
 
-void dlock_keytab_free(dlock_keytab *t) { free(t); }
+void dlock__keytab_free(dlock_keytab *t) { free(t); }
 
-struct dlock_entry *dlock_keytab_find(dlock_keytab *t, const char *key, size_t len)
+struct dlock_entry *dlock__keytab_find(dlock_keytab *t, const char *key, size_t len)
 {
     for (struct dlock_entry *e = t->bucket[hash(key, len)]; e; e = e->hnext)
         if (strncmp(e->key, key, len) == 0 && e->key[len] == '\0')
@@ -37,7 +40,7 @@ struct dlock_entry *dlock_keytab_find(dlock_keytab *t, const char *key, size_t l
     return NULL;
 }
 
-struct dlock_entry *dlock_keytab_spare(const char *key)
+struct dlock_entry *dlock__keytab_spare(const char *key)
 {
     size_t len = strlen(key);
     struct dlock_entry *e = calloc(1, sizeof(*e) + len + 1);
@@ -46,15 +49,15 @@ struct dlock_entry *dlock_keytab_spare(const char *key)
     return e;
 }
 
-struct dlock_entry *dlock_keytab_ref(dlock_keytab *t, const char *key,
-                                     struct dlock_entry **spare)
+struct dlock_entry *dlock__keytab_ref(dlock_keytab *t, const char *key,
+                                      struct dlock_entry **spare)
 {
     size_t len = strlen(key);
-    struct dlock_entry *e = dlock_keytab_find(t, key, len);
+    struct dlock_entry *e = dlock__keytab_find(t, key, len);
     if (e == NULL) {
         if (spare && *spare)
             e = *spare, *spare = NULL;
-        else if ((e = dlock_keytab_spare(key)) == NULL)
+        else if ((e = dlock__keytab_spare(key)) == NULL)
             return NULL;
         size_t b = hash(key, len);
         e->hnext = t->bucket[b];
@@ -64,7 +67,7 @@ struct dlock_entry *dlock_keytab_ref(dlock_keytab *t, const char *key,
     return e;
 }
 
-void dlock_keytab_unref(dlock_keytab *t, struct dlock_entry *e)
+void dlock__keytab_unref(dlock_keytab *t, struct dlock_entry *e)
 {
     if (--e->refs > 0)
         return;
@@ -75,14 +78,14 @@ void dlock_keytab_unref(dlock_keytab *t, struct dlock_entry *e)
     free(e);
 }
 
-void dlock_keytab_each(dlock_keytab *t, void (*fn)(struct dlock_entry *e, void *arg), void *arg)
+void dlock__keytab_each(dlock_keytab *t, void (*fn)(struct dlock_entry *e, void *arg), void *arg)
 {
     for (size_t b = 0; b < BUCKETS; b++)
         for (struct dlock_entry *e = t->bucket[b]; e; e = e->hnext)
             fn(e, arg);
 }
 
-void dlock_queue_push(struct dlock_entry *e, struct dlock_waiter *w)
+void dlock__queue_push(struct dlock_entry *e, struct dlock_waiter *w)
 {
     w->next = NULL;
     w->prev = e->tail;
@@ -93,21 +96,21 @@ void dlock_queue_push(struct dlock_entry *e, struct dlock_waiter *w)
     e->tail = w;
 }
 
-void dlock_waiter_wake(struct dlock_waiter *w)
+void dlock__waiter_wake(struct dlock_waiter *w)
 {
     if (w->task)
-        dlock_runner_wake(w->task);
+        dlock__runner_wake(w->task);
     else
         pthread_cond_signal(&w->cv);
 }
 
-void dlock_entry_wake_head(struct dlock_entry *e)
+void dlock__entry_wake_head(struct dlock_entry *e)
 {
     if (e->head)
-        dlock_waiter_wake(e->head);
+        dlock__waiter_wake(e->head);
 }
 
-void dlock_queue_remove(struct dlock_entry *e, struct dlock_waiter *w)
+void dlock__queue_remove(struct dlock_entry *e, struct dlock_waiter *w)
 {
     if (w->prev)
         w->prev->next = w->next;

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lock/dlock.h"
+#include "lock/internal.h"
 
 struct dlock_handle;
 
@@ -36,7 +36,7 @@ struct dlock_waiter {
     unsigned long seen;     /* ... and the releases seen before it */
     struct dlock_task *task; /* an asynchronous acquire's, else NULL */
     int here;                /* ... whose call a grant ends: a hand-off may step it to its
-                              * end inside the release (runner.h: dlock_runner_step_here) */
+                              * end inside the release (runner.h: dlock__runner_step_here) */
     pthread_cond_t cv;       /* a thread's */
 };
 
@@ -63,7 +63,7 @@ struct dlock_entry {
     char granted[DLOCK_TOKEN_LEN + 1]; /* a grant heard for this token (the head's) ... */
     int64_t granted_fence;       /* ... with this fence (0: none heard) ... */
     int granted_ms;              /* ... this lease on the key ... */
-    int64_t granted_after;       /* ... made after this (dlock_now_ms), as its message
+    int64_t granted_after;       /* ... made after this (dlock__now_ms), as its message
                                   * says: the stamp of the script that last queued it */
     unsigned long requeue_seen;  /* releases when that release was sent */
     char key[];
@@ -73,39 +73,39 @@ typedef struct dlock_keytab dlock_keytab;
 
 /* FNV-1a of len bytes of key: the bucket hash of this table and the
  * subscriber's channel table. */
-uint64_t dlock_hash(const char *key, size_t len);
+uint64_t dlock__hash(const char *key, size_t len);
 
-dlock_keytab *dlock_keytab_new(void);     /* NULL when out of memory */
-void dlock_keytab_free(dlock_keytab *t);  /* every entry must be gone */
+dlock_keytab *dlock__keytab_new(void);     /* NULL when out of memory */
+void dlock__keytab_free(dlock_keytab *t);  /* every entry must be gone */
 
 /* The key's entry, created when missing, with one more reference. NULL when
  * out of memory. spare (may be NULL): an entry made beforehand for key
- * (dlock_keytab_spare), used instead of allocating (*spare is then NULL). */
-struct dlock_entry *dlock_keytab_ref(dlock_keytab *t, const char *key,
-                                     struct dlock_entry **spare);
+ * (dlock__keytab_spare), used instead of allocating (*spare is then NULL). */
+struct dlock_entry *dlock__keytab_ref(dlock_keytab *t, const char *key,
+                                      struct dlock_entry **spare);
 
-/* An entry for key, for dlock_keytab_ref to use when key has none by then:
+/* An entry for key, for dlock__keytab_ref to use when key has none by then:
  * what a wait that may not allocate later makes at its start. NULL when out
  * of memory; freed with free() when unused. */
-struct dlock_entry *dlock_keytab_spare(const char *key);
+struct dlock_entry *dlock__keytab_spare(const char *key);
 
 /* Drops a reference; the entry is freed at zero. */
-void dlock_keytab_unref(dlock_keytab *t, struct dlock_entry *e);
+void dlock__keytab_unref(dlock_keytab *t, struct dlock_entry *e);
 
 /* The key's entry or NULL (no reference taken). */
-struct dlock_entry *dlock_keytab_find(dlock_keytab *t, const char *key, size_t len);
+struct dlock_entry *dlock__keytab_find(dlock_keytab *t, const char *key, size_t len);
 
 /* Calls fn for every entry. */
-void dlock_keytab_each(dlock_keytab *t, void (*fn)(struct dlock_entry *e, void *arg), void *arg);
+void dlock__keytab_each(dlock_keytab *t, void (*fn)(struct dlock_entry *e, void *arg), void *arg);
 
 /* FIFO of waiters. */
-void dlock_queue_push(struct dlock_entry *e, struct dlock_waiter *w);
-void dlock_queue_remove(struct dlock_entry *e, struct dlock_waiter *w);
+void dlock__queue_push(struct dlock_entry *e, struct dlock_waiter *w);
+void dlock__queue_remove(struct dlock_entry *e, struct dlock_waiter *w);
 
 /* Wakes w: what it waits for may have happened. */
-void dlock_waiter_wake(struct dlock_waiter *w);
+void dlock__waiter_wake(struct dlock_waiter *w);
 
 /* Wakes the head of e's queue, if any: it may be its turn to contend. */
-void dlock_entry_wake_head(struct dlock_entry *e);
+void dlock__entry_wake_head(struct dlock_entry *e);
 
 #endif

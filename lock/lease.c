@@ -27,13 +27,13 @@ static void make_token(char out[DLOCK_TOKEN_LEN + 1])
     out[DLOCK_TOKEN_LEN] = '\0';
 }
 
-/* A lease as dlock_lease_new_in makes it, but for its token and its place
- * in line (none yet: dlock_lease_ready). */
+/* A lease as dlock__lease_new_in makes it, but for its token and its place
+ * in line (none yet: dlock__lease_ready). */
 static struct dlock_lease *made(const char *key, const char *suffix, int kind,
                                const dlock_opts *o)
 {
     size_t klen = strlen(key), slen = suffix ? strlen(suffix) : 0;
-    struct dlock_lease *l = dlock_zalloc(sizeof(*l) + klen + 1 + (suffix ? klen + slen + 1 : 0));
+    struct dlock_lease *l = dlock__zalloc(sizeof(*l) + klen + 1 + (suffix ? klen + slen + 1 : 0));
     if (l == NULL)
         return NULL;
     l->kind = kind;
@@ -52,17 +52,17 @@ static struct dlock_lease *made(const char *key, const char *suffix, int kind,
     return l;
 }
 
-struct dlock_lease *dlock_lease_new(const char *key, const dlock_opts *o)
+struct dlock_lease *dlock__lease_new(const char *key, const dlock_opts *o)
 {
-    return dlock_lease_new_in(key, NULL, DLOCK_LEASE_LOCK, o);
+    return dlock__lease_new_in(key, NULL, DLOCK_LEASE_LOCK, o);
 }
 
-struct dlock_lease *dlock_lease_reserve(const char *key, const dlock_opts *o)
+struct dlock_lease *dlock__lease_reserve(const char *key, const dlock_opts *o)
 {
     return made(key, NULL, DLOCK_LEASE_LOCK, o);
 }
 
-void dlock_lease_ready(struct dlock_lease *l)
+void dlock__lease_ready(struct dlock_lease *l)
 {
     if (l->token[0] != '\0')
         return;
@@ -72,25 +72,25 @@ void dlock_lease_ready(struct dlock_lease *l)
     l->queue_score = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
 }
 
-struct dlock_lease *dlock_lease_new_in(const char *key, const char *suffix, int kind,
-                                       const dlock_opts *o)
+struct dlock_lease *dlock__lease_new_in(const char *key, const char *suffix, int kind,
+                                        const dlock_opts *o)
 {
     struct dlock_lease *l = made(key, suffix, kind, o);
     if (l)
-        dlock_lease_ready(l);
+        dlock__lease_ready(l);
     return l;
 }
 
-enum dlock_script dlock_lease_renew_script(const struct dlock_lease *l)
+enum dlock_script dlock__lease_renew_script(const struct dlock_lease *l)
 {
     return l->kind == DLOCK_LEASE_PERMIT || l->kind == DLOCK_LEASE_READ ? DLOCK_SCRIPT_SEM_RENEW
                                                                          : DLOCK_SCRIPT_RENEW;
 }
 
-dlock_handle *dlock_handle_new(dlock_client *c, const dlock_opts *o)
+dlock_handle *dlock__handle_new(dlock_client *c, const dlock_opts *o)
 {
-    dlock_handle *h = dlock_zalloc(sizeof(*h));
-    if (h == NULL || dlock_cond_init(&h->wake) != 0) {
+    dlock_handle *h = dlock__zalloc(sizeof(*h));
+    if (h == NULL || dlock__cond_init(&h->wake) != 0) {
         free(h);
         return NULL;
     }
@@ -100,21 +100,21 @@ dlock_handle *dlock_handle_new(dlock_client *c, const dlock_opts *o)
     return h;
 }
 
-void dlock_handle_free(dlock_handle *h)
+void dlock__handle_free(dlock_handle *h)
 {
     pthread_cond_destroy(&h->wake);
     free(h->parts);
     free(h);
 }
 
-int dlock_holder_state(const dlock_handle *h, int64_t now)
+int dlock__holder_state(const dlock_handle *h, int64_t now)
 {
     if (h->outer)
         h = h->outer;
     if (h->parts) {
         int worst = DLOCK_OK;
         for (int i = 0; i < h->nparts && worst != DLOCK_ERR_INTERRUPTED; i++) {
-            int st = dlock_holder_state(h->parts[i], now);
+            int st = dlock__holder_state(h->parts[i], now);
             worst = st == DLOCK_OK ? worst : st;
         }
         return worst;
@@ -126,12 +126,12 @@ int dlock_holder_state(const dlock_handle *h, int64_t now)
     return DLOCK_OK;
 }
 
-const dlock_handle *dlock_holder_at(const dlock_handle *h, int i)
+const dlock_handle *dlock__holder_at(const dlock_handle *h, int i)
 {
     return h->outer ? h->outer : h->parts ? h->parts[i] : h;
 }
 
-int64_t dlock_holder_valid_until(const dlock_handle *h)
+int64_t dlock__holder_valid_until(const dlock_handle *h)
 {
     if (h->outer)
         h = h->outer;
@@ -139,37 +139,37 @@ int64_t dlock_holder_valid_until(const dlock_handle *h)
         return h->lease->valid_until_ms;
     int64_t until = INT64_MAX;
     for (int i = 0; i < h->nparts; i++) {
-        int64_t part = dlock_holder_valid_until(h->parts[i]);
+        int64_t part = dlock__holder_valid_until(h->parts[i]);
         until = part < until ? part : until;
     }
     return until;
 }
 
-int dlock_keep_ms(int lease_ms)
+int dlock__keep_ms(int lease_ms)
 {
     int64_t ms = (int64_t)lease_ms * DLOCK_KEEP_LEASES;
     return ms < INT32_MAX ? (int)ms : INT32_MAX;
 }
 
-int dlock_lease_grant_ms(const struct dlock_lease *l)
+int dlock__lease_grant_ms(const struct dlock_lease *l)
 {
-    int grace = dlock_grace_ms(l->retry_ms);
+    int grace = dlock__grace_ms(l->retry_ms);
     return grace < l->lease_ms ? grace : l->lease_ms;
 }
 
-int dlock_lease_try(dlock_quorum *q, struct dlock_lease *l, int queue, int64_t *pttl)
+int dlock__lease_try(dlock_quorum *q, struct dlock_lease *l, int queue, int64_t *pttl)
 {
     dlock_node_acquire_args a = {.key = l->key,
                                  .token = l->token,
                                  .lease_ms = l->lease_ms,
-                                 .queue_ms = queue ? dlock_grace_ms(l->retry_ms) : 0,
-                                 .keep_ms = dlock_keep_ms(l->lease_ms),
+                                 .queue_ms = queue ? dlock__grace_ms(l->retry_ms) : 0,
+                                 .keep_ms = dlock__keep_ms(l->lease_ms),
                                  .queue_score = l->queue_score,
-                                 .grant_ms = dlock_lease_grant_ms(l)};
-    int64_t sent_at = dlock_now_ms(); /* the lease can't have started before this */
+                                 .grant_ms = dlock__lease_grant_ms(l)};
+    int64_t sent_at = dlock__now_ms(); /* the lease can't have started before this */
     a.sent_ms = sent_at;
     dlock_acquired got;
-    int rc = dlock_quorum_acquire(q, &a, &got);
+    int rc = dlock__quorum_acquire(q, &a, &got);
     l->sent |= got.sent;
     if (rc == DLOCK_OK) {
         l->fence = got.fence;
@@ -180,46 +180,46 @@ int dlock_lease_try(dlock_quorum *q, struct dlock_lease *l, int queue, int64_t *
     return rc;
 }
 
-redisReply *dlock_lease_call(dlock_quorum *q, enum dlock_script s, int nkeys, int nargs,
-                             const char *const *argv, int *sent)
+redisReply *dlock__lease_call(dlock_quorum *q, enum dlock_script s, int nkeys, int nargs,
+                              const char *const *argv, int *sent)
 {
-    return dlock_quorum_script(q, s, nkeys, nargs, argv, sent);
+    return dlock__quorum_script(q, s, nkeys, nargs, argv, sent);
 }
 
-int dlock_lease_give_back(dlock_quorum *q, const struct dlock_lease *l)
+int dlock__lease_give_back(dlock_quorum *q, const struct dlock_lease *l)
 {
     if (l->kind == DLOCK_LEASE_LOCK)
-        return dlock_lease_release(q, l, 1, NULL, NULL);
+        return dlock__lease_release(q, l, 1, NULL, NULL);
     dlock_names k;
     dlock_names_of(l->key, &k);
     const char *argv[] = {l->target, l->token, k.channel};
     enum dlock_script s = l->kind == DLOCK_LEASE_WRITE ? DLOCK_SCRIPT_RW_WRITE_RELEASE
                                                        : DLOCK_SCRIPT_SEM_RELEASE;
-    redisReply *r = dlock_lease_call(q, s, 1, 3, argv, NULL);
+    redisReply *r = dlock__lease_call(q, s, 1, 3, argv, NULL);
     if (r == NULL)
-        return dlock_redis_failure();
+        return dlock__redis_failure();
     int ours = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
     freeReplyObject(r);
-    return ours ? DLOCK_OK : dlock_fail(DLOCK_ERR_LOST, "%s: our lease had expired", l->key);
+    return ours ? DLOCK_OK : dlock__fail(DLOCK_ERR_LOST, "%s: our lease had expired", l->key);
 }
 
-int dlock_lease_release(dlock_quorum *q, const struct dlock_lease *l, int leaving,
-                        const struct dlock_next *next, int *queued)
+int dlock__lease_release(dlock_quorum *q, const struct dlock_lease *l, int leaving,
+                         const struct dlock_next *next, int *queued)
 {
     dlock_node_release_args a = {.key = l->key,
                                  .token = l->token,
-                                 .grant_ms = dlock_lease_grant_ms(l),
+                                 .grant_ms = dlock__lease_grant_ms(l),
                                  .leaving = leaving,
-                                 .keep_ms = dlock_keep_ms(l->lease_ms)};
+                                 .keep_ms = dlock__keep_ms(l->lease_ms)};
     if (next) {
         a.next = next->token;
         a.next_queue_ms = next->queue_ms;
         a.next_score = next->queue_score;
-        a.next_sent_ms = dlock_now_ms();
+        a.next_sent_ms = dlock__now_ms();
         a.next_grant_ms = next->grant_ms;
     }
     int in_line;
-    int rc = dlock_quorum_release(q, &a, &in_line);
+    int rc = dlock__quorum_release(q, &a, &in_line);
     if (queued)
         *queued = rc == DLOCK_OK && in_line;
     return rc;

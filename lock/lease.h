@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lock/dlock.h"
+#include "lock/internal.h"
 #include "lock/quorum.h"
 #include "lock/runner.h"
 #include "lock/scripts.h"
@@ -79,7 +79,7 @@ struct dlock_handle {
     struct dlock_handle **parts; /* a multi-lock: one holder per key, in key order */
     int nparts;
     struct dlock_handle *parent; /* mu; a part: the multi-lock it belongs to */
-    int64_t held_since_us;  /* when acquired (dlock_now_us); 0 until then */
+    int64_t held_since_us;  /* when acquired (dlock__now_us); 0 until then */
     /* mu */
     int seq;                /* hand-off number within the lease; 0 = from Redis */
     int renewals_at_start;  /* lease->renewals when this holder got it */
@@ -106,7 +106,7 @@ struct dlock_handle {
  * of hand-offs between asynchronous waiters, three callocs a turn cost a
  * fifth of its CPU in the allocator's slow path. (The empty asm keeps the
  * compiler from making the two calls one calloc again.) */
-static inline void *dlock_zalloc(size_t size)
+static inline void *dlock__zalloc(size_t size)
 {
     void *p = malloc(size);
 #if defined(__GNUC__)
@@ -117,60 +117,60 @@ static inline void *dlock_zalloc(size_t size)
 
 /* How long a queued waiter stays in line without trying again, and how long a
  * release's grant waits to be claimed: two jittered retry intervals and some. */
-static inline int dlock_grace_ms(int retry_ms) { return 2 * retry_ms + 100; }
+static inline int dlock__grace_ms(int retry_ms) { return 2 * retry_ms + 100; }
 
 /* How long a grant of l's lasts at least, to be claimed: l's grace, at most
  * its lease. A release by l grants this long; a grant to l's token, when it
  * waits in line, at least this long too (the script keeps it with the
  * token's deadline), so that a waiter never loses its grant sooner than it
  * would lose its place in line. */
-int dlock_lease_grant_ms(const struct dlock_lease *l);
+int dlock__lease_grant_ms(const struct dlock_lease *l);
 
 /* A new lease for key (copied) with a fresh random token, not yet acquired.
  * NULL when out of memory. Freed with free(). */
-struct dlock_lease *dlock_lease_new(const char *key, const dlock_opts *o);
+struct dlock_lease *dlock__lease_new(const char *key, const dlock_opts *o);
 
 /* The same, made beforehand (an asynchronous acquire's, at its call) with no
- * token nor place in line yet: dlock_lease_ready draws them at its first
+ * token nor place in line yet: dlock__lease_ready draws them at its first
  * use, so a wait that never asks Redis (it got a hand-off) never draws them
  * (a getrandom call, a clock read). */
-struct dlock_lease *dlock_lease_reserve(const char *key, const dlock_opts *o);
+struct dlock_lease *dlock__lease_reserve(const char *key, const dlock_opts *o);
 
 /* Draws l's token, and stamps its place in the keys' Redis queues (the wall
  * clock, for several servers), if it has none yet: before anything sends
  * or copies them. */
-void dlock_lease_ready(struct dlock_lease *l);
+void dlock__lease_ready(struct dlock_lease *l);
 
 /* The same, for a lease of the given kind held in key + suffix (suffix
  * NULL: in key itself). */
-struct dlock_lease *dlock_lease_new_in(const char *key, const char *suffix, int kind,
-                                       const dlock_opts *o);
+struct dlock_lease *dlock__lease_new_in(const char *key, const char *suffix, int kind,
+                                        const dlock_opts *o);
 
 /* The script that renews l: a lock's and a writer's (PEXPIRE while the key
  * holds the token), or a permit's and a reader's (ZADD XX while the member
  * is live); both take key, token, lease_ms. */
-enum dlock_script dlock_lease_renew_script(const struct dlock_lease *l);
+enum dlock_script dlock__lease_renew_script(const struct dlock_lease *l);
 
 /* How long the fence counter and the gone set outlive their last write
  * with leases of lease_ms: DLOCK_KEEP_LEASES leases, at most INT32_MAX. */
-int dlock_keep_ms(int lease_ms);
+int dlock__keep_ms(int lease_ms);
 
 /* A handle with no lease yet, or NULL when out of memory. */
-dlock_handle *dlock_handle_new(dlock_client *c, const dlock_opts *o);
-void dlock_handle_free(dlock_handle *h);
+dlock_handle *dlock__handle_new(dlock_client *c, const dlock_opts *o);
+void dlock__handle_free(dlock_handle *h);
 
 /* The holder's state (mu held): DLOCK_OK, DLOCK_ERR_INTERRUPTED or
  * DLOCK_ERR_LOST. A multi-lock's is the worst of its parts' (interrupted
  * first); a nested hold's is its outermost hold's. */
-int dlock_holder_state(const dlock_handle *h, int64_t now);
+int dlock__holder_state(const dlock_handle *h, int64_t now);
 
 /* The holder of key i of h: a part of a multi-lock, or h itself (i = 0),
  * or for a nested hold its outermost hold (which may be a part). */
-const dlock_handle *dlock_holder_at(const dlock_handle *h, int i);
+const dlock_handle *dlock__holder_at(const dlock_handle *h, int i);
 
 /* When the holder counts as lost unless renewed (mu held): for a multi-lock,
  * the earliest of its parts; for a nested hold, its outermost hold's. */
-int64_t dlock_holder_valid_until(const dlock_handle *h);
+int64_t dlock__holder_valid_until(const dlock_handle *h);
 
 /* One acquisition attempt for l on q's servers. When queue is set, a failed
  * attempt also takes (or keeps) a place in the key's Redis queue. Returns
@@ -178,7 +178,7 @@ int64_t dlock_holder_valid_until(const dlock_handle *h);
  * owner holds the key or comes first (*pttl: the key's TTL in ms, negative
  * when unknown), DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. Sets l->sent when the
  * attempt may have reached Redis. */
-int dlock_lease_try(dlock_quorum *q, struct dlock_lease *l, int queue, int64_t *pttl);
+int dlock__lease_try(dlock_quorum *q, struct dlock_lease *l, int queue, int64_t *pttl);
 
 /* A local waiter's place in Redis's line, for a release to take: a copy,
  * as the waiter may leave while the release is on its way. */
@@ -192,19 +192,19 @@ struct dlock_next {
  * also puts next (may be NULL) in line when the key goes to another
  * process's waiter: *queued (may be NULL) tells whether it did. Returns
  * DLOCK_OK, DLOCK_ERR_LOST (not ours), DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. */
-int dlock_lease_release(dlock_quorum *q, const struct dlock_lease *l, int leaving,
-                        const struct dlock_next *next, int *queued);
+int dlock__lease_release(dlock_quorum *q, const struct dlock_lease *l, int leaving,
+                         const struct dlock_next *next, int *queued);
 
 /* Script s on the one server a semaphore or read-write lock lives on (they
  * refuse a quorum); NULL (dlock_errstr says why) when it could not be asked.
  * sent (may be NULL) is set when the script may have reached Redis. */
-redisReply *dlock_lease_call(dlock_quorum *q, enum dlock_script s, int nkeys, int nargs,
-                             const char *const *argv, int *sent);
+redisReply *dlock__lease_call(dlock_quorum *q, enum dlock_script s, int nkeys, int nargs,
+                              const char *const *argv, int *sent);
 
 /* Gives l back to Redis for good, whatever its kind: a lock's token as
- * given up (dlock_lease_release, leaving), a permit's, reader's or writer's
+ * given up (dlock__lease_release, leaving), a permit's, reader's or writer's
  * by its release script. Returns DLOCK_OK, DLOCK_ERR_LOST (not held by l's
  * token), DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. */
-int dlock_lease_give_back(dlock_quorum *q, const struct dlock_lease *l);
+int dlock__lease_give_back(dlock_quorum *q, const struct dlock_lease *l);
 
 #endif

@@ -34,13 +34,13 @@ struct dlock_node {
     _Atomic uint64_t calls, errors, latency_sum_us, latency[DLOCK_LATENCY_BUCKETS];
 };
 
-dlock_node *dlock_node_new(const dlock_config *cfg, const char *host, int port,
-                           dlock_counters *counters)
+dlock_node *dlock__node_new(const dlock_config *cfg, const char *host, int port,
+                            dlock_counters *counters)
 {
     dlock_node *n = calloc(1, sizeof(*n));
     if (n == NULL)
         return NULL;
-    if ((n->pool = dlock_pool_new(cfg, host, port, counters)) == NULL) {
+    if ((n->pool = dlock__pool_new(cfg, host, port, counters)) == NULL) {
         free(n);
         return NULL;
     }
@@ -56,21 +56,24 @@ dlock_node *dlock_node_new(const dlock_config *cfg, const char *host, int port,
     return n;
 }
 
-void dlock_node_free(dlock_node *n)
+void dlock__node_free(dlock_node *n)
 {
     if (n == NULL)
         return;
-    dlock_pool_free(n->pool);
+    dlock__pool_free(n->pool);
     pthread_mutex_destroy(&n->mu);
     free(n);
 }
 
-const char *dlock_node_name(const dlock_node *n) { return n->name; }
-int dlock_node_sharded(const dlock_node *n) { return n->sharded; }
+const char *dlock__node_name(const dlock_node *n) { return n->name; }
+int dlock__node_sharded(const dlock_node *n) { return n->sharded; }
 
-int64_t dlock_node_deadline(const dlock_node *n) { return dlock_now_ms() + n->command_timeout_ms; }
+int64_t dlock__node_deadline(const dlock_node *n)
+{
+    return dlock__now_ms() + n->command_timeout_ms;
+}
 
-void dlock_node_report(dlock_node *n, dlock_node_info *out)
+void dlock__node_report(dlock_node *n, dlock_node_info *out)
 {
     snprintf(out->name, sizeof(out->name), "%s", n->name);
     out->up = atomic_load(&n->up);
@@ -89,13 +92,13 @@ static int script_sha(dlock_node *n, redisContext *ctx, enum dlock_script s, cha
     pthread_mutex_unlock(&n->mu);
     if (sha[0] != '\0')
         return 0;
-    const char *argv[] = {"SCRIPT", "LOAD", dlock_script_text(s, n->sharded)};
+    const char *argv[] = {"SCRIPT", "LOAD", dlock__script_text(s, n->sharded)};
     size_t lens[] = {6, 4, strlen(argv[2])};
-    redisReply *r = dlock_pool_checked(ctx, redisCommandArgv(ctx, 3, argv, lens));
+    redisReply *r = dlock__pool_checked(ctx, redisCommandArgv(ctx, 3, argv, lens));
     if (r == NULL)
         return -1;
     if (r->type != REDIS_REPLY_STRING || r->len != 40) {
-        dlock_fail(DLOCK_ERR_REDIS, "unexpected SCRIPT LOAD reply");
+        dlock__fail(DLOCK_ERR_REDIS, "unexpected SCRIPT LOAD reply");
         freeReplyObject(r);
         return -1;
     }
@@ -142,21 +145,21 @@ static void script_cmd(struct script_cmd *c, const char *verb, const char *scrip
 
 /* ---- calls in flight ---- */
 
-/* Set by dlock_node_ask_next, taken by the thread's next dlock_call_open:
+/* Set by dlock__node_ask_next, taken by the thread's next dlock__call_open:
  * a thread-local flag rather than an argument of every *_begin, for a
  * redirect that only cluster.c makes. */
 static _Thread_local int ask_next;
 
-void dlock_node_ask_next(void) { ask_next = 1; }
+void dlock__node_ask_next(void) { ask_next = 1; }
 
 /* ASKING on the call's connection, right before its script (a rare round
  * trip of its own); it holds for the next command only. */
 static int send_asking(dlock_node_call *call)
 {
-    redisReply *r = dlock_pool_checked(call->ctx, redisCommand(call->ctx, "ASKING"));
+    redisReply *r = dlock__pool_checked(call->ctx, redisCommand(call->ctx, "ASKING"));
     if (r == NULL) {
         call->broken = call->ctx->err != 0;
-        dlock_call_fail(call, dlock_redis_failure(), NULL);
+        dlock__call_fail(call, dlock__redis_failure(), NULL);
         return -1;
     }
     freeReplyObject(r);
@@ -174,11 +177,11 @@ static redisReply *eval_body(dlock_node_call *call, enum dlock_script s, int nke
     forget_sha(call->node, s);
     if (call->asked && send_asking(call) != 0)
         return NULL;
-    script_cmd(&c, "EVAL", dlock_script_text(s, call->node->sharded), nkeys, nargs, args,
+    script_cmd(&c, "EVAL", dlock__script_text(s, call->node->sharded), nkeys, nargs, args,
                arg_lens);
     redisReply *r = redisCommandArgv(call->ctx, c.argc, c.argv, c.lens);
     if (r == NULL)
-        return dlock_pool_checked(call->ctx, NULL); /* sets the error */
+        return dlock__pool_checked(call->ctx, NULL); /* sets the error */
     return r;
 }
 
@@ -205,7 +208,7 @@ static int note_redirect(dlock_node_call *call, const redisReply *r)
     return 0;
 }
 
-void dlock_call_fail(dlock_node_call *call, int code, const char *why)
+void dlock__call_fail(dlock_node_call *call, int code, const char *why)
 {
     if (call->rc != DLOCK_OK)
         return;
@@ -213,7 +216,7 @@ void dlock_call_fail(dlock_node_call *call, int code, const char *why)
     snprintf(call->err, sizeof(call->err), "%s", why ? why : dlock_errstr());
 }
 
-int dlock_call_open(dlock_node *n, dlock_node_call *call, redisContext **own)
+int dlock__call_open(dlock_node *n, dlock_node_call *call, redisContext **own)
 {
     call->node = n;
     call->own = own;
@@ -227,26 +230,26 @@ int dlock_call_open(dlock_node *n, dlock_node_call *call, redisContext **own)
     call->asking = ask_next;
     call->asked = 0;
     ask_next = 0;
-    call->began_us = dlock_now_us();
+    call->began_us = dlock__now_us();
     if (own) {
-        if (*own && dlock_pool_stale(n->pool, *own)) { /* Sentinel moved the primary */
+        if (*own && dlock__pool_stale(n->pool, *own)) { /* Sentinel moved the primary */
             redisFree(*own);
             *own = NULL;
         }
         if (*own == NULL)
-            *own = dlock_pool_connect(n->pool);
+            *own = dlock__pool_connect(n->pool);
         call->ctx = *own;
     } else {
-        call->ctx = dlock_pool_get(n->pool);
+        call->ctx = dlock__pool_get(n->pool);
     }
     if (call->ctx == NULL) {
-        dlock_call_fail(call, dlock_redis_failure(), NULL);
+        dlock__call_fail(call, dlock__redis_failure(), NULL);
         return -1;
     }
     return 0;
 }
 
-void dlock_call_append_script(dlock_node_call *call, enum dlock_script s, int nkeys, int nargs,
+void dlock__call_append_script(dlock_node_call *call, enum dlock_script s, int nkeys, int nargs,
                                const char **args, const size_t *arg_lens)
 {
     struct script_cmd c;
@@ -254,10 +257,10 @@ void dlock_call_append_script(dlock_node_call *call, enum dlock_script s, int nk
     if (call->rc != DLOCK_OK)
         return;
     if (script_sha(call->node, call->ctx, s, sha) != 0) {
-        int code = dlock_redis_failure();
+        int code = dlock__redis_failure();
         call->sent = code != DLOCK_ERR_AUTH;
         call->broken = call->ctx->err != 0;
-        dlock_call_fail(call, code, NULL);
+        dlock__call_fail(call, code, NULL);
         return;
     }
     if (call->asking && send_asking(call) != 0) /* after SCRIPT LOAD: it goes just before */
@@ -266,19 +269,19 @@ void dlock_call_append_script(dlock_node_call *call, enum dlock_script s, int nk
     call->asking = 0;
     script_cmd(&c, "EVALSHA", sha, nkeys, nargs, args, arg_lens);
     if (redisAppendCommandArgv(call->ctx, c.argc, c.argv, c.lens) != REDIS_OK) {
-        dlock_call_fail(call, DLOCK_ERR_NOMEM, "out of memory");
+        dlock__call_fail(call, DLOCK_ERR_NOMEM, "out of memory");
         return;
     }
     call->expect++;
 }
 
-void dlock_call_script(dlock_node_call *call, enum dlock_script s, int nkeys, int nargs)
+void dlock__call_script(dlock_node_call *call, enum dlock_script s, int nkeys, int nargs)
 {
     call->script = s, call->nkeys = nkeys, call->nargs = nargs;
-    dlock_call_append_script(call, s, nkeys, nargs, call->argv, call->lens);
+    dlock__call_append_script(call, s, nkeys, nargs, call->argv, call->lens);
 }
 
-void dlock_call_send(dlock_node_call *call)
+void dlock__call_send(dlock_node_call *call)
 {
     int done = 0;
     if (call->rc != DLOCK_OK)
@@ -287,7 +290,7 @@ void dlock_call_send(dlock_node_call *call)
     while (!done)
         if (redisBufferWrite(call->ctx, &done) != REDIS_OK) {
             call->broken = 1;
-            dlock_call_fail(call, DLOCK_ERR_REDIS, call->ctx->errstr);
+            dlock__call_fail(call, DLOCK_ERR_REDIS, call->ctx->errstr);
             return;
         }
 }
@@ -299,7 +302,7 @@ static void take_buffered(dlock_node_call *call)
         void *r = NULL;
         if (redisGetReplyFromReader(call->ctx, &r) != REDIS_OK) {
             call->broken = 1;
-            dlock_call_fail(call, DLOCK_ERR_REDIS, "protocol error");
+            dlock__call_fail(call, DLOCK_ERR_REDIS, "protocol error");
             return;
         }
         if (r == NULL)
@@ -319,10 +322,10 @@ static void lost_connection(dlock_node_call *call)
     char why[160];
     snprintf(why, sizeof(why), "Redis connection failed: %s",
              call->ctx->err ? call->ctx->errstr : "closed");
-    dlock_call_fail(call, DLOCK_ERR_REDIS, why);
+    dlock__call_fail(call, DLOCK_ERR_REDIS, why);
 }
 
-void dlock_node_wait(dlock_node_call *const *calls, int n, int64_t deadline_ms)
+void dlock__node_wait(dlock_node_call *const *calls, int n, int64_t deadline_ms)
 {
     if (n == 1 && pending(calls[0])) { /* one server: a blocking read, bounded by the timeout */
         dlock_node_call *call = calls[0];
@@ -347,14 +350,14 @@ void dlock_node_wait(dlock_node_call *const *calls, int n, int64_t deadline_ms)
             }
         if (k == 0)
             return;
-        int64_t left = deadline_ms - dlock_now_ms();
+        int64_t left = deadline_ms - dlock__now_ms();
         if (left <= 0) {
             for (int i = 0; i < k; i++) {
                 char why[96];
                 snprintf(why, sizeof(why), "no answer within %d ms",
                          of[i]->node->command_timeout_ms);
                 of[i]->broken = 1; /* its reply may still come */
-                dlock_call_fail(of[i], DLOCK_ERR_REDIS, why);
+                dlock__call_fail(of[i], DLOCK_ERR_REDIS, why);
             }
             return;
         }
@@ -371,7 +374,7 @@ void dlock_node_wait(dlock_node_call *const *calls, int n, int64_t deadline_ms)
     }
 }
 
-void dlock_call_close(dlock_node_call *call)
+void dlock__call_close(dlock_node_call *call)
 {
     dlock_node *n = call->node;
     int answered = call->ctx && call->got == call->expect && call->rc == DLOCK_OK;
@@ -381,14 +384,14 @@ void dlock_call_close(dlock_node_call *call)
             *call->own = NULL;
         }
     } else if (call->ctx) {
-        dlock_pool_put(n->pool, call->ctx, call->broken);
+        dlock__pool_put(n->pool, call->ctx, call->broken);
     }
     call->ctx = NULL;
     atomic_fetch_add(&n->calls, 1);
     atomic_store(&n->up, answered);
     if (answered) {
-        int64_t us = dlock_now_us() - call->began_us;
-        int b = dlock_bucket_of(dlock_latency_bucket_us, DLOCK_LATENCY_BUCKETS, us);
+        int64_t us = dlock__now_us() - call->began_us;
+        int b = dlock__bucket_of(dlock_latency_bucket_us, DLOCK_LATENCY_BUCKETS, us);
         atomic_fetch_add(&n->latency[b], 1);
         atomic_fetch_add(&n->latency_sum_us, (uint64_t)us);
     }
@@ -398,18 +401,18 @@ void dlock_call_close(dlock_node_call *call)
  * the node. */
 static void count_error(dlock_node *n)
 {
-    dlock_count(&n->counters->redis_errors);
+    dlock__count(&n->counters->redis_errors);
     atomic_fetch_add(&n->errors, 1);
 }
 
-redisReply *dlock_call_reply_at(dlock_node_call *call, int i, enum dlock_script s, int nkeys,
-                                int nargs, const char **args, const size_t *arg_lens)
+redisReply *dlock__call_reply_at(dlock_node_call *call, int i, enum dlock_script s, int nkeys,
+                                 int nargs, const char **args, const size_t *arg_lens)
 {
     redisReply *r = i < call->got ? call->reply[i] : NULL;
     if (call->rc != DLOCK_OK || r == NULL) {
         freeReplyObject(r);
-        dlock_fail(call->rc != DLOCK_OK ? call->rc : DLOCK_ERR_REDIS, "%s",
-                   call->err[0] ? call->err : "no reply");
+        dlock__fail(call->rc != DLOCK_OK ? call->rc : DLOCK_ERR_REDIS, "%s",
+                    call->err[0] ? call->err : "no reply");
         r = NULL;
     } else {
         if (is_noscript(r)) { /* Redis lost its scripts: send the body this once */
@@ -419,7 +422,7 @@ redisReply *dlock_call_reply_at(dlock_node_call *call, int i, enum dlock_script 
         }
         if (r != NULL) { /* a cluster node may turn the body away too: its slot moved */
             int redirected = note_redirect(call, r);
-            r = dlock_pool_checked(call->ctx, r);
+            r = dlock__pool_checked(call->ctx, r);
             if (redirected) /* not a failure: cluster.c counts it and redoes the call */
                 return NULL;
         }
@@ -429,15 +432,15 @@ redisReply *dlock_call_reply_at(dlock_node_call *call, int i, enum dlock_script 
     return r;
 }
 
-redisReply *dlock_call_result(dlock_node_call *call)
+redisReply *dlock__call_result(dlock_node_call *call)
 {
-    redisReply *r = dlock_call_reply_at(call, 0, call->script, call->nkeys, call->nargs,
-                                        call->argv, call->lens);
-    dlock_call_close(call);
+    redisReply *r = dlock__call_reply_at(call, 0, call->script, call->nkeys, call->nargs,
+                                         call->argv, call->lens);
+    dlock__call_close(call);
     return r;
 }
 
-size_t dlock_arg_int(char buf[24], int64_t v)
+size_t dlock__arg_int(char buf[24], int64_t v)
 {
     char digits[24];
     uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
@@ -453,6 +456,9 @@ size_t dlock_arg_int(char buf[24], int64_t v)
     return len;
 }
 
-redisContext *dlock_node_subscriber(dlock_node *n) { return dlock_pool_connect(n->pool); }
+redisContext *dlock__node_subscriber(dlock_node *n) { return dlock__pool_connect(n->pool); }
 
-int dlock_node_stale(dlock_node *n, const redisContext *ctx) { return dlock_pool_stale(n->pool, ctx); }
+int dlock__node_stale(dlock_node *n, const redisContext *ctx)
+{
+    return dlock__pool_stale(n->pool, ctx);
+}

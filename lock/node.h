@@ -5,7 +5,7 @@
  * several servers from these calls.
  *
  * Each call comes in two halves, so that a quorum can send a command to
- * every server before it waits for any: *_begin sends it, dlock_node_wait
+ * every server before it waits for any: *_begin sends it, dlock__node_wait
  * waits for several calls together, *_end reads the result and gives the
  * connection back. One server's call is begin, wait, end.
  *
@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "lock/counters.h"
-#include "lock/dlock.h"
+#include "lock/internal.h"
 #include "lock/scripts.h"
 
 #define DLOCK_CHANNEL_SUFFIX ":released"
@@ -43,18 +43,18 @@ enum dlock_redirect {
  * connection opened yet), counting failed calls in counters->redis_errors.
  * With cfg->cluster its scripts publish with SPUBLISH and its subscriber
  * uses SSUBSCRIBE (sharded pub/sub). NULL when out of memory. */
-dlock_node *dlock_node_new(const dlock_config *cfg, const char *host, int port,
-                           dlock_counters *counters);
-void dlock_node_free(dlock_node *n);
+dlock_node *dlock__node_new(const dlock_config *cfg, const char *host, int port,
+                            dlock_counters *counters);
+void dlock__node_free(dlock_node *n);
 
 /* "host:port". */
-const char *dlock_node_name(const dlock_node *n);
+const char *dlock__node_name(const dlock_node *n);
 
-/* Its state as seen from here (dlock_node_info in dlock.h). */
-void dlock_node_report(dlock_node *n, dlock_node_info *out);
+/* Its state as seen from here (dlock_node_info in dlock_base.h). */
+void dlock__node_report(dlock_node *n, dlock_node_info *out);
 
 /* A call in flight on one node: begun (its commands sent), its replies read
- * by dlock_node_wait, ended by the *_end of the same kind. The caller owns
+ * by dlock__node_wait, ended by the *_end of the same kind. The caller owns
  * the storage; strings passed to *_begin must live until *_end. */
 typedef struct dlock_node_call {
     dlock_node *node;
@@ -73,7 +73,7 @@ typedef struct dlock_node_call {
     int broken;          /* the connection can't be used again (a reply may be owed) */
     int64_t began_us;
     char err[200];       /* the failure's text */
-    int asking;          /* send ASKING before its script (dlock_node_ask_next) */
+    int asking;          /* send ASKING before its script (dlock__node_ask_next) */
     int asked;           /* it was sent: again before a NOSCRIPT's redo */
     int redirect;        /* enum dlock_redirect: how a cluster node turned it away */
     int redirect_slot;   /* MOVED, ASK: the slot, and the node it named */
@@ -82,23 +82,23 @@ typedef struct dlock_node_call {
 
 /* The next call this thread begins sends ASKING first on its connection
  * (after an ASK redirect; cluster.c). */
-void dlock_node_ask_next(void);
+void dlock__node_ask_next(void);
 
 /* One command (argv[0..argc-1], NUL-terminated), blocking: the checked
  * reply (caller frees) or NULL with the error set. CLUSTER SLOTS, here. */
-redisReply *dlock_node_command(dlock_node *n, int argc, const char *const *argv);
+redisReply *dlock__node_command(dlock_node *n, int argc, const char *const *argv);
 
 /* Waits until every call has all its replies, failed, or deadline_ms
  * (CLOCK_MONOTONIC) passed (then it fails as timed out), reading replies
  * in whatever order the servers answer. */
-void dlock_node_wait(dlock_node_call *const *calls, int n, int64_t deadline_ms);
+void dlock__node_wait(dlock_node_call *const *calls, int n, int64_t deadline_ms);
 
 /* When a call begun now must have answered: now + the command timeout. */
-int64_t dlock_node_deadline(const dlock_node *n);
+int64_t dlock__node_deadline(const dlock_node *n);
 
 /* PING. end: DLOCK_OK, DLOCK_ERR_AUTH or DLOCK_ERR_REDIS (errstr set). */
-void dlock_node_ping_begin(dlock_node *n, dlock_node_call *call);
-int dlock_node_ping_end(dlock_node_call *call);
+void dlock__node_ping_begin(dlock_node *n, dlock_node_call *call);
+int dlock__node_ping_end(dlock_node_call *call);
 
 /* What an acquire asks for. */
 typedef struct dlock_node_acquire_args {
@@ -125,9 +125,9 @@ typedef struct dlock_acquired {
  * taken now or granted to us by a release), DLOCK_ERR_TIMEOUT
  * (another owner holds the key or is first in line; out->pttl set),
  * DLOCK_ERR_REDIS or DLOCK_ERR_AUTH; out->sent in every case. */
-void dlock_node_acquire_begin(dlock_node *n, const dlock_node_acquire_args *a,
-                              dlock_node_call *call);
-int dlock_node_acquire_end(dlock_node_call *call, dlock_acquired *out);
+void dlock__node_acquire_begin(dlock_node *n, const dlock_node_acquire_args *a,
+                               dlock_node_call *call);
+int dlock__node_acquire_end(dlock_node_call *call, dlock_acquired *out);
 
 /* What a release asks for: if the key holds token, it goes to the first
  * live waiter for grant_ms or is deleted, and the channel is told. leaving
@@ -151,19 +151,19 @@ typedef struct dlock_node_release_args {
 /* The release script. end: DLOCK_OK, DLOCK_ERR_LOST (the key was not ours),
  * DLOCK_ERR_REDIS or DLOCK_ERR_AUTH; *queued (may be NULL) is 1 when DLOCK_OK
  * and next was put in line. */
-void dlock_node_release_begin(dlock_node *n, const dlock_node_release_args *a,
-                              dlock_node_call *call);
-int dlock_node_release_end(dlock_node_call *call, int *queued);
+void dlock__node_release_begin(dlock_node *n, const dlock_node_release_args *a,
+                               dlock_node_call *call);
+int dlock__node_release_end(dlock_node_call *call, int *queued);
 
 /* The fence write-back script: raises key's fence counter to at least
  * fence, only while target (the lease's: the key itself, a writer's
  * key:writer, or a ZSET of permits or readers) holds token. end: DLOCK_OK
  * (raised, or already as high), DLOCK_ERR_LOST (the lease is not ours
  * there), DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. */
-void dlock_node_fence_begin(dlock_node *n, const char *key, const char *target,
-                            const char *token, int64_t fence, int keep_ms,
-                            dlock_node_call *call);
-int dlock_node_fence_end(dlock_node_call *call);
+void dlock__node_fence_begin(dlock_node *n, const char *key, const char *target,
+                             const char *token, int64_t fence, int keep_ms,
+                             dlock_node_call *call);
+int dlock__node_fence_end(dlock_node_call *call);
 
 /* What a fence raise asks for: while target holds token (member: while
  * token is a live member of the ZSET target), key's fence counter becomes
@@ -179,9 +179,9 @@ typedef struct dlock_node_raise_args {
 
 /* The fence raise script. end: DLOCK_OK (*fence set), DLOCK_ERR_LOST (the
  * lease is not ours there), DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. */
-void dlock_node_raise_begin(dlock_node *n, const dlock_node_raise_args *a,
-                            dlock_node_call *call);
-int dlock_node_raise_end(dlock_node_call *call, int64_t *fence);
+void dlock__node_raise_begin(dlock_node *n, const dlock_node_raise_args *a,
+                             dlock_node_call *call);
+int dlock__node_raise_end(dlock_node_call *call, int64_t *fence);
 
 /* One lease to renew. */
 typedef struct dlock_node_renewal {
@@ -195,34 +195,34 @@ typedef struct dlock_node_renewal {
  * leases at once, pipelined in one round trip, on *own, a connection of the
  * caller's, opened or replaced here as needed. end: rcs[i] gets DLOCK_OK
  * (renewed), DLOCK_ERR_LOST (not ours), DLOCK_ERR_REDIS or DLOCK_ERR_AUTH. */
-void dlock_node_renew_begin(dlock_node *n, redisContext **own, int count,
-                            const dlock_node_renewal *renewals, dlock_node_call *call);
-void dlock_node_renew_end(dlock_node_call *call, int count, const dlock_node_renewal *renewals,
-                          int *rcs);
+void dlock__node_renew_begin(dlock_node *n, redisContext **own, int count,
+                             const dlock_node_renewal *renewals, dlock_node_call *call);
+void dlock__node_renew_end(dlock_node_call *call, int count, const dlock_node_renewal *renewals,
+                           int *rcs);
 
 /* Script s with argv[0..nkeys-1] its keys and the rest its arguments,
  * nargs (<= DLOCK_NODE_ARGS_MAX) in all, NUL-terminated and living until
  * end: for scripts whose calls need no more than that (the semaphore's).
  * end: the checked reply (the caller frees it), or NULL with the error set
- * (dlock_redis_failure() tells which). */
-void dlock_node_script_begin(dlock_node *n, enum dlock_script s, int nkeys, int nargs,
-                             const char *const *argv, dlock_node_call *call);
-redisReply *dlock_node_script_end(dlock_node_call *call);
+ * (dlock__redis_failure() tells which). */
+void dlock__node_script_begin(dlock_node *n, enum dlock_script s, int nkeys, int nargs,
+                              const char *const *argv, dlock_node_call *call);
+redisReply *dlock__node_script_end(dlock_node_call *call);
 
 /* A connection of the caller's own for pub/sub (authenticated), or NULL. */
-redisContext *dlock_node_subscriber(dlock_node *n);
+redisContext *dlock__node_subscriber(dlock_node *n);
 
 /* 1 when n is a Redis Cluster node: sharded pub/sub (SSUBSCRIBE, SPUBLISH). */
-int dlock_node_sharded(const dlock_node *n);
+int dlock__node_sharded(const dlock_node *n);
 
 /* 1 when ctx, a connection of the caller's own, is to a primary Sentinel no
  * longer names: close it and ask for another. 0 without Sentinel. */
-int dlock_node_stale(dlock_node *n, const redisContext *ctx);
+int dlock__node_stale(dlock_node *n, const redisContext *ctx);
 
 /* Appends SUBSCRIBE (subscribe = 1) or UNSUBSCRIBE of key's release channel
  * to ctx's output buffer (SSUBSCRIBE, SUNSUBSCRIBE on a cluster node n).
  * REDIS_OK or REDIS_ERR. */
-int dlock_node_sub_request(const dlock_node *n, redisContext *ctx, const char *key,
-                           int subscribe);
+int dlock__node_sub_request(const dlock_node *n, redisContext *ctx, const char *key,
+                            int subscribe);
 
 #endif

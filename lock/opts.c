@@ -35,20 +35,20 @@ void dlock_opts_defaults(dlock_opts *o)
 int dlock_opts_check(const dlock_opts *o)
 {
     if (o->lease_ms < DLOCK_LEASE_MIN_MS || o->lease_ms > DLOCK_LEASE_MAX_MS)
-        return dlock_fail(DLOCK_ERR_INVALID, "lease_ms must be %d..%d, got %d",
-                          DLOCK_LEASE_MIN_MS, DLOCK_LEASE_MAX_MS, o->lease_ms);
+        return dlock__fail(DLOCK_ERR_INVALID, "lease_ms must be %d..%d, got %d",
+                           DLOCK_LEASE_MIN_MS, DLOCK_LEASE_MAX_MS, o->lease_ms);
     if (o->wait_ms < 0 || o->retry_ms < 1 || o->max_renewals < 0 || o->handoff_max < 0 ||
         o->handoff_ms < 0)
-        return dlock_fail(DLOCK_ERR_INVALID, "wait_ms, max_renewals and the hand-off bounds "
-                                             "must be >= 0, retry_ms >= 1");
+        return dlock__fail(DLOCK_ERR_INVALID, "wait_ms, max_renewals and the hand-off bounds "
+                                              "must be >= 0, retry_ms >= 1");
     if (o->retry_ms > o->lease_ms) /* a waiter's grace, 2 retry_ms + 100, sizes its grant */
-        return dlock_fail(DLOCK_ERR_INVALID, "retry_ms (%d) must not exceed lease_ms (%d): a "
-                          "grant to a waiter holds the key for its grace, 2 retry_ms + 100, "
-                          "up to a lease", o->retry_ms, o->lease_ms);
+        return dlock__fail(DLOCK_ERR_INVALID, "retry_ms (%d) must not exceed lease_ms (%d): a "
+                           "grant to a waiter holds the key for its grace, 2 retry_ms + 100, "
+                           "up to a lease", o->retry_ms, o->lease_ms);
     if (o->wait_mode != DLOCK_WAIT_NOTIFY && o->wait_mode != DLOCK_WAIT_SPIN)
-        return dlock_fail(DLOCK_ERR_INVALID, "wait_mode must be DLOCK_WAIT_NOTIFY or _SPIN");
+        return dlock__fail(DLOCK_ERR_INVALID, "wait_mode must be DLOCK_WAIT_NOTIFY or _SPIN");
     if (o->reentrant != 0 && o->reentrant != 1)
-        return dlock_fail(DLOCK_ERR_INVALID, "reentrant must be 0 or 1");
+        return dlock__fail(DLOCK_ERR_INVALID, "reentrant must be 0 or 1");
     return DLOCK_OK;
 }
 
@@ -101,10 +101,10 @@ static int parse_endpoints(const char *list, int def_port, const char *what,
     for (const char *p = list ? list : "";;) {
         size_t len = strcspn(p, ",");
         if (n == max)
-            return dlock_fail(DLOCK_ERR_INVALID, "at most %d %ss", max, what), -1;
+            return dlock__fail(DLOCK_ERR_INVALID, "at most %d %ss", max, what), -1;
         if (parse_endpoint(p, len, def_port, &out[n]) != 0)
-            return dlock_fail(DLOCK_ERR_INVALID, "bad %s \"%.*s\": expected host:port "
-                              "(or [v6addr]:port)", what, (int)len, p), -1;
+            return dlock__fail(DLOCK_ERR_INVALID, "bad %s \"%.*s\": expected host:port "
+                               "(or [v6addr]:port)", what, (int)len, p), -1;
         n++;
         if (p[len] == '\0')
             return n;
@@ -148,28 +148,28 @@ static int sentinel_check(const dlock_config *cfg)
     if (cfg->sentinels == 0)
         return DLOCK_OK;
     if (cfg->sentinels < 0 || cfg->sentinels > DLOCK_SENTINELS_MAX)
-        return dlock_fail(DLOCK_ERR_INVALID, "1..%d Sentinels", DLOCK_SENTINELS_MAX);
+        return dlock__fail(DLOCK_ERR_INVALID, "1..%d Sentinels", DLOCK_SENTINELS_MAX);
     for (int i = 0; i < cfg->sentinels; i++)
         if (cfg->sentinel[i].host[0] == '\0' || cfg->sentinel[i].port < 1 ||
             cfg->sentinel[i].port > 65535)
-            return dlock_fail(DLOCK_ERR_INVALID, "Sentinel %d: host and port 1..65535 needed",
-                              i + 1);
+            return dlock__fail(DLOCK_ERR_INVALID, "Sentinel %d: host and port 1..65535 needed",
+                               i + 1);
     if (cfg->master_name == NULL || cfg->master_name[0] == '\0' ||
         strlen(cfg->master_name) > DLOCK_MASTER_NAME_MAX ||
         strpbrk(cfg->master_name, " \t\r\n") != NULL)
-        return dlock_fail(DLOCK_ERR_INVALID, "with Sentinels, a master name of 1..%d bytes "
-                          "without spaces is needed (the name in Sentinel's \"sentinel monitor\")",
-                          DLOCK_MASTER_NAME_MAX);
+        return dlock__fail(DLOCK_ERR_INVALID, "with Sentinels, a master name of 1..%d bytes "
+                           "without spaces is needed (the name in Sentinel's \"sentinel monitor\")",
+                           DLOCK_MASTER_NAME_MAX);
     if (cfg->cluster)
-        return dlock_fail(DLOCK_ERR_INVALID, "Sentinel and a Redis Cluster exclude each other: "
-                          "a cluster fails its primaries over itself");
+        return dlock__fail(DLOCK_ERR_INVALID, "Sentinel and a Redis Cluster exclude each other: "
+                           "a cluster fails its primaries over itself");
     if (cfg->nodes > 1)
-        return dlock_fail(DLOCK_ERR_INVALID, "Sentinel and a quorum of %d servers exclude each "
-                          "other: Sentinel names one primary", cfg->nodes);
+        return dlock__fail(DLOCK_ERR_INVALID, "Sentinel and a quorum of %d servers exclude each "
+                           "other: Sentinel names one primary", cfg->nodes);
     return DLOCK_OK;
 }
 
-int dlock_config_check(const dlock_config *cfg)
+int dlock__config_check(const dlock_config *cfg)
 {
     int ok = cfg != NULL && cfg->connect_timeout_ms >= 1 && cfg->command_timeout_ms >= 1 &&
              cfg->nodes >= 0 && cfg->nodes <= DLOCK_NODES_MAX &&
@@ -179,29 +179,29 @@ int dlock_config_check(const dlock_config *cfg)
     for (int i = 0; ok && i < cfg->nodes; i++)
         ok = cfg->node[i].host[0] != '\0' && cfg->node[i].port >= 1 && cfg->node[i].port <= 65535;
     if (!ok)
-        return dlock_fail(DLOCK_ERR_INVALID, "Redis host, port 1..65535 (for 1..%d servers) and "
-                          "timeouts >= 1 ms needed", DLOCK_NODES_MAX);
+        return dlock__fail(DLOCK_ERR_INVALID, "Redis host, port 1..65535 (for 1..%d servers) and "
+                           "timeouts >= 1 ms needed", DLOCK_NODES_MAX);
     if (cfg->async_threads < 1 || cfg->async_threads > DLOCK_ASYNC_THREADS_MAX)
-        return dlock_fail(DLOCK_ERR_INVALID, "async_threads must be 1..%d, got %d",
-                          DLOCK_ASYNC_THREADS_MAX, cfg->async_threads);
+        return dlock__fail(DLOCK_ERR_INVALID, "async_threads must be 1..%d, got %d",
+                           DLOCK_ASYNC_THREADS_MAX, cfg->async_threads);
     return sentinel_check(cfg);
 }
 
 int dlock_key_check(const char *key, size_t len)
 {
     if (key == NULL || len == 0)
-        return dlock_fail(DLOCK_ERR_INVALID, "lock key is empty");
+        return dlock__fail(DLOCK_ERR_INVALID, "lock key is empty");
     if (len > DLOCK_KEY_MAX)
-        return dlock_fail(DLOCK_ERR_INVALID, "lock key is %zu bytes, the limit is %d", len,
-                          DLOCK_KEY_MAX);
+        return dlock__fail(DLOCK_ERR_INVALID, "lock key is %zu bytes, the limit is %d", len,
+                           DLOCK_KEY_MAX);
     for (size_t i = 0; i < len; i++)
         if ((unsigned char)key[i] < 0x20 || key[i] == 0x7f)
-            return dlock_fail(DLOCK_ERR_INVALID, "lock key has a control byte (0x%02x) at %zu",
-                              (unsigned char)key[i], i);
+            return dlock__fail(DLOCK_ERR_INVALID, "lock key has a control byte (0x%02x) at %zu",
+                               (unsigned char)key[i], i);
     return DLOCK_OK;
 }
 
-int dlock_opts_of(const dlock_opts *opts, dlock_opts *o)
+int dlock__opts_of(const dlock_opts *opts, dlock_opts *o)
 {
     if (opts == NULL)
         dlock_opts_defaults(o);

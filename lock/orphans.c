@@ -92,9 +92,9 @@ static void try_one(dlock_orphans *o, struct dlock_lease *l)
 {
     unlink_orphan(o, l);
     pthread_mutex_unlock(&o->mu);
-    int rc = dlock_claim_quorum_give_back(o->quorum, l);
+    int rc = dlock__claim_quorum_give_back(o->quorum, l);
     pthread_mutex_lock(&o->mu);
-    int64_t now = dlock_now_ms();
+    int64_t now = dlock__now_ms();
     int unanswered = rc == DLOCK_ERR_REDIS || rc == DLOCK_ERR_AUTH;
     o->failures = unanswered ? o->failures + 1 : 0;
     o->quiet_until = unanswered ? now + backoff_ms(o->failures) : 0;
@@ -117,8 +117,8 @@ static void *run(void *arg)
             continue;
         }
         int64_t at = l->next_renew_ms > o->quiet_until ? l->next_renew_ms : o->quiet_until;
-        if (at > dlock_now_ms())
-            dlock_cond_wait_until(&o->wake, &o->mu, at);
+        if (at > dlock__now_ms())
+            dlock__cond_wait_until(&o->wake, &o->mu, at);
         else
             try_one(o, l);
     }
@@ -126,7 +126,7 @@ static void *run(void *arg)
     return NULL;
 }
 
-dlock_orphans *dlock_orphans_start(dlock_quorum *q, dlock_counters *counters)
+dlock_orphans *dlock__orphans_start(dlock_quorum *q, dlock_counters *counters)
 {
     dlock_orphans *o = calloc(1, sizeof(*o));
     if (o == NULL)
@@ -134,7 +134,7 @@ dlock_orphans *dlock_orphans_start(dlock_quorum *q, dlock_counters *counters)
     o->quorum = q;
     o->counters = counters;
     pthread_mutex_init(&o->mu, NULL);
-    dlock_cond_init(&o->wake);
+    dlock__cond_init(&o->wake);
     if (pthread_create(&o->thread, NULL, run, o) != 0) {
         pthread_cond_destroy(&o->wake);
         pthread_mutex_destroy(&o->mu);
@@ -144,7 +144,7 @@ dlock_orphans *dlock_orphans_start(dlock_quorum *q, dlock_counters *counters)
     return o;
 }
 
-void dlock_orphans_stop(dlock_orphans *o)
+void dlock__orphans_stop(dlock_orphans *o)
 {
     if (o == NULL)
         return;
@@ -163,9 +163,9 @@ void dlock_orphans_stop(dlock_orphans *o)
     free(o);
 }
 
-void dlock_orphans_add(dlock_orphans *o, struct dlock_lease *l)
+void dlock__orphans_add(dlock_orphans *o, struct dlock_lease *l)
 {
-    int64_t now = dlock_now_ms();
+    int64_t now = dlock__now_ms();
     l->next_renew_ms = now;                /* first try: at once */
     l->valid_until_ms = now + l->lease_ms; /* a permit's: after that it expired anyway */
     l->renewals = 0;
@@ -178,8 +178,8 @@ void dlock_orphans_add(dlock_orphans *o, struct dlock_lease *l)
     append(o, l);
     pthread_cond_signal(&o->wake);
     pthread_mutex_unlock(&o->mu);
-    dlock_count(&o->counters->orphaned);
+    dlock__count(&o->counters->orphaned);
     if (dropped)
-        dlock_count(&o->counters->orphans_dropped);
+        dlock__count(&o->counters->orphans_dropped);
     free(dropped);
 }

@@ -1,7 +1,7 @@
 /* orphans.h - tokens whose state in Redis is unknown: an acquire or release
  * that was sent but whose reply never came (a timeout, a broken connection)
  * may still run, now or later. One thread per client runs the release
- * script for each such token (dlock_lease_give_back): a lock's as "given
+ * script for each such token (dlock__lease_give_back): a lock's as "given
  * up": if the key is ours it is released, and the token is marked gone (for
  * DLOCK_KEEP_LEASES leases), so an acquire of it still on its way can never
  * take the key. It is tried (backing off to every 2 s) until Redis answers,
@@ -30,14 +30,14 @@ typedef struct dlock_orphans dlock_orphans;
 
 /* Starts the thread, releasing through q's servers. NULL when out of memory
  * or threads. */
-dlock_orphans *dlock_orphans_start(dlock_quorum *q, dlock_counters *counters);
+dlock_orphans *dlock__orphans_start(dlock_quorum *q, dlock_counters *counters);
 
 /* Stops and joins the thread; tokens still pending are dropped (their leases
  * expire on their own). NULL is a no-op. */
-void dlock_orphans_stop(dlock_orphans *o);
+void dlock__orphans_stop(dlock_orphans *o);
 
 /* Takes over l (not watched, not held; freed here): its first try is at
  * once. Thread-safe; the client's mutex may be held (this module has its own). */
-void dlock_orphans_add(dlock_orphans *o, struct dlock_lease *l);
+void dlock__orphans_add(dlock_orphans *o, struct dlock_lease *l);
 
 #endif

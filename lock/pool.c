@@ -112,25 +112,25 @@ static int resolve(dlock_pool *p, int timeout_ms, char *addr, size_t size)
         return 0;
     }
     struct resolver *r = &p->names;
-    int64_t until = dlock_now_ms() + timeout_ms;
+    int64_t until = dlock__now_ms() + timeout_ms;
     pthread_mutex_lock(&r->mu);
     uint64_t mine = ++r->asked;
     pthread_cond_signal(&r->ask);
-    while (r->answered < mine && dlock_now_ms() < until)
-        dlock_cond_wait_until(&r->done, &r->mu, until);
+    while (r->answered < mine && dlock__now_ms() < until)
+        dlock__cond_wait_until(&r->done, &r->mu, until);
     int ok = r->answered >= mine ? r->found : r->addr[0] != '\0';
     if (ok)
         snprintf(addr, size, "%s", r->addr);
     else if (r->answered >= mine)
-        dlock_fail(DLOCK_ERR_REDIS, "cannot resolve Redis host %s: %s", p->host, r->why);
+        dlock__fail(DLOCK_ERR_REDIS, "cannot resolve Redis host %s: %s", p->host, r->why);
     else
-        dlock_fail(DLOCK_ERR_REDIS, "cannot resolve Redis host %s within %d ms", p->host,
-                   timeout_ms);
+        dlock__fail(DLOCK_ERR_REDIS, "cannot resolve Redis host %s within %d ms", p->host,
+                    timeout_ms);
     pthread_mutex_unlock(&r->mu);
     return ok ? 0 : -1;
 }
 
-void dlock_pool_free(dlock_pool *p)
+void dlock__pool_free(dlock_pool *p)
 {
     if (p == NULL)
         return;
@@ -144,7 +144,7 @@ void dlock_pool_free(dlock_pool *p)
     pthread_mutex_destroy(&p->names.mu);
     pthread_cond_destroy(&p->names.ask);
     pthread_cond_destroy(&p->names.done);
-    dlock_sentinel_free(p->sentinel);
+    dlock__sentinel_free(p->sentinel);
     for (int i = 0; i < p->nidle; i++)
         redisFree(p->idle[i]);
     pthread_mutex_destroy(&p->mu);
@@ -154,21 +154,21 @@ void dlock_pool_free(dlock_pool *p)
     free(p);
 }
 
-dlock_pool *dlock_pool_new(const dlock_config *cfg, const char *host, int port,
-                           dlock_counters *counters)
+dlock_pool *dlock__pool_new(const dlock_config *cfg, const char *host, int port,
+                            dlock_counters *counters)
 {
     dlock_pool *p = calloc(1, sizeof(*p));
     if (p == NULL)
         return NULL;
     pthread_mutex_init(&p->mu, NULL);
     pthread_mutex_init(&p->names.mu, NULL);
-    dlock_cond_init(&p->names.ask);
-    dlock_cond_init(&p->names.done);
+    dlock__cond_init(&p->names.ask);
+    dlock__cond_init(&p->names.done);
     p->host = strdup(host);
     p->username = cfg->username ? strdup(cfg->username) : NULL;
     p->password = cfg->password ? strdup(cfg->password) : NULL;
     if (p->host == NULL || (cfg->username && !p->username) || (cfg->password && !p->password)) {
-        dlock_pool_free(p);
+        dlock__pool_free(p);
         return NULL;
     }
     p->port = port;
@@ -177,13 +177,13 @@ dlock_pool *dlock_pool_new(const dlock_config *cfg, const char *host, int port,
     p->command_tv = ms_to_tv(cfg->command_timeout_ms);
     struct in6_addr ignored;
     p->numeric = inet_pton(AF_INET, host, &ignored) == 1 || inet_pton(AF_INET6, host, &ignored) == 1;
-    if (cfg->sentinels > 0 && (p->sentinel = dlock_sentinel_new(cfg)) == NULL) {
-        dlock_pool_free(p);
+    if (cfg->sentinels > 0 && (p->sentinel = dlock__sentinel_new(cfg)) == NULL) {
+        dlock__pool_free(p);
         return NULL;
     }
     if (!p->numeric && p->sentinel == NULL) {
         if (pthread_create(&p->names.thread, NULL, resolve_loop, p) != 0) {
-            dlock_pool_free(p);
+            dlock__pool_free(p);
             return NULL;
         }
         p->names.started = 1;
@@ -201,7 +201,7 @@ static int authenticate(dlock_pool *p, redisContext *ctx)
     if (p->username)
         argv[n] = p->username, lens[n++] = strlen(p->username);
     argv[n] = p->password, lens[n++] = strlen(p->password);
-    redisReply *r = dlock_pool_checked(ctx, redisCommandArgv(ctx, n, argv, lens));
+    redisReply *r = dlock__pool_checked(ctx, redisCommandArgv(ctx, n, argv, lens));
     if (r == NULL)
         return -1;
     freeReplyObject(r);
@@ -212,20 +212,20 @@ static int authenticate(dlock_pool *p, redisContext *ctx)
  * timeout set, authenticated. NULL with the error set. */
 static redisContext *open_at(dlock_pool *p, const char *addr, const char *host, int port)
 {
-    dlock_count(&p->counters->connects);
+    dlock__count(&p->counters->connects);
     redisContext *ctx = redisConnectWithTimeout(addr, port, p->connect_tv);
     if (ctx == NULL) {
-        dlock_fail(DLOCK_ERR_NOMEM, "out of memory connecting to Redis");
+        dlock__fail(DLOCK_ERR_NOMEM, "out of memory connecting to Redis");
         return NULL;
     }
     if (ctx->err) {
-        dlock_fail(DLOCK_ERR_REDIS, "cannot connect to Redis at %s:%d: %s", host, port,
-                   ctx->errstr);
+        dlock__fail(DLOCK_ERR_REDIS, "cannot connect to Redis at %s:%d: %s", host, port,
+                    ctx->errstr);
         redisFree(ctx);
         return NULL;
     }
     if (redisSetTimeout(ctx, p->command_tv) != REDIS_OK) {
-        dlock_fail(DLOCK_ERR_REDIS, "cannot set Redis command timeout: %s", ctx->errstr);
+        dlock__fail(DLOCK_ERR_REDIS, "cannot set Redis command timeout: %s", ctx->errstr);
         redisFree(ctx);
         return NULL;
     }
@@ -242,7 +242,7 @@ static redisContext *open_at(dlock_pool *p, const char *addr, const char *host, 
  * with the error set. */
 static int is_master(redisContext *ctx, const char *host, int port)
 {
-    redisReply *r = dlock_pool_checked(ctx, redisCommand(ctx, "ROLE"));
+    redisReply *r = dlock__pool_checked(ctx, redisCommand(ctx, "ROLE"));
     if (r == NULL)
         return 0;
     const char *role = r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
@@ -250,8 +250,8 @@ static int is_master(redisContext *ctx, const char *host, int port)
                            ? r->element[0]->str : "unknown";
     int yes = strcmp(role, "master") == 0;
     if (!yes)
-        dlock_fail(DLOCK_ERR_REDIS, "Redis at %s:%d is not the primary (ROLE %s)", host, port,
-                   role);
+        dlock__fail(DLOCK_ERR_REDIS, "Redis at %s:%d is not the primary (ROLE %s)", host, port,
+                    role);
     freeReplyObject(r);
     return yes;
 }
@@ -264,20 +264,20 @@ static redisContext *connect_primary(dlock_pool *p)
     for (int attempt = 0; attempt < 2; attempt++) {
         char host[DLOCK_HOST_MAX + 1];
         int port;
-        if (dlock_sentinel_primary(p->sentinel, host, &port) != 0)
+        if (dlock__sentinel_primary(p->sentinel, host, &port) != 0)
             return NULL;
         redisContext *ctx = open_at(p, host, host, port);
         if (ctx && is_master(ctx, host, port))
             return ctx;
         redisFree(ctx);
-        if (dlock_redis_failure() == DLOCK_ERR_AUTH) /* our credentials, not a failover */
+        if (dlock__redis_failure() == DLOCK_ERR_AUTH) /* our credentials, not a failover */
             return NULL;
-        dlock_sentinel_suspect(p->sentinel, host, port);
+        dlock__sentinel_suspect(p->sentinel, host, port);
     }
     return NULL;
 }
 
-redisContext *dlock_pool_connect(dlock_pool *p)
+redisContext *dlock__pool_connect(dlock_pool *p)
 {
     if (p->sentinel)
         return connect_primary(p);
@@ -288,9 +288,9 @@ redisContext *dlock_pool_connect(dlock_pool *p)
     return open_at(p, addr, p->host, p->port);
 }
 
-int dlock_pool_stale(dlock_pool *p, const redisContext *ctx)
+int dlock__pool_stale(dlock_pool *p, const redisContext *ctx)
 {
-    return p->sentinel && !dlock_sentinel_is_primary(p->sentinel, ctx->tcp.host, ctx->tcp.port);
+    return p->sentinel && !dlock__sentinel_is_primary(p->sentinel, ctx->tcp.host, ctx->tcp.port);
 }
 
 /* An idle connection has nothing to read; if its socket is readable, the
@@ -300,7 +300,7 @@ int dlock_pool_stale(dlock_pool *p, const redisContext *ctx)
  * handed out was given back microseconds ago. */
 static int looks_closed(const redisContext *ctx, int64_t idle_since)
 {
-    if (dlock_now_ms() - idle_since < STALE_CHECK_MS)
+    if (dlock__now_ms() - idle_since < STALE_CHECK_MS)
         return 0;
     struct pollfd pfd = {.fd = ctx->fd, .events = POLLIN};
     return poll(&pfd, 1, 0) != 0;
@@ -311,7 +311,7 @@ static int looks_closed(const redisContext *ctx, int64_t idle_since)
 static int take_old(dlock_pool *p, redisContext **drop)
 {
     int n = 0;
-    uint64_t gen = p->sentinel ? dlock_sentinel_gen(p->sentinel) : 0;
+    uint64_t gen = p->sentinel ? dlock__sentinel_gen(p->sentinel) : 0;
     if (gen != p->gen)
         while (p->nidle > 0)
             drop[n++] = p->idle[--p->nidle];
@@ -319,7 +319,7 @@ static int take_old(dlock_pool *p, redisContext **drop)
     return n;
 }
 
-redisContext *dlock_pool_get(dlock_pool *p)
+redisContext *dlock__pool_get(dlock_pool *p)
 {
     redisContext *drop[POOL_IDLE_MAX];
     for (;;) {
@@ -335,14 +335,14 @@ redisContext *dlock_pool_get(dlock_pool *p)
         for (int i = 0; i < ndrop; i++)
             redisFree(drop[i]);
         if (ctx == NULL)
-            return dlock_pool_connect(p);
+            return dlock__pool_connect(p);
         if (!looks_closed(ctx, since))
             return ctx;
         redisFree(ctx);
     }
 }
 
-void dlock_pool_put(dlock_pool *p, redisContext *ctx, int broken)
+void dlock__pool_put(dlock_pool *p, redisContext *ctx, int broken)
 {
     redisContext *drop[POOL_IDLE_MAX + 1];
     int ndrop = 0;
@@ -351,16 +351,16 @@ void dlock_pool_put(dlock_pool *p, redisContext *ctx, int broken)
      * connection to an earlier primary is not kept */
     int failed = ctx->err || broken, stale = 0;
     if (p->sentinel && failed)
-        dlock_sentinel_suspect(p->sentinel, ctx->tcp.host, ctx->tcp.port);
+        dlock__sentinel_suspect(p->sentinel, ctx->tcp.host, ctx->tcp.port);
     else if (p->sentinel)
-        stale = dlock_pool_stale(p, ctx);
+        stale = dlock__pool_stale(p, ctx);
     pthread_mutex_lock(&p->mu);
     if (failed) {
         drop[ndrop++] = ctx;
         while (p->nidle > 0)
             drop[ndrop++] = p->idle[--p->nidle];
     } else if (p->nidle < POOL_IDLE_MAX && !stale) {
-        p->idle_since[p->nidle] = dlock_now_ms();
+        p->idle_since[p->nidle] = dlock__now_ms();
         p->idle[p->nidle++] = ctx;
     } else {
         drop[ndrop++] = ctx;
@@ -391,11 +391,11 @@ static int is_demoted(const redisReply *r)
 
 /* Passes r through, or frees it and returns NULL with the error recorded when
  * the connection failed (ctx->err set) or Redis answered an error (ctx usable). */
-redisReply *dlock_pool_checked(redisContext *ctx, redisReply *r)
+redisReply *dlock__pool_checked(redisContext *ctx, redisReply *r)
 {
     if (r == NULL) {
-        dlock_fail(DLOCK_ERR_REDIS, "Redis connection failed: %s",
-                   ctx->err ? ctx->errstr : "no reply");
+        dlock__fail(DLOCK_ERR_REDIS, "Redis connection failed: %s",
+                    ctx->err ? ctx->errstr : "no reply");
         return NULL;
     }
     if (r->type == REDIS_REPLY_ERROR) {
@@ -405,9 +405,9 @@ redisReply *dlock_pool_checked(redisContext *ctx, redisReply *r)
             snprintf(ctx->errstr, sizeof(ctx->errstr), "the server is no longer a primary");
         }
         if (is_auth_error(r))
-            dlock_fail(DLOCK_ERR_AUTH, "Redis authentication failed: %.*s", len, r->str);
+            dlock__fail(DLOCK_ERR_AUTH, "Redis authentication failed: %.*s", len, r->str);
         else
-            dlock_fail(DLOCK_ERR_REDIS, "Redis error: %.*s", len, r->str);
+            dlock__fail(DLOCK_ERR_REDIS, "Redis error: %.*s", len, r->str);
         freeReplyObject(r);
         return NULL;
     }

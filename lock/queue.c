@@ -7,16 +7,16 @@
  * attempt, so a release in between is seen by that attempt, and also wakes
  * at the earlier of retry_ms and the key's TTL, so a lost message costs at
  * most one interval. A releasing holder hands its lease straight to the next
- * local waiter, up to a bound (handoff_bound: handoff_max, less when other
- * processes take turns) or handoff_ms, then lets it go through Redis so
- * other processes get their turn.
+ * local waiter, up to a bound (dlock__handoff_bound: handoff_max, less when
+ * other processes take turns) or handoff_ms, then lets it go through Redis
+ * so other processes get their turn.
  *
  * A turn of the key between processes costs one script: the release that
  * grants it to the next process also puts this process's next waiter in
  * line (requeue), and with one server the grantee holds on the grant's
  * message alone (take_grant), its lease restarted later by the watchdog.
  *
- * A wait is steps (dlock_queue_step), each as far as it goes without
+ * A wait is steps (dlock__queue_step), each as far as it goes without
  * sleeping; what a head waits for between them is its phase (a
  * subscription's confirmation, a release), so the same steps serve a
  * blocking thread and an asynchronous acquire, which holds no thread. */
@@ -39,7 +39,7 @@ enum { TURN, LISTEN, PAUSE };
 static int sub_state(const dlock_client *c, const struct dlock_entry *e)
 {
     int any[4] = {0};
-    for (int i = 0; i < dlock_quorum_size(c->nodes); i++)
+    for (int i = 0; i < dlock__quorum_size(c->nodes); i++)
         any[e->sub_state[i]] = 1;
     return any[DLOCK_SUB_ACTIVE]    ? DLOCK_SUB_ACTIVE
            : any[DLOCK_SUB_PENDING] ? DLOCK_SUB_PENDING
@@ -52,8 +52,8 @@ static int sub_state(const dlock_client *c, const struct dlock_entry *e)
 static dlock_subscriber *subscriber(dlock_client *c, int i)
 {
     if (c->sub[i] == NULL)
-        c->sub[i] = dlock_sub_start(&c->mu, c->keys, dlock_quorum_node(c->nodes, i), i,
-                                    &c->counters);
+        c->sub[i] = dlock__sub_start(&c->mu, c->keys, dlock__quorum_node(c->nodes, i), i,
+                                     &c->counters);
     return c->sub[i];
 }
 
@@ -61,10 +61,10 @@ static dlock_subscriber *subscriber(dlock_client *c, int i)
  * its slot) and whose subscription is missing or failed for it. */
 static void subscribe(dlock_client *c, struct dlock_entry *e)
 {
-    for (int i = 0; i < dlock_quorum_size(c->nodes); i++)
+    for (int i = 0; i < dlock__quorum_size(c->nodes); i++)
         if ((e->sub_state[i] == DLOCK_SUB_NONE || e->sub_state[i] == DLOCK_SUB_FAILED) &&
-            dlock_quorum_listens(c->nodes, e->key, i) && subscriber(c, i))
-            dlock_sub_subscribe(c->sub[i], e);
+            dlock__quorum_listens(c->nodes, e->key, i) && subscriber(c, i))
+            dlock__sub_subscribe(c->sub[i], e);
 }
 
 /* Subscribes e's release channel when it is not (and not on its way).
@@ -82,7 +82,7 @@ static int listen_begin(dlock_client *c, struct dlock_entry *e)
 /* Until when a head waits for its subscription's confirmation. */
 static int64_t listen_until(const dlock_opts *o, int64_t deadline)
 {
-    int64_t until = dlock_now_ms() + o->retry_ms;
+    int64_t until = dlock__now_ms() + o->retry_ms;
     return until < deadline ? until : deadline;
 }
 
@@ -92,31 +92,29 @@ static int64_t listen_until(const dlock_opts *o, int64_t deadline)
 static int turns_of_others(dlock_client *c, struct dlock_entry *e)
 {
     unsigned most = 0;
-    for (int i = 0; i < dlock_quorum_size(c->nodes); i++) {
+    for (int i = 0; i < dlock__quorum_size(c->nodes); i++) {
         most = e->others[i] > most ? e->others[i] : most;
         e->others[i] = 0;
     }
     return most < 1000 ? (int)most : 1000;
 }
 
-/* How many hand-offs a lease just taken from Redis may make (the rule of
- * lock/README.md, "How long a turn is"). q: the other processes that took
- * turns with this one (l->queued: each queues one token per key, and each
- * turn of theirs is a grant this process hears of); n: this process's
- * waiters behind the new holder. Each of the q waits for about q turns (a lease
- * and its hand-offs, a cohort) before its own comes round, where strict
- * FIFO over the W = (q + 1)(n + 1) holders (the others taken to be like
- * this one) would make it wait about W holds: a cohort of 1.5 W / q keeps
- * that within 1.5 FIFO waits, the rest of 2x left for the turns' own
- * latency. It bites only when processes are many for their workers: W=8
- * over 4 processes, 4 holders a turn; W=32 over 4, 16, so handoff_max. */
-static int handoff_bound(const struct dlock_lease *l, int n)
+/* The rule of lock/README.md, "How long a turn is". q counts the other
+ * processes by the grants to their tokens this process heard (each queues
+ * one token per key, and each turn of theirs is a grant). Each of the q
+ * waits for about q turns (a lease and its hand-offs, a cohort) before its
+ * own comes round, where strict FIFO over the W = (q + 1)(n + 1) holders
+ * (the others taken to be like this one) would make it wait about W holds:
+ * a cohort of 1.5 W / q keeps that within 1.5 FIFO waits, the rest of 2x
+ * left for the turns' own latency. It bites only when processes are many
+ * for their workers: W=8 over 4 processes, 4 holders a turn; W=32 over 4,
+ * 16, so handoff_max. */
+int dlock__handoff_bound(int handoff_max, int q, int n)
 {
-    int q = l->queued;
-    if (q <= 0 || l->handoff_max == 0)
-        return l->handoff_max;
+    if (q <= 0 || handoff_max == 0)
+        return handoff_max;
     int64_t cohort = 3 * (int64_t)(q + 1) * (n + 1) / (2 * (int64_t)q);
-    return cohort - 1 < 1 ? 1 : cohort - 1 < l->handoff_max ? (int)cohort - 1 : l->handoff_max;
+    return cohort - 1 < 1 ? 1 : cohort - 1 < handoff_max ? (int)cohort - 1 : handoff_max;
 }
 
 /* w's lease to ask Redis with, made when it has none (a blocking waiter's
@@ -125,8 +123,8 @@ static int handoff_bound(const struct dlock_lease *l, int n)
 static int spare_ready(const struct dlock_entry *e, struct dlock_waiter *w)
 {
     if (w->spare == NULL)
-        return (w->spare = dlock_lease_new(e->key, w->o)) != NULL ? 0 : -1;
-    dlock_lease_ready(w->spare);
+        return (w->spare = dlock__lease_new(e->key, w->o)) != NULL ? 0 : -1;
+    dlock__lease_ready(w->spare);
     return 0;
 }
 
@@ -151,7 +149,7 @@ static int attempt(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *
     w->contending = 1;
     pthread_mutex_unlock(&c->mu); /* w stays head: nobody else here contends meanwhile */
     /* queue in Redis only when we mean to wait: a fail-fast try just looks */
-    int rc = dlock_lease_try(c->nodes, l, w->o->wait_ms > 0, pttl);
+    int rc = dlock__lease_try(c->nodes, l, w->o->wait_ms > 0, pttl);
     pthread_mutex_lock(&c->mu);
     w->contending = 0;
     return rc;
@@ -160,11 +158,12 @@ static int attempt(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *
 /* w, the head, holds its lease (w->spare) from Redis now (mu held). */
 static void hold(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w)
 {
-    dlock_queue_remove(e, w);
+    dlock__queue_remove(e, w);
     e->holder = w->h;
     w->spare->queued = turns_of_others(c, e);
-    w->spare->handoff_bound = handoff_bound(w->spare, e->refs - 1);
-    dlock_wd_hold(c->wd, w->h, w->spare, w->o->watchdog);
+    w->spare->handoff_bound =
+        dlock__handoff_bound(w->spare->handoff_max, w->spare->queued, e->refs - 1);
+    dlock__wd_hold(c->wd, w->h, w->spare, w->o->watchdog);
     w->spare = NULL;
 }
 
@@ -180,12 +179,12 @@ static void hold(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w)
 static int take_grant(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w)
 {
     struct dlock_lease *l = w->spare;
-    int64_t fence = e->granted_fence, since = e->granted_after, now = dlock_now_ms();
+    int64_t fence = e->granted_fence, since = e->granted_after, now = dlock__now_ms();
     int ms = e->granted_ms;
     e->granted_fence = 0; /* heard once, used once */
     if (fence <= 0 || since <= 0 || memcmp(e->granted, l->token, DLOCK_TOKEN_LEN) != 0 ||
-        dlock_quorum_votes(c->nodes) || !w->o->watchdog ||
-        since + ms - dlock_drift_ms(ms) - now < ms / 4)
+        dlock__quorum_votes(c->nodes) || !w->o->watchdog ||
+        since + ms - dlock__drift_ms(ms) - now < ms / 4)
         return 0;
     l->fence = fence;
     l->acquired_ms = since;
@@ -203,7 +202,7 @@ static int contend(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *
     int64_t pttl;
     unsigned long seen;
     if (spare_ready(e, w) != 0)
-        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+        return dlock__fail(DLOCK_ERR_NOMEM, "out of memory");
     if (take_grant(c, e, w))
         return DLOCK_OK;
     int rc = attempt(c, e, w, &pttl, &seen);
@@ -213,15 +212,15 @@ static int contend(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *
         hold(c, e, w);
         return DLOCK_OK;
     }
-    int64_t now = dlock_now_ms();
+    int64_t now = dlock__now_ms();
     if (rc != DLOCK_ERR_TIMEOUT || now >= w->deadline)
         return rc;
-    dlock_queue_retry(c, e, w, now, pttl, seen);
+    dlock__queue_retry(c, e, w, now, pttl, seen);
     return AGAIN;
 }
 
-void dlock_queue_retry(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w,
-                       int64_t now, int64_t pttl, unsigned long seen)
+void dlock__queue_retry(dlock_client *c, struct dlock_entry *e, struct dlock_waiter *w,
+                        int64_t now, int64_t pttl, unsigned long seen)
 {
     const dlock_opts *o = w->o;
     w->phase = TURN;
@@ -232,7 +231,7 @@ void dlock_queue_retry(dlock_client *c, struct dlock_entry *e, struct dlock_wait
         w->phase_until = listen_until(o, w->deadline);
         return;
     }
-    int64_t wake = now + dlock_jitter_ms(o->retry_ms);
+    int64_t wake = now + dlock__jitter_ms(o->retry_ms);
     if (pttl >= 0 && now + pttl + 1 < wake)
         wake = now + pttl + 1; /* it expires before the next retry: be there */
     w->phase = PAUSE;
@@ -247,8 +246,8 @@ static int holder_expired(const struct dlock_entry *e, int64_t now)
     return l != NULL && (l->lost || now >= l->valid_until_ms);
 }
 
-int dlock_queue_held_back(const dlock_client *c, const struct dlock_entry *e,
-                          struct dlock_waiter *w, int64_t now, int64_t *until)
+int dlock__queue_held_back(const dlock_client *c, const struct dlock_entry *e,
+                           struct dlock_waiter *w, int64_t now, int64_t *until)
 {
     int waiting = w->phase == LISTEN  ? sub_state(c, e) == DLOCK_SUB_PENDING
                   : w->phase == PAUSE ? e->releases == w->seen
@@ -261,60 +260,77 @@ int dlock_queue_held_back(const dlock_client *c, const struct dlock_entry *e,
     return 0;
 }
 
-/* w's turn (mu held): w is granted the lease, or contends when it heads the
- * queue and no valid local holder has the key: a holder whose lease ran out
- * blocks nobody, as it would not across processes. While the last holder's
- * release puts it in line, the head waits for that instead. */
-int dlock_queue_step(dlock_client *c, struct dlock_waiter *w, int64_t *until)
+/* Whether w may contend at now (mu held): when it heads the queue and no
+ * valid local holder has the key - a holder whose lease ran out blocks
+ * nobody, as it would not across processes - unless the last holder's
+ * release is putting it in line (it waits for that instead). Else *until:
+ * when to look again at the latest (its deadline, or sooner the holder's
+ * lease end for the head). */
+static int turn_now(const struct dlock_entry *e, const struct dlock_waiter *w, int64_t now,
+                    int64_t *until)
+{
+    int mine = e->head == w && e->requeue != DLOCK_REQUEUE_PENDING;
+    if (mine && (e->holder == NULL || holder_expired(e, now)))
+        return 1;
+    *until = w->deadline;
+    if (mine && e->holder->lease->valid_until_ms < *until)
+        *until = e->holder->lease->valid_until_ms; /* look again when it would run out */
+    return 0;
+}
+
+/* w's turn (mu held): w is granted the lease, or contends when its turn is
+ * now (turn_now). */
+int dlock__queue_step(dlock_client *c, struct dlock_waiter *w, int64_t *until)
 {
     struct dlock_entry *e = w->h->entry;
     for (;;) {
         if (w->granted)
             return DLOCK_OK;
-        int64_t now = dlock_now_ms();
-        if (dlock_queue_held_back(c, e, w, now, until))
+        int64_t now = dlock__now_ms();
+        if (dlock__queue_held_back(c, e, w, now, until))
             return DLOCK_QUEUE_WAIT;
-        int mine = e->head == w && e->requeue != DLOCK_REQUEUE_PENDING;
-        if (mine && (e->holder == NULL || holder_expired(e, now))) {
+        if (turn_now(e, w, now, until)) {
             int rc = contend(c, e, w);
             if (rc != AGAIN)
                 return rc;
             continue;
         }
-        if (now >= w->deadline)
-            return DLOCK_ERR_TIMEOUT;
-        *until = w->deadline;
-        if (mine && e->holder->lease->valid_until_ms < *until)
-            *until = e->holder->lease->valid_until_ms; /* look again when it would run out */
-        return DLOCK_QUEUE_WAIT;
+        return now >= w->deadline ? DLOCK_ERR_TIMEOUT : DLOCK_QUEUE_WAIT;
     }
 }
 
-int dlock_queue_join(dlock_client *c, dlock_handle *h, const char *key, const dlock_opts *o,
-                     int64_t deadline, struct dlock_waiter *w, struct dlock_entry **spare)
+int dlock__queue_waits(const struct dlock_waiter *w, int64_t *until)
 {
-    struct dlock_entry *e = dlock_keytab_ref(c->keys, key, spare);
+    int64_t now = dlock__now_ms();
+    return !w->granted && w->phase == TURN && !turn_now(w->h->entry, w, now, until) &&
+           now < w->deadline;
+}
+
+int dlock__queue_join(dlock_client *c, dlock_handle *h, const char *key, const dlock_opts *o,
+                      int64_t deadline, struct dlock_waiter *w, struct dlock_entry **spare)
+{
+    struct dlock_entry *e = dlock__keytab_ref(c->keys, key, spare);
     if (e == NULL)
-        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+        return dlock__fail(DLOCK_ERR_NOMEM, "out of memory");
     w->h = h;
     w->o = o;
     w->deadline = deadline;
     w->phase = TURN;
     w->granted = w->contending = 0;
     h->entry = e;
-    dlock_queue_push(e, w);
+    dlock__queue_push(e, w);
     return DLOCK_OK;
 }
 
-int dlock_queue_end(dlock_client *c, struct dlock_waiter *w, int rc)
+int dlock__queue_end(dlock_client *c, struct dlock_waiter *w, int rc)
 {
     const dlock_opts *o = w->o;
     if (rc != DLOCK_OK) {
         struct dlock_entry *e = w->h->entry;
         if (!w->granted) /* a granted waiter is out of the line already */
-            dlock_queue_remove(e, w);
-        dlock_entry_wake_head(e); /* the next in line may contend now */
-        dlock_queue_leave(c, e);
+            dlock__queue_remove(e, w);
+        dlock__entry_wake_head(e); /* the next in line may contend now */
+        dlock__queue_leave(c, e);
         w->h->entry = NULL;
     }
     /* A token we asked Redis with but do not hold with (we timed out, got the
@@ -322,41 +338,41 @@ int dlock_queue_end(dlock_client *c, struct dlock_waiter *w, int rc)
      * out of the queue, a SET or grant it may have got undone, and refused
      * should its acquire still arrive. Not when it never reached Redis. */
     if (w->spare && w->spare->sent && (o->wait_ms > 0 || rc == DLOCK_ERR_REDIS))
-        dlock_orphans_add(c->orphans, w->spare);
+        dlock__orphans_add(c->orphans, w->spare);
     else
         free(w->spare);
     w->spare = NULL;
     return rc;
 }
 
-int dlock_queue_acquire(dlock_client *c, dlock_handle *h, const char *key, const dlock_opts *o,
-                        int64_t deadline)
+int dlock__queue_acquire(dlock_client *c, dlock_handle *h, const char *key, const dlock_opts *o,
+                         int64_t deadline)
 {
     struct dlock_waiter w = {0};
-    if (dlock_cond_init(&w.cv) != 0)
-        return dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+    if (dlock__cond_init(&w.cv) != 0)
+        return dlock__fail(DLOCK_ERR_NOMEM, "out of memory");
     pthread_mutex_lock(&c->mu);
-    int rc = dlock_queue_join(c, h, key, o, deadline, &w, NULL);
+    int rc = dlock__queue_join(c, h, key, o, deadline, &w, NULL);
     if (rc == DLOCK_OK) {
         int64_t until;
-        while ((rc = dlock_queue_step(c, &w, &until)) == DLOCK_QUEUE_WAIT)
-            dlock_cond_wait_until(&w.cv, &c->mu, until);
-        dlock_queue_end(c, &w, rc);
+        while ((rc = dlock__queue_step(c, &w, &until)) == DLOCK_QUEUE_WAIT)
+            dlock__cond_wait_until(&w.cv, &c->mu, until);
+        dlock__queue_end(c, &w, rc);
     }
     pthread_mutex_unlock(&c->mu);
     pthread_cond_destroy(&w.cv);
     return rc;
 }
 
-int dlock_queue_handoff(dlock_client *c, dlock_handle *h, struct dlock_task **here)
+int dlock__queue_handoff(dlock_client *c, dlock_handle *h, struct dlock_task **here)
 {
     struct dlock_entry *e = h->entry;
     struct dlock_lease *l = h->lease;
     struct dlock_waiter *w = e->head;
     if (w == NULL || l->lost || l->handoffs >= l->handoff_bound ||
-        dlock_now_ms() - l->acquired_ms >= l->handoff_ms)
+        dlock__now_ms() - l->acquired_ms >= l->handoff_ms)
         return 0;
-    dlock_queue_remove(e, w);
+    dlock__queue_remove(e, w);
     struct dlock_handle *next = w->h;
     next->lease = l;
     next->seq = ++l->handoffs;
@@ -364,22 +380,22 @@ int dlock_queue_handoff(dlock_client *c, dlock_handle *h, struct dlock_task **he
     l->holder = next;
     e->holder = next;
     w->granted = 1;
-    dlock_queue_leave(c, e);
+    dlock__queue_leave(c, e);
     h->entry = NULL;
-    dlock_count(&c->counters.handoffs);
+    dlock__count(&c->counters.handoffs);
     /* an asynchronous acquire that this grant ends ends here, its done posted from
      * this thread (the caller's executor's, as likely as not), no runner woken */
-    if (w->here && dlock_runner_step_here(w->task)) {
+    if (w->here && dlock__runner_step_here(w->task)) {
         w->task->ready_next = *here;
         *here = w->task;
     } else {
-        dlock_waiter_wake(w);
+        dlock__waiter_wake(w);
     }
     return 1;
 }
 
 /* Whether the release of e's lease can put the head w in Redis's line for
- * it (see dlock_queue_released), giving w a lease to be queued with. */
+ * it (see dlock__queue_released), giving w a lease to be queued with. */
 static int can_requeue(struct dlock_entry *e, struct dlock_waiter *w)
 {
     if (w == NULL || w->contending || w->granted || w->o->wait_ms == 0)
@@ -387,7 +403,7 @@ static int can_requeue(struct dlock_entry *e, struct dlock_waiter *w)
     return spare_ready(e, w) == 0; /* out of memory: it contends itself */
 }
 
-int dlock_queue_released(dlock_client *c, dlock_handle *h, struct dlock_next *next)
+int dlock__queue_released(dlock_client *c, dlock_handle *h, struct dlock_next *next)
 {
     (void)c;
     struct dlock_entry *e = h->entry;
@@ -397,33 +413,33 @@ int dlock_queue_released(dlock_client *c, dlock_handle *h, struct dlock_next *ne
     e->releases++;
     struct dlock_waiter *w = e->head;
     if (!can_requeue(e, w)) {
-        dlock_entry_wake_head(e); /* it contends, and our PUBLISH wakes it */
+        dlock__entry_wake_head(e); /* it contends, and our PUBLISH wakes it */
         return 0;
     }
     w->spare->sent = 1; /* from now on it may be in line: given up if not used */
     memcpy(e->wait_token, w->spare->token, sizeof(e->wait_token));
     memcpy(next->token, w->spare->token, sizeof(next->token));
-    next->queue_ms = dlock_grace_ms(w->spare->retry_ms);
-    next->grant_ms = dlock_lease_grant_ms(w->spare);
+    next->queue_ms = dlock__grace_ms(w->spare->retry_ms);
+    next->grant_ms = dlock__lease_grant_ms(w->spare);
     next->queue_score = w->spare->queue_score;
     e->requeue = DLOCK_REQUEUE_PENDING;
     e->requeue_seen = e->releases; /* a grant to it from now on wakes it */
     return 1;
 }
 
-void dlock_queue_requeued(dlock_client *c, struct dlock_entry *e, int queued)
+void dlock__queue_requeued(dlock_client *c, struct dlock_entry *e, int queued)
 {
     (void)c;
     if (e->requeue == DLOCK_REQUEUE_PENDING)
         e->requeue = queued ? DLOCK_REQUEUE_DONE : DLOCK_REQUEUE_NONE;
-    dlock_entry_wake_head(e); /* it waits for a grant now, or contends itself */
+    dlock__entry_wake_head(e); /* it waits for a grant now, or contends itself */
 }
 
-void dlock_queue_leave(dlock_client *c, struct dlock_entry *e)
+void dlock__queue_leave(dlock_client *c, struct dlock_entry *e)
 {
-    for (int i = 0; e->refs == 1 && i < dlock_quorum_size(c->nodes); i++)
+    for (int i = 0; e->refs == 1 && i < dlock__quorum_size(c->nodes); i++)
         if (c->sub[i] &&
             (e->sub_state[i] == DLOCK_SUB_PENDING || e->sub_state[i] == DLOCK_SUB_ACTIVE))
-            dlock_sub_unsubscribe(c->sub[i], e->key);
-    dlock_keytab_unref(c->keys, e);
+            dlock__sub_unsubscribe(c->sub[i], e->key);
+    dlock__keytab_unref(c->keys, e);
 }

@@ -22,13 +22,13 @@ struct dlock_quorum {
     _Atomic int failures[DLOCK_NODES_MAX]; /* in a row */
 };
 
-dlock_quorum *dlock_quorum_new(const dlock_config *cfg, dlock_counters *counters)
+dlock_quorum *dlock__quorum_new(const dlock_config *cfg, dlock_counters *counters)
 {
     dlock_quorum *q = calloc(1, sizeof(*q));
     if (q == NULL)
         return NULL;
     if (cfg->cluster) {
-        if ((q->cluster = dlock_cluster_new(cfg, counters)) == NULL) {
+        if ((q->cluster = dlock__cluster_new(cfg, counters)) == NULL) {
             free(q);
             return NULL;
         }
@@ -38,52 +38,52 @@ dlock_quorum *dlock_quorum_new(const dlock_config *cfg, dlock_counters *counters
     for (int i = 0; i < q->n; i++) {
         const char *host = cfg->nodes > 0 ? cfg->node[i].host : cfg->host;
         int port = cfg->nodes > 0 ? cfg->node[i].port : cfg->port;
-        if ((q->node[i] = dlock_node_new(cfg, host, port, counters)) == NULL) {
-            dlock_quorum_free(q);
+        if ((q->node[i] = dlock__node_new(cfg, host, port, counters)) == NULL) {
+            dlock__quorum_free(q);
             return NULL;
         }
     }
     return q;
 }
 
-void dlock_quorum_free(dlock_quorum *q)
+void dlock__quorum_free(dlock_quorum *q)
 {
     if (q == NULL)
         return;
     for (int i = 0; i < q->n; i++)
-        dlock_node_free(q->node[i]);
-    dlock_cluster_free(q->cluster);
+        dlock__node_free(q->node[i]);
+    dlock__cluster_free(q->cluster);
     free(q);
 }
 
-int dlock_quorum_size(const dlock_quorum *q)
+int dlock__quorum_size(const dlock_quorum *q)
 {
-    return q->cluster ? dlock_cluster_size(q->cluster) : q->n;
+    return q->cluster ? dlock__cluster_size(q->cluster) : q->n;
 }
 
-dlock_node *dlock_quorum_node(dlock_quorum *q, int i)
+dlock_node *dlock__quorum_node(dlock_quorum *q, int i)
 {
-    return q->cluster ? dlock_cluster_node(q->cluster, i) : q->node[i];
+    return q->cluster ? dlock__cluster_node(q->cluster, i) : q->node[i];
 }
 
-int dlock_quorum_majority(const dlock_quorum *q) { return q->n / 2 + 1; }
-int dlock_quorum_votes(const dlock_quorum *q) { return q->n > 1; }
+int dlock__quorum_majority(const dlock_quorum *q) { return q->n / 2 + 1; }
+int dlock__quorum_votes(const dlock_quorum *q) { return q->n > 1; }
 
-int dlock_quorum_listens(dlock_quorum *q, const char *key, int i)
+int dlock__quorum_listens(dlock_quorum *q, const char *key, int i)
 {
-    return q->cluster == NULL || dlock_cluster_owner(q->cluster, key, 0) == i;
+    return q->cluster == NULL || dlock__cluster_owner(q->cluster, key, 0) == i;
 }
 
-redisReply *dlock_quorum_script(dlock_quorum *q, enum dlock_script s, int nkeys, int nargs,
-                                const char *const *argv, int *sent)
+redisReply *dlock__quorum_script(dlock_quorum *q, enum dlock_script s, int nkeys, int nargs,
+                                 const char *const *argv, int *sent)
 {
     if (q->cluster)
-        return dlock_cluster_script(q->cluster, s, nkeys, nargs, argv, sent);
+        return dlock__cluster_script(q->cluster, s, nkeys, nargs, argv, sent);
     dlock_node *n = q->node[0];
     dlock_node_call call, *calls[] = {&call};
-    dlock_node_script_begin(n, s, nkeys, nargs, argv, &call);
-    dlock_node_wait(calls, 1, dlock_node_deadline(n));
-    redisReply *r = dlock_node_script_end(&call);
+    dlock__node_script_begin(n, s, nkeys, nargs, argv, &call);
+    dlock__node_wait(calls, 1, dlock__node_deadline(n));
+    redisReply *r = dlock__node_script_end(&call);
     if (sent)
         *sent |= call.sent;
     return r;
@@ -116,11 +116,11 @@ static struct fanout *fanout_init(struct fanout *f, dlock_quorum *q)
 static void choose(struct fanout *f)
 {
     dlock_quorum *q = f->q;
-    int64_t now = dlock_now_ms();
+    int64_t now = dlock__now_ms();
     int in = 0;
     for (int i = 0; i < q->n; i++)
         in += f->now[i] = f->begun[i] = now >= atomic_load(&q->skip_until[i]);
-    if (in < dlock_quorum_majority(q))
+    if (in < dlock__quorum_majority(q))
         for (int i = 0; i < q->n; i++)
             f->now[i] = f->begun[i] = 1;
 }
@@ -147,7 +147,7 @@ static void wait_all(struct fanout *f)
         if (f->now[i])
             pending[k++] = &f->calls[i];
     if (k > 0)
-        dlock_node_wait(pending, k, dlock_node_deadline(f->q->node[0]));
+        dlock__node_wait(pending, k, dlock__node_deadline(f->q->node[0]));
 }
 
 /* After server i's call ended: skip it for a while when it did not answer. */
@@ -164,7 +164,7 @@ static void note_answer(dlock_quorum *q, int i, const dlock_node_call *call)
     int64_t ms = SKIP_FIRST_MS;
     while (--failures > 0 && ms < SKIP_MAX_MS)
         ms *= 2;
-    atomic_store(&q->skip_until[i], dlock_now_ms() + (ms < SKIP_MAX_MS ? ms : SKIP_MAX_MS));
+    atomic_store(&q->skip_until[i], dlock__now_ms() + (ms < SKIP_MAX_MS ? ms : SKIP_MAX_MS));
 }
 
 /* The failures of a call over all servers, gathered into one error text. */
@@ -178,7 +178,7 @@ static void add_failure(struct failures *fl, dlock_quorum *q, int i, int rc)
     size_t len = strlen(fl->text);
     fl->count++;
     fl->auth |= rc == DLOCK_ERR_AUTH;
-    const char *name = dlock_node_name(q->node[i]), *why = dlock_errstr();
+    const char *name = dlock__node_name(q->node[i]), *why = dlock_errstr();
     if (q->n == 1 || strstr(why, name)) /* one server, or the text names it already */
         snprintf(fl->text + len, sizeof(fl->text) - len, "%s%s", len ? "; " : "", why);
     else
@@ -190,36 +190,36 @@ static int no_majority(dlock_quorum *q, const struct failures *fl, const char *w
 {
     int code = fl->auth ? DLOCK_ERR_AUTH : DLOCK_ERR_REDIS;
     if (q->n == 1)
-        return dlock_fail(code, "%s", fl->text);
-    return dlock_fail(code, "%s: %d of %d Redis servers failed, a majority is %d (%s)", what,
-                      fl->count, q->n, dlock_quorum_majority(q), fl->text);
+        return dlock__fail(code, "%s", fl->text);
+    return dlock__fail(code, "%s: %d of %d Redis servers failed, a majority is %d (%s)", what,
+                       fl->count, q->n, dlock__quorum_majority(q), fl->text);
 }
 
 /* ---- ping ---- */
 
-int dlock_quorum_ping(dlock_quorum *q, int up[DLOCK_NODES_MAX], int *need)
+int dlock__quorum_ping(dlock_quorum *q, int up[DLOCK_NODES_MAX], int *need)
 {
-    *need = dlock_quorum_majority(q);
+    *need = dlock__quorum_majority(q);
     if (q->cluster)
-        return dlock_cluster_ping(q->cluster, up, need);
+        return dlock__cluster_ping(q->cluster, up, need);
     struct fanout f;
     fanout_init(&f, q);
     struct failures fl = {0};
     int count = 0;
     for (int i = 0; i < q->n; i++) { /* health checks try every server, skipped or not */
-        dlock_node_ping_begin(q->node[i], &f.calls[i]);
+        dlock__node_ping_begin(q->node[i], &f.calls[i]);
         f.now[i] = f.begun[i] = 1;
     }
     wait_all(&f);
     for (int i = 0; i < q->n; i++) {
-        int rc = dlock_node_ping_end(&f.calls[i]);
+        int rc = dlock__node_ping_end(&f.calls[i]);
         note_answer(q, i, &f.calls[i]);
         up[i] = rc == DLOCK_OK;
         count += up[i];
         if (rc != DLOCK_OK)
             add_failure(&fl, q, i, rc);
     }
-    if (count < dlock_quorum_majority(q))
+    if (count < dlock__quorum_majority(q))
         no_majority(q, &fl, "ping");
     return count;
 }
@@ -241,13 +241,13 @@ static void give_back(dlock_quorum *q, const dlock_node_acquire_args *a, const i
     fanout_init(f, q);
     for (int i = 0; i < q->n; i++)
         if (ok[i]) {
-            dlock_node_release_begin(q->node[i], &r, &f->calls[i]);
+            dlock__node_release_begin(q->node[i], &r, &f->calls[i]);
             f->now[i] = f->begun[i] = 1;
         }
     wait_all(f);
     for (int i = 0; i < q->n; i++)
         if (f->begun[i]) {
-            dlock_node_release_end(&f->calls[i], NULL); /* if it fails, the lease runs out there */
+            dlock__node_release_end(&f->calls[i], NULL); /* if it fails, the lease runs out there */
             note_answer(q, i, &f->calls[i]);
         }
 }
@@ -263,14 +263,14 @@ static int write_back(dlock_quorum *q, const char *key, const char *target, cons
     fanout_init(f, q);
     for (int i = 0; i < q->n; i++)
         if (lower[i]) {
-            dlock_node_fence_begin(q->node[i], key, target, token, fence, keep_ms,
-                                   &f->calls[i]);
+            dlock__node_fence_begin(q->node[i], key, target, token, fence, keep_ms,
+                                    &f->calls[i]);
             f->now[i] = f->begun[i] = 1;
         }
     wait_all(f);
     for (int i = 0; i < q->n; i++)
         if (f->begun[i]) {
-            int rc = dlock_node_fence_end(&f->calls[i]);
+            int rc = dlock__node_fence_end(&f->calls[i]);
             accepted += rc == DLOCK_OK;
             lost += rc == DLOCK_ERR_LOST;
             note_answer(q, i, &f->calls[i]);
@@ -313,17 +313,17 @@ static void tally(dlock_quorum *q, int i, int rc, const dlock_acquired *got, int
     }
 }
 
-int dlock_quorum_acquire(dlock_quorum *q, const dlock_node_acquire_args *args,
-                         dlock_acquired *out)
+int dlock__quorum_acquire(dlock_quorum *q, const dlock_node_acquire_args *args,
+                          dlock_acquired *out)
 {
     if (q->cluster)
-        return dlock_cluster_acquire(q->cluster, args, out);
+        return dlock__cluster_acquire(q->cluster, args, out);
     dlock_node_acquire_args a = *args;
     a.queue_score = q->n > 1 ? args->queue_score : 0;
     a.seed_slack_us = q->n > 1 ? DLOCK_SEED_SLACK_US : 0;
-    int64_t started = dlock_now_ms(), soonest = -1;
+    int64_t started = dlock__now_ms(), soonest = -1;
     dlock_acquired got[DLOCK_NODES_MAX];
-    int ok[DLOCK_NODES_MAX] = {0}, nok = 0, held = 0, quorum = dlock_quorum_majority(q);
+    int ok[DLOCK_NODES_MAX] = {0}, nok = 0, held = 0, quorum = dlock__quorum_majority(q);
     struct fanout f;
     fanout_init(&f, q);
     struct failures fl = {0};
@@ -333,12 +333,12 @@ int dlock_quorum_acquire(dlock_quorum *q, const dlock_node_acquire_args *args,
     do {
         for (int i = 0; i < q->n; i++)
             if (f.now[i])
-                dlock_node_acquire_begin(q->node[i], &a, &f.calls[i]);
+                dlock__node_acquire_begin(q->node[i], &a, &f.calls[i]);
         wait_all(&f);
         for (int i = 0; i < q->n; i++) {
             if (!f.now[i])
                 continue;
-            int rc = dlock_node_acquire_end(&f.calls[i], &got[i]);
+            int rc = dlock__node_acquire_end(&f.calls[i], &got[i]);
             note_answer(q, i, &f.calls[i]);
             out->sent |= got[i].sent;
             tally(q, i, rc, &got[i], ok, &nok, &held, &soonest, &fl);
@@ -356,8 +356,8 @@ int dlock_quorum_acquire(dlock_quorum *q, const dlock_node_acquire_args *args,
         int64_t top = top_fence(q, ok, fences, lower, &agree);
         if (agree < quorum)
             agree += write_back(q, a.key, a.key, a.token, a.keep_ms, top, lower, &f, NULL);
-        int64_t elapsed = dlock_now_ms() - started;
-        if (agree >= quorum && elapsed < a.lease_ms - dlock_drift_ms(a.lease_ms)) {
+        int64_t elapsed = dlock__now_ms() - started;
+        if (agree >= quorum && elapsed < a.lease_ms - dlock__drift_ms(a.lease_ms)) {
             out->fence = top;
             return DLOCK_OK;
         }
@@ -368,7 +368,7 @@ int dlock_quorum_acquire(dlock_quorum *q, const dlock_node_acquire_args *args,
         give_back(q, &a, ok, &f);
     if (nok + held >= quorum) {
         out->pttl = soonest;
-        return dlock_fail(DLOCK_ERR_TIMEOUT, "lock %s is held by another owner", a.key);
+        return dlock__fail(DLOCK_ERR_TIMEOUT, "lock %s is held by another owner", a.key);
     }
     return no_majority(q, &fl, "acquire");
 }
@@ -382,12 +382,12 @@ static void raise_round(dlock_quorum *q, const dlock_node_raise_args *a, struct 
 {
     for (int i = 0; i < q->n; i++)
         if (f->now[i])
-            dlock_node_raise_begin(q->node[i], a, &f->calls[i]);
+            dlock__node_raise_begin(q->node[i], a, &f->calls[i]);
     wait_all(f);
     for (int i = 0; i < q->n; i++) {
         if (!f->now[i])
             continue;
-        int rc = dlock_node_raise_end(&f->calls[i], &got[i]);
+        int rc = dlock__node_raise_end(&f->calls[i], &got[i]);
         note_answer(q, i, &f->calls[i]);
         if (rc == DLOCK_OK)
             ok[i] = 1, (*nok)++;
@@ -398,22 +398,22 @@ static void raise_round(dlock_quorum *q, const dlock_node_raise_args *a, struct 
     }
 }
 
-int dlock_quorum_raise(dlock_quorum *q, const dlock_node_raise_args *a, int64_t *fence)
+int dlock__quorum_raise(dlock_quorum *q, const dlock_node_raise_args *a, int64_t *fence)
 {
     if (q->cluster)
-        return dlock_cluster_raise(q->cluster, a, fence);
+        return dlock__cluster_raise(q->cluster, a, fence);
     struct fanout f;
     fanout_init(&f, q);
     struct failures fl = {0};
     int64_t got[DLOCK_NODES_MAX];
-    int ok[DLOCK_NODES_MAX] = {0}, nok = 0, lost = 0, quorum = dlock_quorum_majority(q);
+    int ok[DLOCK_NODES_MAX] = {0}, nok = 0, lost = 0, quorum = dlock__quorum_majority(q);
     choose(&f);
     do
         raise_round(q, a, &f, ok, got, &nok, &lost, &fl);
     while (nok < quorum && lost <= q->n - quorum && ask_the_rest(&f));
     if (nok < quorum && lost > q->n - quorum)
-        return dlock_fail(DLOCK_ERR_LOST, "lock %s was no longer ours at fence raise%s",
-                          a->target, q->n > 1 ? " on a majority of the Redis servers" : "");
+        return dlock__fail(DLOCK_ERR_LOST, "lock %s was no longer ours at fence raise%s",
+                           a->target, q->n > 1 ? " on a majority of the Redis servers" : "");
     if (nok < quorum)
         return no_majority(q, &fl, "fence raise");
     int agree, refused = 0, lower[DLOCK_NODES_MAX] = {0};
@@ -425,35 +425,35 @@ int dlock_quorum_raise(dlock_quorum *q, const dlock_node_raise_args *a, int64_t 
         return DLOCK_OK;
     }
     int code = lost + refused > q->n - quorum ? DLOCK_ERR_LOST : DLOCK_ERR_REDIS;
-    return dlock_fail(code, "lock %s: the raised fence holds on only %d of %d Redis servers, a "
-                      "majority is %d%s", a->key, agree, q->n, quorum,
-                      code == DLOCK_ERR_LOST ? "" : "; the others did not answer");
+    return dlock__fail(code, "lock %s: the raised fence holds on only %d of %d Redis servers, a "
+                       "majority is %d%s", a->key, agree, q->n, quorum,
+                       code == DLOCK_ERR_LOST ? "" : "; the others did not answer");
 }
 
 /* ---- release ---- */
 
-int dlock_quorum_release(dlock_quorum *q, const dlock_node_release_args *args, int *queued)
+int dlock__quorum_release(dlock_quorum *q, const dlock_node_release_args *args, int *queued)
 {
     if (q->cluster)
-        return dlock_cluster_release(q->cluster, args, queued);
+        return dlock__cluster_release(q->cluster, args, queued);
     dlock_node_release_args a = *args;
     a.seed_slack_us = q->n > 1 ? DLOCK_SEED_SLACK_US : 0;
     a.next_score = q->n > 1 ? args->next_score : 0;
     struct fanout f;
     fanout_init(&f, q);
     struct failures fl = {0};
-    int released = 0, lost = 0, in_line = 0, quorum = dlock_quorum_majority(q);
+    int released = 0, lost = 0, in_line = 0, quorum = dlock__quorum_majority(q);
     choose(&f);
     do {
         for (int i = 0; i < q->n; i++)
             if (f.now[i])
-                dlock_node_release_begin(q->node[i], &a, &f.calls[i]);
+                dlock__node_release_begin(q->node[i], &a, &f.calls[i]);
         wait_all(&f);
         for (int i = 0; i < q->n; i++) {
             if (!f.now[i])
                 continue;
             int node_queued;
-            int rc = dlock_node_release_end(&f.calls[i], &node_queued);
+            int rc = dlock__node_release_end(&f.calls[i], &node_queued);
             note_answer(q, i, &f.calls[i]);
             in_line += node_queued;
             if (rc == DLOCK_OK)
@@ -466,20 +466,20 @@ int dlock_quorum_release(dlock_quorum *q, const dlock_node_release_args *args, i
     } while (released < quorum && lost < quorum && ask_the_rest(&f));
     *queued = in_line >= quorum;
     if (lost >= quorum)
-        return dlock_fail(DLOCK_ERR_LOST, "lock %s was no longer ours at release%s", a.key,
-                          q->n > 1 ? " on a majority of the Redis servers" : "");
+        return dlock__fail(DLOCK_ERR_LOST, "lock %s was no longer ours at release%s", a.key,
+                           q->n > 1 ? " on a majority of the Redis servers" : "");
     if (released >= quorum)
         return DLOCK_OK;
     if (fl.count == 0) /* released on some, lost on others, and no majority either way */
-        return dlock_fail(DLOCK_ERR_LOST, "lock %s was ours on only %d of %d Redis servers at "
-                          "release", a.key, released, q->n);
+        return dlock__fail(DLOCK_ERR_LOST, "lock %s was ours on only %d of %d Redis servers at "
+                           "release", a.key, released, q->n);
     return no_majority(q, &fl, "release");
 }
 
 /* ---- any script ---- */
 
-int dlock_quorum_script_all(dlock_quorum *q, enum dlock_script s, int nkeys, int nargs,
-                            const char *const *argv, int need, redisReply **replies, int *sent)
+int dlock__quorum_script_all(dlock_quorum *q, enum dlock_script s, int nkeys, int nargs,
+                             const char *const *argv, int need, redisReply **replies, int *sent)
 {
     struct fanout f;
     fanout_init(&f, q);
@@ -489,14 +489,14 @@ int dlock_quorum_script_all(dlock_quorum *q, enum dlock_script s, int nkeys, int
     do {
         for (int i = 0; i < q->n; i++)
             if (f.now[i])
-                dlock_node_script_begin(q->node[i], s, nkeys, nargs, argv, &f.calls[i]);
+                dlock__node_script_begin(q->node[i], s, nkeys, nargs, argv, &f.calls[i]);
         wait_all(&f);
         for (int i = 0; i < q->n; i++) {
             if (!f.now[i])
                 continue;
-            replies[i] = dlock_node_script_end(&f.calls[i]);
+            replies[i] = dlock__node_script_end(&f.calls[i]);
             if (replies[i] == NULL)
-                add_failure(&fl, q, i, dlock_redis_failure());
+                add_failure(&fl, q, i, dlock__redis_failure());
             note_answer(q, i, &f.calls[i]);
             answered += replies[i] != NULL;
             if (sent)
@@ -508,10 +508,10 @@ int dlock_quorum_script_all(dlock_quorum *q, enum dlock_script s, int nkeys, int
             replies[i] = NULL;
     int code = fl.auth ? DLOCK_ERR_AUTH : DLOCK_ERR_REDIS;
     if (answered < need && q->n == 1)
-        dlock_fail(code, "%s", fl.text);
+        dlock__fail(code, "%s", fl.text);
     else if (answered < need)
-        dlock_fail(code, "%d of %d Redis servers failed, %d must answer (%s)", fl.count, q->n,
-                   need, fl.text);
+        dlock__fail(code, "%d of %d Redis servers failed, %d must answer (%s)", fl.count, q->n,
+                    need, fl.text);
     return answered;
 }
 
@@ -531,7 +531,7 @@ static int renewals_settled(const dlock_quorum *q, int node_rcs[][DLOCK_MULTI_MA
     int settled = 1;
     for (int j = 0; j < count; j++) {
         int renewed = 0, lost = 0, auth = 0;
-        int quorum = renewals[j].need > 0 ? renewals[j].need : dlock_quorum_majority(q);
+        int quorum = renewals[j].need > 0 ? renewals[j].need : dlock__quorum_majority(q);
         for (int i = 0; i < q->n; i++) {
             renewed += node_rcs[i][j] == DLOCK_OK;
             lost += node_rcs[i][j] == DLOCK_ERR_LOST;
@@ -546,11 +546,11 @@ static int renewals_settled(const dlock_quorum *q, int node_rcs[][DLOCK_MULTI_MA
     return settled;
 }
 
-void dlock_quorum_renew(dlock_quorum *q, redisContext **own, int count,
-                        const dlock_node_renewal *renewals, int *rcs)
+void dlock__quorum_renew(dlock_quorum *q, redisContext **own, int count,
+                         const dlock_node_renewal *renewals, int *rcs)
 {
     if (q->cluster) {
-        dlock_cluster_renew(q->cluster, own, count, renewals, rcs);
+        dlock__cluster_renew(q->cluster, own, count, renewals, rcs);
         return;
     }
     struct fanout f;
@@ -560,11 +560,11 @@ void dlock_quorum_renew(dlock_quorum *q, redisContext **own, int count,
     do {
         for (int i = 0; i < q->n; i++)
             if (f.now[i])
-                dlock_node_renew_begin(q->node[i], &own[i], count, renewals, &f.calls[i]);
+                dlock__node_renew_begin(q->node[i], &own[i], count, renewals, &f.calls[i]);
         wait_all(&f);
         for (int i = 0; i < q->n; i++)
             if (f.now[i]) {
-                dlock_node_renew_end(&f.calls[i], count, renewals, node_rcs[i]);
+                dlock__node_renew_end(&f.calls[i], count, renewals, node_rcs[i]);
                 note_answer(q, i, &f.calls[i]);
             } else if (!f.begun[i]) {
                 for (int j = 0; j < count; j++)

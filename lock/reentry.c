@@ -19,14 +19,14 @@ struct dlock_holds {
 
 static unsigned bucket_of(const char *key)
 {
-    return (unsigned)(dlock_hash(key, strlen(key)) % BUCKETS);
+    return (unsigned)(dlock__hash(key, strlen(key)) % BUCKETS);
 }
 
-dlock_holds *dlock_holds_new(void) { return calloc(1, sizeof(dlock_holds)); }
+dlock_holds *dlock__holds_new(void) { return calloc(1, sizeof(dlock_holds)); }
 
-void dlock_holds_free(dlock_holds *t) { free(t); }
+void dlock__holds_free(dlock_holds *t) { free(t); }
 
-void dlock_holds_add(dlock_holds *t, dlock_handle *h)
+void dlock__holds_add(dlock_holds *t, dlock_handle *h)
 {
     h->held_bucket = bucket_of(h->lease->key);
     dlock_handle **b = &t->bucket[h->held_bucket];
@@ -42,7 +42,7 @@ void dlock_holds_add(dlock_holds *t, dlock_handle *h)
 static int gone(const dlock_handle *h)
 {
     const struct dlock_lease *l = h->lease;
-    return l->lost || (!l->watched && dlock_now_ms() >= l->valid_until_ms);
+    return l->lost || (!l->watched && dlock__now_ms() >= l->valid_until_ms);
 }
 
 /* The calling thread's outermost hold of key, unless gone, or NULL. */
@@ -59,7 +59,7 @@ static dlock_handle *find(dlock_holds *t, const char *key)
 static dlock_handle *nest(dlock_handle *o)
 {
     dlock_opts none = {0}; /* a nested hold's own options rule nothing: o's do */
-    dlock_handle *h = dlock_handle_new(o->client, &none);
+    dlock_handle *h = dlock__handle_new(o->client, &none);
     if (h == NULL)
         return NULL;
     h->outer = o;
@@ -67,11 +67,11 @@ static dlock_handle *nest(dlock_handle *o)
     return h;
 }
 
-int dlock_holds_leave(dlock_holds *t, dlock_handle **h)
+int dlock__holds_leave(dlock_holds *t, dlock_handle **h)
 {
     dlock_handle *o = (*h)->outer ? (*h)->outer : *h;
     if (o != *h) { /* a nested handle ends here, whatever the order of releases */
-        dlock_handle_free(*h);
+        dlock__handle_free(*h);
         *h = o;
     }
     if (--o->holds > 0)
@@ -84,32 +84,32 @@ int dlock_holds_leave(dlock_holds *t, dlock_handle **h)
     return 0;
 }
 
-int dlock_reenter(dlock_client *c, const char *key, const dlock_opts *o, dlock_handle **out,
-                  int *rc)
+int dlock__reenter(dlock_client *c, const char *key, const dlock_opts *o, dlock_handle **out,
+                   int *rc)
 {
     pthread_mutex_lock(&c->mu);
     dlock_handle *held = find(c->holds, key);
     /* past its local deadline (a renewal late), the hold may be gone: never
      * nest in it, and never wait in Redis for our own token either */
-    int ran_out = held && dlock_holder_state(held, dlock_now_ms()) == DLOCK_ERR_LOST;
+    int ran_out = held && dlock__holder_state(held, dlock__now_ms()) == DLOCK_ERR_LOST;
     dlock_handle *h = held && o->reentrant && !ran_out ? nest(held) : NULL;
     pthread_mutex_unlock(&c->mu);
     if (held == NULL)
         return 0;
     if (!o->reentrant) /* at once: waiting would only be for itself */
-        *rc = dlock_fail(DLOCK_ERR_INVALID, "lock %s is already held by this thread, and "
-                         "reentrant is 0", key);
+        *rc = dlock__fail(DLOCK_ERR_INVALID, "lock %s is already held by this thread, and "
+                          "reentrant is 0", key);
     else if (ran_out)
-        *rc = dlock_fail(DLOCK_ERR_INVALID, "lock %s: this thread's hold ran past its lease "
-                         "(its renewal is late); release it before asking again", key);
+        *rc = dlock__fail(DLOCK_ERR_INVALID, "lock %s: this thread's hold ran past its lease "
+                          "(its renewal is late); release it before asking again", key);
     else if (h == NULL)
-        *rc = dlock_fail(DLOCK_ERR_NOMEM, "out of memory");
+        *rc = dlock__fail(DLOCK_ERR_NOMEM, "out of memory");
     else
         *out = h, *rc = DLOCK_OK;
     return 1;
 }
 
-int dlock_holds_none(dlock_client *c, const char *const *keys, int n)
+int dlock__holds_none(dlock_client *c, const char *const *keys, int n)
 {
     int i = 0;
     pthread_mutex_lock(&c->mu);
@@ -120,6 +120,6 @@ int dlock_holds_none(dlock_client *c, const char *const *keys, int n)
         return DLOCK_OK;
     /* its renewal, max_renewals and interruption are the set's, which they
      * can't be for a key another hold rules */
-    return dlock_fail(DLOCK_ERR_INVALID, "lock %s is already held by this thread: a "
-                      "multi-lock can't nest in another hold", keys[i]);
+    return dlock__fail(DLOCK_ERR_INVALID, "lock %s is already held by this thread: a "
+                       "multi-lock can't nest in another hold", keys[i]);
 }

@@ -1,5 +1,5 @@
 /* runner.c - the task runner's threads: a FIFO of tasks ready to step, a
- * pairing heap of tasks waiting for a time, a table of the requests they
+ * heap of tasks waiting for a time (timers.c), a table of the requests they
  * serve (for dlock_cancel), and the requests to give back on these threads,
  * all under the client's mutex and all linked through the tasks and
  * requests themselves, so nothing is allocated after the start. A task
@@ -8,6 +8,7 @@
  * However many tasks wait, the threads are the n started with the client. */
 #include "lock/runner.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -23,9 +24,12 @@ struct dlock_runner {
     pthread_cond_t cv;   /* mu: work for the threads, or stop */
     pthread_cond_t idle; /* mu: the last task ended and nothing waits to be given back */
     struct dlock_task *ready_head, *ready_tail;
-    struct dlock_task *heap;            /* the timer heap's root: the earliest until */
+    struct dlock_timer *heap;           /* the timer heap's root: the earliest due */
     dlock_req *given_head, *given_tail; /* ended in a caller's call, done to run here */
     struct dlock_task *reqs[REQ_BUCKETS];
+    int64_t wake_at; /* when the thread that went to sleep last wakes by itself (INT64_MAX:
+                      * only when signalled); a thread that is awake looks at the heap
+                      * before it sleeps */
     int tasks;   /* added and not yet ended */
     int closing; /* the client is being freed: tasks end */
     int stop;    /* the threads leave */
@@ -33,73 +37,29 @@ struct dlock_runner {
     pthread_t thread[];
 };
 
-/* The timer heap, a pairing heap: a's and b's roots (without siblings)
- * melded, the later one the first child of the earlier. */
-static struct dlock_task *meld(struct dlock_task *a, struct dlock_task *b)
+/* The task whose link in the timer heap tm is (NULL for none). */
+static struct dlock_task *task_of(struct dlock_timer *tm)
 {
-    if (a == NULL || b == NULL)
-        return a ? a : b;
-    if (b->until < a->until) {
-        struct dlock_task *t = a;
-        a = b, b = t;
-    }
-    b->sibling = a->child;
-    if (a->child)
-        a->child->prev = b;
-    b->prev = a;
-    a->child = b;
-    return a;
-}
-
-/* One heap of a list of sibling heaps: melded in pairs left to right, then
- * the pairs right to left, without recursion however long the list. */
-static struct dlock_task *meld_siblings(struct dlock_task *first)
-{
-    struct dlock_task *pairs = NULL;
-    while (first) {
-        struct dlock_task *a = first, *b = a->sibling;
-        first = b ? b->sibling : NULL;
-        a->sibling = a->prev = NULL;
-        if (b)
-            b->sibling = b->prev = NULL;
-        a = meld(a, b);
-        a->sibling = pairs; /* a list of its own, for the second pass */
-        pairs = a;
-    }
-    struct dlock_task *root = NULL;
-    while (pairs) {
-        struct dlock_task *next = pairs->sibling;
-        pairs->sibling = NULL;
-        root = meld(root, pairs);
-        pairs = next;
-    }
-    return root;
+    return tm ? (struct dlock_task *)((char *)tm - offsetof(struct dlock_task, timer)) : NULL;
 }
 
 static void heap_push(dlock_runner *r, struct dlock_task *t, int64_t until)
 {
-    t->until = until;
-    t->child = t->sibling = t->prev = NULL;
-    t->timed = 1;
-    r->heap = meld(r->heap, t);
+    dlock__timers_arm(&r->heap, &t->timer, until);
 }
 
 static void heap_remove(dlock_runner *r, struct dlock_task *t)
 {
-    struct dlock_task *rest = meld_siblings(t->child);
-    if (t == r->heap) {
-        r->heap = rest;
-    } else {
-        if (t->prev->child == t)
-            t->prev->child = t->sibling;
-        else
-            t->prev->sibling = t->sibling;
-        if (t->sibling)
-            t->sibling->prev = t->prev;
-        r->heap = meld(r->heap, rest);
-    }
-    t->child = t->sibling = t->prev = NULL;
-    t->timed = 0;
+    dlock__timers_disarm(&r->heap, &t->timer);
+}
+
+/* t was armed from outside the runner's threads (mu held): one of them is
+ * signalled only when t is due sooner than they would look again by
+ * themselves, so that a waiter that can only wait wakes nobody. */
+static void armed_outside(dlock_runner *r, struct dlock_task *t)
+{
+    if (t->timer.armed && t->timer.until < r->wake_at)
+        pthread_cond_signal(&r->cv);
 }
 
 static void ready_remove(dlock_runner *r, struct dlock_task *t)
@@ -118,7 +78,7 @@ static void ready_remove(dlock_runner *r, struct dlock_task *t)
 
 static void push_ready(dlock_runner *r, struct dlock_task *t)
 {
-    if (t->timed)
+    if (t->timer.armed)
         heap_remove(r, t);
     t->ready = 1;
     t->ready_next = NULL;
@@ -202,10 +162,10 @@ static struct dlock_task *next_task(dlock_runner *r, int64_t *wait_until)
         ready_remove(r, t);
         return t;
     }
-    if ((t = r->heap) == NULL)
+    if ((t = task_of(r->heap)) == NULL)
         return NULL;
-    if (t->until > dlock_now_ms()) {
-        *wait_until = t->until;
+    if (t->timer.until > dlock__now_ms()) {
+        *wait_until = t->timer.until;
         return NULL;
     }
     heap_remove(r, t);
@@ -225,6 +185,17 @@ static void give_one(dlock_runner *r)
     idle_check(r);
 }
 
+/* Sleeps (mu held) until signalled or until (0: no timer), noting when it
+ * wakes by itself for armed_outside. */
+static void sleep_until(dlock_runner *r, int64_t until)
+{
+    r->wake_at = until ? until : INT64_MAX;
+    if (until)
+        dlock__cond_wait_until(&r->cv, r->mu, until);
+    else
+        pthread_cond_wait(&r->cv, r->mu);
+}
+
 static void *loop(void *arg)
 {
     dlock_runner *r = arg;
@@ -236,17 +207,15 @@ static void *loop(void *arg)
             give_one(r);
         else if ((t = next_task(r, &until)) != NULL)
             run(r, t);
-        else if (until)
-            dlock_cond_wait_until(&r->cv, r->mu, until);
         else
-            pthread_cond_wait(&r->cv, r->mu);
+            sleep_until(r, until);
     }
     pthread_mutex_unlock(r->mu);
     return NULL;
 }
 
-dlock_runner *dlock_runner_start(pthread_mutex_t *mu, int n, void (*post)(void *, dlock_req *),
-                                 void *post_ctx)
+dlock_runner *dlock__runner_start(pthread_mutex_t *mu, int n, void (*post)(void *, dlock_req *),
+                                  void *post_ctx)
 {
     if (n < 1 || n > DLOCK_ASYNC_THREADS_MAX)
         return NULL;
@@ -256,26 +225,27 @@ dlock_runner *dlock_runner_start(pthread_mutex_t *mu, int n, void (*post)(void *
     r->mu = mu;
     r->post = post;
     r->post_ctx = post_ctx;
-    if (dlock_cond_init(&r->cv) != 0 || pthread_cond_init(&r->idle, NULL) != 0) {
+    r->wake_at = INT64_MAX;
+    if (dlock__cond_init(&r->cv) != 0 || pthread_cond_init(&r->idle, NULL) != 0) {
         free(r);
         return NULL;
     }
     for (; r->n < n; r->n++)
         if (pthread_create(&r->thread[r->n], NULL, loop, r) != 0) {
-            dlock_runner_stop(r);
+            dlock__runner_stop(r);
             return NULL;
         }
     return r;
 }
 
-void dlock_runner_stop(dlock_runner *r)
+void dlock__runner_stop(dlock_runner *r)
 {
     if (r == NULL)
         return;
     pthread_mutex_lock(r->mu);
     r->closing = 1;
     while (r->heap) /* every waiting task steps once more, and ends */
-        push_ready(r, r->heap);
+        push_ready(r, task_of(r->heap));
     pthread_cond_broadcast(&r->cv);
     while ((r->tasks > 0 || r->given_head) && r->n > 0)
         pthread_cond_wait(&r->idle, r->mu);
@@ -289,13 +259,13 @@ void dlock_runner_stop(dlock_runner *r)
     free(r);
 }
 
-void dlock_runner_add(dlock_runner *r, struct dlock_task *t, dlock_req *req)
+void dlock__runner_add(dlock_runner *r, struct dlock_task *t, dlock_req *req, int64_t until)
 {
     r->tasks++;
     t->owner = r;
     t->req = req;
-    t->running = t->rewake = t->ready = t->timed = t->cancelled = 0;
-    t->child = t->sibling = t->prev = NULL;
+    t->running = t->rewake = t->ready = t->cancelled = 0;
+    t->timer = (struct dlock_timer){0};
     if (req) {
         struct dlock_task **b = req_bucket(r, req);
         t->req_next = *b;
@@ -305,10 +275,15 @@ void dlock_runner_add(dlock_runner *r, struct dlock_task *t, dlock_req *req)
         *b = t;
         __atomic_store_n(&req->priv, r, __ATOMIC_RELEASE);
     }
-    push_ready(r, t);
+    if (until == 0) {
+        push_ready(r, t);
+        return;
+    }
+    heap_push(r, t, until);
+    armed_outside(r, t);
 }
 
-void dlock_runner_wake(struct dlock_task *t)
+void dlock__runner_wake(struct dlock_task *t)
 {
     if (t->running)
         t->rewake = 1;
@@ -316,23 +291,24 @@ void dlock_runner_wake(struct dlock_task *t)
         push_ready(t->owner, t);
 }
 
-int dlock_task_stop(const struct dlock_task *t)
+int dlock__task_stop(const struct dlock_task *t)
 {
     return t->owner->closing ? DLOCK_ERR_CLOSED : t->cancelled ? DLOCK_ERR_CANCELLED : 0;
 }
 
-int dlock_runner_step_here(struct dlock_task *t)
+int dlock__runner_step_here(struct dlock_task *t)
 {
     dlock_runner *r = t->owner;
-    if (r->post == NULL || t->running || dlock_task_stop(t))
+    if (r->post == NULL || t->running || dlock__task_stop(t))
         return 0;
     if (t->ready)
         ready_remove(r, t);
-    else if (t->timed)
+    else if (t->timer.armed)
         heap_remove(r, t);
     int64_t until = 0;
     if (step(t, &until) == DLOCK_TASK_WAIT) {
         schedule(r, t, until);
+        armed_outside(r, t);
         return 0;
     }
     ended(t);
@@ -340,7 +316,7 @@ int dlock_runner_step_here(struct dlock_task *t)
     return 1;
 }
 
-void dlock_runner_end_here(struct dlock_task *t)
+void dlock__runner_end_here(struct dlock_task *t)
 {
     while (t) {
         struct dlock_task *next = t->ready_next; /* before its end frees it */
@@ -349,7 +325,7 @@ void dlock_runner_end_here(struct dlock_task *t)
     }
 }
 
-void dlock_runner_deliver(dlock_runner *r, dlock_req *req, enum dlock_end where)
+void dlock__runner_deliver(dlock_runner *r, dlock_req *req, enum dlock_end where)
 {
     if (r->post && where != DLOCK_END_CLOSING) {
         r->post(r->post_ctx, req);
@@ -370,11 +346,11 @@ void dlock_runner_deliver(dlock_runner *r, dlock_req *req, enum dlock_end where)
     pthread_mutex_unlock(r->mu);
 }
 
-int dlock_runner_cancel(dlock_req *req)
+int dlock__runner_cancel(dlock_req *req)
 {
     dlock_runner *r = __atomic_load_n(&req->priv, __ATOMIC_ACQUIRE);
     if (r == NULL)
-        return dlock_fail(DLOCK_ERR_INVALID, "the call does not wait: its result is decided");
+        return dlock__fail(DLOCK_ERR_INVALID, "the call does not wait: its result is decided");
     pthread_mutex_lock(r->mu);
     struct dlock_task *t = *req_bucket(r, req);
     while (t && t->req != req)
@@ -382,9 +358,9 @@ int dlock_runner_cancel(dlock_req *req)
     int waits = t != NULL && !t->cancelled;
     if (waits) {
         t->cancelled = 1;
-        dlock_runner_wake(t);
+        dlock__runner_wake(t);
     }
     pthread_mutex_unlock(r->mu);
     return waits ? DLOCK_OK
-                 : dlock_fail(DLOCK_ERR_INVALID, "the call does not wait: its result is decided");
+                 : dlock__fail(DLOCK_ERR_INVALID, "the call does not wait: its result is decided");
 }

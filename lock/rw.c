@@ -44,12 +44,12 @@ static int rw_try(dlock_client *c, struct dlock_lease *l, enum dlock_script s, i
     char lease[24], keep[24], wish[24], slack[24];
     rw_keys_of(l->key, &k);
     snprintf(lease, sizeof(lease), "%d", l->lease_ms);
-    snprintf(keep, sizeof(keep), "%d", dlock_keep_ms(l->lease_ms));
-    snprintf(wish, sizeof(wish), "%d", wait ? dlock_grace_ms(l->retry_ms) : 0);
-    dlock_claim_quorum_slack(c->nodes, slack);
+    snprintf(keep, sizeof(keep), "%d", dlock__keep_ms(l->lease_ms));
+    snprintf(wish, sizeof(wish), "%d", wait ? dlock__grace_ms(l->retry_ms) : 0);
+    dlock__claim_quorum_slack(c->nodes, slack);
     const char *argv[] = {l->key, k.n.fence, k.writer, k.waiting, l->token, lease, keep, wish,
                           slack};
-    return dlock_claim_quorum_try(c->nodes, l, s, 4, 9, argv, pttl);
+    return dlock__claim_quorum_try(c->nodes, l, s, 4, 9, argv, pttl);
 }
 
 static int read_try(dlock_client *c, struct dlock_lease *l, const struct dlock_claim *cl,
@@ -73,7 +73,7 @@ static void write_give_up(dlock_client *c, struct dlock_lease *l)
     struct rw_keys k;
     rw_keys_of(l->key, &k);
     const char *argv[] = {k.writer, k.waiting, l->token, k.n.channel};
-    dlock_claim_quorum_undo(c->nodes, DLOCK_SCRIPT_RW_WRITE_RELEASE, 2, 4, argv);
+    dlock__claim_quorum_undo(c->nodes, DLOCK_SCRIPT_RW_WRITE_RELEASE, 2, 4, argv);
 }
 
 static const struct dlock_claim reader = {"read lock", "a writer holds or waits",
@@ -85,23 +85,23 @@ static const struct dlock_claim writer = {"write lock", "readers or a writer sti
 int dlock_acquire_read(dlock_client *c, const char *key, const dlock_opts *opts,
                        dlock_handle **out)
 {
-    return dlock_claim_acquire(c, key, &reader, opts, out);
+    return dlock__claim_acquire(c, key, &reader, opts, out);
 }
 
 int dlock_acquire_write(dlock_client *c, const char *key, const dlock_opts *opts,
                         dlock_handle **out)
 {
-    return dlock_claim_acquire(c, key, &writer, opts, out);
+    return dlock__claim_acquire(c, key, &writer, opts, out);
 }
 
 int dlock_acquire_read_async(dlock_client *c, const char *key, const dlock_opts *opts,
                              dlock_req *req)
 {
-    return dlock_claim_acquire_async(c, key, &reader, opts, req);
+    return dlock__claim_acquire_async(c, key, &reader, opts, req);
 }
 
 int dlock_acquire_write_async(dlock_client *c, const char *key, const dlock_opts *opts,
                               dlock_req *req)
 {
-    return dlock_claim_acquire_async(c, key, &writer, opts, req);
+    return dlock__claim_acquire_async(c, key, &writer, opts, req);
 }

@@ -445,7 +445,7 @@ static const char raise_lua[] =
     "redis.call('pexpire', KEYS[2], ARGV[3])\n"
     "return fence\n";
 
-const char *const dlock_script_body[DLOCK_SCRIPT_COUNT] = {
+const char *const dlock__script_body[DLOCK_SCRIPT_COUNT] = {
     acquire_lua,     release_lua,   renew_lua,    fence_lua,           sem_acquire_lua,
     sem_renew_lua,   sem_release_lua, rw_read_lua, rw_write_lua, rw_write_release_lua,
     raise_lua};
@@ -482,13 +482,13 @@ static char *shard(const char *body)
 static void build_sharded(void)
 {
     for (int s = 0; s < DLOCK_SCRIPT_COUNT; s++)
-        sharded_body[s] = shard(dlock_script_body[s]);
+        sharded_body[s] = shard(dlock__script_body[s]);
 }
 
-const char *dlock_script_text(enum dlock_script s, int sharded)
+const char *dlock__script_text(enum dlock_script s, int sharded)
 {
     if (!sharded)
-        return dlock_script_body[s];
+        return dlock__script_body[s];
     pthread_once(&sharded_once, build_sharded);
-    return sharded_body[s] ? sharded_body[s] : dlock_script_body[s];
+    return sharded_body[s] ? sharded_body[s] : dlock__script_body[s];
 }

@@ -19,12 +19,12 @@ enum dlock_script {
     DLOCK_SCRIPT_COUNT
 };
 
-extern const char *const dlock_script_body[DLOCK_SCRIPT_COUNT];
+extern const char *const dlock__script_body[DLOCK_SCRIPT_COUNT];
 
 /* Script s's body; sharded: for a Redis Cluster, its PUBLISH calls made
  * SPUBLISH, so a release reaches only the subscribers of its key's shard
  * (built once; the plain body when out of memory: PUBLISH still reaches
  * every node, only not an SSUBSCRIBE, and waiters poll at retry_ms). */
-const char *dlock_script_text(enum dlock_script s, int sharded);
+const char *dlock__script_text(enum dlock_script s, int sharded);
 
 #endif

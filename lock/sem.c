@@ -24,18 +24,18 @@ static int sem_try(dlock_client *c, struct dlock_lease *l, const struct dlock_cl
     dlock_names_of(l->key, &k);
     snprintf(lease, sizeof(lease), "%d", l->lease_ms);
     snprintf(limit, sizeof(limit), "%d", cl->permits);
-    snprintf(keep, sizeof(keep), "%d", dlock_keep_ms(l->lease_ms));
-    dlock_claim_quorum_slack(c->nodes, slack);
+    snprintf(keep, sizeof(keep), "%d", dlock__keep_ms(l->lease_ms));
+    dlock__claim_quorum_slack(c->nodes, slack);
     const char *argv[] = {l->key, k.fence, l->token, lease, limit, keep, slack};
-    return dlock_claim_quorum_try(c->nodes, l, DLOCK_SCRIPT_SEM_ACQUIRE, 2, 7, argv, pttl);
+    return dlock__claim_quorum_try(c->nodes, l, DLOCK_SCRIPT_SEM_ACQUIRE, 2, 7, argv, pttl);
 }
 
 /* A semaphore of permits_total (>= 1, else DLOCK_ERR_INVALID) as a claim. */
 static int sem_claim(int permits_total, struct dlock_claim *cl)
 {
     if (permits_total < 1)
-        return dlock_fail(DLOCK_ERR_INVALID, "a semaphore needs permits_total >= 1, got %d",
-                          permits_total);
+        return dlock__fail(DLOCK_ERR_INVALID, "a semaphore needs permits_total >= 1, got %d",
+                           permits_total);
     *cl = (struct dlock_claim){"semaphore", "all permits still held", DLOCK_LEASE_PERMIT, NULL,
                                permits_total, sem_try, NULL};
     return DLOCK_OK;
@@ -48,7 +48,7 @@ int dlock_sem_acquire(dlock_client *c, const char *key, int permits_total,
     *out = NULL;
     if (sem_claim(permits_total, &cl) != DLOCK_OK)
         return DLOCK_ERR_INVALID;
-    return dlock_claim_acquire(c, key, &cl, opts, out);
+    return dlock__claim_acquire(c, key, &cl, opts, out);
 }
 
 int dlock_sem_acquire_async(dlock_client *c, const char *key, int permits_total,
@@ -57,5 +57,5 @@ int dlock_sem_acquire_async(dlock_client *c, const char *key, int permits_total,
     struct dlock_claim cl;
     if (sem_claim(permits_total, &cl) != DLOCK_OK)
         return DLOCK_ERR_INVALID;
-    return dlock_claim_acquire_async(c, key, &cl, opts, req);
+    return dlock__claim_acquire_async(c, key, &cl, opts, req);
 }

@@ -146,7 +146,7 @@ static void ask(dlock_sentinel *s)
             memcpy(why, w, sizeof(w)), code = c;
     }
     pthread_mutex_lock(&s->mu);
-    s->asked_ms = dlock_now_ms();
+    s->asked_ms = dlock__now_ms();
     if (found >= 0) {
         s->next = found;
         adopt(s, host, port);
@@ -158,12 +158,12 @@ static void ask(dlock_sentinel *s)
     pthread_mutex_unlock(&s->mu);
 }
 
-int dlock_sentinel_primary(dlock_sentinel *s, char host[DLOCK_HOST_MAX + 1], int *port)
+int dlock__sentinel_primary(dlock_sentinel *s, char host[DLOCK_HOST_MAX + 1], int *port)
 {
     pthread_mutex_lock(&s->ask_mu);
     pthread_mutex_lock(&s->mu);
     int due = (!s->known || s->suspect) &&
-              (s->asked_ms == 0 || dlock_now_ms() - s->asked_ms >= DLOCK_SENTINEL_REASK_MS);
+              (s->asked_ms == 0 || dlock__now_ms() - s->asked_ms >= DLOCK_SENTINEL_REASK_MS);
     pthread_mutex_unlock(&s->mu);
     if (due)
         ask(s);
@@ -173,7 +173,7 @@ int dlock_sentinel_primary(dlock_sentinel *s, char host[DLOCK_HOST_MAX + 1], int
         memcpy(host, s->host, sizeof(s->host));
         *port = s->port;
     } else {
-        dlock_fail(s->code, "%s", s->why[0] ? s->why : "the Sentinels were not asked yet");
+        dlock__fail(s->code, "%s", s->why[0] ? s->why : "the Sentinels were not asked yet");
     }
     pthread_mutex_unlock(&s->mu);
     pthread_mutex_unlock(&s->ask_mu);
@@ -186,7 +186,7 @@ static int is_known(const dlock_sentinel *s, const char *host, int port)
     return s->known && s->port == port && host && strcmp(s->host, host) == 0;
 }
 
-void dlock_sentinel_suspect(dlock_sentinel *s, const char *host, int port)
+void dlock__sentinel_suspect(dlock_sentinel *s, const char *host, int port)
 {
     pthread_mutex_lock(&s->mu);
     if (is_known(s, host, port))
@@ -194,7 +194,7 @@ void dlock_sentinel_suspect(dlock_sentinel *s, const char *host, int port)
     pthread_mutex_unlock(&s->mu);
 }
 
-int dlock_sentinel_is_primary(dlock_sentinel *s, const char *host, int port)
+int dlock__sentinel_is_primary(dlock_sentinel *s, const char *host, int port)
 {
     pthread_mutex_lock(&s->mu);
     int yes = is_known(s, host, port);
@@ -202,7 +202,7 @@ int dlock_sentinel_is_primary(dlock_sentinel *s, const char *host, int port)
     return yes;
 }
 
-uint64_t dlock_sentinel_gen(dlock_sentinel *s) { return atomic_load(&s->gen); }
+uint64_t dlock__sentinel_gen(dlock_sentinel *s) { return atomic_load(&s->gen); }
 
 /* ---- the watcher: +switch-master ---- */
 
@@ -285,7 +285,7 @@ static void *watch(void *arg)
     return NULL;
 }
 
-dlock_sentinel *dlock_sentinel_new(const dlock_config *cfg)
+dlock_sentinel *dlock__sentinel_new(const dlock_config *cfg)
 {
     dlock_sentinel *s = calloc(1, sizeof(*s));
     if (s == NULL)
@@ -304,13 +304,13 @@ dlock_sentinel *dlock_sentinel_new(const dlock_config *cfg)
         pipe2(s->wake, O_NONBLOCK | O_CLOEXEC) != 0 ||
         pthread_create(&s->thread, NULL, watch, s) != 0) {
         s->n = 0; /* no thread to join */
-        dlock_sentinel_free(s);
+        dlock__sentinel_free(s);
         return NULL;
     }
     return s;
 }
 
-void dlock_sentinel_free(dlock_sentinel *s)
+void dlock__sentinel_free(dlock_sentinel *s)
 {
     if (s == NULL)
         return;

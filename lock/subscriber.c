@@ -58,7 +58,7 @@ struct dlock_subscriber {
 
 static struct channel **channel_slot(dlock_subscriber *s, const char *key, size_t len)
 {
-    struct channel **p = &s->channels[dlock_hash(key, len) % CHANNEL_BUCKETS];
+    struct channel **p = &s->channels[dlock__hash(key, len) % CHANNEL_BUCKETS];
     while (*p && !(strncmp((*p)->key, key, len) == 0 && (*p)->key[len] == '\0'))
         p = &(*p)->next;
     return p;
@@ -96,7 +96,7 @@ static int push_op(dlock_subscriber *s, const char *key, int subscribe)
     return 0;
 }
 
-void dlock_sub_subscribe(dlock_subscriber *s, struct dlock_entry *e)
+void dlock__sub_subscribe(dlock_subscriber *s, struct dlock_entry *e)
 {
     size_t len = strlen(e->key);
     struct channel **p = channel_slot(s, e->key, len), *ch = *p;
@@ -118,11 +118,11 @@ void dlock_sub_subscribe(dlock_subscriber *s, struct dlock_entry *e)
     poke(s); /* reconnect now rather than at the next back-off tick */
 }
 
-void dlock_sub_unsubscribe(dlock_subscriber *s, const char *key)
+void dlock__sub_unsubscribe(dlock_subscriber *s, const char *key)
 {
     struct channel *ch = *channel_slot(s, key, strlen(key));
     if (ch)
-        ch->unused_since = dlock_now_ms(); /* the sweep unsubscribes it if it stays unused */
+        ch->unused_since = dlock__now_ms(); /* the sweep unsubscribes it if it stays unused */
 }
 
 /* Unsubscribes channels nobody has waited on for UNUSED_MS (mutex held). */
@@ -146,7 +146,7 @@ static void fail_entry(struct dlock_entry *e, void *arg)
     const dlock_subscriber *s = arg;
     if (e->sub_state[s->idx] == DLOCK_SUB_PENDING || e->sub_state[s->idx] == DLOCK_SUB_ACTIVE) {
         e->sub_state[s->idx] = DLOCK_SUB_FAILED;
-        dlock_entry_wake_head(e);
+        dlock__entry_wake_head(e);
     }
 }
 
@@ -161,7 +161,7 @@ static void disconnect(dlock_subscriber *s)
     for (size_t i = 0; i < s->nops; i++) /* meant for the connection that is gone */
         free(s->ops[i].key);
     s->nops = 0;
-    dlock_keytab_each(s->keys, fail_entry, s);
+    dlock__keytab_each(s->keys, fail_entry, s);
     pthread_mutex_unlock(s->mu);
 }
 
@@ -176,7 +176,7 @@ static int send_ops(dlock_subscriber *s)
     int rc = REDIS_OK, done = 0;
     for (size_t i = 0; i < n; i++) {
         if (rc == REDIS_OK)
-            rc = dlock_node_sub_request(s->node, s->conn, ops[i].key, ops[i].subscribe);
+            rc = dlock__node_sub_request(s->node, s->conn, ops[i].key, ops[i].subscribe);
         free(ops[i].key);
     }
     free(ops);
@@ -190,7 +190,7 @@ static void fail_pending_entry(struct dlock_entry *e, void *arg)
     const dlock_subscriber *s = arg;
     if (e->sub_state[s->idx] == DLOCK_SUB_PENDING) {
         e->sub_state[s->idx] = DLOCK_SUB_FAILED;
-        dlock_entry_wake_head(e);
+        dlock__entry_wake_head(e);
     }
 }
 
@@ -199,7 +199,7 @@ static void fail_pending_entry(struct dlock_entry *e, void *arg)
  * waiters poll every retry_ms. Counted as a Redis error. */
 static void refused(dlock_subscriber *s)
 {
-    dlock_count(&s->counters->redis_errors);
+    dlock__count(&s->counters->redis_errors);
     for (int b = 0; b < CHANNEL_BUCKETS; b++)
         for (struct channel **p = &s->channels[b]; *p;) {
             struct channel *ch = *p;
@@ -210,7 +210,7 @@ static void refused(dlock_subscriber *s)
                 p = &ch->next;
             }
         }
-    dlock_keytab_each(s->keys, fail_pending_entry, s);
+    dlock__keytab_each(s->keys, fail_pending_entry, s);
 }
 
 /* Whether a release's message ("token:fence:grant_ms:sent", or a bare
@@ -248,7 +248,7 @@ static void dropped(dlock_subscriber *s, struct channel *ch, struct dlock_entry 
     free(ch);
     if (e && e->sub_state[s->idx] == DLOCK_SUB_ACTIVE) {
         e->sub_state[s->idx] = DLOCK_SUB_FAILED;
-        dlock_entry_wake_head(e);
+        dlock__entry_wake_head(e);
     }
 }
 
@@ -264,7 +264,7 @@ static void handle_reply(dlock_subscriber *s, redisReply *r)
         r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING)
         return;
     const char *kind = r->element[0]->str, *channel = r->element[1]->str;
-    if (dlock_node_sharded(s->node) && kind[0] == 's') /* ssubscribe, smessage, sunsubscribe */
+    if (dlock__node_sharded(s->node) && kind[0] == 's') /* ssubscribe, smessage, sunsubscribe */
         kind++;
     size_t len = r->element[1]->len, suffix = sizeof(DLOCK_CHANNEL_SUFFIX) - 1;
     if (len <= suffix)
@@ -273,7 +273,7 @@ static void handle_reply(dlock_subscriber *s, redisReply *r)
     struct channel *ch = *channel_slot(s, channel, len - suffix);
     if (subscribed && ch)
         ch->state = DLOCK_SUB_ACTIVE;
-    struct dlock_entry *e = dlock_keytab_find(s->keys, channel, len - suffix);
+    struct dlock_entry *e = dlock__keytab_find(s->keys, channel, len - suffix);
     if (strcmp(kind, "unsubscribe") == 0) {
         dropped(s, ch, e);
         return;
@@ -283,7 +283,7 @@ static void handle_reply(dlock_subscriber *s, redisReply *r)
     if (subscribed && ch && e->sub_state[s->idx] == DLOCK_SUB_PENDING)
         e->sub_state[s->idx] = DLOCK_SUB_ACTIVE;
     if (subscribed) {
-        dlock_entry_wake_head(e);
+        dlock__entry_wake_head(e);
         return;
     }
     const redisReply *to = r->element[2];
@@ -291,7 +291,7 @@ static void handle_reply(dlock_subscriber *s, redisReply *r)
         return;
     if (to->len == 0 || granted_to_head(e, to->str, to->len)) {
         e->releases++; /* released to nobody, or granted to our head: try now */
-        dlock_entry_wake_head(e);
+        dlock__entry_wake_head(e);
     } else {
         e->others[s->idx]++; /* granted to another process's waiter (queue.c counts them) */
     }
@@ -323,9 +323,9 @@ static void drain(int fd)
 static void turn(dlock_subscriber *s)
 {
     struct pollfd p[2] = {{.fd = s->wake[0], .events = POLLIN}, {.fd = -1, .events = POLLIN}};
-    if (s->conn && dlock_node_stale(s->node, s->conn)) /* Sentinel moved the primary */
+    if (s->conn && dlock__node_stale(s->node, s->conn)) /* Sentinel moved the primary */
         disconnect(s);
-    if (s->conn == NULL && (s->conn = dlock_node_subscriber(s->node)) != NULL) {
+    if (s->conn == NULL && (s->conn = dlock__node_subscriber(s->node)) != NULL) {
         pthread_mutex_lock(s->mu);
         s->connected = 1;
         pthread_mutex_unlock(s->mu);
@@ -336,7 +336,7 @@ static void turn(dlock_subscriber *s)
         p[1].fd = s->conn->fd;
     if (poll(p, 2, s->conn ? SWEEP_MS : RECONNECT_MS) < 0 && errno != EINTR)
         return;
-    int64_t now = dlock_now_ms();
+    int64_t now = dlock__now_ms();
     if (s->conn && now - s->swept_ms >= SWEEP_MS) {
         pthread_mutex_lock(s->mu);
         sweep(s, now);
@@ -362,8 +362,8 @@ static void *run(void *arg)
     }
 }
 
-dlock_subscriber *dlock_sub_start(pthread_mutex_t *mu, dlock_keytab *keys, dlock_node *node,
-                                  int idx, dlock_counters *counters)
+dlock_subscriber *dlock__sub_start(pthread_mutex_t *mu, dlock_keytab *keys, dlock_node *node,
+                                   int idx, dlock_counters *counters)
 {
     dlock_subscriber *s = calloc(1, sizeof(*s));
     if (s == NULL)
@@ -386,7 +386,7 @@ dlock_subscriber *dlock_sub_start(pthread_mutex_t *mu, dlock_keytab *keys, dlock
     return s;
 }
 
-void dlock_sub_stop(dlock_subscriber *s)
+void dlock__sub_stop(dlock_subscriber *s)
 {
     pthread_mutex_lock(s->mu);
     s->stop = 1;

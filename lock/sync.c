@@ -5,21 +5,21 @@
 #include <sys/random.h>
 #include <time.h>
 
-int64_t dlock_now_ms(void)
+int64_t dlock__now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int64_t dlock_now_us(void)
+int64_t dlock__now_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-int dlock_cond_init(pthread_cond_t *cv)
+int dlock__cond_init(pthread_cond_t *cv)
 {
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
@@ -29,11 +29,11 @@ int dlock_cond_init(pthread_cond_t *cv)
     return rc;
 }
 
-void dlock_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t at_ms)
+void dlock__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t at_ms)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    int64_t ms = at_ms - dlock_now_ms();
+    int64_t ms = at_ms - dlock__now_ms();
     if (ms < 0)
         ms = 0;
     ts.tv_sec += ms / 1000;
@@ -45,14 +45,14 @@ void dlock_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t at_m
     pthread_cond_timedwait(cv, mu, &ts);
 }
 
-void dlock_sleep_ms(int64_t ms)
+void dlock__sleep_ms(int64_t ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
 }
 
-int dlock_jitter_ms(int retry_ms)
+int dlock__jitter_ms(int retry_ms)
 {
     static _Thread_local uint64_t state;
     while (state == 0)

@@ -3,7 +3,7 @@
  *
  * Renewal is an owner-checked PEXPIRE (a Lua script), so a renewal racing a
  * takeover can never extend someone else's lease. The thread renews one lease
- * at a time on its own connection, outside the mutex; dlock_wd_forget waits
+ * at a time on its own connection, outside the mutex; dlock__wd_forget waits
  * for that renewal to finish, so no renewal ever follows a release. */
 #include "lock/watchdog.h"
 
@@ -46,7 +46,7 @@ static void wake_holder(dlock_handle *h)
     for (int i = 0; h && i < 2; h = h->parent, i++) {
         pthread_cond_broadcast(&h->wake);
         if (h->sleeper)
-            dlock_runner_wake(h->sleeper);
+            dlock__runner_wake(h->sleeper);
     }
 }
 
@@ -58,7 +58,7 @@ static void retire(dlock_watchdog *wd, struct dlock_lease *l, int interrupt)
     unlink_lease(wd, l);
     if (interrupt) {
         l->holder->interrupted = 1;
-        dlock_count(&wd->counters->interrupts);
+        dlock__count(&wd->counters->interrupts);
         dlock_handle *set = l->holder->parent;
         for (int i = 0; set && i < set->nparts; i++)
             if (!set->parts[i]->interrupted && set->parts[i]->lease->watched)
@@ -93,16 +93,16 @@ static void renewal_done(dlock_watchdog *wd, struct dlock_lease *l, int rc, int6
     if (rc == DLOCK_OK) {
         if (l->granted_ms == 0) { /* the first after a grant only restarts the lease */
             l->renewals++;
-            dlock_count(&wd->counters->renewals);
+            dlock__count(&wd->counters->renewals);
         }
         l->granted_ms = 0;
-        l->valid_until_ms = sent + l->lease_ms - dlock_drift_ms(l->lease_ms);
+        l->valid_until_ms = sent + l->lease_ms - dlock__drift_ms(l->lease_ms);
         l->next_renew_ms = sent + l->lease_ms / 3;
     } else if (rc == DLOCK_ERR_LOST) {
         retire(wd, l, 0);
     } else { /* try again soon; the local deadline bounds how long */
         int retry = l->lease_ms / 10;
-        l->next_renew_ms = dlock_now_ms() + (retry < 5 ? 5 : retry > 1000 ? 1000 : retry);
+        l->next_renew_ms = dlock__now_ms() + (retry < 5 ? 5 : retry > 1000 ? 1000 : retry);
     }
 }
 
@@ -116,11 +116,11 @@ static void renew(dlock_watchdog *wd, struct dlock_lease *l)
     for (int i = 0; i < n; i++) {
         group[i]->renewing = 1;
         r[i] = (dlock_node_renewal){group[i]->target, group[i]->token, group[i]->lease_ms,
-                                    dlock_lease_renew_script(group[i]), group[i]->need};
+                                    dlock__lease_renew_script(group[i]), group[i]->need};
     }
-    int64_t sent = dlock_now_ms();
+    int64_t sent = dlock__now_ms();
     pthread_mutex_unlock(wd->mu);
-    dlock_quorum_renew(wd->quorum, wd->conn, n, r, rcs);
+    dlock__quorum_renew(wd->quorum, wd->conn, n, r, rcs);
     pthread_mutex_lock(wd->mu);
     for (int i = 0; i < n; i++)
         renewal_done(wd, group[i], rcs[i], sent);
@@ -148,13 +148,13 @@ static void *run(void *arg)
     pthread_mutex_lock(wd->mu);
     while (!wd->stop) {
         struct dlock_lease *l = earliest(wd);
-        int64_t now = dlock_now_ms();
+        int64_t now = dlock__now_ms();
         if (l == NULL) {
             wd->wake_at = INT64_MAX;
             pthread_cond_wait(&wd->tick, wd->mu);
         } else if (l->next_renew_ms > now) {
             wd->wake_at = l->next_renew_ms;
-            dlock_cond_wait_until(&wd->tick, wd->mu, l->next_renew_ms);
+            dlock__cond_wait_until(&wd->tick, wd->mu, l->next_renew_ms);
         } else if (now >= l->valid_until_ms) {
             retire(wd, l, 0); /* renewals kept failing until the lease ran out */
         } else if (holder_used_up(l)) {
@@ -167,7 +167,7 @@ static void *run(void *arg)
     return NULL;
 }
 
-dlock_watchdog *dlock_wd_start(pthread_mutex_t *mu, dlock_quorum *q, dlock_counters *counters)
+dlock_watchdog *dlock__wd_start(pthread_mutex_t *mu, dlock_quorum *q, dlock_counters *counters)
 {
     dlock_watchdog *wd = calloc(1, sizeof(*wd));
     if (wd == NULL)
@@ -176,8 +176,8 @@ dlock_watchdog *dlock_wd_start(pthread_mutex_t *mu, dlock_quorum *q, dlock_count
     wd->quorum = q;
     wd->counters = counters;
     wd->wake_at = INT64_MAX;
-    dlock_cond_init(&wd->tick);
-    dlock_cond_init(&wd->idle);
+    dlock__cond_init(&wd->tick);
+    dlock__cond_init(&wd->idle);
     if (pthread_create(&wd->thread, NULL, run, wd) != 0) {
         pthread_cond_destroy(&wd->idle);
         pthread_cond_destroy(&wd->tick);
@@ -187,7 +187,7 @@ dlock_watchdog *dlock_wd_start(pthread_mutex_t *mu, dlock_quorum *q, dlock_count
     return wd;
 }
 
-void dlock_wd_stop(dlock_watchdog *wd)
+void dlock__wd_stop(dlock_watchdog *wd)
 {
     pthread_mutex_lock(wd->mu);
     wd->stop = 1;
@@ -202,18 +202,18 @@ void dlock_wd_stop(dlock_watchdog *wd)
     free(wd);
 }
 
-void dlock_wd_hold(dlock_watchdog *wd, dlock_handle *h, struct dlock_lease *l, int renew_it)
+void dlock__wd_hold(dlock_watchdog *wd, dlock_handle *h, struct dlock_lease *l, int renew_it)
 {
     h->lease = l;
     h->seq = 0;
     h->renewals_at_start = 0;
     l->holder = h;
     l->renewals = 0;
-    l->valid_until_ms = l->acquired_ms + l->lease_ms - dlock_drift_ms(l->lease_ms);
+    l->valid_until_ms = l->acquired_ms + l->lease_ms - dlock__drift_ms(l->lease_ms);
     l->next_renew_ms = l->acquired_ms + l->lease_ms / 3;
     if (l->granted_ms > 0) { /* the key is ours for the grant's lease: restarted at a third
                               * of that, as a lease is renewed - a short turn never is */
-        l->valid_until_ms = l->acquired_ms + l->granted_ms - dlock_drift_ms(l->granted_ms);
+        l->valid_until_ms = l->acquired_ms + l->granted_ms - dlock__drift_ms(l->granted_ms);
         l->next_renew_ms = l->acquired_ms + l->granted_ms / 3;
     }
     if (!renew_it)
@@ -228,9 +228,9 @@ void dlock_wd_hold(dlock_watchdog *wd, dlock_handle *h, struct dlock_lease *l, i
         pthread_cond_signal(&wd->tick);
 }
 
-void dlock_wd_lost(dlock_watchdog *wd, struct dlock_lease *l) { retire(wd, l, 0); }
+void dlock__wd_lost(dlock_watchdog *wd, struct dlock_lease *l) { retire(wd, l, 0); }
 
-void dlock_wd_forget(dlock_watchdog *wd, struct dlock_lease *l)
+void dlock__wd_forget(dlock_watchdog *wd, struct dlock_lease *l)
 {
     unlink_lease(wd, l);
     while (l->renewing)

@@ -89,9 +89,9 @@ static void test_a_keys_slot_is_the_one_redis_computes(void **state)
     const char *keys[] = {"123456789", "stock:lock:{42}", "{user1000}.following", "foo{}{bar}",
                           "foo{{bar}}zap", "foo{bar}{zap}", "{", "}{x}", "a{b", ""};
     for (size_t i = 0; i < sizeof(keys) / sizeof(*keys); i++)
-        assert_int_equal(dlock_slot_of(keys[i], NULL),
+        assert_int_equal(dlock__slot_of(keys[i], NULL),
                          th_redis_int(&cluster.node[0], "CLUSTER KEYSLOT %s", keys[i]));
-    assert_int_equal(dlock_slot_of("123456789", NULL), 0x31c3 % 16384); /* CRC16's check */
+    assert_int_equal(dlock__slot_of("123456789", NULL), 0x31c3 % 16384); /* CRC16's check */
 }
 
 static void test_keys_of_many_slots_are_locked_each_on_its_owner(void **state)

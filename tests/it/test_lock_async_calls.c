@@ -1,7 +1,8 @@
 /* test_lock_async_calls.c - the asynchronous API beyond the acquires'
  * waiting (dlock_async.h), against a real, private redis-server: done on
  * the caller's executor (cfg.post, a tiny one of the test's) and a hand-off
- * from a release on that executor posted from inside the release; without
+ * from a release on that executor posted from inside the release; asks
+ * behind a local holder that wake none of libdlock's threads; without
  * post, done on libdlock's threads; dlock_cancel of a waiter, of a
  * multi-lock that had a key, of a sleep, and refused once a result is
  * decided; dlock_release_async by hand-off, in Redis, of a lost lease, of
@@ -157,6 +158,57 @@ static void test_done_runs_on_the_callers_executor_and_a_hand_off_posts_from_the
     assert_true(atomic_load(&b.posted_in_release)); /* posted inside the release ... */
     assert_true(b.on_exec);                         /* ... and run by the executor */
     assert_int_equal(dlock_release(b.h), DLOCK_OK);
+    dlock_client_free(c);
+    th_exec_stop(exec);
+    exec = NULL;
+}
+
+/* A batch of stockd's asks for its item's lock while the last batch holds
+ * it: an ask that can only wait (behind a valid local holder, or behind the
+ * head) sleeps on the runner's timers from the start, waking none of
+ * libdlock's threads; the hand-off still ends it inline. */
+static void test_asks_behind_a_local_holder_wake_no_libdlock_thread(void **state)
+{
+    (void)state;
+    enum { N = 60 };
+    exec = th_exec_start();
+    dlock_client *c = client_posting_to(exec);
+    dlock_opts o = patient(30000);
+    dlock_handle *h;
+    static struct call k[N];
+    assert_int_equal(dlock_acquire(c, "calls:parked", &o, &h), DLOCK_OK);
+    call_init(&k[0]); /* the first arms the runner's first timer: its threads learn of it */
+    assert_int_equal(dlock_acquire_async(c, "calls:parked", &o, &k[0].req), DLOCK_OK);
+    assert_true(th_threads_idle(10000 * TH_SLOWER));
+    long before = th_threads_sleeps();
+    for (int i = 1; i < N; i++) {
+        call_init(&k[i]);
+        assert_int_equal(dlock_acquire_async(c, "calls:parked", &o, &k[i].req), DLOCK_OK);
+        usleep(3000); /* time for a thread woken by the ask to step it and sleep again */
+    }
+    assert_true(th_threads_idle(10000 * TH_SLOWER));
+    long slept = th_threads_sleeps() - before;
+    /* an ask that woke a thread made it sleep again: N - 1 sleeps or so, fewer
+     * on a busy machine; a stray one (the subscriber's look, each second) is
+     * all that may come now */
+    assert_true(slept < N / 6);
+    for (int i = 0; i < N; i++)
+        assert_false(atomic_load(&k[i].done));
+    struct release_job j = {.req = {.done = run_release_job}, .h = h};
+    j.req.data = &j;
+    th_exec_post(exec, &j.req);
+    wait_done(&k[0], 10000);
+    assert_int_equal(j.rc, DLOCK_OK);
+    assert_int_equal(k[0].rc, DLOCK_OK);
+    assert_int_equal(dlock_handoff_seq(k[0].h), 1); /* handed over, ... */
+    assert_true(atomic_load(&k[0].posted_in_release)); /* ... ended inside the release */
+    for (int i = 1; i < N; i++)
+        assert_int_equal(dlock_cancel(&k[i].req), DLOCK_OK);
+    for (int i = 1; i < N; i++) {
+        wait_done(&k[i], 10000);
+        assert_int_equal(k[i].rc, DLOCK_ERR_CANCELLED);
+    }
+    assert_int_equal(dlock_release(k[0].h), DLOCK_OK);
     dlock_client_free(c);
     th_exec_stop(exec);
     exec = NULL;
@@ -476,6 +528,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(
             test_done_runs_on_the_callers_executor_and_a_hand_off_posts_from_the_release),
+        cmocka_unit_test(test_asks_behind_a_local_holder_wake_no_libdlock_thread),
         cmocka_unit_test(test_without_post_done_runs_on_libdlock_threads_not_in_the_release),
         cmocka_unit_test(
             test_a_cancelled_waiter_holds_nothing_and_the_next_gets_the_key_in_order),

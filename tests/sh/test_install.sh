@@ -39,7 +39,7 @@ rc=$?
 # The version dlock.h gives; the soname carries its major.
 version=$(sed -n 's/^#define DLOCK_VERSION "\(.*\)"/\1/p' lock/dlock.h)
 major=${version%%.*}
-headers=(dlock.h dlock_async.h dlock_sem.h dlock_rw.h) # libdlock's public headers
+headers=(dlock.h dlock_base.h dlock_async.h dlock_sem.h dlock_rw.h) # libdlock's public headers
 for f in lib/libdlock.a lib/libdlock.so lib/libdlock.so.$major lib/libdlock.so.$version \
     "${headers[@]/#/include/}" lib/pkgconfig/dlock.pc share/man/man1/loadgen.1 share/man/man3/libdlock.3 \
     share/man/man3/dlock_acquire.3 share/man/man8/stockd.8; do

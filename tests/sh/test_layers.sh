@@ -5,8 +5,10 @@
 # its own node): no circle of calls in a product, no call up a layer of
 # tests/sh/layers.txt, products that call each other only where allowed
 # (server/ calls the lock only through its public headers, lock/dlock*.h;
-# lock/ and loadgen/ nothing of the others), and http.c and its handlers that reach the service, not what
-# lies beneath it.
+# lock/ and loadgen/ nothing of the others), and http.c and its handlers that
+# reach the service, not what lies beneath it. Inside the lock: only the API
+# files include its public headers of calls, and what no public header
+# declares is named dlock__name.
 # A planted circle proves the check can fail. Prints cmocka-style lines for
 # tests/run.sh.
 set -uo pipefail
@@ -69,11 +71,18 @@ expect_none "lock/ calls nothing of the other products" \
 expect_none "loadgen/ calls nothing of the other products" \
     "$(awk '$1 ~ /^loadgen\// && $2 !~ /^loadgen\//' <<<"$edges")"
 # What the lock's public headers declare is its whole surface for the server.
-public=(lock/dlock.h lock/dlock_async.h lock/dlock_sem.h lock/dlock_rw.h)
+public=(lock/dlock.h lock/dlock_base.h lock/dlock_async.h lock/dlock_sem.h lock/dlock_rw.h)
 dlock_api=$(grep -ho 'dlock_[a-z0-9_]*' "${public[@]}" | sort -u)
 expect_none "server/ calls the lock only through its public headers" \
     "$(awk -v api="$dlock_api" 'BEGIN { n = split(api, a, "\n"); for (i = 1; i <= n; i++) ok[a[i]] }
         $1 ~ /^server\// && $2 ~ /^lock\// && !($3 in ok)' <<<"$edges")"
+# Inside the lock, a name says whether a call crosses its API (as libuv's
+# uv__name): what lock/ defines and no public header declares is dlock__name.
+expect_none "lock/'s symbols that no public header declares are named dlock__" \
+    "$(for o in "$objs"/lock/*.o; do
+        nm -g --defined-only "$o" | awk -v f="lock/${o##*/}" 'NF == 3 { print f, $3 }'
+    done | awk -v api="$dlock_api" 'BEGIN { n = split(api, a, "\n"); for (i = 1; i <= n; i++) ok[a[i]] }
+        !($2 in ok) && $2 !~ /^dlock__/')"
 # http.c and its handlers parse, ask the service, answer: they never reach the
 # store, the lock, the group-commit queues or the configuration (tls.c is the
 # plumbing's own: HTTPS's session tickets).
@@ -93,14 +102,24 @@ expect_none "lock/ and loadgen/ include nothing of the other products" \
 expect_none "server/ includes only the lock's public headers" \
     "$(grep -H '^#include "' server/*.[ch] |
         awk -F'"' '$2 ~ /\// && $2 !~ /^server\// && $2 !~ /^lock\/dlock(_async|_sem|_rw)?\.h$/')"
+# The library's own files see its API through lock/internal.h, which holds
+# only dlock_base.h (codes, limits, config, options, the request): a public
+# header of calls is included by the files that define those calls alone, so
+# that no include runs back up from the files beneath them.
+expect_none "lock/'s internal files include no public header but dlock_base.h, through internal.h" \
+    "$(grep -H '^#include "lock/dlock' lock/*.[ch] |
+        awk -F'"' '$1 !~ /^lock\/(dlock|dlock_async|sem|rw|fence|handle)\.c:/ &&
+            !($1 == "lock/internal.h:#include " && $2 == "lock/dlock_base.h")')"
 # One include style: a project header is named from the root ("server/log.h"),
 # never by its bare name, so that a name says where the file lives. But for
-# the lock's public headers among themselves: they include "dlock.h", their
-# sibling, which works in the tree and from an installed include dir alike.
+# the lock's public headers among themselves: they include "dlock.h" or
+# "dlock_base.h", their siblings, which works in the tree and from an
+# installed include dir alike.
 expect_none "every #include \"...\" names its header from the root" \
     "$(grep -H '^#include "' lock/*.[ch] server/*.[ch] loadgen/*.[ch] man/*.c bench/*.c \
         tests/*/*.[ch] |
-        awk -F'"' '$1 ~ /^lock\/dlock(_async|_sem|_rw)?\.h:/ && $2 == "dlock.h" { next }
+        awk -F'"' '$1 ~ /^lock\/dlock(_base|_async|_sem|_rw)?\.h:/ &&
+                ($2 == "dlock.h" || $2 == "dlock_base.h") { next }
             { if ((getline line < $2) < 0) print; else close($2) }')"
 
 # The check itself: a circle planted in two objects of their own is found.

@@ -263,6 +263,31 @@ static int others_sleep(void)
     return all;
 }
 
+long th_threads_sleeps(void)
+{
+    int self = (int)gettid();
+    long sum = 0;
+    DIR *d = opendir("/proc/self/task");
+    for (struct dirent *de; d && (de = readdir(d));) {
+        int tid = atoi(de->d_name);
+        char path[64], line[128];
+        if (de->d_name[0] == '.' || tid == self)
+            continue;
+        snprintf(path, sizeof(path), "/proc/self/task/%d/status", tid);
+        FILE *f = fopen(path, "r");
+        long n = 0;
+        while (f && fgets(line, sizeof(line), f))
+            if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1)
+                break;
+        if (f)
+            fclose(f);
+        sum += n;
+    }
+    if (d)
+        closedir(d);
+    return sum;
+}
+
 int th_threads_idle(int bound_ms)
 {
     for (int waited = 0, seen = 0; waited < bound_ms; waited += 20) {

@@ -84,6 +84,11 @@ int th_thread_count(void);
 /* Thread tid's state letter from /proc (R, S...), or 0 when it is gone. */
 char th_thread_state(int tid);
 
+/* How many times the threads of this process but the caller went to sleep
+ * so far (their voluntary context switches, summed from /proc): each wake
+ * of one of libdlock's threads ends in one. */
+long th_threads_sleeps(void);
+
 /* Waits (at most bound_ms) until every other thread of this process has
  * slept through five looks in a row, 20 ms apart: libdlock's threads have
  * nothing to do (its asynchronous waiters are parked). 1, or 0 when they

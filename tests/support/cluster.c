@@ -222,7 +222,7 @@ const char *th_cluster_tag_on(const th_cluster *c, int i, int start, char *buf, 
         snprintf(buf, 16, "t%d", n);
         char key[24];
         snprintf(key, sizeof(key), "{%s}", buf);
-        *slot = dlock_slot_of(key, NULL);
+        *slot = dlock__slot_of(key, NULL);
         if (th_cluster_owner(c, *slot) == i)
             return buf;
     }
