@@ -178,12 +178,13 @@ void service_run_probe(service *s, exec_task *t, exec_fn *fn) { exec_post(s->pro
 /* ---- an order's door ---- */
 
 /* The bytes an order of n lines takes, its keys of keylen bytes at most
- * each, and its batch memory (batched) after it. */
+ * each, and after it its batch memory (batched) or its steps' (alone). */
 static size_t order_size(int n, size_t keylen, int batched)
 {
     size_t per_line = sizeof(store_fence) + sizeof(char *) + sizeof(int64_t) + keylen + 1;
-    return sizeof(struct order) + (size_t)n * per_line + (batched ? service_batch_size(n) : 0) +
-           sizeof(void *); /* the batch's alignment */
+    return sizeof(struct order) + (size_t)n * per_line +
+           (batched ? service_batch_size(n) : sizeof(struct alone)) +
+           sizeof(void *); /* its alignment */
 }
 
 /* o's arrays, laid out after it in its one allocation. */
@@ -202,6 +203,9 @@ static void order_lay_out(struct order *o, size_t keylen, int batched)
     }
     uintptr_t at = ((uintptr_t)p + sizeof(void *) - 1) & ~(uintptr_t)(sizeof(void *) - 1);
     o->lead = batched ? (struct batch *)at : NULL;
+    o->alone = batched ? NULL : (struct alone *)at;
+    if (o->alone)
+        *o->alone = (struct alone){.o = o};
 }
 
 /* An order's memory, from its request: one allocation, at the door. NULL

@@ -1,6 +1,7 @@
 /* service_order.c - an order placed alone (with work time, without group
- * commit, or in a lock mode other than redis): every line deducted, or none. The operation is deliberately the classic
- * read, work, write: separate steps, as in findById / modify / save. In
+ * commit, or in a lock mode other than redis): every line deducted, or
+ * none. The operation is deliberately the classic read, work, write:
+ * separate steps, as in findById / modify / save. In
  * redis mode they run under the lock of every item of the order (a
  * multi-lock for several), and the read claims each row with its own key's
  * fencing token, so a holder whose lease ran out can never write after a
@@ -37,7 +38,7 @@ static struct order *order_of_task(exec_task *t)
 
 static struct order *order_of_timer(exec_task *t)
 {
-    return (struct order *)((char *)t - offsetof(struct order, timer.task));
+    return ((struct alone *)((char *)t - offsetof(struct alone, timer.task)))->o;
 }
 
 /* o ends with out. */
@@ -69,9 +70,9 @@ static int write_and_commit(service *s, store_conn *c, const store_new_order *o,
  * o->res.remaining by the read) and the tokens they were claimed with. */
 static store_new_order new_order_of(struct order *o)
 {
-    store_new_order n = service_new_order(o->s, &o->r, o->h);
+    store_new_order n = service_new_order(o->s, &o->r, o->alone->h);
     for (int i = 0; i < o->r.nlines; i++) {
-        n.lines[i].fence = o->h ? o->held[i] : (store_fence){0, 0};
+        n.lines[i].fence = o->alone->h ? o->held[i] : (store_fence){0, 0};
         n.lines[i].remaining = o->res.remaining[i] - o->r.lines[i].quantity;
     }
     return n;
@@ -84,25 +85,25 @@ static store_new_order new_order_of(struct order *o)
 static int raise_past_row(struct order *o, store_conn *c, int i, store_fence *f,
                           service_result *out)
 {
-    int rc = service_raise_fence(o->s, o->h, o->keys[i], store_stale_token(c));
+    int rc = service_raise_fence(o->s, o->alone->h, o->keys[i], store_stale_token(c));
     if (rc != DLOCK_OK)
         return service_from_lock(o->s, out, rc, o->keys[i], dlock_errstr());
-    *f = o->held[i] = service_token_of(o->s, o->h, o->keys[i]);
+    *f = o->held[i] = service_token_of(o->s, o->alone->h, o->keys[i]);
     return SERVICE_OK;
 }
 
-/* The read half, under o's lock (o->h) or none: claims each line's row with
- * its key's token (a row that refuses it for a newer one is claimed once
- * more after a raise), reads its stock into o->res.remaining, then answers
- * a retry of a committed order and refuses a short one. SERVICE_OK to go
- * on, else the outcome set in out. */
+/* The read half, under o's lock (o->alone->h) or none: claims each line's
+ * row with its key's token (a row that refuses it for a newer one is
+ * claimed once more after a raise), reads its stock into o->res.remaining,
+ * then answers a retry of a committed order and refuses a short one.
+ * SERVICE_OK to go on, else the outcome set in out. */
 static int read_lines(struct order *o, store_conn *c, service_result *out)
 {
     const req_order *r = &o->r;
     int64_t *stock = o->res.remaining;
     for (int i = 0; i < r->nlines; i++) {
         int64_t item = r->lines[i].item_id;
-        store_fence f = o->held[i] = service_token_of(o->s, o->h, o->keys[i]);
+        store_fence f = o->held[i] = service_token_of(o->s, o->alone->h, o->keys[i]);
         int rc = f.fence ? store_stock_claim(c, item, &f, &stock[i])
                          : store_stock_read(c, item, &stock[i]);
         if (rc == STORE_ERR_STALE) {
@@ -129,7 +130,7 @@ static void write_lines(struct order *o, service_result *out)
     store_conn *c = service_conn_get(o->s, out);
     if (c == NULL)
         return;
-    int rc = o->h ? dlock_check(o->h) : DLOCK_OK; /* the last moment to back out */
+    int rc = o->alone->h ? dlock_check(o->alone->h) : DLOCK_OK; /* the last moment to back out */
     if (rc != DLOCK_OK) {
         service_from_lock(o->s, out, rc, o->keys[0], dlock_strerror(rc));
     } else {
@@ -151,7 +152,7 @@ static void write_lines(struct order *o, service_result *out)
 static void locked_released(exec_task *t)
 {
     struct order *o = service_lock_call_of(t)->req.data;
-    int rc = o->lock.req.rc;
+    int rc = o->alone->lock.req.rc;
     if (rc != DLOCK_OK && rc != DLOCK_ERR_CLOSED && o->res.outcome == SERVICE_OK) {
         int64_t items[RULE_ORDER_LINES_MAX];
         for (int i = 0; i < o->r.nlines; i++)
@@ -167,7 +168,7 @@ static void locked_released(exec_task *t)
 static void locked_end(struct order *o, const service_result *out)
 {
     service_keep(&o->res, &o->r, out);
-    service_lock_release(o->s, &o->lock, o, locked_released, o->h);
+    service_lock_release(o->s, &o->alone->lock, o, locked_released, o->alone->h);
 }
 
 /* Written under the lock, then released. */
@@ -184,11 +185,11 @@ static void locked_worked(exec_task *t)
 {
     struct order *o = service_lock_call_of(t)->req.data;
     service_touch(o);
-    if (o->lock.req.rc == DLOCK_OK)
+    if (o->alone->lock.req.rc == DLOCK_OK)
         return locked_write(o);
     service_result out;
     service_result_clear(&out);
-    service_from_lock(o->s, &out, o->lock.req.rc, o->keys[0], o->lock.req.err);
+    service_from_lock(o->s, &out, o->alone->lock.req.rc, o->keys[0], o->alone->lock.req.err);
     locked_end(o, &out);
 }
 
@@ -210,9 +211,9 @@ static void locked_granted(exec_task *t)
                               lc->req.err);
         return end_with(o, &out);
     }
-    o->h = lc->req.h;
+    o->alone->h = lc->req.h;
     if (o->r.nlines > 1)
-        metrics_multilock_wait(s->metrics, service_now_ms() - o->lock_asked_ms);
+        metrics_multilock_wait(s->metrics, service_now_ms() - o->alone->lock_asked_ms);
     service_note_redis(s, DLOCK_OK, "");
     store_conn *c = service_conn_get(s, &out);
     int go = c && read_lines(o, c, &out) == SERVICE_OK;
@@ -224,23 +225,23 @@ static void locked_granted(exec_task *t)
     if (work == 0)
         return locked_write(o);
     int rc = DLOCK_ERR_CANCELLED;
-    if (service_lock_begin(s, &o->lock, o, locked_worked, 1))
-        rc = dlock_sleep_async(o->h, work, &o->lock.req);
-    service_lock_asked(&o->lock, rc); /* not slept: locked_worked answers why */
+    if (service_lock_begin(s, &o->alone->lock, o, locked_worked, 1))
+        rc = dlock_sleep_async(o->alone->h, work, &o->alone->lock.req);
+    service_lock_asked(&o->alone->lock, rc); /* not slept: locked_worked answers why */
 }
 
 /* Asks for the lock of every line's item, as one. */
 static void locked_ask(struct order *o)
 {
     service *s = o->s;
-    o->lock_asked_ms = service_now_ms();
+    o->alone->lock_asked_ms = service_now_ms();
     int rc = DLOCK_ERR_CANCELLED;
-    if (service_lock_begin(s, &o->lock, o, locked_granted, 1))
+    if (service_lock_begin(s, &o->alone->lock, o, locked_granted, 1))
         rc = o->r.nlines == 1
-                 ? dlock_acquire_async(s->locks, o->keys[0], &s->cfg.lock, &o->lock.req)
+                 ? dlock_acquire_async(s->locks, o->keys[0], &s->cfg.lock, &o->alone->lock.req)
                  : dlock_acquire_multi_async(s->locks, o->keys, o->r.nlines, &s->cfg.lock,
-                                             &o->lock.req);
-    service_lock_asked(&o->lock, rc); /* refused at once: locked_granted answers why */
+                                             &o->alone->lock.req);
+    service_lock_asked(&o->alone->lock, rc); /* refused at once: locked_granted answers why */
 }
 
 /* ---- without a distributed lock ---- */
@@ -274,7 +275,7 @@ static void unlocked_read(exec_task *t)
     int work = work_ms_of(o->s, &o->r);
     if (work == 0)
         return unlocked_write(o);
-    exec_timer_start(o->s->work, &o->timer, service_now_ms() + work, unlocked_worked);
+    exec_timer_start(o->s->work, &o->alone->timer, service_now_ms() + work, unlocked_worked);
 }
 
 /* The indices of r's lines by item id: rows locked in one order everywhere,
@@ -349,21 +350,22 @@ static exec_fn rows_retry_fn;
 static void hold_end(struct order *o)
 {
     service *s = o->s;
-    if (!o->holding)
+    if (!o->alone->holding)
         return;
-    o->holding = 0;
+    o->alone->holding = 0;
     pthread_mutex_lock(&s->mu);
     struct order *next = s->hold_head;
     if (next && (s->hold_head = next->next) == NULL)
         s->hold_tail = NULL;
     if (next) { /* our turn passes on (under mu: its deadline's handler looks) */
-        next->waiting_turn = 0;
-        next->holding = 1;
+        next->alone->waiting_turn = 0;
+        next->alone->holding = 1;
     } else {
         s->holds--;
     }
     pthread_mutex_unlock(&s->mu);
-    if (next && exec_timer_stop(s->work, &next->timer)) /* else its deadline's handler runs it */
+    /* disarmed: its turn runs now; else its deadline's handler runs it */
+    if (next && exec_timer_stop(s->work, &next->alone->timer))
         exec_post(s->work, &next->task, rows_try);
 }
 
@@ -373,7 +375,7 @@ static void hold_timed_out(exec_task *t)
     struct order *o = order_of_timer(t);
     service *s = o->s;
     pthread_mutex_lock(&s->mu);
-    int waiting = o->waiting_turn;
+    int waiting = o->alone->waiting_turn;
     struct order **p = &s->hold_head, *prev = NULL;
     while (waiting && *p != o)
         prev = *p, p = &(*p)->next;
@@ -381,7 +383,7 @@ static void hold_timed_out(exec_task *t)
         *p = o->next;
         if (s->hold_tail == o)
             s->hold_tail = prev;
-        o->waiting_turn = 0;
+        o->alone->waiting_turn = 0;
     }
     pthread_mutex_unlock(&s->mu);
     if (!waiting) { /* a turn came as the deadline did: it is ours */
@@ -402,21 +404,21 @@ static void hold_timed_out(exec_task *t)
 static int hold_begin(struct order *o)
 {
     service *s = o->s;
-    if (o->holding)
+    if (o->alone->holding)
         return 1;
     pthread_mutex_lock(&s->mu);
     int now = s->holds < s->holds_max;
     if (now) {
         s->holds++;
-        o->holding = 1;
+        o->alone->holding = 1;
     } else {
-        o->next = NULL, o->waiting_turn = 1;
+        o->next = NULL, o->alone->waiting_turn = 1;
         if (s->hold_tail)
             s->hold_tail->next = o;
         else
             s->hold_head = o;
         s->hold_tail = o;
-        exec_timer_start(s->work, &o->timer,
+        exec_timer_start(s->work, &o->alone->timer,
                          service_now_ms() + s->cfg.store.busy_timeout_ms, hold_timed_out);
     }
     pthread_mutex_unlock(&s->mu);
@@ -426,13 +428,14 @@ static int hold_begin(struct order *o)
 /* The work is done, the rows' locks held all along: written, committed. */
 static void rows_write(struct order *o)
 {
+    struct alone *a = o->alone;
     service_result out;
     service_result_clear(&out);
     service_fault_point(o->s);
     store_new_order n = new_order_of(o);
-    service_from_order_store(&out, write_and_commit(o->s, o->c, &n, &out.order), o->c, &o->r);
-    store_put(o->s->store, o->c);
-    o->c = NULL;
+    service_from_order_store(&out, write_and_commit(o->s, a->c, &n, &out.order), a->c, &o->r);
+    store_put(o->s->store, a->c);
+    a->c = NULL;
     hold_end(o);
     end_with(o, &out);
 }
@@ -481,10 +484,10 @@ static void rows_step(struct order *o)
     if (c && rc == STORE_ERR_LOCK_TIMEOUT) {
         store_put(s->store, c);
         int64_t now = service_now_ms();
-        if (now < o->deadline_ms) {
-            int pause = 1 << (o->tries < 7 ? o->tries++ : 7);
+        if (now < o->alone->deadline_ms) {
+            int pause = 1 << (o->alone->tries < 7 ? o->alone->tries++ : 7);
             pause = pause < s->cfg.lock.retry_ms ? pause : s->cfg.lock.retry_ms;
-            exec_timer_start(s->work, &o->timer, now + pause, rows_retry_fn);
+            exec_timer_start(s->work, &o->alone->timer, now + pause, rows_retry_fn);
             return;
         }
         service_fail(&out, SERVICE_LOCK_TIMEOUT, "the rows of the order's items stayed locked "
@@ -508,10 +511,10 @@ static void rows_step(struct order *o)
         hold_end(o);
         return end_with(o, &out);
     }
-    o->c = c; /* held, with its rows' locks, across the work */
+    o->alone->c = c; /* held, with its rows' locks, across the work */
     if (work == 0)
         return rows_write(o);
-    exec_timer_start(s->work, &o->timer, service_now_ms() + work, rows_worked);
+    exec_timer_start(s->work, &o->alone->timer, service_now_ms() + work, rows_worked);
 }
 
 static void rows_try(exec_task *t) { rows_step(order_of_task(t)); }
@@ -520,7 +523,7 @@ static void rows_retry_fn(exec_task *t) { rows_step(order_of_timer(t)); }
 void service_order_alone(struct order *o)
 {
     service *s = o->s;
-    o->deadline_ms = service_now_ms() + s->cfg.lock.wait_ms;
+    o->alone->deadline_ms = service_now_ms() + s->cfg.lock.wait_ms;
     switch (s->cfg.lock_mode) {
     case SERVICE_LOCK_REDIS: locked_ask(o); break;
     case SERVICE_LOCK_NONE: exec_post(s->work, &o->task, unlocked_read); break;

@@ -2,9 +2,10 @@
  * from the top down: service.c (lifecycle, reads, health, metrics,
  * draining, and each order's and stock set's door) -> service_order.c (an
  * order placed alone, under each lock mode) and service_stock.c (a stock
- * set) -> service_batch.c (group commit) -> service_write.c (what writing an order needs: the order as
- * written, a retry's first answer, the tokens a lock holds and their raise,
- * the drain's commit check, a lock's wait registered for the drain) ->
+ * set) -> service_batch.c (group commit) -> service_write.c (what writing
+ * an order needs: the order as written, a retry's first answer, the tokens
+ * a lock holds and their raise, the drain's commit check, a lock's calls
+ * registered for the drain) -> service_answer.c (an order's end) ->
  * service_log.c (the lines an order leaves) -> service_result.c
  * (outcomes, names, error mapping). Each file's functions are declared
  * below in that order. Not for other modules. */
@@ -125,6 +126,21 @@ struct batch {
     struct batch_item item[]; /* items_max: 1 for an item's batch, DLOCK_MULTI_MAX for carts */
 };
 
+/* An order placed alone (service_order.c), between its steps: memory of the
+ * order's own, where a batched order keeps the batch it may lead. */
+struct alone {
+    struct order *o;
+    struct lock_call lock;  /* its lock: asked, slept under, released */
+    dlock_handle *h;
+    store_conn *c;          /* held across a wait (lock mode db with work) */
+    exec_timer timer;       /* its work, a retry, or a turn's deadline */
+    int64_t deadline_ms;    /* of its wait for a row lock (mode db) */
+    int tries;              /* ...how many so far */
+    int holding;            /* it has a turn to hold a connection across its work */
+    int waiting_turn;       /* ...or waits for one (under the service's mu) */
+    int64_t lock_asked_ms;
+};
+
 /* One order from its door to its answer: one allocation at the door, sized
  * by its lines; every hand-off after that uses the links inside it. */
 struct order {
@@ -141,19 +157,11 @@ struct order {
     batch_link link;        /* group commit: its place in its key's queue */
     struct order *next;     /* group commit: the next order of its batch; a turn to
                              * hold a connection: the next waiting */
-    struct batch *lead;     /* the batch it may lead (its own memory), or NULL: alone */
-    int pending;            /* what still holds it once answered: its batch, its release */
+    struct batch *lead;     /* group commit: the batch it may lead (its own memory) */
+    struct alone *alone;    /* placed alone: its steps' state (its own memory); one of
+                             * the two is NULL */
+    int pending;            /* what still holds it once answered: its batch */
     int answered;
-    /* placed alone (service_order.c) */
-    struct lock_call lock;
-    dlock_handle *h;
-    store_conn *c;          /* held across a wait (lock mode db with work) */
-    exec_timer timer;       /* its work, a retry, or a turn's deadline */
-    int64_t deadline_ms;    /* of its wait for a row lock (mode db) */
-    int tries;              /* ...how many so far */
-    int holding;            /* it has a turn to hold a connection across its work */
-    int waiting_turn;       /* ...or waits for one (under the service's mu) */
-    int64_t lock_asked_ms;
     store_fence *held;      /* held[i]: line i's lock's token once taken, for the log */
     const char **keys;      /* keys[i]: line i's item's lock key */
     struct order_result res;
