@@ -10,7 +10,7 @@
 # turn, ROUNDS times; the last lines are each build's medians.
 # Usage: [OLD_BUILD=DIR] bench/share.sh [ROUNDS]. Knobs: BUILD (this tree's),
 # REPLICAS=1, SYNC=full, DURATION=5, STOCK=100000000 (0: every buyer finds
-# the item sold out). Needs perf (linux-perf; `make bench` installs it).
+# the item sold out). Needs perf (linux-perf: `scripts/deps.sh bench` installs it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/stack.sh

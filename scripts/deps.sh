@@ -70,6 +70,7 @@ bench)
     want_cmd redis-benchmark redis-tools
     want_cmd bc bc
     want_cmd sqlite3 sqlite3 # bench/item_read.sh writes millions of orders straight in
+    want_cmd perf linux-perf # bench/share.sh: the replicas' CPU and context switches
     [ -x /usr/bin/time ] || add time
     ;;
 docker)
