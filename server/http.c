@@ -1,9 +1,9 @@
 /* http.c - stockd's HTTP server, the libmicrohttpd plumbing: the daemon (a
  * few event threads over epoll) and its connection callbacks, request bodies
  * within their limits, the framing check, deadlines (reaper.c), the
- * refusals no route gets to see, handing each request to a thread that may
- * block (suspending its connection meanwhile), sending the answer, and a
- * graceful stop. What each route answers is the handler's (handlers.c,
+ * refusals no route gets to see, calling each request's handler on its
+ * event thread (and suspending the connection when the answer comes
+ * later), sending the answer, and a graceful stop. What each route answers is the handler's (handlers.c,
  * given to http_start): this file knows no route's meaning. */
 #include "server/http.h"
 

@@ -56,7 +56,6 @@ void service_answer(struct order *o)
     if (o->reduce)
         metrics_reduce(s->metrics, out.outcome);
     service_log_order(s, r, &out, o->held, o->t0_us);
-    o->answered = 1;
     o->done(&out, o->arg);
     if (o->pending == 0)
         service_order_free(o);

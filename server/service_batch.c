@@ -419,7 +419,7 @@ static int fits_savepoints(const batch_commit_link *l, void *arg)
 }
 
 /* One transaction of the batches waiting, as many as the store takes
- * savepoints for (PostgreSQL: 64 orders); those that joined meanwhile go
+ * savepoints for (PostgreSQL: 64 orders); those that join meanwhile go
  * with the next, which is posted behind what was queued meanwhile (the
  * grants of other items' batches, which so join it). */
 static void commit_round(exec_task *t)
@@ -487,8 +487,11 @@ static void batch_granted(exec_task *t)
     if (b->nitems > 1)
         metrics_multilock_wait(s->metrics, service_now_ms() - b->asked_ms);
     service_note_redis(s, DLOCK_OK, "");
+    /* posted, not run here: the grants this thread was handed meanwhile (the
+     * last commit's releases hand other items' batches over to it) run first,
+     * and join this transaction */
     if (batch_commit_join(s->commits, &b->commit))
-        commit_round(&s->commit_task);
+        exec_post(s->work, &s->commit_task, commit_round);
 }
 
 /* Asks for the lock of every item of b, as one; batch_granted follows on a

@@ -357,15 +357,18 @@ static void hold_end(struct order *o)
     struct order *next = s->hold_head;
     if (next && (s->hold_head = next->next) == NULL)
         s->hold_tail = NULL;
-    if (next) { /* our turn passes on (under mu: its deadline's handler looks) */
+    int disarmed = 0;
+    if (next) { /* our turn passes on, all under mu: its deadline's handler looks */
         next->alone->waiting_turn = 0;
         next->alone->holding = 1;
+        disarmed = exec_timer_stop(s->work, &next->alone->timer);
     } else {
         s->holds--;
     }
     pthread_mutex_unlock(&s->mu);
-    /* disarmed: its turn runs now; else its deadline's handler runs it */
-    if (next && exec_timer_stop(s->work, &next->alone->timer))
+    /* disarmed: its turn runs now; else its deadline's handler, queued, runs it (and
+     * next, which it may end, is not ours to touch any more) */
+    if (disarmed)
         exec_post(s->work, &next->task, rows_try);
 }
 

@@ -160,8 +160,7 @@ struct order {
     struct batch *lead;     /* group commit: the batch it may lead (its own memory) */
     struct alone *alone;    /* placed alone: its steps' state (its own memory); one of
                              * the two is NULL */
-    int pending;            /* what still holds it once answered: its batch */
-    int answered;
+    int pending;            /* its batch still holds it once answered: freed at its end */
     store_fence *held;      /* held[i]: line i's lock's token once taken, for the log */
     const char **keys;      /* keys[i]: line i's item's lock key */
     struct order_result res;
@@ -178,6 +177,9 @@ struct stock_set {
     struct lock_call lock;
     dlock_handle *h;
     store_fence held;
+    exec_timer timer;       /* lock mode db: the next try for the row's lock */
+    int64_t deadline_ms;    /* ...until then */
+    int tries;
     service_result out;
     char key[DLOCK_KEY_MAX + 1];
 };
@@ -287,8 +289,8 @@ const void *service_here(void);
 void service_touch(struct order *o);
 
 /* o is answered: counted, logged, handed to its caller; freed now unless
- * something still holds it (o->pending: a batch it is in, a release of its
- * lock in flight), whose end frees it then. On any thread. */
+ * its batch still holds it (o->pending), whose end frees it then. On any
+ * thread. */
 void service_answer(struct order *o);
 
 /* Frees o. */

@@ -126,6 +126,9 @@ int service_from_lock(service *s, service_result *out, int rc, const char *key,
         return service_fail(out, SERVICE_REDIS_DOWN, "Redis unavailable: %s", detail);
     case DLOCK_ERR_AUTH: /* dlock_errstr says "Redis authentication failed: ..." */
         return service_fail(out, SERVICE_REDIS_DOWN, "%s; nothing deducted", detail);
+    case DLOCK_ERR_NOMEM: /* the ask's memory, at its call */
+        return service_fail(out, SERVICE_NO_MEMORY, "out of memory for the lock's wait; "
+                            "nothing deducted");
     case DLOCK_ERR_CANCELLED: /* the drain withdrew the wait: its commit would be refused */
     case DLOCK_ERR_CLOSED:
         return service_fail(out, SERVICE_SHUTTING_DOWN,

@@ -1,34 +1,80 @@
 /* service_stock.c - an item's stock set (PUT /items/{id}): the item must
  * exist (else 404, and its lock never touches Redis); then, in redis mode,
  * the stock is written under the item's lock, fenced with its token, so a
- * restock never interleaves with a deduction. Each step on a service
- * thread; the lock waited for as memory. */
+ * restock never interleaves with a deduction; in db mode, in a transaction
+ * holding the row's lock, had without waiting (held elsewhere: tried again
+ * on a timer until --wait-ms). Each step on a service thread; every wait
+ * (the lock, the row) as memory. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "server/service_parts.h"
 
-/* The stock written (fenced under the lock), and the item read back. */
-static void stock_write(struct stock_set *ss)
+/* The stock's write: fenced (f) under the lock, or in db mode in a
+ * transaction that takes the row's lock without waiting for it. STORE_OK,
+ * STORE_ERR_LOCK_TIMEOUT (db mode: the row is held elsewhere), or a
+ * failure. */
+static int write_stock(struct stock_set *ss, store_conn *c, const store_fence *f)
+{
+    store_commit_check check = {service_commits_allowed, ss->s};
+    if (ss->s->cfg.lock_mode != SERVICE_LOCK_DB)
+        return store_item_set_stock(c, ss->item, ss->stock, f, &check);
+    int64_t was;
+    int rc = store_tx_begin(c);
+    if (rc == STORE_OK)
+        rc = store_tx_lock_stock(c, ss->item, 0, &was);
+    if (rc == STORE_OK)
+        rc = store_tx_set_stock(c, ss->item, ss->stock, NULL);
+    if (rc == STORE_OK)
+        return store_tx_commit(c, &check);
+    store_tx_abort(c);
+    return rc;
+}
+
+static void stock_retry(exec_task *t);
+
+/* A row held elsewhere (db mode): 1 when another try is armed, else 0 with
+ * the answer in out (past --wait-ms, or the drain). */
+static int try_again(struct stock_set *ss)
+{
+    service *s = ss->s;
+    int64_t now = service_now_ms();
+    if (now < ss->deadline_ms && !atomic_load(&s->commits_refused)) {
+        int pause = 1 << (ss->tries < 7 ? ss->tries++ : 7);
+        pause = pause < s->cfg.lock.retry_ms ? pause : s->cfg.lock.retry_ms;
+        exec_timer_start(s->work, &ss->timer, now + pause, stock_retry);
+        return 1;
+    }
+    service_fail(&ss->out, SERVICE_LOCK_TIMEOUT, "the row of item %lld stayed locked for %d ms; "
+                 "try again", (long long)ss->item, s->cfg.lock.wait_ms);
+    return 0;
+}
+
+/* The stock written, and the item read back: 0 with the answer in ss->out,
+ * or 1 when it is to be tried again (db mode, on a timer). */
+static int stock_write(struct stock_set *ss)
 {
     service *s = ss->s;
     service_result *out = &ss->out;
     store_conn *c = service_conn_get(s, out);
     if (c == NULL)
-        return;
-    store_commit_check check = {service_commits_allowed, s};
+        return 0;
     store_fence f = ss->held = service_token_of(s, ss->h, ss->key);
-    int rc = store_item_set_stock(c, ss->item, ss->stock, f.fence ? &f : NULL, &check);
+    int rc = write_stock(ss, c, f.fence ? &f : NULL);
+    if (rc == STORE_ERR_LOCK_TIMEOUT) {
+        store_put(s->store, c);
+        return try_again(ss);
+    }
     if (rc == STORE_ERR_STALE) { /* fences went back, perhaps: as for an order's claim */
         int lock_rc = service_raise_fence(s, ss->h, ss->key, store_stale_token(c));
         if (lock_rc != DLOCK_OK) {
             service_from_lock(s, out, lock_rc, ss->key, dlock_errstr());
             store_put(s->store, c);
-            return;
+            return 0;
         }
         f = ss->held = service_token_of(s, ss->h, ss->key);
-        rc = store_item_set_stock(c, ss->item, ss->stock, &f, &check);
+        rc = write_stock(ss, c, &f);
     }
     if (rc == STORE_OK)
         rc = store_item_get(c, ss->item, &out->item);
@@ -38,6 +84,7 @@ static void stock_write(struct stock_set *ss)
                      "/items/%lld shows it, or set it again", store_errstr(c),
                      (long long)ss->item);
     store_put(s->store, c);
+    return 0;
 }
 
 /* The stock set is answered (and logged). */
@@ -79,7 +126,8 @@ static void stock_granted(exec_task *t)
     } else {
         ss->h = ss->lock.req.h;
         service_note_redis(ss->s, DLOCK_OK, "");
-        stock_write(ss);
+        if (stock_write(ss))
+            return; /* tried again on a timer (a row held elsewhere) */
     }
     stock_end(ss);
 }
@@ -101,13 +149,23 @@ static void stock_check(exec_task *t)
     if (ss->out.outcome != SERVICE_OK)
         return stock_end(ss);
     if (s->cfg.lock_mode != SERVICE_LOCK_REDIS) {
-        stock_write(ss);
-        return stock_end(ss);
+        ss->deadline_ms = service_now_ms() + s->cfg.lock.wait_ms;
+        if (stock_write(ss) == 0)
+            stock_end(ss);
+        return;
     }
     rc = DLOCK_ERR_CANCELLED;
     if (service_lock_begin(s, &ss->lock, ss, stock_granted, 1))
         rc = dlock_acquire_async(s->locks, ss->key, &s->cfg.lock, &ss->lock.req);
     service_lock_asked(&ss->lock, rc); /* refused at once: stock_granted answers why */
+}
+
+static void stock_retry(exec_task *t)
+{
+    struct stock_set *ss = (struct stock_set *)((char *)t - offsetof(struct stock_set,
+                                                                     timer.task));
+    if (stock_write(ss) == 0)
+        stock_end(ss);
 }
 
 void service_stock_set(struct stock_set *ss)

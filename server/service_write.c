@@ -112,20 +112,26 @@ struct lock_call *service_lock_call_of(exec_task *t)
     return (struct lock_call *)((char *)t - offsetof(struct lock_call, task));
 }
 
-static void unregister(struct lock_call *lc)
+/* Takes lc out of the calls registered (the service's mu held). */
+static void unlink_call(struct lock_call *lc)
 {
     service *s = lc->s;
-    pthread_mutex_lock(&s->mu);
-    if (lc->registered) {
-        if (lc->prev)
-            lc->prev->next = lc->next;
-        else
-            s->waits = lc->next;
-        if (lc->next)
-            lc->next->prev = lc->prev;
-        lc->registered = 0;
-    }
-    pthread_mutex_unlock(&s->mu);
+    if (!lc->registered)
+        return;
+    if (lc->prev)
+        lc->prev->next = lc->next;
+    else
+        s->waits = lc->next;
+    if (lc->next)
+        lc->next->prev = lc->prev;
+    lc->registered = 0;
+}
+
+static void unregister(struct lock_call *lc)
+{
+    pthread_mutex_lock(&lc->s->mu);
+    unlink_call(lc);
+    pthread_mutex_unlock(&lc->s->mu);
 }
 
 /* req.done: the call's end, on a service thread (or, for a call the lock
@@ -170,23 +176,31 @@ int service_lock_begin(service *s, struct lock_call *lc, void *data, exec_fn *th
 void service_lock_asked(struct lock_call *lc, int rc)
 {
     service *s = lc->s;
-    pthread_mutex_unlock(&s->mu);
-    if (rc == DLOCK_OK)
-        return;
-    unregister(lc); /* it never began: then runs with why */
     dlock_req *req = &lc->req;
-    req->rc = rc, req->h = NULL;
-    snprintf(req->err, sizeof(req->err), "%s",
-             rc == DLOCK_ERR_CANCELLED ? "server is shutting down" : dlock_errstr());
-    exec_post(s->work, &lc->task, lc->then);
+    if (rc != DLOCK_OK) { /* it never began: then runs with why */
+        unlink_call(lc);  /* under mu still: the drain finds no call not asked */
+        req->rc = rc, req->h = NULL;
+        snprintf(req->err, sizeof(req->err), "%s",
+                 rc == DLOCK_ERR_CANCELLED ? "server is shutting down" : dlock_errstr());
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (rc != DLOCK_OK)
+        exec_post(s->work, &lc->task, lc->then);
 }
 
 void service_lock_release(service *s, struct lock_call *lc, void *data, exec_fn *then,
                           dlock_handle *h)
 {
     service_lock_begin(s, lc, data, then, 0); /* a release is never refused */
-    dlock_release_async(h, &lc->req);
-    service_lock_asked(lc, DLOCK_OK);
+    if (h) { /* (with none, libdlock would run done inside the call, under mu) */
+        dlock_release_async(h, &lc->req);
+        service_lock_asked(lc, DLOCK_OK);
+        return;
+    }
+    unlink_call(lc); /* nothing to release: then runs with DLOCK_OK all the same */
+    pthread_mutex_unlock(&s->mu);
+    lc->req.rc = DLOCK_OK, lc->req.h = NULL, lc->req.err[0] = '\0';
+    exec_post(s->work, &lc->task, then);
 }
 
 void service_waits_cancel(service *s)

@@ -235,6 +235,29 @@ static void test_the_row_lock_mode_times_out_with_503(void **state)
     th_stack_stop(&s);
 }
 
+/* --lock db: a stock set on a row an order holds (its work) waits for the
+ * row as memory, tried again on a timer, and sets the stock once the order
+ * committed; past --wait-ms it is answered lock_timeout. */
+static void test_a_stock_set_waits_for_a_held_row_without_a_thread(void **state)
+{
+    (void)state;
+    const char *all[] = {"--lock", "db", "--allow-work-ms", "--wait-ms", "5000", NULL};
+    th_stack s;
+    th_stack_start(&s, dir, &redis, "row-put", all, NULL, 10);
+    th_bg_reduce holder = {.url = s.r[0].url, .item = s.item, .work_ms = 1000};
+    th_bg_reduce_start(&holder);
+    th_sleep_ms(300);
+    char path[64];
+    snprintf(path, sizeof(path), "/items/%lld", s.item);
+    json_t *j = th_call(&s.r[0], "PUT", path, "{\"stock\":50}", 200);
+    assert_int_equal(th_jint(j, "stock"), 50);
+    json_decref(j);
+    th_bg_reduce_join(&holder);
+    assert_int_equal(holder.status, 200);
+    assert_int_equal(th_stack_stock(&s), 50); /* the holder's unit, then the stock set */
+    th_stack_stop(&s);
+}
+
 /* --lock db with work holds a store connection across its work (its rows'
  * locks live in its transaction). With a pool of 4 (2 service threads, one
  * for /health, one to hold) five such orders take turns to hold one,
@@ -349,6 +372,7 @@ int main(void)
         cmocka_unit_test(test_sessions_killed_mid_batch_leave_no_partial_commit),
         cmocka_unit_test(test_the_row_lock_mode_times_out_with_503),
         cmocka_unit_test(test_row_lock_orders_take_turns_to_hold_a_connection),
+        cmocka_unit_test(test_a_stock_set_waits_for_a_held_row_without_a_thread),
         cmocka_unit_test(test_a_lock_lost_during_the_read_stops_the_write_without_fencing),
         cmocka_unit_test(test_start_up_errors_are_clear),
     };
