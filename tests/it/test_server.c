@@ -686,6 +686,36 @@ static void test_redis_down_gives_503_then_recovers(void **state)
     json_decref(reduce(&b, id, 1, NULL, 0, 200));
 }
 
+/* SIGTERM while an order holds its item's lock for 700 ms; `resp` gets what a
+ * keep-alive probe connection to `port`, opened before the signal, is
+ * answered 100 ms after it. The order is left in `inflight`, to be joined. */
+static void sigterm_during_an_order(th_stockd *d, long long id, int port, th_bg_reduce *inflight,
+                                    char *resp, size_t size)
+{
+    int keepalive = th_connect(port);
+    const char *health = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    assert_true(th_exchange(keepalive, health, resp, size, 3000) > 0);
+    assert_non_null(strstr(resp, " 200 "));
+    *inflight = (th_bg_reduce){.url = d->url, .item = id, .work_ms = 700};
+    th_bg_reduce_start(inflight);
+    char key[64];
+    snprintf(key, sizeof(key), "EXISTS %s", th_item_lock_key(id, lock_key));
+    while (th_redis_int(&redis, key) != 1)
+        th_sleep_ms(5);
+    kill(d->pid, SIGTERM);
+    th_sleep_ms(100);
+    if (port == d->port) { /* no longer accepting: a new client is refused, not half-answered */
+        char out[256];
+        assert_int_equal(th_raw(d->port, "GET /health HTTP/1.0\r\n\r\n", 24, 0, out,
+                                sizeof(out), 1000), -1);
+    }
+    /* an open keep-alive connection gets a whole answer telling it to go elsewhere */
+    assert_true(th_exchange(keepalive, health, resp, size, 3000) > 0);
+    close(keepalive);
+    assert_non_null(strstr(resp, " 503 "));
+    assert_non_null(strstr(resp, "shutting_down"));
+}
+
 static void test_sigterm_finishes_in_flight_requests_and_releases_locks(void **state)
 {
     (void)state;
@@ -694,31 +724,15 @@ static void test_sigterm_finishes_in_flight_requests_and_releases_locks(void **s
     assert_int_equal(th_stockd_start(&d, &redis, db, dir, flags), 0);
     long long id = th_new_item(&d, "it", 5), stock, orders;
     char resp[2048];
-    int keepalive = th_connect(d.port);
-    const char *health = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
-    assert_true(th_exchange(keepalive, health, resp, sizeof(resp), 3000) > 0);
-    assert_non_null(strstr(resp, " 200 "));
-    th_bg_reduce inflight = {.url = d.url, .item = id, .work_ms = 700};
-    th_bg_reduce_start(&inflight);
-    char key[64];
-    snprintf(key, sizeof(key), "EXISTS %s", th_item_lock_key(id, lock_key));
-    while (th_redis_int(&redis, key) != 1)
-        th_sleep_ms(5);
-    kill(d.pid, SIGTERM);
-    th_sleep_ms(100);
-    char out[256]; /* no longer accepting: a new client is refused, not half-answered */
-    assert_int_equal(th_raw(d.port, "GET /health HTTP/1.0\r\n\r\n", 24, 0, out, sizeof(out),
-                            1000), -1);
-    /* an open keep-alive connection gets a whole answer telling it to go elsewhere */
-    assert_true(th_exchange(keepalive, health, resp, sizeof(resp), 3000) > 0);
-    assert_non_null(strstr(resp, " 503 "));
-    assert_non_null(strstr(resp, "shutting_down"));
+    th_bg_reduce inflight;
+    sigterm_during_an_order(&d, id, d.port, &inflight, resp, sizeof(resp));
     assert_non_null(strcasestr(resp, "Connection: close"));
-    close(keepalive);
     th_bg_reduce_join(&inflight); /* committed before the stop: its answer must arrive */
     if (inflight.status != 200)
         fail_msg("the request in flight: %ld %s", inflight.status, inflight.body);
     assert_int_equal(th_stockd_stop_clean(&d), 0);
+    char key[64];
+    snprintf(key, sizeof(key), "EXISTS %s", th_item_lock_key(id, lock_key));
     assert_int_equal(th_redis_int(&redis, key), 0);
     item_state(&a, id, &stock, &orders);
     assert_int_equal(stock, 4);
@@ -728,8 +742,6 @@ static void test_sigterm_finishes_in_flight_requests_and_releases_locks(void **s
     free(log);
 }
 
-/* A request still running when the drain deadline passes must not commit:
- * its answer could no longer be sent. */
 /* --probe-port: a second port, with an event thread of its own, answers the
  * probes and nothing else, and tells a balancer to go elsewhere as soon as
  * the replica drains. */
@@ -766,22 +778,8 @@ static void test_a_probe_port_answers_only_the_probes(void **state)
     json_decref(th_call(&d, "GET", "/health", NULL, 200)); /* the main port still answers */
 
     char resp[2048];
-    int keepalive = th_connect(probe);
-    const char *health = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
-    assert_true(th_exchange(keepalive, health, resp, sizeof(resp), 3000) > 0);
-    assert_non_null(strstr(resp, " 200 "));
-    th_bg_reduce inflight = {.url = d.url, .item = id, .work_ms = 700};
-    th_bg_reduce_start(&inflight);
-    char key[64];
-    snprintf(key, sizeof(key), "EXISTS %s", th_item_lock_key(id, lock_key));
-    while (th_redis_int(&redis, key) != 1)
-        th_sleep_ms(5);
-    kill(d.pid, SIGTERM);
-    th_sleep_ms(100);
-    assert_true(th_exchange(keepalive, health, resp, sizeof(resp), 3000) > 0);
-    assert_non_null(strstr(resp, " 503 ")); /* draining: the balancer takes it out */
-    assert_non_null(strstr(resp, "shutting_down"));
-    close(keepalive);
+    th_bg_reduce inflight; /* draining: the balancer takes it out */
+    sigterm_during_an_order(&d, id, probe, &inflight, resp, sizeof(resp));
     th_bg_reduce_join(&inflight);
     assert_int_equal(inflight.status, 200);
     assert_int_equal(th_wait(d.pid, 10000), 0);
@@ -817,6 +815,8 @@ static void test_lock_waits_end_at_the_drain_deadline(void **state)
     assert_int_equal(th_item_stock(&a, id), 5);
 }
 
+/* A request still running when the drain deadline passes must not commit:
+ * its answer could no longer be sent. */
 static void test_requests_past_the_drain_deadline_do_not_commit(void **state)
 {
     (void)state;
