@@ -9,8 +9,9 @@
  * every item's stock + sold as it started; its retry succeeds once the
  * fault is gone; the orders around it commit, and no order is acknowledged
  * that the ledger lacks; a retry that replayed its first attempt inside the
- * transaction that failed answers the failure too. And a savepoint an order has its price on
- * PostgreSQL: no transaction there holds more than 64 orders. */
+ * transaction that failed answers the failure too. And a savepoint an order
+ * has its price on PostgreSQL: no transaction there holds more than 64
+ * orders. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
