@@ -296,13 +296,27 @@ static void on_closed_then_hand_over(dlock_req *req)
     dlock_release(handing_sleeper);
 }
 
+/* A post that counts the waiter's requests: none may go through it, as
+ * dlock_client_free calls the done of the calls it ends itself. */
+static _Atomic int waiter_posts;
+
+static void count_waiter_post(void *ctx, dlock_req *req)
+{
+    (void)ctx;
+    if (req->done == on_waited)
+        atomic_fetch_add(&waiter_posts, 1);
+    req->done(req);
+}
+
 /* A waiter granted its key while its client is freed: the key goes back
  * and its done gets DLOCK_ERR_CLOSED - never OK with a holder of a client
- * that is gone. */
-static void test_a_waiter_granted_while_its_client_is_freed_gives_the_key_back(void **state)
+ * that is gone. With a post, the hand-off does not end the waiter where
+ * it is made (it would post it). */
+static void granted_while_freed(int with_post)
 {
-    (void)state;
-    granting = client_with(1, NULL, NULL);
+    granting = client_with(1, with_post ? count_waiter_post : NULL, NULL);
+    granted_h = NULL, hand_over_rc = -1, handed_over = 0;
+    atomic_store(&waiter_posts, 0);
     struct th_waiter w[2] = {{.req = {.done = on_waited}},
                              {.req = {.done = on_closed_then_hand_over}}};
     for (int i = 0; i < 2; i++)
@@ -325,10 +339,18 @@ static void test_a_waiter_granted_while_its_client_is_freed_gives_the_key_back(v
     assert_int_equal(w[0].calls, 1);
     assert_int_equal(w[0].rc, DLOCK_ERR_CLOSED);
     assert_null(granted_h);
+    assert_int_equal(atomic_load(&waiter_posts), 0);
     dlock_opts now = th_lock_opts(1000, 0, DLOCK_WAIT_NOTIFY); /* the key went back */
     dlock_handle *h;
     assert_int_equal(dlock_acquire(other, "async:granted", &now, &h), DLOCK_OK);
     assert_int_equal(dlock_release(h), DLOCK_OK);
+}
+
+static void test_a_waiter_granted_while_its_client_is_freed_gives_the_key_back(void **state)
+{
+    (void)state;
+    granted_while_freed(0);
+    granted_while_freed(1);
 }
 
 static void test_async_multi_locks_take_their_keys_as_one(void **state)
