@@ -250,6 +250,119 @@ static void test_operator_lines_alone_close_the_catalog_and_leave_buying_open(vo
     assert_int_equal(th_stockd_stop_clean(&s), 0);
 }
 
+/* ---- every route, both ways ---- */
+
+/* A route and the role it needs: written here apart from server/route.c, so
+ * that a role changed there is caught here. */
+struct route_case {
+    const char *method, *path, *body;
+    int need; /* an index of ROLE_* below, or ROLE_OPEN */
+};
+
+enum { ROLE_BUYER, ROLE_OPERATOR, ROLE_SCRAPE, ROLE_COUNT, ROLE_OPEN = ROLE_COUNT };
+
+static const struct route_case routes[] = {
+    {"POST", "/reduceStock", "{\"itemId\":1,\"quantity\":1}", ROLE_BUYER},
+    {"GET", "/items", NULL, ROLE_BUYER},
+    {"HEAD", "/items", NULL, ROLE_BUYER},
+    {"POST", "/items", "{\"name\":\"m\",\"stock\":50}", ROLE_OPERATOR},
+    {"GET", "/items/1", NULL, ROLE_BUYER},
+    {"HEAD", "/items/1", NULL, ROLE_BUYER},
+    {"PUT", "/items/1", "{\"stock\":50}", ROLE_OPERATOR},
+    {"POST", "/orders", "{\"lines\":[{\"itemId\":1,\"quantity\":1}]}", ROLE_BUYER},
+    {"GET", "/orders/1", NULL, ROLE_BUYER},
+    {"HEAD", "/orders/1", NULL, ROLE_BUYER},
+    {"GET", "/health", NULL, ROLE_OPEN},
+    {"HEAD", "/health", NULL, ROLE_OPEN},
+    {"GET", "/metrics", NULL, ROLE_SCRAPE},
+    {"HEAD", "/metrics", NULL, ROLE_SCRAPE},
+};
+
+static const char *const role_token[ROLE_COUNT] = {BUYER, OPERATOR, SCRAPE};
+static const char *const role_line[ROLE_COUNT] = {"buyer shop", "operator ops", "scrape prometheus"};
+
+/* What auth.h promises: with a file, operator's routes are always closed,
+ * buyer's and scrape's once the file has a line of theirs; an operator's
+ * token reaches the buyer's routes too. tok is a ROLE_* or -1 (no token);
+ * a token whose role has no line is no token of the file's. 0: served. */
+static int expected_status(const int *in_file, int need, int tok)
+{
+    int closed = need == ROLE_OPEN ? 0 : need == ROLE_OPERATOR ? 1 : in_file[need];
+    if (!closed)
+        return 0;
+    if (tok < 0 || !in_file[tok])
+        return 401;
+    return tok == need || (tok == ROLE_OPERATOR && need == ROLE_BUYER) ? 0 : 403;
+}
+
+/* Every route with no token and with each role's token, against a file
+ * with a line for the roles in_file has. */
+static void check_every_route(const int *in_file)
+{
+    char text[1024] = "# roles under test\n", hex[80], out[4096];
+    for (int r = 0; r < ROLE_COUNT; r++)
+        if (in_file[r]) {
+            size_t n = strlen(text);
+            snprintf(text + n, sizeof(text) - n, "%s %s\n", role_line[r],
+                     r == ROLE_BUYER ? sha256_line(BUYER, hex) : role_token[r]);
+        }
+    /* a database of its own: its orders must not lengthen the item other tests read */
+    char own_db[160], path[160];
+    snprintf(own_db, sizeof(own_db), "%s/every-route-%d%d%d.db", dir, in_file[ROLE_BUYER],
+             in_file[ROLE_OPERATOR], in_file[ROLE_SCRAPE]);
+    snprintf(path, sizeof(path), "%s", write_file("every-route", text));
+    const char *flags[] = {FLAGS, "--api-tokens-file", path, NULL};
+    th_stockd s;
+    assert_int_equal(th_stockd_start(&s, NULL, own_db, dir, flags), 0);
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+        for (int tok = -1; tok < ROLE_COUNT; tok++) {
+            const struct route_case *c = &routes[i];
+            int want = expected_status(in_file, c->need, tok);
+            int got = call(&s, c->method, c->path, tok < 0 ? NULL : role_token[tok], c->body,
+                           out, sizeof(out));
+            /* served: whatever the route answers (an item may be missing or sold
+             * out), but never refused for its role */
+            int served = got == 200 || got == 201 || got == 404 || got == 409;
+            if (want ? got != want : !served)
+                fail_msg("file with buyer %d operator %d scrape %d: %s %s with %s: want %s, "
+                         "got:\n%.600s", in_file[ROLE_BUYER], in_file[ROLE_OPERATOR],
+                         in_file[ROLE_SCRAPE], c->method, c->path,
+                         tok < 0 ? "no token" : role_token[tok],
+                         want == 401 ? "401" : want == 403 ? "403" : "served", out);
+        }
+    assert_int_equal(th_stockd_stop_clean(&s), 0);
+}
+
+/* Every route, both ways, for the file that closes every role and for each
+ * partial one: a file with no operator line still closes the catalog. */
+static void test_every_route_refuses_the_wrong_role_and_serves_the_right_one(void **state)
+{
+    (void)state;
+    for (int mask = 1; mask < 1 << ROLE_COUNT; mask++) {
+        int in_file[ROLE_COUNT];
+        for (int r = 0; r < ROLE_COUNT; r++)
+            in_file[r] = mask >> r & 1;
+        check_every_route(in_file);
+    }
+}
+
+/* The check compares the whole digest: a token whose SHA-256 differs from a
+ * stored one only in its last byte is no token of the file's. */
+static void test_a_token_whose_digest_differs_only_in_its_last_byte_is_refused(void **state)
+{
+    (void)state;
+    char hex[80], text[256];
+    sha256_line(UNKNOWN, hex);
+    size_t last = strlen(hex) - 1; /* the low nibble of the last byte */
+    hex[last] = hex[last] == '0' ? '1' : '0';
+    snprintf(text, sizeof(text), "operator ops %s\nbuyer near %s\n", OPERATOR, hex);
+    th_stockd s;
+    start(&s, write_file("near", text));
+    expect(&s, "GET", "/items", UNKNOWN, NULL, 401);
+    expect(&s, "POST", "/reduceStock", UNKNOWN, "{\"itemId\":1,\"quantity\":1}", 401);
+    assert_int_equal(th_stockd_stop_clean(&s), 0);
+}
+
 /* A file that does not parse: stockd does not start, and says which line. */
 static void test_a_bad_file_stops_the_start_naming_its_line_never_the_token(void **state)
 {
@@ -401,6 +514,8 @@ int main(void)
         cmocka_unit_test(test_each_role_reaches_its_routes_and_no_others),
         cmocka_unit_test(test_missing_or_unknown_tokens_get_401_with_a_bearer_challenge),
         cmocka_unit_test(test_operator_lines_alone_close_the_catalog_and_leave_buying_open),
+        cmocka_unit_test(test_every_route_refuses_the_wrong_role_and_serves_the_right_one),
+        cmocka_unit_test(test_a_token_whose_digest_differs_only_in_its_last_byte_is_refused),
         cmocka_unit_test(test_a_bad_file_stops_the_start_naming_its_line_never_the_token),
         cmocka_unit_test(test_sighup_rotates_tokens_while_requests_run),
         cmocka_unit_test(test_no_log_line_carries_a_token_and_orders_carry_its_name),

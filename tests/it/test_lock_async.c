@@ -3,7 +3,8 @@
  * served once each, one at a time, in the order they asked, by the
  * client's few threads (one thread too), as many threads as
  * cfg.async_threads says; timeouts, Redis killed and the client freed while
- * calls of every kind are pending; multi-locks; async and blocking waiters
+ * calls of every kind are pending, and while a waiter is granted its key;
+ * multi-locks; async and blocking waiters
  * in one FIFO; spin mode. Time bounds only catch hangs. Semaphores' and
  * read-write locks': test_lock_async_claims.c; where done runs,
  * dlock_cancel, the asynchronous sleep and release: test_lock_async_calls.c. */
@@ -268,6 +269,90 @@ static void test_freeing_the_client_ends_its_pending_calls_of_every_kind(void **
     th_run_end(&r, w);
 }
 
+/* The test below: its client, the holder whose release hands the key to
+ * the waiter while the client is freed, and what that release saw. */
+static dlock_client *granting;
+static dlock_handle *handing, *handing_sleeper, *granted_h;
+static int hand_over_rc;
+static uint64_t handed_over;
+
+static void on_waited(dlock_req *req)
+{
+    on_released(req);
+    granted_h = req->h; /* NULL, unless it was answered a hold */
+}
+
+/* The sleep's done, ended by the freeing: the key's local holder releases,
+ * and its release hands the lease to the waiter, which the freeing is
+ * ending too (a runner of one thread: it is stepped after this). */
+static void on_closed_then_hand_over(dlock_req *req)
+{
+    on_released(req);
+    dlock_stats before, after;
+    dlock_stats_read(granting, &before);
+    hand_over_rc = dlock_release(handing);
+    dlock_stats_read(granting, &after);
+    handed_over = after.handoffs - before.handoffs;
+    dlock_release(handing_sleeper);
+}
+
+/* A post that counts the waiter's requests: none may go through it, as
+ * dlock_client_free calls the done of the calls it ends itself. */
+static _Atomic int waiter_posts;
+
+static void count_waiter_post(void *ctx, dlock_req *req)
+{
+    (void)ctx;
+    if (req->done == on_waited)
+        atomic_fetch_add(&waiter_posts, 1);
+    req->done(req);
+}
+
+/* A waiter granted its key while its client is freed: the key goes back
+ * and its done gets DLOCK_ERR_CLOSED - never OK with a holder of a client
+ * that is gone. With a post, the hand-off does not end the waiter where
+ * it is made (it would post it). */
+static void granted_while_freed(int with_post)
+{
+    granting = client_with(1, with_post ? count_waiter_post : NULL, NULL);
+    granted_h = NULL, hand_over_rc = -1, handed_over = 0;
+    atomic_store(&waiter_posts, 0);
+    struct th_waiter w[2] = {{.req = {.done = on_waited}},
+                             {.req = {.done = on_closed_then_hand_over}}};
+    for (int i = 0; i < 2; i++)
+        w[i].req.data = &w[i];
+    dlock_opts hold = th_lock_opts(30000, 0, DLOCK_WAIT_NOTIFY);
+    hold.handoff_ms = 600000; /* a busy machine must not make the lease too old to hand over */
+    assert_int_equal(dlock_acquire(granting, "async:granted", &hold, &handing), DLOCK_OK);
+    dlock_opts o = th_lock_opts(30000, 60000, DLOCK_WAIT_NOTIFY);
+    assert_int_equal(dlock_acquire_async(granting, "async:granted", &o, &w[0].req), DLOCK_OK);
+    /* a sleep due long before the waiter would look again: it ends first */
+    assert_int_equal(dlock_acquire(granting, "async:granted:sleep", &o, &handing_sleeper),
+                     DLOCK_OK);
+    assert_int_equal(dlock_sleep_async(handing_sleeper, 5000, &w[1].req), DLOCK_OK);
+    usleep(100000); /* both took their first step, and wait on the runner's timers */
+    dlock_client_free(granting);
+    assert_int_equal(w[1].calls, 1);
+    assert_int_equal(w[1].rc, DLOCK_ERR_CLOSED);
+    assert_int_equal(hand_over_rc, DLOCK_OK);
+    assert_int_equal(handed_over, 1); /* the waiter was granted while the client closed */
+    assert_int_equal(w[0].calls, 1);
+    assert_int_equal(w[0].rc, DLOCK_ERR_CLOSED);
+    assert_null(granted_h);
+    assert_int_equal(atomic_load(&waiter_posts), 0);
+    dlock_opts now = th_lock_opts(1000, 0, DLOCK_WAIT_NOTIFY); /* the key went back */
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire(other, "async:granted", &now, &h), DLOCK_OK);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+}
+
+static void test_a_waiter_granted_while_its_client_is_freed_gives_the_key_back(void **state)
+{
+    (void)state;
+    granted_while_freed(0);
+    granted_while_freed(1);
+}
+
 static void test_async_multi_locks_take_their_keys_as_one(void **state)
 {
     (void)state;
@@ -428,6 +513,7 @@ int main(void)
         cmocka_unit_test(test_a_waiter_past_its_wait_times_out_and_the_others_go_on),
         cmocka_unit_test(test_redis_killed_with_waiters_pending_ends_them_with_errors),
         cmocka_unit_test(test_freeing_the_client_ends_its_pending_calls_of_every_kind),
+        cmocka_unit_test(test_a_waiter_granted_while_its_client_is_freed_gives_the_key_back),
         cmocka_unit_test(test_async_multi_locks_take_their_keys_as_one),
         cmocka_unit_test(test_async_and_blocking_waiters_share_one_fifo),
         cmocka_unit_test(test_spin_mode_waiters_retry_on_the_timer),

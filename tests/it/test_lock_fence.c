@@ -4,8 +4,9 @@
  * stepped forward would, then lost), the holder gets a fence above the
  * row's and every later fence is above that; a holder whose key is no
  * longer its own gets none and is lost; fences exact up to the cap below
- * 2^53, a floor past it refused; an acquire that can draw no fence takes
- * nothing; multi-locks, nested holds, hand-offs, semaphores and read-write
+ * 2^53, a floor past it refused; a floor and a counter of different
+ * numbers of digits compared as numbers; an acquire that can draw no fence
+ * takes nothing; multi-locks, nested holds, hand-offs, semaphores and read-write
  * locks raise the fence of the key they hold. The quorum's raise is tested
  * in test_quorum.c. */
 #include <pthread.h>
@@ -22,6 +23,7 @@
 #include "lock/dlock.h"
 #include "lock/dlock_rw.h"
 #include "lock/dlock_sem.h"
+#include "lock/scripts.h" /* the raise's script, run by hand below any clock's fence */
 #include "tests/support/harness.h"
 #include "tests/support/lockkit.h"
 
@@ -183,6 +185,56 @@ static void test_a_counter_past_2_to_the_53_refuses_the_raise_and_keeps_the_hold
         assert_int_equal(dlock_release(h), DLOCK_OK);
         th_redis_int(&redis, "DEL f:past:fence");
     }
+}
+
+/* The raise's script run by hand, as the owner of f:digits, over a counter
+ * at counter with floor: its answer. A holder's fence is the clock in
+ * microseconds, so through the API a floor is never below 16 digits. */
+static long long raise_by_hand(long long counter, long long floor)
+{
+    assert_int_equal(th_redis_int(&redis, "SET f:digits owner PX 10000"), 0);
+    assert_int_equal(th_redis_int(&redis, "SET f:digits:counter %lld", counter), 0);
+    return th_redis_int(&redis, "EVAL %s 2 f:digits f:digits:counter owner %lld 10000 0",
+                        dlock__script_body[DLOCK_SCRIPT_RAISE], floor);
+}
+
+/* The floor and the counter are decimal strings in the script: one with
+ * fewer digits is smaller, whatever its first digit. The counter is never
+ * lowered and its next fence is above both - never one it issued already,
+ * never the floor the store refused. */
+static void test_a_raise_across_a_digit_boundary_never_lowers_the_counter(void **state)
+{
+    (void)state;
+    const long long pairs[][2] = {{999, 1000}, {1000000000000000LL, 10000000000000000LL},
+                                  {9, 10}, {DLOCK_FENCE_MAX, 10000000000000000LL}};
+    for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++)
+        for (int way = 0; way < 2; way++) {
+            long long counter = pairs[i][way], floor = pairs[i][!way];
+            if (floor > DLOCK_FENCE_MAX) /* fence.c never sends one */
+                continue;
+            long long top = counter > floor ? counter : floor;
+            long long fence = raise_by_hand(counter, floor);
+            /* past 2^53 the answer, a Lua number, is not exact (fence.c refuses
+             * it); the counter is */
+            int exact = top + 1 <= DLOCK_FENCE_MAX + 1;
+            if ((exact && fence != top + 1) ||
+                th_redis_int(&redis, "GET f:digits:counter") != top + 1)
+                fail_msg("counter %lld, floor %lld: fence %lld, counter %lld (want %lld)",
+                         counter, floor, fence, th_redis_int(&redis, "GET f:digits:counter"),
+                         top + 1);
+        }
+    /* through the API: a 17-digit counter (past the exact range) is not taken
+     * for below a 16-digit floor; the raise is refused, the counter kept */
+    dlock_opts o = opts(5000);
+    dlock_handle *h;
+    assert_int_equal(dlock_acquire(client, "f:digits17", &o, &h), DLOCK_OK);
+    set_counter("f:digits17", 10000000000000000LL);
+    assert_true(dlock_fence(h) < DLOCK_FENCE_MAX - 1);
+    assert_int_equal(dlock_fence_raise(h, DLOCK_FENCE_MAX - 1), DLOCK_ERR_REDIS);
+    assert_true(counter_of("f:digits17") > 10000000000000000LL);
+    assert_int_equal(dlock_check(h), DLOCK_OK);
+    assert_int_equal(dlock_release(h), DLOCK_OK);
+    th_redis_int(&redis, "DEL f:digits f:digits:counter f:digits17:fence");
 }
 
 static int acquire_permit(dlock_client *c, const char *key, const dlock_opts *o,
@@ -396,6 +448,7 @@ int main(void)
         cmocka_unit_test(test_a_holder_whose_key_expired_gets_no_fence),
         cmocka_unit_test(test_a_floor_at_the_cap_gives_an_exact_fence_and_above_is_refused),
         cmocka_unit_test(test_a_counter_past_2_to_the_53_refuses_the_raise_and_keeps_the_holder),
+        cmocka_unit_test(test_a_raise_across_a_digit_boundary_never_lowers_the_counter),
         cmocka_unit_test(test_an_acquire_that_can_draw_no_fence_takes_nothing),
         cmocka_unit_test(test_a_release_with_no_fence_to_grant_frees_the_key),
         cmocka_unit_test(test_a_multi_lock_raises_the_key_it_is_asked_for),

@@ -4,7 +4,10 @@
  * master name is wrong or no Sentinel answers; stockd replicas under load
  * keep every verdict PASS while the primary is killed, or stopped past
  * down-after and then comes back as a replica. How long the service
- * answered 503 during each failover is printed (lock/README.md records it). */
+ * answered 503 during each failover is printed (lock/README.md records it).
+ * A fake Sentinel says what real ones can't be made to: a replica's address
+ * (no write goes there), and a switch while the old primary stays up (its
+ * idle connections are dropped). */
 #include <jansson.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -389,6 +392,88 @@ static void stale_holder_after_failover(int fencing)
     th_sentinels_stop(&s);
 }
 
+/* ---- what real Sentinels can't be made to say: a fake one ---- */
+
+static dlock_client *client_of(const th_fake_sentinel *f)
+{
+    char list[32];
+    snprintf(list, sizeof(list), "127.0.0.1:%d", f->port);
+    return client_on(list, TH_SENTINEL_MASTER);
+}
+
+/* Whether INFO section on r holds text: 1 or 0. */
+static int info_has(const th_redis *r, const char *section, const char *text)
+{
+    redisContext *c = th_redis_connect(r);
+    redisReply *rep = c && !c->err ? redisCommand(c, "INFO %s", section) : NULL;
+    int has = rep && rep->str && strstr(rep->str, text) != NULL;
+    freeReplyObject(rep);
+    redisFree(c);
+    return has;
+}
+
+/* A stale answer: the Sentinel names a replica (writable, so that a write
+ * sent there would land and be seen). The client checks ROLE before it
+ * uses a connection: the acquire fails, saying why, and no script reaches
+ * the replica. */
+static void test_a_sentinel_that_names_a_replica_gets_no_write_sent_to_it(void **state)
+{
+    (void)state;
+    th_redis primary = {0}, replica = {0};
+    assert_int_equal(th_redis_start(&primary), 0);
+    assert_int_equal(th_redis_start(&replica), 0);
+    assert_int_equal(th_redis_int(&replica, "REPLICAOF 127.0.0.1 %d", primary.port), 0);
+    assert_int_equal(th_redis_int(&replica, "CONFIG SET replica-read-only no"), 0);
+    /* in sync first: a full sync after the write would wipe it from sight */
+    for (int64_t end = th_now_ms() + 10000 * TH_SLOWER;
+         !info_has(&replica, "replication", "master_link_status:up"); th_sleep_ms(20))
+        if (th_now_ms() > end)
+            fail_msg("the replica on port %d never synced", replica.port);
+    th_fake_sentinel f;
+    th_fake_sentinel_start(&f, replica.port);
+    dlock_client *c = client_of(&f);
+    dlock_opts o = quick(2000, 0);
+    dlock_handle *h = NULL;
+    assert_int_equal(dlock_acquire(c, "stale:answer", &o, &h), DLOCK_ERR_REDIS);
+    if (strstr(dlock_errstr(), "is not the primary (ROLE slave)") == NULL)
+        fail_msg("unclear error: %s", dlock_errstr());
+    assert_int_equal(th_redis_int(&replica, "DBSIZE"), 0);
+    assert_false(info_has(&replica, "commandstats", "cmdstat_eval"));
+    dlock_client_free(c);
+    th_fake_sentinel_stop(&f);
+    th_redis_stop(&replica, 0);
+    th_redis_stop(&primary, 0);
+}
+
+/* A failover whose old primary stays up, a master still, cut off from the
+ * Sentinels: at the +switch-master, the connections idle in the pool to
+ * the old primary are dropped, and the next lock goes to the new one. */
+static void test_an_old_primary_left_running_gets_no_write_after_the_switch(void **state)
+{
+    (void)state;
+    th_redis old = {0}, new = {0};
+    assert_int_equal(th_redis_start(&old), 0);
+    assert_int_equal(th_redis_start(&new), 0);
+    th_fake_sentinel f;
+    th_fake_sentinel_start(&f, old.port);
+    dlock_client *c = client_of(&f);
+    th_fake_sentinel_wait_subscribed(&f, 1); /* its watcher listens for the switch */
+    int held = 0;
+    assert_true(lock_on(c, "cut:before", &old, &held) > 0);
+    assert_true(held); /* and its connection is idle in the pool now */
+    th_fake_sentinel_switch(&f, new.port);
+    th_sleep_ms(1000 * TH_SLOWER); /* the watcher reads the message: microseconds */
+    assert_true(lock_on(c, "cut:after", &new, &held) > 0);
+    assert_true(held);
+    dlock_names names;
+    dlock_names_of("cut:after", &names);
+    assert_int_equal(th_redis_int(&old, "EXISTS %s", names.fence), 0);
+    dlock_client_free(c);
+    th_fake_sentinel_stop(&f);
+    th_redis_stop(&new, 0);
+    th_redis_stop(&old, 0);
+}
+
 static void test_a_stale_holder_after_a_failover_is_refused_by_fencing(void **state)
 {
     (void)state;
@@ -413,6 +498,8 @@ int main(void)
         cmocka_unit_test(test_stockd_follows_a_primary_stopped_past_down_after),
         cmocka_unit_test(test_a_stale_holder_after_a_failover_is_refused_by_fencing),
         cmocka_unit_test(test_the_same_failover_without_fencing_oversells),
+        cmocka_unit_test(test_a_sentinel_that_names_a_replica_gets_no_write_sent_to_it),
+        cmocka_unit_test(test_an_old_primary_left_running_gets_no_write_after_the_switch),
     };
     return cmocka_run_group_tests_name("sentinel", tests, group_setup, NULL);
 }

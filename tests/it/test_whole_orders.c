@@ -8,8 +8,10 @@
  * leaves nothing: no order under its requestId, no order without lines,
  * every item's stock + sold as it started; its retry succeeds once the
  * fault is gone; the orders around it commit, and no order is acknowledged
- * that the ledger lacks. And a savepoint an order has its price on
- * PostgreSQL: no transaction there holds more than 64 orders. */
+ * that the ledger lacks; a retry that replayed its first attempt inside the
+ * transaction that failed answers the failure too. And a savepoint an order
+ * has its price on PostgreSQL: no transaction there holds more than 64
+ * orders. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -28,7 +30,7 @@
 #include "tests/support/pg.h"
 
 #define BODY_MAX 512
-#define ORDERS_MAX 5 /* the orders of one scenario */
+#define ORDERS_MAX 6 /* the orders of one scenario */
 
 static th_redis redis;
 static th_pg pg;
@@ -411,6 +413,35 @@ static void a_failed_commit_acknowledges_nothing(int on_pg)
     stop(&t);
 }
 
+/* A retry queued in its first attempt's batch replays the order that attempt
+ * placed in the same transaction; when that transaction's COMMIT fails, the
+ * order is gone, and the retry must answer the failure too, never a replay
+ * of an order the ledger lacks. */
+static void a_retry_in_a_rolled_back_transaction_is_no_replay(int on_pg)
+{
+    struct setup t;
+    start(&t, on_pg, on_pg ? "retry_pg" : "retry");
+    long long ids[3], initial[3] = {100, 1000, 100};
+    for (int i = 0; i < 3; i++)
+        ids[i] = th_new_item(&t.redis, "whole", initial[i]);
+    db_exec(&t, commit_fault[on_pg]);
+    char bodies[ORDERS_MAX][BODY_MAX];
+    th_bg_reduce bg[ORDERS_MAX];
+    th_order_body(bodies[0], BODY_MAX, &ids[0], (int[]){1}, 1, NULL, 0);
+    th_order_body(bodies[1], BODY_MAX, &ids[1], (int[]){5}, 1, "retried", 0);
+    th_order_body(bodies[2], BODY_MAX, &ids[1], (int[]){5}, 1, "retried", 0);
+    th_order_body(bodies[3], BODY_MAX, &ids[1], (int[]){778}, 1, "commit-fails", 0);
+    th_order_body(bodies[4], BODY_MAX, &ids[2], (int[]){5}, 1, "commit-other", 0);
+    shared_transaction(&t, ids, bodies, 3, bg);
+    expect_answer(&bg[0], 201, NULL);
+    for (int i = 1; i < 5; i++)
+        expect_answer(&bg[i], 500, "storage_error");
+    expect_acknowledged_in_ledger(&t, bg, 5);
+    const char *failed[] = {"retried", "commit-fails", "commit-other"};
+    expect_whole(&t, failed, 3, 1, ids, initial, 3);
+    stop(&t);
+}
+
 #define CAP_ITEMS 4
 #define CAP_ORDERS 20 /* a batch of each item */
 
@@ -511,6 +542,18 @@ static void test_postgres_a_failed_group_commit_acknowledges_nothing(void **stat
     a_failed_commit_acknowledges_nothing(1);
 }
 
+static void test_sqlite_a_retry_in_a_rolled_back_transaction_is_no_replay(void **state)
+{
+    (void)state;
+    a_retry_in_a_rolled_back_transaction_is_no_replay(0);
+}
+
+static void test_postgres_a_retry_in_a_rolled_back_transaction_is_no_replay(void **state)
+{
+    (void)state;
+    a_retry_in_a_rolled_back_transaction_is_no_replay(1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -520,6 +563,8 @@ int main(void)
         cmocka_unit_test(test_postgres_a_failed_cart_in_a_batch_leaves_nothing),
         cmocka_unit_test(test_sqlite_a_failed_group_commit_acknowledges_nothing),
         cmocka_unit_test(test_postgres_a_failed_group_commit_acknowledges_nothing),
+        cmocka_unit_test(test_sqlite_a_retry_in_a_rolled_back_transaction_is_no_replay),
+        cmocka_unit_test(test_postgres_a_retry_in_a_rolled_back_transaction_is_no_replay),
         cmocka_unit_test(test_postgres_a_transaction_holds_at_most_64_orders),
     };
     return cmocka_run_group_tests_name("whole orders", tests, group_setup, group_teardown);
