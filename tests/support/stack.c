@@ -20,12 +20,7 @@ void th_stack_use_pg(const th_pg *pg) { stack_pg = pg; }
 void th_stack_start(th_stack *s, const char *dir, const th_redis *redis, const char *name,
                     const char *const all[], const char *const first[], long long stock)
 {
-    /* a Redis round trip on a busy machine takes longer: so may a quorum's
-     * slower member, whose answer the majority needs once one is gone */
-    char lease[16], timeout[16];
-    snprintf(lease, sizeof(lease), "%d", 1000 * TH_SLOWER);
-    snprintf(timeout, sizeof(timeout), "%d", 150 * TH_SLOWER);
-    const char *common[] = {"--lease-ms", lease, "--redis-timeout-ms", timeout, "--wait-ms",
+    const char *common[] = {"--lease-ms", "1000", "--redis-timeout-ms", "150", "--wait-ms",
                             "8000", "--retry-ms", "20", "--allow-work-ms", "--busy-timeout-ms",
                             "300", NULL};
     s->dir = dir;
