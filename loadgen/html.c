@@ -43,6 +43,8 @@ static const char css[] =
     "th,td{padding:3px 10px;text-align:right;border-bottom:1px solid #eceef2}"
     "th:first-child,td:first-child{text-align:left}"
     "ul.plain{margin:4px 0;padding-left:18px;font-size:13px}"
+    "table.bars{width:70%}td.bar{text-align:left;width:55%}"
+    "td.bar i{display:inline-block;height:11px;border-radius:2px;vertical-align:-1px}"
     "footer{font-size:12px;color:#5b6472;margin-top:14px}";
 
 /* what the lock-error column of compare counts */
@@ -236,6 +238,97 @@ static void charts(FILE *f, const lg_html_run *runs, int n)
     fputs("</div>\n", f);
 }
 
+/* ---- the flash sale (--buyers): the "flash" object of the report ---- */
+
+/* A row: name, a count (or "-" when negative: never read), and a bar of
+ * value over max in color. */
+static void bar_row(FILE *f, const char *name, double shown, const char *unit, double value,
+                    double max, const char *color)
+{
+    fputs("<tr><td>", f);
+    lg_html_text(f, name);
+    if (shown < 0)
+        fputs("</td><td>-</td><td class=\"bar\"></td></tr>\n", f);
+    else
+        fprintf(f, "</td><td>%.*f%s</td><td class=\"bar\"><i style=\"width:%.1f%%;"
+                "background:%s\"></i></td></tr>\n", shown == floor(shown) ? 0 : 1, shown, unit,
+                max > 0 && value > 0 ? 100 * value / max : 0, color);
+}
+
+/* Each buyer's fate, then the answers by HTTP status. */
+static void flash_fates(FILE *f, const json_t *fl)
+{
+    static const char *const fates[][2] = {{"answered", "answered"},
+                                           {"connectFailed", "connect failed"},
+                                           {"closedUnanswered", "closed unanswered"},
+                                           {"timedOut", "timed out"},
+                                           {"notFired", "not fired"}};
+    double buyers = lg_json_num(fl, "buyers");
+    fputs("<h3>Each buyer's fate</h3><table class=\"bars\">\n", f);
+    for (size_t i = 0; i < sizeof(fates) / sizeof(fates[0]); i++) {
+        double n = lg_json_num(fl, fates[i][0]);
+        bar_row(f, fates[i][1], n, "", n, buyers, i == 0 ? "#1e8a4c" : "#c0392b");
+    }
+    fputs("</table>\n<h3>Status mix</h3><table class=\"bars\">\n", f);
+    const char *code;
+    const json_t *v;
+    json_object_foreach((json_t *)json_object_get(fl, "status"), code, v) {
+        double n = json_number_value(v);
+        const char *color = code[0] == '2' ? "#1e8a4c" : code[0] == '4' ? "#d68910" : "#c0392b";
+        bar_row(f, code, n, "", n, lg_json_num(fl, "answered"), color);
+    }
+    fputs("</table>\n", f);
+}
+
+/* Each replica's threads, memory and descriptors at their peak. */
+static void flash_peaks(FILE *f, const json_t *fl)
+{
+    static const struct { const char *key, *name, *unit; double scale; } cols[] = {
+        {"threads", "threads", "", 1}, {"rssBytes", "resident memory", " MiB", 1048576},
+        {"openFds", "open descriptors", "", 1}};
+    const json_t *peaks = json_object_get(fl, "peaks"), *p;
+    size_t i;
+    for (size_t c = 0; c < sizeof(cols) / sizeof(cols[0]); c++) {
+        double max = 0;
+        json_array_foreach(peaks, i, p) {
+            double v = json_number_value(json_object_get(p, cols[c].key));
+            max = v > max ? v : max;
+        }
+        fprintf(f, "<h3>Each replica's %s at its peak</h3><table class=\"bars\">\n",
+                cols[c].name);
+        json_array_foreach(peaks, i, p) {
+            const json_t *v = json_object_get(p, cols[c].key);
+            double x = json_is_number(v) ? json_number_value(v) : -1;
+            bar_row(f, lg_json_str(p, "url"), x < 0 ? -1 : x / cols[c].scale, cols[c].unit, x,
+                    max, lg_html_color((int)i, ""));
+        }
+        fputs("</table>\n", f);
+    }
+}
+
+/* The sale's own section: who got what, how fast from the fire, how /health
+ * answered meanwhile, and what the replicas spent. Answers over time are the
+ * throughput chart above. */
+static void flash_section(FILE *f, const json_t *run)
+{
+    const json_t *fl = json_object_get(run, "flash");
+    if (!json_is_object(fl))
+        return;
+    double procs = lg_json_num(fl, "procs");
+    fprintf(f, "<section><h2>Flash sale</h2><p class=\"sub\">%.0f buyers, a connection each "
+            "from %.0f process%s, fired at once; answers over time are the first chart.</p>\n",
+            lg_json_num(fl, "buyers"), procs, procs == 1 ? "" : "es");
+    flash_fates(f, fl);
+    fputs("<h3>Latency (ms)</h3><table><tr><th></th><th>count</th><th>min</th><th>p50</th>"
+          "<th>p90</th><th>p99</th><th>p99.9</th><th>max</th></tr>\n", f);
+    latency_row(f, "from the fire", json_object_get(fl, "fireLatency"));
+    latency_row(f, "GET /health meanwhile", json_object_get(fl, "health"));
+    fprintf(f, "</table>\n<p class=\"sub\">/health probes without a 200 in time: %.0f</p>\n",
+            lg_json_num(fl, "healthFailed"));
+    flash_peaks(f, fl);
+    fputs("</section>\n", f);
+}
+
 static void page_single(FILE *f, const json_t *run)
 {
     const char *scn = lg_json_str(json_object_get(run, "config"), "scenario");
@@ -244,6 +337,7 @@ static void page_single(FILE *f, const json_t *run)
     facts(f, run);
     lg_html_run one = {run, "", lg_html_color(0, "")};
     charts(f, &one, 1);
+    flash_section(f, run);
     tables(f, run);
     page_end(f);
 }

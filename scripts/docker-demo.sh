@@ -257,7 +257,8 @@ redis_cli() {
 # The service the Sentinels name as the primary of stock (sentinel-1 asked),
 # e.g. redis-1; "" when unanswered.
 sentinel_master() {
-    redis_cli sentinel-1 26379 sentinel get-master-addr-by-name stock 2>/dev/null | head -n 1
+    # sed reads to the end: `| head -n 1` left redis-cli to die of SIGPIPE (141)
+    redis_cli sentinel-1 26379 sentinel get-master-addr-by-name stock 2>/dev/null | sed -n 1p
 }
 
 # unavailable_window JSON: from a loadgen --json report, how long deductions
@@ -282,9 +283,13 @@ unavailable_window() {
 wait_healthy() {
     local ids
     mapfile -t ids < <(compose ps -q)
+    local states
     for _ in $(seq 120); do
-        if ! docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{end}}' "${ids[@]}" |
-            grep -qv '^healthy$'; then
+        # read whole, then looked at: `docker inspect | grep -q` under pipefail
+        # let grep's early exit kill docker inspect with SIGPIPE (status 141),
+        # which `!` took for "every container healthy"
+        states=$(docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{end}}' "${ids[@]}")
+        if ! grep -qv '^healthy$' <<<"$states"; then
             echo "docker-demo: healthy: $(docker inspect -f '{{.Name}}' "${ids[@]}" | tr -d / | xargs)"
             return 0
         fi

@@ -41,6 +41,7 @@ struct http_server {
     _Atomic int draining;
     _Atomic int open;  /* connections open now */
     _Atomic int pending; /* requests handed to the handler and not yet answered */
+    _Atomic int unsent;  /* requests let in whose answer is not sent yet (nor their connection gone) */
     MHD_socket quiesced; /* the listening socket once quiesced: ours to close */
     tls_tickets *tickets; /* HTTPS: resumed sessions; NULL for plain HTTP */
 };
@@ -327,6 +328,7 @@ static enum MHD_Result respond(http_server *s, struct MHD_Connection *conn, cons
     route_match(method, url, &rq->rt);
     if (!rq->entered) { /* once: on_completed leaves once, after the answer is out */
         service_enter(s->svc); /* before reading the flag: draining can't miss us */
+        atomic_fetch_add(&s->unsent, 1);
         rq->entered = 1;
     }
     clock_gettime(CLOCK_MONOTONIC, &rq->t0);
@@ -461,8 +463,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
         /* Only now, the answer sent (or the connection gone): the drain ends
          * in MHD_stop_daemon, which shuts every socket down, and an answer
          * still queued then (a committed deduction's) would never arrive. */
-        if (rq->entered)
+        if (rq->entered) {
             service_leave(s->svc);
+            atomic_fetch_sub(&s->unsent, 1);
+        }
         if (rq->phase == HANDED) /* the answer never went: the connection did first */
             free(rq->reply_body);
         free(rq->body);
@@ -611,6 +615,19 @@ void http_quiesce(http_server *s)
     }
 }
 
+/* Waits, a look each ms (only while stopping: no answer need signal), while
+ * *count is above 0 and, when until_ms is not 0, until until_ms. */
+static void wait_for_none(_Atomic int *count, int64_t until_ms)
+{
+    while (atomic_load(count) > 0) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (until_ms && (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 >= until_ms)
+            return;
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+}
+
 void http_stop(http_server *s)
 {
     if (s == NULL)
@@ -618,8 +635,18 @@ void http_stop(http_server *s)
     /* libmicrohttpd must not stop with a connection suspended: a request
      * still in its handler answers first (its lock's wait and the store's
      * timeouts bound that; past the drain, commits are refused) */
-    while (atomic_load(&s->pending) > 0) /* a look each ms, only while stopping: */
-        nanosleep(&(struct timespec){0, 1000000}, NULL); /* no answer need signal */
+    wait_for_none(&s->pending, 0);
+    /* An answer made is not yet sent: its event thread has still to write it
+     * (it may have been resumed an instant ago), and MHD_stop_daemon shuts
+     * every socket down, a committed order's answer with it. Each gets what a
+     * slow sender gets for its request, --request-timeout-ms. */
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    wait_for_none(&s->unsent,
+                  (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 + s->cfg.request_timeout_ms);
+    if (atomic_load(&s->unsent) > 0)
+        log_kv(LOG_WARN, "answers not taken by their clients within --request-timeout-ms of "
+               "the stop; their connections are closed", LOG_INT("count", atomic_load(&s->unsent)));
     MHD_stop_daemon(s->daemon); /* every connection closed: the reaper has none left */
     if (s->quiesced != MHD_INVALID_SOCKET)
         close(s->quiesced);

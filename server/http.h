@@ -118,7 +118,11 @@ json_t *http_json_text(const char *s);
  * (service_drain waits for them). */
 void http_quiesce(http_server *s);
 
-/* Closes every connection and frees the server. NULL is a no-op. */
+/* Waits until every request handed to its handler has its answer made
+ * (unbounded here: the handler's own timeouts bound it), then until those
+ * answers are written to their connections or the connections are gone, at
+ * most cfg.request_timeout_ms (a warn line counts those left); then closes
+ * every connection and frees the server. NULL is a no-op. */
 void http_stop(http_server *s);
 
 #endif

@@ -58,7 +58,14 @@ static void quorum_stack(th_stack *s, const char *name)
     for (int i = 0; i < SERVERS; i++)
         if (redis[i].pid == 0)
             assert_int_equal(th_redis_start(&redis[i]), 0);
-    const char *all[] = {"--redis", servers, NULL};
+    /* Losing one server leaves no spare: a quorum then needs both of the
+     * others' answers within --redis-timeout-ms, which a busy machine can
+     * miss; the timeout and the lease (at least 6 of them) scale with it */
+    char lease[16], timeout[16];
+    snprintf(lease, sizeof(lease), "%d", 1000 * TH_SLOWER);
+    snprintf(timeout, sizeof(timeout), "%d", 150 * TH_SLOWER);
+    const char *all[] = {"--redis", servers, "--lease-ms", lease, "--redis-timeout-ms", timeout,
+                         NULL};
     th_stack_start(s, dir, &redis[0], name, all, NULL, 100000);
 }
 

@@ -357,7 +357,9 @@ static void stale_holder_after_failover(int fencing)
         assert_true(th_now_ms() < end);
         th_sleep_ms(2);
     }
-    pid_t lg = th_loadgen_start(&st, name, st.targets, "5s", "4", "0");
+    char run[16]; /* long enough to see the sales after the failover, however slow */
+    snprintf(run, sizeof(run), "%ds", 5 * TH_SLOWER);
+    pid_t lg = th_loadgen_start(&st, name, st.targets, run, "4", "0");
     th_sleep_ms(300);
     char key[DLOCK_KEY_MAX + 1];
     th_item_lock_key(st.item, key);
@@ -373,7 +375,15 @@ static void stale_holder_after_failover(int fencing)
     th_redis_stop(&s.data[0], 1); /* the failover */
     int now = th_sentinels_wait_failover(&s, 0, FAILOVER_BOUND_MS);
     assert_true(now > 0);
-    th_sleep_ms(1500); /* the others get the lock from the new primary, and sell */
+    /* the others get the lock from the new primary, and sell: the stale write
+     * overwrites a sale only once there is one, which a busy machine may be
+     * slow to make (a fixed wait then saw no oversell) */
+    long long at_failover = th_stack_stock(&st);
+    for (int64_t end = th_now_ms() + FAILOVER_BOUND_MS; th_stack_stock(&st) >= at_failover;
+         th_sleep_ms(50))
+        if (th_now_ms() > end)
+            fail_msg("no sale on the new primary within %d ms", FAILOVER_BOUND_MS);
+    th_sleep_ms(300); /* and a few more */
     th_signal(st.r[0].pid, SIGCONT, 0);
     th_bg_reduce_join(&stale);
     print_message("the stale holder's answer: %ld %s\n", stale.status, stale.body);

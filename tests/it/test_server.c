@@ -838,6 +838,69 @@ static void test_requests_past_the_drain_deadline_do_not_commit(void **state)
     assert_int_equal(orders, 0);
 }
 
+/* Everything the server sends on fd until it closes (or timeout_ms), NUL-terminated. */
+static void read_to_close(int fd, char *out, size_t size, int timeout_ms)
+{
+    size_t used = 0;
+    int64_t end = th_now_ms() + timeout_ms;
+    while (used + 1 < size && th_now_ms() < end) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        ssize_t n = read(fd, out + used, size - 1 - used);
+        if (n <= 0)
+            break;
+        used += (size_t)n;
+    }
+    out[used] = '\0';
+}
+
+/* Orders whose commits straddle the drain deadline, each on a connection its
+ * client reads only once the replica has exited: an order that committed has
+ * its 200 waiting in the client's socket (the stop did not cut its answer
+ * off), one that did not has its 503. Before the stop waited for made answers
+ * to be written, an answer made an instant before MHD_stop_daemon was lost
+ * (the client read nothing): a race, which this caught in 4 runs of 12 on a
+ * busy 2-core machine (a refusal's 503 each time; a commit's 200 goes the
+ * same way), and never since. */
+#define STRADDLING 24
+static void test_every_order_committed_at_the_drain_deadline_is_answered(void **state)
+{
+    (void)state;
+    th_stockd d;
+    const char *flags[] = {LOCK_FLAGS, "--drain-ms", "300", NULL};
+    assert_int_equal(th_stockd_start(&d, &redis, db, dir, flags), 0);
+    long long ids[STRADDLING];
+    int fds[STRADDLING];
+    for (int i = 0; i < STRADDLING; i++) {
+        char body[128], req[512];
+        ids[i] = th_new_item(&d, "it", 5);
+        int n = snprintf(body, sizeof(body), "{\"itemId\":%lld,\"quantity\":1,\"workMs\":%d}",
+                         ids[i], 260 + 4 * i); /* 260 to 352 ms: around the 300 ms drain */
+        n = snprintf(req, sizeof(req), "POST /reduceStock HTTP/1.1\r\nHost: x\r\n"
+                     "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", n, body);
+        assert_true((fds[i] = th_connect(d.port)) >= 0);
+        th_send_all(fds[i], req, (size_t)n);
+    }
+    kill(d.pid, SIGTERM);
+    assert_int_equal(th_wait(d.pid, 30000 * TH_SLOWER), 0);
+    int answered = 0, refused = 0;
+    for (int i = 0; i < STRADDLING; i++) {
+        char resp[2048];
+        read_to_close(fds[i], resp, sizeof(resp), 2000);
+        close(fds[i]);
+        long long stock = th_item_stock(&a, ids[i]);
+        if (stock == 4 && strncmp(resp, "HTTP/1.1 200 ", 13) == 0)
+            answered++;
+        else if (stock == 5 && strstr(resp, " 503 ") && strstr(resp, "shutting_down"))
+            refused++;
+        else
+            fail_msg("order %d (workMs %d): stock %lld, answered '%.60s'", i, 260 + 4 * i, stock,
+                     resp);
+    }
+    assert_int_equal(answered + refused, STRADDLING);
+}
+
 /* The drain deadline passes while a single write waits for the database's
  * write lock: the decision is taken inside the transaction, so it rolls back
  * instead of committing a deduction whose answer can no longer be sent. */
@@ -1058,6 +1121,7 @@ int main(void)
         cmocka_unit_test(test_a_probe_port_answers_only_the_probes),
         cmocka_unit_test(test_lock_waits_end_at_the_drain_deadline),
         cmocka_unit_test(test_requests_past_the_drain_deadline_do_not_commit),
+        cmocka_unit_test(test_every_order_committed_at_the_drain_deadline_is_answered),
         cmocka_unit_test(test_a_write_that_waits_past_the_drain_deadline_does_not_commit),
         cmocka_unit_test(test_a_redis_timeout_too_long_for_the_lease_stops_start_up),
         cmocka_unit_test(test_requests_for_absent_items_touch_no_redis_key),

@@ -17,15 +17,27 @@
 #include "loadgen/err.h"
 
 /* How many times longer a timing bound is in a sanitizer build: ThreadSanitizer
- * makes each new thread and each lock several times dearer. For bounds that
- * say "not starved", never for those that prove an order of events. */
+ * makes each new thread and each lock several times dearer. */
 #if defined(__SANITIZE_THREAD__)
-#define TH_SLOWER 5
+#define TH_SANITIZER_SLOWER 5
 #elif defined(__SANITIZE_ADDRESS__)
-#define TH_SLOWER 2
+#define TH_SANITIZER_SLOWER 2
 #else
-#define TH_SLOWER 1
+#define TH_SANITIZER_SLOWER 1
 #endif
+
+/* ---- slower.c: how busy the machine is ---- */
+
+/* How many times longer a timing bound is here and now: the sanitizer's
+ * factor times the machine's load, measured at the first call (a few
+ * stretches of CPU work timed on the wall clock against this thread's CPU
+ * clock, the busiest kept, and the last minute's load average per core),
+ * rounded up and clamped to 1..10; the environment's TH_SLOWER=n replaces
+ * the measured load. Logged once on stderr. For bounds that say "not
+ * starved" or "not hung", never for those that prove an order of events.
+ * Thread-safe. */
+int th_slower(void);
+#define TH_SLOWER th_slower()
 
 /* ---- harness.c: processes, each stopped by its PID ---- */
 

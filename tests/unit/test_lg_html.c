@@ -285,6 +285,42 @@ static void test_the_latency_curve_keeps_every_point_up_to_the_max(void **state)
     json_decref(doc);
 }
 
+/* A flash sale's report draws its own section: each buyer's fate, the status
+ * mix, the fire's and /health's latencies with the failed probes, and each
+ * replica's peaks (a replica never read shows "-", its URL escaped). */
+static void test_a_flash_sale_draws_its_section(void **state)
+{
+    (void)state;
+    json_t *doc = hostile_report();
+    json_t *lat = json_deep_copy(json_object_get(json_object_get(doc, "latencyUs"), "all"));
+    json_object_set_new(
+        doc, "flash",
+        json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:{s:i, s:i, s:i}, s:O, s:O, s:i,"
+                  " s:[{s:s, s:i, s:i, s:i}, {s:s, s:n, s:n, s:n}]}",
+                  "buyers", 3000, "procs", 3, "answered", 2998, "connectFailed", 1,
+                  "closedUnanswered", 1, "timedOut", 0, "notFired", 0, "status", "200", 500,
+                  "409", 2490, "503", 8, "fireLatency", lat, "health", lat, "healthFailed", 7,
+                  "peaks", "url", "http://r1<b>", "threads", 21, "rssBytes", 94371840, "openFds",
+                  1040, "url", "http://r2", "threads", "rssBytes", "openFds"));
+    json_decref(lat);
+    mem m;
+    assert_int_equal(lg_html_write(mem_open(&m), doc), 0);
+    char *page = mem_close(&m);
+    char *sec = strstr(page, "<h2>Flash sale</h2>");
+    assert_non_null(sec);
+    assert_non_null(strstr(sec, "3000 buyers, a connection each from 3 processes"));
+    assert_non_null(strstr(sec, "<td>closed unanswered</td><td>1</td>"));
+    assert_non_null(strstr(sec, "<td>409</td><td>2490</td>"));
+    assert_non_null(strstr(sec, "<td>503</td><td>8</td>"));
+    assert_non_null(strstr(sec, "<td>GET /health meanwhile</td><td>2</td>"));
+    assert_non_null(strstr(sec, "without a 200 in time: 7"));
+    assert_non_null(strstr(sec, "<td>r1&lt;b&gt;</td><td>90 MiB</td>"));
+    assert_non_null(strstr(sec, "<td>r2</td><td>-</td>"));
+    assert_null(strstr(page, "<b>"));
+    free(page);
+    json_decref(doc);
+}
+
 static void test_an_error_document_becomes_a_page_that_says_so(void **state)
 {
     (void)state;
@@ -312,6 +348,7 @@ int main(void)
         cmocka_unit_test(test_a_page_escapes_every_string_of_the_report),
         cmocka_unit_test(test_a_page_escapes_the_verdicts_too),
         cmocka_unit_test(test_the_latency_curve_keeps_every_point_up_to_the_max),
+        cmocka_unit_test(test_a_flash_sale_draws_its_section),
         cmocka_unit_test(test_an_error_document_becomes_a_page_that_says_so),
     };
     return cmocka_run_group_tests_name("lg_html", tests, NULL, NULL);
