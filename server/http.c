@@ -68,7 +68,7 @@ struct req_state {
     size_t discarded;
     int too_large;
     int framing;          /* req_check_framing's code: not REQ_OK refuses it unread */
-    char framing_err[128];
+    char framing_err[200];
     int entered;          /* in flight for the drain until its answer is sent */
     int close;            /* close the connection after the answer */
     enum req_phase phase; /* HANDED: to its handler, its answer not sent yet */
@@ -366,23 +366,40 @@ static enum MHD_Result take_chunk(struct req_state *rq, const char *data, size_t
     return rq->discarded > DISCARD_MAX ? MHD_NO : MHD_YES;
 }
 
-static enum MHD_Result add_framing_field(void *cls, enum MHD_ValueKind kind, const char *name,
-                                        const char *value)
+/* Whether a field came on one line. libmicrohttpd 0.9.75 keeps a field
+ * where it read it: its name, a NUL where the colon was, the blanks it
+ * skipped, its value. A folded field's next line is glued to its name,
+ * which moves to a block of its own, away from its value: the one trace of
+ * the fold it leaves. */
+static int one_line(const char *name, size_t name_len, const char *value)
 {
-    (void)kind;
-    req_framing_add(cls, name, value ? value : "");
+    uintptr_t end = (uintptr_t)name + name_len, at = (uintptr_t)value;
+    if (at <= end || at - end > 256 || name[name_len] != '\0')
+        return 0;
+    for (const char *p = name + name_len + 1; p < value; p++)
+        if (*p != ' ' && *p != '\t')
+            return 0;
+    return 1;
+}
+
+static enum MHD_Result add_framing_field(void *cls, enum MHD_ValueKind kind, const char *name,
+                                        size_t name_len, const char *value, size_t value_len)
+{
+    (void)kind, (void)value_len;
+    req_framing_add(cls, name, value ? value : "", value && !one_line(name, name_len, value));
     return MHD_YES;
 }
 
-/* Whether the request's body is framed one way only (request.h), checked as
- * soon as its headers are in: libmicrohttpd 0.9.75 frames a body by
- * Transfer-Encoding when Content-Length comes too, by the first of two
- * Content-Lengths, and reads a body of an unknown coding until the
- * connection closes. Answering now makes it close the connection unread. */
+/* Whether libmicrohttpd reads the request's body as it says, one way
+ * (request.h), checked as soon as its headers are in: libmicrohttpd 0.9.75
+ * frames a body by Transfer-Encoding when Content-Length comes too, by the
+ * first of two Content-Lengths, reads a coding it does not know ("chunked "
+ * among them) until the connection closes, and glues a folded line to the
+ * field's name. Answering now makes it close the connection unread. */
 static int check_framing(struct MHD_Connection *conn, const char *version, struct req_state *rq)
 {
     req_framing f = {.http10 = strcmp(version, MHD_HTTP_VERSION_1_0) == 0};
-    MHD_get_connection_values(conn, MHD_HEADER_KIND, add_framing_field, &f);
+    MHD_get_connection_values_n(conn, MHD_HEADER_KIND, add_framing_field, &f);
     return req_check_framing(&f, rq->framing_err, sizeof(rq->framing_err));
 }
 
