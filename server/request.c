@@ -354,3 +354,29 @@ int req_check_framing(const req_framing *f, char *err, size_t errlen)
     }
     return REQ_OK;
 }
+
+void req_head_add(req_head *h, const char *name, size_t name_len, size_t value_len)
+{
+    size_t line = name_len + 2 + value_len;
+    h->fields++;
+    if (line > h->longest) {
+        h->longest = line;
+        snprintf(h->long_name, sizeof(h->long_name), "%s", name);
+    }
+}
+
+int req_check_head(const req_head *h, size_t head_size, char *err, size_t errlen)
+{
+    if (head_size > RULE_HEAD_MAX) {
+        snprintf(err, errlen, "request headers of %zu bytes; at most %d with the request line",
+                 head_size, RULE_HEAD_MAX);
+    } else if (h->fields > RULE_HEAD_FIELDS_MAX) {
+        snprintf(err, errlen, "%d header fields; at most %d", h->fields, RULE_HEAD_FIELDS_MAX);
+    } else if (h->longest > RULE_HEAD_LINE_MAX) {
+        snprintf(err, errlen, "header field '%s' is a line of %zu bytes; at most %d",
+                 h->long_name, h->longest, RULE_HEAD_LINE_MAX);
+    } else {
+        return REQ_OK;
+    }
+    return REQ_ERR_HEAD;
+}

@@ -14,6 +14,7 @@ enum req_code {
     REQ_ERR_INVALID = -2, /* a field is missing, mistyped or out of range: 400 invalid_request */
     REQ_ERR_FRAMING = -3, /* the body's length is ambiguous: 400 bad_framing, then close */
     REQ_ERR_CODING = -4,  /* a transfer coding other than chunked: 501, then close */
+    REQ_ERR_HEAD = -5,    /* headers past RULE_HEAD_*: 431, then close */
 };
 
 typedef struct req_line {
@@ -88,6 +89,21 @@ void req_framing_add(req_framing *f, const char *name, const char *value, int fo
  * Transfer-Encoding field naming a coding other than chunked. Else
  * REQ_ERR_FRAMING. A message for the client in err. */
 int req_check_framing(const req_framing *f, char *err, size_t errlen);
+
+/* A request's head against the limits of rules.h: zero it, then
+ * req_head_add each header field. */
+typedef struct req_head {
+    int fields;
+    size_t longest;     /* the longest field line, "Name: value" */
+    char long_name[32]; /* its name, cut */
+} req_head;
+
+void req_head_add(req_head *h, const char *name, size_t name_len, size_t value_len);
+
+/* REQ_OK, or REQ_ERR_HEAD with a message in err: a head of head_size bytes
+ * (its request line, fields and line ends) over RULE_HEAD_MAX, more than
+ * RULE_HEAD_FIELDS_MAX fields, or a field's line over RULE_HEAD_LINE_MAX. */
+int req_check_head(const req_head *h, size_t head_size, char *err, size_t errlen);
 
 /* A decimal id 1..INT64_MAX with no sign, spaces or leading zeros. 0 or -1. */
 int req_parse_id(const char *s, int64_t *out);

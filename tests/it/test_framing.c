@@ -1,4 +1,6 @@
-/* test_framing.c - stockd's framing check against libmicrohttpd itself: for
+/* test_framing.c - a request's head: its limits (RULE_HEAD_*: what browsers
+ * send is taken, one past is 431 with a JSON error), and stockd's framing
+ * check against libmicrohttpd itself: for
  * generated shapes of the framing header fields (blanks, case, commas, empty
  * list elements, repeats, folds, bare CRs and LFs, HTTP/1.0), a real stockd
  * is sent the request and a pipelined GET /health on one connection, and
@@ -14,12 +16,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "server/request.h"
+#include "server/rules.h"
 #include "tests/support/fields.h"
 #include "tests/support/harness.h"
 
@@ -161,7 +165,7 @@ static const char *cl_names[] = {"Content-Length", "content-length", "CONTENT-LE
 static const char *cl_values[] = {"2", "02", " 2", "\t2", "2 ", "2\t", "+2", "-2", "2,2",
                                   "2, 2", "", "0x2", "2\x0b", NULL};
 /* repeats, both fields, folds, line ends */
-static const char *extra[] = {
+static const char *more_shapes[] = {
     "Content-Length: 2\r\nContent-Length: 2\r\n",
     "Content-Length: 2\r\nContent-Length: 3\r\n",
     "Content-Length: 2\r\nTransfer-Encoding: chunked\r\n",
@@ -214,8 +218,8 @@ static void test_the_check_and_libmicrohttpd_read_every_shape_alike(void **state
             snprintf(lines, sizeof(lines), "%s: %s\r\n", cl_names[i], cl_values[j]);
             shapes_in_both_versions(lines);
         }
-    for (int i = 0; extra[i]; i++, shapes++)
-        shapes_in_both_versions(extra[i]);
+    for (int i = 0; more_shapes[i]; i++, shapes++)
+        shapes_in_both_versions(more_shapes[i]);
     shapes_in_both_versions(""); /* no framing at all */
     printf("%d shapes, each in HTTP/1.1 and HTTP/1.0\n", shapes + 1);
     assert_int_equal(failures, 0);
@@ -239,11 +243,158 @@ static void test_chunked_with_a_trailing_blank_is_refused_at_once(void **state)
     assert_true(th_now_ms() - t0 < 5000 * TH_SLOWER); /* not the request timeout: a hang */
 }
 
+/* A GET /health whose head is the request line, Host and extra (with its
+ * line ends), then a pipelined GET /health, into req (freed by the caller). */
+static size_t head_request(const char *extra, char **req)
+{
+    size_t n = strlen(extra) + 256;
+    *req = malloc(n);
+    assert_non_null(*req);
+    return (size_t)snprintf(*req, n, "GET /health HTTP/1.1\r\nHost: x\r\n%s\r\n" GET_HEALTH,
+                            extra);
+}
+
+/* fields header fields (with Host) filling a head of about size bytes. */
+static char *fields_of(int fields, size_t size)
+{
+    char *s = calloc(1, size + 1024);
+    size_t each = (size - 40) / (size_t)(fields - 1), used = 0;
+    assert_non_null(s);
+    for (int i = 0; i < fields - 1; i++)
+        used += (size_t)sprintf(s + used, "X-F%03d: %0*d\r\n", i, (int)(each - 10), i);
+    return s;
+}
+
+static void expect_answered(const char *extra, const char *what)
+{
+    char *req;
+    size_t len = head_request(extra, &req);
+    answers a;
+    exchange(req, len, &a);
+    free(req);
+    if (a.count != 2 || a.status[0] != 200 || a.status[1] != 200)
+        fail_msg("%s: %d answers, %d then %d, closed %d:\n%.300s", what, a.count, a.status[0],
+                 a.status[1], a.closed, a.raw);
+}
+
+static void expect_431(const char *extra, const char *what, const char *why)
+{
+    char *req;
+    size_t len = head_request(extra, &req);
+    answers a;
+    exchange(req, len, &a);
+    free(req);
+    if (a.count != 1 || a.status[0] != 431 || !a.closed ||
+        strstr(a.body[0], "{\"error\":\"headers_too_large\"") != a.body[0] ||
+        strstr(a.body[0], why) == NULL)
+        fail_msg("%s: %d answers, the first %d, closed %d:\n%.300s", what, a.count, a.status[0],
+                 a.closed, a.raw);
+}
+
+/* A browser's 4 KiB cookie (100 pairs) with a 1.5 KiB bearer token, 100
+ * small fields, a 16 KiB head of 100 fields, an 8 KiB line: each answered,
+ * and the connection kept for the next request. */
+static void test_heads_as_browsers_send_them_are_answered(void **state)
+{
+    (void)state;
+    char *extra = malloc(8192);
+    size_t n = (size_t)sprintf(extra, "Cookie: ");
+    for (int i = 0; i < 100; i++)
+        n += (size_t)sprintf(extra + n, "%scookie%02d=%030d", i ? "; " : "", i, i);
+    n += (size_t)sprintf(extra + n, "\r\nAuthorization: Bearer ");
+    memset(extra + n, 't', 1536);
+    strcpy(extra + n + 1536, "\r\n");
+    assert_true(strlen(extra) > 4096 + 1536);
+    expect_answered(extra, "a 4 KiB cookie and a 1.5 KiB bearer token");
+    free(extra);
+
+    char *many = fields_of(RULE_HEAD_FIELDS_MAX, 3000);
+    expect_answered(many, "100 small fields");
+    free(many);
+    many = fields_of(RULE_HEAD_FIELDS_MAX, RULE_HEAD_MAX - 200);
+    expect_answered(many, "a 16 KiB head of 100 fields");
+    free(many);
+
+    char *line = calloc(1, RULE_HEAD_LINE_MAX + 16);
+    sprintf(line, "X-Line: %0*d\r\n", RULE_HEAD_LINE_MAX - 8, 7);
+    expect_answered(line, "an 8 KiB line");
+    free(line);
+}
+
+/* One field, one byte of a line, 1 KiB of head past the limits: 431 with a
+ * JSON error that says which, and the connection closed. */
+static void test_heads_past_their_limits_get_431_with_json(void **state)
+{
+    (void)state;
+    char *many = fields_of(RULE_HEAD_FIELDS_MAX + 1, 3000);
+    expect_431(many, "101 fields", "101 header fields");
+    free(many);
+
+    char *line = calloc(1, 10 * 1024);
+    sprintf(line, "X-Line: %0*d\r\n", 9 * 1024 - 8, 7);
+    expect_431(line, "a 9 KiB line", "'X-Line' is a line of 9216 bytes");
+    free(line);
+
+    char *big = calloc(1, 18 * 1024);
+    for (int i = 0; i < 3; i++)
+        sprintf(big + strlen(big), "X-Big%d: %0*d\r\n", i, 17 * 1024 / 3, i);
+    expect_431(big, "a 17 KiB head", "request headers of");
+    free(big);
+}
+
+/* Past 1024 open connections (http.c's KEEPALIVE_OPEN_MAX) an answer
+ * closes its connection: kept alive, libmicrohttpd would zero its 32 KiB for
+ * the next request, and a flash sale's 10,000 answered buyers would hold
+ * 320 MiB. Below it, connections are kept. */
+static void test_past_1024_connections_an_answer_closes_its_connection(void **state)
+{
+    (void)state;
+    enum { IDLE = 1040 };
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_max < IDLE + 64)
+        th_skip("the open-files limit (%lu) is below %d", (unsigned long)rl.rlim_max, IDLE + 64);
+    if (rl.rlim_cur < IDLE + 64) {
+        rl.rlim_cur = IDLE + 64;
+        assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    }
+    th_stockd many;
+    const char *flags[] = {"--lock", "atomic", "--max-connections-per-ip", "0", NULL};
+    assert_int_equal(th_stockd_start(&many, NULL, db, dir, flags), 0);
+    const char *get = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    char out[2048];
+    int fd = th_connect(many.port);
+    assert_true(th_exchange(fd, get, out, sizeof(out), 10000 * TH_SLOWER) > 0);
+    assert_null(strstr(out, "Connection: close")); /* few open: kept */
+    close(fd);
+
+    static int idle[IDLE];
+    for (int i = 0; i < IDLE; i++)
+        assert_true((idle[i] = th_connect(many.port)) >= 0);
+    int closed = 0;
+    for (int64_t end = th_now_ms() + 20000 * TH_SLOWER; !closed && th_now_ms() < end;) {
+        fd = th_connect(many.port); /* until the replica has taken them all */
+        assert_true(th_exchange(fd, get, out, sizeof(out), 10000 * TH_SLOWER) > 0);
+        assert_non_null(strstr(out, "HTTP/1.1 200 "));
+        closed = strstr(out, "Connection: close") != NULL;
+        if (closed) /* and it closes: the next read finds the end */
+            assert_int_equal(th_exchange(fd, get, out, sizeof(out), 10000 * TH_SLOWER), 0);
+        close(fd);
+    }
+    assert_true(closed);
+    for (int i = 0; i < IDLE; i++)
+        close(idle[i]);
+    assert_int_equal(th_stockd_stop_clean(&many), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_the_check_and_libmicrohttpd_read_every_shape_alike),
         cmocka_unit_test(test_chunked_with_a_trailing_blank_is_refused_at_once),
+        cmocka_unit_test(test_heads_as_browsers_send_them_are_answered),
+        cmocka_unit_test(test_heads_past_their_limits_get_431_with_json),
+        cmocka_unit_test(test_past_1024_connections_an_answer_closes_its_connection),
     };
     return cmocka_run_group_tests_name("framing", tests, group_setup, group_teardown);
 }

@@ -416,6 +416,30 @@ static void test_a_framing_field_libmicrohttpd_reads_otherwise_is_refused(void *
     assert_int_equal(framing(0, empty, err), REQ_ERR_FRAMING);
 }
 
+/* Heads as nginx and Apache take them: 16 KiB with the request line, 100
+ * fields, 8 KiB a line ("Name: value"); one past any of them is refused. */
+static void test_a_head_past_its_limits_is_refused(void **state)
+{
+    (void)state;
+    char err[200];
+    req_head h = {0};
+    for (int i = 0; i < RULE_HEAD_FIELDS_MAX; i++)
+        req_head_add(&h, "X-F", 3, 20);
+    assert_int_equal(req_check_head(&h, RULE_HEAD_MAX, err, sizeof(err)), REQ_OK);
+    assert_int_equal(req_check_head(&h, RULE_HEAD_MAX + 1, err, sizeof(err)), REQ_ERR_HEAD);
+    assert_non_null(strstr(err, "16384"));
+    req_head_add(&h, "X-F", 3, 20);
+    assert_int_equal(req_check_head(&h, 4000, err, sizeof(err)), REQ_ERR_HEAD);
+    assert_non_null(strstr(err, "101 header fields"));
+
+    req_head line = {0};
+    req_head_add(&line, "Cookie", 6, RULE_HEAD_LINE_MAX - 8);
+    assert_int_equal(req_check_head(&line, 9000, err, sizeof(err)), REQ_OK);
+    req_head_add(&line, "X-Long", 6, RULE_HEAD_LINE_MAX - 7);
+    assert_int_equal(req_check_head(&line, 9000, err, sizeof(err)), REQ_ERR_HEAD);
+    assert_non_null(strstr(err, "'X-Long'"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -433,6 +457,7 @@ int main(void)
         cmocka_unit_test(test_routes_name_the_role_each_method_needs),
         cmocka_unit_test(test_a_body_framed_two_ways_is_refused),
         cmocka_unit_test(test_a_framing_field_libmicrohttpd_reads_otherwise_is_refused),
+        cmocka_unit_test(test_a_head_past_its_limits_is_refused),
     };
     return cmocka_run_group_tests_name("request", tests, NULL, NULL);
 }
