@@ -40,6 +40,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     th_field fields[TH_FIELDS_MAX];
     int n = th_fields_split((const char *)data, size, fields);
     int http10 = size && (data[size - 1] & 1);
+    req_head head = {0};
+    for (int i = 0; i < n; i++)
+        req_head_add(&head, fields[i].name, strlen(fields[i].name), strlen(fields[i].value));
+    req_check_head(&head, size, err, sizeof(err));
     if (n >= 0 && th_fields_check(fields, n, http10, err, sizeof(err)) == REQ_OK) {
         th_framing mhd = th_fields_mhd(fields, n);
         th_framing proxy = th_fields_proxy((const char *)data, size);
