@@ -1,6 +1,6 @@
 /* http.c - stockd's HTTP server, the libmicrohttpd plumbing: the daemon (a
- * few event threads over epoll) and its connection callbacks, request bodies
- * within their limits, the framing check, deadlines (reaper.c), the
+ * few event threads over epoll) and its connection callbacks, request heads
+ * and bodies within their limits, the framing check, deadlines (reaper.c), the
  * refusals no route gets to see, calling each request's handler on its
  * event thread (and suspending the connection when the answer comes
  * later), sending the answer, and a graceful stop. What each route answers is the handler's (handlers.c,
