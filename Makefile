@@ -181,7 +181,7 @@ fuzz:
 	    test "$${PIPESTATUS[0]}" -eq 0; \
 	done
 
-$(BUILD)/fuzz/fuzz_request: tests/fuzz/fuzz_request.c server/request.c
+$(BUILD)/fuzz/fuzz_request: tests/fuzz/fuzz_request.c server/request.c tests/support/fields.c
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^ $(shell $(PKG_CONFIG) --libs jansson)
 

@@ -1,6 +1,6 @@
 /* http.c - stockd's HTTP server, the libmicrohttpd plumbing: the daemon (a
- * few event threads over epoll) and its connection callbacks, request bodies
- * within their limits, the framing check, deadlines (reaper.c), the
+ * few event threads over epoll) and its connection callbacks, request heads
+ * and bodies within their limits, the framing check, deadlines (reaper.c), the
  * refusals no route gets to see, calling each request's handler on its
  * event thread (and suspending the connection when the answer comes
  * later), sending the answer, and a graceful stop. What each route answers is the handler's (handlers.c,
@@ -9,6 +9,7 @@
 
 #include <arpa/inet.h>
 #include <jansson.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -28,9 +29,27 @@
 #include "server/service.h"
 
 #define DISCARD_MAX (1024 * 1024) /* past the limit, drop this much before closing */
-/* libmicrohttpd's memory per connection, for its headers and buffers (its
- * default is 32 KiB): what a waiting buyer costs, besides its socket. */
-#define CONNECTION_MEMORY (6 * 1024)
+/* libmicrohttpd's memory per connection, for a request's head (RULE_HEAD_MAX
+ * of it, its fields' records, a copy of its cookies) and its buffers. Up to
+ * 32 KiB, libmicrohttpd 0.9.75 takes it with malloc and touches only what a
+ * request fills (the head at its start, the fields' records at its end):
+ * a waiting buyer's small request makes about 5 KiB of it resident, as the
+ * 6 KiB this was did. Above 32 KiB it is an mmap of its own, which costs
+ * whole pages at both ends (8.6 KiB). */
+#define CONNECTION_MEMORY (32 * 1024)
+/* But libmicrohttpd zeroes all of it after each answer on a connection kept
+ * alive for the next request, which makes all of it resident until the
+ * connection closes. Past this many open connections (a flash sale's
+ * buyers, a flood), an answer closes its connection instead, so that
+ * 10,000 answered buyers never hold 32 KiB each; below it, at most this
+ * many idle connections hold it (32 MiB). */
+#define KEEPALIVE_OPEN_MAX 1024
+/* Even so, an answer makes half of it resident (libmicrohttpd zeroes the
+ * read buffer's unused part when it turns to sending), and malloc keeps what
+ * a closed connection frees for the next one: after a sale's burst of
+ * answers, 10,000 x 16 KiB. Every this many closes, malloc_trim gives the
+ * free pages back. */
+#define TRIM_EVERY_CLOSES 256
 
 struct http_server {
     http_config cfg;
@@ -42,6 +61,7 @@ struct http_server {
     _Atomic int open;  /* connections open now */
     _Atomic int pending; /* requests handed to the handler and not yet answered */
     _Atomic int unsent;  /* requests let in whose answer is not sent yet (nor their connection gone) */
+    _Atomic unsigned closes; /* connections closed, for malloc_trim */
     MHD_socket quiesced; /* the listening socket once quiesced: ours to close */
     tls_tickets *tickets; /* HTTPS: resumed sessions; NULL for plain HTTP */
 };
@@ -68,8 +88,9 @@ struct req_state {
     size_t len, cap;
     size_t discarded;
     int too_large;
-    int framing;          /* req_check_framing's code: not REQ_OK refuses it unread */
-    char framing_err[128];
+    int head;             /* req_check_head's or req_check_framing's code: not
+                           * REQ_OK refuses it unread */
+    char *head_err;       /* why, when not REQ_OK */
     int entered;          /* in flight for the drain until its answer is sent */
     int close;            /* close the connection after the answer */
     enum req_phase phase; /* HANDED: to its handler, its answer not sent yet */
@@ -202,6 +223,7 @@ static int refuse(http_server *s, struct req_state *rq, const char *method, cons
 {
     const route_result *rt = &rq->rt;
     const struct conn_state *c = conn_of(rq->req.conn);
+    const char *why = rq->head_err ? rq->head_err : "malformed request head";
     rq->close = 1;
     if (atomic_load(&s->draining)) {
         http_reply_error(r, 503, "shutting_down", "server is shutting down; retry elsewhere");
@@ -209,10 +231,12 @@ static int refuse(http_server *s, struct req_state *rq, const char *method, cons
         http_reply_error(r, 503, "too_many_connections", "over the %d connections this server "
                          "takes; retry soon", s->cfg.max_connections);
         r->retry_after = 1;
-    } else if (rq->framing == REQ_ERR_CODING) {
-        http_reply_error(r, 501, "unsupported_transfer_coding", "%s", rq->framing_err);
-    } else if (rq->framing != REQ_OK) {
-        http_reply_error(r, 400, "bad_framing", "%s", rq->framing_err);
+    } else if (rq->head == REQ_ERR_HEAD) {
+        http_reply_error(r, 431, "headers_too_large", "%s", why);
+    } else if (rq->head == REQ_ERR_CODING) {
+        http_reply_error(r, 501, "unsupported_transfer_coding", "%s", why);
+    } else if (rq->head != REQ_OK) {
+        http_reply_error(r, 400, "bad_framing", "%s", why);
     } else {
         rq->close = 0;
         if (rt->id == ROUTE_NOT_FOUND)
@@ -251,12 +275,13 @@ static void account(http_server *s, const struct req_state *rq, http_reply *r)
 }
 
 /* Sends rq's answer (on the connection's event thread), closing the
- * connection after it when the server drains or the request was framed
- * badly. */
+ * connection after it when the server drains, the request was refused
+ * unread, or more than KEEPALIVE_OPEN_MAX connections are open. */
 static enum MHD_Result send_answer(http_server *s, struct req_state *rq, http_reply *r,
                                    char *body, size_t len)
 {
-    int closing = rq->close || atomic_load(&s->draining);
+    int closing = rq->close || atomic_load(&s->draining) ||
+                  atomic_load(&s->open) > KEEPALIVE_OPEN_MAX;
     return send_reply(rq->req.conn, r, body, len, closing);
 }
 
@@ -368,24 +393,59 @@ static enum MHD_Result take_chunk(struct req_state *rq, const char *data, size_t
     return rq->discarded > DISCARD_MAX ? MHD_NO : MHD_YES;
 }
 
-static enum MHD_Result add_framing_field(void *cls, enum MHD_ValueKind kind, const char *name,
-                                        const char *value)
+/* Whether a field came on one line. libmicrohttpd 0.9.75 keeps a field
+ * where it read it: its name, a NUL where the colon was, the blanks it
+ * skipped, its value. A folded field's next line is glued to its name,
+ * which moves to a block of its own, away from its value: the one trace of
+ * the fold it leaves. */
+static int one_line(const char *name, size_t name_len, const char *value)
 {
+    uintptr_t end = (uintptr_t)name + name_len, at = (uintptr_t)value;
+    if (at <= end || at - end > 256 || name[name_len] != '\0')
+        return 0;
+    for (const char *p = name + name_len + 1; p < value; p++)
+        if (*p != ' ' && *p != '\t')
+            return 0;
+    return 1;
+}
+
+/* What one look at a request's header fields finds. */
+struct head_look {
+    req_framing framing;
+    req_head head;
+};
+
+static enum MHD_Result look_at_field(void *cls, enum MHD_ValueKind kind, const char *name,
+                                     size_t name_len, const char *value, size_t value_len)
+{
+    struct head_look *look = cls;
     (void)kind;
-    req_framing_add(cls, name, value ? value : "");
+    req_head_add(&look->head, name, name_len, value_len);
+    req_framing_add(&look->framing, name, value ? value : "",
+                    value && !one_line(name, name_len, value));
     return MHD_YES;
 }
 
-/* Whether the request's body is framed one way only (request.h), checked as
- * soon as its headers are in: libmicrohttpd 0.9.75 frames a body by
- * Transfer-Encoding when Content-Length comes too, by the first of two
- * Content-Lengths, and reads a body of an unknown coding until the
- * connection closes. Answering now makes it close the connection unread. */
-static int check_framing(struct MHD_Connection *conn, const char *version, struct req_state *rq)
+/* Whether the request's head is within its limits, and libmicrohttpd reads
+ * its body as it says, one way (request.h), checked as soon as its headers
+ * are in: libmicrohttpd 0.9.75 frames a body by Transfer-Encoding when
+ * Content-Length comes too, by the first of two Content-Lengths, reads a
+ * coding it does not know ("chunked " among them) until the connection
+ * closes, and glues a folded line to the field's name. Answering now makes
+ * it close the connection unread. The code; why in rq->head_err. */
+static int check_head(struct MHD_Connection *conn, const char *version, struct req_state *rq)
 {
-    req_framing f = {.http10 = strcmp(version, MHD_HTTP_VERSION_1_0) == 0};
-    MHD_get_connection_values(conn, MHD_HEADER_KIND, add_framing_field, &f);
-    return req_check_framing(&f, rq->framing_err, sizeof(rq->framing_err));
+    struct head_look look = {.framing = {.http10 = strcmp(version, MHD_HTTP_VERSION_1_0) == 0}};
+    char err[256];
+    MHD_get_connection_values_n(conn, MHD_HEADER_KIND, look_at_field, &look);
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    int rc = req_check_head(&look.head, info ? info->header_size : 0, err, sizeof(err));
+    if (rc == REQ_OK)
+        rc = req_check_framing(&look.framing, err, sizeof(err));
+    if (rc != REQ_OK)
+        rq->head_err = strdup(err); /* NULL when out of memory: refused all the same */
+    return rc;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -402,8 +462,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
         rq->too_large = cl && strtoull(cl, NULL, 10) > RULE_BODY_MAX;
-        rq->framing = check_framing(conn, version, rq);
-        if (rq->too_large || rq->framing != REQ_OK) {
+        rq->head = check_head(conn, version, rq);
+        if (rq->too_large || rq->head != REQ_OK) {
             reaper_request_read(deadlines_of(conn));
             return respond(s, conn, url, method, rq); /* MHD drops the body and closes */
         }
@@ -444,6 +504,10 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
             tls_tickets_enable(s->tickets, info->tls_session);
     } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) { /* before MHD closes the socket */
         atomic_fetch_sub(&s->open, 1);
+        if ((atomic_fetch_add(&s->closes, 1) + 1) % TRIM_EVERY_CLOSES == 0)
+            malloc_trim(0); /* what the closes before this one freed: 1.4 ms (at
+                             * most 12) on this event thread in a 10,000-buyer
+                             * sale, 10 us a connection */
         if (c)
             reaper_conn_closed(s->reaper, c->deadlines);
         free(c);
@@ -470,6 +534,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
         if (rq->phase == HANDED) /* the answer never went: the connection did first */
             free(rq->reply_body);
         free(rq->body);
+        free(rq->head_err);
         free(rq);
     }
     *req_cls = NULL;

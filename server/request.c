@@ -243,42 +243,83 @@ int req_parse_int_arg(const char *s, int64_t def, int64_t min, int64_t max, int6
     return 0;
 }
 
-/* RFC 9110 5.1: a field name is a token. */
-static int is_token(const char *s)
+/* RFC 9110 5.6.2: a token's characters (a field name, a transfer coding). */
+static int is_tchar(char c)
 {
-    if (*s == '\0')
-        return 0;
-    for (; *s; s++)
-        if (!isalnum((unsigned char)*s) && !strchr("!#$%&'*+-.^_`|~", *s))
-            return 0;
-    return 1;
+    return isalnum((unsigned char)c) || (c && strchr("!#$%&'*+-.^_`|~", c));
 }
 
-void req_framing_add(req_framing *f, const char *name, const char *value)
+/* s[0..n) is a token. */
+static int is_token_n(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!is_tchar(s[i]))
+            return 0;
+    return n > 0;
+}
+
+/* Notes the first field with a malformed shape, and why. */
+static void bad_field(req_framing *f, const char *name, const char *why)
+{
+    if (!f->bad_name[0]) {
+        snprintf(f->bad_name, sizeof(f->bad_name), "%s", name[0] ? name : "(empty)");
+        f->bad_why = why;
+    }
+}
+
+/* One Transfer-Encoding value: libmicrohttpd 0.9.75 reads a body as chunked
+ * only when the value is "chunked" itself, any case, and reads any other
+ * value (a trailing blank, an empty list element, "chunked, chunked") as an
+ * unknown coding, up to the connection's end; a proxy may read those as
+ * chunked. Which codings the list names decides the refusal's code. */
+static void add_coding(req_framing *f, const char *value)
+{
+    if (f->encodings++ == 0) {
+        snprintf(f->coding, sizeof(f->coding), "%s", value);
+        f->chunked = strcasecmp(value, "chunked") == 0;
+    }
+    for (const char *p = value; *p;) { /* the list's elements, blanks trimmed */
+        size_t n = strcspn(p, ",");
+        const char *e = p + n;
+        while (p < e && (*p == ' ' || *p == '\t'))
+            p++;
+        while (e > p && (e[-1] == ' ' || e[-1] == '\t'))
+            e--;
+        if (is_token_n(p, (size_t)(e - p)) && !((size_t)(e - p) == 7 &&
+                                               strncasecmp(p, "chunked", 7) == 0))
+            f->other_coding = 1;
+        p += strcspn(p, ",");
+        p += *p == ',';
+    }
+}
+
+void req_framing_add(req_framing *f, const char *name, const char *value, int folded)
 {
     int length = strcasecmp(name, "Content-Length") == 0;
     int coding = strcasecmp(name, "Transfer-Encoding") == 0;
-    int looks_like = strncasecmp(name, "Content-Length", 14) == 0 ||
-                     strncasecmp(name, "Transfer-Encoding", 17) == 0;
-    if (!f->bad_name[0] && (!is_token(name) || (looks_like && !length && !coding)))
-        snprintf(f->bad_name, sizeof(f->bad_name), "%s", name);
+    if (folded)
+        bad_field(f, name, "a field folded onto the next line (obs-fold)");
+    else if (!is_token_n(name, strlen(name)))
+        bad_field(f, name, "not a token: a blank before its colon, or a folded line");
+    else if (!length && !coding && (strncasecmp(name, "Content-Length", 14) == 0 ||
+                                    strncasecmp(name, "Transfer-Encoding", 17) == 0))
+        bad_field(f, name, "a framing field's name with more glued to it (a folded line)");
+    else if (strchr(value, '\r'))
+        bad_field(f, name, "a carriage return in its value, which a proxy may take for a "
+                           "line's end");
     if (length) {
-        f->lengths++;
+        if (f->lengths++ == 0)
+            f->length_digits = value[0] && strspn(value, "0123456789") == strlen(value);
     } else if (coding) {
-        if (f->encodings++ == 0)
-            snprintf(f->coding, sizeof(f->coding), "%s", value);
-        size_t n = strlen(value);
-        while (n && (value[n - 1] == ' ' || value[n - 1] == '\t'))
-            n--; /* the field's trailing blanks are not part of its value */
-        f->chunked_only = f->encodings == 1 && n == 7 && strncasecmp(value, "chunked", 7) == 0;
+        add_coding(f, value);
     }
 }
 
 int req_check_framing(const req_framing *f, char *err, size_t errlen)
 {
     if (f->bad_name[0]) {
-        snprintf(err, errlen, "header field name '%s' is malformed (a blank before its colon, "
-                              "or a folded line); send each field as Name: value", f->bad_name);
+        snprintf(err, errlen, "header field '%s' is malformed (%s); send each field as "
+                              "Name: value on one line", f->bad_name, f->bad_why);
         return REQ_ERR_FRAMING;
     }
     if (f->encodings && f->lengths) {
@@ -290,14 +331,52 @@ int req_check_framing(const req_framing *f, char *err, size_t errlen)
         snprintf(err, errlen, "Content-Length given %d times; send it once", f->lengths);
         return REQ_ERR_FRAMING;
     }
+    if (f->lengths && !f->length_digits) {
+        snprintf(err, errlen, "Content-Length is not digits alone; send its decimal length");
+        return REQ_ERR_FRAMING;
+    }
     if (f->encodings && f->http10) {
         snprintf(err, errlen, "Transfer-Encoding in an HTTP/1.0 request; send Content-Length");
         return REQ_ERR_FRAMING;
     }
-    if (f->encodings && !f->chunked_only) {
-        snprintf(err, errlen, "transfer coding '%s'%s is not supported; send chunked alone, "
-                              "or Content-Length", f->coding, f->encodings > 1 ? " (and more)" : "");
+    if (f->encodings == 1 && f->chunked)
+        return REQ_OK;
+    if (f->encodings == 1 && f->other_coding) {
+        snprintf(err, errlen, "transfer coding '%s' is not supported; send chunked alone, "
+                              "or Content-Length", f->coding);
         return REQ_ERR_CODING;
     }
+    if (f->encodings) {
+        snprintf(err, errlen, "Transfer-Encoding '%s'%s is not exactly chunked (a blank, an "
+                 "empty list element or a repeat reads two ways); send Transfer-Encoding: "
+                 "chunked once", f->coding, f->encodings > 1 ? " (and more fields)" : "");
+        return REQ_ERR_FRAMING;
+    }
     return REQ_OK;
+}
+
+void req_head_add(req_head *h, const char *name, size_t name_len, size_t value_len)
+{
+    size_t line = name_len + 2 + value_len;
+    h->fields++;
+    if (line > h->longest) {
+        h->longest = line;
+        snprintf(h->long_name, sizeof(h->long_name), "%s", name);
+    }
+}
+
+int req_check_head(const req_head *h, size_t head_size, char *err, size_t errlen)
+{
+    if (head_size > RULE_HEAD_MAX) {
+        snprintf(err, errlen, "request headers of %zu bytes; at most %d with the request line",
+                 head_size, RULE_HEAD_MAX);
+    } else if (h->fields > RULE_HEAD_FIELDS_MAX) {
+        snprintf(err, errlen, "%d header fields; at most %d", h->fields, RULE_HEAD_FIELDS_MAX);
+    } else if (h->longest > RULE_HEAD_LINE_MAX) {
+        snprintf(err, errlen, "header field '%s' is a line of %zu bytes; at most %d",
+                 h->long_name, h->longest, RULE_HEAD_LINE_MAX);
+    } else {
+        return REQ_OK;
+    }
+    return REQ_ERR_HEAD;
 }

@@ -14,6 +14,7 @@ enum req_code {
     REQ_ERR_INVALID = -2, /* a field is missing, mistyped or out of range: 400 invalid_request */
     REQ_ERR_FRAMING = -3, /* the body's length is ambiguous: 400 bad_framing, then close */
     REQ_ERR_CODING = -4,  /* a transfer coding other than chunked: 501, then close */
+    REQ_ERR_HEAD = -5,    /* headers past RULE_HEAD_*: 431, then close */
 };
 
 typedef struct req_line {
@@ -54,33 +55,55 @@ int req_parse_order(const char *body, size_t len, req_order *out, char *err, siz
 int req_parse_item(const char *body, size_t len, int need_name, req_item *out, char *err,
                    size_t errlen);
 
-/* How a request's body is framed, from its header fields (RFC 9112 6.1 and
- * 6.3). Behind a proxy that frames a request otherwise (one Content-Length
- * of two, Content-Length instead of Transfer-Encoding), the bytes one of us
- * takes for a body the other runs as a request: request smuggling. Zero it,
+/* How a request's body is framed, from its header fields as libmicrohttpd
+ * 0.9.75 hands them over (RFC 9112 6.1 and 6.3). Behind a proxy that frames
+ * a request otherwise (one Content-Length of two, Content-Length instead of
+ * Transfer-Encoding, "chunked " trimmed to chunked), the bytes one of us
+ * takes for a body the other runs as a request: request smuggling. So the
+ * check takes only the shapes libmicrohttpd reads as any reader would, and
+ * refuses the rest before a byte of the body is read. Zero it (set http10),
  * then req_framing_add each header field. */
 typedef struct req_framing {
     int http10;         /* an HTTP/1.0 request: no Transfer-Encoding there */
     int lengths;        /* Content-Length fields */
     int encodings;      /* Transfer-Encoding fields */
-    int chunked_only;   /* the one Transfer-Encoding field is exactly "chunked" */
+    int length_digits;  /* the first Content-Length is digits alone */
+    int chunked;        /* the first Transfer-Encoding is "chunked" exactly, in any case */
+    int other_coding;   /* a Transfer-Encoding names a coding other than chunked */
     char coding[32];    /* the first Transfer-Encoding field, cut, for the message */
-    char bad_name[32];  /* the first field name that is no token, or that only
-                           looks like a framing field, cut; "" when none */
+    char bad_name[32];  /* the first field name that is no token, that only looks
+                           like a framing field, or that was folded; cut; "" when none */
+    const char *bad_why; /* what is wrong with bad_name */
 } req_framing;
 
-/* Counts field name: value (any other field is ignored). */
-void req_framing_add(req_framing *f, const char *name, const char *value);
+/* Counts field name: value (any other field is only checked for its shape).
+ * folded: the field came on more than one line (obs-fold), which
+ * libmicrohttpd 0.9.75 reads by gluing the next line to the field's name. */
+void req_framing_add(req_framing *f, const char *name, const char *value, int folded);
 
-/* REQ_OK when the body's length is plain: at most one Content-Length, or one
- * Transfer-Encoding "chunked" alone and not in HTTP/1.0, and every field name
- * a token. Else REQ_ERR_FRAMING (both fields, two lengths, a coding in
- * HTTP/1.0, a name with a blank in it or one that merely starts like
- * Content-Length or Transfer-Encoding: what libmicrohttpd makes of
- * "Transfer-Encoding : chunked" and of a folded line, which a proxy may read
- * as the real field) or
- * REQ_ERR_CODING (a coding other than chunked), with a message in err. */
+/* REQ_OK when libmicrohttpd reads the body's length as the message says it,
+ * one way: no body framing, one Content-Length of digits alone, or one
+ * Transfer-Encoding "chunked" exactly (in any case; no blank, list or
+ * repeat around it) and not in HTTP/1.0; and every field name a token, on
+ * one line, with no carriage return in a value. REQ_ERR_CODING: one
+ * Transfer-Encoding field naming a coding other than chunked. Else
+ * REQ_ERR_FRAMING. A message for the client in err. */
 int req_check_framing(const req_framing *f, char *err, size_t errlen);
+
+/* A request's head against the limits of rules.h: zero it, then
+ * req_head_add each header field. */
+typedef struct req_head {
+    int fields;
+    size_t longest;     /* the longest field line, "Name: value" */
+    char long_name[32]; /* its name, cut */
+} req_head;
+
+void req_head_add(req_head *h, const char *name, size_t name_len, size_t value_len);
+
+/* REQ_OK, or REQ_ERR_HEAD with a message in err: a head of head_size bytes
+ * (its request line, fields and line ends) over RULE_HEAD_MAX, more than
+ * RULE_HEAD_FIELDS_MAX fields, or a field's line over RULE_HEAD_LINE_MAX. */
+int req_check_head(const req_head *h, size_t head_size, char *err, size_t errlen);
 
 /* A decimal id 1..INT64_MAX with no sign, spaces or leading zeros. 0 or -1. */
 int req_parse_id(const char *s, int64_t *out);

@@ -16,6 +16,10 @@
 #define RULE_ORDER_LINES_MAX 32            /* lines in one order */
 #define RULE_PAGE_MAX 1000                 /* rows in one listing answer; more by ?after= */
 #define RULE_BODY_MAX (16 * 1024)          /* request body bytes; larger gets 413 */
+#define RULE_HEAD_MAX (16 * 1024)          /* a request's head: its line and header fields
+                                            * (nginx 4 x 8k, Apache 100 x 8 KiB); larger 431 */
+#define RULE_HEAD_FIELDS_MAX 100           /* header fields in one request; more gets 431 */
+#define RULE_HEAD_LINE_MAX (8 * 1024)      /* bytes of one field's line, "Name: value" */
 #define RULE_TOKEN_NAME_MAX 64             /* bytes of an API token's name (logged) */
 
 #endif
