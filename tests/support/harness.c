@@ -306,9 +306,14 @@ int th_stockd_stop_clean(th_stockd *s)
                                         "WARNING: ThreadSanitizer", "runtime error:", NULL};
     for (int i = 0; log && marks[i] && !report; i++)
         report = strstr(log, marks[i]);
-    if (status != 0 || report)
-        fprintf(stderr, "harness: stockd on port %d exited %d%s\n%.4000s\n", s->port, status,
-                report ? " with a sanitizer report:" : "", report ? report : "");
+    if (report) {
+        fprintf(stderr, "harness: stockd on port %d exited %d with a sanitizer report:\n%.4000s\n",
+                s->port, status, report);
+    } else if (status != 0) { /* an abort's message (libmicrohttpd's, malloc's) is at the end */
+        size_t len = log ? strlen(log) : 0;
+        fprintf(stderr, "harness: stockd on port %d exited %d; its log ends:\n%s\n", s->port,
+                status, log ? log + (len > 2000 ? len - 2000 : 0) : "(unreadable)");
+    }
     free(log);
     return status == 0 && report == NULL ? 0 : -1;
 }
