@@ -62,7 +62,6 @@ struct http_server {
     _Atomic int pending; /* requests handed to the handler and not yet answered */
     _Atomic int unsent;  /* requests let in whose answer is not sent yet (nor their connection gone) */
     _Atomic unsigned closes; /* connections closed, for malloc_trim */
-    MHD_socket quiesced; /* the listening socket once quiesced: ours to close */
     tls_tickets *tickets; /* HTTPS: resumed sessions; NULL for plain HTTP */
 };
 
@@ -295,8 +294,9 @@ static enum MHD_Result answer_now(http_server *s, struct req_state *rq, http_rep
 }
 
 /* A handed request's answer has gone to its connection (sent, or resumed
- * to be sent): it no longer holds up http_stop. The caller's last touch of
- * s: once pending is 0, http_stop may free it. */
+ * to be sent): it no longer holds up http_stop. On a service thread, the
+ * last touch of s: once pending is 0, http_stop may free it (an event
+ * thread may go on: MHD_stop_daemon joins them first). */
 static void settled(http_server *s) { atomic_fetch_sub(&s->pending, 1); }
 
 void http_answer(http_request *req, http_reply *r)
@@ -358,12 +358,16 @@ static enum MHD_Result respond(http_server *s, struct MHD_Connection *conn, cons
     }
     clock_gettime(CLOCK_MONOTONIC, &rq->t0);
     rq->req.conn = conn, rq->req.method = method, rq->req.url = url; /* for the log */
-    if (refuse(s, rq, method, url, &r))
+    /* counted before draining is read: http_stop sees this request, or it
+     * sees the drain and is refused */
+    atomic_fetch_add(&s->pending, 1);
+    if (refuse(s, rq, method, url, &r)) {
+        settled(s);
         return answer_now(s, rq, &r);
+    }
     rq->req = (http_request){s, s->svc, method, url, &rq->rt, rq->body, rq->len, conn, {0}};
     rq->phase = HANDED;
     atomic_store(&rq->answer, HANDLING);
-    atomic_fetch_add(&s->pending, 1);
     s->handle(&rq->req);
     return await_answer(s, conn, rq);
 }
@@ -446,6 +450,15 @@ static int check_head(struct MHD_Connection *conn, const char *version, struct r
     if (rc != REQ_OK)
         rq->head_err = strdup(err); /* NULL when out of memory: refused all the same */
     return rc;
+}
+
+/* A new connection is taken until the drain begins, then closed at once,
+ * unanswered (http_quiesce). */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    http_server *s = cls;
+    (void)addr, (void)addrlen;
+    return atomic_load(&s->draining) ? MHD_NO : MHD_YES;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -607,7 +620,6 @@ int http_start(const http_config *cfg, service *svc, http_handler *handle, http_
     s->cfg = *cfg;
     s->svc = svc;
     s->handle = handle;
-    s->quiesced = MHD_INVALID_SOCKET;
     s->reaper = cfg->shares ? cfg->shares->reaper
                             : reaper_start(cfg->idle_timeout_s * 1000, cfg->request_timeout_ms);
     if (cfg->tls)
@@ -629,7 +641,7 @@ int http_start(const http_config *cfg, service *svc, http_handler *handle, http_
     s->daemon = MHD_start_daemon(
         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
             (cfg->tls ? MHD_USE_TLS : 0),
-        (uint16_t)cfg->port, NULL, NULL, on_request, s,
+        (uint16_t)cfg->port, on_accept, s, on_request, s,
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, /* first, so it sees every message */
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_THREAD_POOL_SIZE, threads,
@@ -665,20 +677,13 @@ const char *http_header(const http_request *rq, const char *name)
 
 uint64_t http_reaped(const http_server *s) { return reaper_reaped(s->reaper); }
 
-/* The event threads take the listening socket out of their epoll sets
- * when they next wake, after MHD_quiesce_daemon returns: closing it here
- * would race with them (and its number could be reused meanwhile). Shutting
- * it down refuses new connections at once; it is closed once they are
- * joined, in http_stop. */
-void http_quiesce(http_server *s)
-{
-    atomic_store(&s->draining, 1);
-    MHD_socket fd = MHD_quiesce_daemon(s->daemon);
-    if (fd != MHD_INVALID_SOCKET) {
-        shutdown(fd, SHUT_RDWR);
-        s->quiesced = fd;
-    }
-}
+/* Not MHD_quiesce_daemon: with a pool of event threads, libmicrohttpd
+ * 0.9.75 takes the listening socket out of each thread's epoll set from
+ * the caller's thread while that thread, awake, may do the same, and it
+ * aborts the process when its own removal then fails (ENOENT; seen at a
+ * stop in the tests, likelier under load). on_accept closes new connections
+ * instead. */
+void http_quiesce(http_server *s) { atomic_store(&s->draining, 1); }
 
 /* Waits, a look each ms (only while stopping: no answer need signal), while
  * *count is above 0 and, when until_ms is not 0, until until_ms. */
@@ -713,7 +718,5 @@ void http_stop(http_server *s)
         log_kv(LOG_WARN, "answers not taken by their clients within --request-timeout-ms of "
                "the stop; their connections are closed", LOG_INT("count", atomic_load(&s->unsent)));
     MHD_stop_daemon(s->daemon); /* every connection closed: the reaper has none left */
-    if (s->quiesced != MHD_INVALID_SOCKET)
-        close(s->quiesced);
     discard(s);
 }

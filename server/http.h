@@ -112,7 +112,7 @@ void http_reply_error(http_reply *r, int status, const char *code, const char *f
  * it); NULL when out of memory. */
 json_t *http_json_text(const char *s);
 
-/* Stops accepting connections (new clients get connection refused) and makes
+/* Stops taking connections (a new one is closed at once, unanswered) and makes
  * requests that arrive on open connections answer 503 shutting_down with
  * Connection: close. Requests already being handled run to completion
  * (service_drain waits for them). */

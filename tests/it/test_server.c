@@ -704,10 +704,10 @@ static void sigterm_during_an_order(th_stockd *d, long long id, int port, th_bg_
         th_sleep_ms(5);
     kill(d->pid, SIGTERM);
     th_sleep_ms(100);
-    if (port == d->port) { /* no longer accepting: a new client is refused, not half-answered */
+    if (port == d->port) { /* a new client is closed at once, not half-answered */
         char out[256];
-        assert_int_equal(th_raw(d->port, "GET /health HTTP/1.0\r\n\r\n", 24, 0, out,
-                                sizeof(out), 1000), -1);
+        assert_true(th_raw(d->port, "GET /health HTTP/1.0\r\n\r\n", 24, 0, out, sizeof(out),
+                           1000) <= 0);
     }
     /* an open keep-alive connection gets a whole answer telling it to go elsewhere */
     assert_true(th_exchange(keepalive, health, resp, size, 3000) > 0);
