@@ -342,6 +342,36 @@ static void test_heads_past_their_limits_get_431_with_json(void **state)
     free(big);
 }
 
+/* extra: three padding fields making the head (request line, Host, them,
+ * the blank line) exactly size bytes. */
+static char *head_of(size_t size)
+{
+    const size_t fixed = strlen("GET /health HTTP/1.1\r\nHost: x\r\n\r\n") + 3 * 10;
+    char *s = calloc(1, size + 64);
+    assert_non_null(s);
+    size_t v = (size - fixed) / 3;
+    sprintf(s, "X-Pad1: %0*d\r\nX-Pad2: %0*d\r\nX-Pad3: %0*d\r\n", (int)v, 1, (int)v, 2,
+            (int)(size - fixed - 2 * v), 3);
+    return s;
+}
+
+/* The limits are "at most": a head of exactly RULE_HEAD_MAX bytes and a line
+ * of exactly RULE_HEAD_LINE_MAX are answered, one byte more gets 431. */
+static void test_the_head_limits_hold_to_the_byte(void **state)
+{
+    (void)state;
+    char *head = head_of(RULE_HEAD_MAX);
+    expect_answered(head, "a head of exactly RULE_HEAD_MAX bytes");
+    free(head);
+    head = head_of(RULE_HEAD_MAX + 1);
+    expect_431(head, "a head one byte over", "request headers of");
+    free(head);
+    char *line = calloc(1, RULE_HEAD_LINE_MAX + 16);
+    sprintf(line, "X-Line: %0*d\r\n", RULE_HEAD_LINE_MAX - 8 + 1, 7);
+    expect_431(line, "a line one byte over", "'X-Line' is a line of");
+    free(line);
+}
+
 /* Past 1024 open connections (http.c's KEEPALIVE_OPEN_MAX) an answer
  * closes its connection: kept alive, libmicrohttpd would zero its 32 KiB for
  * the next request, and a flash sale's 10,000 answered buyers would hold
@@ -394,6 +424,7 @@ int main(void)
         cmocka_unit_test(test_chunked_with_a_trailing_blank_is_refused_at_once),
         cmocka_unit_test(test_heads_as_browsers_send_them_are_answered),
         cmocka_unit_test(test_heads_past_their_limits_get_431_with_json),
+        cmocka_unit_test(test_the_head_limits_hold_to_the_byte),
         cmocka_unit_test(test_past_1024_connections_an_answer_closes_its_connection),
     };
     return cmocka_run_group_tests_name("framing", tests, group_setup, group_teardown);

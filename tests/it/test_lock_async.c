@@ -330,7 +330,8 @@ static void granted_while_freed(int with_post)
     assert_int_equal(dlock_acquire(granting, "async:granted:sleep", &o, &handing_sleeper),
                      DLOCK_OK);
     assert_int_equal(dlock_sleep_async(handing_sleeper, 5000, &w[1].req), DLOCK_OK);
-    usleep(100000); /* both took their first step, and wait on the runner's timers */
+    usleep(100000 * (useconds_t)TH_SLOWER); /* both took their first step and wait on the
+                                              * runner's timers (a busy machine: longer) */
     dlock_client_free(granting);
     assert_int_equal(w[1].calls, 1);
     assert_int_equal(w[1].rc, DLOCK_ERR_CLOSED);
