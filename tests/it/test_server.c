@@ -868,23 +868,31 @@ static void test_every_order_committed_at_the_drain_deadline_is_answered(void **
 {
     (void)state;
     th_stockd d;
-    const char *flags[] = {LOCK_FLAGS, "--drain-ms", "300", NULL};
+    const char *flags[] = {LOCK_FLAGS, "--drain-ms", "300", "--log-level", "debug", NULL};
     assert_int_equal(th_stockd_start(&d, &redis, db, dir, flags), 0);
     long long ids[STRADDLING];
     int fds[STRADDLING];
+    char req[STRADDLING][512];
+    /* each connection taken by the server first (a keep-alive exchange): one
+     * still in the listen backlog at the signal is closed unanswered, and
+     * its order never reached the server */
     for (int i = 0; i < STRADDLING; i++) {
-        char body[128], req[512];
+        char body[128], out[1024];
         ids[i] = th_new_item(&d, "it", 5);
         int n = snprintf(body, sizeof(body), "{\"itemId\":%lld,\"quantity\":1,\"workMs\":%d}",
                          ids[i], 260 + 4 * i); /* 260 to 352 ms: around the 300 ms drain */
-        n = snprintf(req, sizeof(req), "POST /reduceStock HTTP/1.1\r\nHost: x\r\n"
-                     "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", n, body);
+        snprintf(req[i], sizeof(req[i]), "POST /reduceStock HTTP/1.1\r\nHost: x\r\n"
+                 "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", n, body);
         assert_true((fds[i] = th_connect(d.port)) >= 0);
-        th_send_all(fds[i], req, (size_t)n);
+        assert_true(th_exchange(fds[i], "GET /health HTTP/1.1\r\nHost: x\r\n\r\n", out,
+                                sizeof(out), 5000 * TH_SLOWER) > 0);
+        assert_non_null(strstr(out, " 200 "));
     }
+    for (int i = 0; i < STRADDLING; i++)
+        th_send_all(fds[i], req[i], strlen(req[i]));
     kill(d.pid, SIGTERM);
     assert_int_equal(th_wait(d.pid, 30000 * TH_SLOWER), 0);
-    int answered = 0, refused = 0;
+    int answered = 0, refused = 0, unread = 0;
     for (int i = 0; i < STRADDLING; i++) {
         char resp[2048];
         read_to_close(fds[i], resp, sizeof(resp), 2000);
@@ -894,11 +902,23 @@ static void test_every_order_committed_at_the_drain_deadline_is_answered(void **
             answered++;
         else if (stock == 5 && strstr(resp, " 503 ") && strstr(resp, "shutting_down"))
             refused++;
+        else if (stock == 5 && resp[0] == '\0')
+            unread++; /* not read before the stop (or its answer lost: counted below) */
         else
             fail_msg("order %d (workMs %d): stock %lld, answered '%.60s'", i, 260 + 4 * i, stock,
                      resp);
     }
-    assert_int_equal(answered + refused, STRADDLING);
+    /* every order the server answered (its debug line, written as the
+     * answer is made) reached its client: one not read before the stop may
+     * go unanswered, as on any connection the server closes */
+    char *log = th_read_file(d.log);
+    int made = 0;
+    for (const char *p = log; (p = strstr(p, "path=/reduceStock")) != NULL; p++)
+        made++;
+    free(log);
+    print_message("%d committed and answered, %d refused, %d not read before the stop\n",
+                  answered, refused, unread);
+    assert_int_equal(made, answered + refused);
 }
 
 /* The drain deadline passes while a single write waits for the database's
