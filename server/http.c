@@ -708,8 +708,8 @@ void http_stop(http_server *s)
     wait_for_none(&s->pending, 0);
     /* An answer made is not yet sent: its event thread has still to write it
      * (it may have been resumed an instant ago), and MHD_stop_daemon shuts
-     * every socket down, a committed order's answer with it. Each gets what a
-     * slow sender gets for its request, --request-timeout-ms. */
+     * every socket down, a committed order's answer with it. They get, all
+     * together, what a slow sender gets for its request: --request-timeout-ms. */
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     wait_for_none(&s->unsent,

@@ -386,12 +386,16 @@ static void a_failed_cart_leaves_nothing(int on_pg)
     stop(&t);
 }
 
-/* The shared transaction's COMMIT fails: every order in it is answered
- * 500, none is acknowledged, none is in the ledger. */
-static void a_failed_commit_acknowledges_nothing(int on_pg)
+/* One of item 1's orders in a batch (rids and quantities of bodies 1-3;
+ * 778 units fail the COMMIT) in a shared transaction with item 0's and item
+ * 2's: item 0's order leads alone and is placed, every order of the failed
+ * transaction is answered 500, none is in the ledger (their requestIds,
+ * failed[0..nfailed-1]). */
+static void a_commit_fails(int on_pg, const char *name, const char *const rids[3],
+                           const int qty[3], const char *const *failed, int nfailed)
 {
     struct setup t;
-    start(&t, on_pg, on_pg ? "commit_pg" : "commit");
+    start(&t, on_pg, name);
     long long ids[3], initial[3] = {100, 1000, 100};
     for (int i = 0; i < 3; i++)
         ids[i] = th_new_item(&t.redis, "whole", initial[i]);
@@ -399,18 +403,25 @@ static void a_failed_commit_acknowledges_nothing(int on_pg)
     char bodies[ORDERS_MAX][BODY_MAX];
     th_bg_reduce bg[ORDERS_MAX];
     th_order_body(bodies[0], BODY_MAX, &ids[0], (int[]){1}, 1, NULL, 0);
-    th_order_body(bodies[1], BODY_MAX, &ids[1], (int[]){5}, 1, "commit-before", 0);
-    th_order_body(bodies[2], BODY_MAX, &ids[1], (int[]){778}, 1, "commit-fails", 0);
-    th_order_body(bodies[3], BODY_MAX, &ids[1], (int[]){5}, 1, "commit-after", 0);
+    for (int i = 0; i < 3; i++)
+        th_order_body(bodies[i + 1], BODY_MAX, &ids[1], &qty[i], 1, rids[i], 0);
     th_order_body(bodies[4], BODY_MAX, &ids[2], (int[]){5}, 1, "commit-other", 0);
     shared_transaction(&t, ids, bodies, 3, bg);
     expect_answer(&bg[0], 201, NULL);
     for (int i = 1; i < 5; i++)
         expect_answer(&bg[i], 500, "storage_error");
     expect_acknowledged_in_ledger(&t, bg, 5);
-    const char *failed[] = {"commit-before", "commit-fails", "commit-after", "commit-other"};
-    expect_whole(&t, failed, 4, 1, ids, initial, 3);
+    expect_whole(&t, failed, nfailed, 1, ids, initial, 3);
     stop(&t);
+}
+
+/* The shared transaction's COMMIT fails: every order in it is answered
+ * 500, none is acknowledged, none is in the ledger. */
+static void a_failed_commit_acknowledges_nothing(int on_pg)
+{
+    const char *rids[] = {"commit-before", "commit-fails", "commit-after"};
+    const char *failed[] = {"commit-before", "commit-fails", "commit-after", "commit-other"};
+    a_commit_fails(on_pg, on_pg ? "commit_pg" : "commit", rids, (int[]){5, 778, 5}, failed, 4);
 }
 
 /* A retry queued in its first attempt's batch replays the order that attempt
@@ -419,27 +430,9 @@ static void a_failed_commit_acknowledges_nothing(int on_pg)
  * of an order the ledger lacks. */
 static void a_retry_in_a_rolled_back_transaction_is_no_replay(int on_pg)
 {
-    struct setup t;
-    start(&t, on_pg, on_pg ? "retry_pg" : "retry");
-    long long ids[3], initial[3] = {100, 1000, 100};
-    for (int i = 0; i < 3; i++)
-        ids[i] = th_new_item(&t.redis, "whole", initial[i]);
-    db_exec(&t, commit_fault[on_pg]);
-    char bodies[ORDERS_MAX][BODY_MAX];
-    th_bg_reduce bg[ORDERS_MAX];
-    th_order_body(bodies[0], BODY_MAX, &ids[0], (int[]){1}, 1, NULL, 0);
-    th_order_body(bodies[1], BODY_MAX, &ids[1], (int[]){5}, 1, "retried", 0);
-    th_order_body(bodies[2], BODY_MAX, &ids[1], (int[]){5}, 1, "retried", 0);
-    th_order_body(bodies[3], BODY_MAX, &ids[1], (int[]){778}, 1, "commit-fails", 0);
-    th_order_body(bodies[4], BODY_MAX, &ids[2], (int[]){5}, 1, "commit-other", 0);
-    shared_transaction(&t, ids, bodies, 3, bg);
-    expect_answer(&bg[0], 201, NULL);
-    for (int i = 1; i < 5; i++)
-        expect_answer(&bg[i], 500, "storage_error");
-    expect_acknowledged_in_ledger(&t, bg, 5);
+    const char *rids[] = {"retried", "retried", "commit-fails"};
     const char *failed[] = {"retried", "commit-fails", "commit-other"};
-    expect_whole(&t, failed, 3, 1, ids, initial, 3);
-    stop(&t);
+    a_commit_fails(on_pg, on_pg ? "retry_pg" : "retry", rids, (int[]){5, 5, 778}, failed, 3);
 }
 
 #define CAP_ITEMS 4

@@ -204,14 +204,20 @@ static json_t *hostile_report(void)
     return doc;
 }
 
+/* doc's HTML page, whole (free it). */
+static char *page_of(const json_t *doc)
+{
+    mem m;
+    assert_int_equal(lg_html_write(mem_open(&m), doc), 0);
+    return mem_close(&m);
+}
+
 static void test_a_page_escapes_every_string_of_the_report(void **state)
 {
     (void)state;
     json_t *doc = hostile_report();
     assert_non_null(doc);
-    mem m;
-    assert_int_equal(lg_html_write(mem_open(&m), doc), 0);
-    char *page = mem_close(&m);
+    char *page = page_of(doc);
     assert_null(strstr(page, "<script"));
     assert_null(strstr(page, "<img"));
     assert_null(strstr(page, "http://"));
@@ -239,9 +245,7 @@ static void test_a_page_escapes_the_verdicts_too(void **state)
                             "runs", run, run2);
     const json_t *docs[] = {run, cmp};
     for (size_t i = 0; i < 2; i++) {
-        mem m;
-        assert_int_equal(lg_html_write(mem_open(&m), docs[i]), 0);
-        char *page = mem_close(&m);
+        char *page = page_of(docs[i]);
         assert_null(strstr(page, "<b>"));
         assert_non_null(strstr(page, "&lt;b&gt;FAIL&lt;/b&gt;"));
         free(page);
@@ -270,9 +274,7 @@ static void test_the_latency_curve_keeps_every_point_up_to_the_max(void **state)
     assert_true(npts <= LG_REPORT_PCT_POINTS_MAX);
     json_object_set_new(lat, "percentiles", pts);
     json_object_set_new(lat, "count", json_real(count));
-    mem m;
-    assert_int_equal(lg_html_write(mem_open(&m), doc), 0);
-    char *page = mem_close(&m);
+    char *page = page_of(doc);
     char *chart = strstr(page, "aria-label=\"latency by percentile\"");
     assert_non_null(chart);
     char *path = strstr(chart, "stroke-width=\"2.2\""); /* all answers */
@@ -303,9 +305,7 @@ static void test_a_flash_sale_draws_its_section(void **state)
                   "peaks", "url", "http://r1<b>", "threads", 21, "rssBytes", 94371840, "openFds",
                   1040, "url", "http://r2", "threads", "rssBytes", "openFds"));
     json_decref(lat);
-    mem m;
-    assert_int_equal(lg_html_write(mem_open(&m), doc), 0);
-    char *page = mem_close(&m);
+    char *page = page_of(doc);
     char *sec = strstr(page, "<h2>Flash sale</h2>");
     assert_non_null(sec);
     assert_non_null(strstr(sec, "3000 buyers, a connection each from 3 processes"));
@@ -325,9 +325,7 @@ static void test_an_error_document_becomes_a_page_that_says_so(void **state)
 {
     (void)state;
     json_t *doc = json_pack("{s:s}", "error", "POST http://127.0.0.1:1/items: refused <b>");
-    mem m;
-    assert_int_equal(lg_html_write(mem_open(&m), doc), 0);
-    char *page = mem_close(&m);
+    char *page = page_of(doc);
     assert_non_null(strstr(page, "ERROR"));
     assert_non_null(strstr(page, "POST 127.0.0.1:1/items: refused &lt;b&gt;"));
     free(page);
