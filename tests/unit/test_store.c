@@ -711,12 +711,16 @@ static void test_a_row_lock_waits_then_times_out(void **state)
 /* A wait for a row is bounded as a whole. Behind another waiter, which
  * holds the row's tuple lock while it waits for the holder, PostgreSQL's
  * lock_timeout counts twice: the tuple lock until that waiter gives up,
- * then the holder's transaction - about twice the wait. The slack past one
- * wait grows on a busy machine (the timeouts are the server's: its timers
- * may fire late), up to three quarters of a wait: short of twice. */
+ * then the holder's transaction - about twice the wait, where statements
+ * are bounded longer than it. The slack past one wait grows on a busy
+ * machine (the timeouts are the server's: its timers may fire late), up to
+ * three quarters of a wait: short of twice. */
 static void test_a_row_lock_wait_is_bounded_as_a_whole(void **state)
 {
-    store_conn *c = conn(state);
+    (void)state;
+    store *st = open_store_bounded(target, ROW_WAIT_MS * 3);
+    assert_non_null(st);
+    store_conn *c = conn((void **)&st);
     int64_t id = new_item(c, 10), stock = -1;
     struct locker holder = locker_begin(id);
     PGconn *ahead = PQconnectdb(target);
@@ -741,7 +745,8 @@ static void test_a_row_lock_wait_is_bounded_as_a_whole(void **state)
     PQfinish(ahead);
     store_tx_abort(c);
     locker_end(&holder);
-    store_put(*state, c);
+    store_put(st, c);
+    store_close(st);
     assert_int_equal(waiting, 1);
     assert_int_equal(rc, STORE_ERR_LOCK_TIMEOUT);
     int slack = ROW_WAIT_MS / 4 * TH_SLOWER;
