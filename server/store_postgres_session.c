@@ -256,7 +256,11 @@ int pg_session_open(pg_session *c)
                           sizeof(stalled));
     if (c->pg == NULL || PQstatus(c->pg) != CONNECTION_OK) {
         const char *msg = c->pg ? PQerrorMessage(c->pg) : "out of memory";
-        snprintf(why, sizeof(why), "%s%s%s", stalled, stalled[0] && *msg ? "; " : "", msg);
+        int len = (int)strlen(msg);
+        if (c->pg && PQstatus(c->pg) != CONNECTION_BAD) /* left mid-connect: libpq's... */
+            while (len > 0 && msg[len - 1] != '\n') /* ...last line is half written */
+                len--;
+        snprintf(why, sizeof(why), "%s%s%.*s", stalled, stalled[0] && len ? "; " : "", len, msg);
         /* the SQLSTATEs out of why; a host that stalled may yet answer */
         int refused = pg_io_refused(why) && !stalled[0];
         c->refused = refused || (c->pg && !stalled[0] && PQconnectionNeedsPassword(c->pg));

@@ -3,8 +3,9 @@
  * (a proxy that passes no byte): each host gets a bound of its own, so
  * stockd starts on the next host, reconnects there after its sessions are
  * cut, and looks a COMMIT in doubt up there in time; a read-only host on
- * the way is passed over for target_session_attrs=read-write. The bound
- * itself: store_postgres_io.c. */
+ * the way is passed over for target_session_attrs=read-write. The bound:
+ * --db-timeout-ms shared among the hosts, or connect_timeout a host, every
+ * stalled host named in the error (store_postgres_io.c). */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -178,12 +179,61 @@ static void test_a_read_only_host_after_a_stalled_one_is_passed_over(void **stat
     assert_int_equal(on_ro, 0);
 }
 
+/* stockd started once (--db-wait-s 0) on two hosts that both stall, with
+ * --db-timeout-ms timeout and the conninfo's tail: exit 1, and the log
+ * line in *text (free it). */
+static int start_on_two_stalled(const char *timeout, const char *tail, char **text)
+{
+    static int run;
+    char db[256], bin[160], out[160], port[16];
+    th_proxy *second = th_proxy_start(pg.port);
+    assert_non_null(second);
+    th_proxy_stall(second, 1);
+    snprintf(db, sizeof(db), "postgresql://stock@127.0.0.1:%d,127.0.0.1:%d/hosts%s",
+             th_proxy_port(stalled), th_proxy_port(second), tail);
+    snprintf(port, sizeof(port), "%d", th_free_port());
+    snprintf(bin, sizeof(bin), "%s/stockd", th_build_dir());
+    snprintf(out, sizeof(out), "%s/two-stalled-%d.log", dir, run++);
+    const char *argv[] = {bin, "--port", port, "--db", db, "--lock", "atomic", "--db-wait-s",
+                          "0", "--db-timeout-ms", timeout, NULL};
+    int rc = th_run(argv, out, 60000);
+    th_proxy_stop(second);
+    *text = th_read_file(out);
+    return rc;
+}
+
+/* Each host's bound: --db-timeout-ms shared among the hosts (5000 over two:
+ * 2500 each), or the conninfo's connect_timeout (seconds) a host, and the
+ * error names every host that stalled. */
+static void test_each_host_gets_a_share_of_the_timeout_or_connect_timeout(void **state)
+{
+    (void)state;
+    char *shared, *own, each[64];
+    assert_int_equal(start_on_two_stalled("5000", "", &shared), 1);
+    assert_int_equal(start_on_two_stalled("8000", "?connect_timeout=2", &own), 1);
+    snprintf(each, sizeof(each), "port %d failed: no answer within 2500 ms",
+             th_proxy_port(stalled));
+    assert_non_null(strstr(shared, each));
+    assert_non_null(strstr(shared, "failed: no answer within 2500 ms; connection to server at"));
+    snprintf(each, sizeof(each), "port %d failed: no answer within 2000 ms",
+             th_proxy_port(stalled));
+    assert_non_null(strstr(own, each));
+    assert_non_null(strstr(own, "failed: no answer within 2000 ms; connection to server at"));
+    const char *line = strstr(own, "cannot connect");
+    assert_non_null(line);
+    print_message("%.*s\n", (int)strcspn(line, "\n"), line);
+    assert_non_null(strstr(line, "failed: no answer within 2000 ms\"")); /* nothing after */
+    free(shared);
+    free(own);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stockd_starts_and_reconnects_past_a_host_that_stalls),
         cmocka_unit_test(test_a_commit_in_doubt_is_resolved_past_a_host_that_stalls),
         cmocka_unit_test(test_a_read_only_host_after_a_stalled_one_is_passed_over),
+        cmocka_unit_test(test_each_host_gets_a_share_of_the_timeout_or_connect_timeout),
     };
     return cmocka_run_group_tests_name("pg_hosts", tests, group_setup, group_teardown);
 }
