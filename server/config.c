@@ -49,8 +49,9 @@ static const struct opt opts[] = {
     {"db-timeout-ms", "STOCKD_DB_TIMEOUT_MS", OPT_INT, F(service.store.timeout_ms), 100, 600000,
      NULL, "PostgreSQL: bound on one statement (statement_timeout), then 503 storage_busy; a "
      "server that does not answer at all a grace later (a quarter, 1 to 2 s) has its session "
-     "dropped, 503 storage_unavailable (a COMMIT's outcome is then looked for); connecting "
-     "gets the same bound, at least 2 s"},
+     "dropped, 503 storage_unavailable (a COMMIT's outcome is then looked for); a connect "
+     "gets the same bound, shared among the hosts of a multi-host --db, at least 2 s a host "
+     "(the conninfo's connect_timeout a host when it sets one)"},
     {"db-wait-s", "STOCKD_DB_WAIT_S", OPT_INT, F(db_wait_s), 0, 86400, NULL,
      "PostgreSQL: at start-up, how long to wait for a server that can't be reached yet "
      "(starting with the stack, restarting), trying again with backoff and logging each "

@@ -490,7 +490,9 @@ static void rows_step(struct order *o)
         if (now < o->alone->deadline_ms) {
             int pause = 1 << (o->alone->tries < 7 ? o->alone->tries++ : 7);
             pause = pause < s->cfg.lock.retry_ms ? pause : s->cfg.lock.retry_ms;
-            exec_timer_start(s->work, &o->alone->timer, now + pause, rows_retry_fn);
+            /* the last try at --wait-ms, not a pause past it */
+            int64_t at = now + pause < o->alone->deadline_ms ? now + pause : o->alone->deadline_ms;
+            exec_timer_start(s->work, &o->alone->timer, at, rows_retry_fn);
             return;
         }
         service_fail(&out, SERVICE_LOCK_TIMEOUT, "the rows of the order's items stayed locked "

@@ -43,7 +43,9 @@ static int try_again(struct stock_set *ss)
     if (now < ss->deadline_ms && !atomic_load(&s->commits_refused)) {
         int pause = 1 << (ss->tries < 7 ? ss->tries++ : 7);
         pause = pause < s->cfg.lock.retry_ms ? pause : s->cfg.lock.retry_ms;
-        exec_timer_start(s->work, &ss->timer, now + pause, stock_retry);
+        /* the last try at --wait-ms, not a pause past it */
+        int64_t at = now + pause < ss->deadline_ms ? now + pause : ss->deadline_ms;
+        exec_timer_start(s->work, &ss->timer, at, stock_retry);
         return 1;
     }
     service_fail(&ss->out, SERVICE_LOCK_TIMEOUT, "the row of item %lld stayed locked for %d ms; "

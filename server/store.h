@@ -228,7 +228,8 @@ int store_tx_set_stock(store_conn *c, int64_t item_id, int64_t stock, const stor
 int store_tx_take(store_conn *c, int64_t item_id, int64_t quantity, int64_t *left);
 
 /* Locks the item's row until the transaction ends (SELECT ... FOR UPDATE),
- * waiting at most wait_ms for another transaction's lock, and reads its
+ * waiting at most wait_ms in all for other transactions' locks (behind
+ * other waiters too), and reads its
  * stock: STORE_OK, STORE_ERR_LOCK_TIMEOUT, STORE_ERR_NOT_FOUND, or a
  * failure. Only where store_has_row_locks. */
 int store_tx_lock_stock(store_conn *c, int64_t item_id, int wait_ms, int64_t *stock);

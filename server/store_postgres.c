@@ -299,16 +299,27 @@ static int pg_tx_lock_stock(store_conn *conn, int64_t item_id, int wait_ms, int6
     pg_session *c = SESSION(conn);
     if (!pg_in_transaction(c))
         return STORE_ERR_IO;
-    /* the statement's own bound must not cut the wait short */
+    /* lock_timeout bounds each lock a statement waits for, and FOR UPDATE
+     * may wait for two: the row's tuple lock, which a waiter ahead holds
+     * while it waits, then the holder's transaction - twice wait_ms. The
+     * statement's own bound is the wait's, whole: a row read by its key
+     * takes no time beside its waits. No wait (0): 1 ms a lock, and the
+     * statement bounded as any other. */
     char set[96];
     snprintf(set, sizeof(set), "SET LOCAL lock_timeout = %d; SET LOCAL statement_timeout = %d",
-             wait_ms > 0 ? wait_ms : 1, (wait_ms > 0 ? wait_ms : 1) + c->cfg->timeout_ms);
+             wait_ms > 0 ? wait_ms : 1, wait_ms > 0 ? wait_ms : 1 + c->cfg->timeout_ms);
     struct params p = {0};
     PGresult *r = NULL;
     p_int(&p, item_id);
     int rc = pg_command(c, set);
     if (rc == STORE_OK)
         rc = pg_exec_waiting(c, ST_STOCK_LOCK, &p, wait_ms, &r);
+    if (rc == STORE_ERR_BUSY && wait_ms > 0) /* statement_timeout: the wait, whole */
+        rc = c->tx_rc = STORE_ERR_LOCK_TIMEOUT;
+    if (rc == STORE_OK && wait_ms > 0) { /* the rest of the transaction: the usual bound */
+        snprintf(set, sizeof(set), "SET LOCAL statement_timeout = %d", c->cfg->timeout_ms);
+        rc = pg_command(c, set);
+    }
     if (rc == STORE_OK && PQntuples(r) == 0)
         rc = STORE_ERR_NOT_FOUND;
     if (rc == STORE_OK)

@@ -5,19 +5,27 @@
 #define STORE_POSTGRES_IO_H
 
 #include <libpq-fe.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Monotonic milliseconds: the clock deadlines are on. */
 int64_t pg_now_ms(void);
 
 /* Connects (keys and values as PQconnectdbParams takes them, dbname
- * expanded) by libpq's non-blocking calls, waiting for the server until
- * deadline at most (only a host name's lookup, in libpq, may outlast it).
+ * expanded) by libpq's non-blocking calls. libpq walks the hosts of a
+ * conninfo that names several (host=a,b) as psql does, target_session_attrs
+ * and all, but each host gets a bound of its own: connect_timeout when the
+ * conninfo sets one (seconds, at least 2, as libpq reads it), else ms
+ * shared among the hosts, at least min_ms; the whole connect, that times
+ * the hosts (only a host name's lookup, in libpq, may outlast it). A host
+ * that gives no answer in its bound is left out and the walk starts again
+ * on the others, those after it first. The hosts left so are named in
+ * stalled (size bytes; "" when none): waiting may mend the failure then.
  * Returns the connection, in non-blocking mode when CONNECTION_OK, else
- * failed (PQerrorMessage says why) and *timed_out set when the deadline
- * passed; NULL when out of memory. PQfinish it in every case. */
-PGconn *pg_io_connect(const char *const *keys, const char *const *values, int64_t deadline,
-                      int *timed_out);
+ * failed (PQerrorMessage says why for the hosts tried last); NULL when out
+ * of memory. PQfinish it in every case. */
+PGconn *pg_io_connect(const char *const *keys, const char *const *values, int ms, int min_ms,
+                      char *stalled, size_t size);
 
 /* A failed connect's message: takes the SQLSTATEs the connect's refusals
  * carry out of msg (FATAL:  28P01: password... becomes FATAL:  password...),

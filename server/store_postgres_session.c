@@ -15,7 +15,7 @@
 #define MIGRATION_LOCK 0x73746f636bLL /* pg_advisory_xact_lock key: "stock" */
 #define GRACE_MIN_MS 1000             /* an answer's grace past statement_timeout... */
 #define GRACE_MAX_MS 2000             /* ...a quarter of it, within these */
-#define CONNECT_MIN_MS 2000           /* a connect's least bound */
+#define CONNECT_MIN_MS 2000           /* a connect's least bound, a host */
 #define MIGRATION_MS 300000           /* a migration's bound: it may wait for another's */
 
 extern const struct store_migration store_postgres_migrations[];
@@ -235,13 +235,14 @@ static void ignore_notice(void *arg, const char *message) { (void)arg, (void)mes
 
 /* Opens c's session: --db (a URL or a conninfo) with the password from the
  * file, if any, and a bound on every statement; the connect bounded by
- * --db-timeout-ms too, but at least CONNECT_MIN_MS: a loaded server takes
- * a while to start a backend. c->unreachable tells a failed connect from a
- * session lost after it, c->refused a final refusal from the rest. */
+ * --db-timeout-ms too, shared among the conninfo's hosts, but at least
+ * CONNECT_MIN_MS a host: a loaded server takes a while to start a backend.
+ * c->unreachable tells a failed connect from a session lost after it,
+ * c->refused a final refusal from the rest. */
 int pg_session_open(pg_session *c)
 {
     const pg_session_cfg *cfg = c->cfg;
-    char options[96], why[256];
+    char options[96], why[512], stalled[256];
     /* --sync normal: as on SQLite, a crash of the server may lose the last
      * commits but never half of one */
     snprintf(options, sizeof(options), "-c statement_timeout=%d -c synchronous_commit=%s",
@@ -250,16 +251,19 @@ int pg_session_open(pg_session *c)
     const char *keys[] = {"dbname", "options", "application_name",
                           cfg->password ? "password" : NULL, NULL};
     const char *values[] = {cfg->db, options, "stockd", cfg->password, NULL};
-    int timed_out, ms = cfg->timeout_ms > CONNECT_MIN_MS ? cfg->timeout_ms : CONNECT_MIN_MS;
     pg_session_close(c);
-    c->pg = pg_io_connect(keys, values, deadline_in(ms), &timed_out);
+    c->pg = pg_io_connect(keys, values, cfg->timeout_ms, CONNECT_MIN_MS, stalled,
+                          sizeof(stalled));
     if (c->pg == NULL || PQstatus(c->pg) != CONNECTION_OK) {
-        if (timed_out)
-            snprintf(why, sizeof(why), "no answer within %d ms", ms);
-        else
-            snprintf(why, sizeof(why), "%s", c->pg ? PQerrorMessage(c->pg) : "out of memory");
-        int refused = !timed_out && pg_io_refused(why); /* and the SQLSTATEs out of why */
-        c->refused = refused || (c->pg && PQconnectionNeedsPassword(c->pg));
+        const char *msg = c->pg ? PQerrorMessage(c->pg) : "out of memory";
+        int len = (int)strlen(msg);
+        if (c->pg && PQstatus(c->pg) != CONNECTION_BAD) /* left mid-connect: libpq's... */
+            while (len > 0 && msg[len - 1] != '\n') /* ...last line is half written */
+                len--;
+        snprintf(why, sizeof(why), "%s%s%.*s", stalled, stalled[0] && len ? "; " : "", len, msg);
+        /* the SQLSTATEs out of why; a host that stalled may yet answer */
+        int refused = pg_io_refused(why) && !stalled[0];
+        c->refused = refused || (c->pg && !stalled[0] && PQconnectionNeedsPassword(c->pg));
         c->unreachable = 1;
         set_err(c, "cannot connect to PostgreSQL", why);
         pg_session_close(c);

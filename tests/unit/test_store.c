@@ -706,6 +706,53 @@ static void test_a_row_lock_waits_then_times_out(void **state)
     store_put(*state, c);
 }
 
+#define ROW_WAIT_MS 3000
+
+/* A wait for a row is bounded as a whole. Behind another waiter, which
+ * holds the row's tuple lock while it waits for the holder, PostgreSQL's
+ * lock_timeout counts twice: the tuple lock until that waiter gives up,
+ * then the holder's transaction - about twice the wait, where statements
+ * are bounded longer than it. The slack past one wait grows on a busy
+ * machine (the timeouts are the server's: its timers may fire late), up to
+ * three quarters of a wait: short of twice. */
+static void test_a_row_lock_wait_is_bounded_as_a_whole(void **state)
+{
+    (void)state;
+    store *st = open_store_bounded(target, ROW_WAIT_MS * 3);
+    assert_non_null(st);
+    store_conn *c = conn((void **)&st);
+    int64_t id = new_item(c, 10), stock = -1;
+    struct locker holder = locker_begin(id);
+    PGconn *ahead = PQconnectdb(target);
+    char sql[160];
+    assert_int_equal(PQstatus(ahead), CONNECTION_OK);
+    snprintf(sql, sizeof(sql), "BEGIN; SET LOCAL lock_timeout = %d; SELECT 1 FROM items "
+             "WHERE id = %lld FOR UPDATE", ROW_WAIT_MS, (long long)id);
+    assert_int_equal(PQsendQuery(ahead, sql), 1);
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM pg_stat_activity WHERE pid = %d AND "
+             "wait_event_type = 'Lock'", PQbackendPID(ahead));
+    long long waiting = 0;
+    for (int64_t end = th_now_ms() + 10000; waiting != 1 && th_now_ms() < end; th_sleep_ms(10))
+        waiting = th_pg_int(target, sql);
+    assert_int_equal(store_tx_begin(c), STORE_OK);
+    int64_t t0 = th_now_ms();
+    int rc = store_tx_lock_stock(c, id, ROW_WAIT_MS, &stock);
+    int64_t took = th_now_ms() - t0;
+    print_message("a row wait of %d ms behind another waiter took %lld ms\n", ROW_WAIT_MS,
+                  (long long)took);
+    for (PGresult *r; (r = PQgetResult(ahead)) != NULL;)
+        PQclear(r);
+    PQfinish(ahead);
+    store_tx_abort(c);
+    locker_end(&holder);
+    store_put(st, c);
+    store_close(st);
+    assert_int_equal(waiting, 1);
+    assert_int_equal(rc, STORE_ERR_LOCK_TIMEOUT);
+    int slack = ROW_WAIT_MS / 4 * TH_SLOWER;
+    assert_true(took < ROW_WAIT_MS + (slack < ROW_WAIT_MS * 3 / 4 ? slack : ROW_WAIT_MS * 3 / 4));
+}
+
 /* The role stock_secret must authenticate: without the password the store
  * does not open (and says why without any password in it); with it, it does.
  * A refusal is STORE_ERR_IO, not UNAVAILABLE: waiting would not mend it. */
@@ -1094,6 +1141,7 @@ int main(void)
         T(test_replicas_starting_together_migrate_once),
         T(test_a_full_pool_answers_busy),
         T(test_a_row_lock_waits_then_times_out),
+        T(test_a_row_lock_wait_is_bounded_as_a_whole),
         T(test_a_password_from_the_config_is_used),
         T(test_a_restarted_server_answers_unavailable_then_recovers),
         T(test_a_session_killed_mid_transaction_writes_nothing),
