@@ -95,11 +95,103 @@ static void test_a_conninfos_search_path_option_is_kept(void **state)
     assert_tables_land_in_inv(url, db);
 }
 
+/* A fresh database name on pg behind a new proxy (*proxy, its URL in url),
+ * and a stockd on it with extra flags (NULL-terminated, may be NULL). */
+static void start_behind_proxy(const char *name, th_proxy **proxy, char *url, size_t size,
+                               th_stockd *s, const char *const flags[])
+{
+    char db[256];
+    assert_int_equal(th_pg_create_db(&pg, name, url, size), 0);
+    *proxy = th_proxy_start(pg.port);
+    assert_non_null(*proxy);
+    snprintf(db, sizeof(db), "postgresql://stock@127.0.0.1:%d/%s", th_proxy_port(*proxy), name);
+    assert_int_equal(th_stockd_start(s, &redis, db, dir, flags), 0);
+}
+
+/* The items named name in url's database. */
+static long long items_named(const char *url, const char *name)
+{
+    char sql[160];
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM items WHERE name = '%s'", name);
+    return th_pg_int(url, sql);
+}
+
+/* POST /items whose session is cut right after the server's COMMIT reply:
+ * answered 201 with the item (it comes back from the INSERT, inside the
+ * transaction; nothing is read after COMMIT), not 503 "nothing written".
+ * Its retry with the same requestId is answered 200, replayed, with the
+ * same item, and makes no second one; the requestId with another body is
+ * refused 409 and writes nothing. */
+static void test_an_item_whose_session_is_cut_after_commit_is_answered_created(void **state)
+{
+    (void)state;
+    th_proxy *proxy;
+    th_stockd s;
+    char url[192];
+    const char *body = "{\"name\":\"dup-me\",\"stock\":5,\"requestId\":\"create-1\"}";
+    start_behind_proxy("cut_create", &proxy, url, sizeof(url), &s, NULL);
+    th_proxy_cut_after(proxy, "COMMIT");
+    json_t *made = th_call(&s, "POST", "/items", body, 201);
+    assert_int_equal(th_proxy_cuts(proxy), 1);
+    assert_string_equal(th_jstr(made, "name"), "dup-me");
+    assert_int_equal(th_jint(made, "stock"), 5);
+    assert_string_equal(th_jstr(made, "requestId"), "create-1");
+    assert_true(json_is_false(json_object_get(made, "replayed")));
+    json_t *again = th_call(&s, "POST", "/items", body, 200);
+    assert_int_equal(th_jint(again, "id"), th_jint(made, "id"));
+    assert_int_equal(th_jint(again, "stock"), 5);
+    assert_true(json_is_true(json_object_get(again, "replayed")));
+    json_t *other = th_call(&s, "POST", "/items", "{\"name\":\"dup-me\",\"stock\":6,"
+                            "\"requestId\":\"create-1\"}", 409);
+    assert_string_equal(th_jstr(other, "error"), "request_id_conflict");
+    assert_int_equal(items_named(url, "dup-me"), 1);
+    assert_int_equal(th_pg_int(url, "SELECT count(*) FROM items"), 1);
+    json_decref(made);
+    json_decref(again);
+    json_decref(other);
+    assert_int_equal(th_stockd_stop_clean(&s), 0);
+    th_proxy_stop(proxy);
+}
+
+/* PUT /items/{id} whose session is cut right after the COMMIT reply, in
+ * lock mode mode: answered 200 with the stock it set (the item is read
+ * inside the transaction), and that stock is the row's. */
+static void assert_stock_set_survives_a_cut(const char *name, const char *mode)
+{
+    th_proxy *proxy;
+    th_stockd s;
+    char url[192], path[64], sql[96];
+    const char *flags[] = {"--lock", mode, NULL};
+    start_behind_proxy(name, &proxy, url, sizeof(url), &s, flags);
+    long long item = th_new_item(&s, "restock", 5);
+    snprintf(path, sizeof(path), "/items/%lld", item);
+    th_proxy_cut_after(proxy, "COMMIT");
+    json_t *set = th_call(&s, "PUT", path, "{\"stock\":40}", 200);
+    assert_int_equal(th_proxy_cuts(proxy), 1);
+    assert_int_equal(th_jint(set, "id"), item);
+    assert_int_equal(th_jint(set, "stock"), 40);
+    json_decref(set);
+    snprintf(sql, sizeof(sql), "SELECT stock FROM items WHERE id = %lld", item);
+    assert_int_equal(th_pg_int(url, sql), 40);
+    assert_int_equal(th_item_stock(&s, item), 40); /* and the pool's next session serves */
+    assert_int_equal(th_stockd_stop_clean(&s), 0);
+    th_proxy_stop(proxy);
+}
+
+static void test_a_stock_set_whose_session_is_cut_after_commit_is_answered_set(void **state)
+{
+    (void)state;
+    assert_stock_set_survives_a_cut("cut_set_redis", "redis");
+    assert_stock_set_survives_a_cut("cut_set_db", "db");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_urls_search_path_option_is_kept),
         cmocka_unit_test(test_a_conninfos_search_path_option_is_kept),
+        cmocka_unit_test(test_an_item_whose_session_is_cut_after_commit_is_answered_created),
+        cmocka_unit_test(test_a_stock_set_whose_session_is_cut_after_commit_is_answered_set),
     };
     return cmocka_run_group_tests_name("pg_catalog", tests, group_setup, group_teardown);
 }
