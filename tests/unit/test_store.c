@@ -873,6 +873,47 @@ static void test_a_request_id_raced_by_two_sessions_is_written_once(void **state
     store_put(*state, c);
 }
 
+#define ITEM_RACERS 4 /* the pool's size: each on a session of its own */
+
+struct item_racer {
+    store_conn *c;
+    store_item it;
+    int rc;
+};
+
+static void *item_race_run(void *arg)
+{
+    struct item_racer *r = arg;
+    r->rc = store_item_create(r->c, "raced", 3, "item-raced", &r->it);
+    return NULL;
+}
+
+/* Replicas create an item under one requestId at once: however they
+ * interleave, one creates it and every other finds it (DUPLICATE, the same
+ * id), none fails; one row. */
+static void test_an_items_request_id_raced_by_sessions_creates_it_once(void **state)
+{
+    struct item_racer r[ITEM_RACERS];
+    pthread_t t[ITEM_RACERS];
+    for (int i = 0; i < ITEM_RACERS; i++) {
+        r[i] = (struct item_racer){.c = conn(state)};
+        pthread_create(&t[i], NULL, item_race_run, &r[i]);
+    }
+    int made = 0;
+    for (int i = 0; i < ITEM_RACERS; i++) {
+        pthread_join(t[i], NULL);
+        made += r[i].rc == STORE_OK;
+        if (r[i].rc != STORE_OK && r[i].rc != STORE_ERR_DUPLICATE)
+            fail_msg("racer %d: %d %s", i, r[i].rc, store_errstr(r[i].c));
+    }
+    assert_int_equal(made, 1);
+    for (int i = 0; i < ITEM_RACERS; i++) {
+        assert_int_equal(r[i].it.id, r[0].it.id);
+        store_put(*state, r[i].c);
+    }
+    assert_int_equal(th_pg_int(target, "SELECT count(*) FROM items"), 1);
+}
+
 /* A write whose COMMIT is to wait (run on its own thread): the order
  * transaction open on c committed, an item created, or a stock set. */
 struct committer {
@@ -1137,6 +1178,7 @@ int main(void)
         T(test_an_item_whose_session_stays_stopped_is_in_doubt),
         T(test_a_commit_whose_session_resumes_is_found),
         T(test_a_request_id_raced_by_two_sessions_is_written_once),
+        T(test_an_items_request_id_raced_by_sessions_creates_it_once),
     };
     /* PostgreSQL is not optional: make deps installs it like redis-server */
     return cmocka_run_group_tests_name("store on SQLite", sqlite_tests, sqlite_group, NULL) +
