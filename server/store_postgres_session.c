@@ -235,11 +235,12 @@ void pg_session_close(pg_session *c)
 static void ignore_notice(void *arg, const char *message) { (void)arg, (void)message; }
 
 /* The session's options: the user's own from --db (either form: a URL's
- * ?options=, a conninfo's options=; else PGOPTIONS), then ours. libpq keeps one value per
- * key, the last, so ours alone would drop the user's (a search_path, and
- * the migrations land in public); within one options value the server
- * applies each -c in turn, so ours, last, still bound every statement.
- * Returns 0, or -1 with why in c->err when they don't fit. */
+ * ?options=, a conninfo's options=; else PGOPTIONS), then ours. libpq
+ * keeps one value per key, the last, so ours alone would drop the user's
+ * (a search_path, and the migrations land in public); within one options
+ * value the server applies each -c in turn, so ours, last, still bound
+ * every statement. Returns 0, or -1 with why in c->err when they don't
+ * fit. */
 static int session_options(pg_session *c, char *buf, size_t size)
 {
     const pg_session_cfg *cfg = c->cfg;
