@@ -273,9 +273,15 @@ static void create_item(const http_request *rq, const char *who, http_reply *r)
     service_create_item(rq->svc, &req, who, &res);
     if (reply_failure(r, &res))
         return;
-    snprintf(r->location, sizeof(r->location), "/items/%lld", (long long)res.item.id);
-    r->status = 201;
+    int replayed = res.outcome == SERVICE_REPLAYED;
+    r->status = replayed ? 200 : 201; /* a replay creates nothing, as an order's */
+    if (!replayed)
+        snprintf(r->location, sizeof(r->location), "/items/%lld", (long long)res.item.id);
     r->json = item_json(&res.item);
+    json_object_set_new(r->json, "requestId", req.has_request_id
+                                                  ? http_json_text(req.request_id)
+                                                  : json_null());
+    json_object_set_new(r->json, "replayed", json_boolean(replayed));
 }
 
 static void stock_set(const service_result *res, void *arg)

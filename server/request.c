@@ -207,7 +207,12 @@ int req_parse_item(const char *body, size_t len, int need_name, req_item *out, c
                                             err, errlen)
                              : 0;
         out->has_name = name > 0;
-        rc = name >= 0 ? REQ_OK : REQ_ERR_INVALID;
+        int rid = name >= 0 && need_name
+                      ? string_field(root, "requestId", 0, valid_request_id, out->request_id,
+                                     REQUEST_ID_RULE, err, errlen)
+                      : 0;
+        out->has_request_id = rid > 0;
+        rc = name >= 0 && rid >= 0 ? REQ_OK : REQ_ERR_INVALID;
     }
     json_decref(root);
     return rc;

@@ -37,6 +37,8 @@ typedef struct req_item {
     int has_name, has_stock;
     char name[RULE_NAME_BYTES + 1];
     int64_t stock;
+    int has_request_id; /* POST /items: its idempotency key, as an order's */
+    char request_id[RULE_REQUEST_ID_MAX + 1];
 } req_item;
 
 /* Body of POST /reduceStock: {"itemId","quantity","requestId"?,"workMs"?},
@@ -50,8 +52,9 @@ int req_parse_reduce(const char *body, size_t len, req_order *out, char *err, si
  * ("lines[2]: ..."). Returns as req_parse_reduce. */
 int req_parse_order(const char *body, size_t len, req_order *out, char *err, size_t errlen);
 
-/* Body of POST /items ({"name","stock"} both required) or PUT /items/{id}
- * ({"stock"} required, "name" ignored) depending on need_name. */
+/* Body of POST /items ({"name","stock"} both required, "requestId"
+ * optional, checked as an order's) or PUT /items/{id} ({"stock"} required,
+ * the others ignored) depending on need_name. */
 int req_parse_item(const char *body, size_t len, int need_name, req_item *out, char *err,
                    size_t errlen);
 

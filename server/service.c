@@ -336,13 +336,33 @@ enum auth_verdict service_authorize(service *s, const char *authorization, enum 
     return auth_check(s->cfg.tokens, authorization, role, name, namelen);
 }
 
+/* A creation's requestId found used (STORE_ERR_DUPLICATE, out->item as
+ * that creation made it): a retry of r when the name and stock are r's. */
+static void item_replay(const req_item *r, service_result *out)
+{
+    if (strcmp(out->item.name, r->name) == 0 && out->item.stock == r->stock) {
+        out->outcome = SERVICE_REPLAYED;
+        return;
+    }
+    service_fail(out, SERVICE_CONFLICT, "requestId \"%s\" was already used for another item "
+                 "(item %lld, created with another name or stock); nothing written",
+                 r->request_id, (long long)out->item.id);
+}
+
 void service_create_item(service *s, const req_item *r, const char *who, service_result *out)
 {
     store_conn *c = service_conn_get(s, out);
     if (c == NULL)
         return;
-    int rc = store_item_create(c, r->name, r->stock, &out->item);
-    if (rc == STORE_ERR_IN_DOUBT) /* no requestId to retry with: the id it would have */
+    const char *rid = r->has_request_id ? r->request_id : NULL;
+    int rc = store_item_create(c, r->name, r->stock, rid, &out->item);
+    if (rc == STORE_ERR_DUPLICATE)
+        item_replay(r, out);
+    else if (rc == STORE_ERR_IN_DOUBT && rid)
+        service_fail(out, SERVICE_COMMIT_UNKNOWN, "%s; item %lld may have been created: a retry "
+                     "with the same requestId answers it if it was", store_errstr(c),
+                     (long long)out->item.id);
+    else if (rc == STORE_ERR_IN_DOUBT) /* no requestId to retry with: the id it would have */
         service_fail(out, SERVICE_COMMIT_UNKNOWN, "%s; item %lld may have been created: GET "
                      "/items/%lld before creating it again", store_errstr(c),
                      (long long)out->item.id, (long long)out->item.id);
@@ -350,9 +370,10 @@ void service_create_item(service *s, const req_item *r, const char *who, service
         service_from_store(out, rc, c);
     store_put(s->store, c);
     service_note_space(s, out->outcome, 1);
-    if (out->outcome == SERVICE_OK)
-        log_kv(LOG_INFO, "item created", LOG_INT("item", out->item.id),
-               LOG_INT("stock", out->item.stock), LOG_STR("instance", s->cfg.instance_id),
+    if (out->outcome == SERVICE_OK || out->outcome == SERVICE_REPLAYED)
+        log_kv(LOG_INFO, out->outcome == SERVICE_OK ? "item created" : "item creation replayed",
+               LOG_INT("item", out->item.id), LOG_INT("stock", out->item.stock),
+               LOG_STR("requestId", rid), LOG_STR("instance", s->cfg.instance_id),
                LOG_STR("tokenName", who[0] ? who : NULL));
 }
 

@@ -173,8 +173,10 @@ void service_reduce(service *s, const req_order *r, service_done *done, void *ar
 /* An order with its lines, by id; SERVICE_ORDER_NOT_FOUND when there is none. */
 void service_get_order(service *s, int64_t order_id, service_result *out);
 
-/* Creates an item; out->item on SERVICE_OK. who: the caller's token's name
- * for the log ("" for none). */
+/* Creates an item; out->item on SERVICE_OK. With r's requestId used before:
+ * SERVICE_REPLAYED with out->item as that creation made it when r has its
+ * name and stock (a retry: nothing written), else SERVICE_CONFLICT. who:
+ * the caller's token's name for the log ("" for none). */
 void service_create_item(service *s, const req_item *r, const char *who, service_result *out);
 
 /* Sets an item's stock (under its lock in redis mode, so it never interleaves

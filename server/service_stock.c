@@ -12,20 +12,24 @@
 #include "server/service_parts.h"
 
 /* The stock's write: fenced (f) under the lock, or in db mode in a
- * transaction that takes the row's lock without waiting for it. STORE_OK,
- * STORE_ERR_LOCK_TIMEOUT (db mode: the row is held elsewhere), or a
- * failure. */
+ * transaction that takes the row's lock without waiting for it; the item
+ * as written into ss->out, read inside the transaction (a session lost
+ * once COMMIT answered must not turn what committed into a failure).
+ * STORE_OK, STORE_ERR_LOCK_TIMEOUT (db mode: the row is held elsewhere), or
+ * a failure. */
 static int write_stock(struct stock_set *ss, store_conn *c, const store_fence *f)
 {
     store_commit_check check = {service_commits_allowed, ss->s};
     if (ss->s->cfg.lock_mode != SERVICE_LOCK_DB)
-        return store_item_set_stock(c, ss->item, ss->stock, f, &check);
+        return store_item_set_stock(c, ss->item, ss->stock, f, &check, &ss->out.item);
     int64_t was;
     int rc = store_tx_begin(c);
     if (rc == STORE_OK)
         rc = store_tx_lock_stock(c, ss->item, 0, &was);
     if (rc == STORE_OK)
         rc = store_tx_set_stock(c, ss->item, ss->stock, NULL);
+    if (rc == STORE_OK)
+        rc = store_item_get(c, ss->item, &ss->out.item);
     if (rc == STORE_OK)
         return store_tx_commit(c, &check);
     store_tx_abort(c);
@@ -53,8 +57,8 @@ static int try_again(struct stock_set *ss)
     return 0;
 }
 
-/* The stock written, and the item read back: 0 with the answer in ss->out,
- * or 1 when it is to be tried again (db mode, on a timer). */
+/* The stock written, with the item as written: 0 with the answer in
+ * ss->out, or 1 when it is to be tried again (db mode, on a timer). */
 static int stock_write(struct stock_set *ss)
 {
     service *s = ss->s;
@@ -78,8 +82,6 @@ static int stock_write(struct stock_set *ss)
         f = ss->held = service_token_of(s, ss->h, ss->key);
         rc = write_stock(ss, c, &f);
     }
-    if (rc == STORE_OK)
-        rc = store_item_get(c, ss->item, &out->item);
     service_from_order_store(out, rc, c, NULL);
     if (out->outcome == SERVICE_COMMIT_UNKNOWN) /* no requestId to retry with */
         service_fail(out, SERVICE_COMMIT_UNKNOWN, "%s; the stock may have been set: GET "

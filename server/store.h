@@ -25,7 +25,7 @@ enum store_code {
     STORE_ERR_NOT_FOUND = -1,    /* no such item, order or requestId */
     STORE_ERR_INSUFFICIENT = -2, /* stock < quantity; nothing written */
     STORE_ERR_STALE = -3,        /* fenced out: a newer lock holder has claimed the row */
-    STORE_ERR_DUPLICATE = -4,    /* requestId already used; that order is returned */
+    STORE_ERR_DUPLICATE = -4,    /* requestId already used; that order (or item) is returned */
     STORE_ERR_BUSY = -5,         /* the database stayed locked past the busy timeout */
     STORE_ERR_IO = -6,           /* any other failure (errstr says which) */
     STORE_ERR_VETOED = -7,       /* the commit check said no; nothing written */
@@ -166,10 +166,18 @@ int store_probe_write(store_conn *c);
 
 /* ---- reads and single writes (each its own transaction) ---- */
 
-/* STORE_OK with the item in *out, or a failure. A server's COMMIT in doubt
- * (store_tx_commit) that can't be resolved is STORE_ERR_IN_DOUBT with
- * out->id the id the item has if it was created. */
-int store_item_create(store_conn *c, const char *name, int64_t stock, store_item *out);
+/* Creates an item in a transaction of its own, under request_id (an
+ * idempotency key, NULL for none; items have their own, apart from the
+ * orders'): STORE_OK with the item as written in *out - taken from the
+ * transaction itself, so that a session lost after COMMIT's answer costs
+ * nothing; STORE_ERR_DUPLICATE when request_id was used already, nothing
+ * written and *out the item that creation made, as it made it (its id and
+ * name, the stock it was created with, nothing sold): the caller tells a
+ * retry from another item by name and stock; or a failure. A server's
+ * COMMIT in doubt (store_tx_commit) that can't be resolved is
+ * STORE_ERR_IN_DOUBT with out->id the id the item has if it was created. */
+int store_item_create(store_conn *c, const char *name, int64_t stock, const char *request_id,
+                      store_item *out);
 int store_item_get(store_conn *c, int64_t id, store_item *out);
 
 /* Calls fn for up to limit items with an id above after (0: from the first),
@@ -179,9 +187,11 @@ int store_item_list(store_conn *c, int64_t after, int limit, store_item_fn fn, v
 
 /* Sets an item's stock, in a transaction that check (may be NULL) may veto.
  * A fence (non-NULL) makes it a fenced write that also claims the row:
- * STORE_ERR_STALE when the row carries this or a newer token. */
+ * STORE_ERR_STALE when the row carries this or a newer token. out (may be
+ * NULL) gets the item as the transaction wrote it, read inside it before
+ * COMMIT: what committed is answered even if the session is lost after. */
 int store_item_set_stock(store_conn *c, int64_t id, int64_t stock, const store_fence *f,
-                         const store_commit_check *check);
+                         const store_commit_check *check, store_item *out);
 
 /* Calls fn for up to limit of the item's lines of orders with an id below
  * before (0: from the newest), newest first, each with its order's info. */

@@ -9,7 +9,7 @@
 #include "server/store_postgres_tx.h"
 
 enum stmt_id {
-    ST_PING, ST_ITEM_INSERT, ST_ITEM_GET, ST_ITEM_LIST,
+    ST_PING, ST_ITEM_INSERT, ST_ITEM_BY_REQUEST, ST_ITEM_GET, ST_ITEM_LIST,
     ST_SET_STOCK, ST_SET_STOCK_FENCED, ST_STOCK_READ, ST_ROW_FENCE, ST_STOCK_CLAIM,
     ST_STOCK_WRITE_CLAIMED,
     ST_STOCK_TAKE, ST_STOCK_LOCK, ST_ORDER_INSERT, ST_LINE_INSERT, ST_ORDER_BY_REQUEST,
@@ -28,8 +28,16 @@ _Static_assert(ST_COUNT <= PG_STMTS_MAX, "a session prepares PG_STMTS_MAX statem
 
 static const struct pg_stmt stmts[ST_COUNT] = {
     [ST_PING] = {"ping", "SELECT 1", ""},
+    /* the row as written comes back with the INSERT, inside its transaction:
+     * nothing is left to read once COMMIT has answered. A requestId already
+     * there (or being written, which this waits for) adds nothing, no row */
     [ST_ITEM_INSERT] = {"insert item",
-        "INSERT INTO items (name, stock) VALUES ($1, $2) RETURNING id", "ti"},
+        "INSERT INTO items (name, stock, request_id, created_stock) VALUES ($1, $2, $3, $2) "
+        "ON CONFLICT (request_id) DO NOTHING RETURNING id, name, stock, sold, line_count",
+        "tit"},
+    /* the item as the creation under this requestId made it */
+    [ST_ITEM_BY_REQUEST] = {"find item request id",
+        "SELECT id, name, created_stock, 0, 0 FROM items WHERE request_id = $1", "t"},
     [ST_ITEM_GET] = {"read item", ITEM_SELECT "WHERE id = $1", "i"},
     [ST_ITEM_LIST] = {"list items", ITEM_SELECT "WHERE id > $1 ORDER BY id LIMIT $2", "ii"},
     [ST_SET_STOCK] = {"set stock",
@@ -149,27 +157,40 @@ static int pg_item_get(store_conn *conn, int64_t id, store_item *out)
 /* In a transaction of its own, not in autocommit: an INSERT whose commit
  * got no answer may have been written, and only a transaction's COMMIT is
  * looked into (store_postgres_tx.c). When that can't tell, out->id is the
- * id the item has if it was created. */
-static int pg_item_create(store_conn *conn, const char *name, int64_t stock, store_item *out)
+ * id the item has if it was created. A requestId used before: that item,
+ * as its creation made it, read in the same transaction, which then
+ * writes nothing. */
+static int pg_item_create(store_conn *conn, const char *name, int64_t stock,
+                          const char *request_id, store_item *out)
 {
     pg_session *c = SESSION(conn);
     struct params p = {0};
     PGresult *r = NULL;
     p_text(&p, name);
     p_int(&p, stock);
+    p_text(&p, request_id);
     memset(out, 0, sizeof(*out));
     int rc = pg_tx_begin(conn);
     if (rc == STORE_OK)
-        rc = pg_exec_row(c, ST_ITEM_INSERT, &p, &r);
-    int64_t id = rc == STORE_OK ? col_int(r, 0, 0) : 0;
+        rc = pg_exec(c, ST_ITEM_INSERT, &p, &r);
+    int added = rc == STORE_OK && PQntuples(r) > 0;
+    if (added)
+        read_item(r, 0, out);
     PQclear(r);
+    if (rc == STORE_OK && !added) { /* its requestId was there: the earlier item */
+        struct params q = {0};
+        p_text(&q, request_id);
+        rc = pg_exec_row(c, ST_ITEM_BY_REQUEST, &q, &r);
+        if (rc == STORE_OK)
+            read_item(r, 0, out);
+        PQclear(r);
+        rc = rc == STORE_OK ? STORE_ERR_DUPLICATE : rc;
+    }
     if (rc != STORE_OK) {
         pg_rollback(c);
         return rc;
     }
-    rc = pg_tx_commit(conn, NULL);
-    out->id = id;
-    return rc == STORE_OK ? pg_item_get(conn, id, out) : rc;
+    return pg_tx_commit(conn, NULL);
 }
 
 static int pg_item_list(store_conn *conn, int64_t after, int limit, store_item_fn fn, void *arg)
@@ -252,12 +273,14 @@ static int pg_stock_claim(store_conn *conn, int64_t item_id, const store_fence *
 }
 
 static int pg_item_set_stock(store_conn *conn, int64_t id, int64_t stock, const store_fence *f,
-                             const store_commit_check *check)
+                             const store_commit_check *check, store_item *out)
 {
     pg_session *c = SESSION(conn);
     int rc = pg_tx_begin(conn);
     if (rc == STORE_OK)
         rc = update_item(conn, f ? ST_SET_STOCK_FENCED : ST_SET_STOCK, id, stock, f, NULL);
+    if (rc == STORE_OK && out) /* before COMMIT: nothing to read once it answered */
+        rc = pg_item_get(conn, id, out);
     if (rc == STORE_OK)
         return pg_tx_commit(conn, check);
     pg_rollback(c);

@@ -7,6 +7,7 @@
  * once. Above it: the pool (store_postgres_pool.c), and the statements and
  * transactions (store_postgres.c). */
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "server/store_backend.h" /* struct store_migration */
@@ -233,6 +234,35 @@ void pg_session_close(pg_session *c)
 
 static void ignore_notice(void *arg, const char *message) { (void)arg, (void)message; }
 
+/* The session's options: the user's own from --db (either form: a URL's
+ * ?options=, a conninfo's options=; else PGOPTIONS), then ours. libpq
+ * keeps one value per key, the last, so ours alone would drop the user's
+ * (a search_path, and the migrations land in public); within one options
+ * value the server applies each -c in turn, so ours, last, still bound
+ * every statement. Returns 0, or -1 with why in c->err when they don't
+ * fit. */
+static int session_options(pg_session *c, char *buf, size_t size)
+{
+    const pg_session_cfg *cfg = c->cfg;
+    const char *user = getenv("PGOPTIONS"); /* libpq's default, which --db overrides */
+    PQconninfoOption *opts = PQconninfoParse(cfg->db, NULL); /* malformed: connect says why */
+    for (PQconninfoOption *o = opts; o && o->keyword; o++)
+        if (strcmp(o->keyword, "options") == 0 && o->val)
+            user = o->val;
+    user = user ? user : "";
+    /* --sync normal: as on SQLite, a crash of the server may lose the last
+     * commits but never half of one */
+    int n = snprintf(buf, size, "%s%s-c statement_timeout=%d -c synchronous_commit=%s", user,
+                     *user ? " " : "", cfg->timeout_ms, cfg->sync_full ? "on" : "off");
+    PQconninfoFree(opts);
+    if (n < 0 || (size_t)n >= size) {
+        snprintf(c->err, sizeof(c->err), "cannot connect to PostgreSQL: the options in --db "
+                 "and stockd's own come to over %zu bytes", size - 1);
+        return -1;
+    }
+    return 0;
+}
+
 /* Opens c's session: --db (a URL or a conninfo) with the password from the
  * file, if any, and a bound on every statement; the connect bounded by
  * --db-timeout-ms too, shared among the conninfo's hosts, but at least
@@ -242,12 +272,14 @@ static void ignore_notice(void *arg, const char *message) { (void)arg, (void)mes
 int pg_session_open(pg_session *c)
 {
     const pg_session_cfg *cfg = c->cfg;
-    char options[96], why[512], stalled[256];
-    /* --sync normal: as on SQLite, a crash of the server may lose the last
-     * commits but never half of one */
-    snprintf(options, sizeof(options), "-c statement_timeout=%d -c synchronous_commit=%s",
-             cfg->timeout_ms, cfg->sync_full ? "on" : "off");
-    /* after dbname, so that these override what the URL says */
+    char options[1024], why[512], stalled[256];
+    if (session_options(c, options, sizeof(options)) != 0) {
+        pg_session_close(c);
+        c->refused = c->unreachable = 1; /* waiting won't make them shorter */
+        return STORE_ERR_UNAVAILABLE;
+    }
+    /* after dbname, so that these override what the URL says (options: the
+     * user's merged in) */
     const char *keys[] = {"dbname", "options", "application_name",
                           cfg->password ? "password" : NULL, NULL};
     const char *values[] = {cfg->db, options, "stockd", cfg->password, NULL};

@@ -35,6 +35,7 @@ static const store_backend *backend(void) { return &store_sqlite; }
 
 static void sq_put(store *st, store_conn *conn);
 static void sq_close(store *st);
+static int sq_tx_commit(store_conn *conn, const store_commit_check *check);
 
 /* SQLite takes a path: anything that does not name a scheme ("x://"). */
 static int sq_serves(const char *db) { return strstr(db, "://") == NULL; }
@@ -132,17 +133,50 @@ static int sq_item_get(store_conn *conn, int64_t id, store_item *out)
     return rc;
 }
 
-static int sq_item_create(store_conn *conn, const char *name, int64_t stock, store_item *out)
+/* The item created under request_id, as its creation made it: STORE_OK,
+ * STORE_ERR_NOT_FOUND, or a failure. */
+static int item_by_request(sqlite_conn *c, const char *request_id, store_item *out)
 {
-    sqlite_conn *c = CONN(conn);
-    sqlite3_stmt *st = sq_stmt(c, ST_ITEM_INSERT);
+    sqlite3_stmt *st = sq_stmt(c, ST_ITEM_BY_REQUEST);
     if (st == NULL)
         return STORE_ERR_IO;
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, stock);
-    int rc = sqlite3_step(st) == SQLITE_DONE ? STORE_OK : sq_fail(c, "insert item");
+    sqlite3_bind_text(st, 1, request_id, -1, SQLITE_STATIC);
+    int rc = sq_first_row(c, st, "find item request id");
+    if (rc == STORE_OK)
+        sq_read_item(st, out);
     sqlite3_reset(st);
-    return rc == STORE_OK ? sq_item_get(conn, sqlite3_last_insert_rowid(c->db), out) : rc;
+    return rc;
+}
+
+/* In a transaction that holds the write lock from the start: a requestId
+ * looked for finds the item another replica's creation just committed, or
+ * none that can appear before this one commits. */
+static int sq_item_create(store_conn *conn, const char *name, int64_t stock,
+                          const char *request_id, store_item *out)
+{
+    sqlite_conn *c = CONN(conn);
+    memset(out, 0, sizeof(*out));
+    int rc = sq_run(c, ST_BEGIN);
+    if (rc == STORE_OK && request_id) {
+        rc = item_by_request(c, request_id, out);
+        rc = rc == STORE_OK ? STORE_ERR_DUPLICATE : rc == STORE_ERR_NOT_FOUND ? STORE_OK : rc;
+    }
+    sqlite3_stmt *st = rc == STORE_OK ? sq_stmt(c, ST_ITEM_INSERT) : NULL;
+    if (rc == STORE_OK && st == NULL)
+        rc = STORE_ERR_IO;
+    if (st) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, stock);
+        bind_text_or_null(st, 3, request_id);
+        rc = sqlite3_step(st) == SQLITE_DONE ? STORE_OK : sq_fail(c, "insert item");
+        sqlite3_reset(st);
+    }
+    if (rc == STORE_OK)
+        rc = sq_item_get(conn, sqlite3_last_insert_rowid(c->db), out);
+    if (rc == STORE_OK)
+        return sq_tx_commit(conn, NULL);
+    sq_rollback(c);
+    return rc;
 }
 
 static int sq_item_list(store_conn *conn, int64_t after, int limit, store_item_fn fn, void *arg)
@@ -303,12 +337,14 @@ static int sq_probe_write(store_conn *conn)
 }
 
 static int sq_item_set_stock(store_conn *conn, int64_t id, int64_t stock, const store_fence *f,
-                             const store_commit_check *check)
+                             const store_commit_check *check, store_item *out)
 {
     sqlite_conn *c = CONN(conn);
     int rc = sq_run(c, ST_BEGIN);
     if (rc == STORE_OK)
         rc = update_item(c, f ? ST_SET_STOCK_FENCED : ST_SET_STOCK, id, stock, f, NULL);
+    if (rc == STORE_OK && out) /* as it committed, whatever writes come after */
+        rc = sq_item_get(conn, id, out);
     if (rc == STORE_OK)
         return sq_tx_commit(conn, check);
     sq_rollback(c);

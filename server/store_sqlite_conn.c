@@ -31,7 +31,11 @@ const char *const sq_stmt_sql[ST_COUNT] = {
     [ST_RELEASE] = "RELEASE part",
     [ST_ROLLBACK_TO] = "ROLLBACK TO part",
     [ST_PING] = "SELECT 1",
-    [ST_ITEM_INSERT] = "INSERT INTO items (name, stock) VALUES (?1, ?2)",
+    [ST_ITEM_INSERT] = "INSERT INTO items (name, stock, request_id, created_stock) "
+                       "VALUES (?1, ?2, ?3, ?2)",
+    /* the item as the creation under this requestId made it */
+    [ST_ITEM_BY_REQUEST] = "SELECT id, name, created_stock, 0, 0 FROM items "
+                           "WHERE request_id = ?1",
     [ST_ITEM_GET] = ITEM_SELECT "WHERE id = ?1",
     [ST_ITEM_LIST] = ITEM_SELECT "WHERE id > ?1 ORDER BY id LIMIT ?2",
     [ST_SET_STOCK] = "UPDATE items SET stock = ?2, updated_at = " NOW_SQL " WHERE id = ?1",

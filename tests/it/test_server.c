@@ -132,6 +132,37 @@ static void test_same_request_id_deducts_once(void **state)
     assert_int_equal(orders, 1);
 }
 
+/* POST /items with a requestId, on SQLite: a retry (through another
+ * replica) is answered 200, replayed, with the item as it was created,
+ * even after its stock was set; the key with another name or stock is
+ * refused 409; nothing is created twice. */
+static void test_same_request_id_creates_an_item_once(void **state)
+{
+    (void)state;
+    const char *body = "{\"name\":\"keyed\",\"stock\":4,\"requestId\":\"item-77\"}";
+    json_t *first = th_call(&a, "POST", "/items", body, 201);
+    assert_false(json_is_true(json_object_get(first, "replayed")));
+    assert_string_equal(th_jstr(first, "requestId"), "item-77");
+    char path[64];
+    snprintf(path, sizeof(path), "/items/%lld", th_jint(first, "id"));
+    json_decref(th_call(&a, "PUT", path, "{\"stock\":9}", 200));
+    json_t *again = th_call(&b, "POST", "/items", body, 200);
+    assert_int_equal(th_jint(again, "id"), th_jint(first, "id"));
+    assert_int_equal(th_jint(again, "stock"), 4);
+    assert_true(json_is_true(json_object_get(again, "replayed")));
+    json_t *other = th_call(&a, "POST", "/items", "{\"name\":\"keyed\",\"stock\":5,"
+                            "\"requestId\":\"item-77\"}", 409);
+    assert_string_equal(th_jstr(other, "error"), "request_id_conflict");
+    json_t *plain = th_call(&a, "POST", "/items", "{\"name\":\"keyed\",\"stock\":4}", 201);
+    assert_true(json_is_null(json_object_get(plain, "requestId")));
+    assert_true(th_jint(plain, "id") != th_jint(first, "id"));
+    assert_int_equal(th_item_stock(&a, th_jint(first, "id")), 9);
+    json_decref(first);
+    json_decref(again);
+    json_decref(other);
+    json_decref(plain);
+}
+
 static void test_insufficient_stock_and_unknown_item(void **state)
 {
     (void)state;
@@ -1122,6 +1153,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_create_reduce_and_read_back),
         cmocka_unit_test(test_same_request_id_deducts_once),
+        cmocka_unit_test(test_same_request_id_creates_an_item_once),
         cmocka_unit_test(test_insufficient_stock_and_unknown_item),
         cmocka_unit_test(test_put_sets_stock_under_the_lock),
         cmocka_unit_test(test_malformed_requests_get_json_errors_and_leave_stock_alone),

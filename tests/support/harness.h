@@ -292,6 +292,15 @@ void th_proxy_delay_next(th_proxy *p, const char *needle, int delay_ms);
 /* Chunks held so far (each armed delay that fired counts one). */
 int th_proxy_delayed(th_proxy *p);
 
+/* The next server chunk that contains needle (say "COMMIT", the tag of the
+ * server's reply to one) is passed on to its client, and then that
+ * connection is closed both ways at once: a session lost right after an
+ * answer, as when a host or the network fails at that instant. */
+void th_proxy_cut_after(th_proxy *p, const char *needle);
+
+/* Connections cut so far (each armed cut that fired counts one). */
+int th_proxy_cuts(th_proxy *p);
+
 /* on: from now on no byte passes either way, on open connections and on new
  * ones (accepted, and connected upstream, but silent), as when packets are
  * dropped; what the client sends meanwhile is held, in order. off: it all

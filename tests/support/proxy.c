@@ -1,7 +1,8 @@
 /* proxy.c - a loopback TCP proxy for fault tests: it can hold one client
  * chunk (a Redis command) for a while, as a slow network would, and still
- * deliver it after the client gave up; or stall every byte both ways, as a
- * network that drops packets would. See tests/support/harness.h. */
+ * deliver it after the client gave up; stall every byte both ways, as a
+ * network that drops packets would; or close a connection right after a
+ * chosen answer (a COMMIT's) has passed. See tests/support/harness.h. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -25,6 +26,8 @@ struct th_proxy {
     pthread_mutex_t mu; /* guards the fields below */
     char needle[64];
     int delay_ms, armed, delayed, stop;
+    char cut_needle[64]; /* th_proxy_cut_after: armed while cut_armed */
+    int cut_armed, cuts;
     int stalled, accepted;
     pthread_t threads[MAX_CONNS];
     int nthreads;
@@ -90,6 +93,20 @@ static void from_client(struct conn *c, const char *data, size_t len)
     c->nheld += len;
 }
 
+/* Whether the connection closes after this upstream chunk: it carries the
+ * armed cut needle (disarmed then: one connection is cut). */
+static int cut_here(th_proxy *p, const char *data, size_t len)
+{
+    pthread_mutex_lock(&p->mu);
+    int cut = p->cut_armed && memmem(data, len, p->cut_needle, strlen(p->cut_needle)) != NULL;
+    if (cut) {
+        p->cut_armed = 0;
+        p->cuts++;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return cut;
+}
+
 static void *relay(void *arg)
 {
     struct conn *c = arg;
@@ -124,8 +141,11 @@ static void *relay(void *arg)
             ssize_t n = recv(c->up, buf, sizeof(buf), 0);
             if (n <= 0)
                 break;
+            int cut = cut_here(c->p, buf, (size_t)n); /* counted before anyone sees it */
             if (client_open)
                 th_send_all(c->client, buf, (size_t)n);
+            if (cut)
+                break; /* both ends closed below, the answer delivered */
         }
     }
     close(c->client);
@@ -201,6 +221,22 @@ void th_proxy_delay_next(th_proxy *p, const char *needle, int delay_ms)
     p->delay_ms = delay_ms;
     p->armed = 1;
     pthread_mutex_unlock(&p->mu);
+}
+
+void th_proxy_cut_after(th_proxy *p, const char *needle)
+{
+    pthread_mutex_lock(&p->mu);
+    snprintf(p->cut_needle, sizeof(p->cut_needle), "%s", needle);
+    p->cut_armed = 1;
+    pthread_mutex_unlock(&p->mu);
+}
+
+int th_proxy_cuts(th_proxy *p)
+{
+    pthread_mutex_lock(&p->mu);
+    int n = p->cuts;
+    pthread_mutex_unlock(&p->mu);
+    return n;
 }
 
 void th_proxy_stall(th_proxy *p, int on)

@@ -217,6 +217,19 @@ static void test_item_bodies(void **state)
     char big[1024];
     snprintf(big, sizeof(big), "{\"name\":\"%0201d\",\"stock\":1}", 0);
     assert_int_equal(req_parse_item(big, strlen(big), 1, &it, err, sizeof(err)), REQ_ERR_INVALID);
+    const char *keyed = "{\"name\":\"w\",\"stock\":1,\"requestId\":\"item-1\"}";
+    assert_int_equal(req_parse_item(keyed, strlen(keyed), 1, &it, err, sizeof(err)), REQ_OK);
+    assert_true(it.has_request_id);
+    assert_string_equal(it.request_id, "item-1");
+    assert_int_equal(req_parse_item(ok, strlen(ok), 1, &it, err, sizeof(err)), REQ_OK);
+    assert_false(it.has_request_id);
+    const char *empty_key = "{\"name\":\"w\",\"stock\":1,\"requestId\":\"\"}";
+    assert_int_equal(req_parse_item(empty_key, strlen(empty_key), 1, &it, err, sizeof(err)),
+                     REQ_ERR_INVALID);
+    assert_non_null(strstr(err, "requestId"));
+    /* PUT ignores it, as it ignores the name */
+    assert_int_equal(req_parse_item(empty_key, strlen(empty_key), 0, &it, err, sizeof(err)),
+                     REQ_OK);
 }
 
 static void test_path_ids_and_query_ints(void **state)

@@ -108,7 +108,7 @@ static int pg_group_end(void **state)
 static int64_t new_item(store_conn *c, int64_t stock)
 {
     store_item it;
-    assert_int_equal(store_item_create(c, "widget", stock, &it), STORE_OK);
+    assert_int_equal(store_item_create(c, "widget", stock, NULL, &it), STORE_OK);
     return it.id;
 }
 
@@ -225,10 +225,10 @@ static void test_items_are_created_read_and_listed(void **state)
     assert_int_equal(it.stock, 5);
     assert_int_equal(it.sold, 0);
     assert_int_equal(store_item_get(c, b + 100, &it), STORE_ERR_NOT_FOUND);
-    assert_int_equal(store_item_set_stock(c, b, 9, NULL, NULL), STORE_OK);
+    assert_int_equal(store_item_set_stock(c, b, 9, NULL, NULL, NULL), STORE_OK);
     assert_int_equal(store_item_get(c, b, &it), STORE_OK);
     assert_int_equal(it.stock, 9);
-    assert_int_equal(store_item_set_stock(c, b + 100, 9, NULL, NULL), STORE_ERR_NOT_FOUND);
+    assert_int_equal(store_item_set_stock(c, b + 100, 9, NULL, NULL, NULL), STORE_ERR_NOT_FOUND);
     store_put(*state, c);
 }
 
@@ -270,6 +270,37 @@ static void test_same_request_id_is_written_once(void **state)
     assert_int_equal(store_item_get(c, id, &it), STORE_OK);
     assert_int_equal(it.stock, 8);
     assert_int_equal(it.line_count, 1);
+    store_put(*state, c);
+}
+
+/* An item's requestId: the second creation under it writes nothing and
+ * returns the first's item as it was created (its stock since set
+ * elsewhere), whatever name and stock it came with (the service tells a
+ * retry from another item); items without one are each new. A stock set
+ * returns the item as it wrote it. */
+static void test_an_items_request_id_creates_it_once(void **state)
+{
+    store_conn *c = conn(state);
+    store_item first, again, set, plain[2];
+    assert_int_equal(store_item_create(c, "keyed", 5, "item-once", &first), STORE_OK);
+    assert_string_equal(first.name, "keyed");
+    assert_int_equal(first.stock, 5);
+    assert_int_equal(store_item_set_stock(c, first.id, 9, NULL, NULL, &set), STORE_OK);
+    assert_int_equal(set.id, first.id);
+    assert_int_equal(set.stock, 9);
+    assert_int_equal(store_item_create(c, "keyed", 5, "item-once", &again), STORE_ERR_DUPLICATE);
+    assert_int_equal(again.id, first.id);
+    assert_string_equal(again.name, "keyed");
+    assert_int_equal(again.stock, 5);
+    assert_int_equal(store_item_create(c, "other", 7, "item-once", &again), STORE_ERR_DUPLICATE);
+    assert_int_equal(again.id, first.id);
+    assert_string_equal(again.name, "keyed");
+    assert_int_equal(again.stock, 5);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(store_item_create(c, "keyed", 5, NULL, &plain[i]), STORE_OK);
+    assert_true(plain[0].id != first.id && plain[1].id != plain[0].id);
+    assert_int_equal(store_item_get(c, first.id, &set), STORE_OK);
+    assert_int_equal(set.stock, 9);
     store_put(*state, c);
 }
 
@@ -319,8 +350,8 @@ static void test_stale_holder_cannot_write_after_newer_holder_read(void **state)
     assert_int_equal(it.line_count, 1);
     /* an older token can't even claim the row any more */
     assert_int_equal(store_stock_claim(c, id, token(10, 0), &stock_a), STORE_ERR_STALE);
-    assert_int_equal(store_item_set_stock(c, id, 50, token(10, 5), NULL), STORE_ERR_STALE);
-    assert_int_equal(store_item_set_stock(c, id, 50, token(12, 0), NULL), STORE_OK);
+    assert_int_equal(store_item_set_stock(c, id, 50, token(10, 5), NULL, NULL), STORE_ERR_STALE);
+    assert_int_equal(store_item_set_stock(c, id, 50, token(12, 0), NULL, NULL), STORE_OK);
     assert_int_equal(store_stock_claim(c, id + 100, token(13, 0), &stock_a), STORE_ERR_NOT_FOUND);
     store_put(*state, c);
 }
@@ -362,7 +393,8 @@ static void test_a_refusal_carries_the_rows_token(void **state)
     assert_int_equal(store_stock_claim(c, id, token(ahead - 7, 0), &stock), STORE_ERR_STALE);
     assert_int_equal(store_stale_token(c).fence, ahead);
     assert_int_equal(store_stale_token(c).seq, 3);
-    assert_int_equal(store_item_set_stock(c, id, 50, token(ahead, 2), NULL), STORE_ERR_STALE);
+    assert_int_equal(store_item_set_stock(c, id, 50, token(ahead, 2), NULL, NULL),
+                     STORE_ERR_STALE);
     assert_int_equal(store_stale_token(c).fence, ahead);
     assert_int_equal(store_stale_token(c).seq, 3);
     store_new_order d = deduction(id, 1, 9, ahead - 7, NULL);
@@ -531,7 +563,7 @@ static void test_a_vetoed_commit_writes_nothing(void **state)
     int64_t left;
     assert_int_equal(deduct_write(c, &d, &o, &veto), STORE_ERR_VETOED);
     assert_int_equal(deduct_atomic(c, &d, &o, &left, &veto), STORE_ERR_VETOED);
-    assert_int_equal(store_item_set_stock(c, id, 1, NULL, &veto), STORE_ERR_VETOED);
+    assert_int_equal(store_item_set_stock(c, id, 1, NULL, &veto, NULL), STORE_ERR_VETOED);
     assert_int_equal(asked, 3);
     store_item it;
     assert_int_equal(store_item_get(c, id, &it), STORE_OK);
@@ -888,6 +920,47 @@ static void test_a_request_id_raced_by_two_sessions_is_written_once(void **state
     store_put(*state, c);
 }
 
+#define ITEM_RACERS 4 /* the pool's size: each on a session of its own */
+
+struct item_racer {
+    store_conn *c;
+    store_item it;
+    int rc;
+};
+
+static void *item_race_run(void *arg)
+{
+    struct item_racer *r = arg;
+    r->rc = store_item_create(r->c, "raced", 3, "item-raced", &r->it);
+    return NULL;
+}
+
+/* Replicas create an item under one requestId at once: however they
+ * interleave, one creates it and every other finds it (DUPLICATE, the same
+ * id), none fails; one row. */
+static void test_an_items_request_id_raced_by_sessions_creates_it_once(void **state)
+{
+    struct item_racer r[ITEM_RACERS];
+    pthread_t t[ITEM_RACERS];
+    for (int i = 0; i < ITEM_RACERS; i++) {
+        r[i] = (struct item_racer){.c = conn(state)};
+        pthread_create(&t[i], NULL, item_race_run, &r[i]);
+    }
+    int made = 0;
+    for (int i = 0; i < ITEM_RACERS; i++) {
+        pthread_join(t[i], NULL);
+        made += r[i].rc == STORE_OK;
+        if (r[i].rc != STORE_OK && r[i].rc != STORE_ERR_DUPLICATE)
+            fail_msg("racer %d: %d %s", i, r[i].rc, store_errstr(r[i].c));
+    }
+    assert_int_equal(made, 1);
+    for (int i = 0; i < ITEM_RACERS; i++) {
+        assert_int_equal(r[i].it.id, r[0].it.id);
+        store_put(*state, r[i].c);
+    }
+    assert_int_equal(th_pg_int(target, "SELECT count(*) FROM items"), 1);
+}
+
 /* A write whose COMMIT is to wait (run on its own thread): the order
  * transaction open on c committed, an item created, or a stock set. */
 struct committer {
@@ -908,11 +981,11 @@ static void *commit_run(void *arg)
 static int commit_open(struct committer *m) { return store_tx_commit(m->c, NULL); }
 static int create_item(struct committer *m)
 {
-    return store_item_create(m->c, "doubt", 7, &m->it);
+    return store_item_create(m->c, "doubt", 7, NULL, &m->it);
 }
 static int set_stock(struct committer *m)
 {
-    return store_item_set_stock(m->c, m->id, 50, NULL, NULL);
+    return store_item_set_stock(m->c, m->id, 50, NULL, NULL, NULL);
 }
 
 /* With a synchronous standby that does not exist, COMMIT commits locally,
@@ -1122,6 +1195,7 @@ int main(void)
     T(test_items_are_created_read_and_listed),                       \
     T(test_deduction_writes_stock_and_ledger_together),              \
     T(test_same_request_id_is_written_once),                         \
+    T(test_an_items_request_id_creates_it_once),                     \
     T(test_atomic_deduction_never_goes_below_zero),                  \
     T(test_stale_holder_cannot_write_after_newer_holder_read),       \
     T(test_handed_off_holders_are_ordered_by_seq),                   \
@@ -1152,6 +1226,7 @@ int main(void)
         T(test_an_item_whose_session_stays_stopped_is_in_doubt),
         T(test_a_commit_whose_session_resumes_is_found),
         T(test_a_request_id_raced_by_two_sessions_is_written_once),
+        T(test_an_items_request_id_raced_by_sessions_creates_it_once),
     };
     /* PostgreSQL is not optional: make deps installs it like redis-server */
     return cmocka_run_group_tests_name("store on SQLite", sqlite_tests, sqlite_group, NULL) +
