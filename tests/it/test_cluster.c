@@ -12,6 +12,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -290,6 +291,138 @@ static void test_a_slot_moved_by_hand_meets_ask_then_moved(void **state)
     dlock_client_free(c);
 }
 
+/* ---- a slot migrating under load ---- */
+
+/* Threads that lock one key again and again, each on a client of its own
+ * (as processes would), while its slot migrates: every acquire must succeed
+ * within its wait, and never two hold the key at once (each checks that it
+ * is alone inside and that its fence is above the last one seen). */
+struct churn {
+    dlock_client *c;
+    const char *key;
+    _Atomic int *stop, *inside;
+    _Atomic int64_t *last_fence;
+    int taken, failed, overlaps, backwards;
+    char why[160];
+};
+
+static void *churn_run(void *arg)
+{
+    struct churn *t = arg;
+    dlock_opts o = quick_opts();
+    o.lease_ms = 2000;
+    o.wait_ms = 1000 * TH_SLOWER; /* see migrate_in_phases */
+    while (!atomic_load(t->stop)) {
+        dlock_handle *h;
+        int rc = dlock_acquire(t->c, t->key, &o, &h);
+        if (rc != DLOCK_OK) {
+            if (t->failed++ == 0)
+                snprintf(t->why, sizeof(t->why), "%s (%s)", dlock_strerror(rc), dlock_errstr());
+            continue;
+        }
+        t->taken++;
+        t->overlaps += atomic_fetch_add(t->inside, 1) != 0;
+        int64_t fence = dlock_fence(h), last = atomic_exchange(t->last_fence, fence);
+        t->backwards += fence <= last;
+        th_sleep_ms(2);
+        atomic_fetch_sub(t->inside, 1);
+        dlock_release(h);
+    }
+    return NULL;
+}
+
+/* Moves key's slot from node from to node to by hand, in the phases a
+ * migration under load goes through: the slot marked (the source has all it
+ * had: a call naming keys it has and keys it never had gets TRYAGAIN), the
+ * fence counter moved alone (as when a batch of redis-cli's ends between a
+ * lock's keys: TRYAGAIN at the source for every call of the lock), each
+ * split_ms long, which a wait must outlast; the rest moved (the source
+ * answers ASK, and the importing node takes the scripts that name only
+ * their first key) for ask_ms, longer than a wait, so that calls must
+ * succeed in that phase; then the slot given over (MOVED). *moved_at: how
+ * many acquires count (may be NULL) had counted when the last keys moved. */
+static void migrate_in_phases(const char *key, int slot, int from, int to, int split_ms,
+                              int ask_ms, int (*count)(void *), void *arg, int *moved_at)
+{
+    char fence[64];
+    snprintf(fence, sizeof(fence), "%s:fence", key);
+    assert_int_equal(th_cluster_migrate_begin(&cluster, slot, from, to), 0);
+    th_sleep_ms(split_ms);
+    assert_int_equal(th_cluster_migrate_key(&cluster, fence, from, to), 0);
+    th_sleep_ms(split_ms);
+    assert_int_equal(th_cluster_migrate_keys(&cluster, slot, from, to), 0);
+    if (count)
+        *moved_at = count(arg);
+    th_sleep_ms(ask_ms);
+    assert_int_equal(th_cluster_migrate_end(&cluster, slot, from, to), 0);
+}
+
+struct churners {
+    struct churn t[4];
+    int n;
+};
+
+static int churned(void *arg)
+{
+    struct churners *all = arg;
+    int taken = 0;
+    for (int i = 0; i < all->n; i++)
+        taken += all->t[i].taken;
+    return taken;
+}
+
+/* A key locked without a pause by threads on clients of their own while
+ * its slot migrates (migrate_in_phases): locking goes on through every
+ * phase, one holder at a time. */
+static void test_a_slot_migrating_under_load_keeps_one_holder_and_locks(void **state)
+{
+    (void)state;
+    char tag[16], key[32];
+    int slot;
+    th_cluster_tag_on(&cluster, 1, 400, tag, &slot);
+    snprintf(key, sizeof(key), "churn:{%s}", tag);
+    _Atomic int stop = 0, inside = 0;
+    _Atomic int64_t last_fence = 0;
+    struct churners all = {.n = 4};
+    pthread_t th[4];
+    for (int i = 0; i < all.n; i++) {
+        all.t[i] = (struct churn){.c = cluster_client(), .key = key, .stop = &stop,
+                                  .inside = &inside, .last_fence = &last_fence};
+        pthread_create(&th[i], NULL, churn_run, &all.t[i]);
+    }
+    th_sleep_ms(300);
+    int before = churned(&all), moved_at;
+    migrate_in_phases(key, slot, 1, 0, 300 * TH_SLOWER, 2000 * TH_SLOWER, churned, &all,
+                      &moved_at);
+    int during = churned(&all);
+    th_sleep_ms(300);
+    atomic_store(&stop, 1);
+    int failed = 0, overlaps = 0, backwards = 0;
+    dlock_stats st, sum = {0};
+    for (int i = 0; i < all.n; i++) {
+        struct churn *t = &all.t[i];
+        pthread_join(th[i], NULL);
+        failed += t->failed, overlaps += t->overlaps, backwards += t->backwards;
+        if (t->failed)
+            print_message("thread %d: %d failed, first: %s\n", i, t->failed, t->why);
+        dlock_stats_read(t->c, &st);
+        sum.asked += st.asked, sum.moved += st.moved, sum.tryagain += st.tryagain;
+        dlock_client_free(t->c);
+    }
+    print_message("%d acquires (%d while migrating, %d of them after its keys moved), %d "
+                  "failed; asked %llu, tryagain %llu, moved %llu\n", churned(&all),
+                  during - before, during - moved_at, failed, (unsigned long long)sum.asked,
+                  (unsigned long long)sum.tryagain, (unsigned long long)sum.moved);
+    assert_int_equal(failed, 0);
+    assert_int_equal(overlaps, 0);
+    assert_int_equal(backwards, 0);
+    assert_true(during - moved_at > 0);
+    assert_true(sum.tryagain > 0);
+    assert_true(sum.asked > 0);
+    assert_true(sum.moved > 0);
+    assert_int_equal(th_cluster_owner(&cluster, slot), 0);
+}
+
 /* The owner of a key SIGKILLed: its replica is promoted (node timeout 1 s)
  * and the client finds it by the map; the fence keeps growing. */
 static void test_a_primary_killed_and_locking_goes_on(void **state)
@@ -354,6 +487,15 @@ static void cluster_stack(th_stack *s, const char *name)
     th_stack_start(s, dir, NULL, name, all, NULL, 100000);
 }
 
+/* cluster_stack, with waits for the lock of wait_ms. */
+static void cluster_stack_waiting(th_stack *s, const char *name, int wait_ms)
+{
+    char wait[16];
+    snprintf(wait, sizeof(wait), "%d", wait_ms);
+    const char *all[] = {"--redis-cluster", cluster.seeds, "--wait-ms", wait, NULL};
+    th_stack_start(s, dir, NULL, name, all, NULL, 100000);
+}
+
 static void test_stockd_on_the_cluster_passes_with_carts_across_shards(void **state)
 {
     (void)state;
@@ -364,6 +506,43 @@ static void test_stockd_on_the_cluster_passes_with_carts_across_shards(void **st
     th_loadgen_expect(&s, loadgen_carts(&s, "cluster-carts", targets, "3s"), "cluster-carts", 0);
     assert_true(th_loadgen_outcome(&s, "cluster-carts", "ok") > 0);
     assert_int_equal(th_loadgen_outcome(&s, "cluster-carts", "redis_unavailable"), 0);
+    th_stack_stop(&s);
+}
+
+/* The slot of the stack's item's lock key migrates by hand
+ * (migrate_in_phases) while loadgen orders that item from every replica:
+ * each order is answered 200 (none lock_timeout, none redis_unavailable),
+ * and the verdict (no lost update, the stock as the answers say) passes.
+ * Each phase of the move lasts longer than an order may wait for the
+ * lock. */
+static void test_stockd_orders_an_item_whose_slot_migrates(void **state)
+{
+    (void)state;
+    th_stack s;
+    char targets[600], key[64];
+    cluster_stack_waiting(&s, "cluster-migrate", 1500 * TH_SLOWER);
+    snprintf(targets, sizeof(targets), "%s,%s", s.r[0].url, s.targets);
+    snprintf(key, sizeof(key), "stock:lock:{%lld}", s.item);
+    int slot = dlock__slot_of(key, NULL), from = th_cluster_owner(&cluster, slot);
+    int to = from == 0 ? 1 : 0;
+    assert_true(from >= 0);
+    char secs[16];
+    snprintf(secs, sizeof(secs), "%ds", 2 + 4 * TH_SLOWER);
+    pid_t lg = th_loadgen_start(&s, "cluster-migrate", targets, secs, "12", "1");
+    th_sleep_ms(1000);
+    migrate_in_phases(key, slot, from, to, 400 * TH_SLOWER, 2500 * TH_SLOWER, NULL, NULL, NULL);
+    th_loadgen_expect(&s, lg, "cluster-migrate", 0);
+    static const char *const bad[] = {"lock_timeout", "lock_interrupted", "lock_lost",
+                                      "redis_unavailable", "other_4xx", "other_5xx",
+                                      "commit_unknown", "transport_error", "malformed"};
+    long long ok = th_loadgen_outcome(&s, "cluster-migrate", "ok");
+    print_message("slot %d from node %d to %d under load: %lld ok\n", slot, from, to, ok);
+    assert_true(ok > 0);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
+        if (th_loadgen_outcome(&s, "cluster-migrate", bad[i]) != 0)
+            fail_msg("%lld answered %s while the slot migrated",
+                     th_loadgen_outcome(&s, "cluster-migrate", bad[i]), bad[i]);
+    assert_int_equal(th_cluster_owner(&cluster, slot), to);
     th_stack_stop(&s);
 }
 
@@ -404,7 +583,9 @@ int main(void)
         cmocka_unit_test(test_a_multi_lock_takes_each_key_on_its_shard),
         cmocka_unit_test(test_a_read_lock_and_a_permit_over_the_cluster),
         cmocka_unit_test(test_a_slot_moved_by_hand_meets_ask_then_moved),
+        cmocka_unit_test(test_a_slot_migrating_under_load_keeps_one_holder_and_locks),
         cmocka_unit_test(test_stockd_on_the_cluster_passes_with_carts_across_shards),
+        cmocka_unit_test(test_stockd_orders_an_item_whose_slot_migrates),
         cmocka_unit_test(test_a_primary_killed_and_locking_goes_on),
         cmocka_unit_test(test_stockd_passes_with_a_primary_killed_mid_run),
     };
