@@ -3,10 +3,12 @@
  * each locked on its owner, a key without a hash tag refused, a waiter
  * woken by a sharded release, a multi-lock across shards, a read lock and a
  * permit, a slot moved by hand mid-run (ASK while it migrates, MOVED
- * after, both counted), a primary killed and locking going on on its
- * promoted replica; then three stockd replicas on the cluster under
- * loadgen, carts across shards, PASS, and PASS again with a primary killed
- * mid-run. The kills come last: they change the cluster for good. */
+ * after, both counted), a slot moved in phases under load with one holder
+ * at a time and no failed wait, a primary killed and locking going on on
+ * its promoted replica; then three stockd replicas on the cluster under
+ * loadgen, carts across shards, PASS, an item whose slot migrates answered
+ * 200 throughout, and PASS again with a primary killed mid-run. The kills
+ * come last: they change the cluster for good. */
 #include <jansson.h>
 #include <pthread.h>
 #include <setjmp.h>
