@@ -29,6 +29,7 @@
 #include "lock/dlock_rw.h"
 #include "lock/dlock_sem.h"
 #include "tests/support/cluster.h"
+#include "tests/support/logline.h"
 #include "tests/support/stack.h"
 
 #define PRIMARIES 3
@@ -548,6 +549,71 @@ static void test_stockd_orders_an_item_whose_slot_migrates(void **state)
     th_stack_stop(&s);
 }
 
+/* One replica's log lines msg (a logfmt log): how many; *bad counts those
+ * without a node, or (with_detail) with an empty detail, the first of
+ * which is printed. */
+static int redis_lines(const th_stockd *r, const char *msg, int with_detail, int *bad)
+{
+    char *text = th_read_file(r->log), line[4096];
+    const char *next = text ? text : "";
+    int count = 0;
+    while (th_next_line(&next, line, sizeof(line))) {
+        th_logfmt l;
+        int found;
+        const char *m = th_logfmt_parse(line, &l) == 0 ? th_logfmt_get(&l, "msg", &found) : NULL;
+        if (m == NULL || strcmp(m, msg) != 0)
+            continue;
+        count++;
+        const char *node = th_logfmt_get(&l, "node", &found);
+        const char *detail = th_logfmt_get(&l, "detail", &found);
+        if (node == NULL || node[0] == '\0' || (with_detail && (!detail || !detail[0])))
+            if ((*bad)++ == 0)
+                print_message("%s: %s\n", r->log, line);
+    }
+    free(text);
+    return count;
+}
+
+/* One primary stops answering, a few times, for less than the cluster's node
+ * timeout (no failover), while carts over every shard go on through group
+ * commit: each replica logs that node unreachable, with the failure's
+ * detail, and reachable again, once a stop each at most; the other shards'
+ * successes in between do not flip it back and forth. */
+static void test_one_shards_failures_log_that_node_once_with_its_detail(void **state)
+{
+    (void)state;
+    enum { STOPS = 3 };
+    th_stack s;
+    char targets[600];
+    cluster_stack(&s, "cluster-stops");
+    snprintf(targets, sizeof(targets), "%s,%s", s.r[0].url, s.targets);
+    pid_t lg = loadgen_carts(&s, "cluster-stops", targets, "5s");
+    int victim = th_cluster_owner(&cluster, 0);
+    assert_true(victim >= 0);
+    th_sleep_ms(1000);
+    for (int i = 0; i < STOPS; i++) {
+        th_signal(cluster.node[victim].pid, SIGSTOP, 0);
+        th_sleep_ms(400);
+        th_signal(cluster.node[victim].pid, SIGCONT, 0);
+        th_sleep_ms(600);
+    }
+    th_loadgen_expect(&s, lg, "cluster-stops", 0);
+    int down = 0, bad = 0;
+    for (int i = 0; i < TH_REPLICAS; i++) {
+        int unreachable = redis_lines(&s.r[i], "Redis unreachable", 1, &bad);
+        int again = redis_lines(&s.r[i], "Redis reachable again", 0, &bad);
+        print_message("replica %d: %d unreachable, %d reachable again\n", i, unreachable,
+                      again);
+        assert_true(unreachable <= STOPS + 1);
+        assert_true(again <= STOPS + 1);
+        down += unreachable;
+    }
+    assert_int_equal(bad, 0); /* each names its node, and says why */
+    assert_true(down > 0);    /* the stops were seen */
+    assert_int_equal(th_cluster_wait_ok(&cluster, 0, 10000), 0);
+    th_stack_stop(&s);
+}
+
 static void test_stockd_passes_with_a_primary_killed_mid_run(void **state)
 {
     (void)state;
@@ -588,6 +654,7 @@ int main(void)
         cmocka_unit_test(test_a_slot_migrating_under_load_keeps_one_holder_and_locks),
         cmocka_unit_test(test_stockd_on_the_cluster_passes_with_carts_across_shards),
         cmocka_unit_test(test_stockd_orders_an_item_whose_slot_migrates),
+        cmocka_unit_test(test_one_shards_failures_log_that_node_once_with_its_detail),
         cmocka_unit_test(test_a_primary_killed_and_locking_goes_on),
         cmocka_unit_test(test_stockd_passes_with_a_primary_killed_mid_run),
     };
