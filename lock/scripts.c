@@ -118,10 +118,12 @@
  * keys mostly are. The ASK itself said that none of the keys named by the
  * full call is left at the source, so the importing node holds all of the
  * lock's state: the script runs there as anywhere (lock/README.md,
- * "Cluster"). Only single-key commands follow: the importing node answers
- * those after ASKING whether the key is there or not. */
+ * "Cluster"). asked tells the script so: then it uses single-key commands
+ * only, which the importing node answers after ASKING whether the key is
+ * there or not (elsewhere one EXISTS of two keys saves a command). */
 #define LUA_ASKED(n)                                                               \
-    "if #KEYS == 1 then\n"                                                         \
+    "local asked = #KEYS == 1\n"                                                   \
+    "if asked then\n"                                                              \
     "  for i = 2, " #n " do KEYS[i] = table.remove(ARGV, 1) end\n"                 \
     "end\n"
 
@@ -139,7 +141,8 @@
  *
  * SET NX GET comes first: it takes a free key, and otherwise names its
  * holder. The taken key stays ours at once when nobody is in line and no
- * token was given up (neither the queue nor the gone set exists): the lean path, what the full path below would decide
+ * token was given up (neither the queue nor the gone set exists; one EXISTS
+ * asks for both, but for the asked form, see LUA_ASKED): the lean path, what the full path below would decide
  * then. A release that granted us the key is recognised before the gone
  * set is read: a token is only given up after it left the queue and its
  * grant was undone, and nothing grants to a token out of the queue. Our
@@ -158,8 +161,9 @@ static const char acquire_lua[] =
     "  return redis.error_reply(e .. ': the key was not taken')\n"
     "end\n"
     "local holder = redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')\n"
-    "if not holder and redis.call('exists', KEYS[3]) == 0 and\n"
-    "   redis.call('exists', KEYS[5]) == 0 then\n" /* one key each: see LUA_ASKED */
+    "if not holder and (asked and\n" /* one key a command: see LUA_ASKED */
+    "    redis.call('exists', KEYS[3]) + redis.call('exists', KEYS[5]) or\n"
+    "    redis.call('exists', KEYS[3], KEYS[5])) == 0 then\n"
     "  return taken()\n"
     "end\n"
     LUA_QUEUE
