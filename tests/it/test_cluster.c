@@ -305,7 +305,8 @@ struct churn {
     const char *key;
     _Atomic int *stop, *inside;
     _Atomic int64_t *last_fence;
-    int taken, failed, overlaps, backwards;
+    _Atomic int taken; /* read while it runs */
+    int failed, overlaps, backwards;
     char why[160];
 };
 
@@ -323,7 +324,7 @@ static void *churn_run(void *arg)
                 snprintf(t->why, sizeof(t->why), "%s (%s)", dlock_strerror(rc), dlock_errstr());
             continue;
         }
-        t->taken++;
+        atomic_fetch_add(&t->taken, 1);
         t->overlaps += atomic_fetch_add(t->inside, 1) != 0;
         int64_t fence = dlock_fence(h), last = atomic_exchange(t->last_fence, fence);
         t->backwards += fence <= last;
@@ -370,7 +371,7 @@ static int churned(void *arg)
     struct churners *all = arg;
     int taken = 0;
     for (int i = 0; i < all->n; i++)
-        taken += all->t[i].taken;
+        taken += atomic_load(&all->t[i].taken);
     return taken;
 }
 
