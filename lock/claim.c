@@ -218,6 +218,7 @@ struct claim_call {
     dlock_req *req;
     int64_t start;
     int rc;  /* how it ended */
+    int noted; /* req has rc and its text, taken where the failure was seen */
     int got; /* its handle holds (a grant that came as it was withdrawn goes back) */
     struct wait cw;
 };
@@ -233,6 +234,10 @@ static int call_step(struct dlock_task *t, int64_t *until)
     a->got = rc == DLOCK_OK;
     stop = dlock__task_stop(t); /* told while it asked Redis: what it got goes back */
     a->rc = rc == DLOCK_OK && stop ? stop : rc;
+    if (a->rc != DLOCK_OK) { /* its text now, on this thread: its end may run elsewhere */
+        dlock__req_note(a->req, a->rc);
+        a->noted = 1;
+    }
     return DLOCK_TASK_DONE;
 }
 
@@ -241,7 +246,8 @@ static void call_end(struct dlock_task *t, enum dlock_end where)
     struct claim_call *a = (struct claim_call *)t;
     dlock_client *c = a->c;
     dlock_req *req = a->req;
-    dlock__req_note(req, a->rc);
+    if (!a->noted)
+        dlock__req_note(req, a->rc);
     if (a->rc == DLOCK_ERR_TIMEOUT)
         timed_out(req->err, sizeof(req->err), a->cw.l->key, &a->cl, &a->o);
     req->h = a->rc == DLOCK_OK ? a->cw.h : NULL;

@@ -13,7 +13,10 @@
 #include "lock/sync.h"
 
 #define REFRESH_MS 100 /* the least time between two fetches of the map */
-#define TRYAGAIN_MS 10 /* the first pause after TRYAGAIN, doubled each time */
+#define TRYAGAIN_MS 10      /* the first pause after TRYAGAIN, doubled each time ... */
+#define TRYAGAIN_MAX_MS 100 /* ... up to this */
+#define ACQUIRE_SPLIT_MS 150 /* an acquire's TRYAGAIN retried here this long: then "busy",
+                              * and its wait tries again until its own deadline */
 #define NO_NODE 0xff
 
 struct dlock_cluster {
@@ -247,38 +250,40 @@ struct route_op {
     int (*end)(dlock_node_call *call, void *out);
 };
 
-/* After a redirect: the node to redo the call at (-1: none), counted. */
-static int follow(dlock_cluster *cl, const dlock_node_call *call, int at, int slot,
-                  int *pause_ms)
+/* After MOVED or ASK: the node to redo the call at (-1: none), counted. */
+static int follow(dlock_cluster *cl, const dlock_node_call *call)
 {
-    switch (call->redirect) {
-    case DLOCK_REDIRECT_MOVED:
+    int at;
+    if (call->redirect == DLOCK_REDIRECT_MOVED) {
         dlock__count(&cl->counters->moved);
         at = redirected_to(cl, call);
         refresh(cl, -1); /* a slot seldom moves alone: a failover moves a primary's all */
         return at;
-    case DLOCK_REDIRECT_ASK:
-        dlock__count(&cl->counters->asked);
-        if ((at = redirected_to(cl, call)) >= 0)
-            dlock__node_ask_next();
-        return at;
-    default: /* TRYAGAIN: a migration split the script's keys; ask the owner again */
-        dlock__sleep_ms(*pause_ms);
-        *pause_ms *= 2;
-        return owner_of_slot(cl, slot);
     }
+    dlock__count(&cl->counters->asked);
+    if ((at = redirected_to(cl, call)) >= 0)
+        dlock__node_ask_next(); /* and the call names its first key only (node.c) */
+    return at;
 }
 
+/* The call op routed to key's owner and redone where a redirect says.
+ * TRYAGAIN (a migration moved some of the call's keys and not the others,
+ * or is between the two nodes' halves) is asked again of the owner after a
+ * growing pause, until split_ms have passed; then *split is set and
+ * DLOCK_ERR_REDIS returned. MOVED and ASK are followed at most
+ * DLOCK_REDIRECTS_MAX times in a row. */
 static int routed(dlock_cluster *cl, const char *key, const struct route_op *op,
-                  const void *args, void *out)
+                  const void *args, void *out, int split_ms, int *split)
 {
-    int tagged, slot = dlock__slot_of(key, &tagged), pause_ms = TRYAGAIN_MS;
+    int tagged, slot = dlock__slot_of(key, &tagged), pause_ms = TRYAGAIN_MS, hops = 0;
+    int64_t give_up = dlock__now_ms() + split_ms;
+    *split = 0;
     if (!tagged)
         return dlock__fail(DLOCK_ERR_INVALID, "lock key %s has no hash tag: over a Redis "
                            "Cluster a lock's keys must share a slot, name it like \"name:{tag}\"",
                            key);
     int at = owner_of_slot(cl, slot);
-    for (int tries = 0; at >= 0 && tries < DLOCK_REDIRECTS_MAX; tries++) {
+    while (at >= 0) {
         dlock_node_call call, *calls[] = {&call};
         op->begin(cl->node[at], args, &call);
         dlock__node_wait(calls, 1, dlock__node_deadline(cl->node[at]));
@@ -288,13 +293,32 @@ static int routed(dlock_cluster *cl, const char *key, const struct route_op *op,
                 refresh(cl, at);
             return rc;
         }
-        at = follow(cl, &call, at, slot, &pause_ms);
+        if (call.redirect != DLOCK_REDIRECT_TRYAGAIN) {
+            if (++hops > DLOCK_REDIRECTS_MAX)
+                return dlock__fail(DLOCK_ERR_REDIS, "Redis Cluster: %s still redirected after "
+                                   "%d MOVED or ASK", key, DLOCK_REDIRECTS_MAX);
+            at = follow(cl, &call);
+            continue;
+        }
+        dlock__count(&cl->counters->tryagain);
+        int64_t now = dlock__now_ms();
+        if (now >= give_up) {
+            *split = 1;
+            return dlock__fail(DLOCK_ERR_REDIS, "Redis Cluster: %s's slot %d is migrating and "
+                               "its keys are split between two nodes (TRYAGAIN for %d ms)", key,
+                               slot, split_ms);
+        }
+        dlock__sleep_ms(pause_ms < give_up - now ? pause_ms : (int)(give_up - now));
+        pause_ms = pause_ms * 2 < TRYAGAIN_MAX_MS ? pause_ms * 2 : TRYAGAIN_MAX_MS;
+        hops = 0;
+        at = owner_of_slot(cl, slot);
     }
-    if (at < 0) /* errstr says why */
-        return DLOCK_ERR_REDIS;
-    return dlock__fail(DLOCK_ERR_REDIS, "Redis Cluster: %s still redirected after %d tries",
-                       key, DLOCK_REDIRECTS_MAX);
+    return DLOCK_ERR_REDIS; /* errstr says why */
 }
+
+/* How long a call without a wait of its own (a release, a renewal, a
+ * raise) keeps asking through TRYAGAIN: one command timeout. */
+static int split_ms_of(const dlock_cluster *cl) { return cl->cfg.command_timeout_ms; }
 
 static void acquire_begin(dlock_node *n, const void *a, dlock_node_call *call)
 {
@@ -314,7 +338,14 @@ int dlock__cluster_acquire(dlock_cluster *cl, const dlock_node_acquire_args *arg
     a.queue_score = 0, a.seed_slack_us = 0; /* one server per key: its own rules */
     out->sent = 0;
     out->pttl = -1;
-    return routed(cl, a.key, &op, &a, out);
+    int split, rc = routed(cl, a.key, &op, &a, out, ACQUIRE_SPLIT_MS, &split);
+    if (!split)
+        return rc;
+    /* Busy for now: the acquire's wait (claim.c) tries again, until its
+     * deadline, as it would for a key someone holds. */
+    out->pttl = -1;
+    return dlock__fail(DLOCK_ERR_TIMEOUT, "Redis Cluster: %s's slot is migrating and its keys "
+                       "are split between two nodes (TRYAGAIN)", a.key);
 }
 
 static void raise_begin(dlock_node *n, const void *a, dlock_node_call *call)
@@ -327,7 +358,8 @@ static int raise_end(dlock_node_call *call, void *out) { return dlock__node_rais
 int dlock__cluster_raise(dlock_cluster *cl, const dlock_node_raise_args *a, int64_t *fence)
 {
     static const struct route_op op = {raise_begin, raise_end};
-    return routed(cl, a->key, &op, a, fence);
+    int split;
+    return routed(cl, a->key, &op, a, fence, split_ms_of(cl), &split);
 }
 
 static void release_begin(dlock_node *n, const void *a, dlock_node_call *call)
@@ -346,7 +378,8 @@ int dlock__cluster_release(dlock_cluster *cl, const dlock_node_release_args *arg
     dlock_node_release_args a = *args;
     a.seed_slack_us = 0, a.next_score = 0;
     *queued = 0;
-    return routed(cl, a.key, &op, &a, queued);
+    int split;
+    return routed(cl, a.key, &op, &a, queued, split_ms_of(cl), &split);
 }
 
 struct script_call {
@@ -380,7 +413,8 @@ redisReply *dlock__cluster_script(dlock_cluster *cl, enum dlock_script s, int nk
     static const struct route_op op = {script_begin, script_end};
     struct script_call a = {s, nkeys, nargs, argv};
     struct script_result res = {NULL, 0};
-    routed(cl, argv[0], &op, &a, &res);
+    int split;
+    routed(cl, argv[0], &op, &a, &res, split_ms_of(cl), &split);
     if (sent)
         *sent |= res.sent;
     return res.r;

@@ -3,9 +3,11 @@
  * per key). The slot map comes from CLUSTER SLOTS, fetched at the first
  * call, on MOVED and after a failed call (at most every REFRESH_MS); MOVED
  * also fixes the slot at once and the call is redone there, ASK sends the
- * call once to the named node after ASKING, without changing the map, and
- * TRYAGAIN (a migration half done under a script's keys) waits and redoes
- * it: at most DLOCK_REDIRECTS_MAX tries in all. A node is made for each
+ * call once to the named node after ASKING, without changing the map (a
+ * script then names only its first key: node.c), and TRYAGAIN (a
+ * migration half done under a script's keys) waits and redoes it, for a
+ * while (cluster.c); at most DLOCK_REDIRECTS_MAX MOVED or ASK in a row. A
+ * node is made for each
  * primary seen (a promoted replica included), up to DLOCK_NODES_MAX over
  * the client's life; nodes are never removed. Thread-safe.
  *
@@ -56,7 +58,9 @@ int dlock__cluster_ping(dlock_cluster *cl, int up[DLOCK_NODES_MAX], int *owners)
  * single server (no queue score, no seed slack): the same results as
  * dlock__node_*_end on that server, or DLOCK_ERR_INVALID for a key without a
  * hash tag, or DLOCK_ERR_REDIS when still redirected after
- * DLOCK_REDIRECTS_MAX tries. */
+ * DLOCK_REDIRECTS_MAX MOVED or ASK, or answered TRYAGAIN for a command
+ * timeout; an acquire answered TRYAGAIN for 150 ms is DLOCK_ERR_TIMEOUT
+ * (busy, pttl unknown), so that its wait tries again. */
 int dlock__cluster_acquire(dlock_cluster *cl, const dlock_node_acquire_args *a,
                            dlock_acquired *out);
 int dlock__cluster_raise(dlock_cluster *cl, const dlock_node_raise_args *a, int64_t *fence);

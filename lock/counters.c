@@ -50,6 +50,7 @@ void dlock__counters_read(const dlock_counters *k, dlock_stats *s)
     s->redis_errors = atomic_load(&k->redis_errors);
     s->moved = atomic_load(&k->moved);
     s->asked = atomic_load(&k->asked);
+    s->tryagain = atomic_load(&k->tryagain);
     s->connects = atomic_load(&k->connects);
     s->orphaned = atomic_load(&k->orphaned);
     s->orphans_dropped = atomic_load(&k->orphans_dropped);

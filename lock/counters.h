@@ -12,7 +12,7 @@
 typedef struct dlock_counters {
     _Atomic uint64_t acquired, handoffs, timeouts, renewals, interrupts, lost;
     _Atomic uint64_t redis_errors, connects, orphaned, orphans_dropped;
-    _Atomic uint64_t moved, asked; /* Redis Cluster redirects (cluster.c) */
+    _Atomic uint64_t moved, asked, tryagain; /* Redis Cluster redirects (cluster.c) */
     _Atomic uint64_t wait_count, wait_sum_ms, wait_buckets[DLOCK_WAIT_BUCKETS];
     _Atomic uint64_t hold_count, hold_sum_us, hold_buckets[DLOCK_HOLD_BUCKETS];
 } dlock_counters;

@@ -39,6 +39,7 @@ struct ask {
     int n, i;               /* its keys; the one asked for now */
     int joined;             /* notify mode: w waits in key i's FIFO */
     int rc;                 /* how it ended */
+    int noted;              /* req has rc and its text, taken where the failure was seen */
     dlock_handle *set;      /* a multi-lock's */
     struct dlock_waiter w;  /* notify mode */
     struct ask_key key[];   /* n, after which their names' bytes */
@@ -134,8 +135,10 @@ static int ask_step(struct dlock_task *t, int64_t *until)
         int rc = key_step(a, dlock__task_stop(t), until);
         if (rc == DLOCK_QUEUE_WAIT)
             return DLOCK_TASK_WAIT;
-        if (rc != DLOCK_OK) {
+        if (rc != DLOCK_OK) { /* its text now, on this thread: its end may run elsewhere */
             a->rc = rc;
+            dlock__req_note(a->req, rc);
+            a->noted = 1;
             return DLOCK_TASK_DONE;
         }
         struct ask_key *k = &a->key[a->i];
@@ -158,7 +161,8 @@ static void ask_end(struct dlock_task *t, enum dlock_end where)
     struct ask *a = (struct ask *)t;
     dlock_client *c = a->c;
     dlock_req *req = a->req;
-    dlock__req_note(req, a->rc); /* first: on the thread that saw it end */
+    if (!a->noted)
+        dlock__req_note(req, a->rc); /* first: on the thread that saw it end */
     if (a->rc == DLOCK_ERR_TIMEOUT)
         snprintf(req->err, sizeof(req->err), "lock %s still held by another owner after %d ms",
                  a->key[a->i].name, a->o.wait_ms);

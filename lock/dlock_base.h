@@ -160,6 +160,8 @@ typedef struct dlock_stats {
     uint64_t hold_buckets[DLOCK_HOLD_BUCKETS]; /* non-cumulative counts per bucket */
     uint64_t moved, asked;  /* Redis Cluster: calls redirected by MOVED (the map fixed, the
                              * call redone) and by ASK (redone once at the other node) */
+    uint64_t tryagain;      /* Redis Cluster: calls answered TRYAGAIN (a migration split
+                             * their keys), asked again after a pause */
 } dlock_stats;
 
 /* One Redis server as seen from this client (dlock_node_info_read). */

@@ -166,6 +166,15 @@ static int send_asking(dlock_node_call *call)
     return 0;
 }
 
+/* The keys a call of script s with nkeys declares: after ASK (asked), at
+ * the importing node, only its first when the script takes the others
+ * from its arguments (scripts.c, LUA_ASKED), as there a command naming
+ * several keys of which one is missing gets TRYAGAIN. */
+static int declared(enum dlock_script s, int nkeys, int asked)
+{
+    return asked && nkeys > 1 && dlock__script_asked_form[s] ? 1 : nkeys;
+}
+
 /* EVAL of the script's body on the call's connection, synchronously, after
  * ASKING when the EVALSHA had it: after a NOSCRIPT (Redis restarted or
  * flushed its script cache), which also reloads it. The reply, unchecked
@@ -177,8 +186,8 @@ static redisReply *eval_body(dlock_node_call *call, enum dlock_script s, int nke
     forget_sha(call->node, s);
     if (call->asked && send_asking(call) != 0)
         return NULL;
-    script_cmd(&c, "EVAL", dlock__script_text(s, call->node->sharded), nkeys, nargs, args,
-               arg_lens);
+    script_cmd(&c, "EVAL", dlock__script_text(s, call->node->sharded),
+               declared(s, nkeys, call->asked), nargs, args, arg_lens);
     redisReply *r = redisCommandArgv(call->ctx, c.argc, c.argv, c.lens);
     if (r == NULL)
         return dlock__pool_checked(call->ctx, NULL); /* sets the error */
@@ -267,7 +276,7 @@ void dlock__call_append_script(dlock_node_call *call, enum dlock_script s, int n
         return;
     call->asked = call->asking;
     call->asking = 0;
-    script_cmd(&c, "EVALSHA", sha, nkeys, nargs, args, arg_lens);
+    script_cmd(&c, "EVALSHA", sha, declared(s, nkeys, call->asked), nargs, args, arg_lens);
     if (redisAppendCommandArgv(call->ctx, c.argc, c.argv, c.lens) != REDIS_OK) {
         dlock__call_fail(call, DLOCK_ERR_NOMEM, "out of memory");
         return;

@@ -111,6 +111,22 @@
     "  return alive, sent or '', tonumber(grant) or 0\n"                           \
     "end\n"
 
+/* A script of n keys sent to a Redis Cluster node that is importing its
+ * slot, after ASK, declares its first key only and passes the others as
+ * its first arguments (node.c): there a command naming several keys of
+ * which some are missing gets TRYAGAIN, and a lock's queue, alive and gone
+ * keys mostly are. The ASK itself said that none of the keys named by the
+ * full call is left at the source, so the importing node holds all of the
+ * lock's state: the script runs there as anywhere (lock/README.md,
+ * "Cluster"). asked tells the script so: then it uses single-key commands
+ * only, which the importing node answers after ASKING whether the key is
+ * there or not (elsewhere one EXISTS of two keys saves a command). */
+#define LUA_ASKED(n)                                                               \
+    "local asked = #KEYS == 1\n"                                                   \
+    "if asked then\n"                                                              \
+    "  for i = 2, " #n " do KEYS[i] = table.remove(ARGV, 1) end\n"                 \
+    "end\n"
+
 /* Acquire. ARGV: token, lease_ms, queue_ms (0: don't queue; else how long
  * the token stays in line without trying again, its grace, and, at most
  * lease_ms, how long a release's grant to it lasts at least), keep_ms,
@@ -126,7 +142,7 @@
  * SET NX GET comes first: it takes a free key, and otherwise names its
  * holder. The taken key stays ours at once when nobody is in line and no
  * token was given up (neither the queue nor the gone set exists; one EXISTS
- * asks for both): the lean path, what the full path below would decide
+ * asks for both, but for the asked form, see LUA_ASKED): the lean path, what the full path below would decide
  * then. A release that granted us the key is recognised before the gone
  * set is read: a token is only given up after it left the queue and its
  * grant was undone, and nothing grants to a token out of the queue. Our
@@ -135,6 +151,7 @@
  * 2^63 - 1 fails INCR, and a script's writes stay when it fails), so that
  * the key is never left to a token whose acquire failed. */
 static const char acquire_lua[] =
+    LUA_ASKED(5)
     LUA_FENCE
     "local function taken()\n" /* the key our SET NX took, with its fence; or undone */
     "  local ok, e = pcall(next_fence, ARGV[4], ARGV[6])\n"
@@ -144,7 +161,9 @@ static const char acquire_lua[] =
     "  return redis.error_reply(e .. ': the key was not taken')\n"
     "end\n"
     "local holder = redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')\n"
-    "if not holder and redis.call('exists', KEYS[3], KEYS[5]) == 0 then\n"
+    "if not holder and (asked and\n" /* one key a command: see LUA_ASKED */
+    "    redis.call('exists', KEYS[3]) + redis.call('exists', KEYS[5]) or\n"
+    "    redis.call('exists', KEYS[3], KEYS[5])) == 0 then\n"
     "  return taken()\n"
     "end\n"
     LUA_QUEUE
@@ -208,6 +227,7 @@ static const char acquire_lua[] =
  * turn of the key between processes) is saved. Returns 2 (released, next in
  * line), 1 (released), or 0 when the key was not ours. */
 static const char release_lua[] =
+    LUA_ASKED(5)
     LUA_FENCE
     "local next = false\n"
     "if ARGV[4] ~= '1' then\n" /* the lean path first: ours, and nobody in line */
@@ -283,6 +303,7 @@ static const char renew_lua[] =
  * be raised. Returns 1 when the counter is now at least the fence, 0 when
  * the lease is not ours. */
 static const char fence_lua[] =
+    LUA_ASKED(2)
     LUA_OWNS
     "local member = redis.call('type', KEYS[1]).ok == 'zset'\n"
     "if not owns(KEYS[1], ARGV[1], member) then return 0 end\n"
@@ -304,6 +325,7 @@ static const char fence_lua[] =
  * step). Returns {1, fence}, or {0, ms until the earliest permit's lease
  * runs out}. */
 static const char sem_acquire_lua[] =
+    LUA_ASKED(2)
     LUA_FENCE
     LUA_QUEUE
     "local now = now_ms()\n"
@@ -362,6 +384,7 @@ static const char sem_release_lua[] =
  * them. Returns {1, fence}, or {0, ms until worth trying again, -1
  * unknown}. */
 static const char rw_read_lua[] =
+    LUA_ASKED(4)
     LUA_FENCE
     LUA_QUEUE
     "local now = now_ms()\n"
@@ -381,6 +404,7 @@ static const char rw_read_lua[] =
  * the writer's lease or the earliest reader's runs out}. Writers among
  * themselves take it as they come. */
 static const char rw_write_lua[] =
+    LUA_ASKED(4)
     LUA_FENCE
     LUA_QUEUE
     "local now = now_ms()\n"
@@ -435,6 +459,7 @@ static const char rw_write_release_lua[] =
  * number, is exact unless the counter was past that already (fence.c
  * refuses such an answer). Returns the new fence, or 0 when not ours. */
 static const char raise_lua[] =
+    LUA_ASKED(2)
     LUA_OWNS
     "if not owns(KEYS[1], ARGV[1], ARGV[4] == '1') then return 0 end\n"
     "local counter = redis.call('get', KEYS[2]) or '0'\n"
@@ -449,6 +474,11 @@ const char *const dlock__script_body[DLOCK_SCRIPT_COUNT] = {
     acquire_lua,     release_lua,   renew_lua,    fence_lua,           sem_acquire_lua,
     sem_renew_lua,   sem_release_lua, rw_read_lua, rw_write_lua, rw_write_release_lua,
     raise_lua};
+
+const unsigned char dlock__script_asked_form[DLOCK_SCRIPT_COUNT] = {
+    [DLOCK_SCRIPT_ACQUIRE] = 1,  [DLOCK_SCRIPT_RELEASE] = 1, [DLOCK_SCRIPT_FENCE] = 1,
+    [DLOCK_SCRIPT_SEM_ACQUIRE] = 1, [DLOCK_SCRIPT_RW_READ] = 1, [DLOCK_SCRIPT_RW_WRITE] = 1,
+    [DLOCK_SCRIPT_RAISE] = 1};
 
 /* ---- a Redis Cluster's bodies: SPUBLISH for PUBLISH ---- */
 

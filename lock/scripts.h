@@ -21,6 +21,11 @@ enum dlock_script {
 
 extern const char *const dlock__script_body[DLOCK_SCRIPT_COUNT];
 
+/* 1 for a script of several keys whose body also takes all but the first
+ * from its first arguments (scripts.c, LUA_ASKED): what node.c sends to a
+ * Redis Cluster node after ASK. */
+extern const unsigned char dlock__script_asked_form[DLOCK_SCRIPT_COUNT];
+
 /* Script s's body; sharded: for a Redis Cluster, its PUBLISH calls made
  * SPUBLISH, so a release reaches only the subscribers of its key's shard
  * (built once; the plain body when out of memory: PUBLISH still reaches

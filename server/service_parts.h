@@ -62,7 +62,15 @@ struct service {
     _Atomic int inflight;   /* requests between service_enter and service_leave */
     _Atomic int draining;   /* service_drain waits: the last leave signals idle */
     _Atomic int commits_refused;
-    _Atomic int redis_state;  /* what Redis last told us, so a change is logged once */
+    /* Redis's state as the log tells it, so that each change is one line:
+     * credentials refused; each node that stopped answering (dlock_node_info's
+     * up), as many as are so; when a failure no node is down for was last
+     * logged (at most one a second, with how many since) */
+    _Atomic int redis_refused;
+    _Atomic unsigned char redis_node_down[DLOCK_NODES_MAX];
+    _Atomic int redis_nodes_down;
+    _Atomic int64_t redis_failed_logged_ms;
+    _Atomic int redis_failed_unlogged;
     _Atomic int64_t full_since_ms; /* when writes began to fail for lack of space (the
                                     * monotonic clock), 0 since one succeeded */
     _Atomic int stopped_once; /* the test-only fault point has fired */
@@ -356,9 +364,13 @@ int service_from_order_store(service_result *out, int rc, const store_conn *c,
 int service_from_lock(service *s, service_result *out, int dlock_rc, const char *key,
                       const char *detail);
 
-/* Records what a Redis call returned (a DLOCK_* code; detail its text) and
- * logs one line when that changes Redis's state: reachable, unreachable, or
- * refusing our credentials. */
+/* Records what a Redis call returned (a DLOCK_* code; detail its text, as
+ * captured where it failed: the request's err, or dlock_errstr on that
+ * thread) and logs one line for each change: our credentials refused or
+ * taken again; a node (of the lock client's, by name) unreachable, with
+ * detail, or reachable again; a failure while every node answers (a slot
+ * in migration, say) at most once a second. One node's failures never
+ * make another's lines. Thread-safe. */
 void service_note_redis(service *s, int dlock_rc, const char *detail);
 
 /* Line i of r is short, with the stock there was; then service_insufficient

@@ -87,24 +87,60 @@ int service_from_store(service_result *out, int rc, const store_conn *c)
     return rc == STORE_OK ? (int)out->outcome : service_from_store_text(out, rc, store_errstr(c));
 }
 
-/* What Redis last told us. */
-enum redis_state { REDIS_UNKNOWN, REDIS_UP, REDIS_DOWN, REDIS_AUTH_FAILED };
+/* A node's change of state, logged once: by whichever thread flips its
+ * flag. detail: what the call that failed said (the node's own failure,
+ * most often; "" when a success noted a node found down). */
+static void note_node(service *s, int i, const dlock_node_info *info, const char *detail)
+{
+    if (!info->up && !atomic_exchange(&s->redis_node_down[i], 1)) {
+        atomic_fetch_add(&s->redis_nodes_down, 1);
+        log_kv(LOG_WARN, "Redis unreachable", LOG_STR("node", info->name),
+               LOG_STR("detail", detail[0] ? detail : "its last call got no answer"));
+    } else if (info->up && atomic_load(&s->redis_node_down[i]) &&
+               atomic_exchange(&s->redis_node_down[i], 0)) {
+        atomic_fetch_sub(&s->redis_nodes_down, 1);
+        log_kv(LOG_INFO, "Redis reachable again", LOG_STR("node", info->name));
+    }
+}
+
+/* A failure while every node answers (redirected too often, a slot's keys
+ * split by a migration, an error reply): one line a second at most. */
+static void note_failure(service *s, const char *detail)
+{
+    int64_t now = service_now_ms(), last = atomic_load(&s->redis_failed_logged_ms);
+    if ((last != 0 && now - last < 1000) ||
+        !atomic_compare_exchange_strong(&s->redis_failed_logged_ms, &last, now)) {
+        atomic_fetch_add(&s->redis_failed_unlogged, 1);
+        return;
+    }
+    log_kv(LOG_WARN, "Redis call failed", LOG_STR("detail", detail),
+           LOG_INT("moreSinceLastLine", atomic_exchange(&s->redis_failed_unlogged, 0)));
+}
 
 void service_note_redis(service *s, int rc, const char *detail)
 {
-    int now = rc == DLOCK_ERR_AUTH    ? REDIS_AUTH_FAILED
-              : rc == DLOCK_ERR_REDIS ? REDIS_DOWN
-                                      : REDIS_UP;
-    int was = atomic_exchange(&s->redis_state, now);
-    if (now == was)
+    if (detail == NULL || detail[0] == '\0')
+        detail = rc == DLOCK_OK ? "" : dlock_strerror(rc);
+    if (rc == DLOCK_ERR_AUTH) {
+        if (!atomic_exchange(&s->redis_refused, 1))
+            log_kv(LOG_ERROR, "Redis refuses our credentials; every deduction fails until the "
+                   "password or ACL user is fixed", LOG_STR("detail", detail));
         return;
-    if (now == REDIS_AUTH_FAILED)
-        log_kv(LOG_ERROR, "Redis refuses our credentials; every deduction fails until the "
-               "password or ACL user is fixed", LOG_STR("detail", detail));
-    else if (now == REDIS_DOWN)
-        log_kv(LOG_WARN, "Redis unreachable", LOG_STR("detail", detail));
-    else if (was != REDIS_UNKNOWN)
-        log_event(LOG_INFO, "Redis reachable again", NULL, 0);
+    }
+    if (rc != DLOCK_ERR_REDIS && atomic_load(&s->redis_refused) &&
+        atomic_exchange(&s->redis_refused, 0))
+        log_event(LOG_INFO, "Redis takes our credentials again", NULL, 0);
+    if (s->locks == NULL || (rc != DLOCK_ERR_REDIS && atomic_load(&s->redis_nodes_down) == 0))
+        return; /* the common case: nothing to look at */
+    int n = dlock_node_count(s->locks), down = 0;
+    for (int i = 0; i < n && i < DLOCK_NODES_MAX; i++) {
+        dlock_node_info info;
+        dlock_node_info_read(s->locks, i, &info);
+        note_node(s, i, &info, rc == DLOCK_ERR_REDIS ? detail : "");
+        down += !info.up;
+    }
+    if (rc == DLOCK_ERR_REDIS && down == 0)
+        note_failure(s, detail);
 }
 
 int service_from_lock(service *s, service_result *out, int rc, const char *key,

@@ -3,15 +3,18 @@
  * each locked on its owner, a key without a hash tag refused, a waiter
  * woken by a sharded release, a multi-lock across shards, a read lock and a
  * permit, a slot moved by hand mid-run (ASK while it migrates, MOVED
- * after, both counted), a primary killed and locking going on on its
- * promoted replica; then three stockd replicas on the cluster under
- * loadgen, carts across shards, PASS, and PASS again with a primary killed
- * mid-run. The kills come last: they change the cluster for good. */
+ * after, both counted), a slot moved in phases under load with one holder
+ * at a time and no failed wait, a primary killed and locking going on on
+ * its promoted replica; then three stockd replicas on the cluster under
+ * loadgen, carts across shards, PASS, an item whose slot migrates answered
+ * 200 throughout, and PASS again with a primary killed mid-run. The kills
+ * come last: they change the cluster for good. */
 #include <jansson.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +29,7 @@
 #include "lock/dlock_rw.h"
 #include "lock/dlock_sem.h"
 #include "tests/support/cluster.h"
+#include "tests/support/logline.h"
 #include "tests/support/stack.h"
 
 #define PRIMARIES 3
@@ -290,6 +294,139 @@ static void test_a_slot_moved_by_hand_meets_ask_then_moved(void **state)
     dlock_client_free(c);
 }
 
+/* ---- a slot migrating under load ---- */
+
+/* Threads that lock one key again and again, each on a client of its own
+ * (as processes would), while its slot migrates: every acquire must succeed
+ * within its wait, and never two hold the key at once (each checks that it
+ * is alone inside and that its fence is above the last one seen). */
+struct churn {
+    dlock_client *c;
+    const char *key;
+    _Atomic int *stop, *inside;
+    _Atomic int64_t *last_fence;
+    _Atomic int taken; /* read while it runs */
+    int failed, overlaps, backwards;
+    char why[160];
+};
+
+static void *churn_run(void *arg)
+{
+    struct churn *t = arg;
+    dlock_opts o = quick_opts();
+    o.lease_ms = 2000;
+    o.wait_ms = 1000 * TH_SLOWER; /* see migrate_in_phases */
+    while (!atomic_load(t->stop)) {
+        dlock_handle *h;
+        int rc = dlock_acquire(t->c, t->key, &o, &h);
+        if (rc != DLOCK_OK) {
+            if (t->failed++ == 0)
+                snprintf(t->why, sizeof(t->why), "%s (%s)", dlock_strerror(rc), dlock_errstr());
+            continue;
+        }
+        atomic_fetch_add(&t->taken, 1);
+        t->overlaps += atomic_fetch_add(t->inside, 1) != 0;
+        int64_t fence = dlock_fence(h), last = atomic_exchange(t->last_fence, fence);
+        t->backwards += fence <= last;
+        th_sleep_ms(2);
+        atomic_fetch_sub(t->inside, 1);
+        dlock_release(h);
+    }
+    return NULL;
+}
+
+/* Moves key's slot from node from to node to by hand, in the phases a
+ * migration under load goes through: the slot marked (the source has all it
+ * had: a call naming keys it has and keys it never had gets TRYAGAIN), the
+ * fence counter moved alone (as when a batch of redis-cli's ends between a
+ * lock's keys: TRYAGAIN at the source for every call of the lock), each
+ * split_ms long, which a wait must outlast; the rest moved (the source
+ * answers ASK, and the importing node takes the scripts that name only
+ * their first key) for ask_ms, longer than a wait, so that calls must
+ * succeed in that phase; then the slot given over (MOVED). *moved_at: how
+ * many acquires count (may be NULL) had counted when the last keys moved. */
+static void migrate_in_phases(const char *key, int slot, int from, int to, int split_ms,
+                              int ask_ms, int (*count)(void *), void *arg, int *moved_at)
+{
+    char fence[64];
+    snprintf(fence, sizeof(fence), "%s:fence", key);
+    assert_int_equal(th_cluster_migrate_begin(&cluster, slot, from, to), 0);
+    th_sleep_ms(split_ms);
+    assert_int_equal(th_cluster_migrate_key(&cluster, fence, from, to), 0);
+    th_sleep_ms(split_ms);
+    assert_int_equal(th_cluster_migrate_keys(&cluster, slot, from, to), 0);
+    if (count)
+        *moved_at = count(arg);
+    th_sleep_ms(ask_ms);
+    assert_int_equal(th_cluster_migrate_end(&cluster, slot, from, to), 0);
+}
+
+struct churners {
+    struct churn t[4];
+    int n;
+};
+
+static int churned(void *arg)
+{
+    struct churners *all = arg;
+    int taken = 0;
+    for (int i = 0; i < all->n; i++)
+        taken += atomic_load(&all->t[i].taken);
+    return taken;
+}
+
+/* A key locked without a pause by threads on clients of their own while
+ * its slot migrates (migrate_in_phases): locking goes on through every
+ * phase, one holder at a time. */
+static void test_a_slot_migrating_under_load_keeps_one_holder_and_locks(void **state)
+{
+    (void)state;
+    char tag[16], key[32];
+    int slot;
+    th_cluster_tag_on(&cluster, 1, 400, tag, &slot);
+    snprintf(key, sizeof(key), "churn:{%s}", tag);
+    _Atomic int stop = 0, inside = 0;
+    _Atomic int64_t last_fence = 0;
+    struct churners all = {.n = 4};
+    pthread_t th[4];
+    for (int i = 0; i < all.n; i++) {
+        all.t[i] = (struct churn){.c = cluster_client(), .key = key, .stop = &stop,
+                                  .inside = &inside, .last_fence = &last_fence};
+        pthread_create(&th[i], NULL, churn_run, &all.t[i]);
+    }
+    th_sleep_ms(300);
+    int before = churned(&all), moved_at;
+    migrate_in_phases(key, slot, 1, 0, 300 * TH_SLOWER, 2000 * TH_SLOWER, churned, &all,
+                      &moved_at);
+    int during = churned(&all);
+    th_sleep_ms(300);
+    atomic_store(&stop, 1);
+    int failed = 0, overlaps = 0, backwards = 0;
+    dlock_stats st, sum = {0};
+    for (int i = 0; i < all.n; i++) {
+        struct churn *t = &all.t[i];
+        pthread_join(th[i], NULL);
+        failed += t->failed, overlaps += t->overlaps, backwards += t->backwards;
+        if (t->failed)
+            print_message("thread %d: %d failed, first: %s\n", i, t->failed, t->why);
+        dlock_stats_read(t->c, &st);
+        sum.asked += st.asked, sum.moved += st.moved, sum.tryagain += st.tryagain;
+        dlock_client_free(t->c);
+    }
+    print_message("%d acquires (%d while migrating, %d of them after its keys moved), %d "
+                  "failed; asked %llu, tryagain %llu, moved %llu\n", churned(&all),
+                  during - before, during - moved_at, failed, (unsigned long long)sum.asked,
+                  (unsigned long long)sum.tryagain, (unsigned long long)sum.moved);
+    assert_int_equal(failed, 0);
+    assert_int_equal(overlaps, 0);
+    assert_int_equal(backwards, 0);
+    assert_true(during - moved_at > 0);
+    assert_true(sum.tryagain > 0);
+    assert_true(sum.asked > 0);
+    assert_true(sum.moved > 0);
+    assert_int_equal(th_cluster_owner(&cluster, slot), 0);
+}
+
 /* The owner of a key SIGKILLed: its replica is promoted (node timeout 1 s)
  * and the client finds it by the map; the fence keeps growing. */
 static void test_a_primary_killed_and_locking_goes_on(void **state)
@@ -354,6 +491,15 @@ static void cluster_stack(th_stack *s, const char *name)
     th_stack_start(s, dir, NULL, name, all, NULL, 100000);
 }
 
+/* cluster_stack, with waits for the lock of wait_ms. */
+static void cluster_stack_waiting(th_stack *s, const char *name, int wait_ms)
+{
+    char wait[16];
+    snprintf(wait, sizeof(wait), "%d", wait_ms);
+    const char *all[] = {"--redis-cluster", cluster.seeds, "--wait-ms", wait, NULL};
+    th_stack_start(s, dir, NULL, name, all, NULL, 100000);
+}
+
 static void test_stockd_on_the_cluster_passes_with_carts_across_shards(void **state)
 {
     (void)state;
@@ -364,6 +510,108 @@ static void test_stockd_on_the_cluster_passes_with_carts_across_shards(void **st
     th_loadgen_expect(&s, loadgen_carts(&s, "cluster-carts", targets, "3s"), "cluster-carts", 0);
     assert_true(th_loadgen_outcome(&s, "cluster-carts", "ok") > 0);
     assert_int_equal(th_loadgen_outcome(&s, "cluster-carts", "redis_unavailable"), 0);
+    th_stack_stop(&s);
+}
+
+/* The slot of the stack's item's lock key migrates by hand
+ * (migrate_in_phases) while loadgen orders that item from every replica:
+ * each order is answered 200 (none lock_timeout, none redis_unavailable),
+ * and the verdict (no lost update, the stock as the answers say) passes.
+ * Each phase of the move lasts longer than an order may wait for the
+ * lock. */
+static void test_stockd_orders_an_item_whose_slot_migrates(void **state)
+{
+    (void)state;
+    th_stack s;
+    char targets[600], key[64];
+    cluster_stack_waiting(&s, "cluster-migrate", 1500 * TH_SLOWER);
+    snprintf(targets, sizeof(targets), "%s,%s", s.r[0].url, s.targets);
+    snprintf(key, sizeof(key), "stock:lock:{%lld}", s.item);
+    int slot = dlock__slot_of(key, NULL), from = th_cluster_owner(&cluster, slot);
+    int to = from == 0 ? 1 : 0;
+    assert_true(from >= 0);
+    char secs[16];
+    snprintf(secs, sizeof(secs), "%ds", 2 + 4 * TH_SLOWER);
+    pid_t lg = th_loadgen_start(&s, "cluster-migrate", targets, secs, "12", "1");
+    th_sleep_ms(1000);
+    migrate_in_phases(key, slot, from, to, 400 * TH_SLOWER, 2500 * TH_SLOWER, NULL, NULL, NULL);
+    th_loadgen_expect(&s, lg, "cluster-migrate", 0);
+    static const char *const bad[] = {"lock_timeout", "lock_interrupted", "lock_lost",
+                                      "redis_unavailable", "other_4xx", "other_5xx",
+                                      "commit_unknown", "transport_error", "malformed"};
+    long long ok = th_loadgen_outcome(&s, "cluster-migrate", "ok");
+    print_message("slot %d from node %d to %d under load: %lld ok\n", slot, from, to, ok);
+    assert_true(ok > 0);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
+        if (th_loadgen_outcome(&s, "cluster-migrate", bad[i]) != 0)
+            fail_msg("%lld answered %s while the slot migrated",
+                     th_loadgen_outcome(&s, "cluster-migrate", bad[i]), bad[i]);
+    assert_int_equal(th_cluster_owner(&cluster, slot), to);
+    th_stack_stop(&s);
+}
+
+/* One replica's log lines msg (a logfmt log): how many; *bad counts those
+ * without a node, or (with_detail) with an empty detail, the first of
+ * which is printed. */
+static int redis_lines(const th_stockd *r, const char *msg, int with_detail, int *bad)
+{
+    char *text = th_read_file(r->log), line[4096];
+    const char *next = text ? text : "";
+    int count = 0;
+    while (th_next_line(&next, line, sizeof(line))) {
+        th_logfmt l;
+        int found;
+        const char *m = th_logfmt_parse(line, &l) == 0 ? th_logfmt_get(&l, "msg", &found) : NULL;
+        if (m == NULL || strcmp(m, msg) != 0)
+            continue;
+        count++;
+        const char *node = th_logfmt_get(&l, "node", &found);
+        const char *detail = th_logfmt_get(&l, "detail", &found);
+        if (node == NULL || node[0] == '\0' || (with_detail && (!detail || !detail[0])))
+            if ((*bad)++ == 0)
+                print_message("%s: %s\n", r->log, line);
+    }
+    free(text);
+    return count;
+}
+
+/* One primary stops answering, a few times, for less than the cluster's node
+ * timeout (no failover), while carts over every shard go on through group
+ * commit: each replica logs that node unreachable, with the failure's
+ * detail, and reachable again, once a stop each at most; the other shards'
+ * successes in between do not flip it back and forth. */
+static void test_one_shards_failures_log_that_node_once_with_its_detail(void **state)
+{
+    (void)state;
+    enum { STOPS = 3 };
+    th_stack s;
+    char targets[600];
+    cluster_stack(&s, "cluster-stops");
+    snprintf(targets, sizeof(targets), "%s,%s", s.r[0].url, s.targets);
+    pid_t lg = loadgen_carts(&s, "cluster-stops", targets, "5s");
+    int victim = th_cluster_owner(&cluster, 0);
+    assert_true(victim >= 0);
+    th_sleep_ms(1000);
+    for (int i = 0; i < STOPS; i++) {
+        th_signal(cluster.node[victim].pid, SIGSTOP, 0);
+        th_sleep_ms(400);
+        th_signal(cluster.node[victim].pid, SIGCONT, 0);
+        th_sleep_ms(600);
+    }
+    th_loadgen_expect(&s, lg, "cluster-stops", 0);
+    int down = 0, bad = 0;
+    for (int i = 0; i < TH_REPLICAS; i++) {
+        int unreachable = redis_lines(&s.r[i], "Redis unreachable", 1, &bad);
+        int again = redis_lines(&s.r[i], "Redis reachable again", 0, &bad);
+        print_message("replica %d: %d unreachable, %d reachable again\n", i, unreachable,
+                      again);
+        assert_true(unreachable <= STOPS + 1);
+        assert_true(again <= STOPS + 1);
+        down += unreachable;
+    }
+    assert_int_equal(bad, 0); /* each names its node, and says why */
+    assert_true(down > 0);    /* the stops were seen */
+    assert_int_equal(th_cluster_wait_ok(&cluster, 0, 10000), 0);
     th_stack_stop(&s);
 }
 
@@ -404,7 +652,10 @@ int main(void)
         cmocka_unit_test(test_a_multi_lock_takes_each_key_on_its_shard),
         cmocka_unit_test(test_a_read_lock_and_a_permit_over_the_cluster),
         cmocka_unit_test(test_a_slot_moved_by_hand_meets_ask_then_moved),
+        cmocka_unit_test(test_a_slot_migrating_under_load_keeps_one_holder_and_locks),
         cmocka_unit_test(test_stockd_on_the_cluster_passes_with_carts_across_shards),
+        cmocka_unit_test(test_stockd_orders_an_item_whose_slot_migrates),
+        cmocka_unit_test(test_one_shards_failures_log_that_node_once_with_its_detail),
         cmocka_unit_test(test_a_primary_killed_and_locking_goes_on),
         cmocka_unit_test(test_stockd_passes_with_a_primary_killed_mid_run),
     };

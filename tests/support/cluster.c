@@ -202,6 +202,19 @@ int th_cluster_migrate_keys(const th_cluster *c, int slot, int from, int to)
     return rc;
 }
 
+int th_cluster_migrate_key(const th_cluster *c, const char *key, int from, int to)
+{
+    redisContext *ctx = th_redis_connect(&c->node[from]);
+    redisReply *m = ctx ? redisCommand(ctx, "MIGRATE 127.0.0.1 %d %s 0 5000 REPLACE",
+                                       c->node[to].port, key) : NULL;
+    int rc = m && m->type == REDIS_REPLY_STATUS ? 0 : -1; /* OK, or NOKEY when not there */
+    if (rc != 0)
+        fprintf(stderr, "cluster: MIGRATE %s: %s\n", key, m ? m->str : "no connection");
+    freeReplyObject(m);
+    redisFree(ctx);
+    return rc;
+}
+
 int th_cluster_migrate_end(const th_cluster *c, int slot, int from, int to)
 {
     char to_id[41];

@@ -42,6 +42,11 @@ int th_cluster_migrate_end(const th_cluster *c, int slot, int from, int to);
  * as migrate_end does first. 0 or -1. */
 int th_cluster_migrate_keys(const th_cluster *c, int slot, int from, int to);
 
+/* Moves one key of a migrating slot from from to to (MIGRATE, as a batch
+ * of redis-cli's that ends between a lock's keys would): 0, or -1 (a key
+ * not there is 0 too). */
+int th_cluster_migrate_key(const th_cluster *c, const char *key, int from, int to);
+
 /* A hash tag ("t<n>") whose slot node i serves, the n-th such from start;
  * into buf (16 bytes), its slot in *slot; NULL when i serves none. */
 const char *th_cluster_tag_on(const th_cluster *c, int i, int start, char *buf, int *slot);
