@@ -4,7 +4,9 @@
  * fencing of stale holders, a savepoint per order, and a busy database. Then what only a server
  * has: replicas migrating at once, a bounded pool, row locks, a password,
  * and the server going away - restarted, a session killed mid-write, or a
- * COMMIT left in doubt (an order's, an item's, a stock set's). */
+ * COMMIT left in doubt (an order's, an item's, a stock set's), and the
+ * markers that resolve it deleted once old. A COMMIT in doubt across a
+ * failover: tests/it/test_pg_failover.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1067,6 +1069,27 @@ static void test_a_commit_whose_session_resumes_is_found(void **state)
     store_put(*state, c);
 }
 
+/* Every transaction writes a marker a COMMIT in doubt is resolved by;
+ * later transactions delete those older than ten minutes (a session's
+ * first does), and keep the younger ones. */
+static void test_old_commit_markers_are_deleted_and_young_ones_kept(void **state)
+{
+    assert_int_equal(th_pg_exec(target, "INSERT INTO tx_marker (written_at) SELECT now() - "
+                                        "interval '11 minutes' FROM generate_series(1, 3); "
+                                        "INSERT INTO tx_marker (written_at) VALUES "
+                                        "(now() - interval '9 minutes')"), 0);
+    store_conn *c = conn(state);
+    new_item(c, 10);
+    new_item(c, 10);
+    store_put(*state, c);
+    assert_int_equal(th_pg_int(target, "SELECT count(*) FROM tx_marker WHERE written_at < "
+                                       "now() - interval '10 minutes'"), 0);
+    assert_int_equal(th_pg_int(target, "SELECT count(*) FROM tx_marker WHERE written_at < "
+                                       "now() - interval '1 minute'"), 1);
+    assert_int_equal(th_pg_int(target, "SELECT count(*) FROM tx_marker WHERE written_at > "
+                                       "now() - interval '1 minute'"), 2);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -1103,6 +1126,7 @@ int main(void)
         T(test_a_commit_whose_session_stays_stopped_is_in_doubt),
         T(test_an_item_whose_session_stays_stopped_is_in_doubt),
         T(test_a_commit_whose_session_resumes_is_found),
+        T(test_old_commit_markers_are_deleted_and_young_ones_kept),
         T(test_a_request_id_raced_by_two_sessions_is_written_once),
     };
     /* PostgreSQL is not optional: make deps installs it like redis-server */
