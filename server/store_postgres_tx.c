@@ -19,8 +19,8 @@
  * sessions together delete faster than they write, and the table holds
  * about MARKER_KEEP's worth of transactions. */
 #define MARKER_KEEP "10 minutes"
-#define MARKER_SWEEP_EVERY 64
-#define MARKER_SWEEP_MAX 128
+#define MARKER_SWEEP_EVERY 16
+#define MARKER_SWEEP_MAX 32
 
 /* A time as text that reads back the same on any server, whatever its
  * DateStyle or TimeZone: ISO 8601 in UTC, to the microsecond. */
