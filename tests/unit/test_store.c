@@ -1069,6 +1069,35 @@ static void test_a_commit_whose_session_resumes_is_found(void **state)
     store_put(*state, c);
 }
 
+/* A COMMIT its backend never runs: the backend is stopped with the order's
+ * transaction open, COMMIT is sent, and the server crashes (that backend
+ * and the postmaster killed) and is started again - a new postmaster on
+ * the same timeline, whose crash recovery has no commit of the order. The
+ * old session died with the old server, so the store can tell: "nothing
+ * was written", not in doubt (and never committed). */
+static void test_a_commit_lost_in_a_crash_is_found_unwritten(void **state)
+{
+    store_conn *c = conn(state);
+    int64_t id = new_item(c, 10);
+    store_order o, found;
+    struct committer m = order_to_commit(c, id, "crashed", &o);
+    long long pid = th_pg_int(target, "SELECT pid FROM pg_stat_activity WHERE application_name "
+                                      "= 'stockd' AND state = 'idle in transaction'");
+    assert_true(pid > 0);
+    kill((pid_t)pid, SIGSTOP);
+    pthread_t t;
+    pthread_create(&t, NULL, commit_run, &m);
+    th_sleep_ms(200); /* COMMIT sent, and unread */
+    kill((pid_t)pid, SIGKILL);
+    th_pg_stop(&server, SIGKILL);
+    assert_int_equal(th_pg_start(&server), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(m.rc, STORE_ERR_UNAVAILABLE);
+    assert_non_null(strstr(store_errstr(c), "nothing was written"));
+    assert_int_equal(store_order_by_request(c, "crashed", &found), STORE_ERR_NOT_FOUND);
+    store_put(*state, c);
+}
+
 /* Every transaction writes a marker a COMMIT in doubt is resolved by;
  * later transactions delete those older than ten minutes (a session's
  * first does), and keep the younger ones. */
@@ -1126,6 +1155,7 @@ int main(void)
         T(test_a_commit_whose_session_stays_stopped_is_in_doubt),
         T(test_an_item_whose_session_stays_stopped_is_in_doubt),
         T(test_a_commit_whose_session_resumes_is_found),
+        T(test_a_commit_lost_in_a_crash_is_found_unwritten),
         T(test_old_commit_markers_are_deleted_and_young_ones_kept),
         T(test_a_request_id_raced_by_two_sessions_is_written_once),
     };
