@@ -114,32 +114,40 @@ void pg_tx_abort(store_conn *conn) { pg_rollback(SESSION(conn)); }
 
 /* The server a fresh session reached, for commit_in_doubt: its cluster,
  * its postmaster's start, whether it is a standby, its timeline (when it is
- * not), and whether the old session is still on it. */
+ * not), and whether the old session is still on it - and waits there for
+ * its synchronous standbys (syncrep). */
 struct reached {
     char sysid[24], started[40];
-    int standby, timeline, there;
+    int standby, timeline, there, syncrep;
 };
 
-/* Asks the server a fresh session is on who it is, terminating the old
- * session if it is there (pid and start, so never another's session): 0,
- * or -1 when the session failed. */
+/* Asks the server a fresh session is on who it is, and terminates the old
+ * session if it is there (pid and start, so never another's session) -
+ * unless it waits for its synchronous standbys to confirm its COMMIT: its
+ * commit is then in the primary's WAL, and ending the wait makes it
+ * visible there alone, which a failover to a standby that never received
+ * it loses; left to wait, it lands when a standby confirms it. 0, or -1
+ * when the session failed. */
 static int reach(pg_session *c, int pid, const char *backend_start, struct reached *w)
 {
-    char sql[600];
+    char sql[700];
     PGresult *r;
-    snprintf(sql, sizeof(sql), "SELECT (SELECT count(pg_terminate_backend(pid)) FROM "
-             "pg_stat_activity WHERE pid = %d AND backend_start::text = '%s'), " SERVER_ID ", "
-             "pg_is_in_recovery(), CASE WHEN pg_is_in_recovery() THEN '' "
-             "ELSE pg_walfile_name(pg_current_wal_lsn()) END", pid, backend_start);
+    snprintf(sql, sizeof(sql), "SELECT count(*), count(*) FILTER (WHERE wait_event = 'SyncRep'), "
+             "count(CASE WHEN wait_event IS DISTINCT FROM 'SyncRep' THEN "
+             "pg_terminate_backend(pid) END), " SERVER_ID ", pg_is_in_recovery(), "
+             "CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_walfile_name(pg_current_wal_lsn()) "
+             "END FROM pg_stat_activity WHERE pid = %d AND backend_start::text = '%s'",
+             pid, backend_start);
     if (pg_query(c, sql, &r) != STORE_OK || PQntuples(r) != 1) {
         PQclear(r);
         return -1;
     }
     w->there = col_int(r, 0, 0) > 0;
-    col_text(w->sysid, sizeof(w->sysid), r, 0, 1);
-    col_text(w->started, sizeof(w->started), r, 0, 2);
-    w->standby = strcmp(PQgetvalue(r, 0, 3), "t") == 0;
-    w->timeline = timeline_of(PQgetvalue(r, 0, 4));
+    w->syncrep = col_int(r, 0, 1) > 0;
+    col_text(w->sysid, sizeof(w->sysid), r, 0, 3);
+    col_text(w->started, sizeof(w->started), r, 0, 4);
+    w->standby = strcmp(PQgetvalue(r, 0, 5), "t") == 0;
+    w->timeline = timeline_of(PQgetvalue(r, 0, 6));
     PQclear(r);
     return 0;
 }
@@ -187,16 +195,22 @@ static int marker_found(pg_session *c, const struct pg_tx_marker *m)
  * Not final: a standby (it may not have received it yet), another cluster
  * (it tells nothing), an older timeline (behind the one written on: a
  * stale primary, or a standby's past), or the old session still there (a
- * backend stopped or slow to die mid-commit, whose commit may still land). */
+ * backend stopped or slow to die mid-commit, or waiting for its
+ * synchronous standbys, whose commit may still land). */
 static const char *absence_unsettled(const struct pg_tx_marker *m, const struct reached *w)
 {
     if (w->standby)
         return "the server reached is a standby, which may not have received it";
     if (!m->sysid[0] || strcmp(w->sysid, m->sysid) != 0)
         return "the server reached is not of the cluster it ran on";
+    if (strcmp(w->started, m->started) == 0 && !w->there)
+        return NULL;
     if (strcmp(w->started, m->started) == 0)
-        return w->there ? "its session still ran on PostgreSQL after " IN_DOUBT_TEXT
-                          " and may yet commit" : NULL;
+        return w->syncrep ? "its COMMIT still waited for a synchronous standby after "
+                            IN_DOUBT_TEXT " and may yet commit (lost if one without it is "
+                            "promoted)"
+                          : "its session still ran on PostgreSQL after " IN_DOUBT_TEXT
+                            " and may yet commit";
     if (w->timeline > 0 && w->timeline >= m->timeline)
         return NULL;
     return "the server reached is on an older timeline than the one it ran on";
@@ -232,7 +246,7 @@ static int commit_in_doubt(pg_session *c)
         struct timespec pause = {0, 100 * 1000000L};
         nanosleep(&pause, NULL);
     }
-    snprintf(c->err, sizeof(c->err), "%.120s; %s: whether it committed is unknown", lost, why);
+    snprintf(c->err, sizeof(c->err), "%.100s; %s: whether it committed is unknown", lost, why);
     return STORE_ERR_IN_DOUBT;
 }
 

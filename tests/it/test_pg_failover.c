@@ -3,7 +3,9 @@
  * what the promoted node holds (201, or 503 storage_unavailable "nothing
  * was written") or is 503 commit_unknown - never 201 for an order the new
  * primary lacks, never a failure for one it has; and commit_unknown while
- * only a standby that lacks it is reached. The COMMIT is held by
+ * only a standby that lacks it is reached, or while its COMMIT still waits
+ * for the standby (never ended by stockd, which would commit it on the
+ * primary alone). The COMMIT is held by
  * synchronous replication that never confirms; stockd reaches the new
  * primary through a proxy moved to it, as behind a failover's virtual
  * address. The COMMIT in doubt on one server: tests/unit/test_store.c. */
@@ -60,10 +62,10 @@ static int wait_true(const char *url, const char *sql)
     return 0;
 }
 
-/* The pair streaming, and stockd on the primary. Statements are bounded
- * at 20 s: statement_timeout would otherwise end a commit's wait for the
- * standby, committed on the primary alone, before the test kills it. */
-static void pair_start(struct pair *p)
+/* The pair streaming, and stockd on the primary with statements bounded
+ * at timeout_ms (its --db-timeout-ms): past that and a grace, stockd drops
+ * a session whose COMMIT still waits for the standby. */
+static void pair_start(struct pair *p, const char *timeout_ms)
 {
     char db[160];
     memset(p, 0, sizeof(*p));
@@ -76,7 +78,7 @@ static void pair_start(struct pair *p)
     p->front = th_proxy_start(p->primary.port);
     assert_non_null(p->front);
     snprintf(db, sizeof(db), "postgresql://stock@127.0.0.1:%d/stock", th_proxy_port(p->front));
-    const char *flags[] = {"--db-timeout-ms", "20000", NULL};
+    const char *flags[] = {"--db-timeout-ms", timeout_ms, NULL};
     assert_int_equal(th_stockd_start(&p->s, &redis, db, dir, flags), 0);
 }
 
@@ -138,7 +140,7 @@ static void fail_over(struct pair *p)
 static long long order_the_standby_never_gets(struct pair *p, th_bg_reduce *bg, char *body,
                                               size_t size, const char *request_id)
 {
-    pair_start(p);
+    pair_start(p, "20000"); /* the primary is killed long before stockd gives up */
     long long item = th_new_item(&p->s, request_id, 10);
     commits_wait_for(p, "standby");
     th_proxy_stall(p->stream, 1);
@@ -210,6 +212,39 @@ static void test_an_order_a_standby_lacks_is_in_doubt_until_promoted(void **stat
     pair_stop(&p);
 }
 
+/* The same order while stockd's own bound is short (--db-timeout-ms 1000):
+ * it drops the session whose COMMIT still waits for the standby and looks
+ * for the order while the primary lives. The COMMIT is in the primary's WAL
+ * and its backend still waits: terminating it would make the order
+ * visible on the primary alone, answered 201, then lost by the failover
+ * that follows. stockd must leave it waiting and answer commit_unknown. */
+static void test_an_order_its_standby_never_confirms_is_in_doubt_before_the_failover(
+    void **state)
+{
+    (void)state;
+    struct pair p;
+    pair_start(&p, "1000");
+    long long item = th_new_item(&p.s, "unconfirmed", 10);
+    commits_wait_for(&p, "standby");
+    th_proxy_stall(p.stream, 1);
+    th_sleep_ms(200); /* past the proxy's poll that may have begun before */
+    th_bg_reduce bg;
+    char body[160];
+    assert_true(order_into_the_wait(&p, &bg, body, sizeof(body), item, "unconfirmed-1") > 0);
+    th_bg_reduce_join(&bg);
+    long long waiting = th_pg_int(p.primary.url, "SELECT count(*) FROM pg_stat_activity "
+                                                 "WHERE wait_event = 'SyncRep'");
+    fail_over(&p);
+    long long there = order_count(&p, "unconfirmed-1");
+    print_message("answered %ld %s; its COMMIT still waiting on the primary: %lld; on the "
+                  "promoted node: %lld\n", bg.status, bg.body, waiting, there);
+    assert_int_equal(there, 0);
+    if (bg.status != 503 || strstr(bg.body, "commit_unknown") == NULL)
+        fail_msg("an order its standby never confirmed was answered %ld %s", bg.status, bg.body);
+    assert_int_equal(waiting, 1);
+    pair_stop(&p);
+}
+
 /* The standby is asynchronous (the primary waits for another, which never
  * comes), so it receives and replays the order's commit while the COMMIT
  * still waits; the primary dies, the standby is promoted with the order.
@@ -218,7 +253,7 @@ static void test_an_order_the_promoted_standby_has_is_never_answered_failed(void
 {
     (void)state;
     struct pair p;
-    pair_start(&p);
+    pair_start(&p, "20000");
     long long item = th_new_item(&p.s, "kept", 10);
     commits_wait_for(&p, "nobody");
     th_bg_reduce bg;
@@ -250,6 +285,7 @@ int main(void)
         cmocka_unit_test(test_an_order_the_promoted_standby_lacks_is_never_answered_written),
         cmocka_unit_test(test_an_order_the_promoted_standby_has_is_never_answered_failed),
         cmocka_unit_test(test_an_order_a_standby_lacks_is_in_doubt_until_promoted),
+        cmocka_unit_test(test_an_order_its_standby_never_confirms_is_in_doubt_before_the_failover),
     };
     return cmocka_run_group_tests_name("pg_failover", tests, group_setup, group_teardown);
 }

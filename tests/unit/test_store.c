@@ -1069,6 +1069,35 @@ static void test_a_commit_whose_session_resumes_is_found(void **state)
     store_put(*state, c);
 }
 
+/* A COMMIT that waits for a synchronous standby that never confirms: its
+ * answer does not come in time and the session is dropped. Its commit is
+ * in the primary's WAL, and terminating its backend would make it visible
+ * there alone, lost by a failover to that standby: the store must leave it
+ * waiting and answer in doubt - not written, not unwritten. Once no
+ * standby is wished for any more, the order lands. */
+static void test_a_commit_its_standby_never_confirms_is_in_doubt(void **state)
+{
+    store_conn *c = conn(state);
+    int64_t id = new_item(c, 10);
+    store_order o, found;
+    struct committer m = order_to_commit(c, id, "unconfirmed", &o);
+    pthread_t t;
+    assert_true(commit_into_a_wait(&m, &t) > 0);
+    pthread_join(t, NULL);
+    long long waiting = th_pg_int(server.url, "SELECT count(*) FROM pg_stat_activity WHERE "
+                                              "wait_event = 'SyncRep'");
+    forget_the_standby();
+    assert_int_equal(m.rc, STORE_ERR_IN_DOUBT);
+    assert_non_null(strstr(store_errstr(c), "synchronous standby"));
+    assert_int_equal(waiting, 1); /* left waiting, not terminated */
+    int rc = STORE_ERR_NOT_FOUND;
+    for (int64_t end = th_now_ms() + 5000; rc == STORE_ERR_NOT_FOUND && th_now_ms() < end;
+         th_sleep_ms(rc == STORE_OK ? 0 : 50))
+        rc = store_order_by_request(c, "unconfirmed", &found);
+    assert_int_equal(rc, STORE_OK);
+    store_put(*state, c);
+}
+
 /* A COMMIT its backend never runs: the backend is stopped with the order's
  * transaction open, COMMIT is sent, and the server crashes (that backend
  * and the postmaster killed) and is started again - a new postmaster on
@@ -1155,6 +1184,7 @@ int main(void)
         T(test_a_commit_whose_session_stays_stopped_is_in_doubt),
         T(test_an_item_whose_session_stays_stopped_is_in_doubt),
         T(test_a_commit_whose_session_resumes_is_found),
+        T(test_a_commit_its_standby_never_confirms_is_in_doubt),
         T(test_a_commit_lost_in_a_crash_is_found_unwritten),
         T(test_old_commit_markers_are_deleted_and_young_ones_kept),
         T(test_a_request_id_raced_by_two_sessions_is_written_once),
