@@ -97,7 +97,7 @@ static int64_t deadline_in(int ms) { return ms > 0 ? pg_now_ms() + ms : INT64_MA
 
 /* The session's socket closed at once, with nothing more sent: what was
  * asked may still run on the server, to its statement_timeout. What the
- * caller knows of the transaction (in_tx, tx_xid) stays. */
+ * caller knows of the transaction (in_tx, tx_marker) stays. */
 static void drop(pg_session *c)
 {
     PQfinish(c->pg);
@@ -217,7 +217,7 @@ void pg_rollback(pg_session *c)
     if (c->in_tx && PQstatus(c->pg) == CONNECTION_OK)
         pg_command(c, "ROLLBACK");
     c->in_tx = 0;
-    c->tx_xid = 0;
+    c->tx_marker.at[0] = '\0';
     c->tx_rc = 0;
 }
 
@@ -229,7 +229,7 @@ void pg_session_close(pg_session *c)
     c->pg = NULL;
     memset(c->prepared, 0, sizeof(c->prepared));
     c->in_tx = 0;
-    c->tx_xid = 0;
+    c->tx_marker.at[0] = '\0';
 }
 
 static void ignore_notice(void *arg, const char *message) { (void)arg, (void)message; }
@@ -301,7 +301,7 @@ int pg_session_open(pg_session *c)
         pg_session_close(c);
         return STORE_ERR_UNAVAILABLE;
     }
-    if (PQserverVersion(c->pg) < 130000) { /* pg_current_xact_id, pg_xact_status */
+    if (PQserverVersion(c->pg) < 130000) { /* gen_random_uuid, of the COMMIT-in-doubt marker */
         snprintf(why, sizeof(why), "the server is PostgreSQL %d.%d; stockd needs 13 or later",
                  PQserverVersion(c->pg) / 10000, PQserverVersion(c->pg) / 100 % 100);
         c->refused = 1; /* waiting won't make it newer */

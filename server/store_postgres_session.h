@@ -34,6 +34,16 @@ typedef struct pg_session_cfg {
     int nstmts;                  /* ...up to PG_STMTS_MAX */
 } pg_session_cfg;
 
+/* Where a transaction ran, and its marker row (schema/postgres/005): what
+ * store_postgres_tx.c needs to resolve a COMMIT in doubt, as the server
+ * wrote it (times in UTC, to the microsecond). */
+struct pg_tx_marker {
+    char at[40], token[40]; /* the row's key: written_at and a random uuid */
+    char sysid[24];         /* the cluster: pg_control_system()'s system_identifier */
+    char started[40];       /* its postmaster's start */
+    int timeline;           /* the timeline its WAL was written on */
+};
+
 /* One session (pg NULL when it has none), and the transaction it runs. */
 typedef struct pg_session {
     const pg_session_cfg *cfg;
@@ -42,7 +52,8 @@ typedef struct pg_session {
     int in_tx;
     int pid;                /* the server's process for this session... */
     char started[48];       /* ...and when it started: together, this session */
-    int64_t tx_xid;         /* the open transaction's id (xid8), or 0 */
+    struct pg_tx_marker tx_marker; /* the open transaction's (at[0] 0: none) */
+    int sweep_in;           /* transactions until this session deletes old markers */
     int savepoint;          /* the open transaction has one */
     int tx_rc;              /* the first failure in the open transaction, which aborted it */
     int unreachable;        /* the last pg_session_open failed to connect... */

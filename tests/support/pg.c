@@ -129,7 +129,8 @@ static int write_file(const char *path, const char *text)
 }
 
 /* initdb into <dir>/data, and a pg_hba.conf where only stock_secret needs a
- * password (first match wins, so its line comes before the trusted ones). */
+ * password (first match wins, so its line comes before the trusted ones);
+ * stock may stream WAL to a standby (th_pg_start_standby). */
 static int init_cluster(th_pg *pg)
 {
     char bin[PATH_MAX + 16], data[96], hba[128];
@@ -151,7 +152,8 @@ static int init_cluster(th_pg *pg)
     }
     if (write_file(hba, "local all all trust\n"
                         "host all stock_secret 127.0.0.1/32 scram-sha-256\n"
-                        "host all all 127.0.0.1/32 trust\n") != 0) {
+                        "host all all 127.0.0.1/32 trust\n"
+                        "host replication stock 127.0.0.1/32 trust\n") != 0) {
         fprintf(stderr, "harness: cannot write %s\n", hba);
         return -1;
     }
@@ -264,6 +266,42 @@ int th_pg_start(th_pg *pg)
     if (run_server(pg) != 0)
         return -1;
     return fresh ? bootstrap(pg) : 0;
+}
+
+int th_pg_start_standby(th_pg *standby, const th_pg *primary, int via_port)
+{
+    if (!th_pg_available())
+        return th_pg_start(standby); /* which says why */
+    if (!standby->dir[0] && (th_tempdir("stockd-pg", standby->dir, sizeof(standby->dir)) != 0 ||
+                             own(standby->dir)))
+        return -1;
+    char bin[PATH_MAX + 16], data[96], port[16], log[128], path[128], line[160];
+    snprintf(bin, sizeof(bin), "%s/pg_basebackup", bindir);
+    snprintf(data, sizeof(data), "%s/data", standby->dir);
+    snprintf(port, sizeof(port), "%d", primary->port);
+    snprintf(log, sizeof(log), "%s/basebackup.log", standby->dir);
+    const char *argv[] = {bin, "-D", data, "-h", "127.0.0.1", "-p", port, "-U", "stock",
+                          "-X", "stream", "-c", "fast", "--no-sync", NULL};
+    pid_t pid = th_spawn_as(argv, log, server_user());
+    if ((pid > 0 ? th_wait(pid, INITDB_MS) : -1) != 0) {
+        fail(standby, "pg_basebackup failed", "basebackup.log");
+        return -1;
+    }
+    snprintf(path, sizeof(path), "%s/standby.signal", data);
+    if (write_file(path, "") != 0)
+        return -1;
+    snprintf(path, sizeof(path), "%s/postgresql.auto.conf", data);
+    snprintf(line, sizeof(line), "primary_conninfo = 'host=127.0.0.1 port=%d user=stock "
+             "application_name=standby'\n", via_port);
+    char *conf = th_read_file(path);
+    size_t size = (conf ? strlen(conf) : 0) + strlen(line) + 1;
+    char *text = malloc(size);
+    if (text)
+        snprintf(text, size, "%s%s", conf ? conf : "", line);
+    int rc = text ? write_file(path, text) : -1;
+    free(conf);
+    free(text);
+    return rc == 0 ? th_pg_start(standby) : -1;
 }
 
 /* Processes whose cwd is the data dir: the postmaster's children, who may

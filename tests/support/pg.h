@@ -39,6 +39,14 @@ int th_pg_available(void);
  * why and the tail of the log to stderr. */
 int th_pg_start(th_pg *pg);
 
+/* Starts a zero-initialised standby as a streaming replica of the running
+ * primary: pg_basebackup of primary into its own temp dir, standby.signal,
+ * and primary_conninfo to 127.0.0.1:via_port (primary->port, or a proxy's
+ * in front of it) as application_name "standby" (the name
+ * synchronous_standby_names gives it); then th_pg_start, which takes it
+ * as a hot standby once consistent. Returns 0, or -1 (printed). */
+int th_pg_start_standby(th_pg *standby, const th_pg *primary, int via_port);
+
 /* Stops the server by its PID: sig is SIGINT (fast shutdown), SIGQUIT
  * (immediate, as a crash would) or SIGKILL (the postmaster alone; its
  * backends follow). Reaps it, then waits until its port is free and no

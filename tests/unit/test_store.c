@@ -4,7 +4,9 @@
  * fencing of stale holders, a savepoint per order, and a busy database. Then what only a server
  * has: replicas migrating at once, a bounded pool, row locks, a password,
  * and the server going away - restarted, a session killed mid-write, or a
- * COMMIT left in doubt (an order's, an item's, a stock set's). */
+ * COMMIT left in doubt (an order's, an item's, a stock set's), and the
+ * markers that resolve it deleted once old. A COMMIT in doubt across a
+ * failover: tests/it/test_pg_failover.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1187,6 +1189,85 @@ static void test_a_commit_whose_session_resumes_is_found(void **state)
     store_put(*state, c);
 }
 
+/* A COMMIT that waits for a synchronous standby that never confirms: its
+ * answer does not come in time and the session is dropped. Its commit is
+ * in the primary's WAL, and terminating its backend would make it visible
+ * there alone, lost by a failover to that standby: the store must leave it
+ * waiting and answer in doubt - not written, not unwritten. Once no
+ * standby is wished for any more, the order lands. */
+static void test_a_commit_its_standby_never_confirms_is_in_doubt(void **state)
+{
+    store_conn *c = conn(state);
+    int64_t id = new_item(c, 10);
+    store_order o, found;
+    struct committer m = order_to_commit(c, id, "unconfirmed", &o);
+    pthread_t t;
+    assert_true(commit_into_a_wait(&m, &t) > 0);
+    pthread_join(t, NULL);
+    long long waiting = th_pg_int(server.url, "SELECT count(*) FROM pg_stat_activity WHERE "
+                                              "wait_event = 'SyncRep'");
+    forget_the_standby();
+    assert_int_equal(m.rc, STORE_ERR_IN_DOUBT);
+    assert_non_null(strstr(store_errstr(c), "synchronous standby"));
+    assert_int_equal(waiting, 1); /* left waiting, not terminated */
+    int rc = STORE_ERR_NOT_FOUND;
+    for (int64_t end = th_now_ms() + 5000; rc == STORE_ERR_NOT_FOUND && th_now_ms() < end;
+         th_sleep_ms(rc == STORE_OK ? 0 : 50))
+        rc = store_order_by_request(c, "unconfirmed", &found);
+    assert_int_equal(rc, STORE_OK);
+    store_put(*state, c);
+}
+
+/* A COMMIT its backend never runs: the backend is stopped with the order's
+ * transaction open, COMMIT is sent, and the server crashes (that backend
+ * and the postmaster killed) and is started again - a new postmaster on
+ * the same timeline, whose crash recovery has no commit of the order. The
+ * old session died with the old server, so the store can tell: "nothing
+ * was written", not in doubt (and never committed). */
+static void test_a_commit_lost_in_a_crash_is_found_unwritten(void **state)
+{
+    store_conn *c = conn(state);
+    int64_t id = new_item(c, 10);
+    store_order o, found;
+    struct committer m = order_to_commit(c, id, "crashed", &o);
+    long long pid = th_pg_int(target, "SELECT pid FROM pg_stat_activity WHERE application_name "
+                                      "= 'stockd' AND state = 'idle in transaction'");
+    assert_true(pid > 0);
+    kill((pid_t)pid, SIGSTOP);
+    pthread_t t;
+    pthread_create(&t, NULL, commit_run, &m);
+    th_sleep_ms(200); /* COMMIT sent, and unread */
+    kill((pid_t)pid, SIGKILL);
+    th_pg_stop(&server, SIGKILL);
+    assert_int_equal(th_pg_start(&server), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(m.rc, STORE_ERR_UNAVAILABLE);
+    assert_non_null(strstr(store_errstr(c), "nothing was written"));
+    assert_int_equal(store_order_by_request(c, "crashed", &found), STORE_ERR_NOT_FOUND);
+    store_put(*state, c);
+}
+
+/* Every transaction writes a marker a COMMIT in doubt is resolved by;
+ * later transactions delete those older than ten minutes (a session's
+ * first does), and keep the younger ones. */
+static void test_old_commit_markers_are_deleted_and_young_ones_kept(void **state)
+{
+    assert_int_equal(th_pg_exec(target, "INSERT INTO tx_marker (written_at) SELECT now() - "
+                                        "interval '11 minutes' FROM generate_series(1, 3); "
+                                        "INSERT INTO tx_marker (written_at) VALUES "
+                                        "(now() - interval '9 minutes')"), 0);
+    store_conn *c = conn(state);
+    new_item(c, 10);
+    new_item(c, 10);
+    store_put(*state, c);
+    assert_int_equal(th_pg_int(target, "SELECT count(*) FROM tx_marker WHERE written_at < "
+                                       "now() - interval '10 minutes'"), 0);
+    assert_int_equal(th_pg_int(target, "SELECT count(*) FROM tx_marker WHERE written_at < "
+                                       "now() - interval '1 minute'"), 1);
+    assert_int_equal(th_pg_int(target, "SELECT count(*) FROM tx_marker WHERE written_at > "
+                                       "now() - interval '1 minute'"), 2);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -1225,6 +1306,9 @@ int main(void)
         T(test_a_commit_whose_session_stays_stopped_is_in_doubt),
         T(test_an_item_whose_session_stays_stopped_is_in_doubt),
         T(test_a_commit_whose_session_resumes_is_found),
+        T(test_a_commit_its_standby_never_confirms_is_in_doubt),
+        T(test_a_commit_lost_in_a_crash_is_found_unwritten),
+        T(test_old_commit_markers_are_deleted_and_young_ones_kept),
         T(test_a_request_id_raced_by_two_sessions_is_written_once),
         T(test_an_items_request_id_raced_by_sessions_creates_it_once),
     };
