@@ -269,15 +269,16 @@ static int follow(dlock_cluster *cl, const dlock_node_call *call)
 /* The call op routed to key's owner and redone where a redirect says.
  * TRYAGAIN (a migration moved some of the call's keys and not the others,
  * or is between the two nodes' halves) is asked again of the owner after a
- * growing pause, until split_ms have passed; then *split is set and
- * DLOCK_ERR_REDIS returned. MOVED and ASK are followed at most
+ * growing pause, until split_ms have passed; then *split (if split is not
+ * NULL) is set and DLOCK_ERR_REDIS returned. MOVED and ASK are followed at most
  * DLOCK_REDIRECTS_MAX times in a row. */
 static int routed(dlock_cluster *cl, const char *key, const struct route_op *op,
                   const void *args, void *out, int split_ms, int *split)
 {
     int tagged, slot = dlock__slot_of(key, &tagged), pause_ms = TRYAGAIN_MS, hops = 0;
     int64_t give_up = dlock__now_ms() + split_ms;
-    *split = 0;
+    if (split)
+        *split = 0;
     if (!tagged)
         return dlock__fail(DLOCK_ERR_INVALID, "lock key %s has no hash tag: over a Redis "
                            "Cluster a lock's keys must share a slot, name it like \"name:{tag}\"",
@@ -303,7 +304,8 @@ static int routed(dlock_cluster *cl, const char *key, const struct route_op *op,
         dlock__count(&cl->counters->tryagain);
         int64_t now = dlock__now_ms();
         if (now >= give_up) {
-            *split = 1;
+            if (split)
+                *split = 1;
             return dlock__fail(DLOCK_ERR_REDIS, "Redis Cluster: %s's slot %d is migrating and "
                                "its keys are split between two nodes (TRYAGAIN for %d ms)", key,
                                slot, split_ms);
@@ -338,7 +340,10 @@ int dlock__cluster_acquire(dlock_cluster *cl, const dlock_node_acquire_args *arg
     a.queue_score = 0, a.seed_slack_us = 0; /* one server per key: its own rules */
     out->sent = 0;
     out->pttl = -1;
-    int split, rc = routed(cl, a.key, &op, &a, out, ACQUIRE_SPLIT_MS, &split);
+    /* One that queues nothing - a try, or a spinning wait, which polls
+     * again at its own pace - is told "busy" at the first TRYAGAIN. */
+    int split_ms = a.queue_ms > 0 ? ACQUIRE_SPLIT_MS : 0;
+    int split, rc = routed(cl, a.key, &op, &a, out, split_ms, &split);
     if (!split)
         return rc;
     /* Busy for now: the acquire's wait (claim.c) tries again, until its
@@ -358,8 +363,7 @@ static int raise_end(dlock_node_call *call, void *out) { return dlock__node_rais
 int dlock__cluster_raise(dlock_cluster *cl, const dlock_node_raise_args *a, int64_t *fence)
 {
     static const struct route_op op = {raise_begin, raise_end};
-    int split;
-    return routed(cl, a->key, &op, a, fence, split_ms_of(cl), &split);
+    return routed(cl, a->key, &op, a, fence, split_ms_of(cl), NULL);
 }
 
 static void release_begin(dlock_node *n, const void *a, dlock_node_call *call)
@@ -378,8 +382,7 @@ int dlock__cluster_release(dlock_cluster *cl, const dlock_node_release_args *arg
     dlock_node_release_args a = *args;
     a.seed_slack_us = 0, a.next_score = 0;
     *queued = 0;
-    int split;
-    return routed(cl, a.key, &op, &a, queued, split_ms_of(cl), &split);
+    return routed(cl, a.key, &op, &a, queued, split_ms_of(cl), NULL);
 }
 
 struct script_call {
@@ -413,8 +416,7 @@ redisReply *dlock__cluster_script(dlock_cluster *cl, enum dlock_script s, int nk
     static const struct route_op op = {script_begin, script_end};
     struct script_call a = {s, nkeys, nargs, argv};
     struct script_result res = {NULL, 0};
-    int split;
-    routed(cl, argv[0], &op, &a, &res, split_ms_of(cl), &split);
+    routed(cl, argv[0], &op, &a, &res, split_ms_of(cl), NULL);
     if (sent)
         *sent |= res.sent;
     return res.r;

@@ -142,8 +142,8 @@
  * SET NX GET comes first: it takes a free key, and otherwise names its
  * holder. The taken key stays ours at once when nobody is in line and no
  * token was given up (neither the queue nor the gone set exists; one EXISTS
- * asks for both, but for the asked form, see LUA_ASKED): the lean path, what the full path below would decide
- * then. A release that granted us the key is recognised before the gone
+ * asks for both, but for the asked form, see LUA_ASKED): the lean path,
+ * what the full path below would decide then. A release that granted us the key is recognised before the gone
  * set is read: a token is only given up after it left the queue and its
  * grant was undone, and nothing grants to a token out of the queue. Our
  * SET NX is undone (DEL, within the script: nobody sees it) when the full

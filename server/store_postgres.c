@@ -330,7 +330,7 @@ static int pg_tx_lock_stock(store_conn *conn, int64_t item_id, int wait_ms, int6
      * statement bounded as any other. */
     char set[96];
     snprintf(set, sizeof(set), "SET LOCAL lock_timeout = %d; SET LOCAL statement_timeout = %d",
-             wait_ms > 0 ? wait_ms : 1, wait_ms > 0 ? wait_ms : 1 + c->cfg->timeout_ms);
+             wait_ms > 0 ? wait_ms : 1, wait_ms > 0 ? wait_ms : (1 + c->cfg->timeout_ms));
     struct params p = {0};
     PGresult *r = NULL;
     p_int(&p, item_id);

@@ -16,8 +16,8 @@ int64_t pg_now_ms(void);
  * conninfo that names several (host=a,b) as psql does, target_session_attrs
  * and all, but each host gets a bound of its own: connect_timeout when the
  * conninfo sets one (seconds, at least 2, as libpq reads it), else ms
- * shared among the hosts, at least min_ms; the whole connect, that times
- * the hosts (only a host name's lookup, in libpq, may outlast it). A host
+ * shared among the hosts, at least min_ms; the whole connect takes at
+ * most that times the number of hosts (only a host name's lookup, in libpq, may outlast it). A host
  * that gives no answer in its bound is left out and the walk starts again
  * on the others, those after it first. The hosts left so are named in
  * stalled (size bytes; "" when none): waiting may mend the failure then.

@@ -123,17 +123,21 @@ struct reached {
 
 /* Asks the server a fresh session is on who it is, and terminates the old
  * session if it is there (pid and start, so never another's session) -
- * unless it waits for its synchronous standbys to confirm its COMMIT: its
- * commit is then in the primary's WAL, and ending the wait makes it
- * visible there alone, which a failover to a standby that never received
- * it loses; left to wait, it lands when a standby confirms it. 0, or -1
- * when the session failed. */
+ * unless it is running its COMMIT: a backend flushing its commit record
+ * goes on to wait for its synchronous standbys, and a termination pending
+ * then ends that wait at once, the commit being in the primary's WAL
+ * already: visible there alone, which a failover to a standby that never
+ * received it loses. Left to run, it lands when a standby confirms it (or
+ * at once without standbys), then leaves, its client gone. 0, or -1 when
+ * the session failed. */
+#define COMMITTING "(state = 'active' AND query = 'COMMIT')" /* as pg_tx_commit sends it */
+
 static int reach(pg_session *c, int pid, const char *backend_start, struct reached *w)
 {
     char sql[700];
     PGresult *r;
     snprintf(sql, sizeof(sql), "SELECT count(*), count(*) FILTER (WHERE wait_event = 'SyncRep'), "
-             "count(CASE WHEN wait_event IS DISTINCT FROM 'SyncRep' THEN "
+             "count(CASE WHEN NOT " COMMITTING " THEN "
              "pg_terminate_backend(pid) END), " SERVER_ID ", pg_is_in_recovery(), "
              "CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_walfile_name(pg_current_wal_lsn()) "
              "END FROM pg_stat_activity WHERE pid = %d AND backend_start::text = '%s'",
