@@ -27,30 +27,7 @@ $CC -std=c11 -O2 -g -pthread -D_GNU_SOURCE -I. $($PKG_CONFIG --cflags hiredis) \
     $($PKG_CONFIG --libs hiredis)
 
 # Three cluster-mode primaries (the cluster bus listens at port + 10000).
-ports=() seeds=""
-for i in 1 2 3; do
-    p=$(free_port $((20000 + RANDOM % 12000)))
-    while port_in_use $((p + 10000)); do p=$(free_port $((p + 1))); done
-    mkdir "$STACK_DIR/$p"
-    redis-server --port "$p" --bind 127.0.0.1 --save "" --appendonly no --dir "$STACK_DIR/$p" \
-        --logfile "$STACK_DIR/$p/redis.log" --cluster-enabled yes \
-        --cluster-config-file nodes.conf </dev/null >/dev/null 2>&1 &
-    echo $! >>"$STACK_DIR/pids"
-    for t in $(seq 101); do [ "$(redis-cli -p "$p" ping 2>/dev/null)" = PONG ] && break; sleep 0.1; done
-    [ "$t" -le 100 ] || { echo "cluster: redis-server on $p did not start" >&2; exit 1; }
-    ports+=("$p")
-    seeds+="${seeds:+,}127.0.0.1:$p"
-done
-redis-cli --cluster create $(printf '127.0.0.1:%s ' "${ports[@]}") --cluster-replicas 0 \
-    --cluster-yes >"$STACK_DIR/create.log" 2>&1 || { cat "$STACK_DIR/create.log" >&2; exit 1; }
-for _ in $(seq 200); do
-    ok=0
-    for p in "${ports[@]}"; do
-        redis-cli -p "$p" cluster info | grep -q cluster_state:ok && ok=$((ok + 1))
-    done
-    [ "$ok" = 3 ] && break
-    sleep 0.1
-done
+stack_redis_cluster
 
 # One number of every primary, space-separated: EVALSHA calls, or CPU ms.
 evalsha() {

@@ -44,6 +44,39 @@ stack_redis() {
     return 1
 }
 
+# stack_redis_cluster: a Redis Cluster of three primaries, no replicas, under
+# $STACK_DIR/PORT; sets ports (their ports) and seeds ("127.0.0.1:P,...").
+# Each port with its bus port (+10000) free.
+stack_redis_cluster() {
+    local p i t ok
+    ports=() seeds=""
+    for i in 1 2 3; do
+        p=$(free_port $((20000 + RANDOM % 2000))) # the bus, +10000, below the ephemeral ports
+        while port_in_use $((p + 10000)); do p=$(free_port $((p + 1))); done
+        mkdir "$STACK_DIR/$p"
+        redis-server --port "$p" --bind 127.0.0.1 --save "" --appendonly no \
+            --dir "$STACK_DIR/$p" --logfile "$STACK_DIR/$p/redis.log" --cluster-enabled yes \
+            --cluster-config-file nodes.conf </dev/null >/dev/null 2>&1 &
+        echo $! >>"$STACK_DIR/pids"
+        for t in $(seq 101); do [ "$(redis-cli -p "$p" ping 2>/dev/null)" = PONG ] && break; sleep 0.1; done
+        [ "$t" -le 100 ] || { echo "stack: redis-server on $p did not start" >&2; return 1; }
+        ports+=("$p")
+        seeds+="${seeds:+,}127.0.0.1:$p"
+    done
+    redis-cli --cluster create $(printf '127.0.0.1:%s ' "${ports[@]}") --cluster-replicas 0 \
+        --cluster-yes >"$STACK_DIR/create.log" 2>&1 || { cat "$STACK_DIR/create.log" >&2; return 1; }
+    for _ in $(seq 200); do
+        ok=0
+        for p in "${ports[@]}"; do
+            redis-cli -p "$p" cluster info | grep -q cluster_state:ok && ok=$((ok + 1))
+        done
+        [ "$ok" = 3 ] && return 0
+        sleep 0.1
+    done
+    echo "stack: the cluster did not reach cluster_state:ok" >&2
+    return 1
+}
+
 # stack_stockd NAME PORT REDIS_PORT [flags...]: a replica on $STACK_DIR/stock.db,
 # logging to $STACK_DIR/NAME.log. STOCKD_WRAPPER (e.g. valgrind ...) runs it under a tool.
 stack_stockd() {

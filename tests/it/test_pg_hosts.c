@@ -56,17 +56,6 @@ static void start_on(const char *db, th_stockd *s)
     assert_int_equal(th_stockd_start(s, &redis, db, dir, flags), 0);
 }
 
-/* Deducts one of item until it is answered 200, for at most RECOVER_MS:
- * the status last answered. */
-static long reduce_until_served(const th_stockd *s, long long item)
-{
-    long status = 0;
-    for (int64_t end = th_now_ms() + RECOVER_MS; status != 200 && th_now_ms() < end;
-         th_sleep_ms(status == 200 ? 0 : 50))
-        status = th_reduce(s->url, item, 1, 0, NULL, 0);
-    return status;
-}
-
 static long long stock_of(const th_stockd *s, long long item)
 {
     char path[64];
@@ -101,7 +90,7 @@ static void test_stockd_starts_and_reconnects_past_a_host_that_stalls(void **sta
                                   "pg_stat_activity WHERE datname = 'hosts' AND "
                                   "application_name = 'stockd'") > 0);
     t0 = th_now_ms();
-    assert_int_equal(reduce_until_served(&s, item), 200);
+    assert_int_equal(th_reduce_until_served(s.url, item, RECOVER_MS), 200);
     print_message("served again %lld ms after its sessions were cut\n",
                   (long long)(th_now_ms() - t0));
     assert_true(th_proxy_accepted(stalled) > tried);

@@ -61,17 +61,6 @@ static void start_behind_proxy(const char *name, th_proxy **proxy, th_stockd *s)
     assert_int_equal(th_stockd_start(s, &redis, db, dir, flags), 0);
 }
 
-/* Deducts one of item until it is answered 200, for at most RECOVER_MS:
- * the status last answered. */
-static long reduce_until_served(const th_stockd *s, long long item)
-{
-    long status = 0;
-    for (int64_t end = th_now_ms() + RECOVER_MS; status != 200 && th_now_ms() < end;
-         th_sleep_ms(status == 200 ? 0 : 50))
-        status = th_reduce(s->url, item, 1, 0, NULL, 0);
-    return status;
-}
-
 /* The item's stock and sold, read back: they add up to what it started with. */
 static void assert_ledger_adds_up(const th_stockd *s, long long item, long long initial)
 {
@@ -116,7 +105,7 @@ static void test_a_stalled_server_costs_its_timeout_and_the_lock_is_released(voi
             fail_msg("request %d: %ld %s", i, bg[i].status, bg[i].body);
     }
     assert_int_equal(locked, 0);
-    assert_int_equal(reduce_until_served(&s, item), 200);
+    assert_int_equal(th_reduce_until_served(s.url, item, RECOVER_MS), 200);
     assert_ledger_adds_up(&s, item, 100);
     assert_int_equal(th_stockd_stop_clean(&s), 0);
     th_proxy_stop(proxy);
@@ -176,7 +165,7 @@ static void test_while_no_session_opens_requests_are_answered_at_once(void **sta
                   (long long)ms[n - 1], connects);
     assert_int_equal(n, AT_ONCE_REQUESTS);
     assert_true(connects <= CONNECTS_MAX);
-    assert_int_equal(reduce_until_served(&s, item), 200);
+    assert_int_equal(th_reduce_until_served(s.url, item, RECOVER_MS), 200);
     assert_ledger_adds_up(&s, item, 100);
     assert_int_equal(th_stockd_stop_clean(&s), 0);
     th_proxy_stop(proxy);

@@ -225,6 +225,11 @@ void th_resp_free(th_resp *r);
 long th_reduce(const char *base_url, long long item, int quantity, int work_ms, char *body,
                size_t size);
 
+/* Deducts one of item every 50 ms until it is answered 200, for at most
+ * within_ms (a replica coming back from an outage): the status last
+ * answered. */
+long th_reduce_until_served(const char *base_url, long long item, int within_ms);
+
 /* The same on a thread of its own, for tests that act while it holds a lock;
  * or, when order is set, that POST /orders body instead. */
 typedef struct th_bg_reduce {

@@ -67,6 +67,15 @@ long th_reduce(const char *base_url, long long item, int quantity, int work_ms, 
     return r.status;
 }
 
+long th_reduce_until_served(const char *base_url, long long item, int within_ms)
+{
+    long status = 0;
+    for (int64_t end = th_now_ms() + within_ms; status != 200 && th_now_ms() < end;
+         th_sleep_ms(status == 200 ? 0 : 50))
+        status = th_reduce(base_url, item, 1, 0, NULL, 0);
+    return status;
+}
+
 static void *bg_reduce(void *arg)
 {
     th_bg_reduce *b = arg;
