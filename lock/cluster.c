@@ -15,8 +15,6 @@
 #define REFRESH_MS 100 /* the least time between two fetches of the map */
 #define TRYAGAIN_MS 10      /* the first pause after TRYAGAIN, doubled each time ... */
 #define TRYAGAIN_MAX_MS 100 /* ... up to this */
-#define ACQUIRE_SPLIT_MS 150 /* an acquire's TRYAGAIN retried here this long: then "busy",
-                              * and its wait tries again until its own deadline */
 #define NO_NODE 0xff
 
 struct dlock_cluster {
@@ -340,10 +338,9 @@ int dlock__cluster_acquire(dlock_cluster *cl, const dlock_node_acquire_args *arg
     a.queue_score = 0, a.seed_slack_us = 0; /* one server per key: its own rules */
     out->sent = 0;
     out->pttl = -1;
-    /* One that queues nothing - a try, or a spinning wait, which polls
-     * again at its own pace - is told "busy" at the first TRYAGAIN. */
-    int split_ms = a.queue_ms > 0 ? ACQUIRE_SPLIT_MS : 0;
-    int split, rc = routed(cl, a.key, &op, &a, out, split_ms, &split);
+    /* Told "busy" at the first TRYAGAIN: its wait asks again at its own
+     * pace (retry_ms, or woken), and no thread sleeps here. */
+    int split, rc = routed(cl, a.key, &op, &a, out, 0, &split);
     if (!split)
         return rc;
     /* Busy for now: the acquire's wait (claim.c) tries again, until its

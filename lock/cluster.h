@@ -59,9 +59,8 @@ int dlock__cluster_ping(dlock_cluster *cl, int up[DLOCK_NODES_MAX], int *owners)
  * dlock__node_*_end on that server, or DLOCK_ERR_INVALID for a key without a
  * hash tag, or DLOCK_ERR_REDIS when still redirected after
  * DLOCK_REDIRECTS_MAX MOVED or ASK, or answered TRYAGAIN for a command
- * timeout; an acquire answered TRYAGAIN for cluster.c's ACQUIRE_SPLIT_MS
- * (one that queues nothing: at once) is DLOCK_ERR_TIMEOUT (busy, pttl
- * unknown), so that its wait tries again. */
+ * timeout; an acquire answered TRYAGAIN is DLOCK_ERR_TIMEOUT at once (busy,
+ * pttl unknown), so that its wait tries again. */
 int dlock__cluster_acquire(dlock_cluster *cl, const dlock_node_acquire_args *a,
                            dlock_acquired *out);
 int dlock__cluster_raise(dlock_cluster *cl, const dlock_node_raise_args *a, int64_t *fence);
