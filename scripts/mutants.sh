@@ -106,7 +106,7 @@ run_spec() {
     [ -n "$target" ] || return 200
     build "$target" || return 201
     (cd "$tree" && TEST_BUILD_DIR=build TEST_FILTER=$filter \
-        timeout -k 10 "$timeout_s" "$target") >"$log" 2>&1
+        timeout -k 10 "$timeout_s" "$target") </dev/null >"$log" 2>&1
 }
 
 # Whether a suite's log shows a test skipped (it could not run here: a
@@ -178,7 +178,9 @@ if [ -z "${ONLY:-}" ] && [ "${MUTANTS_BASELINE:-yes}" != no ]; then
     baseline || exit 1
 fi
 caught=0 survived=0 stale=0 n=0 name=""
-while IFS= read -r line || [ -n "$line" ]; do
+# the list on a descriptor of its own: nothing the loop runs can read it
+# away from it (a suite's child reading its stdin once ate the last entries)
+while IFS= read -r line <&3 || [ -n "$line" ]; do
     case $line in
     '# '*) name=${line#\# }; continue ;;
     '' | '#'*) name=""; continue ;;
@@ -209,6 +211,6 @@ while IFS= read -r line || [ -n "$line" ]; do
         restore
     fi
     name=""
-done <"$list"
+done 3<"$list"
 echo "mutants: $caught caught, $survived survived, $stale stale of $n, in $((SECONDS - t0)) s"
 [ "$survived" -eq 0 ] && [ "$stale" -eq 0 ]

@@ -147,6 +147,11 @@ static pid_t spawn(const char *const argv[], const char *log_path, const struct 
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+        int in = open("/dev/null", O_RDONLY); /* never the test's stdin: a list its caller reads */
+        if (in >= 0) {
+            dup2(in, STDIN_FILENO);
+            close(in);
+        }
         if (log_path) { /* opened as the caller: the log may be where pw can't write */
             int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
             if (fd >= 0) {
