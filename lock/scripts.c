@@ -143,9 +143,10 @@
  * holder. The taken key stays ours at once when nobody is in line and no
  * token was given up (neither the queue nor the gone set exists; one EXISTS
  * asks for both, but for the asked form, see LUA_ASKED): the lean path,
- * what the full path below would decide then. A release that granted us the key is recognised before the gone
- * set is read: a token is only given up after it left the queue and its
- * grant was undone, and nothing grants to a token out of the queue. Our
+ * what the full path below would decide then. A release that granted us
+ * the key is recognised before the gone set is read: a token is only given
+ * up after it left the queue and its grant was undone, and nothing grants
+ * to a token out of the queue. Our
  * SET NX is undone (DEL, within the script: nobody sees it) when the full
  * path refuses us, and when no fence can be drawn (taken(): a counter at
  * 2^63 - 1 fails INCR, and a script's writes stay when it fails), so that
