@@ -56,16 +56,6 @@ static void start_on(const char *db, th_stockd *s)
     assert_int_equal(th_stockd_start(s, &redis, db, dir, flags), 0);
 }
 
-static long long stock_of(const th_stockd *s, long long item)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/items/%lld?limit=0", item);
-    json_t *j = th_call(s, "GET", path, NULL, 200);
-    long long stock = th_jint(j, "stock");
-    json_decref(j);
-    return stock;
-}
-
 /* The first host stalls: stockd starts on the second (its migrations run
  * there), and once every session it has there is cut (a restart, a
  * failover's fence), the new ones are opened there too and orders go
@@ -95,7 +85,7 @@ static void test_stockd_starts_and_reconnects_past_a_host_that_stalls(void **sta
                   (long long)(th_now_ms() - t0));
     assert_true(th_proxy_accepted(stalled) > tried);
     assert_int_equal(th_pg_int(url, "SELECT stock FROM items WHERE name = 'hosts'"), 98);
-    assert_int_equal(stock_of(&s, item), 98);
+    assert_int_equal(th_item_stock(&s, item), 98);
     assert_int_equal(th_stockd_stop_clean(&s), 0);
 }
 
