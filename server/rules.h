@@ -11,6 +11,7 @@
 #define RULE_REQUEST_ID_MAX 128            /* printable ASCII characters */
 #define RULE_NAME_MAX 200                  /* characters of an item name */
 #define RULE_NAME_BYTES (RULE_NAME_MAX * 4) /* ... in UTF-8 bytes at the most */
+#define RULE_BUYER_ID_MAX 128              /* printable ASCII characters of a buyerId */
 #define RULE_INSTANCE_MAX 128              /* bytes of a replica's name in the ledger */
 #define RULE_LOCK_MODE_MAX 7               /* bytes of "redis", "none", "atomic" */
 #define RULE_ORDER_LINES_MAX 32            /* lines in one order */
@@ -21,5 +22,8 @@
 #define RULE_HEAD_FIELDS_MAX 100           /* header fields in one request; more gets 431 */
 #define RULE_HEAD_LINE_MAX (8 * 1024)      /* bytes of one field's line, "Name: value" */
 #define RULE_TOKEN_NAME_MAX 64             /* bytes of an API token's name (logged) */
+#define RULE_HOLD_MS_MIN 1000              /* a reservation's holdMs, at least */
+#define RULE_HOLD_MS_CAP 604800000LL       /* ... and at most (--max-hold-ms can't exceed it):
+                                            * a week */
 
 #endif

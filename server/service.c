@@ -355,7 +355,7 @@ void service_create_item(service *s, const req_item *r, const char *who, service
     if (c == NULL)
         return;
     const char *rid = r->has_request_id ? r->request_id : NULL;
-    int rc = store_item_create(c, r->name, r->stock, rid, &out->item);
+    int rc = store_item_create(c, r->name, r->stock, rid, 0, &out->item);
     if (rc == STORE_ERR_DUPLICATE)
         item_replay(r, out);
     else if (rc == STORE_ERR_IN_DOUBT && rid)

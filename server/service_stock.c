@@ -21,7 +21,7 @@ static int write_stock(struct stock_set *ss, store_conn *c, const store_fence *f
 {
     store_commit_check check = {service_commits_allowed, ss->s};
     if (ss->s->cfg.lock_mode != SERVICE_LOCK_DB)
-        return store_item_set_stock(c, ss->item, ss->stock, f, &check, &ss->out.item);
+        return store_item_set_stock(c, ss->item, ss->stock, -1, f, &check, &ss->out.item);
     int64_t was;
     int rc = store_tx_begin(c);
     if (rc == STORE_OK)

@@ -267,9 +267,9 @@ int store_ping(store_conn *c) { return c->be->ping(c); }
 int store_probe_write(store_conn *c) { return c->be->probe_write(c); }
 
 int store_item_create(store_conn *c, const char *name, int64_t stock, const char *request_id,
-                      store_item *out)
+                      int64_t per_buyer_limit, store_item *out)
 {
-    return c->be->item_create(c, name, stock, request_id, out);
+    return c->be->item_create(c, name, stock, request_id, per_buyer_limit, out);
 }
 
 int store_item_get(store_conn *c, int64_t id, store_item *out)
@@ -282,10 +282,11 @@ int store_item_list(store_conn *c, int64_t after, int limit, store_item_fn fn, v
     return c->be->item_list(c, after, limit, fn, arg);
 }
 
-int store_item_set_stock(store_conn *c, int64_t id, int64_t stock, const store_fence *f,
-                         const store_commit_check *check, store_item *out)
+int store_item_set_stock(store_conn *c, int64_t id, int64_t stock, int64_t per_buyer_limit,
+                         const store_fence *f, const store_commit_check *check,
+                         store_item *out)
 {
-    return c->be->item_set_stock(c, id, stock, f, check, out);
+    return c->be->item_set_stock(c, id, stock, per_buyer_limit, f, check, out);
 }
 
 int store_lines_of_item(store_conn *c, int64_t item_id, int64_t before, int limit,

@@ -37,6 +37,13 @@ enum store_code {
                                   * I/O error with ENOSPC or EDQUOT; PostgreSQL: SQLSTATE
                                   * 53100 disk_full): nothing written, reads still work,
                                   * and writes succeed again once space is freed */
+    STORE_ERR_BUYER_LIMIT = -12, /* a line would take its buyer past the item's
+                                  * per_buyer_limit; nothing written (the line is named
+                                  * by store_limit_item) */
+    STORE_ERR_BUYER_REQUIRED = -13, /* a line's item has a per_buyer_limit and no buyer
+                                     * was given; nothing written (store_limit_item) */
+    STORE_ERR_STATE = -14,       /* a reservation is not held (any more): its state, as
+                                  * met, in the reservation given back */
 };
 
 typedef struct store_config {
@@ -70,6 +77,11 @@ typedef struct store_item {
     int64_t line_count; /* number of lines for the item (one per order) */
     /* both kept on the item's row, in the transaction that writes each line:
      * reading them costs the same however long the ledger grows */
+    int64_t reserved;        /* units held by reservations in state held */
+    int64_t returned;        /* units given back by cancelled orders (the returns) */
+    int64_t per_buyer_limit; /* units one buyer may hold and buy, 0: no limit */
+    /* stock is what is available; stock + reserved + sold - returned equals
+     * the stock it was created with plus every change a stock set made */
 } store_item;
 
 /* Who wrote an order, and when. */
@@ -77,6 +89,10 @@ typedef struct store_order_info {
     int64_t order_id;
     int has_request_id;
     char request_id[RULE_REQUEST_ID_MAX + 1];
+    int has_buyer_id;
+    char buyer_id[RULE_BUYER_ID_MAX + 1];
+    int64_t reservation_id; /* the reservation it confirmed, 0 for none */
+    int cancelled;          /* its returns are written (store_tx_order_cancel) */
     char instance[RULE_INSTANCE_MAX + 1];
     char lock_mode[RULE_LOCK_MODE_MAX + 1];
     char created_at[32];
@@ -98,6 +114,8 @@ typedef struct store_order {
 /* An order to write: info's order_id and created_at are filled in by the store. */
 typedef struct store_new_order {
     const char *request_id;  /* NULL when the client sent none */
+    const char *buyer_id;    /* NULL when none: then a line on an item with a
+                              * per_buyer_limit is STORE_ERR_BUYER_REQUIRED */
     const char *instance, *lock_mode;
     const char *lock_token;  /* NULL without a lock */
     int nlines;
@@ -173,11 +191,12 @@ int store_probe_write(store_conn *c);
  * nothing; STORE_ERR_DUPLICATE when request_id was used already, nothing
  * written and *out the item that creation made, as it made it (its id and
  * name, the stock it was created with, nothing sold): the caller tells a
- * retry from another item by name and stock; or a failure. A server's
- * COMMIT in doubt (store_tx_commit) that can't be resolved is
+ * retry from another item by name and stock; or a failure. per_buyer_limit:
+ * the units one buyer may hold and buy (0: no limit). A server's COMMIT in
+ * doubt (store_tx_commit) that can't be resolved is
  * STORE_ERR_IN_DOUBT with out->id the id the item has if it was created. */
 int store_item_create(store_conn *c, const char *name, int64_t stock, const char *request_id,
-                      store_item *out);
+                      int64_t per_buyer_limit, store_item *out);
 int store_item_get(store_conn *c, int64_t id, store_item *out);
 
 /* Calls fn for up to limit items with an id above after (0: from the first),
@@ -189,9 +208,16 @@ int store_item_list(store_conn *c, int64_t after, int limit, store_item_fn fn, v
  * A fence (non-NULL) makes it a fenced write that also claims the row:
  * STORE_ERR_STALE when the row carries this or a newer token. out (may be
  * NULL) gets the item as the transaction wrote it, read inside it before
- * COMMIT: what committed is answered even if the session is lost after. */
-int store_item_set_stock(store_conn *c, int64_t id, int64_t stock, const store_fence *f,
-                         const store_commit_check *check, store_item *out);
+ * COMMIT: what committed is answered even if the session is lost after.
+ * per_buyer_limit: the item's new limit (0: none), or -1 to leave it. */
+int store_item_set_stock(store_conn *c, int64_t id, int64_t stock, int64_t per_buyer_limit,
+                         const store_fence *f, const store_commit_check *check,
+                         store_item *out);
+
+/* Sets an item's per_buyer_limit (0: none) in the transaction open on c
+ * (store_item_set_stock's, in a transaction the caller holds: --lock db). STORE_OK, STORE_ERR_NOT_FOUND, or a
+ * failure. */
+int store_tx_set_buyer_limit(store_conn *c, int64_t id, int64_t per_buyer_limit);
 
 /* Calls fn for up to limit of the item's lines of orders with an id below
  * before (0: from the newest), newest first, each with its order's info. */
@@ -220,6 +246,144 @@ int store_stock_claim(store_conn *c, int64_t item_id, const store_fence *f, int6
  * fenced write or a fenced stock set): what a lock holder refused by it must
  * raise its own above, when it may (dlock_fence_raise). (0, 0) before any. */
 store_fence store_stale_token(const store_conn *c);
+
+/* ---- reservations: units held for a buyer until expires_at ----
+ *
+ * A reservation takes every line's units from the item's stock into its
+ * reserved, at once, and has one fate: confirmed (an order is written for
+ * it: reserved becomes sold), cancelled or expired (the units go back to
+ * stock). Whether it lapsed is decided by the database's clock (the
+ * server's for PostgreSQL, the host's for SQLite), in the statement that
+ * changes its state: a confirm and the expiry (or a cancel) racing on two
+ * replicas cannot both win. */
+
+enum store_reservation_state {
+    STORE_RES_HELD,
+    STORE_RES_CONFIRMED,
+    STORE_RES_CANCELLED,
+    STORE_RES_EXPIRED,     /* given back by the sweep */
+};
+
+/* "held", "confirmed", "cancelled", "expired". */
+const char *store_reservation_state_name(enum store_reservation_state state);
+
+typedef struct store_reservation_line {
+    int64_t item_id, quantity;
+    int64_t available; /* the item's stock right after the reservation took it (in a
+                        * reservation as read: its stock now) */
+} store_reservation_line;
+
+typedef struct store_reservation {
+    int64_t id;
+    int has_request_id;
+    char request_id[RULE_REQUEST_ID_MAX + 1];
+    int has_buyer_id;
+    char buyer_id[RULE_BUYER_ID_MAX + 1];
+    enum store_reservation_state state; /* as stored: a held one may have lapsed */
+    int lapsed;             /* held, and expires_at is past by the database's clock */
+    int64_t expires_at_ms;  /* Unix time in ms, by the database's clock */
+    int64_t order_id;       /* confirmed: the order it became; else 0 */
+    char instance[RULE_INSTANCE_MAX + 1]; /* the replica that made it */
+    char created_at[32];
+    int nlines;
+    store_reservation_line lines[RULE_ORDER_LINES_MAX];
+} store_reservation;
+
+/* A reservation to make. */
+typedef struct store_new_reservation {
+    const char *request_id; /* NULL when the client sent none */
+    const char *buyer_id;   /* NULL when none (as an order's) */
+    const char *instance;
+    int64_t hold_ms;        /* expires_at = the database's now + hold_ms */
+    int nlines;
+    store_line lines[RULE_ORDER_LINES_MAX]; /* item_id, quantity, and the fence of
+                                             * the item's claim ((0, 0): unfenced) */
+} store_new_reservation;
+
+/* The item of the line a STORE_ERR_BUYER_LIMIT or STORE_ERR_BUYER_REQUIRED
+ * on c was about, with the item's limit and what the buyer had already. */
+typedef struct store_limit_info {
+    int64_t item_id, limit, had, asked;
+} store_limit_info;
+store_limit_info store_limit_item(const store_conn *c);
+
+/* Inside a write transaction: takes every line's quantity from its item's
+ * stock into reserved, and counts it against the buyer's limit, or nothing:
+ * STORE_OK with the reservation in *out (each line's available: the stock
+ * left); STORE_ERR_INSUFFICIENT (nothing written; *out's lines carry the
+ * stock there was as available, for every line, and short lines are those
+ * whose available < quantity); STORE_ERR_BUYER_LIMIT,
+ * STORE_ERR_BUYER_REQUIRED; STORE_ERR_DUPLICATE when request_id was used
+ * by another reservation (nothing written; *out is that one, as it is now);
+ * STORE_ERR_STALE when a fenced line's row carries another token; a
+ * failure. Fenced lines write their rows only while the row carries the
+ * line's fence (claimed first with store_stock_claim). */
+int store_tx_reserve(store_conn *c, const store_new_reservation *r, store_reservation *out);
+
+/* A reservation by id, its lines' available the items' stock now:
+ * STORE_OK or STORE_ERR_NOT_FOUND. Inside a transaction too. */
+int store_reservation_get(store_conn *c, int64_t id, store_reservation *out);
+
+/* Inside a write transaction: the held, unlapsed reservation id becomes the
+ * order o (o's lines: the reservation's, with the fences of their items'
+ * claims; o->buyer_id is ignored, the reservation's buyer already counted):
+ * the order and its lines written (each line's remaining the item's stock,
+ * which the confirm leaves), reserved moved to sold, the reservation
+ * confirmed and naming the order. STORE_OK with *res and *order;
+ * STORE_ERR_DUPLICATE when it was confirmed already (a replay: *res, and
+ * *order the order it became); STORE_ERR_STATE when it is cancelled,
+ * expired, or held but lapsed (res->state, res->lapsed say which: nothing
+ * written, the sweep gives its units back); STORE_ERR_NOT_FOUND;
+ * STORE_ERR_STALE; a failure. */
+int store_tx_reservation_confirm(store_conn *c, int64_t id, const store_new_order *o,
+                                 store_reservation *res, store_order *order);
+
+/* Inside a write transaction: the held, unlapsed reservation id is
+ * cancelled: its units back to stock, out of reserved and out of its
+ * buyer's count; f[i] the fence of line i's item's claim (NULL: unfenced).
+ * STORE_OK with *res (lines' available: the stock after); STORE_ERR_DUPLICATE
+ * when it was cancelled already (a replay, *res); STORE_ERR_STATE when
+ * confirmed, expired or lapsed; STORE_ERR_NOT_FOUND; STORE_ERR_STALE; a
+ * failure. */
+int store_tx_reservation_cancel(store_conn *c, int64_t id, const store_fence *f,
+                                store_reservation *res);
+
+/* Moves a held, unlapsed reservation's expires_at to the database's now +
+ * hold_ms, in a transaction of its own: STORE_OK with *out;
+ * STORE_ERR_STATE (not held, or lapsed: *out says); STORE_ERR_NOT_FOUND; a
+ * failure. */
+int store_reservation_extend(store_conn *c, int64_t id, int64_t hold_ms, store_reservation *out);
+
+/* The items of up to limit held reservations that have lapsed, the
+ * earliest expires_at first (no transaction held): up to items_max distinct
+ * item ids into items, *n of them; *due the lapsed reservations those
+ * items' locks would cover (at most limit). */
+int store_reservations_due(store_conn *c, int limit, int64_t *items, int items_max, int *n,
+                           int *due);
+
+/* Inside a write transaction: up to limit held reservations that have
+ * lapsed and whose every item is among items[0..n) (f[i]: the fence of
+ * items[i]'s claim, NULL: unfenced) are expired, the earliest first: their
+ * units back to stock, out of reserved and their buyers' counts. *expired
+ * how many; *lag_ms[0..*expired): how late each was (the database's now -
+ * expires_at) when given back. STORE_OK, STORE_ERR_STALE, a failure. */
+int store_tx_reservations_expire(store_conn *c, const int64_t *items, const store_fence *f,
+                                 int n, int limit, int *expired, int64_t *lag_ms);
+
+/* ---- returns: a cancelled order's units back ---- */
+
+/* Inside a write transaction: every line of order order_id gets a return
+ * (a new ledger entry naming the order, under request_id, NULL for none,
+ * written by instance under lock_token, NULL for none), its units back to
+ * stock and into the item's returned, out of the buyer's count; f[i] the
+ * fence of the claim of the order's line i's item (NULL: unfenced).
+ * STORE_OK with *out the order and each line's remaining the stock after
+ * its return; STORE_ERR_DUPLICATE when it was cancelled already (nothing
+ * written; *out the order, its lines' remaining the stock after that
+ * cancel's returns); STORE_ERR_NOT_FOUND; STORE_ERR_STALE; a failure. */
+int store_tx_order_cancel(store_conn *c, int64_t order_id, const char *request_id,
+                          const char *instance, const char *lock_token, const store_fence *f,
+                          store_order *out);
 
 /* ---- write transactions ----
  *

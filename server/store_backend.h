@@ -34,11 +34,12 @@ struct store_backend {
     int (*ping)(store_conn *c);
     int (*probe_write)(store_conn *c);
     int (*item_create)(store_conn *c, const char *name, int64_t stock, const char *request_id,
-                       store_item *out);
+                       int64_t per_buyer_limit, store_item *out);
     int (*item_get)(store_conn *c, int64_t id, store_item *out);
     int (*item_list)(store_conn *c, int64_t after, int limit, store_item_fn fn, void *arg);
-    int (*item_set_stock)(store_conn *c, int64_t id, int64_t stock, const store_fence *f,
-                          const store_commit_check *check, store_item *out);
+    int (*item_set_stock)(store_conn *c, int64_t id, int64_t stock, int64_t per_buyer_limit,
+                          const store_fence *f, const store_commit_check *check,
+                          store_item *out);
     int (*lines_of_item)(store_conn *c, int64_t item_id, int64_t before, int limit,
                          store_line_fn fn, void *arg);
     int (*order_by_request)(store_conn *c, const char *request_id, store_order *out);

@@ -161,7 +161,7 @@ static int pg_item_get(store_conn *conn, int64_t id, store_item *out)
  * as its creation made it, read in the same transaction, which then
  * writes nothing. */
 static int pg_item_create(store_conn *conn, const char *name, int64_t stock,
-                          const char *request_id, store_item *out)
+                          const char *request_id, int64_t per_buyer_limit, store_item *out)
 {
     pg_session *c = SESSION(conn);
     struct params p = {0};
@@ -272,7 +272,8 @@ static int pg_stock_claim(store_conn *conn, int64_t item_id, const store_fence *
     return update_item(conn, ST_STOCK_CLAIM, item_id, 0, f, stock);
 }
 
-static int pg_item_set_stock(store_conn *conn, int64_t id, int64_t stock, const store_fence *f,
+static int pg_item_set_stock(store_conn *conn, int64_t id, int64_t stock,
+                             int64_t per_buyer_limit, const store_fence *f,
                              const store_commit_check *check, store_item *out)
 {
     pg_session *c = SESSION(conn);

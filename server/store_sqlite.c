@@ -152,7 +152,7 @@ static int item_by_request(sqlite_conn *c, const char *request_id, store_item *o
  * looked for finds the item another replica's creation just committed, or
  * none that can appear before this one commits. */
 static int sq_item_create(store_conn *conn, const char *name, int64_t stock,
-                          const char *request_id, store_item *out)
+                          const char *request_id, int64_t per_buyer_limit, store_item *out)
 {
     sqlite_conn *c = CONN(conn);
     memset(out, 0, sizeof(*out));
@@ -336,7 +336,8 @@ static int sq_probe_write(store_conn *conn)
     return rc;
 }
 
-static int sq_item_set_stock(store_conn *conn, int64_t id, int64_t stock, const store_fence *f,
+static int sq_item_set_stock(store_conn *conn, int64_t id, int64_t stock,
+                             int64_t per_buyer_limit, const store_fence *f,
                              const store_commit_check *check, store_item *out)
 {
     sqlite_conn *c = CONN(conn);

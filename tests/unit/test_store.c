@@ -110,7 +110,7 @@ static int pg_group_end(void **state)
 static int64_t new_item(store_conn *c, int64_t stock)
 {
     store_item it;
-    assert_int_equal(store_item_create(c, "widget", stock, NULL, &it), STORE_OK);
+    assert_int_equal(store_item_create(c, "widget", stock, NULL, 0, &it), STORE_OK);
     return it.id;
 }
 
@@ -227,10 +227,10 @@ static void test_items_are_created_read_and_listed(void **state)
     assert_int_equal(it.stock, 5);
     assert_int_equal(it.sold, 0);
     assert_int_equal(store_item_get(c, b + 100, &it), STORE_ERR_NOT_FOUND);
-    assert_int_equal(store_item_set_stock(c, b, 9, NULL, NULL, NULL), STORE_OK);
+    assert_int_equal(store_item_set_stock(c, b, 9, -1, NULL, NULL, NULL), STORE_OK);
     assert_int_equal(store_item_get(c, b, &it), STORE_OK);
     assert_int_equal(it.stock, 9);
-    assert_int_equal(store_item_set_stock(c, b + 100, 9, NULL, NULL, NULL), STORE_ERR_NOT_FOUND);
+    assert_int_equal(store_item_set_stock(c, b + 100, 9, -1, NULL, NULL, NULL), STORE_ERR_NOT_FOUND);
     store_put(*state, c);
 }
 
@@ -284,22 +284,22 @@ static void test_an_items_request_id_creates_it_once(void **state)
 {
     store_conn *c = conn(state);
     store_item first, again, set, plain[2];
-    assert_int_equal(store_item_create(c, "keyed", 5, "item-once", &first), STORE_OK);
+    assert_int_equal(store_item_create(c, "keyed", 5, "item-once", 0, &first), STORE_OK);
     assert_string_equal(first.name, "keyed");
     assert_int_equal(first.stock, 5);
-    assert_int_equal(store_item_set_stock(c, first.id, 9, NULL, NULL, &set), STORE_OK);
+    assert_int_equal(store_item_set_stock(c, first.id, 9, -1, NULL, NULL, &set), STORE_OK);
     assert_int_equal(set.id, first.id);
     assert_int_equal(set.stock, 9);
-    assert_int_equal(store_item_create(c, "keyed", 5, "item-once", &again), STORE_ERR_DUPLICATE);
+    assert_int_equal(store_item_create(c, "keyed", 5, "item-once", 0, &again), STORE_ERR_DUPLICATE);
     assert_int_equal(again.id, first.id);
     assert_string_equal(again.name, "keyed");
     assert_int_equal(again.stock, 5);
-    assert_int_equal(store_item_create(c, "other", 7, "item-once", &again), STORE_ERR_DUPLICATE);
+    assert_int_equal(store_item_create(c, "other", 7, "item-once", 0, &again), STORE_ERR_DUPLICATE);
     assert_int_equal(again.id, first.id);
     assert_string_equal(again.name, "keyed");
     assert_int_equal(again.stock, 5);
     for (int i = 0; i < 2; i++)
-        assert_int_equal(store_item_create(c, "keyed", 5, NULL, &plain[i]), STORE_OK);
+        assert_int_equal(store_item_create(c, "keyed", 5, NULL, 0, &plain[i]), STORE_OK);
     assert_true(plain[0].id != first.id && plain[1].id != plain[0].id);
     assert_int_equal(store_item_get(c, first.id, &set), STORE_OK);
     assert_int_equal(set.stock, 9);
@@ -352,8 +352,8 @@ static void test_stale_holder_cannot_write_after_newer_holder_read(void **state)
     assert_int_equal(it.line_count, 1);
     /* an older token can't even claim the row any more */
     assert_int_equal(store_stock_claim(c, id, token(10, 0), &stock_a), STORE_ERR_STALE);
-    assert_int_equal(store_item_set_stock(c, id, 50, token(10, 5), NULL, NULL), STORE_ERR_STALE);
-    assert_int_equal(store_item_set_stock(c, id, 50, token(12, 0), NULL, NULL), STORE_OK);
+    assert_int_equal(store_item_set_stock(c, id, 50, -1, token(10, 5), NULL, NULL), STORE_ERR_STALE);
+    assert_int_equal(store_item_set_stock(c, id, 50, -1, token(12, 0), NULL, NULL), STORE_OK);
     assert_int_equal(store_stock_claim(c, id + 100, token(13, 0), &stock_a), STORE_ERR_NOT_FOUND);
     store_put(*state, c);
 }
@@ -395,7 +395,7 @@ static void test_a_refusal_carries_the_rows_token(void **state)
     assert_int_equal(store_stock_claim(c, id, token(ahead - 7, 0), &stock), STORE_ERR_STALE);
     assert_int_equal(store_stale_token(c).fence, ahead);
     assert_int_equal(store_stale_token(c).seq, 3);
-    assert_int_equal(store_item_set_stock(c, id, 50, token(ahead, 2), NULL, NULL),
+    assert_int_equal(store_item_set_stock(c, id, 50, -1, token(ahead, 2), NULL, NULL),
                      STORE_ERR_STALE);
     assert_int_equal(store_stale_token(c).fence, ahead);
     assert_int_equal(store_stale_token(c).seq, 3);
@@ -565,7 +565,7 @@ static void test_a_vetoed_commit_writes_nothing(void **state)
     int64_t left;
     assert_int_equal(deduct_write(c, &d, &o, &veto), STORE_ERR_VETOED);
     assert_int_equal(deduct_atomic(c, &d, &o, &left, &veto), STORE_ERR_VETOED);
-    assert_int_equal(store_item_set_stock(c, id, 1, NULL, &veto, NULL), STORE_ERR_VETOED);
+    assert_int_equal(store_item_set_stock(c, id, 1, -1, NULL, &veto, NULL), STORE_ERR_VETOED);
     assert_int_equal(asked, 3);
     store_item it;
     assert_int_equal(store_item_get(c, id, &it), STORE_OK);
@@ -933,7 +933,7 @@ struct item_racer {
 static void *item_race_run(void *arg)
 {
     struct item_racer *r = arg;
-    r->rc = store_item_create(r->c, "raced", 3, "item-raced", &r->it);
+    r->rc = store_item_create(r->c, "raced", 3, "item-raced", 0, &r->it);
     return NULL;
 }
 
@@ -983,11 +983,11 @@ static void *commit_run(void *arg)
 static int commit_open(struct committer *m) { return store_tx_commit(m->c, NULL); }
 static int create_item(struct committer *m)
 {
-    return store_item_create(m->c, "doubt", 7, NULL, &m->it);
+    return store_item_create(m->c, "doubt", 7, NULL, 0, &m->it);
 }
 static int set_stock(struct committer *m)
 {
-    return store_item_set_stock(m->c, m->id, 50, NULL, NULL, NULL);
+    return store_item_set_stock(m->c, m->id, 50, -1, NULL, NULL, NULL);
 }
 
 /* With a synchronous standby that does not exist, COMMIT commits locally,
