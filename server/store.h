@@ -370,6 +370,10 @@ int store_reservations_due(store_conn *c, int limit, int64_t *items, int items_m
 int store_tx_reservations_expire(store_conn *c, const int64_t *items, const store_fence *f,
                                  int n, int limit, int *expired, int64_t *lag_ms);
 
+/* How many reservations are held now (lapsed ones not yet given back
+ * included), for the metrics. */
+int store_reservations_held(store_conn *c, int64_t *n);
+
 /* ---- returns: a cancelled order's units back ---- */
 
 /* Inside a write transaction: every line of order order_id gets a return
