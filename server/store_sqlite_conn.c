@@ -291,10 +291,14 @@ sqlite_conn *sq_conn_open(const store_config *cfg, const store_backend *be, char
     }
     c->base.be = be;
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
-    char pragmas[160];
+    /* temp_store: a statement that may write several rows inside a
+     * transaction (a buyer's upsert, an INSERT ... SELECT) keeps a statement
+     * journal, a temporary file by default - opened, written and deleted
+     * each time: measured, a buyer's order cost three times one without */
+    char pragmas[192];
     snprintf(pragmas, sizeof(pragmas),
-             "PRAGMA journal_mode = WAL; PRAGMA synchronous = %s; PRAGMA foreign_keys = ON;",
-             cfg->sync_full ? "FULL" : "NORMAL");
+             "PRAGMA journal_mode = WAL; PRAGMA synchronous = %s; PRAGMA foreign_keys = ON; "
+             "PRAGMA temp_store = MEMORY;", cfg->sync_full ? "FULL" : "NORMAL");
     if (sqlite3_open_v2(cfg->db, &c->db, flags, NULL) != SQLITE_OK ||
         sqlite3_busy_timeout(c->db, cfg->busy_timeout_ms) != SQLITE_OK ||
         sqlite3_exec(c->db, pragmas, NULL, NULL, NULL) != SQLITE_OK) {
