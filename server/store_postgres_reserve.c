@@ -425,40 +425,53 @@ int pgr_reservations_due(store_conn *conn, int limit, int64_t *items, int items_
     return rc;
 }
 
-/* Expires reservation id if it is still held and lapsed (*done 1, *lag how
- * late), its units back to stock under items' fences. */
-static int expire_one(store_conn *conn, int64_t id, const int64_t *items, const store_fence *f,
-                      int n, int *done, int64_t *lag)
+/* items[0..n) and their fences as ST_RES_EXPIRE's arrays' text: ids,
+ * fences and seqs, NULL where unfenced. NULL when out of memory. */
+static char *arrays(const int64_t *items, const store_fence *f, int n, const char **ids,
+                    const char **fences, const char **seqs)
 {
-    pg_session *c = SESSION(conn);
-    char buyer[RULE_BUYER_ID_MAX + 1];
-    struct params p = {0};
-    PGresult *r;
-    p_int(&p, id);
-    int rc = pg_exec_row(c, ST_RES_EXPIRE, &p, &r);
-    int has_buyer = rc == STORE_OK && !PQgetisnull(r, 0, 1);
-    if (rc == STORE_OK) {
-        *lag = col_int(r, 0, 0);
-        col_text(buyer, sizeof(buyer), r, 0, 1);
+    size_t size = 3 + (size_t)n * 22;
+    char *buf = malloc(3 * size);
+    if (buf == NULL)
+        return NULL;
+    char *out[3] = {buf, buf + size, buf + 2 * size};
+    size_t used[3];
+    for (int a = 0; a < 3; a++)
+        used[a] = (size_t)snprintf(out[a], size, "{");
+    for (int i = 0; i < n; i++) {
+        const store_fence *fi = f ? fence_of(&f[i]) : NULL;
+        long long v[3] = {(long long)items[i], fi ? (long long)fi->fence : 0, fi ? fi->seq : 0};
+        for (int a = 0; a < 3; a++) {
+            const char *sep = i ? "," : "";
+            used[a] += (size_t)(a > 0 && fi == NULL
+                                    ? snprintf(out[a] + used[a], size - used[a], "%sNULL", sep)
+                                    : snprintf(out[a] + used[a], size - used[a], "%s%lld", sep,
+                                               v[a]));
+        }
     }
-    PQclear(r);
-    *done = rc == STORE_OK;
-    if (rc != STORE_OK)
-        return rc == STORE_ERR_NOT_FOUND ? STORE_OK : rc; /* no longer held: not ours */
-    store_reservation res = {.id = id};
-    rc = read_lines(c, &res);
-    for (int i = 0; rc == STORE_OK && i < res.nlines; i++) {
-        int k = index_of(items, n, res.lines[i].item_id);
-        int64_t stock;
-        rc = item_write_must(conn, ST_UNRESERVE, res.lines[i].item_id, res.lines[i].quantity,
-                             f && k >= 0 ? &f[k] : NULL, &stock);
-        if (rc == STORE_OK)
-            rc = pgo_uncount_buyer(c, has_buyer ? buyer : NULL, res.lines[i].item_id,
-                                   res.lines[i].quantity);
-    }
-    return rc;
+    for (int a = 0; a < 3; a++)
+        snprintf(out[a] + used[a], size - used[a], "}");
+    *ids = out[0], *fences = out[1], *seqs = out[2];
+    return buf;
 }
 
+/* A fence refused the pass (fewer items written than had units to give
+ * back): which item's row carries another token, for the caller's raise. */
+static int stale_item(store_conn *conn, const int64_t *items, const store_fence *f, int n)
+{
+    for (int i = 0; f && i < n; i++) {
+        int64_t stock;
+        int rc = fence_of(&f[i]) ? refusal(conn, items[i], &f[i], 0, &stock) : STORE_OK;
+        if (rc == STORE_ERR_STALE || (rc != STORE_OK && rc != STORE_ERR_INSUFFICIENT))
+            return rc;
+    }
+    snprintf(SESSION(conn)->err, sizeof(SESSION(conn)->err), "expire reservations: an item's "
+             "units could not be given back");
+    return STORE_ERR_IO;
+}
+
+/* One statement (ST_RES_EXPIRE) for the whole pass: a sweep that gives
+ * back a batch costs one round trip, not a few per reservation. */
 int pgr_tx_reservations_expire(store_conn *conn, const int64_t *items, const store_fence *f,
                                int n, int limit, int *expired, int64_t *lag_ms)
 {
@@ -468,35 +481,33 @@ int pgr_tx_reservations_expire(store_conn *conn, const int64_t *items, const sto
         return STORE_ERR_IO;
     if (limit <= 0 || n <= 0)
         return STORE_OK;
-    size_t size = 3 + (size_t)n * 21;
-    char *ids = malloc(size);
-    int64_t *picked = malloc((size_t)limit * sizeof(*picked));
-    if (ids == NULL || picked == NULL) {
-        free(ids), free(picked);
+    const char *ids, *fences, *seqs;
+    char *buf = arrays(items, f, n, &ids, &fences, &seqs);
+    if (buf == NULL) {
         snprintf(c->err, sizeof(c->err), "out of memory");
         return STORE_ERR_IO;
     }
-    size_t used = (size_t)snprintf(ids, size, "{");
-    for (int i = 0; i < n; i++)
-        used += (size_t)snprintf(ids + used, size - used, "%s%lld", i ? "," : "",
-                                 (long long)items[i]);
-    snprintf(ids + used, size - used, "}");
     struct params p = {0};
     PGresult *r;
     p_int(&p, limit);
     p_text(&p, ids);
-    int rc = pg_exec(c, ST_RES_PICK, &p, &r), npicked = 0;
-    for (int i = 0; rc == STORE_OK && i < PQntuples(r) && i < limit; i++)
-        picked[npicked++] = col_int(r, i, 0);
-    PQclear(r);
-    for (int i = 0; rc == STORE_OK && i < npicked; i++) {
-        int done = 0;
-        rc = expire_one(conn, picked[i], items, f, n, &done, &lag_ms[*expired]);
-        *expired += done && rc == STORE_OK;
+    p_text(&p, fences);
+    p_text(&p, seqs);
+    int rc = pg_exec_row(c, ST_RES_EXPIRE, &p, &r);
+    free(buf);
+    if (rc != STORE_OK)
+        return rc == STORE_ERR_NOT_FOUND ? STORE_ERR_IO : rc;
+    int64_t want = col_int(r, 0, 0), got = col_int(r, 0, 1);
+    for (const char *lag = PQgetvalue(r, 0, 3); *lag && *expired < limit;) {
+        char *end;
+        lag += strspn(lag, "{,}");
+        if (*lag == '\0')
+            break;
+        lag_ms[(*expired)++] = strtoll(lag, &end, 10);
+        lag = end;
     }
-    free(ids);
-    free(picked);
-    return rc;
+    PQclear(r);
+    return got == want ? STORE_OK : stale_item(conn, items, f, n);
 }
 
 int pgr_reservations_held(store_conn *conn, int64_t *n)

@@ -154,18 +154,37 @@ const struct pg_stmt pg_stmts[ST_COUNT] = {
         "WHERE state = 'held' AND expires_at_ms <= " NOW_MS " ORDER BY expires_at_ms, id "
         "LIMIT $1) r JOIN reservation_lines l ON l.reservation_id = r.id "
         "ORDER BY r.expires_at_ms, r.id, l.id", "i"},
-    /* lapsed ones whose every item is among $2; those another transaction
-     * holds (a confirm, a cancel, another sweep) are skipped, not waited for */
-    [ST_RES_PICK] = {"pick lapsed reservations",
-        "SELECT r.id FROM reservations r WHERE r.state = 'held' AND r.expires_at_ms <= " NOW_MS
-        " AND NOT EXISTS (SELECT 1 FROM reservation_lines l WHERE l.reservation_id = r.id "
-        "AND l.item_id <> ALL (" IDS(2) ")) ORDER BY r.expires_at_ms, r.id LIMIT $1 "
-        "FOR UPDATE OF r SKIP LOCKED", "it"},
-    /* the sweep's decision: held and lapsed, now; how late, and whose */
-    [ST_RES_EXPIRE] = {"expire reservation",
-        "UPDATE reservations SET state = 'expired', ended_at = now() WHERE id = $1 AND "
-        "state = 'held' AND expires_at_ms <= " NOW_MS
-        " RETURNING " NOW_MS " - expires_at_ms, buyer_id", "i"},
+    /* the sweep's pass, in one round trip however many it gives back: up
+     * to $1 lapsed ones whose every item is among $2 (those another
+     * transaction holds - a confirm, a cancel, another sweep - skipped, not
+     * waited for), expired by the condition re-checked on each row, their
+     * units back to stock (fenced: each item's row only while it carries
+     * the claim's ($3, $4), NULL unfenced) and out of their buyers' counts.
+     * Answers the items that had units to give back and those written
+     * (fewer: a fence refused, and the caller rolls back), and how late
+     * each was */
+    [ST_RES_EXPIRE] = {"expire reservations",
+        "WITH pick AS (SELECT r.id FROM reservations r WHERE r.state = 'held' AND "
+        "r.expires_at_ms <= " NOW_MS " AND NOT EXISTS (SELECT 1 FROM reservation_lines l "
+        "WHERE l.reservation_id = r.id AND l.item_id <> ALL (" IDS(2) ")) "
+        "ORDER BY r.expires_at_ms, r.id LIMIT $1 FOR UPDATE OF r SKIP LOCKED), "
+        "gone AS (UPDATE reservations r SET state = 'expired', ended_at = now() FROM pick "
+        "WHERE r.id = pick.id AND r.state = 'held' AND r.expires_at_ms <= " NOW_MS
+        " RETURNING r.id, r.buyer_id, " NOW_MS " - r.expires_at_ms AS lag), "
+        "lines AS (SELECT l.item_id, sum(l.quantity) AS q FROM gone g JOIN reservation_lines l "
+        "ON l.reservation_id = g.id GROUP BY l.item_id), "
+        "f AS (SELECT * FROM unnest(" IDS(2) ", " IDS(3) ", " IDS(4) ") AS f(item_id, fence, "
+        "seq)), "
+        "back AS (UPDATE items i SET stock = i.stock + lines.q, reserved = i.reserved - lines.q, "
+        "updated_at = now() FROM lines JOIN f USING (item_id) WHERE i.id = lines.item_id AND "
+        "(f.fence IS NULL OR (i.fence = f.fence AND i.fence_seq = f.seq)) RETURNING i.id), "
+        "uncount AS (UPDATE buyer_units b SET units = GREATEST(b.units - v.q, 0) FROM "
+        "(SELECT l.item_id, g.buyer_id, sum(l.quantity) AS q FROM gone g JOIN "
+        "reservation_lines l ON l.reservation_id = g.id WHERE g.buyer_id IS NOT NULL "
+        "GROUP BY 1, 2) v WHERE b.item_id = v.item_id AND b.buyer_id = v.buyer_id RETURNING 1) "
+        "SELECT (SELECT count(*) FROM lines), (SELECT count(*) FROM back), "
+        "(SELECT count(*) FROM uncount), COALESCE((SELECT array_agg(lag) FROM gone), '{}')",
+        "ittt"},
     [ST_HELD_COUNT] = {"count held reservations",
         "SELECT count(*) FROM reservations WHERE state = 'held'", ""},
     /* cancels of one order, one at a time: the next reads what the last wrote */

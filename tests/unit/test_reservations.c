@@ -501,6 +501,37 @@ static void test_the_sweep_takes_only_the_lapsed_of_the_items_given(void **state
     store_put(*state, c);
 }
 
+/* The sweep's writes are fenced too: under a token the row no longer
+ * carries, nothing is given back (the caller rolls back) and the row's
+ * token is told; under the row's own, the units come back. */
+static void test_a_fenced_sweep_refused_by_a_newer_claim_gives_nothing_back(void **state)
+{
+    store_conn *c = conn(state);
+    int64_t a = new_item(c, 5, 5), stock, lags[4];
+    reserve_one(c, a, 2, "liz", 20);
+    reserve_one(c, a, 1, "max", 20);
+    store_fence f7 = {7, 0}, f6 = {6, 0};
+    assert_int_equal(store_tx_begin(c), STORE_OK);
+    assert_int_equal(store_stock_claim(c, a, &f7, &stock), STORE_OK);
+    assert_int_equal(store_tx_commit(c, NULL), STORE_OK);
+    sleep_ms(60);
+    int expired;
+    assert_int_equal(store_tx_begin(c), STORE_OK);
+    assert_int_equal(store_tx_reservations_expire(c, &a, &f6, 1, 4, &expired, lags),
+                     STORE_ERR_STALE);
+    assert_int_equal(store_stale_token(c).fence, 7);
+    store_tx_abort(c);
+    assert_item(c, a, 2, 3, 0, 0, 5);
+    assert_int_equal(store_tx_begin(c), STORE_OK);
+    assert_int_equal(store_tx_reservations_expire(c, &a, &f7, 1, 4, &expired, lags), STORE_OK);
+    assert_int_equal(store_tx_commit(c, NULL), STORE_OK);
+    assert_int_equal(expired, 2);
+    assert_true(lags[0] >= 20 && lags[1] >= 20);
+    assert_item(c, a, 5, 0, 0, 0, 5);
+    reserve_one(c, a, 5, "liz", HOLD_LONG); /* liz's 2 left her count */
+    store_put(*state, c);
+}
+
 static void test_an_extend_moves_the_expiry_while_held(void **state)
 {
     store_conn *c = conn(state);
@@ -921,6 +952,7 @@ int main(void)
     T(test_a_cancel_gives_the_units_back_once),                                \
     T(test_a_lapsed_reservation_is_refused_then_swept_once),                   \
     T(test_the_sweep_takes_only_the_lapsed_of_the_items_given),                \
+    T(test_a_fenced_sweep_refused_by_a_newer_claim_gives_nothing_back),       \
     T(test_an_extend_moves_the_expiry_while_held),                             \
     T(test_a_confirm_racing_the_expiry_has_one_winner),                        \
     T(test_an_order_is_cancelled_once_with_its_returns),                       \
