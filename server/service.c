@@ -26,6 +26,8 @@ void service_config_defaults(service_config *c)
     c->batch = 1;
     c->fencing = 1;
     c->max_work_ms = 60000;
+    c->hold_ms = 600000;      /* ten minutes to pay */
+    c->max_hold_ms = 3600000; /* an hour */
 }
 
 /* --workers 0: the number of cores + 6, so that threads stay within
@@ -355,7 +357,7 @@ void service_create_item(service *s, const req_item *r, const char *who, service
     if (c == NULL)
         return;
     const char *rid = r->has_request_id ? r->request_id : NULL;
-    int rc = store_item_create(c, r->name, r->stock, rid, 0, &out->item);
+    int rc = store_item_create(c, r->name, r->stock, rid, r->per_buyer_limit, &out->item);
     if (rc == STORE_ERR_DUPLICATE)
         item_replay(r, out);
     else if (rc == STORE_ERR_IN_DOUBT && rid)
@@ -377,7 +379,7 @@ void service_create_item(service *s, const req_item *r, const char *who, service
                LOG_STR("tokenName", who[0] ? who : NULL));
 }
 
-void service_set_stock(service *s, int64_t item_id, int64_t stock, const char *who,
+void service_set_stock(service *s, int64_t item_id, const req_item *r, const char *who,
                        service_done *done, void *arg)
 {
     struct stock_set *ss = malloc(sizeof(*ss));
@@ -388,10 +390,11 @@ void service_set_stock(service *s, int64_t item_id, int64_t stock, const char *w
         done(&oom, arg);
         return;
     }
-    *ss = (struct stock_set){.s = s, .item = item_id, .stock = stock, .done = done,
-                             .arg = arg, .t0_us = service_now_us()};
+    memset(ss, 0, sizeof(*ss));
+    ss->w.s = s;
+    ss->item = item_id, ss->r = *r, ss->done = done, ss->arg = arg;
     snprintf(ss->who, sizeof(ss->who), "%s", who);
-    service_result_clear(&ss->out);
+    service_result_clear(&ss->w.out);
     service_stock_set(ss);
 }
 
