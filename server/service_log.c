@@ -121,15 +121,19 @@ void service_log_order(const service *s, const req_order *r, const service_resul
               lf.f, lf.nf);
 }
 
-void service_log_stock_set(const service *s, int64_t item_id, int64_t stock, const char *who,
-                           const service_result *out, const store_fence *held, int64_t t0_us)
+void service_log_stock_set(const service *s, int64_t item_id, int64_t stock, int64_t limit,
+                           const char *who, const service_result *out, const store_fence *held,
+                           int64_t t0_us)
 {
     enum log_level level = level_of(out->outcome);
     if (!log_enabled(level))
         return;
     struct lock_fields lf;
     lf.items[0] = item_id, lf.nf = 0;
-    lf.f[lf.nf++] = LOG_INT("stock", stock);
+    if (stock >= 0)
+        lf.f[lf.nf++] = LOG_INT("stock", stock);
+    if (limit >= 0) /* 0: cleared */
+        lf.f[lf.nf++] = LOG_INT("perBuyerLimit", limit);
     lf.f[lf.nf++] = LOG_STR("outcome", service_outcome_name(out->outcome));
     lf.f[lf.nf++] = LOG_MS("ms", ms_since(t0_us));
     lf.f[lf.nf++] = LOG_STR("instance", s->cfg.instance_id);

@@ -366,10 +366,12 @@ void service_note_space(service *s, enum service_outcome o, int wrote);
 void service_log_order(const service *s, const req_order *r, const service_result *out,
                        const store_fence *held, int64_t t0_us);
 
-/* One line for a stock set by PUT /items/{id}, with its lock's token *held
+/* One line for a stock set by PUT /items/{id} (stock -1: not set; limit
+ * the per-buyer limit set, 0 cleared, -1 left), with its lock's token *held
  * and who set it (the token's name; "" for none). */
-void service_log_stock_set(const service *s, int64_t item_id, int64_t stock, const char *who,
-                           const service_result *out, const store_fence *held, int64_t t0_us);
+void service_log_stock_set(const service *s, int64_t item_id, int64_t stock, int64_t limit,
+                           const char *who, const service_result *out, const store_fence *held,
+                           int64_t t0_us);
 
 /* One line for a write under its items' locks w (a reservation's, an
  * order's cancel): event (its message), the id it is about as id_name

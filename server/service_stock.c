@@ -51,8 +51,8 @@ static void stock_end(struct locked *w)
     struct stock_set *ss = stock_set_of(w);
     service *s = w->s;
     service_note_space(s, w->out.outcome, 1);
-    service_log_stock_set(s, ss->item, ss->r.has_stock ? ss->r.stock : -1, ss->who, &w->out,
-                          &w->held[0], w->t0_us);
+    service_log_stock_set(s, ss->item, ss->r.has_stock ? ss->r.stock : -1, ss->r.per_buyer_limit,
+                          ss->who, &w->out, &w->held[0], w->t0_us);
     ss->done(&w->out, ss->arg);
     free(ss);
 }
