@@ -244,6 +244,23 @@ void service_order_alone(struct order *o);
  * blocks. */
 void service_stock_set(struct stock_set *ss);
 
+/* ---- service_reserve.c: reservations and an order's cancel ---- */
+
+enum service_res_kind {
+    SERVICE_RES_MAKE,         /* POST /reservations: r */
+    SERVICE_RES_CONFIRM,      /* reservation id */
+    SERVICE_RES_CANCEL,       /* reservation id */
+    SERVICE_RES_ORDER_CANCEL, /* order id, cancel */
+};
+
+/* Makes, confirms or cancels a reservation, or cancels an order (r,
+ * cancel: copied, NULL when not of its kind), in one transaction under
+ * its items' locks; done once, as an order's (out of memory: at once).
+ * Never blocks. */
+void service_reserve_write(service *s, enum service_res_kind kind, int64_t id,
+                           const req_reservation *r, const req_cancel *cancel, const char *who,
+                           service_done *done, void *arg);
+
 /* ---- service_locked.c: a transaction under the locks of its items ---- */
 
 /* Runs w (its s, ops and out set, out cleared): prepare on a service

@@ -10,21 +10,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/log.h"
 #include "server/service_parts.h"
-
-enum res_kind { RES_MAKE, RES_CONFIRM, RES_CANCEL, RES_ORDER_CANCEL };
 
 /* One reservation write or order cancel, from its door to its answer: one
  * allocation. */
 struct res_write {
     struct locked w;            /* first: the write under the items' locks */
-    enum res_kind kind;
-    int64_t id;                 /* the reservation's or the order's (not RES_MAKE) */
-    req_reservation r;          /* RES_MAKE */
-    req_cancel cancel;          /* RES_ORDER_CANCEL */
-    store_reservation read;     /* RES_CONFIRM, RES_CANCEL: as read before the locks */
-    store_order read_order;     /* RES_ORDER_CANCEL: as read before the locks */
+    enum service_res_kind kind;
+    int64_t id;                 /* the reservation's or the order's (not SERVICE_RES_MAKE) */
+    req_reservation r;          /* SERVICE_RES_MAKE */
+    req_cancel cancel;          /* SERVICE_RES_ORDER_CANCEL */
+    store_reservation read;     /* SERVICE_RES_CONFIRM, SERVICE_RES_CANCEL: as read before the locks */
+    store_order read_order;     /* SERVICE_RES_ORDER_CANCEL: as read before the locks */
     char who[RULE_TOKEN_NAME_MAX + 1];
     service_done *done;
     void *arg;
@@ -46,7 +43,7 @@ static void res_prepare(struct locked *w, store_conn *c)
     service_result *out = &w->out;
     int rc = STORE_OK;
     switch (rw->kind) {
-    case RES_MAKE: /* items that don't exist: answered before their locks touch Redis */
+    case SERVICE_RES_MAKE: /* items that don't exist: answered before their locks touch Redis */
         for (int i = 0; rc == STORE_OK && i < rw->r.order.nlines; i++) {
             int64_t item = rw->r.order.lines[i].item_id, stock;
             rc = store_stock_read(c, item, &stock);
@@ -57,8 +54,8 @@ static void res_prepare(struct locked *w, store_conn *c)
                 service_locked_add(w, item);
         }
         break;
-    case RES_CONFIRM:
-    case RES_CANCEL:
+    case SERVICE_RES_CONFIRM:
+    case SERVICE_RES_CANCEL:
         rc = store_reservation_get(c, rw->id, &rw->read);
         for (int i = 0; rc == STORE_OK && i < rw->read.nlines; i++)
             service_locked_add(w, rw->read.lines[i].item_id);
@@ -66,7 +63,7 @@ static void res_prepare(struct locked *w, store_conn *c)
             service_fail(out, SERVICE_RESERVATION_NOT_FOUND, "no reservation with id %lld",
                          (long long)rw->id);
         break;
-    case RES_ORDER_CANCEL:
+    case SERVICE_RES_ORDER_CANCEL:
         rc = store_order_get(c, rw->id, &rw->read_order);
         for (int i = 0; rc == STORE_OK && i < rw->read_order.nlines; i++)
             service_locked_add(w, rw->read_order.lines[i].item_id);
@@ -116,13 +113,13 @@ static int res_write(struct locked *w, store_conn *c)
     store_fence f[RULE_ORDER_LINES_MAX];
     int fenced = 0;
     switch (rw->kind) {
-    case RES_MAKE: return make_write(rw, c);
-    case RES_CONFIRM: return confirm_write(rw, c);
-    case RES_CANCEL:
+    case SERVICE_RES_MAKE: return make_write(rw, c);
+    case SERVICE_RES_CONFIRM: return confirm_write(rw, c);
+    case SERVICE_RES_CANCEL:
         for (int i = 0; i < rw->read.nlines; i++)
             fenced |= (f[i] = fence_or_none(w, rw->read.lines[i].item_id)).fence != 0;
         return store_tx_reservation_cancel(c, rw->id, fenced ? f : NULL, &w->out.reservation);
-    case RES_ORDER_CANCEL:
+    case SERVICE_RES_ORDER_CANCEL:
         for (int i = 0; i < rw->read_order.nlines; i++)
             fenced |= (f[i] = fence_or_none(w, rw->read_order.lines[i].item_id)).fence != 0;
         return store_tx_order_cancel(c, rw->id,
@@ -172,7 +169,7 @@ static void res_result(struct locked *w, int rc, store_conn *c)
     if (rc == STORE_OK) {
         out->outcome = SERVICE_OK;
         out->hold_ms = rw->r.hold_ms ? rw->r.hold_ms : w->s->cfg.hold_ms;
-    } else if (rc == STORE_ERR_DUPLICATE && rw->kind == RES_MAKE) {
+    } else if (rc == STORE_ERR_DUPLICATE && rw->kind == SERVICE_RES_MAKE) {
         if (same_lines(&out->reservation, &rw->r.order))
             out->outcome = SERVICE_REPLAYED;
         else
@@ -181,14 +178,14 @@ static void res_result(struct locked *w, int rc, store_conn *c)
                          (long long)out->reservation.id);
     } else if (rc == STORE_ERR_DUPLICATE) { /* confirmed, cancelled already: a repeat */
         out->outcome = SERVICE_REPLAYED;
-    } else if (rc == STORE_ERR_INSUFFICIENT && rw->kind == RES_MAKE) {
+    } else if (rc == STORE_ERR_INSUFFICIENT && rw->kind == SERVICE_RES_MAKE) {
         make_short(out, &rw->r.order);
     } else if (rc == STORE_ERR_STATE) {
         service_from_state(out, &out->reservation);
-    } else if (rc == STORE_ERR_NOT_FOUND && rw->kind != RES_MAKE) {
-        service_fail(out, rw->kind == RES_ORDER_CANCEL ? SERVICE_ORDER_NOT_FOUND
+    } else if (rc == STORE_ERR_NOT_FOUND && rw->kind != SERVICE_RES_MAKE) {
+        service_fail(out, rw->kind == SERVICE_RES_ORDER_CANCEL ? SERVICE_ORDER_NOT_FOUND
                                                        : SERVICE_RESERVATION_NOT_FOUND,
-                     "no %s with id %lld", rw->kind == RES_ORDER_CANCEL ? "order" : "reservation",
+                     "no %s with id %lld", rw->kind == SERVICE_RES_ORDER_CANCEL ? "order" : "reservation",
                      (long long)rw->id);
     } else {
         service_from_store(out, rc, c);
@@ -197,17 +194,17 @@ static void res_result(struct locked *w, int rc, store_conn *c)
 
 /* What each kind is called in the log, by how it went: done, replayed, not. */
 static const char *const events[][3] = {
-    [RES_MAKE] = {"reservation held", "reservation replayed", "reservation not held"},
-    [RES_CONFIRM] = {"reservation confirmed", "reservation confirm replayed",
+    [SERVICE_RES_MAKE] = {"reservation held", "reservation replayed", "reservation not held"},
+    [SERVICE_RES_CONFIRM] = {"reservation confirmed", "reservation confirm replayed",
                      "reservation not confirmed"},
-    [RES_CANCEL] = {"reservation cancelled", "reservation cancel replayed",
+    [SERVICE_RES_CANCEL] = {"reservation cancelled", "reservation cancel replayed",
                     "reservation not cancelled"},
-    [RES_ORDER_CANCEL] = {"order cancelled", "order cancel replayed", "order not cancelled"},
+    [SERVICE_RES_ORDER_CANCEL] = {"order cancelled", "order cancel replayed", "order not cancelled"},
 };
 
 static const enum metrics_reservation counted[] = {
-    [RES_MAKE] = METRICS_RES_HELD, [RES_CONFIRM] = METRICS_RES_CONFIRMED,
-    [RES_CANCEL] = METRICS_RES_CANCELLED};
+    [SERVICE_RES_MAKE] = METRICS_RES_HELD, [SERVICE_RES_CONFIRM] = METRICS_RES_CONFIRMED,
+    [SERVICE_RES_CANCEL] = METRICS_RES_CANCELLED};
 
 static void res_end(struct locked *w)
 {
@@ -216,20 +213,20 @@ static void res_end(struct locked *w)
     const service_result *out = &w->out;
     enum service_outcome o = out->outcome;
     service_note_space(s, o, 1);
-    if (o == SERVICE_OK && rw->kind == RES_ORDER_CANCEL)
+    if (o == SERVICE_OK && rw->kind == SERVICE_RES_ORDER_CANCEL)
         metrics_order_cancelled(s->metrics);
     else if (o == SERVICE_OK)
         metrics_reservation(s->metrics, counted[rw->kind]);
     if (o == SERVICE_BUYER_LIMIT)
         metrics_buyer_limit_refusal(s->metrics);
     int how = o == SERVICE_OK ? 0 : o == SERVICE_REPLAYED ? 1 : 2;
-    const char *rid = rw->kind == RES_MAKE && rw->r.order.has_request_id ? rw->r.order.request_id
-                      : rw->kind == RES_ORDER_CANCEL && rw->cancel.has_request_id
+    const char *rid = rw->kind == SERVICE_RES_MAKE && rw->r.order.has_request_id ? rw->r.order.request_id
+                      : rw->kind == SERVICE_RES_ORDER_CANCEL && rw->cancel.has_request_id
                           ? rw->cancel.request_id
                           : NULL;
-    int64_t id = rw->kind != RES_MAKE ? rw->id : how < 2 ? out->reservation.id : 0;
+    int64_t id = rw->kind != SERVICE_RES_MAKE ? rw->id : how < 2 ? out->reservation.id : 0;
     service_log_locked(s, events[rw->kind][how],
-                       rw->kind == RES_ORDER_CANCEL ? "orderId" : "reservationId", id, rid,
+                       rw->kind == SERVICE_RES_ORDER_CANCEL ? "orderId" : "reservationId", id, rid,
                        rw->who, out, w);
     rw->done(out, rw->arg);
     free(rw);
@@ -237,104 +234,28 @@ static void res_end(struct locked *w)
 
 static const struct locked_ops res_ops = {res_prepare, res_write, res_result, res_end};
 
-/* ---- the doors ---- */
+/* ---- the door ---- */
 
-/* A write of kind for id, its one allocation; NULL when out of memory
- * (then done was answered). */
-static struct res_write *res_new(service *s, enum res_kind kind, int64_t id, const char *who,
-                                 service_done *done, void *arg)
+void service_reserve_write(service *s, enum service_res_kind kind, int64_t id,
+                           const req_reservation *r, const req_cancel *cancel, const char *who,
+                           service_done *done, void *arg)
 {
     struct res_write *rw = malloc(sizeof(*rw));
-    if (rw == NULL) {
+    if (rw == NULL) { /* its one allocation: refused here, once */
         service_result oom;
         service_result_clear(&oom);
         service_fail(&oom, SERVICE_NO_MEMORY, "out of memory; nothing done");
         done(&oom, arg);
-        return NULL;
+        return;
     }
     memset(rw, 0, sizeof(*rw));
     rw->w.s = s, rw->w.ops = &res_ops;
     rw->kind = kind, rw->id = id, rw->done = done, rw->arg = arg;
+    if (r)
+        rw->r = *r;
+    if (cancel)
+        rw->cancel = *cancel;
     snprintf(rw->who, sizeof(rw->who), "%s", who);
     service_result_clear(&rw->w.out);
-    return rw;
-}
-
-void service_reserve(service *s, const req_reservation *r, const char *who, service_done *done,
-                     void *arg)
-{
-    struct res_write *rw = res_new(s, RES_MAKE, 0, who, done, arg);
-    if (rw) {
-        rw->r = *r;
-        service_locked_start(&rw->w);
-    }
-}
-
-void service_reservation_confirm(service *s, int64_t id, const char *who, service_done *done,
-                                 void *arg)
-{
-    struct res_write *rw = res_new(s, RES_CONFIRM, id, who, done, arg);
-    if (rw)
-        service_locked_start(&rw->w);
-}
-
-void service_reservation_cancel(service *s, int64_t id, const char *who, service_done *done,
-                                void *arg)
-{
-    struct res_write *rw = res_new(s, RES_CANCEL, id, who, done, arg);
-    if (rw)
-        service_locked_start(&rw->w);
-}
-
-void service_order_cancel(service *s, int64_t id, const req_cancel *r, const char *who,
-                          service_done *done, void *arg)
-{
-    struct res_write *rw = res_new(s, RES_ORDER_CANCEL, id, who, done, arg);
-    if (rw) {
-        rw->cancel = *r;
-        service_locked_start(&rw->w);
-    }
-}
-
-int64_t service_max_hold_ms(const service *s) { return s->cfg.max_hold_ms; }
-
-/* ---- no item's lock: no stock changes ---- */
-
-void service_reservation_extend(service *s, int64_t id, int64_t hold_ms, const char *who,
-                                service_result *out)
-{
-    store_conn *c = service_conn_get(s, out);
-    if (c == NULL)
-        return;
-    int rc = store_reservation_extend(c, id, hold_ms, &out->reservation);
-    out->hold_ms = hold_ms;
-    if (rc == STORE_ERR_NOT_FOUND)
-        service_fail(out, SERVICE_RESERVATION_NOT_FOUND, "no reservation with id %lld",
-                     (long long)id);
-    else if (rc == STORE_ERR_STATE)
-        service_from_state(out, &out->reservation);
-    else
-        service_from_store(out, rc, c);
-    store_put(s->store, c);
-    service_note_space(s, out->outcome, 1);
-    log_kv(LOG_INFO,
-           out->outcome == SERVICE_OK ? "reservation extended" : "reservation not extended",
-           LOG_INT("reservationId", id), LOG_INT("holdMs", hold_ms),
-           LOG_STR("outcome", service_outcome_name(out->outcome)),
-           LOG_STR("instance", s->cfg.instance_id), LOG_STR("tokenName", who[0] ? who : NULL));
-}
-
-void service_get_reservation(service *s, int64_t id, service_result *out)
-{
-    store_conn *c = service_conn_get(s, out);
-    if (c == NULL)
-        return;
-    int rc = store_reservation_get(c, id, &out->reservation);
-    if (rc == STORE_ERR_NOT_FOUND)
-        service_fail(out, SERVICE_RESERVATION_NOT_FOUND, "no reservation with id %lld",
-                     (long long)id);
-    else
-        service_from_store(out, rc, c);
-    store_put(s->store, c);
-    service_note_space(s, out->outcome, 0);
+    service_locked_start(&rw->w);
 }
