@@ -1,4 +1,4 @@
-/* test_reservations.c - reservations, an order's cancel and per-buyer
+/* test_reservation_routes.c - reservations, an order's cancel and per-buyer
  * limits against real stockd replicas sharing one SQLite file and one real
  * redis-server: every endpoint and each of its error statuses; a confirm
  * racing a cancel on two replicas (exactly one wins, the other is told the
