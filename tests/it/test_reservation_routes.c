@@ -542,6 +542,55 @@ static void test_an_order_cancel_answers_its_lines_and_replays(void **state)
     check_totals(id, 20);
 }
 
+/* While another owner holds an item's lock, a reservation of it, a
+ * reservation's cancel and an order's cancel on another replica wait for it
+ * (none touches the stock: an order's read-work-write there would
+ * overwrite it), and each is served once it is released. */
+static void test_writes_of_reservations_and_returns_wait_for_the_items_lock(void **state)
+{
+    (void)state;
+    long long id = new_item(50, 0);
+    long long order = place_order(id, 5, NULL, 201, NULL);
+    json_t *j = reserve(&a, id, 4, 60000, NULL, NULL, 201);
+    long long held = th_jint(j, "reservationId");
+    json_decref(j);
+    assert_int_equal(th_wait_item_unlocked(&redis, id, 10000 * TH_SLOWER), 0);
+    assert_int_equal(th_hold_item_lock(&redis, id), 0);
+    struct racer r[3] = {{.s = &b, .method = "POST", .path = "/reservations"},
+                         {.s = &c, .method = "POST"}, {.s = &b, .method = "POST"}};
+    one_line(r[0].body, sizeof(r[0].body), id, 3, 60000, NULL, NULL);
+    snprintf(r[1].path, sizeof(r[1].path), "/orders/%lld/cancel", order);
+    snprintf(r[2].path, sizeof(r[2].path), "/reservations/%lld/cancel", held);
+    pthread_t t[3];
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, 1);
+    for (int i = 0; i < 3; i++) {
+        r[i].go = &go;
+        pthread_create(&t[i], NULL, race, &r[i]);
+    }
+    th_wait_inflight(&b, 2);
+    th_wait_inflight(&c, 1);
+    th_sleep_ms(300); /* time to write, had they not waited */
+    json_t *it = item(id);
+    assert_int_equal(th_jint(it, "available"), 41);
+    assert_int_equal(th_jint(it, "reserved"), 4);
+    assert_int_equal(th_jint(it, "returned"), 0);
+    json_decref(it);
+    assert_int_equal(th_release_item_lock(&redis, id), 0);
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&go);
+    assert_int_equal(r[0].status, 201);
+    assert_int_equal(r[1].status, 200);
+    assert_int_equal(r[2].status, 200);
+    it = item(id);
+    assert_int_equal(th_jint(it, "available"), 47);
+    assert_int_equal(th_jint(it, "reserved"), 3);
+    assert_int_equal(th_jint(it, "returned"), 5);
+    json_decref(it);
+    check_totals(id, 50);
+}
+
 /* ---- per-buyer limits ---- */
 
 static void test_a_buyer_limit_counts_reservations_and_orders(void **state)
@@ -855,6 +904,7 @@ int main(void)
         cmocka_unit_test(test_a_confirm_racing_a_cancel_on_two_replicas_lets_one_win),
         cmocka_unit_test(test_an_order_cancel_racing_itself_on_three_replicas_returns_once),
         cmocka_unit_test(test_an_order_cancel_answers_its_lines_and_replays),
+        cmocka_unit_test(test_writes_of_reservations_and_returns_wait_for_the_items_lock),
         cmocka_unit_test(test_a_buyer_limit_counts_reservations_and_orders),
         cmocka_unit_test(test_a_buyer_limit_holds_exactly_across_replicas),
         cmocka_unit_test(test_put_sets_and_clears_a_limit),
