@@ -591,6 +591,51 @@ static void test_writes_of_reservations_and_returns_wait_for_the_items_lock(void
     check_totals(id, 50);
 }
 
+/* At the drain deadline, a reservation and an order's cancel still waiting
+ * for their item's lock stop waiting (the lock's wait withdrawn): answered
+ * shutting_down at once, not after --wait-ms, and nothing taken or
+ * returned. */
+static void test_waits_of_reservations_end_at_the_drain_deadline(void **state)
+{
+    (void)state;
+    th_stockd d;
+    /* a wait for the lock far longer than the client's 60 s */
+    const char *flags[] = {LOCK_FLAGS, "--drain-ms", "300", "--wait-ms", "120000", NULL};
+    assert_int_equal(th_stockd_start(&d, &redis, db, dir, flags), 0);
+    long long id = new_item(20, 0);
+    long long order = place_order(id, 2, NULL, 201, NULL);
+    assert_int_equal(th_wait_item_unlocked(&redis, id, 10000 * TH_SLOWER), 0);
+    assert_int_equal(th_hold_item_lock(&redis, id), 0);
+    struct racer r[2] = {{.s = &d, .method = "POST", .path = "/reservations"},
+                         {.s = &d, .method = "POST"}};
+    one_line(r[0].body, sizeof(r[0].body), id, 1, 0, NULL, NULL);
+    snprintf(r[1].path, sizeof(r[1].path), "/orders/%lld/cancel", order);
+    pthread_t t[2];
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, 1);
+    for (int i = 0; i < 2; i++) {
+        r[i].go = &go;
+        pthread_create(&t[i], NULL, race, &r[i]);
+    }
+    th_wait_inflight(&d, 2);
+    int64_t t0 = th_now_ms();
+    kill(d.pid, SIGTERM);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        if (r[i].status != 503 || strstr(r[i].answer, "shutting_down") == NULL)
+            fail_msg("%s waiting at the drain deadline: %ld %s", r[i].path, r[i].status,
+                     r[i].answer);
+    }
+    pthread_barrier_destroy(&go);
+    assert_true(th_now_ms() - t0 < 5000 * TH_SLOWER); /* not a hang: far sooner than --wait-ms */
+    assert_int_equal(th_wait(d.pid, 10000), 0);
+    assert_int_equal(th_release_item_lock(&redis, id), 0);
+    json_t *it = item(id);
+    assert_int_equal(th_jint(it, "reserved"), 0);
+    assert_int_equal(th_jint(it, "returned"), 0);
+    json_decref(it);
+}
+
 /* ---- per-buyer limits ---- */
 
 static void test_a_buyer_limit_counts_reservations_and_orders(void **state)
@@ -905,6 +950,7 @@ int main(void)
         cmocka_unit_test(test_an_order_cancel_racing_itself_on_three_replicas_returns_once),
         cmocka_unit_test(test_an_order_cancel_answers_its_lines_and_replays),
         cmocka_unit_test(test_writes_of_reservations_and_returns_wait_for_the_items_lock),
+        cmocka_unit_test(test_waits_of_reservations_end_at_the_drain_deadline),
         cmocka_unit_test(test_a_buyer_limit_counts_reservations_and_orders),
         cmocka_unit_test(test_a_buyer_limit_holds_exactly_across_replicas),
         cmocka_unit_test(test_put_sets_and_clears_a_limit),
