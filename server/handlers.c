@@ -83,6 +83,28 @@ static json_t *short_json(const service_short_line *l)
                      (json_int_t)l->remaining, "requested", (json_int_t)l->requested);
 }
 
+/* The short lines of a refusal for stock, as POST /orders answers them. */
+static void add_shorts(http_reply *r, const service_result *res)
+{
+    json_t *lines = json_array();
+    for (int i = 0; i < res->nshort; i++)
+        json_array_append_new(lines, short_json(&res->shorts[i]));
+    json_object_set_new(r->json, "lines", lines);
+}
+
+/* Answers rq with res's failure (a refusal for stock with its short lines)
+ * and returns 1; 0 when res is a success, not answered. */
+static int answer_failure(http_request *rq, const service_result *res)
+{
+    http_reply r = {0};
+    if (!reply_failure(&r, res))
+        return 0;
+    if (res->outcome == SERVICE_INSUFFICIENT)
+        add_shorts(&r, res);
+    http_answer(rq, &r);
+    return 1;
+}
+
 /* A body parse failure as its 400 answer; 0 when the body parsed. */
 static int reply_bad_body(http_reply *r, int rc, const char *err)
 {
@@ -145,35 +167,40 @@ static void handle_reduce(http_request *rq, const char *who)
 
 /* ---- /orders and /orders/{id} ---- */
 
-static void order_done(const service_result *res, void *arg)
+/* An order's lines, each with its item's stock after it as left ("remaining"
+ * for an order placed, "available" for one cancelled). */
+static json_t *lines_json(const store_order *o, const char *left)
 {
-    http_request *rq = arg;
-    http_reply reply = {0}, *r = &reply;
-    if (reply_failure(r, res)) {
-        if (res->outcome == SERVICE_INSUFFICIENT) {
-            json_t *lines = json_array();
-            for (int i = 0; i < res->nshort; i++)
-                json_array_append_new(lines, short_json(&res->shorts[i]));
-            json_object_set_new(r->json, "lines", lines);
-        }
-        http_answer(rq, r);
-        return;
-    }
-    const store_order *o = &res->order;
     json_t *lines = json_array();
     for (int i = 0; i < o->nlines; i++)
         json_array_append_new(lines, json_pack("{s:I, s:I, s:I}", "itemId",
                                                (json_int_t)o->lines[i].item_id, "quantity",
-                                               (json_int_t)o->lines[i].quantity, "remaining",
+                                               (json_int_t)o->lines[i].quantity, left,
                                                (json_int_t)o->lines[i].remaining));
+    return lines;
+}
+
+/* An order placed (201), replayed (200) or refused, as POST /orders answers
+ * it; a confirm's with its reservation (reservation_id, 0 for none). */
+static void order_answer(http_request *rq, const service_result *res, int64_t reservation_id)
+{
+    if (answer_failure(rq, res))
+        return;
+    http_reply reply = {0}, *r = &reply;
+    const store_order *o = &res->order;
     r->status = res->outcome == SERVICE_REPLAYED ? 200 : 201; /* a replay creates nothing */
     if (r->status == 201)
         snprintf(r->location, sizeof(r->location), "/orders/%lld", (long long)o->info.order_id);
     r->json = json_pack("{s:I, s:o, s:o, s:b}", "orderId", (json_int_t)o->info.order_id,
-                        "requestId", request_id_json(&o->info), "lines", lines, "replayed",
+                        "requestId", request_id_json(&o->info), "lines",
+                        lines_json(o, "remaining"), "replayed",
                         res->outcome == SERVICE_REPLAYED);
+    if (reservation_id)
+        json_object_set_new(r->json, "reservationId", json_integer(reservation_id));
     http_answer(rq, r);
 }
+
+static void order_done(const service_result *res, void *arg) { order_answer(arg, res, 0); }
 
 /* POST /orders: answered by order_done. */
 static void handle_order(http_request *rq, const char *who)
@@ -254,26 +281,13 @@ static json_t *reservation_json(const store_reservation *res, int64_t hold_ms)
     return j;
 }
 
-/* The short lines of a refusal for stock, as POST /orders answers them. */
-static void add_shorts(http_reply *r, const service_result *res)
-{
-    json_t *lines = json_array();
-    for (int i = 0; i < res->nshort; i++)
-        json_array_append_new(lines, short_json(&res->shorts[i]));
-    json_object_set_new(r->json, "lines", lines);
-}
-
 /* A reservation made (201), replayed (200) or refused; also a cancel's
  * answer (200), through reservation_done. */
 static void reservation_answer(http_request *rq, const service_result *res, int created)
 {
-    http_reply reply = {0}, *r = &reply;
-    if (reply_failure(r, res)) {
-        if (res->outcome == SERVICE_INSUFFICIENT)
-            add_shorts(r, res);
-        http_answer(rq, r);
+    if (answer_failure(rq, res))
         return;
-    }
+    http_reply reply = {0}, *r = &reply;
     int replayed = res->outcome == SERVICE_REPLAYED;
     r->status = created && !replayed ? 201 : 200;
     if (r->status == 201)
@@ -313,46 +327,19 @@ static void handle_reserve(http_request *rq, const char *who)
 static void confirm_done(const service_result *res, void *arg)
 {
     http_request *rq = arg;
-    http_reply reply = {0}, *r = &reply;
-    if (reply_failure(r, res)) {
-        http_answer(rq, r);
-        return;
-    }
-    const store_order *o = &res->order;
-    json_t *lines = json_array();
-    for (int i = 0; i < o->nlines; i++)
-        json_array_append_new(lines, json_pack("{s:I, s:I, s:I}", "itemId",
-                                               (json_int_t)o->lines[i].item_id, "quantity",
-                                               (json_int_t)o->lines[i].quantity, "remaining",
-                                               (json_int_t)o->lines[i].remaining));
-    int replayed = res->outcome == SERVICE_REPLAYED;
-    r->status = replayed ? 200 : 201;
-    if (!replayed)
-        snprintf(r->location, sizeof(r->location), "/orders/%lld", (long long)o->info.order_id);
-    r->json = json_pack("{s:I, s:o, s:o, s:b, s:I}", "orderId", (json_int_t)o->info.order_id,
-                        "requestId", request_id_json(&o->info), "lines", lines, "replayed",
-                        replayed, "reservationId", (json_int_t)rq->route->path_id);
-    http_answer(rq, r);
+    order_answer(rq, res, rq->route->path_id);
 }
 
 static void order_cancel_done(const service_result *res, void *arg)
 {
     http_request *rq = arg;
-    http_reply reply = {0}, *r = &reply;
-    if (reply_failure(r, res)) {
-        http_answer(rq, r);
+    if (answer_failure(rq, res))
         return;
-    }
+    http_reply reply = {0}, *r = &reply;
     const store_order *o = &res->order;
-    json_t *lines = json_array();
-    for (int i = 0; i < o->nlines; i++)
-        json_array_append_new(lines, json_pack("{s:I, s:I, s:I}", "itemId",
-                                               (json_int_t)o->lines[i].item_id, "quantity",
-                                               (json_int_t)o->lines[i].quantity, "available",
-                                               (json_int_t)o->lines[i].remaining));
     r->status = 200;
     r->json = json_pack("{s:I, s:b, s:o, s:b}", "orderId", (json_int_t)o->info.order_id,
-                        "cancelled", 1, "lines", lines, "replayed",
+                        "cancelled", 1, "lines", lines_json(o, "available"), "replayed",
                         res->outcome == SERVICE_REPLAYED);
     http_answer(rq, r);
 }

@@ -84,20 +84,28 @@ static int try_again(struct locked *w)
     return 0;
 }
 
+/* A store connection, or NULL with why in w->out (service_conn_get would
+ * clear what w->out holds already: a prepare's read). */
+static store_conn *conn_of(struct locked *w)
+{
+    char err[256];
+    store_conn *c;
+    int rc = store_get(w->s->store, &c, err, sizeof(err));
+    if (rc != STORE_OK)
+        service_from_store_text(&w->out, rc, err);
+    return rc == STORE_OK ? c : NULL;
+}
+
 /* The write, under the locks: 0 with the answer in w->out, or 1 when it is
  * to be tried again (mode db, on a timer). */
 static int locked_write(struct locked *w)
 {
     service *s = w->s;
-    char err[256];
-    store_conn *c;
-    int rc = store_get(s->store, &c, err, sizeof(err));
-    if (rc != STORE_OK) {
-        service_from_store_text(&w->out, rc, err);
+    store_conn *c = conn_of(w);
+    if (c == NULL)
         return 0;
-    }
     int stale_at = -1;
-    rc = run_tx(w, c, &stale_at);
+    int rc = run_tx(w, c, &stale_at);
     if (rc == STORE_ERR_LOCK_TIMEOUT) {
         store_put(s->store, c);
         return try_again(w);
@@ -176,13 +184,9 @@ static void locked_prepare(exec_task *t)
 {
     struct locked *w = (struct locked *)((char *)t - offsetof(struct locked, task));
     service *s = w->s;
-    char err[256];
-    store_conn *c;
-    int rc = store_get(s->store, &c, err, sizeof(err));
-    if (rc != STORE_OK) {
-        service_from_store_text(&w->out, rc, err);
+    store_conn *c = conn_of(w);
+    if (c == NULL)
         return w->ops->end(w);
-    }
     w->ops->prepare(w, c);
     store_put(s->store, c);
     if (w->out.outcome != SERVICE_OK || w->n == 0)
