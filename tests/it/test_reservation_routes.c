@@ -1,6 +1,7 @@
 /* test_reservation_routes.c - reservations, an order's cancel and per-buyer
- * limits against real stockd replicas sharing one SQLite file and one real
- * redis-server: every endpoint and each of its error statuses; a confirm
+ * limits against real stockd replicas sharing one database and one real
+ * redis-server, the whole suite once on a SQLite file and once on a real
+ * PostgreSQL (where a replica in --lock db joins the mixed run): every endpoint and each of its error statuses; a confirm
  * racing a cancel on two replicas (exactly one wins, the other is told the
  * state it met); an order's cancel racing itself on three replicas (its
  * units come back once); a buyer's limit counted exactly across replicas;
@@ -23,23 +24,23 @@
 
 #include "tests/support/calls.h"
 #include "tests/support/harness.h"
+#include "tests/support/pg.h"
 
 static th_redis redis;
-static th_stockd a, b, c, atomic_srv;
-static char dir[64], db[128];
+static th_pg pg;
+static th_stockd a, b, c, atomic_srv, rows; /* rows: --lock db, on PostgreSQL only */
+static int on_pg;
+static char dir[64], db[256];
 
 #define MAX_HOLD_MS 7200000
 
 #define LOCK_FLAGS "--lease-ms", "3000", "--redis-timeout-ms", "100", "--wait-ms", "10000", \
                    "--retry-ms", "20", "--busy-timeout-ms", "10000", "--max-hold-ms", "7200000"
 
-static int group_setup(void **state)
+/* The replicas on db: two batched, one not (all in redis mode), one in
+ * atomic mode, and on PostgreSQL one in db mode. */
+static int start_replicas(void)
 {
-    (void)state;
-    curl_global_init(CURL_GLOBAL_ALL);
-    if (th_tempdir("reservations-it", dir, sizeof(dir)) != 0 || th_redis_start(&redis) != 0)
-        return -1;
-    snprintf(db, sizeof(db), "%s/stock.db", dir);
     const char *fa[] = {LOCK_FLAGS, "--instance-id", "replica-a", NULL};
     const char *fb[] = {LOCK_FLAGS, "--instance-id", "replica-b", NULL};
     const char *fc[] = {LOCK_FLAGS, "--instance-id", "replica-c", "--batch", "off", NULL};
@@ -49,14 +50,47 @@ static int group_setup(void **state)
         th_stockd_start(&c, &redis, db, dir, fc) != 0 ||
         th_stockd_start(&atomic_srv, NULL, db, dir, fatomic) != 0)
         return -1;
-    return 0;
+    const char *frows[] = {"--lock", "db", "--wait-ms", "10000", "--instance-id", "rows", NULL};
+    return on_pg ? th_stockd_start(&rows, NULL, db, dir, frows) : 0;
 }
 
-static int group_teardown(void **state)
+static int stop_replicas(void)
 {
-    (void)state;
     int rc = th_stockd_stop_clean(&a) | th_stockd_stop_clean(&b) | th_stockd_stop_clean(&c) |
              th_stockd_stop_clean(&atomic_srv);
+    return on_pg ? rc | th_stockd_stop_clean(&rows) : rc;
+}
+
+static int sqlite_setup(void **state)
+{
+    (void)state;
+    curl_global_init(CURL_GLOBAL_ALL);
+    if (th_tempdir("reservations-it", dir, sizeof(dir)) != 0 || th_redis_start(&redis) != 0)
+        return -1;
+    snprintf(db, sizeof(db), "%s/stock.db", dir);
+    return start_replicas();
+}
+
+static int sqlite_teardown(void **state)
+{
+    (void)state;
+    return stop_replicas();
+}
+
+static int pg_setup(void **state)
+{
+    (void)state;
+    on_pg = 1;
+    if (th_pg_start(&pg) != 0 || th_pg_create_db(&pg, "reservations", db, sizeof(db)) != 0)
+        return -1;
+    return start_replicas();
+}
+
+static int pg_teardown(void **state)
+{
+    (void)state;
+    int rc = stop_replicas();
+    th_pg_stop(&pg, SIGINT);
     th_redis_stop(&redis, 0);
     return rc;
 }
@@ -840,15 +874,22 @@ static void *mix(void *arg)
     return NULL;
 }
 
+/* Replicas of one lock mode share items; the modes keep to items of their
+ * own: an order's read-work-write under Redis's lock knows nothing of a
+ * write of another mode (atomic's conditional UPDATEs and db's row locks
+ * do know of each other, so they share theirs). */
 static void test_the_totals_hold_after_a_mixed_run(void **state)
 {
     (void)state;
-    long long items[2] = {new_item(120, 0), new_item(60, 0)};
-    const th_stockd *replicas[] = {&a, &b, &c, &atomic_srv};
+    long long items[4] = {new_item(120, 0), new_item(60, 0), new_item(120, 0), new_item(60, 0)};
+    const th_stockd *replicas[] = {&a, &b, &c, &atomic_srv, &rows, &atomic_srv};
     struct mixer m[6];
     pthread_t t[6];
     for (int i = 0; i < 6; i++) {
-        m[i] = (struct mixer){.s = replicas[i % 4], .items = items, .seed = 17 + i,
+        const th_stockd *s = replicas[i];
+        if (s == &rows && !on_pg)
+            s = &atomic_srv;
+        m[i] = (struct mixer){.s = s, .items = &items[i < 3 ? 0 : 2], .seed = 17 + i,
                               .rounds = 40};
         pthread_create(&t[i], NULL, mix, &m[i]);
     }
@@ -857,8 +898,8 @@ static void test_the_totals_hold_after_a_mixed_run(void **state)
         if (m[i].other)
             fail_msg("mixer %d: %ld unexpected answers, last: %s", i, m[i].other, m[i].last);
     }
-    check_totals(items[0], 120);
-    check_totals(items[1], 60);
+    for (int i = 0; i < 4; i++)
+        check_totals(items[i], i % 2 ? 60 : 120);
     th_resp r;
     char url[128];
     snprintf(url, sizeof(url), "%s/metrics", a.url);
@@ -867,6 +908,35 @@ static void test_the_totals_hold_after_a_mixed_run(void **state)
     assert_non_null(strstr(r.body, "stockd_orders_cancelled_total"));
     assert_non_null(strstr(r.body, "stockd_buyer_limit_refusals_total"));
     th_resp_free(&r);
+}
+
+/* --lock db (PostgreSQL): the rows' own locks instead of Redis's. */
+static void test_lock_mode_db_reserves_confirms_and_cancels(void **state)
+{
+    (void)state;
+    if (!on_pg)
+        return; /* SQLite has no row locks: the PostgreSQL group runs it */
+    long long id = new_item(10, 2);
+    json_t *r = reserve(&rows, id, 2, 60000, NULL, "ivy", 201);
+    long long res = th_jint(r, "reservationId");
+    json_decref(r);
+    r = reserve(&rows, id, 1, 60000, NULL, "ivy", 409);
+    expect_error(r, "buyer_limit_reached");
+    json_decref(r);
+    json_t *o = act(&rows, res, "confirm", NULL, 201);
+    long long order = th_jint(o, "orderId");
+    json_decref(o);
+    json_decref(cancel_order(&rows, order, NULL, 200));
+    json_decref(cancel_order(&a, order, NULL, 200));
+    char path[64];
+    snprintf(path, sizeof(path), "/items/%lld", id);
+    json_decref(th_call(&rows, "PUT", path, "{\"stock\":12,\"perBuyerLimit\":null}", 200));
+    json_t *it = item(id);
+    assert_int_equal(th_jint(it, "available"), 12);
+    assert_int_equal(th_jint(it, "sold"), 2);
+    assert_int_equal(th_jint(it, "returned"), 2);
+    assert_true(json_is_null(json_object_get(it, "perBuyerLimit")));
+    json_decref(it);
 }
 
 /* ---- roles ---- */
@@ -955,8 +1025,13 @@ int main(void)
         cmocka_unit_test(test_a_buyer_limit_holds_exactly_across_replicas),
         cmocka_unit_test(test_put_sets_and_clears_a_limit),
         cmocka_unit_test(test_lock_mode_atomic_reserves_confirms_and_cancels),
+        cmocka_unit_test(test_lock_mode_db_reserves_confirms_and_cancels),
         cmocka_unit_test(test_the_totals_hold_after_a_mixed_run),
         cmocka_unit_test(test_reservations_and_cancels_are_a_buyers_calls),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    /* the same suite on each database; Redis (and its lock keys' names) shared */
+    int failed = cmocka_run_group_tests_name("reservations on SQLite", tests, sqlite_setup,
+                                             sqlite_teardown);
+    return failed | cmocka_run_group_tests_name("reservations on PostgreSQL", tests, pg_setup,
+                                                pg_teardown);
 }
