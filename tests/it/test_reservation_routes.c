@@ -772,6 +772,28 @@ static void test_put_sets_and_clears_a_limit(void **state)
     json_decref(th_call(&a, "PUT", path, "{}", 400));
 }
 
+/* A default hold longer than the longest a client may ask for, or one past
+ * the cap of a week, stops start-up with a message naming the flags. */
+static void test_hold_flags_out_of_bounds_stop_start_up(void **state)
+{
+    (void)state;
+    char bin[256], out[160];
+    snprintf(bin, sizeof(bin), "%s/stockd", th_build_dir());
+    snprintf(out, sizeof(out), "%s/hold.out", dir);
+    const char *longer[] = {bin, "--hold-ms", "5000000", "--db", db, NULL};
+    assert_int_equal(th_run(longer, out, 10000), 2);
+    char *text = th_read_file(out);
+    assert_non_null(strstr(text, "--hold-ms 5000000 is longer than --max-hold-ms 3600000"));
+    free(text);
+    const char *capped[] = {bin, "--max-hold-ms", "604800001", "--db", db, NULL};
+    assert_int_equal(th_run(capped, out, 10000), 2);
+    text = th_read_file(out);
+    assert_non_null(strstr(text, "max-hold-ms"));
+    free(text);
+    const char *small[] = {bin, "--hold-ms", "999", "--db", db, NULL};
+    assert_int_equal(th_run(small, out, 10000), 2);
+}
+
 /* ---- lock mode atomic ---- */
 
 static void test_lock_mode_atomic_reserves_confirms_and_cancels(void **state)
@@ -1033,6 +1055,7 @@ int main(void)
         cmocka_unit_test(test_a_buyer_limit_counts_reservations_and_orders),
         cmocka_unit_test(test_a_buyer_limit_holds_exactly_across_replicas),
         cmocka_unit_test(test_put_sets_and_clears_a_limit),
+        cmocka_unit_test(test_hold_flags_out_of_bounds_stop_start_up),
         cmocka_unit_test(test_lock_mode_atomic_reserves_confirms_and_cancels),
         cmocka_unit_test(test_lock_mode_db_reserves_confirms_and_cancels),
         cmocka_unit_test(test_the_totals_hold_after_a_mixed_run),
