@@ -53,6 +53,9 @@ typedef struct service_config {
                               * default): cores + 6 (a database server's pool size - 2 at
                               * most, so that no thread waits for a connection) */
     auth *tokens;            /* the API tokens (the caller's, reloaded by it); NULL: open */
+    int sweep_ms;            /* how often this replica looks for lapsed reservations; 0:
+                              * never (another replica must) */
+    int sweep_batch;         /* reservations given back per pass, at most */
 } service_config;
 
 /* Every field's default (the lock's come from dlock_config_defaults and

@@ -1,8 +1,9 @@
 /* service_parts.h - what the service's files share. They call one way,
  * from the top down: service.c (lifecycle, reads, health, metrics,
  * draining, and each order's and stock set's door) -> service_order.c (an
- * order placed alone, under each lock mode) and service_stock.c (a stock
- * set) -> service_batch.c (group commit) -> service_write.c (what writing
+ * order placed alone, under each lock mode), service_stock.c (a stock
+ * set) and service_sweep.c (lapsed reservations given back) ->
+ * service_batch.c (group commit) -> service_write.c (what writing
  * an order needs: the order as written, a retry's first answer, the tokens
  * a lock holds and their raise, the drain's commit check, a lock's calls
  * registered for the drain) -> service_answer.c (an order's end) ->
@@ -29,6 +30,7 @@
 #define SERVICE_CARTS 0
 
 struct order;
+struct sweep;
 
 /* A lock's asynchronous call (acquire, sleep, release) made for a request,
  * registered while it waits so that the drain can withdraw it
@@ -75,6 +77,7 @@ struct service {
                                     * monotonic clock), 0 since one succeeded */
     _Atomic int stopped_once; /* the test-only fault point has fired */
     _Atomic int64_t known_items[SERVICE_KNOWN_ITEMS]; /* 0: empty (ids are >= 1) */
+    struct sweep *sweep;    /* the expiry sweep's state (service_sweep.c); NULL: none */
 };
 
 /* Milliseconds on CLOCK_MONOTONIC, for the service's own measurements. */
@@ -208,6 +211,22 @@ void service_order_alone(struct order *o);
  * its lock never touches Redis), then under its lock (redis mode). Answers
  * through ss->done and frees ss. Never blocks. */
 void service_stock_set(struct stock_set *ss);
+
+/* ---- service_sweep.c: lapsed reservations given back ---- */
+
+/* Starts s's expiry sweep (none with --sweep-ms 0): its first tick a
+ * --sweep-ms from now, on the service threads. 0, or -1 with err filled
+ * (out of memory). */
+int service_sweep_start(service *s, char *err, size_t errlen);
+
+/* Stops the sweep: no pass begins from now on, the one in flight ends
+ * (its lock waits withdrawn with the others' once commits are refused),
+ * then the sweep lock is released. Blocks until then; not on a service
+ * thread. Idempotent; a no-op without a sweep. */
+void service_sweep_stop(service *s);
+
+/* Stops the sweep (service_sweep_stop) and frees it. */
+void service_sweep_free(service *s);
 
 /* ---- service_batch.c: group commit ---- */
 
