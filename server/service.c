@@ -21,13 +21,13 @@ void service_config_defaults(service_config *c)
                               .pool_size = 16, .timeout_ms = 5000};
     c->lock_mode = SERVICE_LOCK_REDIS;
     c->lock_prefix = "stock:lock:";
+    c->sweep_ms = 100;     /* lapsed holds back within a second, the promise */
+    c->sweep_batch = 256;  /* a pass's transaction: a few ms */
     dlock_config_defaults(&c->redis);
     dlock_opts_defaults(&c->lock);
     c->batch = 1;
     c->fencing = 1;
     c->max_work_ms = 60000;
-    c->sweep_ms = 100;
-    c->sweep_batch = 256;
 }
 
 /* --workers 0: the number of cores + 6, so that threads stay within

@@ -66,6 +66,9 @@ void service_config_defaults(service_config *cfg);
  * + 6, and with a database server's pool at most its size - 2. */
 int service_workers_of(const service_config *cfg);
 
+/* The most reservations one pass of the expiry sweep gives back (--sweep-batch). */
+#define SERVICE_SWEEP_BATCH_MAX 10000
+
 /* The longest lock prefix, so that a lock key fits DLOCK_KEY_MAX. */
 #define SERVICE_LOCK_PREFIX_MAX 256
 

@@ -1,15 +1,16 @@
 /* service_parts.h - what the service's files share. They call one way,
  * from the top down: service.c (lifecycle, reads, health, metrics,
  * draining, and each order's and stock set's door) -> service_order.c (an
- * order placed alone, under each lock mode), service_stock.c (a stock
- * set) and service_sweep.c (lapsed reservations given back) ->
- * service_batch.c (group commit) -> service_write.c (what writing
+ * order placed alone, under each lock mode) and service_stock.c (a stock
+ * set) -> service_batch.c (group commit) -> service_write.c (what writing
  * an order needs: the order as written, a retry's first answer, the tokens
  * a lock holds and their raise, the drain's commit check, a lock's calls
  * registered for the drain) -> service_answer.c (an order's end) ->
  * service_log.c (the lines an order leaves) -> service_result.c
  * (outcomes, names, error mapping). Each file's functions are declared
- * below in that order. Not for other modules. */
+ * below in that order. Not for other modules. service_sweep.c (lapsed
+ * reservations given back), which service.c starts and stops, comes after
+ * service_batch.c and calls service_write.c and what lies below. */
 #ifndef SERVICE_PARTS_H
 #define SERVICE_PARTS_H
 
@@ -212,6 +213,18 @@ void service_order_alone(struct order *o);
  * through ss->done and frees ss. Never blocks. */
 void service_stock_set(struct stock_set *ss);
 
+/* ---- service_batch.c: group commit ---- */
+
+/* Queues o (redis mode, no work time; its batch memory at o->lead) for
+ * group commit: with the other orders of its item (or of several items),
+ * served by one leader under one lock hold, in a transaction shared with
+ * the other batches of the process. Answers it once done (an out of memory
+ * at its queue, at once). On any thread; never blocks. */
+void service_batch_join(struct order *o);
+
+/* The bytes of batch memory an order of nlines lines carries. */
+size_t service_batch_size(int nlines);
+
 /* ---- service_sweep.c: lapsed reservations given back ---- */
 
 /* Starts s's expiry sweep (none with --sweep-ms 0): its first tick a
@@ -227,18 +240,6 @@ void service_sweep_stop(service *s);
 
 /* Stops the sweep (service_sweep_stop) and frees it. */
 void service_sweep_free(service *s);
-
-/* ---- service_batch.c: group commit ---- */
-
-/* Queues o (redis mode, no work time; its batch memory at o->lead) for
- * group commit: with the other orders of its item (or of several items),
- * served by one leader under one lock hold, in a transaction shared with
- * the other batches of the process. Answers it once done (an out of memory
- * at its queue, at once). On any thread; never blocks. */
-void service_batch_join(struct order *o);
-
-/* The bytes of batch memory an order of nlines lines carries. */
-size_t service_batch_size(int nlines);
 
 /* ---- service_write.c: what writing an order needs ---- */
 

@@ -53,7 +53,7 @@ struct sweep {
     pthread_mutex_t mu;     /* guards active, and the timer's arming against the stop */
     int active;             /* a tick is armed, queued or running */
     _Atomic int stopping;
-    int64_t lag_ms[];       /* cfg.sweep_batch: each expired one's lag */
+    int64_t lag_ms[];       /* SERVICE_SWEEP_BATCH_MAX: each expired one's lag */
 };
 
 static void tick(exec_task *t);
@@ -303,7 +303,7 @@ int service_sweep_start(service *s, char *err, size_t errlen)
 {
     if (s->cfg.sweep_ms <= 0)
         return 0;
-    struct sweep *w = calloc(1, sizeof(*w) + (size_t)s->cfg.sweep_batch * sizeof(int64_t));
+    struct sweep *w = calloc(1, sizeof(*w) + SERVICE_SWEEP_BATCH_MAX * sizeof(int64_t));
     if (w == NULL) {
         snprintf(err, errlen, "out of memory");
         return -1;

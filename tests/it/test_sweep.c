@@ -26,7 +26,7 @@
 /* A lease short enough that a takeover is quick; a Redis command must fit
  * a sixth of it. */
 #define LEASE "--lease-ms", "1500", "--redis-timeout-ms", "200"
-#define SWEEP_BATCH 256 /* --sweep-batch's default, which the passes must keep to */
+#define SWEEP_BATCH 100 /* --sweep-batch, which every pass must keep to */
 
 static th_redis redis;
 static char dir[64];
@@ -214,15 +214,16 @@ static void test_a_lapsed_reservation_comes_back_within_a_second(void **state)
     assert_int_equal(sum, 3);
 }
 
-/* Two replicas: one holds the sweep lock and sweeps; the other makes no
- * pass while it lives, and each reservation comes back once. */
-static void test_b_two_replicas_one_sweeps(void **state)
+/* Two replicas (the lease the default 30 s): one holds the sweep lock and
+ * sweeps; the other makes no pass while it lives, and each reservation
+ * comes back once. Stopped by SIGTERM, the sweeper hands the lock on at
+ * once, not a lease later. */
+static void test_b_two_replicas_one_sweeps_and_a_sigterm_hands_it_on(void **state)
 {
     (void)state;
-    const char *flags[] = {LEASE, NULL};
-    start(&r[0], &redis, flags);
+    start(&r[0], &redis, NULL);
     wait_sweeping(&r[0]);
-    start(&r[1], &redis, flags);
+    start(&r[1], &redis, NULL);
     long long item = th_new_item(&r[1], "two", 100);
     for (int round = 0; round < 4; round++) {
         reserve(item, 10, 200);
@@ -236,6 +237,21 @@ static void test_b_two_replicas_one_sweeps(void **state)
     assert_true(metric(&r[1], PASSES) == 0);
     assert_int_equal(th_count_in_file(r[1].log, "sweep lock taken"), 0);
     assert_int_equal(th_redis_int(&redis, "EXISTS stock:lock:sweep"), 1);
+
+    assert_int_equal(th_stockd_stop(&r[0], SIGTERM), 0);
+    int64_t t0 = th_now_ms();
+    int bound = 5000 * TH_SLOWER < 20000 ? 5000 * TH_SLOWER : 20000; /* the lease: 30 s */
+    while (th_count_in_file(r[1].log, "sweep lock taken") == 0) {
+        if (th_now_ms() - t0 > bound)
+            fail_msg("the sweep lock was not handed on at SIGTERM (still not after %d ms)",
+                     bound);
+        th_sleep_ms(20);
+    }
+    print_message("the other replica sweeps %lld ms after the SIGTERM\n",
+                  (long long)(th_now_ms() - t0));
+    reserve(item, 10, 100);
+    wait_returned(item, 10000);
+    assert_true(metric(&r[1], EXPIRED) == 10);
 }
 
 /* The sweeper stops (SIGSTOP, as a GC pause would) after it took its
@@ -298,7 +314,7 @@ static void test_d_many_lapsing_together_while_orders_are_answered(void **state)
 {
     (void)state;
     enum { N = 5000, STOCK = 6000 };
-    const char *flags[] = {LEASE, NULL};
+    const char *flags[] = {LEASE, "--sweep-batch", "100", NULL};
     start(&r[0], &redis, flags);
     long long hot = th_new_item(&r[0], "hot", STOCK), other = th_new_item(&r[0], "other", 1000);
     reserve(hot, N, 1500);
@@ -361,8 +377,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_a_lapsed_reservation_comes_back_within_a_second,
                                         test_setup, test_teardown),
-        cmocka_unit_test_setup_teardown(test_b_two_replicas_one_sweeps, test_setup,
-                                        test_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_b_two_replicas_one_sweeps_and_a_sigterm_hands_it_on, test_setup, test_teardown),
         cmocka_unit_test_setup_teardown(
             test_c_a_stopped_sweeper_hands_over_and_nothing_comes_back_twice, test_setup,
             test_teardown),
