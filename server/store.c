@@ -342,6 +342,11 @@ static void order_written(const store_new_order *o, store_order *out)
     out->info.has_request_id = o->request_id != NULL;
     snprintf(out->info.request_id, sizeof(out->info.request_id), "%s",
              o->request_id ? o->request_id : "");
+    out->info.has_buyer_id = o->buyer_id != NULL;
+    snprintf(out->info.buyer_id, sizeof(out->info.buyer_id), "%s",
+             o->buyer_id ? o->buyer_id : "");
+    out->info.reservation_id = 0;
+    out->info.cancelled = 0;
     snprintf(out->info.instance, sizeof(out->info.instance), "%s", o->instance);
     snprintf(out->info.lock_mode, sizeof(out->info.lock_mode), "%s", o->lock_mode);
     out->nlines = o->nlines;
@@ -354,6 +359,91 @@ int store_tx_add_order(store_conn *c, const store_new_order *o, store_order *out
     if (rc == STORE_OK)
         order_written(o, out);
     return rc;
+}
+
+int store_tx_set_buyer_limit(store_conn *c, int64_t id, int64_t per_buyer_limit)
+{
+    return c->be->tx_set_buyer_limit(c, id, per_buyer_limit);
+}
+
+store_limit_info store_limit_item(const store_conn *c) { return c->limit; }
+
+const char *store_reservation_state_name(enum store_reservation_state state)
+{
+    switch (state) {
+    case STORE_RES_HELD: return "held";
+    case STORE_RES_CONFIRMED: return "confirmed";
+    case STORE_RES_CANCELLED: return "cancelled";
+    case STORE_RES_EXPIRED: return "expired";
+    }
+    return "unknown";
+}
+
+int store_tx_reserve(store_conn *c, const store_new_reservation *r, store_reservation *out)
+{
+    return c->be->tx_reserve(c, r, out);
+}
+
+int store_reservation_get(store_conn *c, int64_t id, store_reservation *out)
+{
+    return c->be->reservation_get(c, id, out);
+}
+
+/* The order a confirm wrote, as order_written: the backend fills in its
+ * id, created_at and lines, the rest is o's and the reservation's. */
+static void order_confirmed(const store_new_order *o, const store_reservation *res,
+                            store_order *out)
+{
+    out->info.has_request_id = o->request_id != NULL;
+    snprintf(out->info.request_id, sizeof(out->info.request_id), "%s",
+             o->request_id ? o->request_id : "");
+    out->info.has_buyer_id = res->has_buyer_id;
+    memcpy(out->info.buyer_id, res->buyer_id, sizeof(out->info.buyer_id));
+    out->info.reservation_id = res->id;
+    out->info.cancelled = 0;
+    snprintf(out->info.instance, sizeof(out->info.instance), "%s", o->instance);
+    snprintf(out->info.lock_mode, sizeof(out->info.lock_mode), "%s", o->lock_mode);
+}
+
+int store_tx_reservation_confirm(store_conn *c, int64_t id, const store_new_order *o,
+                                 store_reservation *res, store_order *order)
+{
+    int rc = c->be->tx_reservation_confirm(c, id, o, res, order);
+    if (rc == STORE_OK)
+        order_confirmed(o, res, order);
+    return rc;
+}
+
+int store_tx_reservation_cancel(store_conn *c, int64_t id, const store_fence *f,
+                                store_reservation *res)
+{
+    return c->be->tx_reservation_cancel(c, id, f, res);
+}
+
+int store_reservation_extend(store_conn *c, int64_t id, int64_t hold_ms, store_reservation *out)
+{
+    return c->be->reservation_extend(c, id, hold_ms, out);
+}
+
+int store_reservations_due(store_conn *c, int limit, int64_t *items, int items_max, int *n,
+                           int *due)
+{
+    return c->be->reservations_due(c, limit, items, items_max, n, due);
+}
+
+int store_tx_reservations_expire(store_conn *c, const int64_t *items, const store_fence *f,
+                                 int n, int limit, int *expired, int64_t *lag_ms)
+{
+    return c->be->tx_reservations_expire(c, items, f, n, limit, expired, lag_ms);
+}
+
+int store_reservations_held(store_conn *c, int64_t *n) { return c->be->reservations_held(c, n); }
+
+int store_tx_order_cancel(store_conn *c, int64_t order_id, const char *request_id,
+                          const char *instance, const char *lock_token, const store_fence *f,
+                          store_order *out)
+{
+    return c->be->tx_order_cancel(c, order_id, request_id, instance, lock_token, f, out);
 }
 
 int store_tx_savepoint(store_conn *c) { return c->be->tx_savepoint(c); }

@@ -19,6 +19,7 @@ struct store {
 struct store_conn {
     const store_backend *be;
     store_fence stale; /* the row's token at the last STALE answer (store_stale_token) */
+    store_limit_info limit; /* the line of the last BUYER_* answer (store_limit_item) */
 };
 
 struct store_backend {
@@ -53,6 +54,23 @@ struct store_backend {
     /* fills out's order id and created_at (the rest: store.c, from o), or
      * with STORE_ERR_DUPLICATE the whole earlier order */
     int (*tx_add_order)(store_conn *c, const store_new_order *o, store_order *out);
+    int (*tx_set_buyer_limit)(store_conn *c, int64_t id, int64_t per_buyer_limit);
+    /* reservations and returns: as store.h states them, whole (out filled by the backend) */
+    int (*tx_reserve)(store_conn *c, const store_new_reservation *r, store_reservation *out);
+    int (*reservation_get)(store_conn *c, int64_t id, store_reservation *out);
+    int (*tx_reservation_confirm)(store_conn *c, int64_t id, const store_new_order *o,
+                                  store_reservation *res, store_order *order);
+    int (*tx_reservation_cancel)(store_conn *c, int64_t id, const store_fence *f,
+                                 store_reservation *res);
+    int (*reservation_extend)(store_conn *c, int64_t id, int64_t hold_ms, store_reservation *out);
+    int (*reservations_due)(store_conn *c, int limit, int64_t *items, int items_max, int *n,
+                            int *due);
+    int (*tx_reservations_expire)(store_conn *c, const int64_t *items, const store_fence *f,
+                                  int n, int limit, int *expired, int64_t *lag_ms);
+    int (*reservations_held)(store_conn *c, int64_t *n);
+    int (*tx_order_cancel)(store_conn *c, int64_t order_id, const char *request_id,
+                           const char *instance, const char *lock_token, const store_fence *f,
+                           store_order *out);
     int (*tx_savepoint)(store_conn *c);
     int (*tx_rollback_to_savepoint)(store_conn *c);
     int (*tx_commit)(store_conn *c, const store_commit_check *check);

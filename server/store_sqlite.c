@@ -1,14 +1,15 @@
 /* store_sqlite.c - the SQLite backend of the store (store_backend.h): a pool
  * of connections (store_sqlite_conn.c: each with its cached statements, the
- * embedded schema migrations), and items, orders, lines and their
- * transactions. Several processes on one host share one file (WAL journal,
+ * embedded schema migrations), and items and transactions; orders and
+ * their lines: store_sqlite_order.c, reservations and returns:
+ * store_sqlite_reserve.c. Several processes on one host share one file (WAL journal,
  * busy timeout). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/store_sqlite_conn.h"
+#include "server/store_sqlite_reserve.h"
 
 #define IDLE_MAX 64
 
@@ -22,12 +23,6 @@ typedef struct sqlite_store {
 } sqlite_store;
 
 #define CONN(c) ((sqlite_conn *)(c))
-
-static void bind_text_or_null(sqlite3_stmt *st, int col, const char *text)
-{
-    if (text)
-        sqlite3_bind_text(st, col, text, -1, SQLITE_STATIC);
-}
 
 /* ---- the store: a pool of connections ---- */
 
@@ -167,7 +162,8 @@ static int sq_item_create(store_conn *conn, const char *name, int64_t stock,
     if (st) {
         sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 2, stock);
-        bind_text_or_null(st, 3, request_id);
+        sq_bind_text_or_null(st, 3, request_id);
+        sqlite3_bind_int64(st, 4, per_buyer_limit);
         rc = sqlite3_step(st) == SQLITE_DONE ? STORE_OK : sq_fail(c, "insert item");
         sqlite3_reset(st);
     }
@@ -336,6 +332,30 @@ static int sq_probe_write(store_conn *conn)
     return rc;
 }
 
+/* An item's per_buyer_limit (0: none): STORE_OK, STORE_ERR_NOT_FOUND, or a failure. */
+static int set_limit(sqlite_conn *c, int64_t id, int64_t per_buyer_limit)
+{
+    sqlite3_stmt *st = sq_stmt(c, ST_SET_LIMIT);
+    if (st == NULL)
+        return STORE_ERR_IO;
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int64(st, 2, per_buyer_limit);
+    int rc = sqlite3_step(st) == SQLITE_DONE ? STORE_OK : sq_fail(c, "set the buyer limit");
+    sqlite3_reset(st);
+    if (rc == STORE_OK && sqlite3_changes(c->db) == 0) {
+        snprintf(c->err, sizeof(c->err), "no item %lld", (long long)id);
+        rc = STORE_ERR_NOT_FOUND;
+    }
+    return rc;
+}
+
+static int sq_tx_set_buyer_limit(store_conn *conn, int64_t id, int64_t per_buyer_limit)
+{
+    sqlite_conn *c = CONN(conn);
+    int rc = sq_tx_open(c);
+    return rc == STORE_OK ? set_limit(c, id, per_buyer_limit) : rc;
+}
+
 static int sq_item_set_stock(store_conn *conn, int64_t id, int64_t stock,
                              int64_t per_buyer_limit, const store_fence *f,
                              const store_commit_check *check, store_item *out)
@@ -344,6 +364,8 @@ static int sq_item_set_stock(store_conn *conn, int64_t id, int64_t stock,
     int rc = sq_run(c, ST_BEGIN);
     if (rc == STORE_OK)
         rc = update_item(c, f ? ST_SET_STOCK_FENCED : ST_SET_STOCK, id, stock, f, NULL);
+    if (rc == STORE_OK && per_buyer_limit >= 0)
+        rc = set_limit(c, id, per_buyer_limit);
     if (rc == STORE_OK && out) /* as it committed, whatever writes come after */
         rc = sq_item_get(conn, id, out);
     if (rc == STORE_OK)
@@ -352,74 +374,27 @@ static int sq_item_set_stock(store_conn *conn, int64_t id, int64_t stock,
     return rc;
 }
 
-/* ---- orders and lines ---- */
-
-static int read_lines_of_order(sqlite_conn *c, store_order *o)
-{
-    sqlite3_stmt *st = sq_stmt(c, ST_LINES_OF_ORDER);
-    if (st == NULL)
-        return STORE_ERR_IO;
-    sqlite3_bind_int64(st, 1, o->info.order_id);
-    int step;
-    o->nlines = 0;
-    while ((step = sqlite3_step(st)) == SQLITE_ROW && o->nlines < RULE_ORDER_LINES_MAX)
-        sq_read_line(st, 0, &o->lines[o->nlines++]);
-    int rc = step == SQLITE_ROW || step == SQLITE_DONE ? STORE_OK : sq_fail(c, "read order lines");
-    sqlite3_reset(st);
-    return rc;
-}
-
-/* The order st (bound) finds, with its lines. */
-static int read_order(sqlite_conn *c, sqlite3_stmt *st, const char *what, store_order *out)
-{
-    int rc = sq_first_row(c, st, what);
-    if (rc == STORE_OK)
-        sq_read_order_info(st, 0, &out->info);
-    sqlite3_reset(st);
-    return rc == STORE_OK ? read_lines_of_order(c, out) : rc;
-}
+/* ---- orders and lines (store_sqlite_order.c) ---- */
 
 static int sq_order_by_request(store_conn *conn, const char *request_id, store_order *out)
 {
-    sqlite_conn *c = CONN(conn);
-    sqlite3_stmt *st = sq_stmt(c, ST_ORDER_BY_REQUEST);
-    if (st == NULL)
-        return STORE_ERR_IO;
-    sqlite3_bind_text(st, 1, request_id, -1, SQLITE_STATIC);
-    return read_order(c, st, "find request id", out);
+    return sqo_order_by_request(CONN(conn), request_id, out);
 }
 
 static int sq_order_get(store_conn *conn, int64_t order_id, store_order *out)
 {
-    sqlite_conn *c = CONN(conn);
-    sqlite3_stmt *st = sq_stmt(c, ST_ORDER_GET);
-    if (st == NULL)
-        return STORE_ERR_IO;
-    sqlite3_bind_int64(st, 1, order_id);
-    return read_order(c, st, "read order", out);
+    return sqo_order_get(CONN(conn), order_id, out);
 }
 
 static int sq_lines_of_item(store_conn *conn, int64_t item_id, int64_t before, int limit,
                             store_line_fn fn, void *arg)
 {
-    sqlite_conn *c = CONN(conn);
-    sqlite3_stmt *st = sq_stmt(c, ST_LINES_OF_ITEM);
-    if (st == NULL)
-        return STORE_ERR_IO;
-    sqlite3_bind_int64(st, 1, item_id);
-    sqlite3_bind_int64(st, 2, before > 0 ? before : INT64_MAX);
-    sqlite3_bind_int(st, 3, limit);
-    int step;
-    store_order_info o;
-    store_line l;
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        sq_read_order_info(st, 0, &o);
-        sq_read_line(st, 5, &l);
-        fn(&o, &l, arg);
-    }
-    int rc = step == SQLITE_DONE ? STORE_OK : sq_fail(c, "list lines");
-    sqlite3_reset(st);
-    return rc;
+    return sqo_lines_of_item(CONN(conn), item_id, before, limit, fn, arg);
+}
+
+static int sq_tx_add_order(store_conn *conn, const store_new_order *o, store_order *out)
+{
+    return sqo_add_order(CONN(conn), o, out); /* store.c fills in the rest of out from o */
 }
 
 static int sq_tx_set_stock(store_conn *conn, int64_t item_id, int64_t stock, const store_fence *f)
@@ -453,63 +428,6 @@ static int sq_tx_take(store_conn *conn, int64_t item_id, int64_t quantity, int64
     return rc;
 }
 
-static int insert_line(sqlite_conn *c, int64_t order_id, const store_line *l,
-                       const char *lock_token)
-{
-    sqlite3_stmt *st = sq_stmt(c, ST_LINE_INSERT);
-    if (st == NULL)
-        return STORE_ERR_IO;
-    sqlite3_bind_int64(st, 1, order_id);
-    sqlite3_bind_int64(st, 2, l->item_id);
-    sqlite3_bind_int64(st, 3, l->quantity);
-    sqlite3_bind_int64(st, 4, l->remaining);
-    if (l->fence.fence > 0) {
-        sqlite3_bind_int64(st, 5, l->fence.fence);
-        sqlite3_bind_int(st, 6, l->fence.seq);
-    }
-    bind_text_or_null(st, 7, lock_token);
-    int rc = sqlite3_step(st) == SQLITE_DONE ? STORE_OK : sq_fail(c, "insert order line");
-    sqlite3_reset(st);
-    return rc;
-}
-
-static int insert_order(sqlite_conn *c, const store_new_order *o, store_order *out)
-{
-    sqlite3_stmt *st = sq_stmt(c, ST_ORDER_INSERT);
-    if (st == NULL)
-        return STORE_ERR_IO;
-    bind_text_or_null(st, 1, o->request_id);
-    sqlite3_bind_text(st, 2, o->instance, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, o->lock_mode, -1, SQLITE_STATIC);
-    int rc = STORE_OK;
-    memset(out, 0, sizeof(*out));
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        out->info.order_id = sqlite3_column_int64(st, 0);
-        sq_copy_text(out->info.created_at, sizeof(out->info.created_at), st, 1);
-    } else {
-        rc = sq_fail(c, "insert order");
-    }
-    sqlite3_reset(st);
-    return rc;
-}
-
-static int sq_tx_add_order(store_conn *conn, const store_new_order *o, store_order *out)
-{
-    sqlite_conn *c = CONN(conn);
-    int rc = sq_tx_open(c);
-    if (rc != STORE_OK)
-        return rc;
-    if (o->request_id) {
-        rc = sq_order_by_request(conn, o->request_id, out);
-        if (rc != STORE_ERR_NOT_FOUND)
-            return rc == STORE_OK ? STORE_ERR_DUPLICATE : rc;
-    }
-    rc = insert_order(c, o, out);
-    for (int i = 0; rc == STORE_OK && i < o->nlines; i++)
-        rc = insert_line(c, out->info.order_id, &o->lines[i], o->lock_token);
-    return rc; /* store.c fills in the rest of out from o */
-}
-
 const store_backend store_sqlite = {
     .name = "sqlite",
     .serves = sq_serves,
@@ -533,6 +451,16 @@ const store_backend store_sqlite = {
     .tx_set_stock = sq_tx_set_stock,
     .tx_take = sq_tx_take,
     .tx_add_order = sq_tx_add_order,
+    .tx_set_buyer_limit = sq_tx_set_buyer_limit,
+    .tx_reserve = sqr_tx_reserve,
+    .reservation_get = sqr_reservation_get,
+    .tx_reservation_confirm = sqr_tx_reservation_confirm,
+    .tx_reservation_cancel = sqr_tx_reservation_cancel,
+    .reservation_extend = sqr_reservation_extend,
+    .reservations_due = sqr_reservations_due,
+    .tx_reservations_expire = sqr_tx_reservations_expire,
+    .reservations_held = sqr_reservations_held,
+    .tx_order_cancel = sqr_tx_order_cancel,
     .tx_savepoint = sq_tx_savepoint,
     .tx_rollback_to_savepoint = sq_tx_rollback_to_savepoint,
     .tx_commit = sq_tx_commit,

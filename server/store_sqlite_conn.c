@@ -13,10 +13,27 @@
 #include "server/store_sqlite_conn.h"
 
 #define NOW_SQL "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
-/* sold and line_count are kept on the row by a trigger (schema 004): a read
- * costs the same however long the item's ledger is */
-#define ITEM_SELECT "SELECT id, name, stock, sold, line_count FROM items "
-#define ORDER_COLS "o.id, o.request_id, o.instance_id, o.lock_mode, o.created_at"
+/* The host's clock in Unix ms, through SQL: the one clock reservations
+ * lapse by ('now' is the same throughout one statement) */
+#define NOW_MS_SQL "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)"
+/* sold and line_count are kept on the row by a trigger (schema 004), reserved
+ * and returned by the statements that move units (007): a read costs the
+ * same however long the item's ledger is */
+#define ITEM_SELECT "SELECT id, name, stock, sold, line_count, reserved, returned, " \
+                    "COALESCE(per_buyer_limit, 0) FROM items "
+/* ORDER_NCOLS of them */
+#define ORDER_COLS "o.id, o.request_id, o.instance_id, o.lock_mode, o.created_at, o.buyer_id, " \
+                   "COALESCE(o.reservation_id, 0), " \
+                   "EXISTS (SELECT 1 FROM returns r WHERE r.order_id = o.id)"
+/* A write of an item's row bound (id, quantity, fence, seq): with a fence
+ * (?3 not NULL) only while the row still carries it, our claim standing */
+#define FENCED "(?3 IS NULL OR (fence = ?3 AND fence_seq = ?4))"
+#define RES_COLS "r.id, r.request_id, r.buyer_id, r.state, " \
+                 "r.state = 'held' AND r.expires_at_ms <= " NOW_MS_SQL ", r.expires_at_ms, " \
+                 "COALESCE((SELECT o.id FROM orders o WHERE o.reservation_id = r.id), 0), " \
+                 "r.instance_id, r.created_at"
+/* held and not lapsed, by the database's clock now */
+#define HELD "state = 'held' AND expires_at_ms > " NOW_MS_SQL
 #define LINE_COLS "l.item_id, l.quantity, l.remaining, COALESCE(l.fence, 0), " \
                   "COALESCE(l.fence_seq, 0)"
 
@@ -31,11 +48,11 @@ const char *const sq_stmt_sql[ST_COUNT] = {
     [ST_RELEASE] = "RELEASE part",
     [ST_ROLLBACK_TO] = "ROLLBACK TO part",
     [ST_PING] = "SELECT 1",
-    [ST_ITEM_INSERT] = "INSERT INTO items (name, stock, request_id, created_stock) "
-                       "VALUES (?1, ?2, ?3, ?2)",
+    [ST_ITEM_INSERT] = "INSERT INTO items (name, stock, request_id, created_stock, "
+                       "per_buyer_limit) VALUES (?1, ?2, ?3, ?2, NULLIF(?4, 0))",
     /* the item as the creation under this requestId made it */
-    [ST_ITEM_BY_REQUEST] = "SELECT id, name, created_stock, 0, 0 FROM items "
-                           "WHERE request_id = ?1",
+    [ST_ITEM_BY_REQUEST] = "SELECT id, name, created_stock, 0, 0, 0, 0, "
+                           "COALESCE(per_buyer_limit, 0) FROM items WHERE request_id = ?1",
     [ST_ITEM_GET] = ITEM_SELECT "WHERE id = ?1",
     [ST_ITEM_LIST] = ITEM_SELECT "WHERE id > ?1 ORDER BY id LIMIT ?2",
     [ST_SET_STOCK] = "UPDATE items SET stock = ?2, updated_at = " NOW_SQL " WHERE id = ?1",
@@ -49,8 +66,8 @@ const char *const sq_stmt_sql[ST_COUNT] = {
                                " WHERE id = ?1 AND fence = ?3 AND fence_seq = ?4",
     [ST_STOCK_TAKE] = "UPDATE items SET stock = stock - ?2, updated_at = " NOW_SQL
                       " WHERE id = ?1 AND stock >= ?2 RETURNING stock",
-    [ST_ORDER_INSERT] = "INSERT INTO orders (request_id, instance_id, lock_mode) "
-                        "VALUES (?1, ?2, ?3) RETURNING id, created_at",
+    [ST_ORDER_INSERT] = "INSERT INTO orders (request_id, instance_id, lock_mode, buyer_id, "
+                        "reservation_id) VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id, created_at",
     [ST_LINE_INSERT] = "INSERT INTO order_lines (order_id, item_id, quantity, remaining, fence, "
                        "fence_seq, lock_token) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     [ST_ORDER_BY_REQUEST] = "SELECT " ORDER_COLS " FROM orders o WHERE o.request_id = ?1",
@@ -63,6 +80,60 @@ const char *const sq_stmt_sql[ST_COUNT] = {
     /* new content on five pages, about what a deduction appends to the WAL
      * (an identical blob would not be written again) */
     [ST_PROBE] = "UPDATE write_probe SET writes = writes + 1, pad = randomblob(16000)",
+    [ST_SET_LIMIT] = "UPDATE items SET per_buyer_limit = NULLIF(?2, 0), updated_at = " NOW_SQL
+                     " WHERE id = ?1",
+    [ST_LIMIT_OF] = "SELECT COALESCE(per_buyer_limit, 0) FROM items WHERE id = ?1",
+    /* (item, buyer, units, limit): counted only while the buyer stays
+     * within limit (0: none); no row when it would not */
+    [ST_BUYER_COUNT] = "INSERT INTO buyer_units (item_id, buyer_id, units) SELECT ?1, ?2, ?3 "
+                       "WHERE ?4 = 0 OR ?3 <= ?4 ON CONFLICT (item_id, buyer_id) DO UPDATE "
+                       "SET units = units + excluded.units "
+                       "WHERE ?4 = 0 OR units + excluded.units <= ?4 RETURNING units",
+    [ST_BUYER_UNCOUNT] = "UPDATE buyer_units SET units = MAX(units - ?3, 0) "
+                         "WHERE item_id = ?1 AND buyer_id = ?2",
+    [ST_BUYER_HAD] = "SELECT units FROM buyer_units WHERE item_id = ?1 AND buyer_id = ?2",
+    [ST_ITEM_STATE] = "SELECT stock, fence, fence_seq FROM items WHERE id = ?1",
+    [ST_RESERVE_TAKE] = "UPDATE items SET stock = stock - ?2, reserved = reserved + ?2, "
+                        "updated_at = " NOW_SQL " WHERE id = ?1 AND stock >= ?2 AND " FENCED
+                        " RETURNING stock, COALESCE(per_buyer_limit, 0)",
+    [ST_UNRESERVE] = "UPDATE items SET stock = stock + ?2, reserved = reserved - ?2, "
+                     "updated_at = " NOW_SQL " WHERE id = ?1 AND " FENCED " RETURNING stock",
+    [ST_CONFIRM_TAKE] = "UPDATE items SET reserved = reserved - ?2, updated_at = " NOW_SQL
+                        " WHERE id = ?1 AND " FENCED " RETURNING stock",
+    [ST_RETURN_ADD] = "UPDATE items SET stock = stock + ?2, returned = returned + ?2, "
+                      "updated_at = " NOW_SQL " WHERE id = ?1 AND " FENCED " RETURNING stock",
+    [ST_RES_INSERT] = "INSERT INTO reservations (request_id, buyer_id, instance_id, hold_ms, "
+                      "expires_at_ms) VALUES (?1, ?2, ?3, ?4, " NOW_MS_SQL " + ?4) RETURNING id",
+    [ST_RES_LINE_INSERT] = "INSERT INTO reservation_lines (reservation_id, item_id, quantity, "
+                           "available, fence, fence_seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [ST_RES_BY_REQUEST] = "SELECT " RES_COLS " FROM reservations r WHERE r.request_id = ?1",
+    [ST_RES_GET] = "SELECT " RES_COLS " FROM reservations r WHERE r.id = ?1",
+    [ST_RES_LINES] = "SELECT l.item_id, l.quantity, i.stock FROM reservation_lines l "
+                     "JOIN items i ON i.id = l.item_id WHERE l.reservation_id = ?1 ORDER BY l.id",
+    /* the one decision of a confirm or a cancel: held, not lapsed */
+    [ST_RES_END] = "UPDATE reservations SET state = ?2, ended_at = " NOW_SQL
+                   " WHERE id = ?1 AND " HELD,
+    [ST_RES_EXTEND] = "UPDATE reservations SET expires_at_ms = " NOW_MS_SQL " + ?2, hold_ms = ?2 "
+                      "WHERE id = ?1 AND " HELD,
+    [ST_RES_DUE] = "SELECT r.id, l.item_id FROM (SELECT id, expires_at_ms FROM reservations "
+                   "WHERE state = 'held' AND expires_at_ms <= " NOW_MS_SQL
+                   " ORDER BY expires_at_ms, id LIMIT ?1) r "
+                   "JOIN reservation_lines l ON l.reservation_id = r.id "
+                   "ORDER BY r.expires_at_ms, r.id, l.id",
+    /* lapsed ones whose every item is among ?2 (a JSON array) */
+    [ST_RES_PICK] = "SELECT r.id FROM reservations r WHERE r.state = 'held' AND "
+                    "r.expires_at_ms <= " NOW_MS_SQL " AND NOT EXISTS (SELECT 1 FROM "
+                    "reservation_lines l WHERE l.reservation_id = r.id AND l.item_id NOT IN "
+                    "(SELECT value FROM json_each(?2))) ORDER BY r.expires_at_ms, r.id LIMIT ?1",
+    /* the sweep's decision: held and lapsed, now; how late, and whose */
+    [ST_RES_EXPIRE] = "UPDATE reservations SET state = 'expired', ended_at = " NOW_SQL
+                      " WHERE id = ?1 AND state = 'held' AND expires_at_ms <= " NOW_MS_SQL
+                      " RETURNING " NOW_MS_SQL " - expires_at_ms, buyer_id",
+    [ST_HELD_COUNT] = "SELECT count(*) FROM reservations WHERE state = 'held'",
+    [ST_RETURN_INSERT] = "INSERT INTO returns (order_id, item_id, quantity, remaining, "
+                         "request_id, instance_id, fence, fence_seq, lock_token) "
+                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    [ST_RETURNS_OF_ORDER] = "SELECT item_id, remaining FROM returns WHERE order_id = ?1",
 };
 
 /* Records SQLite's error and maps it to a store code. A full disk is
@@ -172,6 +243,9 @@ void sq_read_item(sqlite3_stmt *st, store_item *it)
     it->stock = sqlite3_column_int64(st, 2);
     it->sold = sqlite3_column_int64(st, 3);
     it->line_count = sqlite3_column_int64(st, 4);
+    it->reserved = sqlite3_column_int64(st, 5);
+    it->returned = sqlite3_column_int64(st, 6);
+    it->per_buyer_limit = sqlite3_column_int64(st, 7);
 }
 
 /* ORDER_COLS from column col on. */
@@ -183,6 +257,10 @@ void sq_read_order_info(sqlite3_stmt *st, int col, store_order_info *o)
     sq_copy_text(o->instance, sizeof(o->instance), st, col + 2);
     sq_copy_text(o->lock_mode, sizeof(o->lock_mode), st, col + 3);
     sq_copy_text(o->created_at, sizeof(o->created_at), st, col + 4);
+    o->has_buyer_id = sqlite3_column_type(st, col + 5) != SQLITE_NULL;
+    sq_copy_text(o->buyer_id, sizeof(o->buyer_id), st, col + 5);
+    o->reservation_id = sqlite3_column_int64(st, col + 6);
+    o->cancelled = sqlite3_column_int(st, col + 7);
 }
 
 /* LINE_COLS from column col on. */

@@ -17,6 +17,13 @@ enum stmt_id {
     ST_STOCK_WRITE_CLAIMED,
     ST_STOCK_TAKE, ST_ORDER_INSERT, ST_LINE_INSERT, ST_ORDER_BY_REQUEST, ST_ORDER_GET,
     ST_LINES_OF_ORDER, ST_LINES_OF_ITEM, ST_PROBE,
+    /* per-buyer limits (store_sqlite_order.c) */
+    ST_SET_LIMIT, ST_LIMIT_OF, ST_BUYER_COUNT, ST_BUYER_UNCOUNT, ST_BUYER_HAD,
+    /* reservations and returns (store_sqlite_reserve.c) */
+    ST_ITEM_STATE, ST_RESERVE_TAKE, ST_UNRESERVE, ST_CONFIRM_TAKE, ST_RETURN_ADD,
+    ST_RES_INSERT, ST_RES_LINE_INSERT, ST_RES_BY_REQUEST, ST_RES_GET, ST_RES_LINES, ST_RES_END,
+    ST_RES_EXTEND, ST_RES_DUE, ST_RES_PICK, ST_RES_EXPIRE, ST_HELD_COUNT,
+    ST_RETURN_INSERT, ST_RETURNS_OF_ORDER,
     ST_COUNT
 };
 
@@ -74,6 +81,7 @@ int sq_tx_open(sqlite_conn *c);
 void sq_copy_text(char *dst, size_t size, sqlite3_stmt *st, int col);
 
 /* A row of ITEM_SELECT; ORDER_COLS and LINE_COLS from column col on. */
+#define ORDER_NCOLS 8 /* ORDER_COLS' columns: a line's follow them */
 void sq_read_item(sqlite3_stmt *st, store_item *it);
 void sq_read_order_info(sqlite3_stmt *st, int col, store_order_info *o);
 void sq_read_line(sqlite3_stmt *st, int col, store_line *l);
