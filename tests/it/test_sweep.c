@@ -293,6 +293,16 @@ static void test_c_a_stopped_sweeper_hands_over_and_nothing_comes_back_twice(voi
         th_sleep_ms(20);
     }
     assert_true(metric(&r[0], EXPIRED) == 0);
+    /* its write was refused by the rows the other claimed with newer tokens */
+    char *log = th_read_file(r[0].log);
+    assert_non_null(log);
+    th_logfmt refused;
+    int n = th_log_find(log, "step", "expire", &refused);
+    free(log);
+    if (n != 1)
+        fail_msg("the stopped sweeper's write was not refused once (%d lines)", n);
+    int found;
+    print_message("the stopped sweeper's pass: %s\n", th_logfmt_get(&refused, "detail", &found));
     for (int i = 0; i < 3; i++) {
         store_item it = item_of(items[i]);
         assert_int_equal(it.reserved, 0);
