@@ -43,6 +43,7 @@ struct sweep {
     dlock_handle *leader;   /* the sweep lock, while this replica holds it */
     dlock_handle *h;        /* the pass's items' locks */
     int64_t tick_ms;        /* when this tick began */
+    int backoff_ms;         /* Redis failed: the pause before the next tick, growing */
     int n;                  /* the pass's items */
     int expired;            /* ...and the reservations it gave back */
     int64_t item[DLOCK_MULTI_MAX];
@@ -56,22 +57,42 @@ struct sweep {
     int64_t lag_ms[];       /* SERVICE_SWEEP_BATCH_MAX: each expired one's lag */
 };
 
+/* The longest pause between two ticks while Redis fails. */
+#define SWEEP_BACKOFF_MAX_MS 1000
+
 static void tick(exec_task *t);
 static void pass(struct sweep *w);
 
 static struct sweep *sweep_of(exec_task *t) { return service_lock_call_of(t)->req.data; }
 
-/* The tick is over: the next at a --sweep-ms after this one began, or,
- * stopping, none: the sweep is idle. */
+/* The tick is over: the next at a --sweep-ms after this one began (later
+ * while Redis fails), or, stopping, none: the sweep is idle. */
 static void next_tick(struct sweep *w)
 {
+    int pause = w->s->cfg.sweep_ms > w->backoff_ms ? w->s->cfg.sweep_ms : w->backoff_ms;
     pthread_mutex_lock(&w->mu);
     if (atomic_load(&w->stopping)) {
         w->active = 0;
     } else {
-        exec_timer_start(w->s->work, &w->timer, w->tick_ms + w->s->cfg.sweep_ms, tick);
+        exec_timer_start(w->s->work, &w->timer, w->tick_ms + pause, tick);
     }
     pthread_mutex_unlock(&w->mu);
+}
+
+/* What a lock call of the sweep's said of Redis: while it fails (down, or
+ * our credentials refused), the ticks slow down to one a second at most,
+ * so that a replica with nothing to do does not keep a dead Redis's
+ * connects going (the subscriber's own are a few a second); once it
+ * answers, every --sweep-ms again. */
+static void note_redis(struct sweep *w, int rc, const char *detail)
+{
+    if (rc == DLOCK_ERR_REDIS || rc == DLOCK_ERR_AUTH) {
+        service_note_redis(w->s, rc, detail);
+        int next = w->backoff_ms ? w->backoff_ms * 2 : w->s->cfg.sweep_ms * 2;
+        w->backoff_ms = next < SWEEP_BACKOFF_MAX_MS ? next : SWEEP_BACKOFF_MAX_MS;
+    } else if (rc == DLOCK_OK || rc == DLOCK_ERR_TIMEOUT) { /* TIMEOUT: another holds it */
+        w->backoff_ms = 0;
+    }
 }
 
 static void pass_task(exec_task *t)
@@ -194,11 +215,10 @@ static void items_granted(exec_task *t)
 {
     struct sweep *w = sweep_of(t);
     service *s = w->s;
+    note_redis(w, w->lock.req.rc, w->lock.req.err);
     if (w->lock.req.rc != DLOCK_OK) {
         if (w->lock.req.rc != DLOCK_ERR_CANCELLED)
             pass_failed(w, "items' locks", w->lock.req.err);
-        if (w->lock.req.rc == DLOCK_ERR_REDIS || w->lock.req.rc == DLOCK_ERR_AUTH)
-            service_note_redis(s, w->lock.req.rc, w->lock.req.err);
         return next_tick(w);
     }
     w->h = w->lock.req.h;
@@ -250,11 +270,9 @@ static void leader_granted(exec_task *t)
     struct sweep *w = sweep_of(t);
     service *s = w->s;
     int rc = w->lock.req.rc;
-    if (rc != DLOCK_OK) { /* TIMEOUT: another replica sweeps */
-        if (rc == DLOCK_ERR_REDIS || rc == DLOCK_ERR_AUTH)
-            service_note_redis(s, rc, w->lock.req.err);
+    note_redis(w, rc, w->lock.req.err);
+    if (rc != DLOCK_OK) /* TIMEOUT: another replica sweeps */
         return next_tick(w);
-    }
     w->leader = w->lock.req.h;
     log_kv(LOG_INFO, "reservations' sweep lock taken: this replica sweeps",
            LOG_STR("key", w->leader_key), LOG_INT("fence", dlock_fence(w->leader)),

@@ -182,10 +182,10 @@ static void wait_sweeping(const th_stockd *s)
     }
 }
 
-/* One held reservation past its expiresAt has its units back: the lag the
- * sweep recorded (the database's now - expiresAt) within the promised 1 s
- * in the normal case (scaled by the machine's load here: it is a bound on
- * a busy 2-core machine, not a measurement), counted once, logged once. */
+/* Held reservations past their expiresAt have their units back: the lag
+ * the sweep recorded (the database's now - expiresAt) within the promised
+ * 1 s in the normal case (plus a margin for a busy 2-core machine: a bound,
+ * not a measurement), counted once, logged once. */
 static void test_a_lapsed_reservation_comes_back_within_a_second(void **state)
 {
     (void)state;
@@ -203,8 +203,11 @@ static void test_a_lapsed_reservation_comes_back_within_a_second(void **state)
     double lag = metric(&r[0], "stockd_reservation_sweep_lag_seconds_sum") / 3;
     print_message("back after %lld ms of the test's clock; the sweep's lag %.3f s\n",
                   (long long)took, lag);
-    if (lag < 0 || lag > 1.0 * TH_SLOWER)
-        fail_msg("given back %.3f s after their expiresAt, past 1 s", lag);
+    /* 1 s is the promise; a busy machine delays a tick by a fraction of
+     * that, not by seconds: a margin that grows slowly with the load */
+    double bound = 1.0 + 0.25 * (TH_SLOWER - 1);
+    if (lag < 0 || lag > bound)
+        fail_msg("given back %.3f s after their expiresAt, past %.2f s", lag, bound);
     assert_true(metric(&r[0], EXPIRED) == 3);
     assert_true(metric(&r[0], "stockd_reservation_sweep_lag_seconds_count") == 3);
     assert_true(metric(&r[0], "stockd_reservations_held") == 0);
