@@ -14,8 +14,8 @@
 #include "server/store.h"
 #include "server/store_postgres_io.h"
 
-#define PARAMS_MAX 7
-#define PG_STMTS_MAX 32 /* statements of a table, at most */
+#define PARAMS_MAX 9
+#define PG_STMTS_MAX 64 /* statements of a table, at most */
 
 /* A statement: a name for errors, its SQL, its parameters' types (i =
  * bigint, t = text). Typed up front, so that a statement may leave one

@@ -79,6 +79,20 @@ static int sqlite_group(void **state)
     return 0;
 }
 
+static int pg_group(void **state)
+{
+    (void)state;
+    on_pg = 1;
+    return th_pg_start(&server);
+}
+
+static int pg_group_end(void **state)
+{
+    (void)state;
+    th_pg_stop(&server, SIGINT);
+    return 0;
+}
+
 static int64_t new_item(store_conn *c, int64_t stock, int64_t limit)
 {
     store_item it;
@@ -620,6 +634,65 @@ static void test_an_order_is_cancelled_once_with_its_returns(void **state)
     store_put(*state, c);
 }
 
+struct canceller {
+    store *s;
+    int64_t order_id;
+    int rc;
+};
+
+static void *cancel_run(void *arg)
+{
+    struct canceller *k = arg;
+    char err[256];
+    store_conn *c;
+    store_order out;
+    if (store_get(k->s, &c, err, sizeof(err)) != STORE_OK)
+        return NULL;
+    do
+        k->rc = cancel_order(c, k->order_id, &out);
+    while (k->rc == STORE_ERR_BUSY);
+    store_put(k->s, c);
+    return NULL;
+}
+
+/* Three cancels of one order at once (three replicas): one returns the
+ * units, the others are told it was cancelled already. */
+static void test_an_order_cancel_racing_itself_returns_once(void **state)
+{
+    store_conn *c = conn(state);
+    int64_t a = new_item(c, 10, 0), b = new_item(c, 10, 0);
+    for (int round = 0; round < 4; round++) {
+        store_new_order w = {.buyer_id = "kim", .instance = "test", .lock_mode = "atomic",
+                             .nlines = 2};
+        int64_t left;
+        store_order o;
+        assert_int_equal(store_tx_begin(c), STORE_OK);
+        assert_int_equal(store_tx_take(c, a, 1, &left), STORE_OK);
+        w.lines[0] = (store_line){a, 1, left, {0, 0}};
+        assert_int_equal(store_tx_take(c, b, 2, &left), STORE_OK);
+        w.lines[1] = (store_line){b, 2, left, {0, 0}};
+        assert_int_equal(store_tx_add_order(c, &w, &o), STORE_OK);
+        assert_int_equal(store_tx_commit(c, NULL), STORE_OK);
+        struct canceller k[3];
+        pthread_t t[3];
+        for (int i = 0; i < 3; i++) {
+            k[i] = (struct canceller){*state, o.info.order_id, -100};
+            pthread_create(&t[i], NULL, cancel_run, &k[i]);
+        }
+        int won = 0;
+        for (int i = 0; i < 3; i++) {
+            pthread_join(t[i], NULL);
+            if (k[i].rc != STORE_OK)
+                assert_int_equal(k[i].rc, STORE_ERR_DUPLICATE);
+            won += k[i].rc == STORE_OK;
+        }
+        assert_int_equal(won, 1);
+        assert_item(c, a, 10, 0, round + 1, round + 1, 10);
+        assert_item(c, b, 10, 0, 2 * (round + 1), 2 * (round + 1), 10);
+    }
+    store_put(*state, c);
+}
+
 static void test_a_confirmed_order_cancelled_returns_its_units(void **state)
 {
     store_conn *c = conn(state);
@@ -674,27 +747,37 @@ static void test_a_buyers_held_and_bought_units_count_against_the_limit(void **s
     store_put(*state, c);
 }
 
-/* A cart refused for one line counts none of its lines. */
+/* A cart refused for one line counts none of its lines: in the same
+ * transaction the buyer still has the whole limit of the others, and
+ * group commit's savepoint per order undoes nothing of the next. */
 static void test_a_cart_refused_by_a_limit_counts_none_of_its_lines(void **state)
 {
     store_conn *c = conn(state);
-    int64_t a = new_item(c, 10, 0), b = new_item(c, 10, 1);
-    store_new_order w = {.buyer_id = "hal", .instance = "test", .lock_mode = "atomic",
-                         .nlines = 2};
-    w.lines[0] = (store_line){a, 2, 8, {0, 0}};
-    w.lines[1] = (store_line){b, 2, 8, {0, 0}};
+    int64_t a = new_item(c, 10, 2), b = new_item(c, 10, 1), left;
+    store_new_order cart = {.buyer_id = "hal", .instance = "test", .lock_mode = "atomic",
+                            .nlines = 2};
+    cart.lines[0] = (store_line){a, 2, 8, {0, 0}};
+    cart.lines[1] = (store_line){b, 2, 8, {0, 0}};
     store_order o;
     assert_int_equal(store_tx_begin(c), STORE_OK);
-    assert_int_equal(store_tx_savepoint(c), STORE_OK); /* as group commit places each order */
-    assert_int_equal(store_tx_add_order(c, &w, &o), STORE_ERR_BUYER_LIMIT);
+    assert_int_equal(store_tx_add_order(c, &cart, &o), STORE_ERR_BUYER_LIMIT);
     assert_int_equal(store_limit_item(c).item_id, b);
-    assert_int_equal(store_tx_rollback_to_savepoint(c), STORE_OK);
+    assert_int_equal(store_tx_take(c, a, 2, &left), STORE_OK);
+    store_new_order alone = order_of("hal", a, 2, left);
+    assert_int_equal(store_tx_add_order(c, &alone, &o), STORE_OK); /* a's 2 not counted */
     assert_int_equal(store_tx_commit(c, NULL), STORE_OK);
-    store_item it;
-    assert_int_equal(store_item_set_stock(c, a, 10, 2, NULL, NULL, &it), STORE_OK);
-    assert_int_equal(it.per_buyer_limit, 2);
-    assert_int_equal(order(c, "hal", a, 2, &o), STORE_OK); /* a's 2 were never counted */
-    assert_item(c, a, 8, 0, 2, 0, 10);
+
+    cart.buyer_id = alone.buyer_id = "ivy";
+    assert_int_equal(store_tx_begin(c), STORE_OK);
+    assert_int_equal(store_tx_savepoint(c), STORE_OK); /* as group commit places each order */
+    assert_int_equal(store_tx_add_order(c, &cart, &o), STORE_ERR_BUYER_LIMIT);
+    assert_int_equal(store_tx_rollback_to_savepoint(c), STORE_OK);
+    assert_int_equal(store_tx_savepoint(c), STORE_OK);
+    assert_int_equal(store_tx_take(c, a, 2, &left), STORE_OK);
+    alone.lines[0].remaining = left;
+    assert_int_equal(store_tx_add_order(c, &alone, &o), STORE_OK);
+    assert_int_equal(store_tx_commit(c, NULL), STORE_OK);
+    assert_item(c, a, 6, 0, 4, 0, 10);
     assert_item(c, b, 10, 0, 0, 0, 10);
     store_put(*state, c);
 }
@@ -779,6 +862,54 @@ static void test_a_database_of_the_previous_schema_is_upgraded_in_place(void **s
     store_close(s);
 }
 
+/* The same on PostgreSQL: a database of schema version 5 (as a stockd of
+ * the previous version left it) takes the new columns and tables in place. */
+static void test_a_pg_database_of_the_previous_schema_is_upgraded_in_place(void **state)
+{
+    (void)state;
+    char url[256];
+    assert_int_equal(th_pg_create_db(&server, "five", url, sizeof(url)), 0);
+    static const char *const files[] = {"001_init", "002_item_totals", "003_write_probe",
+                                        "004_item_request_ids", "005_tx_marker"};
+    assert_int_equal(th_pg_exec(url, "CREATE TABLE stockd_schema (version integer PRIMARY "
+                                     "KEY, name text NOT NULL, applied_at timestamptz NOT "
+                                     "NULL DEFAULT now())"), 0);
+    for (int i = 0; i < 5; i++) {
+        char path[80], sql[160];
+        snprintf(path, sizeof(path), "schema/postgres/%s.sql", files[i]);
+        char *text = th_read_file(path);
+        assert_non_null(text);
+        assert_int_equal(th_pg_exec(url, text), 0);
+        free(text);
+        snprintf(sql, sizeof(sql), "INSERT INTO stockd_schema (version, name) VALUES "
+                 "(%d, '%s.sql')", i + 1, files[i]);
+        assert_int_equal(th_pg_exec(url, sql), 0);
+    }
+    assert_int_equal(th_pg_exec(url, "INSERT INTO items (name, stock, created_stock) "
+                                     "VALUES ('old', 7, 9); "
+                                     "INSERT INTO orders (request_id, instance_id, lock_mode) "
+                                     "VALUES ('r-4', 'a', 'redis'); "
+                                     "INSERT INTO order_lines (order_id, item_id, quantity, "
+                                     "remaining) VALUES (1, 1, 2, 7)"), 0);
+    store *s = open_store(url);
+    assert_non_null(s);
+    char err[256];
+    store_conn *c;
+    assert_int_equal(store_get(s, &c, err, sizeof(err)), STORE_OK);
+    assert_item(c, 1, 7, 0, 2, 0, 9);
+    store_order o;
+    assert_int_equal(store_order_by_request(c, "r-4", &o), STORE_OK);
+    assert_false(o.info.has_buyer_id);
+    assert_false(o.info.cancelled);
+    int64_t id = reserve_one(c, 1, 3, NULL, HOLD_LONG);
+    store_reservation res;
+    assert_int_equal(confirm(c, id, &res, &o), STORE_OK);
+    assert_int_equal(cancel_order(c, 1, &o), STORE_OK);
+    assert_item(c, 1, 6, 0, 5, 2, 9);
+    store_put(s, c);
+    store_close(s);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -793,6 +924,7 @@ int main(void)
     T(test_an_extend_moves_the_expiry_while_held),                             \
     T(test_a_confirm_racing_the_expiry_has_one_winner),                        \
     T(test_an_order_is_cancelled_once_with_its_returns),                       \
+    T(test_an_order_cancel_racing_itself_returns_once),                        \
     T(test_a_confirmed_order_cancelled_returns_its_units),                     \
     T(test_a_buyers_held_and_bought_units_count_against_the_limit),            \
     T(test_a_cart_refused_by_a_limit_counts_none_of_its_lines),                \
@@ -801,6 +933,13 @@ int main(void)
         BOTH,
         T(test_a_database_of_the_previous_schema_is_upgraded_in_place),
     };
+    const struct CMUnitTest pg_tests[] = {
+        BOTH,
+        T(test_a_pg_database_of_the_previous_schema_is_upgraded_in_place),
+    };
+    /* PostgreSQL is not optional: make deps installs it like redis-server */
     return cmocka_run_group_tests_name("reservations on SQLite", sqlite_tests, sqlite_group,
-                                       NULL);
+                                       NULL) +
+           cmocka_run_group_tests_name("reservations on PostgreSQL", pg_tests, pg_group,
+                                       pg_group_end);
 }

@@ -1,0 +1,586 @@
+/* store_postgres_reserve.c - the PostgreSQL backend's reservations and
+ * returns: units taken from stock into reserved and their one fate
+ * (confirmed into an order, cancelled, expired), and a cancelled order's
+ * units back. Each state change is one conditional UPDATE that reads the
+ * server's clock as it (re)checks the row, so two replicas racing for one
+ * reservation meet on its row lock and the second sees the first's fate.
+ * Fenced item writes change a row only while it carries the claim's
+ * token. Over the ledger (store_postgres_order.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/store_postgres_reserve.h"
+#include "server/store_postgres_tx.h"
+
+/* A line's fence as the item writes take it: NULL when unfenced. */
+static const store_fence *fence_of(const store_fence *f)
+{
+    return f && f->fence > 0 ? f : NULL;
+}
+
+/* Runs item write id bound (item, quantity, fence, seq), with RETURNING
+ * stock (and the limit as column 1 when limit is not NULL): STORE_OK,
+ * STORE_ERR_NOT_FOUND when it changed no row (refusal says why), or the
+ * failure. */
+static int item_write(pg_session *c, enum stmt_id id, int64_t item, int64_t quantity,
+                      const store_fence *f, int64_t *stock, int64_t *limit)
+{
+    struct params p = {0};
+    PGresult *r;
+    f = fence_of(f);
+    p_int(&p, item);
+    p_int(&p, quantity);
+    p_int(&p, f ? f->fence : 0);
+    p_int(&p, f ? f->seq : 0);
+    if (f == NULL)
+        p.v[2] = p.v[3] = NULL;
+    int rc = pg_exec_row(c, id, &p, &r);
+    if (rc == STORE_OK) {
+        *stock = col_int(r, 0, 0);
+        if (limit)
+            *limit = col_int(r, 0, 1);
+    }
+    PQclear(r);
+    return rc;
+}
+
+/* Why an item write (fenced by f, wanting quantity) changed nothing:
+ * STORE_ERR_NOT_FOUND, STORE_ERR_STALE (the row's token in conn's stale
+ * answer), or STORE_ERR_INSUFFICIENT with *stock the stock there is. */
+static int refusal(store_conn *conn, int64_t item, const store_fence *f, int64_t quantity,
+                   int64_t *stock)
+{
+    pg_session *c = SESSION(conn);
+    struct params p = {0};
+    PGresult *r;
+    p_int(&p, item);
+    int rc = pg_exec_row(c, ST_ITEM_STATE, &p, &r);
+    store_fence row = {0, 0};
+    if (rc == STORE_OK) {
+        *stock = col_int(r, 0, 0);
+        row = (store_fence){col_int(r, 0, 1), (int)col_int(r, 0, 2)};
+    }
+    PQclear(r);
+    if (rc == STORE_ERR_NOT_FOUND)
+        snprintf(c->err, sizeof(c->err), "no item %lld", (long long)item);
+    if (rc != STORE_OK)
+        return rc;
+    if ((f = fence_of(f)) != NULL && (row.fence != f->fence || row.seq != f->seq)) {
+        conn->stale = row;
+        snprintf(c->err, sizeof(c->err), "item %lld carries another lock's token, (%lld, %d), "
+                 "than (%lld, %d)", (long long)item, (long long)row.fence, row.seq,
+                 (long long)f->fence, f->seq);
+        return STORE_ERR_STALE;
+    }
+    snprintf(c->err, sizeof(c->err), "item %lld has %lld, less than %lld", (long long)item,
+             (long long)*stock, (long long)quantity);
+    return STORE_ERR_INSUFFICIENT;
+}
+
+/* An item write that must change its row: a refusal when it did not. */
+static int item_write_must(store_conn *conn, enum stmt_id id, int64_t item, int64_t quantity,
+                           const store_fence *f, int64_t *stock)
+{
+    int rc = item_write(SESSION(conn), id, item, quantity, f, stock, NULL);
+    return rc == STORE_ERR_NOT_FOUND ? refusal(conn, item, f, 0, stock) : rc;
+}
+
+/* ---- reading a reservation ---- */
+
+static const char *not_held(const store_reservation *r)
+{
+    static const char *const names[] = {"held", "confirmed", "cancelled", "expired"};
+    return r->lapsed ? "held past its expiry" : names[r->state];
+}
+
+/* res's lines, each line's available its item's stock now. */
+static int read_lines(pg_session *c, store_reservation *res)
+{
+    struct params p = {0};
+    PGresult *r;
+    p_int(&p, res->id);
+    int rc = pg_exec(c, ST_RES_LINES, &p, &r);
+    res->nlines = 0;
+    for (int i = 0; rc == STORE_OK && i < PQntuples(r) && i < RULE_ORDER_LINES_MAX; i++) {
+        store_reservation_line *l = &res->lines[res->nlines++];
+        l->item_id = col_int(r, i, 0);
+        l->quantity = col_int(r, i, 1);
+        l->available = col_int(r, i, 2);
+    }
+    PQclear(r);
+    return rc;
+}
+
+/* The reservation row statement id gives for p (RES_COLS), without lines:
+ * STORE_OK, STORE_ERR_NOT_FOUND (no row), or the failure. */
+static int res_row(pg_session *c, enum stmt_id id, const struct params *p, store_reservation *res)
+{
+    PGresult *r;
+    memset(res, 0, sizeof(*res));
+    int rc = pg_exec_row(c, id, p, &r);
+    if (rc == STORE_OK)
+        pg_read_reservation(r, 0, 0, res);
+    PQclear(r);
+    return rc;
+}
+
+static int res_get(pg_session *c, int64_t id, store_reservation *out)
+{
+    struct params p = {0};
+    p_int(&p, id);
+    int rc = res_row(c, ST_RES_GET, &p, out);
+    if (rc == STORE_ERR_NOT_FOUND)
+        snprintf(c->err, sizeof(c->err), "no reservation %lld", (long long)id);
+    return rc == STORE_OK ? read_lines(c, out) : rc;
+}
+
+int pgr_reservation_get(store_conn *conn, int64_t id, store_reservation *out)
+{
+    return res_get(SESSION(conn), id, out);
+}
+
+/* The reservation of request_id, as it is now: STORE_ERR_DUPLICATE, or
+ * STORE_ERR_NOT_FOUND, or a failure. */
+static int res_of_request(pg_session *c, const char *request_id, store_reservation *out)
+{
+    struct params p = {0};
+    p_text(&p, request_id);
+    int rc = res_row(c, ST_RES_BY_REQUEST, &p, out);
+    if (rc == STORE_OK)
+        rc = read_lines(c, out);
+    return rc == STORE_OK ? STORE_ERR_DUPLICATE : rc;
+}
+
+/* ---- reserve ---- */
+
+/* Gives back what lines [0, n) of r took and counted, in the transaction
+ * (their rows locked by it: as if they never were), keeping the refusal's
+ * text; rc is the answer unless that fails. */
+static int undo_lines(store_conn *conn, const store_new_reservation *r, int n, int rc)
+{
+    pg_session *c = SESSION(conn);
+    char why[sizeof(c->err)];
+    memcpy(why, c->err, sizeof(why));
+    int undo = STORE_OK;
+    int64_t stock;
+    for (int k = 0; undo == STORE_OK && k < n; k++) {
+        undo = item_write_must(conn, ST_UNRESERVE, r->lines[k].item_id, r->lines[k].quantity,
+                               NULL, &stock);
+        if (undo == STORE_OK)
+            undo = pgo_uncount_buyer(c, r->buyer_id, r->lines[k].item_id, r->lines[k].quantity);
+    }
+    if (undo != STORE_OK)
+        return undo;
+    memcpy(c->err, why, sizeof(why));
+    return rc;
+}
+
+/* Line l of a reservation taken and counted for buyer, or neither. */
+static int take_line(store_conn *conn, const char *buyer, const store_line *l,
+                     int64_t *available)
+{
+    pg_session *c = SESSION(conn);
+    int64_t limit = 0, stock;
+    int rc = item_write(c, ST_RESERVE_TAKE, l->item_id, l->quantity, &l->fence, available,
+                        &limit);
+    if (rc == STORE_ERR_NOT_FOUND)
+        return refusal(conn, l->item_id, &l->fence, l->quantity, available);
+    if (rc == STORE_OK && (rc = pgo_count_buyer(conn, buyer, l->item_id, l->quantity, limit)) !=
+                              STORE_OK) {
+        char why[sizeof(c->err)];
+        memcpy(why, c->err, sizeof(why));
+        int undo = item_write_must(conn, ST_UNRESERVE, l->item_id, l->quantity, NULL, &stock);
+        memcpy(c->err, why, sizeof(why));
+        return undo == STORE_OK ? rc : undo;
+    }
+    return rc;
+}
+
+/* out's lines as asked, each with its item's stock now as available. */
+static void short_answer(pg_session *c, const store_new_reservation *r, store_reservation *out)
+{
+    out->nlines = r->nlines;
+    for (int i = 0; i < r->nlines; i++) {
+        store_reservation_line *l = &out->lines[i];
+        struct params p = {0};
+        PGresult *res;
+        l->item_id = r->lines[i].item_id;
+        l->quantity = r->lines[i].quantity;
+        p_int(&p, l->item_id);
+        if (pg_exec_row(c, ST_STOCK_READ, &p, &res) == STORE_OK)
+            l->available = col_int(res, 0, 0);
+        PQclear(res);
+    }
+}
+
+static int insert_line(pg_session *c, int64_t id, const store_line *l, int64_t available)
+{
+    struct params p = {0};
+    PGresult *r;
+    p_int(&p, id);
+    p_int(&p, l->item_id);
+    p_int(&p, l->quantity);
+    p_int(&p, available);
+    p_int(&p, l->fence.fence);
+    p_int(&p, l->fence.seq);
+    if (l->fence.fence == 0)
+        p.v[4] = p.v[5] = NULL;
+    int rc = pg_exec(c, ST_RES_LINE_INSERT, &p, &r);
+    PQclear(r);
+    return rc;
+}
+
+int pgr_tx_reserve(store_conn *conn, const store_new_reservation *r, store_reservation *out)
+{
+    pg_session *c = SESSION(conn);
+    int64_t available[RULE_ORDER_LINES_MAX];
+    int rc = pg_in_transaction(c) ? STORE_OK : STORE_ERR_IO, taken = 0;
+    memset(out, 0, sizeof(*out));
+    if (rc == STORE_OK && r->request_id &&
+        (rc = res_of_request(c, r->request_id, out)) != STORE_ERR_NOT_FOUND)
+        return rc;
+    rc = STORE_OK;
+    while (rc == STORE_OK && taken < r->nlines) {
+        rc = take_line(conn, r->buyer_id, &r->lines[taken], &available[taken]);
+        taken += rc == STORE_OK;
+    }
+    if (rc == STORE_ERR_INSUFFICIENT || rc == STORE_ERR_BUYER_LIMIT ||
+        rc == STORE_ERR_BUYER_REQUIRED || rc == STORE_ERR_STALE || rc == STORE_ERR_NOT_FOUND) {
+        rc = undo_lines(conn, r, taken, rc);
+        if (rc == STORE_ERR_INSUFFICIENT)
+            short_answer(c, r, out);
+        return rc;
+    }
+    struct params p = {0};
+    p_text(&p, r->request_id);
+    p_text(&p, r->buyer_id);
+    p_text(&p, r->instance);
+    p_int(&p, r->hold_ms);
+    if (rc == STORE_OK && (rc = res_row(c, ST_RES_INSERT, &p, out)) == STORE_ERR_NOT_FOUND) {
+        /* its requestId, written by another transaction meanwhile */
+        rc = undo_lines(conn, r, taken, STORE_OK);
+        return rc == STORE_OK ? res_of_request(c, r->request_id, out) : rc;
+    }
+    for (int i = 0; rc == STORE_OK && i < r->nlines; i++) {
+        rc = insert_line(c, out->id, &r->lines[i], available[i]);
+        out->lines[i] = (store_reservation_line){r->lines[i].item_id, r->lines[i].quantity,
+                                                 available[i]};
+    }
+    out->nlines = r->nlines;
+    return rc;
+}
+
+/* ---- one fate ---- */
+
+/* Moves reservation id from held (and not lapsed, by the server's clock
+ * as the row is checked) to state, in that one statement: STORE_OK with
+ * *res (without its lines). When it was not held: *res as it is, and
+ * STORE_ERR_DUPLICATE when it is in state already (a repeat),
+ * STORE_ERR_NOT_FOUND, or STORE_ERR_STATE. */
+static int end_held(pg_session *c, int64_t id, const char *state,
+                    enum store_reservation_state repeat, store_reservation *res)
+{
+    struct params p = {0};
+    p_int(&p, id);
+    p_text(&p, state);
+    int rc = res_row(c, ST_RES_END, &p, res);
+    if (rc != STORE_ERR_NOT_FOUND)
+        return rc;
+    if ((rc = res_get(c, id, res)) != STORE_OK)
+        return rc;
+    if (res->state == repeat)
+        return STORE_ERR_DUPLICATE;
+    snprintf(c->err, sizeof(c->err), "reservation %lld is %s", (long long)id, not_held(res));
+    return STORE_ERR_STATE;
+}
+
+/* The fence o gives item's line, (0, 0) when none. */
+static store_fence order_fence(const store_new_order *o, int64_t item)
+{
+    for (int i = 0; i < o->nlines; i++)
+        if (o->lines[i].item_id == item)
+            return o->lines[i].fence;
+    return (store_fence){0, 0};
+}
+
+int pgr_tx_reservation_confirm(store_conn *conn, int64_t id, const store_new_order *o,
+                               store_reservation *res, store_order *order)
+{
+    pg_session *c = SESSION(conn);
+    int rc = pg_in_transaction(c) ? STORE_OK : STORE_ERR_IO;
+    memset(order, 0, sizeof(*order));
+    if (rc == STORE_OK)
+        rc = end_held(c, id, "confirmed", STORE_RES_CONFIRMED, res);
+    if (rc == STORE_ERR_DUPLICATE) {
+        int found = pgo_order_get(c, res->order_id, order);
+        return found == STORE_OK ? rc : found;
+    }
+    if (rc == STORE_OK)
+        rc = read_lines(c, res);
+    store_new_order w = *o;
+    w.nlines = res->nlines;
+    for (int i = 0; rc == STORE_OK && i < res->nlines; i++) {
+        store_line *l = &w.lines[i];
+        *l = (store_line){res->lines[i].item_id, res->lines[i].quantity, 0,
+                          order_fence(o, res->lines[i].item_id)};
+        rc = item_write_must(conn, ST_CONFIRM_TAKE, l->item_id, l->quantity, &l->fence,
+                             &l->remaining);
+    }
+    if (rc == STORE_OK)
+        rc = pgo_insert_confirmed(conn, &w, res->has_buyer_id ? res->buyer_id : NULL, id, order);
+    if (rc != STORE_OK)
+        return rc;
+    order->nlines = w.nlines;
+    memcpy(order->lines, w.lines, (size_t)w.nlines * sizeof(w.lines[0]));
+    res->order_id = order->info.order_id;
+    return STORE_OK;
+}
+
+int pgr_tx_reservation_cancel(store_conn *conn, int64_t id, const store_fence *f,
+                              store_reservation *res)
+{
+    pg_session *c = SESSION(conn);
+    int rc = pg_in_transaction(c) ? STORE_OK : STORE_ERR_IO;
+    if (rc == STORE_OK)
+        rc = end_held(c, id, "cancelled", STORE_RES_CANCELLED, res);
+    if (rc == STORE_OK)
+        rc = read_lines(c, res);
+    for (int i = 0; rc == STORE_OK && i < res->nlines; i++) {
+        store_reservation_line *l = &res->lines[i];
+        rc = item_write_must(conn, ST_UNRESERVE, l->item_id, l->quantity, f ? &f[i] : NULL,
+                             &l->available);
+        if (rc == STORE_OK)
+            rc = pgo_uncount_buyer(c, res->has_buyer_id ? res->buyer_id : NULL, l->item_id,
+                                   l->quantity);
+    }
+    return rc;
+}
+
+int pgr_reservation_extend(store_conn *conn, int64_t id, int64_t hold_ms, store_reservation *out)
+{
+    pg_session *c = SESSION(conn);
+    struct params p = {0};
+    p_int(&p, id);
+    p_int(&p, hold_ms);
+    int rc = pg_tx_begin(conn);
+    if (rc == STORE_OK && (rc = res_row(c, ST_RES_EXTEND, &p, out)) == STORE_ERR_NOT_FOUND &&
+        (rc = res_get(c, id, out)) == STORE_OK) {
+        snprintf(c->err, sizeof(c->err), "reservation %lld is %s", (long long)id, not_held(out));
+        rc = STORE_ERR_STATE;
+    } else if (rc == STORE_OK) {
+        rc = read_lines(c, out);
+    }
+    if (rc == STORE_OK)
+        return pg_tx_commit(conn, NULL);
+    pg_rollback(c);
+    return rc;
+}
+
+/* ---- the sweep ---- */
+
+static int index_of(const int64_t *items, int n, int64_t item)
+{
+    for (int i = 0; i < n; i++)
+        if (items[i] == item)
+            return i;
+    return -1;
+}
+
+/* Adds the items of one reservation (group[0..ng)) to items when they all
+ * fit within items_max: 1, else 0 (nothing added). */
+static int cover(const int64_t *group, int ng, int64_t *items, int items_max, int *n)
+{
+    int add = 0;
+    for (int k = 0; k < ng; k++)
+        add += index_of(items, *n, group[k]) < 0 && index_of(group, k, group[k]) < 0;
+    if (*n + add > items_max)
+        return 0;
+    for (int k = 0; k < ng; k++)
+        if (index_of(items, *n, group[k]) < 0)
+            items[(*n)++] = group[k];
+    return 1;
+}
+
+int pgr_reservations_due(store_conn *conn, int limit, int64_t *items, int items_max, int *n,
+                         int *due)
+{
+    struct params p = {0};
+    PGresult *r;
+    p_int(&p, limit);
+    *n = *due = 0;
+    int rc = pg_exec(SESSION(conn), ST_RES_DUE, &p, &r);
+    int64_t group[RULE_ORDER_LINES_MAX], cur = 0;
+    int ng = 0;
+    for (int i = 0; rc == STORE_OK && i < PQntuples(r); i++) {
+        int64_t res = col_int(r, i, 0);
+        if (res != cur && ng > 0)
+            *due += cover(group, ng, items, items_max, n), ng = 0;
+        cur = res;
+        if (ng < RULE_ORDER_LINES_MAX)
+            group[ng++] = col_int(r, i, 1);
+    }
+    if (ng > 0)
+        *due += cover(group, ng, items, items_max, n);
+    PQclear(r);
+    return rc;
+}
+
+/* Expires reservation id if it is still held and lapsed (*done 1, *lag how
+ * late), its units back to stock under items' fences. */
+static int expire_one(store_conn *conn, int64_t id, const int64_t *items, const store_fence *f,
+                      int n, int *done, int64_t *lag)
+{
+    pg_session *c = SESSION(conn);
+    char buyer[RULE_BUYER_ID_MAX + 1];
+    struct params p = {0};
+    PGresult *r;
+    p_int(&p, id);
+    int rc = pg_exec_row(c, ST_RES_EXPIRE, &p, &r);
+    int has_buyer = rc == STORE_OK && !PQgetisnull(r, 0, 1);
+    if (rc == STORE_OK) {
+        *lag = col_int(r, 0, 0);
+        col_text(buyer, sizeof(buyer), r, 0, 1);
+    }
+    PQclear(r);
+    *done = rc == STORE_OK;
+    if (rc != STORE_OK)
+        return rc == STORE_ERR_NOT_FOUND ? STORE_OK : rc; /* no longer held: not ours */
+    store_reservation res = {.id = id};
+    rc = read_lines(c, &res);
+    for (int i = 0; rc == STORE_OK && i < res.nlines; i++) {
+        int k = index_of(items, n, res.lines[i].item_id);
+        int64_t stock;
+        rc = item_write_must(conn, ST_UNRESERVE, res.lines[i].item_id, res.lines[i].quantity,
+                             f && k >= 0 ? &f[k] : NULL, &stock);
+        if (rc == STORE_OK)
+            rc = pgo_uncount_buyer(c, has_buyer ? buyer : NULL, res.lines[i].item_id,
+                                   res.lines[i].quantity);
+    }
+    return rc;
+}
+
+int pgr_tx_reservations_expire(store_conn *conn, const int64_t *items, const store_fence *f,
+                               int n, int limit, int *expired, int64_t *lag_ms)
+{
+    pg_session *c = SESSION(conn);
+    *expired = 0;
+    if (!pg_in_transaction(c))
+        return STORE_ERR_IO;
+    if (limit <= 0 || n <= 0)
+        return STORE_OK;
+    size_t size = 3 + (size_t)n * 21;
+    char *ids = malloc(size);
+    int64_t *picked = malloc((size_t)limit * sizeof(*picked));
+    if (ids == NULL || picked == NULL) {
+        free(ids), free(picked);
+        snprintf(c->err, sizeof(c->err), "out of memory");
+        return STORE_ERR_IO;
+    }
+    size_t used = (size_t)snprintf(ids, size, "{");
+    for (int i = 0; i < n; i++)
+        used += (size_t)snprintf(ids + used, size - used, "%s%lld", i ? "," : "",
+                                 (long long)items[i]);
+    snprintf(ids + used, size - used, "}");
+    struct params p = {0};
+    PGresult *r;
+    p_int(&p, limit);
+    p_text(&p, ids);
+    int rc = pg_exec(c, ST_RES_PICK, &p, &r), npicked = 0;
+    for (int i = 0; rc == STORE_OK && i < PQntuples(r) && i < limit; i++)
+        picked[npicked++] = col_int(r, i, 0);
+    PQclear(r);
+    for (int i = 0; rc == STORE_OK && i < npicked; i++) {
+        int done = 0;
+        rc = expire_one(conn, picked[i], items, f, n, &done, &lag_ms[*expired]);
+        *expired += done && rc == STORE_OK;
+    }
+    free(ids);
+    free(picked);
+    return rc;
+}
+
+int pgr_reservations_held(store_conn *conn, int64_t *n)
+{
+    PGresult *r;
+    int rc = pg_exec_row(SESSION(conn), ST_HELD_COUNT, NULL, &r);
+    if (rc == STORE_OK)
+        *n = col_int(r, 0, 0);
+    PQclear(r);
+    return rc;
+}
+
+/* ---- returns ---- */
+
+/* A cancelled order's lines' remaining: the stock after each return. */
+static int returned_lines(pg_session *c, store_order *out)
+{
+    struct params p = {0};
+    PGresult *r;
+    p_int(&p, out->info.order_id);
+    int rc = pg_exec(c, ST_RETURNS_OF_ORDER, &p, &r);
+    for (int k = 0; rc == STORE_OK && k < PQntuples(r); k++)
+        for (int i = 0; i < out->nlines; i++)
+            if (out->lines[i].item_id == col_int(r, k, 0))
+                out->lines[i].remaining = col_int(r, k, 1);
+    PQclear(r);
+    return rc;
+}
+
+static int insert_return(pg_session *c, int64_t order_id, const store_line *l,
+                         const char *request_id, const char *instance, const char *lock_token,
+                         const store_fence *f)
+{
+    struct params p = {0};
+    PGresult *r;
+    f = fence_of(f);
+    p_int(&p, order_id);
+    p_int(&p, l->item_id);
+    p_int(&p, l->quantity);
+    p_int(&p, l->remaining);
+    p_text(&p, request_id);
+    p_text(&p, instance ? instance : "");
+    p_int(&p, f ? f->fence : 0);
+    p_int(&p, f ? f->seq : 0);
+    p_text(&p, lock_token);
+    if (f == NULL)
+        p.v[6] = p.v[7] = NULL;
+    int rc = pg_exec(c, ST_RETURN_INSERT, &p, &r);
+    PQclear(r);
+    return rc;
+}
+
+/* The order's row is locked first: cancels of one order run one at a
+ * time, and each reads the order in a statement that starts after the
+ * last one committed - so the second finds the first's returns. */
+int pgr_tx_order_cancel(store_conn *conn, int64_t order_id, const char *request_id,
+                        const char *instance, const char *lock_token, const store_fence *f,
+                        store_order *out)
+{
+    pg_session *c = SESSION(conn);
+    struct params p = {0};
+    PGresult *r = NULL;
+    p_int(&p, order_id);
+    memset(out, 0, sizeof(*out));
+    int rc = pg_in_transaction(c) ? pg_exec_row(c, ST_ORDER_LOCK, &p, &r) : STORE_ERR_IO;
+    PQclear(r);
+    if (rc == STORE_OK)
+        rc = pgo_order_get(c, order_id, out);
+    if (rc == STORE_ERR_NOT_FOUND)
+        snprintf(c->err, sizeof(c->err), "no order %lld", (long long)order_id);
+    if (rc == STORE_OK && out->info.cancelled) {
+        rc = returned_lines(c, out);
+        return rc == STORE_OK ? STORE_ERR_DUPLICATE : rc;
+    }
+    const char *buyer = out->info.has_buyer_id ? out->info.buyer_id : NULL;
+    for (int i = 0; rc == STORE_OK && i < out->nlines; i++) {
+        store_line *l = &out->lines[i];
+        const store_fence *fi = f ? &f[i] : NULL;
+        rc = item_write_must(conn, ST_RETURN_ADD, l->item_id, l->quantity, fi, &l->remaining);
+        if (rc == STORE_OK)
+            rc = insert_return(c, order_id, l, request_id, instance, lock_token, fi);
+        if (rc == STORE_OK)
+            rc = pgo_uncount_buyer(c, buyer, l->item_id, l->quantity);
+    }
+    out->info.cancelled = rc == STORE_OK;
+    return rc;
+}
