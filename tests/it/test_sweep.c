@@ -6,7 +6,8 @@
  * two, of which one sweeps (the sweep lock); the sweeper stopped in the
  * middle of a pass and the other taking over within the lease; 5,000
  * lapsing at once while orders are answered, each pass within
- * --sweep-batch; --lock atomic, where every replica sweeps without Redis. */
+ * --sweep-batch; --lock atomic, where every replica sweeps without Redis;
+ * and on PostgreSQL, under --lock db (every replica sweeps) and redis. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -22,6 +23,7 @@
 #include "tests/support/calls.h"
 #include "tests/support/harness.h"
 #include "tests/support/logline.h"
+#include "tests/support/pg.h"
 
 /* A lease short enough that a takeover is quick; a Redis command must fit
  * a sixth of it. */
@@ -34,6 +36,7 @@ static char db[128];
 static store *st; /* the test's own view of the database stockd uses */
 static th_stockd r[2];
 static int dbs; /* each test its own database file */
+static th_pg pg; /* started by the PostgreSQL test only */
 
 static int group_setup(void **state)
 {
@@ -77,6 +80,7 @@ static int test_teardown(void **state)
     memset(r, 0, sizeof(r));
     store_close(st);
     st = NULL;
+    th_pg_stop(&pg, SIGINT);
     return 0;
 }
 
@@ -385,6 +389,65 @@ static void test_e_atomic_mode_sweeps_without_redis(void **state)
     assert_int_equal(th_count_in_file(r[0].log, "sweep lock"), 0);
 }
 
+/* On PostgreSQL: two replicas under mode (--lock db: each sweeps, the
+ * rows' locks taken by the store's UPDATEs; redis: one sweeps, its claims
+ * fenced), reservations over three items lapsing in rounds, each back
+ * once, the books balanced. */
+static void sweep_on_postgres(const char *mode)
+{
+    if (!th_pg_available())
+        th_skip("no PostgreSQL server binaries (make deps installs them)");
+    assert_int_equal(th_pg_start(&pg), 0);
+    char name[32];
+    snprintf(name, sizeof(name), "sweep_%s", mode);
+    assert_int_equal(th_pg_create_db(&pg, name, db, sizeof(db)), 0);
+    store_close(st);
+    store_config cfg = {.db = db, .sync_full = 0, .busy_timeout_ms = 20000, .pool_size = 4,
+                        .timeout_ms = 5000};
+    char err[256];
+    if (store_open(&cfg, &st, err, sizeof(err)) != STORE_OK)
+        fail_msg("store_open %s: %s", db, err);
+    const char *flags[] = {LEASE, "--lock", mode, NULL};
+    start(&r[0], &redis, flags);
+    start(&r[1], &redis, flags);
+    long long items[3];
+    for (int i = 0; i < 3; i++) {
+        char item[16];
+        snprintf(item, sizeof(item), "pg%d", i);
+        items[i] = th_new_item(&r[i % 2], item, 200);
+    }
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 3; i++)
+            reserve(items[i], 40, 150);
+        for (int i = 0; i < 3; i++)
+            wait_returned(items[i], 10000);
+    }
+    for (int i = 0; i < 3; i++) {
+        store_item it = item_of(items[i]);
+        assert_int_equal(it.reserved, 0);
+        assert_int_equal(it.stock, 200);
+    }
+    double e0 = metric(&r[0], EXPIRED), e1 = metric(&r[1], EXPIRED);
+    print_message("--lock %s on PostgreSQL: the replicas expired %.0f and %.0f\n", mode, e0, e1);
+    assert_true(e0 + e1 == 360);
+    if (strcmp(mode, "redis") == 0)
+        assert_true(e0 == 0 || e1 == 0); /* one sweeper */
+    else
+        assert_true(metric(&r[0], PASSES) >= 1 && metric(&r[1], PASSES) >= 1);
+}
+
+static void test_f_postgres_lock_db_every_replica_sweeps(void **state)
+{
+    (void)state;
+    sweep_on_postgres("db");
+}
+
+static void test_g_postgres_redis_mode_one_sweeps_fenced(void **state)
+{
+    (void)state;
+    sweep_on_postgres("redis");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -398,6 +461,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_d_many_lapsing_together_while_orders_are_answered,
                                         test_setup, test_teardown),
         cmocka_unit_test_setup_teardown(test_e_atomic_mode_sweeps_without_redis, test_setup,
+                                        test_teardown),
+        cmocka_unit_test_setup_teardown(test_f_postgres_lock_db_every_replica_sweeps, test_setup,
+                                        test_teardown),
+        cmocka_unit_test_setup_teardown(test_g_postgres_redis_mode_one_sweeps_fenced, test_setup,
                                         test_teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
