@@ -134,6 +134,13 @@ static const struct opt opts[] = {
      "honour workMs (simulated work while holding the lock) in requests"},
     {"max-work-ms", "STOCKD_MAX_WORK_MS", OPT_INT, F(service.max_work_ms), 0, RULE_WORK_MS_MAX,
      NULL, "cap on workMs"},
+    /* issue 33: reservations */
+    {"hold-ms", "STOCKD_HOLD_MS", OPT_INT, F(service.hold_ms), RULE_HOLD_MS_MIN,
+     RULE_HOLD_MS_CAP, NULL, "how long a reservation holds its units when POST /reservations "
+     "gives no holdMs; at most --max-hold-ms"},
+    {"max-hold-ms", "STOCKD_MAX_HOLD_MS", OPT_INT, F(service.max_hold_ms), RULE_HOLD_MS_MIN,
+     RULE_HOLD_MS_CAP, NULL, "the longest holdMs a reservation (or its extend) may ask for; "
+     "longer is refused with 400"},
     {"instance-id", "STOCKD_INSTANCE_ID", OPT_STR, F(service.instance_id), 0, 0, NULL,
      "name recorded in the ledger (default <hostname>:<port>)"},
     {"max-connections", "STOCKD_MAX_CONNECTIONS", OPT_INT, F(http.max_connections), 0, 1000000,
@@ -432,6 +439,11 @@ int cfg_load(stockd_config *c, int argc, char **argv, char *err, size_t errlen)
         strlen(s->lock_prefix) > SERVICE_LOCK_PREFIX_MAX) {
         snprintf(err, errlen, "instance id (%d bytes) or lock prefix (%d) too long",
                  RULE_INSTANCE_MAX, SERVICE_LOCK_PREFIX_MAX);
+        return -1;
+    }
+    if (s->hold_ms > s->max_hold_ms) {
+        snprintf(err, errlen, "--hold-ms %d is longer than --max-hold-ms %d: the default hold "
+                 "must be one a client may ask for", s->hold_ms, s->max_hold_ms);
         return -1;
     }
     int timeout = s->redis.command_timeout_ms, lease = s->lock.lease_ms;

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "server/auth.h"
 #include "server/request.h"
@@ -22,6 +23,7 @@
 static const struct {
     int status;
     int retry_after;
+    const char *code; /* the error code when not the outcome's name */
 } outcome_http[SERVICE_OUTCOME_COUNT] = {
     [SERVICE_OK] = {200, 0},           [SERVICE_REPLAYED] = {200, 0},
     [SERVICE_NOT_FOUND] = {404, 0},    [SERVICE_ORDER_NOT_FOUND] = {404, 0},
@@ -36,7 +38,15 @@ static const struct {
      * multiply the load until an operator frees space (RFC 4918, 11.5) */
     [SERVICE_STORAGE_FULL] = {507, 0},
     [SERVICE_NO_MEMORY] = {503, 1},
+    [SERVICE_RESERVATION_NOT_FOUND] = {404, 0},
+    [SERVICE_RESERVATION_EXPIRED] = {409, 0},
+    [SERVICE_RESERVATION_CANCELLED] = {409, 0},
+    [SERVICE_RESERVATION_CONFIRMED] = {409, 0},
+    [SERVICE_BUYER_LIMIT] = {409, 0},
+    [SERVICE_BUYER_REQUIRED] = {400, 0, "invalid_request"}, /* a field the body lacks */
 };
+
+static json_t *reservation_state_json(const store_reservation *res);
 
 /* A failed outcome as its error answer; 0 when the outcome is a success. */
 static int reply_failure(http_reply *r, const service_result *res)
@@ -44,8 +54,21 @@ static int reply_failure(http_reply *r, const service_result *res)
     enum service_outcome o = res->outcome;
     if (o == SERVICE_OK || o == SERVICE_REPLAYED)
         return 0;
-    http_reply_error(r, outcome_http[o].status, service_outcome_name(o), "%s", res->message);
+    const char *code = outcome_http[o].code ? outcome_http[o].code : service_outcome_name(o);
+    http_reply_error(r, outcome_http[o].status, code, "%s", res->message);
     r->retry_after = outcome_http[o].retry_after;
+    const store_limit_info *l = &res->limit;
+    if (o == SERVICE_BUYER_LIMIT) {
+        json_t *fig = json_pack("{s:I, s:I, s:I, s:I}", "itemId", (json_int_t)l->item_id, "limit",
+                                (json_int_t)l->limit, "had", (json_int_t)l->had, "requested",
+                                (json_int_t)l->asked);
+        json_object_update(r->json, fig);
+        json_decref(fig);
+    } else if (o == SERVICE_BUYER_REQUIRED) {
+        json_object_set_new(r->json, "itemId", json_integer(l->item_id));
+    } else if (o >= SERVICE_RESERVATION_EXPIRED && o <= SERVICE_RESERVATION_CONFIRMED) {
+        json_object_set_new(r->json, "state", reservation_state_json(&res->reservation));
+    }
     return 1;
 }
 
@@ -58,6 +81,28 @@ static json_t *short_json(const service_short_line *l)
 {
     return json_pack("{s:I, s:I, s:I}", "itemId", (json_int_t)l->item_id, "remaining",
                      (json_int_t)l->remaining, "requested", (json_int_t)l->requested);
+}
+
+/* The short lines of a refusal for stock, as POST /orders answers them. */
+static void add_shorts(http_reply *r, const service_result *res)
+{
+    json_t *lines = json_array();
+    for (int i = 0; i < res->nshort; i++)
+        json_array_append_new(lines, short_json(&res->shorts[i]));
+    json_object_set_new(r->json, "lines", lines);
+}
+
+/* Answers rq with res's failure (a refusal for stock with its short lines)
+ * and returns 1; 0 when res is a success, not answered. */
+static int answer_failure(http_request *rq, const service_result *res)
+{
+    http_reply r = {0};
+    if (!reply_failure(&r, res))
+        return 0;
+    if (res->outcome == SERVICE_INSUFFICIENT)
+        add_shorts(&r, res);
+    http_answer(rq, &r);
+    return 1;
 }
 
 /* A body parse failure as its 400 answer; 0 when the body parsed. */
@@ -122,35 +167,40 @@ static void handle_reduce(http_request *rq, const char *who)
 
 /* ---- /orders and /orders/{id} ---- */
 
-static void order_done(const service_result *res, void *arg)
+/* An order's lines, each with its item's stock after it as left ("remaining"
+ * for an order placed, "available" for one cancelled). */
+static json_t *lines_json(const store_order *o, const char *left)
 {
-    http_request *rq = arg;
-    http_reply reply = {0}, *r = &reply;
-    if (reply_failure(r, res)) {
-        if (res->outcome == SERVICE_INSUFFICIENT) {
-            json_t *lines = json_array();
-            for (int i = 0; i < res->nshort; i++)
-                json_array_append_new(lines, short_json(&res->shorts[i]));
-            json_object_set_new(r->json, "lines", lines);
-        }
-        http_answer(rq, r);
-        return;
-    }
-    const store_order *o = &res->order;
     json_t *lines = json_array();
     for (int i = 0; i < o->nlines; i++)
         json_array_append_new(lines, json_pack("{s:I, s:I, s:I}", "itemId",
                                                (json_int_t)o->lines[i].item_id, "quantity",
-                                               (json_int_t)o->lines[i].quantity, "remaining",
+                                               (json_int_t)o->lines[i].quantity, left,
                                                (json_int_t)o->lines[i].remaining));
+    return lines;
+}
+
+/* An order placed (201), replayed (200) or refused, as POST /orders answers
+ * it; a confirm's with its reservation (reservation_id, 0 for none). */
+static void order_answer(http_request *rq, const service_result *res, int64_t reservation_id)
+{
+    if (answer_failure(rq, res))
+        return;
+    http_reply reply = {0}, *r = &reply;
+    const store_order *o = &res->order;
     r->status = res->outcome == SERVICE_REPLAYED ? 200 : 201; /* a replay creates nothing */
     if (r->status == 201)
         snprintf(r->location, sizeof(r->location), "/orders/%lld", (long long)o->info.order_id);
     r->json = json_pack("{s:I, s:o, s:o, s:b}", "orderId", (json_int_t)o->info.order_id,
-                        "requestId", request_id_json(&o->info), "lines", lines, "replayed",
+                        "requestId", request_id_json(&o->info), "lines",
+                        lines_json(o, "remaining"), "replayed",
                         res->outcome == SERVICE_REPLAYED);
+    if (reservation_id)
+        json_object_set_new(r->json, "reservationId", json_integer(reservation_id));
     http_answer(rq, r);
 }
+
+static void order_done(const service_result *res, void *arg) { order_answer(arg, res, 0); }
 
 /* POST /orders: answered by order_done. */
 static void handle_order(http_request *rq, const char *who)
@@ -178,19 +228,171 @@ static void show_order(const http_request *rq, http_reply *r)
                                                l->fence.seq));
     }
     r->status = 200;
-    r->json = json_pack("{s:I, s:o, s:o, s:s, s:s, s:o}", "orderId",
+    r->json = json_pack("{s:I, s:o, s:o, s:s, s:s, s:o, s:o, s:b}", "orderId",
                         (json_int_t)o->info.order_id, "requestId", request_id_json(&o->info),
                         "instance", http_json_text(o->info.instance), "lockMode", o->info.lock_mode,
-                        "createdAt", o->info.created_at, "lines", lines);
+                        "createdAt", o->info.created_at, "lines", lines, "reservationId",
+                        o->info.reservation_id ? json_integer(o->info.reservation_id)
+                                               : json_null(),
+                        "cancelled", o->info.cancelled);
+    if (o->info.has_buyer_id)
+        json_object_set_new(r->json, "buyerId", http_json_text(o->info.buyer_id));
+}
+
+/* ---- /reservations and an order's cancel ---- */
+
+static json_t *reservation_state_json(const store_reservation *res)
+{
+    return json_string(service_reservation_state(res));
+}
+
+/* Unix time in ms as RFC 3339 in UTC, to the millisecond. */
+static json_t *time_json(int64_t ms)
+{
+    time_t secs = (time_t)(ms / 1000);
+    struct tm tm;
+    char buf[48];
+    gmtime_r(&secs, &tm);
+    size_t n = strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf + n, sizeof(buf) - n, ".%03dZ", (int)(ms % 1000));
+    return json_string(buf);
+}
+
+/* A reservation as every route answers it; hold_ms 0: not shown. */
+static json_t *reservation_json(const store_reservation *res, int64_t hold_ms)
+{
+    json_t *lines = json_array();
+    for (int i = 0; i < res->nlines; i++)
+        json_array_append_new(lines, json_pack("{s:I, s:I, s:I}", "itemId",
+                                               (json_int_t)res->lines[i].item_id, "quantity",
+                                               (json_int_t)res->lines[i].quantity, "available",
+                                               (json_int_t)res->lines[i].available));
+    json_t *j = json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:s}", "reservationId",
+                          (json_int_t)res->id, "state", reservation_state_json(res), "expiresAt",
+                          time_json(res->expires_at_ms), "lines", lines, "orderId",
+                          res->order_id ? json_integer(res->order_id) : json_null(), "instance",
+                          http_json_text(res->instance), "createdAt", res->created_at);
+    if (hold_ms)
+        json_object_set_new(j, "holdMs", json_integer(hold_ms));
+    if (res->has_buyer_id)
+        json_object_set_new(j, "buyerId", http_json_text(res->buyer_id));
+    if (res->has_request_id)
+        json_object_set_new(j, "requestId", http_json_text(res->request_id));
+    return j;
+}
+
+/* A reservation made (201), replayed (200) or refused; also a cancel's
+ * answer (200), through reservation_done. */
+static void reservation_answer(http_request *rq, const service_result *res, int created)
+{
+    if (answer_failure(rq, res))
+        return;
+    http_reply reply = {0}, *r = &reply;
+    int replayed = res->outcome == SERVICE_REPLAYED;
+    r->status = created && !replayed ? 201 : 200;
+    if (r->status == 201)
+        snprintf(r->location, sizeof(r->location), "/reservations/%lld",
+                 (long long)res->reservation.id);
+    r->json = reservation_json(&res->reservation, replayed ? 0 : res->hold_ms);
+    json_object_set_new(r->json, "replayed", json_boolean(replayed));
+    http_answer(rq, r);
+}
+
+static void reserve_done(const service_result *res, void *arg)
+{
+    reservation_answer(arg, res, 1);
+}
+
+static void reservation_done(const service_result *res, void *arg)
+{
+    reservation_answer(arg, res, 0);
+}
+
+/* POST /reservations: answered by reserve_done. */
+static void handle_reserve(http_request *rq, const char *who)
+{
+    req_reservation req;
+    char err[256];
+    http_reply r = {0};
+    int rc = req_parse_reservation(rq->body, rq->len, service_max_hold_ms(rq->svc), &req, err,
+                                   sizeof(err));
+    if (reply_bad_body(&r, rc, err)) {
+        http_answer(rq, &r);
+        return;
+    }
+    service_reserve(rq->svc, &req, who, reserve_done, rq);
+}
+
+/* A confirm: the order as POST /orders answers it, with its reservation. */
+static void confirm_done(const service_result *res, void *arg)
+{
+    http_request *rq = arg;
+    order_answer(rq, res, rq->route->path_id);
+}
+
+static void order_cancel_done(const service_result *res, void *arg)
+{
+    http_request *rq = arg;
+    if (answer_failure(rq, res))
+        return;
+    http_reply reply = {0}, *r = &reply;
+    const store_order *o = &res->order;
+    r->status = 200;
+    r->json = json_pack("{s:I, s:b, s:o, s:b}", "orderId", (json_int_t)o->info.order_id,
+                        "cancelled", 1, "lines", lines_json(o, "available"), "replayed",
+                        res->outcome == SERVICE_REPLAYED);
+    http_answer(rq, r);
+}
+
+/* POST /orders/{id}/cancel: answered by order_cancel_done. */
+static void handle_order_cancel(http_request *rq, const char *who)
+{
+    req_cancel req;
+    char err[256];
+    http_reply r = {0};
+    if (reply_bad_body(&r, req_parse_cancel(rq->body, rq->len, &req, err, sizeof(err)), err))
+        http_answer(rq, &r);
+    else
+        service_order_cancel(rq->svc, rq->route->path_id, &req, who, order_cancel_done, rq);
+}
+
+/* POST /reservations/{id}/extend, on a service thread. */
+static void extend_reservation(const http_request *rq, const char *who, http_reply *r)
+{
+    int64_t hold_ms;
+    char err[256];
+    int rc = req_parse_extend(rq->body, rq->len, service_max_hold_ms(rq->svc), &hold_ms, err,
+                              sizeof(err));
+    if (reply_bad_body(r, rc, err))
+        return;
+    service_result res;
+    service_reservation_extend(rq->svc, rq->route->path_id, hold_ms, who, &res);
+    if (reply_failure(r, &res))
+        return;
+    r->status = 200;
+    r->json = reservation_json(&res.reservation, res.hold_ms);
+}
+
+static void show_reservation(const http_request *rq, http_reply *r)
+{
+    service_result res;
+    service_get_reservation(rq->svc, rq->route->path_id, &res);
+    if (reply_failure(r, &res))
+        return;
+    r->status = 200;
+    r->json = reservation_json(&res.reservation, 0);
 }
 
 /* ---- /items and /items/{id} ---- */
 
 static json_t *item_json(const store_item *it)
 {
-    return json_pack("{s:I, s:o, s:I, s:I}", "id", (json_int_t)it->id, "name",
-                     http_json_text(it->name), "stock", (json_int_t)it->stock, "sold",
-                     (json_int_t)it->sold);
+    return json_pack("{s:I, s:o, s:I, s:I, s:I, s:I, s:I, s:o}", "id", (json_int_t)it->id,
+                     "name", http_json_text(it->name), "stock", (json_int_t)it->stock,
+                     "available", (json_int_t)it->stock, "reserved", (json_int_t)it->reserved,
+                     "sold", (json_int_t)it->sold, "returned", (json_int_t)it->returned,
+                     "perBuyerLimit", it->per_buyer_limit ? json_integer(it->per_buyer_limit)
+                                                          : json_null());
 }
 
 static void add_item(const store_item *it, void *arr) { json_array_append_new(arr, item_json(it)); }
@@ -303,7 +505,7 @@ static void set_stock(http_request *rq, const char *who)
     if (reply_bad_body(&r, req_parse_item(rq->body, rq->len, 0, &req, err, sizeof(err)), err))
         http_answer(rq, &r);
     else
-        service_set_stock(rq->svc, rq->route->path_id, req.stock, who, stock_set, rq);
+        service_set_stock(rq->svc, rq->route->path_id, &req, who, stock_set, rq);
 }
 
 static void show_item(const http_request *rq, http_reply *r)
@@ -415,6 +617,8 @@ static void answer_blocking(exec_task *t)
     case ROUTE_HEALTH: handle_health(rq, &r); break;
     case ROUTE_ITEMS: post ? create_item(rq, who.name, &r) : list_items(rq, &r); break;
     case ROUTE_ORDER: show_order(rq, &r); break;
+    case ROUTE_RESERVATION: show_reservation(rq, &r); break;
+    case ROUTE_RESERVATION_EXTEND: extend_reservation(rq, who.name, &r); break;
     default: show_item(rq, &r); break;
     }
     http_answer(rq, &r);
@@ -428,17 +632,27 @@ void handlers_answer(http_request *rq)
         return;
     }
     int put = strcmp(rq->method, "PUT") == 0;
-    if (id != ROUTE_REDUCE && id != ROUTE_ORDERS && !(id == ROUTE_ITEM && put)) {
+    if (id == ROUTE_ITEMS || id == ROUTE_ORDER || id == ROUTE_RESERVATION ||
+        id == ROUTE_RESERVATION_EXTEND || (id == ROUTE_ITEM && !put)) {
         service_run(rq->svc, &rq->task, answer_blocking);
         return;
     }
-    struct who who; /* orders and stock sets: here, on the event thread */
+    /* orders, stock sets and the writes under items' locks: here, on the
+     * event thread; answered when done, later */
+    struct who who;
     if (refuse_caller(rq, &who))
         return;
-    if (id == ROUTE_REDUCE)
-        handle_reduce(rq, who.name); /* answered when done, later */
-    else if (id == ROUTE_ORDERS)
-        handle_order(rq, who.name);
-    else
-        set_stock(rq, who.name);
+    switch (id) {
+    case ROUTE_REDUCE: handle_reduce(rq, who.name); break;
+    case ROUTE_ORDERS: handle_order(rq, who.name); break;
+    case ROUTE_RESERVATIONS: handle_reserve(rq, who.name); break;
+    case ROUTE_RESERVATION_CONFIRM:
+        service_reservation_confirm(rq->svc, rq->route->path_id, who.name, confirm_done, rq);
+        break;
+    case ROUTE_RESERVATION_CANCEL:
+        service_reservation_cancel(rq->svc, rq->route->path_id, who.name, reservation_done, rq);
+        break;
+    case ROUTE_ORDER_CANCEL: handle_order_cancel(rq, who.name); break;
+    default: set_stock(rq, who.name); break;
+    }
 }

@@ -47,6 +47,8 @@ struct metrics {
     _Atomic uint64_t commit_orders[GROUP_BUCKETS], commit_orders_sum;
     _Atomic uint64_t batch_orders[GROUP_BUCKETS], batch_orders_sum; /* per lock hold */
     _Atomic uint64_t handoffs[HANDOFF_BUCKETS], handoffs_sum;     /* per order */
+    _Atomic uint64_t reservations[METRICS_RES_COUNT]; /* transitions, by result */
+    _Atomic uint64_t orders_cancelled, buyer_limit_refusals;
     _Atomic uint64_t sweep_passes, expired;                        /* the expiry sweep */
     _Atomic uint64_t sweep_lag[SWEEP_LAG_BUCKETS], sweep_lag_ms;
 };
@@ -359,13 +361,34 @@ static void render_orders(struct buf *b, metrics *m)
                          &m->handoffs_sum);
 }
 
-/* The expiry sweep's part of the reservations' series. */
-static void render_sweep(struct buf *b, metrics *m, int64_t held)
+void metrics_reservation(metrics *m, enum metrics_reservation result)
 {
+    if (result < METRICS_RES_COUNT)
+        atomic_fetch_add(&m->reservations[result], 1);
+}
+
+void metrics_order_cancelled(metrics *m) { atomic_fetch_add(&m->orders_cancelled, 1); }
+
+void metrics_buyer_limit_refusal(metrics *m) { atomic_fetch_add(&m->buyer_limit_refusals, 1); }
+
+/* The reservations' series: one family of transitions by result (held,
+ * confirmed and cancelled by requests; expired by the sweep), then the
+ * sweep's own. */
+static void render_reservations(struct buf *b, metrics *m, int64_t held)
+{
+    static const char *const results[METRICS_RES_COUNT] = {"held", "confirmed", "cancelled"};
     put_family(b, "stockd_reservations_total", "counter",
-               "Reservations this replica moved to a state, by the state (result).");
+               "Reservations' transitions made by this replica, by result.");
+    for (int i = 0; i < METRICS_RES_COUNT; i++)
+        put(b, "stockd_reservations_total{result=\"%s\"} %llu\n", results[i],
+            (unsigned long long)atomic_load(&m->reservations[i]));
     put(b, "stockd_reservations_total{result=\"expired\"} %llu\n",
         (unsigned long long)atomic_load(&m->expired));
+    put_counter(b, "stockd_orders_cancelled_total", "Orders cancelled (their units returned).",
+                atomic_load(&m->orders_cancelled));
+    put_counter(b, "stockd_buyer_limit_refusals_total",
+                "Requests refused because a buyer would pass an item's per-buyer limit.",
+                atomic_load(&m->buyer_limit_refusals));
     if (held >= 0)
         put(b, "# HELP stockd_reservations_held Reservations held now (lapsed ones not yet given "
                "back included), as the database says.\n# TYPE stockd_reservations_held gauge\n"
@@ -440,7 +463,7 @@ char *metrics_render(metrics *m, const metrics_extra *x, size_t *len)
     b.failed = b.data == NULL;
     render_http(&b, m);
     render_orders(&b, m);
-    render_sweep(&b, m, x->reservations_held);
+    render_reservations(&b, m, x->reservations_held);
     put_counter(&b, "stockd_http_deadline_closed_total",
                 "Connections closed because a request line, headers or body came too slowly.",
                 x->reaped);

@@ -40,6 +40,24 @@ void metrics_batch(metrics *m, int orders);
 /* Counts the hand-offs between threads one order crossed. */
 void metrics_handoffs(metrics *m, int n);
 
+/* A reservation's transitions this replica made, the results of
+ * stockd_reservations_total. */
+enum metrics_reservation {
+    METRICS_RES_HELD,
+    METRICS_RES_CONFIRMED,
+    METRICS_RES_CANCELLED,
+    METRICS_RES_COUNT
+};
+
+/* Counts one reservation's transition. */
+void metrics_reservation(metrics *m, enum metrics_reservation result);
+
+/* Counts one order cancelled (its returns written; a replay is not). */
+void metrics_order_cancelled(metrics *m);
+
+/* Counts one request refused for a buyer's limit (409 buyer_limit_reached). */
+void metrics_buyer_limit_refusal(metrics *m);
+
 /* Counts one pass of the reservations' expiry sweep (a look for lapsed ones). */
 void metrics_sweep_pass(metrics *m);
 

@@ -61,6 +61,7 @@ static int int_field(json_t *obj, const char *key, int required, int64_t min, in
 #define STR_(x) #x
 #define STR(x) STR_(x)
 #define REQUEST_ID_RULE "a string of 1-" STR(RULE_REQUEST_ID_MAX) " printable ASCII characters"
+#define BUYER_ID_RULE "a string of 1-" STR(RULE_BUYER_ID_MAX) " printable ASCII characters"
 #define NAME_RULE "a string of 1-" STR(RULE_NAME_MAX) " characters without control characters"
 
 /* Reads a string field that valid() accepts into out (room for all it
@@ -101,7 +102,13 @@ static int line_fields(json_t *obj, req_line *l, char *err, size_t errlen)
                : -1;
 }
 
-/* requestId and workMs, the fields every order may carry. 0, or -1 with err set. */
+static int valid_buyer_id(const char *s, size_t len)
+{
+    return len <= RULE_BUYER_ID_MAX && valid_request_id(s, len);
+}
+
+/* requestId, buyerId and workMs, the fields every order may carry. 0, or -1
+ * with err set. */
 static int order_fields(json_t *root, req_order *out, char *err, size_t errlen)
 {
     if (int_field(root, "workMs", 0, 0, RULE_WORK_MS_MAX, &out->work_ms, err, errlen) < 0)
@@ -109,7 +116,10 @@ static int order_fields(json_t *root, req_order *out, char *err, size_t errlen)
     int rid = string_field(root, "requestId", 0, valid_request_id, out->request_id,
                            REQUEST_ID_RULE, err, errlen);
     out->has_request_id = rid > 0;
-    return rid >= 0 ? 0 : -1;
+    int bid = rid < 0 ? -1 : string_field(root, "buyerId", 0, valid_buyer_id, out->buyer_id,
+                                          BUYER_ID_RULE, err, errlen);
+    out->has_buyer_id = bid > 0;
+    return bid >= 0 ? 0 : -1;
 }
 
 int req_parse_reduce(const char *body, size_t len, req_order *out, char *err, size_t errlen)
@@ -151,13 +161,9 @@ static int order_line(json_t *v, size_t i, req_order *out, char *err, size_t err
     return 0;
 }
 
-int req_parse_order(const char *body, size_t len, req_order *out, char *err, size_t errlen)
+/* An order's fields from root (lines, requestId, buyerId, workMs). */
+static int order_of(json_t *root, req_order *out, char *err, size_t errlen)
 {
-    int code;
-    memset(out, 0, sizeof(*out));
-    json_t *root = load_object(body, len, &code, err, errlen);
-    if (root == NULL)
-        return code;
     json_t *lines = json_object_get(root, "lines"), *v;
     size_t i, n = json_array_size(lines);
     int rc = REQ_ERR_INVALID;
@@ -174,8 +180,64 @@ int req_parse_order(const char *body, size_t len, req_order *out, char *err, siz
             out->nlines = (int)i + 1;
         }
     }
+    return rc;
+}
+
+int req_parse_order(const char *body, size_t len, req_order *out, char *err, size_t errlen)
+{
+    int code;
+    memset(out, 0, sizeof(*out));
+    json_t *root = load_object(body, len, &code, err, errlen);
+    if (root == NULL)
+        return code;
+    int rc = order_of(root, out, err, errlen);
     json_decref(root);
     return rc;
+}
+
+int req_parse_reservation(const char *body, size_t len, int64_t max_hold_ms,
+                          req_reservation *out, char *err, size_t errlen)
+{
+    int code;
+    memset(out, 0, sizeof(*out));
+    json_t *root = load_object(body, len, &code, err, errlen);
+    if (root == NULL)
+        return code;
+    int rc = order_of(root, &out->order, err, errlen);
+    if (rc == REQ_OK && int_field(root, "holdMs", 0, RULE_HOLD_MS_MIN, max_hold_ms,
+                                  &out->hold_ms, err, errlen) < 0)
+        rc = REQ_ERR_INVALID;
+    json_decref(root);
+    return rc;
+}
+
+int req_parse_extend(const char *body, size_t len, int64_t max_hold_ms, int64_t *hold_ms,
+                     char *err, size_t errlen)
+{
+    int code;
+    json_t *root = load_object(body, len, &code, err, errlen);
+    if (root == NULL)
+        return code;
+    int rc = int_field(root, "holdMs", 1, RULE_HOLD_MS_MIN, max_hold_ms, hold_ms, err,
+                       errlen) > 0 ? REQ_OK : REQ_ERR_INVALID;
+    json_decref(root);
+    return rc;
+}
+
+int req_parse_cancel(const char *body, size_t len, req_cancel *out, char *err, size_t errlen)
+{
+    int code;
+    memset(out, 0, sizeof(*out));
+    if (len == 0) /* the body is optional */
+        return REQ_OK;
+    json_t *root = load_object(body, len, &code, err, errlen);
+    if (root == NULL)
+        return code;
+    int rid = string_field(root, "requestId", 0, valid_request_id, out->request_id,
+                           REQUEST_ID_RULE, err, errlen);
+    out->has_request_id = rid > 0;
+    json_decref(root);
+    return rid >= 0 ? REQ_OK : REQ_ERR_INVALID;
 }
 
 /* Counts UTF-8 characters (jansson has already checked the encoding) and
@@ -192,6 +254,21 @@ static int valid_name(const char *s, size_t len)
     return chars >= 1 && chars <= RULE_NAME_MAX;
 }
 
+/* perBuyerLimit into *out: 1..RULE_STOCK_MAX; absent: absent (left as it
+ * is); null: 0 when it may clear (PUT), else absent too. 1 when given, 0
+ * when absent, -1 with err set. */
+static int limit_field(json_t *root, int clearable, int64_t absent, int64_t *out, char *err,
+                       size_t errlen)
+{
+    json_t *v = json_object_get(root, "perBuyerLimit");
+    *out = absent;
+    if (v && json_is_null(v) && clearable) {
+        *out = 0;
+        return 1;
+    }
+    return int_field(root, "perBuyerLimit", 0, 1, RULE_STOCK_MAX, out, err, errlen);
+}
+
 int req_parse_item(const char *body, size_t len, int need_name, req_item *out, char *err,
                    size_t errlen)
 {
@@ -201,8 +278,13 @@ int req_parse_item(const char *body, size_t len, int need_name, req_item *out, c
     if (root == NULL)
         return code;
     int rc = REQ_ERR_INVALID;
-    if (int_field(root, "stock", 1, 0, RULE_STOCK_MAX, &out->stock, err, errlen) >= 0) {
-        out->has_stock = 1;
+    /* PUT may set the limit alone; POST needs the stock */
+    int limit = limit_field(root, !need_name, need_name ? 0 : -1, &out->per_buyer_limit, err,
+                            errlen);
+    int stock = limit < 0 ? -1 : int_field(root, "stock", need_name || limit == 0, 0,
+                                           RULE_STOCK_MAX, &out->stock, err, errlen);
+    if (stock >= 0) {
+        out->has_stock = stock > 0;
         int name = need_name ? string_field(root, "name", 1, valid_name, out->name, NAME_RULE,
                                             err, errlen)
                              : 0;

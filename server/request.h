@@ -26,6 +26,8 @@ typedef struct req_line {
 typedef struct req_order {
     int has_request_id;
     char request_id[RULE_REQUEST_ID_MAX + 1];
+    int has_buyer_id; /* buyerId: who takes it, counted against items' per-buyer limits */
+    char buyer_id[RULE_BUYER_ID_MAX + 1];
     int64_t work_ms; /* 0 when absent */
     char token_name[RULE_TOKEN_NAME_MAX + 1]; /* the caller's API token's name, "" for none
                                                * (set by the handler, for the log) */
@@ -39,7 +41,22 @@ typedef struct req_item {
     int64_t stock;
     int has_request_id; /* POST /items: its idempotency key, as an order's */
     char request_id[RULE_REQUEST_ID_MAX + 1];
+    int64_t per_buyer_limit; /* perBuyerLimit: POST 0 when absent (none); PUT -1 when
+                              * absent (left as it is), 0 for null (cleared) */
 } req_item;
+
+/* POST /reservations: an order's lines, requestId and buyerId, and how long
+ * to hold them. */
+typedef struct req_reservation {
+    req_order order;
+    int64_t hold_ms; /* 0 when absent: the server's default */
+} req_reservation;
+
+/* POST /orders/{id}/cancel: an optional body. */
+typedef struct req_cancel {
+    int has_request_id;
+    char request_id[RULE_REQUEST_ID_MAX + 1];
+} req_cancel;
 
 /* Body of POST /reduceStock: {"itemId","quantity","requestId"?,"workMs"?},
  * an order of one line; unknown fields are ignored, duplicate keys refused.
@@ -52,11 +69,27 @@ int req_parse_reduce(const char *body, size_t len, req_order *out, char *err, si
  * ("lines[2]: ..."). Returns as req_parse_reduce. */
 int req_parse_order(const char *body, size_t len, req_order *out, char *err, size_t errlen);
 
-/* Body of POST /items ({"name","stock"} both required, "requestId"
- * optional, checked as an order's) or PUT /items/{id} ({"stock"} required,
- * the others ignored) depending on need_name. */
+/* Body of POST /items ({"name","stock"} both required, "requestId" and
+ * "perBuyerLimit" (1..RULE_STOCK_MAX) optional) or PUT /items/{id}
+ * ({"stock"} and "perBuyerLimit" (a number sets it, null clears it), at
+ * least one of them; the others ignored) depending on need_name. */
 int req_parse_item(const char *body, size_t len, int need_name, req_item *out, char *err,
                    size_t errlen);
+
+/* Body of POST /reservations: {"lines":[...],"holdMs"?,"requestId"?,
+ * "buyerId"?}: lines, requestId and buyerId as POST /orders checks them;
+ * holdMs RULE_HOLD_MS_MIN..max_hold_ms. Returns as req_parse_reduce. */
+int req_parse_reservation(const char *body, size_t len, int64_t max_hold_ms,
+                          req_reservation *out, char *err, size_t errlen);
+
+/* Body of POST /reservations/{id}/extend: {"holdMs"} required,
+ * RULE_HOLD_MS_MIN..max_hold_ms. Returns as req_parse_reduce. */
+int req_parse_extend(const char *body, size_t len, int64_t max_hold_ms, int64_t *hold_ms,
+                     char *err, size_t errlen);
+
+/* Body of POST /orders/{id}/cancel: none (len 0), or {"requestId"?}.
+ * Returns as req_parse_reduce. */
+int req_parse_cancel(const char *body, size_t len, req_cancel *out, char *err, size_t errlen);
 
 /* How a request's body is framed, from its header fields as libmicrohttpd
  * 0.9.75 hands them over (RFC 9112 6.1 and 6.3). Behind a proxy that frames

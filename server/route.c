@@ -1,6 +1,7 @@
 /* route.c - maps an HTTP method and path to one of stockd's routes. */
 #include "server/route.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "server/request.h"
@@ -10,18 +11,43 @@ struct path_rule {
     const char *path;  /* exact path, or with_id: the prefix before the id */
     const char *allow; /* allowed methods; HEAD goes with GET */
     int with_id;
+    const char *suffix; /* with_id: what follows the id ("/confirm"), NULL for nothing */
     enum route_role read, write; /* the role GET and HEAD need; the role the others need */
 };
 
+#define BUYER ROUTE_ROLE_BUYER
 static const struct path_rule rules[] = {
-    {ROUTE_REDUCE, "/reduceStock", "POST", 0, ROUTE_ROLE_BUYER, ROUTE_ROLE_BUYER},
-    {ROUTE_ITEMS, "/items", "GET, HEAD, POST", 0, ROUTE_ROLE_BUYER, ROUTE_ROLE_OPERATOR},
-    {ROUTE_ITEM, "/items/", "GET, HEAD, PUT", 1, ROUTE_ROLE_BUYER, ROUTE_ROLE_OPERATOR},
-    {ROUTE_ORDERS, "/orders", "POST", 0, ROUTE_ROLE_BUYER, ROUTE_ROLE_BUYER},
-    {ROUTE_ORDER, "/orders/", "GET, HEAD", 1, ROUTE_ROLE_BUYER, ROUTE_ROLE_BUYER},
-    {ROUTE_HEALTH, "/health", "GET, HEAD", 0, ROUTE_ROLE_OPEN, ROUTE_ROLE_OPEN},
-    {ROUTE_METRICS, "/metrics", "GET, HEAD", 0, ROUTE_ROLE_SCRAPE, ROUTE_ROLE_SCRAPE},
+    {ROUTE_REDUCE, "/reduceStock", "POST", 0, NULL, BUYER, BUYER},
+    {ROUTE_ITEMS, "/items", "GET, HEAD, POST", 0, NULL, BUYER, ROUTE_ROLE_OPERATOR},
+    {ROUTE_ITEM, "/items/", "GET, HEAD, PUT", 1, NULL, BUYER, ROUTE_ROLE_OPERATOR},
+    {ROUTE_ORDERS, "/orders", "POST", 0, NULL, BUYER, BUYER},
+    {ROUTE_ORDER, "/orders/", "GET, HEAD", 1, NULL, BUYER, BUYER},
+    {ROUTE_ORDER_CANCEL, "/orders/", "POST", 1, "/cancel", BUYER, BUYER},
+    {ROUTE_RESERVATIONS, "/reservations", "POST", 0, NULL, BUYER, BUYER},
+    {ROUTE_RESERVATION, "/reservations/", "GET, HEAD", 1, NULL, BUYER, BUYER},
+    {ROUTE_RESERVATION_CONFIRM, "/reservations/", "POST", 1, "/confirm", BUYER, BUYER},
+    {ROUTE_RESERVATION_CANCEL, "/reservations/", "POST", 1, "/cancel", BUYER, BUYER},
+    {ROUTE_RESERVATION_EXTEND, "/reservations/", "POST", 1, "/extend", BUYER, BUYER},
+    {ROUTE_HEALTH, "/health", "GET, HEAD", 0, NULL, ROUTE_ROLE_OPEN, ROUTE_ROLE_OPEN},
+    {ROUTE_METRICS, "/metrics", "GET, HEAD", 0, NULL, ROUTE_ROLE_SCRAPE, ROUTE_ROLE_SCRAPE},
 };
+
+/* Whether path is prefix, an id, then suffix (NULL: nothing); the id's
+ * text (cut at 31 bytes: longer is no id) into id. */
+static int matches_with_id(const char *path, const char *prefix, const char *suffix, char *id)
+{
+    size_t n = strlen(prefix);
+    if (strncmp(path, prefix, n) != 0)
+        return 0;
+    const char *start = path + n, *slash = strchr(start, '/');
+    size_t idlen = slash ? (size_t)(slash - start) : strlen(start);
+    if (idlen == 0 || (suffix ? slash == NULL || strcmp(slash, suffix) != 0 : slash != NULL))
+        return 0;
+    snprintf(id, 32, "%.*s", (int)(idlen < 31 ? idlen : 31), start);
+    if (idlen >= 31)
+        id[0] = 'x'; /* too long for any id: refused as one */
+    return 1;
+}
 
 static int method_allowed(const char *allow, const char *method)
 {
@@ -41,9 +67,8 @@ void route_match(const char *method, const char *path, route_result *out)
     for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++) {
         const struct path_rule *r = &rules[i];
         if (r->with_id) {
-            size_t n = strlen(r->path);
-            const char *id = path + n;
-            if (strncmp(path, r->path, n) != 0 || *id == '\0' || strchr(id, '/'))
+            char id[32];
+            if (!matches_with_id(path, r->path, r->suffix, id))
                 continue;
             out->bad_id = req_parse_id(id, &out->path_id) != 0;
         } else if (strcmp(path, r->path) != 0) {
@@ -60,8 +85,10 @@ void route_match(const char *method, const char *path, route_result *out)
 
 const char *route_name(enum route_id id)
 {
-    static const char *const names[ROUTE_COUNT] = {"other", "reduceStock", "items", "item",
-                                                  "orders", "order", "health", "metrics"};
+    static const char *const names[ROUTE_COUNT] = {
+        "other", "reduceStock", "items", "item", "orders", "order", "health", "metrics",
+        "reservations", "reservation", "reservationConfirm", "reservationCancel",
+        "reservationExtend", "orderCancel"};
     return id < ROUTE_COUNT ? names[id] : "other";
 }
 

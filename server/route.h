@@ -14,6 +14,12 @@ enum route_id {
     ROUTE_ORDER,     /* GET /orders/{id} */
     ROUTE_HEALTH,    /* GET /health */
     ROUTE_METRICS,   /* GET /metrics */
+    ROUTE_RESERVATIONS,        /* POST /reservations */
+    ROUTE_RESERVATION,         /* GET /reservations/{id} */
+    ROUTE_RESERVATION_CONFIRM, /* POST /reservations/{id}/confirm */
+    ROUTE_RESERVATION_CANCEL,  /* POST /reservations/{id}/cancel */
+    ROUTE_RESERVATION_EXTEND,  /* POST /reservations/{id}/extend */
+    ROUTE_ORDER_CANCEL,        /* POST /orders/{id}/cancel */
     ROUTE_COUNT
 };
 
@@ -22,7 +28,8 @@ enum route_id {
  * whatever a buyer may. */
 enum route_role {
     ROUTE_ROLE_OPEN,     /* anyone: /health, for load balancers */
-    ROUTE_ROLE_BUYER,    /* orders, and reading items and orders */
+    ROUTE_ROLE_BUYER,    /* orders, reservations, an order's cancel, and reading items,
+                          * orders and reservations */
     ROUTE_ROLE_OPERATOR, /* the catalog: POST /items, PUT /items/{id} */
     ROUTE_ROLE_SCRAPE,   /* /metrics */
     ROUTE_ROLE_COUNT
@@ -32,8 +39,9 @@ typedef struct route_result {
     enum route_id id;
     int method_ok;     /* 0: the path exists but not for this method (405) */
     const char *allow; /* the path's methods, for the Allow header */
-    int bad_id;        /* ROUTE_ITEM or ROUTE_ORDER whose id is not 1..INT64_MAX (400) */
-    int64_t path_id;   /* ROUTE_ITEM, ROUTE_ORDER: the id in the path */
+    int bad_id;        /* a route with an id whose id is not 1..INT64_MAX (400) */
+    int64_t path_id;   /* ROUTE_ITEM, ROUTE_ORDER, ROUTE_RESERVATION*, ROUTE_ORDER_CANCEL:
+                        * the id in the path */
     enum route_role role; /* the role this method on this path needs */
 } route_result;
 

@@ -28,6 +28,8 @@ void service_config_defaults(service_config *c)
     c->batch = 1;
     c->fencing = 1;
     c->max_work_ms = 60000;
+    c->hold_ms = 600000;      /* ten minutes to pay */
+    c->max_hold_ms = 3600000; /* an hour */
 }
 
 /* --workers 0: the number of cores + 6, so that threads stay within
@@ -378,7 +380,7 @@ void service_create_item(service *s, const req_item *r, const char *who, service
     if (c == NULL)
         return;
     const char *rid = r->has_request_id ? r->request_id : NULL;
-    int rc = store_item_create(c, r->name, r->stock, rid, 0, &out->item);
+    int rc = store_item_create(c, r->name, r->stock, rid, r->per_buyer_limit, &out->item);
     if (rc == STORE_ERR_DUPLICATE)
         item_replay(r, out);
     else if (rc == STORE_ERR_IN_DOUBT && rid)
@@ -400,7 +402,7 @@ void service_create_item(service *s, const req_item *r, const char *who, service
                LOG_STR("tokenName", who[0] ? who : NULL));
 }
 
-void service_set_stock(service *s, int64_t item_id, int64_t stock, const char *who,
+void service_set_stock(service *s, int64_t item_id, const req_item *r, const char *who,
                        service_done *done, void *arg)
 {
     struct stock_set *ss = malloc(sizeof(*ss));
@@ -411,11 +413,80 @@ void service_set_stock(service *s, int64_t item_id, int64_t stock, const char *w
         done(&oom, arg);
         return;
     }
-    *ss = (struct stock_set){.s = s, .item = item_id, .stock = stock, .done = done,
-                             .arg = arg, .t0_us = service_now_us()};
+    memset(ss, 0, sizeof(*ss));
+    ss->w.s = s;
+    ss->item = item_id, ss->r = *r, ss->done = done, ss->arg = arg;
     snprintf(ss->who, sizeof(ss->who), "%s", who);
-    service_result_clear(&ss->out);
+    service_result_clear(&ss->w.out);
     service_stock_set(ss);
+}
+
+/* ---- reservations and an order's cancel: under their items' locks ---- */
+
+void service_reserve(service *s, const req_reservation *r, const char *who, service_done *done,
+                     void *arg)
+{
+    service_reserve_write(s, SERVICE_RES_MAKE, 0, r, NULL, who, done, arg);
+}
+
+void service_reservation_confirm(service *s, int64_t id, const char *who, service_done *done,
+                                 void *arg)
+{
+    service_reserve_write(s, SERVICE_RES_CONFIRM, id, NULL, NULL, who, done, arg);
+}
+
+void service_reservation_cancel(service *s, int64_t id, const char *who, service_done *done,
+                                void *arg)
+{
+    service_reserve_write(s, SERVICE_RES_CANCEL, id, NULL, NULL, who, done, arg);
+}
+
+void service_order_cancel(service *s, int64_t id, const req_cancel *r, const char *who,
+                          service_done *done, void *arg)
+{
+    service_reserve_write(s, SERVICE_RES_ORDER_CANCEL, id, NULL, r, who, done, arg);
+}
+
+int64_t service_max_hold_ms(const service *s) { return s->cfg.max_hold_ms; }
+
+/* Extend and read: no item's lock, no stock changes. */
+void service_reservation_extend(service *s, int64_t id, int64_t hold_ms, const char *who,
+                                service_result *out)
+{
+    store_conn *c = service_conn_get(s, out);
+    if (c == NULL)
+        return;
+    int rc = store_reservation_extend(c, id, hold_ms, &out->reservation);
+    out->hold_ms = hold_ms;
+    if (rc == STORE_ERR_NOT_FOUND)
+        service_fail(out, SERVICE_RESERVATION_NOT_FOUND, "no reservation with id %lld",
+                     (long long)id);
+    else if (rc == STORE_ERR_STATE)
+        service_from_state(out, &out->reservation);
+    else
+        service_from_store(out, rc, c);
+    store_put(s->store, c);
+    service_note_space(s, out->outcome, 1);
+    log_kv(LOG_INFO,
+           out->outcome == SERVICE_OK ? "reservation extended" : "reservation not extended",
+           LOG_INT("reservationId", id), LOG_INT("holdMs", hold_ms),
+           LOG_STR("outcome", service_outcome_name(out->outcome)),
+           LOG_STR("instance", s->cfg.instance_id), LOG_STR("tokenName", who[0] ? who : NULL));
+}
+
+void service_get_reservation(service *s, int64_t id, service_result *out)
+{
+    store_conn *c = service_conn_get(s, out);
+    if (c == NULL)
+        return;
+    int rc = store_reservation_get(c, id, &out->reservation);
+    if (rc == STORE_ERR_NOT_FOUND)
+        service_fail(out, SERVICE_RESERVATION_NOT_FOUND, "no reservation with id %lld",
+                     (long long)id);
+    else
+        service_from_store(out, rc, c);
+    store_put(s->store, c);
+    service_note_space(s, out->outcome, 0);
 }
 
 void service_item_ledger(service *s, int64_t item_id, int64_t before, int limit,

@@ -48,6 +48,8 @@ typedef struct service_config {
     int stop_before_write;   /* test only: SIGSTOP the process once before a write */
     int allow_work_ms;       /* honour a request's workMs */
     int max_work_ms;         /* ... capped at this */
+    int hold_ms;             /* a reservation's hold when it asks for none */
+    int max_hold_ms;         /* ... and the longest it may ask for (RULE_HOLD_MS_CAP at most) */
     const char *instance_id; /* written into the ledger */
     int workers;             /* service threads: the store's calls and the commits; 0 (the
                               * default): cores + 6 (a database server's pool size - 2 at
@@ -94,6 +96,14 @@ enum service_outcome {
     SERVICE_SHUTTING_DOWN,    /* past the drain deadline: not committed */
     SERVICE_STORAGE_FULL,     /* the database's disk is full: nothing written, reads work */
     SERVICE_NO_MEMORY,        /* the request's memory could not be had: nothing done */
+    SERVICE_RESERVATION_NOT_FOUND, /* no such reservation */
+    SERVICE_RESERVATION_EXPIRED,   /* the reservation's hold lapsed: its state as met */
+    SERVICE_RESERVATION_CANCELLED, /* ... it was cancelled */
+    SERVICE_RESERVATION_CONFIRMED, /* ... it was confirmed (became an order) */
+    SERVICE_BUYER_LIMIT,      /* a line would take its buyer past the item's limit (limit) */
+    SERVICE_BUYER_REQUIRED,   /* an item has a limit and no buyerId came (limit.item_id);
+                               * its HTTP code is invalid_request, its metrics label
+                               * buyer_required */
     SERVICE_OUTCOME_COUNT
 };
 
@@ -106,6 +116,9 @@ typedef struct service_result {
     enum service_outcome outcome;
     store_order order;  /* SERVICE_OK, SERVICE_REPLAYED: the order */
     store_item item;    /* item operations: the item */
+    store_reservation reservation; /* reservation operations: the reservation */
+    int64_t hold_ms;    /* a reservation made or extended: the hold it was given */
+    store_limit_info limit; /* SERVICE_BUYER_LIMIT, SERVICE_BUYER_REQUIRED: which item */
     int nshort;         /* SERVICE_INSUFFICIENT: the short lines, in the order's order */
     service_short_line shorts[RULE_ORDER_LINES_MAX];
     char message[256];  /* for the client, when not OK */
@@ -116,6 +129,11 @@ typedef struct service_result {
  * is empty. A result cleared so is a few hundred bytes touched, not its
  * whole size: an order waiting in group commit keeps its memory small. */
 void service_result_clear(service_result *out);
+
+/* A reservation's state as the API tells it: "held", "confirmed",
+ * "cancelled", "expired" - a held one past its expiry too (nothing can
+ * confirm it any more; the sweep gives its units back within a second). */
+const char *service_reservation_state(const store_reservation *r);
 
 /* "ok", "insufficient_stock", ... : the error codes of the HTTP API. */
 const char *service_outcome_name(enum service_outcome outcome);
@@ -174,7 +192,54 @@ void service_place_order(service *s, const req_order *r, service_done *done, voi
 /* service_place_order for POST /reduceStock (one line), counted as such. */
 void service_reduce(service *s, const req_order *r, service_done *done, void *arg);
 
+/* ---- reservations and an order's cancel ----
+ *
+ * Each runs one transaction under the locks of its items (redis mode: a
+ * multi-lock; the rows claimed with their fences), answers through done
+ * as an order does, and logs one line. Runs on: any thread; never blocks;
+ * done runs once. who: the caller's token's name for the log ("" for
+ * none). */
+
+/* Holds r's lines for r->hold_ms (0: --hold-ms): out->reservation on
+ * SERVICE_OK; SERVICE_REPLAYED (the reservation as it is now) when r's
+ * requestId made one of the same lines, SERVICE_CONFLICT when of others;
+ * SERVICE_INSUFFICIENT (shorts), SERVICE_NOT_FOUND, SERVICE_BUYER_LIMIT,
+ * SERVICE_BUYER_REQUIRED (out->limit says which item). */
+void service_reserve(service *s, const req_reservation *r, const char *who, service_done *done,
+                     void *arg);
+
+/* Confirms reservation id: out->order (the order it became) and
+ * out->reservation; SERVICE_REPLAYED when it was confirmed already;
+ * SERVICE_RESERVATION_EXPIRED, _CANCELLED, _NOT_FOUND. */
+void service_reservation_confirm(service *s, int64_t id, const char *who, service_done *done,
+                                 void *arg);
+
+/* Cancels reservation id, its units back: out->reservation;
+ * SERVICE_REPLAYED when it was cancelled already;
+ * SERVICE_RESERVATION_EXPIRED, _CONFIRMED, _NOT_FOUND. */
+void service_reservation_cancel(service *s, int64_t id, const char *who, service_done *done,
+                                void *arg);
+
+/* Cancels order id, every line's units returned once: out->order (each
+ * line's remaining the stock after its return); SERVICE_REPLAYED when it
+ * was cancelled already; SERVICE_ORDER_NOT_FOUND. */
+void service_order_cancel(service *s, int64_t id, const req_cancel *r, const char *who,
+                          service_done *done, void *arg);
+
+/* The longest holdMs a request may ask for (--max-hold-ms). */
+int64_t service_max_hold_ms(const service *s);
+
 /* ---- reads and item creation: on a service thread ---- */
+
+/* Moves a held reservation's expiry to now + hold_ms (no item lock: no
+ * stock changes): out->reservation; SERVICE_RESERVATION_EXPIRED,
+ * _CANCELLED, _CONFIRMED, _NOT_FOUND. */
+void service_reservation_extend(service *s, int64_t id, int64_t hold_ms, const char *who,
+                                service_result *out);
+
+/* A reservation by id (out->reservation; a held one that lapsed has
+ * lapsed set); SERVICE_RESERVATION_NOT_FOUND when there is none. */
+void service_get_reservation(service *s, int64_t id, service_result *out);
 
 /* An order with its lines, by id; SERVICE_ORDER_NOT_FOUND when there is none. */
 void service_get_order(service *s, int64_t order_id, service_result *out);
@@ -185,10 +250,12 @@ void service_get_order(service *s, int64_t order_id, service_result *out);
  * the caller's token's name for the log ("" for none). */
 void service_create_item(service *s, const req_item *r, const char *who, service_result *out);
 
-/* Sets an item's stock (under its lock in redis mode, so it never interleaves
- * with a deduction); out->item on SERVICE_OK. who as for service_create_item.
- * Runs on: any thread; never blocks; done runs once, as an order's. */
-void service_set_stock(service *s, int64_t item_id, int64_t stock, const char *who,
+/* Sets an item's stock (r->has_stock) and per-buyer limit (r->per_buyer_limit
+ * >= 0; 0 clears it) in one transaction under its lock in redis mode, so it
+ * never interleaves with a deduction; out->item on SERVICE_OK. who as for
+ * service_create_item. Runs on: any thread; never blocks; done runs once, as
+ * an order's. */
+void service_set_stock(service *s, int64_t item_id, const req_item *r, const char *who,
                        service_done *done, void *arg);
 
 /* Reads an item (out->item) and calls fn for up to limit of its lines below

@@ -52,6 +52,8 @@ void service_answer(struct order *o)
     for (int i = 0; out.outcome == SERVICE_OK && i < r->nlines; i++)
         units += r->lines[i].quantity;
     metrics_order(s->metrics, out.outcome, r->nlines, units);
+    if (out.outcome == SERVICE_BUYER_LIMIT)
+        metrics_buyer_limit_refusal(s->metrics);
     metrics_handoffs(s->metrics, o->hops);
     if (o->reduce)
         metrics_reduce(s->metrics, out.outcome);

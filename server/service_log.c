@@ -30,6 +30,12 @@ static const enum log_level outcome_level[SERVICE_OUTCOME_COUNT] = {
     [SERVICE_SHUTTING_DOWN] = LOG_WARN,
     [SERVICE_STORAGE_FULL] = LOG_ERROR,
     [SERVICE_NO_MEMORY] = LOG_ERROR,
+    [SERVICE_RESERVATION_NOT_FOUND] = LOG_INFO,
+    [SERVICE_RESERVATION_EXPIRED] = LOG_INFO,
+    [SERVICE_RESERVATION_CANCELLED] = LOG_INFO,
+    [SERVICE_RESERVATION_CONFIRMED] = LOG_INFO,
+    [SERVICE_BUYER_LIMIT] = LOG_INFO,
+    [SERVICE_BUYER_REQUIRED] = LOG_INFO,
 };
 
 static enum log_level level_of(enum service_outcome o)
@@ -115,15 +121,19 @@ void service_log_order(const service *s, const req_order *r, const service_resul
               lf.f, lf.nf);
 }
 
-void service_log_stock_set(const service *s, int64_t item_id, int64_t stock, const char *who,
-                           const service_result *out, const store_fence *held, int64_t t0_us)
+void service_log_stock_set(const service *s, int64_t item_id, int64_t stock, int64_t limit,
+                           const char *who, const service_result *out, const store_fence *held,
+                           int64_t t0_us)
 {
     enum log_level level = level_of(out->outcome);
     if (!log_enabled(level))
         return;
     struct lock_fields lf;
     lf.items[0] = item_id, lf.nf = 0;
-    lf.f[lf.nf++] = LOG_INT("stock", stock);
+    if (stock >= 0)
+        lf.f[lf.nf++] = LOG_INT("stock", stock);
+    if (limit >= 0) /* 0: cleared */
+        lf.f[lf.nf++] = LOG_INT("perBuyerLimit", limit);
     lf.f[lf.nf++] = LOG_STR("outcome", service_outcome_name(out->outcome));
     lf.f[lf.nf++] = LOG_MS("ms", ms_since(t0_us));
     lf.f[lf.nf++] = LOG_STR("instance", s->cfg.instance_id);
@@ -133,6 +143,31 @@ void service_log_stock_set(const service *s, int64_t item_id, int64_t stock, con
         lf.f[lf.nf++] = LOG_STR("detail", out->message);
     add_lock_fields(s, &lf, 1, NULL, held);
     log_event(level, out->outcome == SERVICE_OK ? "stock set" : "stock not set", lf.f, lf.nf);
+}
+
+void service_log_locked(const service *s, const char *event, const char *id_name, int64_t id,
+                        const char *request_id, const char *who, const service_result *out,
+                        const struct locked *w)
+{
+    enum log_level level = level_of(out->outcome);
+    if (!log_enabled(level))
+        return;
+    struct lock_fields lf;
+    lf.nf = 0;
+    for (int i = 0; i < w->n; i++)
+        lf.items[i] = w->items[i];
+    if (id)
+        lf.f[lf.nf++] = LOG_INT(id_name, id);
+    lf.f[lf.nf++] = LOG_STR("requestId", request_id);
+    lf.f[lf.nf++] = LOG_STR("outcome", service_outcome_name(out->outcome));
+    lf.f[lf.nf++] = LOG_MS("ms", ms_since(w->t0_us));
+    lf.f[lf.nf++] = LOG_STR("instance", s->cfg.instance_id);
+    if (who[0]) /* the token's name, never the token */
+        lf.f[lf.nf++] = LOG_STR("tokenName", who);
+    if (out->outcome != SERVICE_OK && out->outcome != SERVICE_REPLAYED)
+        lf.f[lf.nf++] = LOG_STR("detail", out->message);
+    add_lock_fields(s, &lf, w->n, w->n && w->keys[0] ? w->keys : NULL, w->held);
+    log_event(level, event, lf.f, lf.nf);
 }
 
 void service_log_lost_after_commit(const service *s, const req_order *r, int orders,

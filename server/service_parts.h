@@ -1,8 +1,10 @@
 /* service_parts.h - what the service's files share. They call one way,
  * from the top down: service.c (lifecycle, reads, health, metrics,
  * draining, and each order's and stock set's door) -> service_order.c (an
- * order placed alone, under each lock mode) and service_stock.c (a stock
- * set) -> service_batch.c (group commit) -> service_write.c (what writing
+ * order placed alone, under each lock mode), service_stock.c (a stock
+ * set) and service_reserve.c (reservations, an order's cancel) ->
+ * service_locked.c (a transaction under the locks of its items) ->
+ * service_batch.c (group commit) -> service_write.c (what writing
  * an order needs: the order as written, a retry's first answer, the tokens
  * a lock holds and their raise, the drain's commit check, a lock's calls
  * registered for the drain) -> service_answer.c (an order's end) ->
@@ -97,6 +99,7 @@ static inline int64_t service_now_us(void)
 struct order_result {
     enum service_outcome outcome;
     int64_t order_id;
+    store_limit_info limit; /* a buyer's limit refused it: which item */
     uint32_t shorts;     /* insufficient: bit i set when line i was short */
     union {
         char message[256];                     /* not placed: why */
@@ -178,22 +181,53 @@ struct order {
     struct order_result res;
 };
 
-/* PUT /items/{id}: its memory, from its door to its answer. */
-struct stock_set {
+struct locked;
+
+/* What a write under its items' locks does (service_locked.c), each on a
+ * service thread. */
+struct locked_ops {
+    /* Before any lock, c free for reads: adds the items to lock
+     * (service_locked_add), or sets w->out's outcome to end without a
+     * lock (a thing not found, nothing to do). */
+    void (*prepare)(struct locked *w, store_conn *c);
+    /* Inside the transaction, every item claimed (service_locked_fence):
+     * the store's write. STORE_OK commits; anything else rolls back. */
+    int (*write)(struct locked *w, store_conn *c);
+    /* The transaction's result (rc: the write's failure, or the commit's)
+     * into w->out, c still the connection it ran on. */
+    void (*result)(struct locked *w, int rc, store_conn *c);
+    /* The end, its locks released: counts, logs, answers, frees w. */
+    void (*end)(struct locked *w);
+};
+
+/* A write under the locks of up to RULE_ORDER_LINES_MAX items, from the
+ * read that names them to its end: memory of the request that embeds it. */
+struct locked {
     service *s;
-    int64_t item, stock, t0_us;
-    char who[RULE_TOKEN_NAME_MAX + 1];
-    service_done *done;
-    void *arg;
+    const struct locked_ops *ops;
+    int n;                                      /* items, in id order */
+    int64_t items[RULE_ORDER_LINES_MAX];
+    store_fence held[RULE_ORDER_LINES_MAX];     /* each item's token, as claimed */
+    const char *keys[RULE_ORDER_LINES_MAX];
+    char key[RULE_ORDER_LINES_MAX][DLOCK_KEY_MAX + 1];
     exec_task task;
     struct lock_call lock;
     dlock_handle *h;
-    store_fence held;
-    exec_timer timer;       /* lock mode db: the next try for the row's lock */
+    exec_timer timer;       /* lock mode db: the next try for the rows' locks */
     int64_t deadline_ms;    /* ...until then */
     int tries;
-    service_result out;
-    char key[DLOCK_KEY_MAX + 1];
+    int64_t asked_ms, t0_us;
+    service_result out;     /* cleared by whoever makes it */
+};
+
+/* PUT /items/{id}: its memory, from its door to its answer. */
+struct stock_set {
+    struct locked w;        /* first: the write under the item's lock */
+    int64_t item;
+    req_item r;             /* the stock (has_stock) and the limit (-1: left) */
+    char who[RULE_TOKEN_NAME_MAX + 1];
+    service_done *done;
+    void *arg;
 };
 
 /* ---- service_order.c: an order placed alone, and a stock set ---- */
@@ -208,10 +242,41 @@ void service_order_alone(struct order *o);
 
 /* ---- service_stock.c: an item's stock set ---- */
 
-/* Sets ss's stock (ss made at its door): the item must exist (else 404, and
- * its lock never touches Redis), then under its lock (redis mode). Answers
- * through ss->done and frees ss. Never blocks. */
+/* Sets ss's stock and limit (ss made at its door, ss->w.out cleared): the
+ * item must exist (else 404, and its lock never touches Redis), then under
+ * its lock (redis mode). Answers through ss->done and frees ss. Never
+ * blocks. */
 void service_stock_set(struct stock_set *ss);
+
+/* ---- service_reserve.c: reservations and an order's cancel ---- */
+
+enum service_res_kind {
+    SERVICE_RES_MAKE,         /* POST /reservations: r */
+    SERVICE_RES_CONFIRM,      /* reservation id */
+    SERVICE_RES_CANCEL,       /* reservation id */
+    SERVICE_RES_ORDER_CANCEL, /* order id, cancel */
+};
+
+/* Makes, confirms or cancels a reservation, or cancels an order (r,
+ * cancel: copied, NULL when not of its kind), in one transaction under
+ * its items' locks; done once, as an order's (out of memory: at once).
+ * Never blocks. */
+void service_reserve_write(service *s, enum service_res_kind kind, int64_t id,
+                           const req_reservation *r, const req_cancel *cancel, const char *who,
+                           service_done *done, void *arg);
+
+/* ---- service_locked.c: a transaction under the locks of its items ---- */
+
+/* Runs w (its s, ops and out set, out cleared): prepare on a service
+ * thread, then the items' locks, the transaction, the release, the end.
+ * Never blocks; w->ops->end runs once. */
+void service_locked_start(struct locked *w);
+
+/* Adds item to w's items (once; kept in id order). In prepare. */
+void service_locked_add(struct locked *w, int64_t item);
+
+/* The token item's row was claimed with, or NULL when unfenced. In write. */
+const store_fence *service_locked_fence(const struct locked *w, int64_t item);
 
 /* ---- service_batch.c: group commit ---- */
 
@@ -338,10 +403,21 @@ void service_note_space(service *s, enum service_outcome o, int wrote);
 void service_log_order(const service *s, const req_order *r, const service_result *out,
                        const store_fence *held, int64_t t0_us);
 
-/* One line for a stock set by PUT /items/{id}, with its lock's token *held
+/* One line for a stock set by PUT /items/{id} (stock -1: not set; limit
+ * the per-buyer limit set, 0 cleared, -1 left), with its lock's token *held
  * and who set it (the token's name; "" for none). */
-void service_log_stock_set(const service *s, int64_t item_id, int64_t stock, const char *who,
-                           const service_result *out, const store_fence *held, int64_t t0_us);
+void service_log_stock_set(const service *s, int64_t item_id, int64_t stock, int64_t limit,
+                           const char *who, const service_result *out, const store_fence *held,
+                           int64_t t0_us);
+
+/* One line for a write under its items' locks w (a reservation's, an
+ * order's cancel): event (its message), the id it is about as id_name
+ * (0: none yet), its requestId (NULL: none), its outcome, the items,
+ * their keys and the tokens they were claimed with, and who asked (the
+ * token's name; "" for none). */
+void service_log_locked(const service *s, const char *event, const char *id_name, int64_t id,
+                        const char *request_id, const char *who, const service_result *out,
+                        const struct locked *w);
 
 /* A lock lost after its orders committed (their answers stand): the n items'
  * keys and tokens, the number of orders, r's requestId when there is one
@@ -366,11 +442,16 @@ int service_fail(service_result *out, enum service_outcome o, const char *fmt, .
     __attribute__((format(printf, 3, 4)));
 
 /* Maps a store result to out, detail saying what went wrong (rc STORE_OK
- * leaves out alone); returns the outcome. */
+ * leaves out alone); returns the outcome. A buyer's limit needs the
+ * connection (service_from_store): here it is a storage error. */
 int service_from_store_text(service_result *out, int rc, const char *detail);
 
 /* service_from_store_text for a result on c, whose store_errstr is the detail. */
 int service_from_store(service_result *out, int rc, const store_conn *c);
+
+/* A reservation r not held (STORE_ERR_STATE) as the outcome of the state
+ * it was met in (a held one that lapsed: expired); returns the outcome. */
+int service_from_state(service_result *out, const store_reservation *r);
 
 /* Maps a store result for order r (NULL: not an order); STORE_ERR_DUPLICATE
  * means out->order holds the earlier order of r's requestId: a replay when

@@ -3,6 +3,7 @@
  * key; and how the results of the layers below (a store code, a lock code)
  * become outcomes. The bottom of the service: it calls none of its files. */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,11 +31,26 @@ const char *const service_outcome_names[SERVICE_OUTCOME_COUNT] = {
     [SERVICE_SHUTTING_DOWN] = "shutting_down",
     [SERVICE_STORAGE_FULL] = "storage_full",
     [SERVICE_NO_MEMORY] = "out_of_memory",
+    [SERVICE_RESERVATION_NOT_FOUND] = "reservation_not_found",
+    [SERVICE_RESERVATION_EXPIRED] = "reservation_expired",
+    [SERVICE_RESERVATION_CANCELLED] = "reservation_cancelled",
+    [SERVICE_RESERVATION_CONFIRMED] = "reservation_confirmed",
+    [SERVICE_BUYER_LIMIT] = "buyer_limit_reached",
+    /* the metrics' label; its HTTP code is invalid_request, which a label of
+     * its own keeps apart from the parser's refusals */
+    [SERVICE_BUYER_REQUIRED] = "buyer_required",
 };
 
 const char *service_outcome_name(enum service_outcome o)
 {
     return o < SERVICE_OUTCOME_COUNT ? service_outcome_names[o] : "storage_error";
+}
+
+const char *service_reservation_state(const store_reservation *r)
+{
+    return store_reservation_state_name(r->state == STORE_RES_HELD && r->lapsed
+                                            ? STORE_RES_EXPIRED
+                                            : r->state);
 }
 
 void service_lock_key(const char *prefix, int64_t item_id, char *buf)
@@ -84,7 +100,30 @@ int service_from_store_text(service_result *out, int rc, const char *detail)
 
 int service_from_store(service_result *out, int rc, const store_conn *c)
 {
+    if (rc == STORE_ERR_BUYER_LIMIT || rc == STORE_ERR_BUYER_REQUIRED) {
+        store_limit_info l = out->limit = store_limit_item(c);
+        if (rc == STORE_ERR_BUYER_REQUIRED)
+            return service_fail(out, SERVICE_BUYER_REQUIRED, "item %lld has a per-buyer limit "
+                                "of %lld: field \"buyerId\" is required; nothing taken",
+                                (long long)l.item_id, (long long)l.limit);
+        return service_fail(out, SERVICE_BUYER_LIMIT, "buyer has %lld of item %lld and asks for "
+                            "%lld more; the limit is %lld a buyer; nothing taken",
+                            (long long)l.had, (long long)l.item_id, (long long)l.asked,
+                            (long long)l.limit);
+    }
     return rc == STORE_OK ? (int)out->outcome : service_from_store_text(out, rc, store_errstr(c));
+}
+
+int service_from_state(service_result *out, const store_reservation *r)
+{
+    if (r->state == STORE_RES_CONFIRMED)
+        return service_fail(out, SERVICE_RESERVATION_CONFIRMED, "reservation %lld was confirmed "
+                            "(order %lld)", (long long)r->id, (long long)r->order_id);
+    if (r->state == STORE_RES_CANCELLED)
+        return service_fail(out, SERVICE_RESERVATION_CANCELLED, "reservation %lld was cancelled",
+                            (long long)r->id);
+    return service_fail(out, SERVICE_RESERVATION_EXPIRED, "reservation %lld has expired; its "
+                        "units are back in stock", (long long)r->id);
 }
 
 /* A node's change of state, logged once: by whichever thread flips its
@@ -224,6 +263,9 @@ void service_result_clear(service_result *out)
     out->item.name[0] = '\0';
     out->nshort = 0;
     out->message[0] = '\0';
+    memset(&out->reservation, 0, offsetof(store_reservation, lines));
+    out->limit = (store_limit_info){0, 0, 0, 0};
+    out->hold_ms = 0;
 }
 
 /* The index of r's line for item id, or -1. */
@@ -239,6 +281,7 @@ void service_keep(struct order_result *res, const req_order *r, const service_re
 {
     res->outcome = out->outcome;
     res->order_id = out->order.info.order_id;
+    res->limit = out->limit;
     res->shorts = 0;
     if (out->outcome == SERVICE_REPLAYED)
         snprintf(res->placed_by, sizeof(res->placed_by), "%s", out->order.info.instance);
@@ -267,6 +310,7 @@ void service_result_of(const struct order_result *res, const req_order *r,
 {
     out->outcome = res->outcome;
     out->order.info.order_id = res->order_id;
+    out->limit = res->limit;
     if (res->outcome == SERVICE_REPLAYED)
         snprintf(out->order.info.instance, sizeof(out->order.info.instance), "%.*s",
                  RULE_INSTANCE_MAX, res->placed_by);

@@ -84,7 +84,8 @@ int service_replay_when_locked_out(service *s, const req_order *r, service_resul
 store_new_order service_new_order(const service *s, const req_order *r, dlock_handle *h)
 {
     store_new_order o = {
-        .request_id = r->has_request_id ? r->request_id : NULL, .instance = s->cfg.instance_id,
+        .request_id = r->has_request_id ? r->request_id : NULL,
+        .buyer_id = r->has_buyer_id ? r->buyer_id : NULL, .instance = s->cfg.instance_id,
         .lock_mode = service_lock_mode_names[s->cfg.lock_mode],
         .lock_token = h ? dlock_token(h) : NULL, .nlines = r->nlines};
     for (int i = 0; i < r->nlines; i++)

@@ -21,6 +21,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     req_parse_order((const char *)data, size, &r, err, sizeof(err));
     req_parse_item((const char *)data, size, 1, &it, err, sizeof(err));
     req_parse_item((const char *)data, size, 0, &it, err, sizeof(err));
+    req_reservation res;
+    req_cancel cancel;
+    int64_t hold;
+    req_parse_reservation((const char *)data, size, RULE_HOLD_MS_CAP, &res, err, sizeof(err));
+    req_parse_extend((const char *)data, size, RULE_HOLD_MS_CAP, &hold, err, sizeof(err));
+    req_parse_cancel((const char *)data, size, &cancel, err, sizeof(err));
 
     char *s = malloc(size + 1); /* path and query values arrive NUL-terminated */
     if (s == NULL)

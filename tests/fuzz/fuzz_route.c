@@ -21,7 +21,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     route_result r;
     route_match(buf, path ? path : "/", &r);
     (void)route_name(r.id);
-    if ((r.id == ROUTE_ITEM || r.id == ROUTE_ORDER) && !r.bad_id && r.path_id < 1)
+    int with_id = r.id == ROUTE_ITEM || r.id == ROUTE_ORDER || r.id == ROUTE_ORDER_CANCEL ||
+                  r.id == ROUTE_RESERVATION || r.id == ROUTE_RESERVATION_CONFIRM ||
+                  r.id == ROUTE_RESERVATION_CANCEL || r.id == ROUTE_RESERVATION_EXTEND;
+    if (with_id && !r.bad_id && r.path_id < 1)
         abort(); /* a valid item route always carries a positive id */
     free(buf);
     return 0;

@@ -232,6 +232,195 @@ static void test_item_bodies(void **state)
                      REQ_OK);
 }
 
+/* perBuyerLimit: optional on POST; on PUT a number sets it, null clears it,
+ * absent leaves it, and it may come without the stock. */
+static void test_item_bodies_carry_a_per_buyer_limit(void **state)
+{
+    (void)state;
+    req_item it;
+    char err[256];
+    const char *post = "{\"name\":\"w\",\"stock\":5,\"perBuyerLimit\":2}";
+    assert_int_equal(req_parse_item(post, strlen(post), 1, &it, err, sizeof(err)), REQ_OK);
+    assert_int_equal(it.per_buyer_limit, 2);
+    const char *plain = "{\"name\":\"w\",\"stock\":5}";
+    assert_int_equal(req_parse_item(plain, strlen(plain), 1, &it, err, sizeof(err)), REQ_OK);
+    assert_int_equal(it.per_buyer_limit, 0);
+    assert_int_equal(req_parse_item(plain, strlen(plain), 0, &it, err, sizeof(err)), REQ_OK);
+    assert_int_equal(it.per_buyer_limit, -1); /* PUT: left as it is */
+    assert_true(it.has_stock);
+    const char *clear = "{\"perBuyerLimit\":null}";
+    assert_int_equal(req_parse_item(clear, strlen(clear), 0, &it, err, sizeof(err)), REQ_OK);
+    assert_int_equal(it.per_buyer_limit, 0);
+    assert_false(it.has_stock);
+    const char *set = "{\"perBuyerLimit\":1000000000000}";
+    assert_int_equal(req_parse_item(set, strlen(set), 0, &it, err, sizeof(err)), REQ_OK);
+    assert_int_equal(it.per_buyer_limit, 1000000000000LL);
+    assert_false(it.has_stock);
+    /* POST needs the stock whatever else comes */
+    const char *no_stock = "{\"name\":\"w\",\"perBuyerLimit\":3}";
+    assert_int_equal(req_parse_item(no_stock, strlen(no_stock), 1, &it, err, sizeof(err)),
+                     REQ_ERR_INVALID);
+    assert_non_null(strstr(err, "stock"));
+    const char *bad[] = {"{\"name\":\"w\",\"stock\":5,\"perBuyerLimit\":0}",
+                         "{\"name\":\"w\",\"stock\":5,\"perBuyerLimit\":1000000000001}",
+                         "{\"name\":\"w\",\"stock\":5,\"perBuyerLimit\":\"2\"}",
+                         "{\"name\":\"w\",\"stock\":5,\"perBuyerLimit\":-1}", NULL};
+    for (int i = 0; bad[i]; i++) {
+        for (int need_name = 0; need_name <= 1; need_name++) {
+            if (req_parse_item(bad[i], strlen(bad[i]), need_name, &it, err, sizeof(err)) !=
+                REQ_ERR_INVALID)
+                fail_msg("%s accepted", bad[i]);
+            assert_non_null(strstr(err, "perBuyerLimit"));
+        }
+    }
+    /* PUT with neither: the stock is what is missing */
+    assert_int_equal(req_parse_item("{}", 2, 0, &it, err, sizeof(err)), REQ_ERR_INVALID);
+    assert_non_null(strstr(err, "stock"));
+}
+
+static void test_orders_carry_a_buyer_id(void **state)
+{
+    (void)state;
+    req_order r;
+    char err[256], body[512], id[200];
+    const char *o = "{\"lines\":[{\"itemId\":1,\"quantity\":1}],\"buyerId\":\"b-7\"}";
+    assert_int_equal(req_parse_order(o, strlen(o), &r, err, sizeof(err)), REQ_OK);
+    assert_true(r.has_buyer_id);
+    assert_string_equal(r.buyer_id, "b-7");
+    assert_int_equal(parse_reduce("{\"itemId\":1,\"quantity\":1,\"buyerId\":\"x\"}", &r), REQ_OK);
+    assert_string_equal(r.buyer_id, "x");
+    assert_int_equal(parse_reduce("{\"itemId\":1,\"quantity\":1}", &r), REQ_OK);
+    assert_false(r.has_buyer_id);
+    memset(id, 'b', RULE_BUYER_ID_MAX);
+    id[RULE_BUYER_ID_MAX] = '\0';
+    snprintf(body, sizeof(body), "{\"itemId\":1,\"quantity\":1,\"buyerId\":\"%s\"}", id);
+    assert_int_equal(parse_reduce(body, &r), REQ_OK);
+    id[RULE_BUYER_ID_MAX] = 'b', id[RULE_BUYER_ID_MAX + 1] = '\0';
+    snprintf(body, sizeof(body), "{\"itemId\":1,\"quantity\":1,\"buyerId\":\"%s\"}", id);
+    assert_int_equal(req_parse_reduce(body, strlen(body), &r, err, sizeof(err)),
+                     REQ_ERR_INVALID);
+    assert_non_null(strstr(err, "buyerId"));
+    const char *bad[] = {"{\"itemId\":1,\"quantity\":1,\"buyerId\":\"\"}",
+                         "{\"itemId\":1,\"quantity\":1,\"buyerId\":\"a\\tb\"}",
+                         "{\"itemId\":1,\"quantity\":1,\"buyerId\":7}", NULL};
+    for (int i = 0; bad[i]; i++) {
+        if (req_parse_reduce(bad[i], strlen(bad[i]), &r, err, sizeof(err)) != REQ_ERR_INVALID)
+            fail_msg("%s accepted", bad[i]);
+        assert_non_null(strstr(err, "buyerId"));
+    }
+}
+
+static void test_reservation_bodies(void **state)
+{
+    (void)state;
+    req_reservation r;
+    char err[256];
+    const char *full = "{\"lines\":[{\"itemId\":4,\"quantity\":2},{\"itemId\":9,\"quantity\":1}],"
+                       "\"holdMs\":60000,\"requestId\":\"r-1\",\"buyerId\":\"b-1\"}";
+    assert_int_equal(req_parse_reservation(full, strlen(full), 3600000, &r, err, sizeof(err)),
+                     REQ_OK);
+    assert_int_equal(r.order.nlines, 2);
+    assert_int_equal(r.order.lines[1].item_id, 9);
+    assert_int_equal(r.hold_ms, 60000);
+    assert_string_equal(r.order.request_id, "r-1");
+    assert_string_equal(r.order.buyer_id, "b-1");
+    const char *bare = "{\"lines\":[{\"itemId\":4,\"quantity\":2}]}";
+    assert_int_equal(req_parse_reservation(bare, strlen(bare), 3600000, &r, err, sizeof(err)),
+                     REQ_OK);
+    assert_int_equal(r.hold_ms, 0); /* the server's default */
+    assert_false(r.order.has_request_id);
+    const char *bad[] = {
+        "{\"lines\":[{\"itemId\":4,\"quantity\":2}],\"holdMs\":999}",
+        "{\"lines\":[{\"itemId\":4,\"quantity\":2}],\"holdMs\":3600001}",
+        "{\"lines\":[{\"itemId\":4,\"quantity\":2}],\"holdMs\":\"5000\"}",
+        "{\"lines\":[{\"itemId\":4,\"quantity\":2}],\"holdMs\":1.5}", NULL};
+    for (int i = 0; bad[i]; i++) {
+        if (req_parse_reservation(bad[i], strlen(bad[i]), 3600000, &r, err, sizeof(err)) !=
+            REQ_ERR_INVALID)
+            fail_msg("%s accepted", bad[i]);
+        assert_non_null(strstr(err, "holdMs"));
+    }
+    const char *edge = "{\"lines\":[{\"itemId\":4,\"quantity\":2}],\"holdMs\":1000}";
+    assert_int_equal(req_parse_reservation(edge, strlen(edge), 1000, &r, err, sizeof(err)),
+                     REQ_OK);
+    const char *twice = "{\"lines\":[{\"itemId\":4,\"quantity\":2},{\"itemId\":4,\"quantity\":1}]}";
+    assert_int_equal(req_parse_reservation(twice, strlen(twice), 3600000, &r, err, sizeof(err)),
+                     REQ_ERR_INVALID);
+    assert_non_null(strstr(err, "lines[1]"));
+    assert_int_equal(req_parse_reservation("[]", 2, 3600000, &r, err, sizeof(err)), REQ_ERR_JSON);
+}
+
+static void test_extend_and_cancel_bodies(void **state)
+{
+    (void)state;
+    int64_t hold;
+    char err[256];
+    const char *ok = "{\"holdMs\":120000}";
+    assert_int_equal(req_parse_extend(ok, strlen(ok), 3600000, &hold, err, sizeof(err)), REQ_OK);
+    assert_int_equal(hold, 120000);
+    assert_int_equal(req_parse_extend(ok, strlen(ok), 60000, &hold, err, sizeof(err)),
+                     REQ_ERR_INVALID);
+    assert_non_null(strstr(err, "holdMs"));
+    assert_int_equal(req_parse_extend("{}", 2, 60000, &hold, err, sizeof(err)), REQ_ERR_INVALID);
+    assert_non_null(strstr(err, "holdMs"));
+    assert_int_equal(req_parse_extend("", 0, 60000, &hold, err, sizeof(err)), REQ_ERR_JSON);
+    req_cancel c;
+    assert_int_equal(req_parse_cancel("", 0, &c, err, sizeof(err)), REQ_OK);
+    assert_false(c.has_request_id);
+    const char *keyed = "{\"requestId\":\"c-1\"}";
+    assert_int_equal(req_parse_cancel(keyed, strlen(keyed), &c, err, sizeof(err)), REQ_OK);
+    assert_string_equal(c.request_id, "c-1");
+    const char *bad = "{\"requestId\":\"\"}";
+    assert_int_equal(req_parse_cancel(bad, strlen(bad), &c, err, sizeof(err)), REQ_ERR_INVALID);
+    assert_int_equal(req_parse_cancel("{", 1, &c, err, sizeof(err)), REQ_ERR_JSON);
+}
+
+static void test_reservation_routes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *method, *path;
+        enum route_id id;
+        int method_ok;
+        int64_t path_id;
+    } want[] = {
+        {"POST", "/reservations", ROUTE_RESERVATIONS, 1, 0},
+        {"GET", "/reservations", ROUTE_RESERVATIONS, 0, 0},
+        {"GET", "/reservations/5", ROUTE_RESERVATION, 1, 5},
+        {"HEAD", "/reservations/5", ROUTE_RESERVATION, 1, 5},
+        {"POST", "/reservations/5", ROUTE_RESERVATION, 0, 5},
+        {"POST", "/reservations/6/confirm", ROUTE_RESERVATION_CONFIRM, 1, 6},
+        {"POST", "/reservations/7/cancel", ROUTE_RESERVATION_CANCEL, 1, 7},
+        {"POST", "/reservations/8/extend", ROUTE_RESERVATION_EXTEND, 1, 8},
+        {"GET", "/reservations/8/extend", ROUTE_RESERVATION_EXTEND, 0, 8},
+        {"POST", "/orders/9/cancel", ROUTE_ORDER_CANCEL, 1, 9},
+        {"GET", "/orders/9/cancel", ROUTE_ORDER_CANCEL, 0, 9},
+        {"POST", "/reservations/8/other", ROUTE_NOT_FOUND, 0, 0},
+        {"POST", "/reservations/8/confirm/", ROUTE_NOT_FOUND, 0, 0},
+        {"POST", "/reservations//confirm", ROUTE_NOT_FOUND, 0, 0},
+        {"POST", "/orders/9/cancelled", ROUTE_NOT_FOUND, 0, 0},
+        {"POST", "/items/9/cancel", ROUTE_NOT_FOUND, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        route_result r;
+        route_match(want[i].method, want[i].path, &r);
+        if (r.id != want[i].id || r.method_ok != want[i].method_ok ||
+            (want[i].path_id && r.path_id != want[i].path_id))
+            fail_msg("%s %s: route %s ok %d id %lld", want[i].method, want[i].path,
+                     route_name(r.id), r.method_ok, (long long)r.path_id);
+        if (r.id != ROUTE_NOT_FOUND && r.role != ROUTE_ROLE_BUYER)
+            fail_msg("%s %s: not a buyer's", want[i].method, want[i].path);
+    }
+    route_result r;
+    route_match("POST", "/reservations/0/confirm", &r);
+    assert_int_equal(r.id, ROUTE_RESERVATION_CONFIRM);
+    assert_true(r.bad_id);
+    route_match("POST", "/reservations/99999999999999999999999999999999999/cancel", &r);
+    assert_int_equal(r.id, ROUTE_RESERVATION_CANCEL);
+    assert_true(r.bad_id);
+    assert_string_equal(route_name(ROUTE_ORDER_CANCEL), "orderCancel");
+}
+
 static void test_path_ids_and_query_ints(void **state)
 {
     (void)state;
@@ -465,6 +654,11 @@ int main(void)
         cmocka_unit_test(test_order_with_the_most_lines_is_accepted),
         cmocka_unit_test(test_malformed_orders_name_the_line),
         cmocka_unit_test(test_item_bodies),
+        cmocka_unit_test(test_item_bodies_carry_a_per_buyer_limit),
+        cmocka_unit_test(test_orders_carry_a_buyer_id),
+        cmocka_unit_test(test_reservation_bodies),
+        cmocka_unit_test(test_extend_and_cancel_bodies),
+        cmocka_unit_test(test_reservation_routes),
         cmocka_unit_test(test_path_ids_and_query_ints),
         cmocka_unit_test(test_routes_match_methods_and_ids),
         cmocka_unit_test(test_routes_name_the_role_each_method_needs),
