@@ -7,7 +7,8 @@
  * middle of a pass and the other taking over within the lease; 5,000
  * lapsing at once while orders are answered, each pass within
  * --sweep-batch; --lock atomic, where every replica sweeps without Redis;
- * and on PostgreSQL, under --lock db (every replica sweeps) and redis. */
+ * one made by POST /reservations, back in GET /items/{id}; and on
+ * PostgreSQL, under --lock db (every replica sweeps) and redis. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "server/rules.h"
 #include "server/store.h"
 #include "tests/support/calls.h"
 #include "tests/support/harness.h"
@@ -392,6 +394,52 @@ static void test_e_atomic_mode_sweeps_without_redis(void **state)
     assert_int_equal(th_count_in_file(r[0].log, "sweep lock"), 0);
 }
 
+/* Through the API: POST /reservations holds 3 of 10 for a second; past it
+ * GET /reservations/{id} reads expired, and GET /items/{id} has them back
+ * in available, none reserved, within the hold and a second (the lag). */
+static void test_h_a_reservation_made_over_http_comes_back(void **state)
+{
+    (void)state;
+    const char *flags[] = {LEASE, NULL};
+    start(&r[0], &redis, flags);
+    long long item = th_new_item(&r[0], "http", 10);
+    char body[256];
+    snprintf(body, sizeof(body), "{\"lines\":[{\"itemId\":%lld,\"quantity\":3}],\"holdMs\":%d}",
+             item, RULE_HOLD_MS_MIN);
+    json_t *res = th_call(&r[0], "POST", "/reservations", body, 201);
+    long long id = th_jint(res, "reservationId");
+    json_decref(res);
+    char path[64];
+    snprintf(path, sizeof(path), "/items/%lld", item);
+    json_t *it = th_call(&r[0], "GET", path, NULL, 200);
+    assert_int_equal(th_jint(it, "available"), 7);
+    assert_int_equal(th_jint(it, "reserved"), 3);
+    json_decref(it);
+    for (int64_t end = th_now_ms() + 10000 * TH_SLOWER;;) {
+        it = th_call(&r[0], "GET", path, NULL, 200);
+        long long reserved = th_jint(it, "reserved"), available = th_jint(it, "available");
+        json_decref(it);
+        if (reserved == 0) {
+            assert_int_equal(available, 10);
+            break;
+        }
+        if (th_now_ms() > end)
+            fail_msg("item %lld still reserves %lld", item, reserved);
+        th_sleep_ms(20);
+    }
+    snprintf(path, sizeof(path), "/reservations/%lld", id);
+    res = th_call(&r[0], "GET", path, NULL, 200);
+    assert_string_equal(th_jstr(res, "state"), "expired");
+    json_decref(res);
+    double lag = metric(&r[0], "stockd_reservation_sweep_lag_seconds_sum");
+    double bound = 1.0 + 0.25 * (TH_SLOWER - 1);
+    print_message("given back %.3f s after its expiresAt\n", lag);
+    if (lag > bound)
+        fail_msg("given back %.3f s after its expiresAt, past %.2f s", lag, bound);
+    assert_true(metric(&r[0], EXPIRED) == 1);
+    assert_true(metric(&r[0], "stockd_reservations_total{result=\"held\"}") == 1);
+}
+
 /* On PostgreSQL: two replicas under mode (--lock db: each sweeps, the
  * rows' locks taken by the store's UPDATEs; redis: one sweeps, its claims
  * fenced), reservations over three items lapsing in rounds, each back
@@ -465,6 +513,8 @@ int main(void)
                                         test_setup, test_teardown),
         cmocka_unit_test_setup_teardown(test_e_atomic_mode_sweeps_without_redis, test_setup,
                                         test_teardown),
+        cmocka_unit_test_setup_teardown(test_h_a_reservation_made_over_http_comes_back,
+                                        test_setup, test_teardown),
         cmocka_unit_test_setup_teardown(test_f_postgres_lock_db_every_replica_sweeps, test_setup,
                                         test_teardown),
         cmocka_unit_test_setup_teardown(test_g_postgres_redis_mode_one_sweeps_fenced, test_setup,
