@@ -44,6 +44,8 @@ struct sweep {
     dlock_handle *h;        /* the pass's items' locks */
     int64_t tick_ms;        /* when this tick began */
     int backoff_ms;         /* Redis failed: the pause before the next tick, growing */
+    int64_t failed_logged_ms; /* when a failed pass was last logged */
+    int failed_unlogged;      /* ...and how many failed since, not logged */
     int n;                  /* the pass's items */
     int expired;            /* ...and the reservations it gave back */
     int64_t item[DLOCK_MULTI_MAX];
@@ -112,13 +114,20 @@ static void pass_done(struct sweep *w)
         next_tick(w);
 }
 
-/* What went wrong in a pass, once a pass (a sweep that keeps failing says
- * so every --sweep-ms: a line a tick at most). */
+/* What went wrong in a pass: one line a second at most, with how many
+ * failed since the last (a database that is down fails every tick). */
 static void pass_failed(struct sweep *w, const char *what, const char *detail)
 {
+    int64_t now = service_now_ms();
+    if (w->failed_logged_ms && now - w->failed_logged_ms < 1000) {
+        w->failed_unlogged++;
+        return;
+    }
     log_kv(LOG_WARN, "reservations' sweep: pass failed", LOG_STR("step", what),
            LOG_INT("items", w->n), LOG_STR("detail", detail),
+           LOG_INT("failedUnlogged", w->failed_unlogged),
            LOG_STR("instance", w->s->cfg.instance_id));
+    w->failed_logged_ms = now, w->failed_unlogged = 0;
 }
 
 /* The pass's transaction: each item's row claimed with its key's token
@@ -236,6 +245,8 @@ static void pass(struct sweep *w)
     store_conn *c;
     int due = 0;
     w->n = w->expired = 0;
+    if (atomic_load(&w->stopping))
+        return next_tick(w);
     metrics_sweep_pass(s->metrics);
     int rc = store_get(s->store, &c, err, sizeof(err));
     if (rc == STORE_OK) {
@@ -284,6 +295,8 @@ static void leader_granted(exec_task *t)
 static void try_leader(struct sweep *w)
 {
     service *s = w->s;
+    if (atomic_load(&w->stopping)) /* (after a lost lock's release) */
+        return next_tick(w);
     dlock_opts opts = s->cfg.lock;
     opts.wait_ms = 0;
     int rc = DLOCK_ERR_CANCELLED;
