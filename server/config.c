@@ -115,6 +115,15 @@ static const struct opt opts[] = {
     {"batch", "STOCKD_BATCH", OPT_CHOICE, F(service.batch), 0, 0, off_on,
      "group commit: requests for one item (without workMs) are applied under one lock hold "
      "in one transaction (redis mode)"},
+    {"sweep-ms", "STOCKD_SWEEP_MS", OPT_INT, F(service.sweep_ms), 0, 60000, NULL,
+     "how often this replica looks for held reservations past their expiresAt and gives "
+     "their units back (redis mode: the replica holding the sweep lock <lock-prefix>sweep, "
+     "one at a time; other modes: every replica); 0: never (another replica must)"},
+    {"sweep-batch", "STOCKD_SWEEP_BATCH", OPT_INT, F(service.sweep_batch), 1,
+     SERVICE_SWEEP_BATCH_MAX, NULL,
+     "reservations given back per pass of the sweep, at most (each pass one transaction, "
+     "under the locks of at most 64 items): passes follow one another for half of each "
+     "--sweep-ms at most, so that a mass of lapsed holds never stalls orders"},
     {"no-fencing", "STOCKD_NO_FENCING", OPT_BOOL, F(no_fencing), 0, 0, NULL,
      "TEST ONLY: skip the fencing-token check on writes (lets a stale holder oversell)"},
     {"test-stop-before-write", "STOCKD_TEST_STOP_BEFORE_WRITE", OPT_BOOL,

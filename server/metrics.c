@@ -27,6 +27,11 @@ static const int latency_bounds[] = {100,    250,    500,     1000,    2500,    
                                      10000,  25000,  50000,   100000,  250000,  500000,
                                      1000000, 2500000, 5000000, 10000000, -1};
 #define LATENCY_BUCKETS (sizeof(latency_bounds) / sizeof(latency_bounds[0]))
+/* A lapsed reservation's lag, ms past its expiresAt when given back: the
+ * promise is 1 s. */
+static const int sweep_lag_bounds[] = {10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000,
+                                       30000, 60000, -1};
+#define SWEEP_LAG_BUCKETS (sizeof(sweep_lag_bounds) / sizeof(sweep_lag_bounds[0]))
 
 struct metrics {
     const char *const *outcome_names;
@@ -44,6 +49,8 @@ struct metrics {
     _Atomic uint64_t handoffs[HANDOFF_BUCKETS], handoffs_sum;     /* per order */
     _Atomic uint64_t reservations[METRICS_RES_COUNT]; /* transitions, by result */
     _Atomic uint64_t orders_cancelled, buyer_limit_refusals;
+    _Atomic uint64_t sweep_passes, expired;                        /* the expiry sweep */
+    _Atomic uint64_t sweep_lag[SWEEP_LAG_BUCKETS], sweep_lag_ms;
 };
 
 /* Counts value into the first bucket whose bound holds it (bounds end with -1: +Inf). */
@@ -120,6 +127,18 @@ void metrics_handoffs(metrics *m, int n)
 {
     observe(m->handoffs, handoff_bounds, (int)HANDOFF_BUCKETS, n);
     atomic_fetch_add(&m->handoffs_sum, (uint64_t)n);
+}
+
+void metrics_sweep_pass(metrics *m) { atomic_fetch_add(&m->sweep_passes, 1); }
+
+void metrics_reservations_expired(metrics *m, int n, const int64_t *lag_ms)
+{
+    for (int i = 0; i < n; i++) {
+        int64_t lag = lag_ms[i] > 0 ? lag_ms[i] : 0; /* a clock that stepped: never negative */
+        observe(m->sweep_lag, sweep_lag_bounds, (int)SWEEP_LAG_BUCKETS, lag);
+        atomic_fetch_add(&m->sweep_lag_ms, (uint64_t)lag);
+    }
+    atomic_fetch_add(&m->expired, (uint64_t)(n > 0 ? n : 0));
 }
 
 struct buf {
@@ -212,7 +231,8 @@ static void put_histogram(struct buf *b, const char *name, const char *help,
 
 #define HIST_MAX 32 /* buckets of any histogram here */
 _Static_assert(LATENCY_BUCKETS <= HIST_MAX && GROUP_BUCKETS <= HIST_MAX &&
-                   LINE_BUCKETS <= HIST_MAX && DLOCK_WAIT_BUCKETS <= HIST_MAX,
+                   LINE_BUCKETS <= HIST_MAX && DLOCK_WAIT_BUCKETS <= HIST_MAX &&
+                   SWEEP_LAG_BUCKETS <= HIST_MAX,
                "a histogram has more buckets than HIST_MAX");
 
 /* One series of this process's own atomic counters. */
@@ -351,7 +371,10 @@ void metrics_order_cancelled(metrics *m) { atomic_fetch_add(&m->orders_cancelled
 
 void metrics_buyer_limit_refusal(metrics *m) { atomic_fetch_add(&m->buyer_limit_refusals, 1); }
 
-static void render_reservations(struct buf *b, metrics *m)
+/* The reservations' series: one family of transitions by result (held,
+ * confirmed and cancelled by requests; expired by the sweep), then the
+ * sweep's own. */
+static void render_reservations(struct buf *b, metrics *m, int64_t held)
 {
     static const char *const results[METRICS_RES_COUNT] = {"held", "confirmed", "cancelled"};
     put_family(b, "stockd_reservations_total", "counter",
@@ -359,11 +382,24 @@ static void render_reservations(struct buf *b, metrics *m)
     for (int i = 0; i < METRICS_RES_COUNT; i++)
         put(b, "stockd_reservations_total{result=\"%s\"} %llu\n", results[i],
             (unsigned long long)atomic_load(&m->reservations[i]));
+    put(b, "stockd_reservations_total{result=\"expired\"} %llu\n",
+        (unsigned long long)atomic_load(&m->expired));
     put_counter(b, "stockd_orders_cancelled_total", "Orders cancelled (their units returned).",
                 atomic_load(&m->orders_cancelled));
     put_counter(b, "stockd_buyer_limit_refusals_total",
                 "Requests refused because a buyer would pass an item's per-buyer limit.",
                 atomic_load(&m->buyer_limit_refusals));
+    if (held >= 0)
+        put(b, "# HELP stockd_reservations_held Reservations held now (lapsed ones not yet given "
+               "back included), as the database says.\n# TYPE stockd_reservations_held gauge\n"
+               "stockd_reservations_held %lld\n", (long long)held);
+    put_counter(b, "stockd_reservation_sweeps_total",
+                "Passes of the expiry sweep (looks for lapsed reservations) this replica made.",
+                atomic_load(&m->sweep_passes));
+    put_atomic_histogram(b, "stockd_reservation_sweep_lag_seconds",
+                         "How long after its expiresAt a lapsed reservation's units were given "
+                         "back (the database's clock).", m->sweep_lag, sweep_lag_bounds,
+                         (int)SWEEP_LAG_BUCKETS, SCALE_MILLI, &m->sweep_lag_ms);
 }
 
 static void render_http(struct buf *b, metrics *m)
@@ -427,7 +463,7 @@ char *metrics_render(metrics *m, const metrics_extra *x, size_t *len)
     b.failed = b.data == NULL;
     render_http(&b, m);
     render_orders(&b, m);
-    render_reservations(&b, m);
+    render_reservations(&b, m, x->reservations_held);
     put_counter(&b, "stockd_http_deadline_closed_total",
                 "Connections closed because a request line, headers or body came too slowly.",
                 x->reaped);

@@ -58,12 +58,20 @@ void metrics_order_cancelled(metrics *m);
 /* Counts one request refused for a buyer's limit (409 buyer_limit_reached). */
 void metrics_buyer_limit_refusal(metrics *m);
 
+/* Counts one pass of the reservations' expiry sweep (a look for lapsed ones). */
+void metrics_sweep_pass(metrics *m);
+
+/* Counts n reservations expired by this replica, each lag_ms[i] after its
+ * expires_at (the database's clock) when its units were given back. */
+void metrics_reservations_expired(metrics *m, int n, const int64_t *lag_ms);
+
 /* What the rest of the process knows, for one rendering. */
 typedef struct metrics_extra {
     dlock_client *locks; /* NULL unless the lock mode is redis */
     int64_t inflight;    /* requests being handled */
     uint64_t reaped;     /* connections closed at their deadline */
     uint64_t tasks;      /* tasks posted to the service threads */
+    int64_t reservations_held; /* held now, as the store says; -1: it could not say */
 } metrics_extra;
 
 /* Renders every metric. Returns a malloc'd NUL-terminated buffer (caller

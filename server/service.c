@@ -21,6 +21,8 @@ void service_config_defaults(service_config *c)
                               .pool_size = 16, .timeout_ms = 5000};
     c->lock_mode = SERVICE_LOCK_REDIS;
     c->lock_prefix = "stock:lock:";
+    c->sweep_ms = 100;     /* lapsed holds back within a second, the promise */
+    c->sweep_batch = 256;  /* a pass's transaction: a few ms */
     dlock_config_defaults(&c->redis);
     dlock_opts_defaults(&c->lock);
     c->batch = 1;
@@ -126,6 +128,10 @@ int service_open(const service_config *cfg, service **out, char *err, size_t err
         return -1;
     }
     s->holds_max = holds_of(s, workers);
+    if (service_sweep_start(s, err, errlen) != 0) {
+        service_close(s);
+        return -1;
+    }
     *out = s;
     return 0;
 }
@@ -149,6 +155,7 @@ void service_close(service *s)
 {
     if (s == NULL)
         return;
+    service_sweep_free(s); /* before the lock client and the store it uses */
     if (s->work)
         await_quiet(s);
     /* a call still pending ends now (DLOCK_ERR_CLOSED), its end run here,
@@ -167,9 +174,25 @@ void service_close(service *s)
 
 metrics *service_metrics(service *s) { return s->metrics; }
 
+/* Reservations held now, as the store says (on the probes' thread: a
+ * scrape's own read), or -1 when it can't say. */
+static int64_t reservations_held(service *s)
+{
+    char err[256];
+    store_conn *c;
+    int64_t n = -1;
+    if (store_get(s->store, &c, err, sizeof(err)) != STORE_OK)
+        return -1;
+    if (store_reservations_held(c, &n) != STORE_OK)
+        n = -1;
+    store_put(s->store, c);
+    return n;
+}
+
 char *service_metrics_text(service *s, uint64_t reaped, size_t *len)
 {
-    metrics_extra x = {s->locks, atomic_load(&s->inflight), reaped, exec_posts(s->work)};
+    metrics_extra x = {s->locks, atomic_load(&s->inflight), reaped, exec_posts(s->work),
+                       reservations_held(s)};
     return metrics_render(s->metrics, &x, len);
 }
 
@@ -586,6 +609,7 @@ int service_drain(service *s, int timeout_ms)
     until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
     if (until.tv_nsec >= 1000000000L)
         until.tv_sec++, until.tv_nsec -= 1000000000L;
+    service_sweep_stop(s); /* no pass begins from now on; the sweep lock is handed on */
     atomic_store(&s->draining, 1); /* before the look: the last leave signals from now on */
     pthread_mutex_lock(&s->mu);
     while (atomic_load(&s->inflight) > 0 &&

@@ -55,6 +55,9 @@ typedef struct service_config {
                               * default): cores + 6 (a database server's pool size - 2 at
                               * most, so that no thread waits for a connection) */
     auth *tokens;            /* the API tokens (the caller's, reloaded by it); NULL: open */
+    int sweep_ms;            /* how often this replica looks for lapsed reservations; 0:
+                              * never (another replica must) */
+    int sweep_batch;         /* reservations given back per pass, at most */
 } service_config;
 
 /* Every field's default (the lock's come from dlock_config_defaults and
@@ -64,6 +67,9 @@ void service_config_defaults(service_config *cfg);
 /* The service threads cfg makes: cfg->workers, or for 0 the number of cores
  * + 6, and with a database server's pool at most its size - 2. */
 int service_workers_of(const service_config *cfg);
+
+/* The most reservations one pass of the expiry sweep gives back (--sweep-batch). */
+#define SERVICE_SWEEP_BATCH_MAX 10000
 
 /* The longest lock prefix, so that a lock key fits DLOCK_KEY_MAX. */
 #define SERVICE_LOCK_PREFIX_MAX 256

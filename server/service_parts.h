@@ -10,7 +10,9 @@
  * registered for the drain) -> service_answer.c (an order's end) ->
  * service_log.c (the lines an order leaves) -> service_result.c
  * (outcomes, names, error mapping). Each file's functions are declared
- * below in that order. Not for other modules. */
+ * below in that order. Not for other modules. service_sweep.c (lapsed
+ * reservations given back), which service.c starts and stops, comes after
+ * service_batch.c and calls service_write.c and what lies below. */
 #ifndef SERVICE_PARTS_H
 #define SERVICE_PARTS_H
 
@@ -31,6 +33,7 @@
 #define SERVICE_CARTS 0
 
 struct order;
+struct sweep;
 
 /* A lock's asynchronous call (acquire, sleep, release) made for a request,
  * registered while it waits so that the drain can withdraw it
@@ -77,6 +80,7 @@ struct service {
                                     * monotonic clock), 0 since one succeeded */
     _Atomic int stopped_once; /* the test-only fault point has fired */
     _Atomic int64_t known_items[SERVICE_KNOWN_ITEMS]; /* 0: empty (ids are >= 1) */
+    struct sweep *sweep;    /* the expiry sweep's state (service_sweep.c); NULL: none */
 };
 
 /* Milliseconds on CLOCK_MONOTONIC, for the service's own measurements. */
@@ -285,6 +289,22 @@ void service_batch_join(struct order *o);
 
 /* The bytes of batch memory an order of nlines lines carries. */
 size_t service_batch_size(int nlines);
+
+/* ---- service_sweep.c: lapsed reservations given back ---- */
+
+/* Starts s's expiry sweep (none with --sweep-ms 0): its first tick a
+ * --sweep-ms from now, on the service threads. 0, or -1 with err filled
+ * (out of memory). */
+int service_sweep_start(service *s, char *err, size_t errlen);
+
+/* Stops the sweep: no pass begins from now on, the one in flight ends
+ * (its lock waits withdrawn with the others' once commits are refused),
+ * then the sweep lock is released. Blocks until then; not on a service
+ * thread. Idempotent; a no-op without a sweep. */
+void service_sweep_stop(service *s);
+
+/* Stops the sweep (service_sweep_stop) and frees it. */
+void service_sweep_free(service *s);
 
 /* ---- service_write.c: what writing an order needs ---- */
 

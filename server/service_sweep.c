@@ -1,0 +1,389 @@
+/* service_sweep.c - lapsed reservations given back, exactly once and on
+ * time. Every --sweep-ms a replica ticks: in redis mode it must hold the
+ * sweep lock (<lock prefix>sweep, tried without waiting, with the client's
+ * lease, renewed by the watchdog and kept across ticks while it holds: one
+ * replica sweeps at a time, and one that dies or stops hands the sweep on
+ * when its lease runs out); in the other modes every replica sweeps. Then
+ * passes: the items of up to --sweep-batch lapsed reservations
+ * (store_reservations_due, DLOCK_MULTI_MAX items at most), those items'
+ * locks (redis mode: the keys orders take), one transaction that claims
+ * each row with its key's token and expires them (store_tx_reservations_
+ * expire), the locks released; again while a pass gave some back, for half
+ * a --sweep-ms at most, so that a mass of lapsed holds never keeps the
+ * database's writes (and the orders' locks) to itself.
+ *
+ * Exactly once does not rest on the sweep lock: the state change is
+ * conditional in the database (held and lapsed by its clock), and a
+ * replica that lost the items' locks is fenced out by the rows. The lock
+ * keeps the others from doing the same work for nothing.
+ *
+ * Why on the service's executor with libdlock's asynchronous calls and not
+ * a thread of its own with the blocking ones: no thread here sleeps waiting
+ * for a lock or a timer (DESIGN.md), and so the sweep is made of the same
+ * parts as an order: a tick is an exec timer, each step a short task on a
+ * service thread, its lock waits registered (service_lock_begin) so that
+ * the drain withdraws them with the orders' own, its commit refused with
+ * theirs (service_commits_allowed). Its steps run one after another, never
+ * two at once: the state below is touched by one thread at a time. */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/log.h"
+#include "server/service_parts.h"
+
+struct sweep {
+    service *s;
+    exec_timer timer;       /* the next tick */
+    exec_task task;         /* the next pass of this tick */
+    struct lock_call lock;  /* the lock call in flight: the sweep lock's try, the items'
+                             * locks, a release */
+    dlock_handle *leader;   /* the sweep lock, while this replica holds it */
+    dlock_handle *h;        /* the pass's items' locks */
+    int64_t tick_ms;        /* when this tick began */
+    int backoff_ms;         /* Redis failed: the pause before the next tick, growing */
+    int64_t failed_logged_ms; /* when a failed pass was last logged */
+    int failed_unlogged;      /* ...and how many failed since, not logged */
+    int n;                  /* the pass's items */
+    int expired;            /* ...and the reservations it gave back */
+    int64_t item[DLOCK_MULTI_MAX];
+    store_fence fence[DLOCK_MULTI_MAX];
+    const char *keys[DLOCK_MULTI_MAX];
+    char key[DLOCK_MULTI_MAX][DLOCK_KEY_MAX + 1];
+    char leader_key[DLOCK_KEY_MAX + 1];
+    pthread_mutex_t mu;     /* guards active, and the timer's arming against the stop */
+    int active;             /* a tick is armed, queued or running */
+    _Atomic int stopping;
+    int64_t lag_ms[];       /* SERVICE_SWEEP_BATCH_MAX: each expired one's lag */
+};
+
+/* The longest pause between two ticks while Redis fails. */
+#define SWEEP_BACKOFF_MAX_MS 1000
+
+static void tick(exec_task *t);
+static void pass(struct sweep *w);
+
+static struct sweep *sweep_of(exec_task *t) { return service_lock_call_of(t)->req.data; }
+
+/* The tick is over: the next at a --sweep-ms after this one began (later
+ * while Redis fails), or, stopping, none: the sweep is idle. */
+static void next_tick(struct sweep *w)
+{
+    int pause = w->s->cfg.sweep_ms > w->backoff_ms ? w->s->cfg.sweep_ms : w->backoff_ms;
+    pthread_mutex_lock(&w->mu);
+    if (atomic_load(&w->stopping)) {
+        w->active = 0;
+    } else {
+        exec_timer_start(w->s->work, &w->timer, w->tick_ms + pause, tick);
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* What a lock call of the sweep's said of Redis: while it fails (down, or
+ * our credentials refused), the ticks slow down to one a second at most,
+ * so that a replica with nothing to do does not keep a dead Redis's
+ * connects going (the subscriber's own are a few a second); once it
+ * answers, every --sweep-ms again. */
+static void note_redis(struct sweep *w, int rc, const char *detail)
+{
+    if (rc == DLOCK_ERR_REDIS || rc == DLOCK_ERR_AUTH) {
+        service_note_redis(w->s, rc, detail);
+        int next = w->backoff_ms ? w->backoff_ms * 2 : w->s->cfg.sweep_ms * 2;
+        w->backoff_ms = next < SWEEP_BACKOFF_MAX_MS ? next : SWEEP_BACKOFF_MAX_MS;
+    } else if (rc == DLOCK_OK || rc == DLOCK_ERR_TIMEOUT) { /* TIMEOUT: another holds it */
+        w->backoff_ms = 0;
+    }
+}
+
+static void pass_task(exec_task *t)
+{
+    pass((struct sweep *)((char *)t - offsetof(struct sweep, task)));
+}
+
+/* A pass ended: another when it gave some back (there may be more) and the
+ * tick has time left, posted behind what waits meanwhile (orders' steps);
+ * else the next tick. */
+static void pass_done(struct sweep *w)
+{
+    int64_t spent = service_now_ms() - w->tick_ms;
+    if (w->expired > 0 && spent < w->s->cfg.sweep_ms / 2 + 1 && !atomic_load(&w->stopping))
+        exec_post(w->s->work, &w->task, pass_task);
+    else
+        next_tick(w);
+}
+
+/* What went wrong in a pass: one line a second at most, with how many
+ * failed since the last (a database that is down fails every tick). */
+static void pass_failed(struct sweep *w, const char *what, const char *detail)
+{
+    int64_t now = service_now_ms();
+    if (w->failed_logged_ms && now - w->failed_logged_ms < 1000) {
+        w->failed_unlogged++;
+        return;
+    }
+    log_kv(LOG_WARN, "reservations' sweep: pass failed", LOG_STR("step", what),
+           LOG_INT("items", w->n), LOG_STR("detail", detail),
+           LOG_INT("failedUnlogged", w->failed_unlogged),
+           LOG_STR("instance", w->s->cfg.instance_id));
+    w->failed_logged_ms = now, w->failed_unlogged = 0;
+}
+
+/* The pass's transaction: each item's row claimed with its key's token
+ * (none without a lock), the lapsed reservations of those items expired,
+ * committed unless the drain refuses. STORE_ERR_STALE with *refused the
+ * item whose row carries a newer token. */
+static int expire_tx(struct sweep *w, store_conn *c, int fenced, int *refused)
+{
+    service *s = w->s;
+    store_commit_check check = {service_commits_allowed, s};
+    int rc = store_tx_begin(c);
+    for (int i = 0; fenced && rc == STORE_OK && i < w->n; i++) {
+        int64_t stock;
+        w->fence[i] = service_token_of(s, w->h, w->key[i]);
+        rc = store_stock_claim(c, w->item[i], &w->fence[i], &stock);
+        if (rc == STORE_ERR_STALE)
+            *refused = i;
+    }
+    if (rc == STORE_OK)
+        rc = store_tx_reservations_expire(c, w->item, fenced ? w->fence : NULL, w->n,
+                                          s->cfg.sweep_batch, &w->expired, w->lag_ms);
+    if (rc == STORE_OK)
+        rc = store_tx_commit(c, &check);
+    if (rc != STORE_OK) {
+        store_tx_abort(c);
+        w->expired = 0;
+    }
+    return rc;
+}
+
+/* Counts and logs what the pass gave back. */
+static void pass_report(struct sweep *w, int64_t t0_us)
+{
+    service *s = w->s;
+    metrics_reservations_expired(s->metrics, w->expired, w->lag_ms);
+    if (w->expired == 0)
+        return;
+    int64_t lag_max = 0;
+    for (int i = 0; i < w->expired; i++)
+        lag_max = w->lag_ms[i] > lag_max ? w->lag_ms[i] : lag_max;
+    log_kv(LOG_INFO, "reservations expired", LOG_INT("count", w->expired),
+           LOG_INT("lagMaxMs", lag_max), LOG_INT("items", w->n),
+           LOG_MS("ms", (service_now_us() - t0_us) / 1000.0),
+           LOG_STR("instance", s->cfg.instance_id));
+}
+
+/* The pass's write, under its items' locks when it has them (w->h): a row
+ * that refuses a token for a newer one has the key's fence raised past it
+ * (fences went back: as for an order's claim) and the transaction is made
+ * again, once an item at most. On a service thread; blocks on the store. */
+static void pass_write(struct sweep *w)
+{
+    service *s = w->s;
+    int64_t t0_us = service_now_us();
+    char err[256];
+    store_conn *c;
+    int rc = w->h ? dlock_check(w->h) : DLOCK_OK;
+    if (rc != DLOCK_OK)
+        return pass_failed(w, "lock check", dlock_strerror(rc));
+    service_fault_point(s); /* after the last check, before the write (test only) */
+    if ((rc = store_get(s->store, &c, err, sizeof(err))) != STORE_OK)
+        return pass_failed(w, "store connection", err);
+    int fenced = w->h && s->cfg.fencing;
+    for (int tries = 0;; tries++) {
+        int refused = -1;
+        rc = expire_tx(w, c, fenced, &refused);
+        if (rc != STORE_ERR_STALE || refused < 0 || tries >= w->n)
+            break;
+        int lock_rc = service_raise_fence(s, w->h, w->key[refused], store_stale_token(c));
+        if (lock_rc != DLOCK_OK) /* not ours any more: the new holder sweeps them */
+            break;
+    }
+    if (rc != STORE_OK && rc != STORE_ERR_VETOED)
+        pass_failed(w, "expire", store_errstr(c));
+    store_put(s->store, c);
+    if (rc == STORE_OK || rc == STORE_ERR_FULL) /* the storage's state, as a write tells it */
+        service_note_space(s, rc == STORE_OK ? SERVICE_OK : SERVICE_STORAGE_FULL, 1);
+    pass_report(w, t0_us);
+}
+
+static void items_released(exec_task *t)
+{
+    struct sweep *w = sweep_of(t);
+    int rc = w->lock.req.rc;
+    if (rc != DLOCK_OK && rc != DLOCK_ERR_CLOSED && w->expired > 0)
+        log_kv(LOG_WARN, "reservations' sweep: items' locks lost after the pass committed "
+               "(its rows were claimed with their tokens: no other holder wrote them between)",
+               LOG_INT("expired", w->expired), LOG_INT("items", w->n),
+               LOG_STR("lockResult", dlock_strerror(rc)));
+    pass_done(w);
+}
+
+static void items_granted(exec_task *t)
+{
+    struct sweep *w = sweep_of(t);
+    service *s = w->s;
+    note_redis(w, w->lock.req.rc, w->lock.req.err);
+    if (w->lock.req.rc != DLOCK_OK) {
+        if (w->lock.req.rc != DLOCK_ERR_CANCELLED)
+            pass_failed(w, "items' locks", w->lock.req.err);
+        return next_tick(w);
+    }
+    w->h = w->lock.req.h;
+    pass_write(w);
+    dlock_handle *h = w->h;
+    w->h = NULL;
+    service_lock_release(s, &w->lock, w, items_released, h);
+}
+
+/* One pass: the lapsed reservations' items, their locks, the write. */
+static void pass(struct sweep *w)
+{
+    service *s = w->s;
+    char err[256];
+    store_conn *c;
+    int due = 0;
+    w->n = w->expired = 0;
+    if (atomic_load(&w->stopping))
+        return next_tick(w);
+    metrics_sweep_pass(s->metrics);
+    int rc = store_get(s->store, &c, err, sizeof(err));
+    if (rc == STORE_OK) {
+        int items_max = s->cfg.sweep_batch < DLOCK_MULTI_MAX ? s->cfg.sweep_batch
+                                                             : DLOCK_MULTI_MAX;
+        rc = store_reservations_due(c, s->cfg.sweep_batch, w->item, items_max, &w->n, &due);
+        if (rc != STORE_OK)
+            snprintf(err, sizeof(err), "%s", store_errstr(c));
+        store_put(s->store, c);
+    }
+    if (rc != STORE_OK || w->n == 0) {
+        if (rc != STORE_OK)
+            pass_failed(w, "due", err);
+        return next_tick(w);
+    }
+    if (s->locks == NULL) { /* other modes: the store's statements are conditional */
+        pass_write(w);
+        return pass_done(w);
+    }
+    for (int i = 0; i < w->n; i++) {
+        service_lock_key(s->cfg.lock_prefix, w->item[i], w->key[i]);
+        w->keys[i] = w->key[i];
+    }
+    rc = DLOCK_ERR_CANCELLED;
+    if (service_lock_begin(s, &w->lock, w, items_granted, 1))
+        rc = dlock_acquire_multi_async(s->locks, w->keys, w->n, &s->cfg.lock, &w->lock.req);
+    service_lock_asked(&w->lock, rc); /* refused at once: items_granted says why */
+}
+
+static void leader_granted(exec_task *t)
+{
+    struct sweep *w = sweep_of(t);
+    service *s = w->s;
+    int rc = w->lock.req.rc;
+    note_redis(w, rc, w->lock.req.err);
+    if (rc != DLOCK_OK) /* TIMEOUT: another replica sweeps */
+        return next_tick(w);
+    w->leader = w->lock.req.h;
+    log_kv(LOG_INFO, "reservations' sweep lock taken: this replica sweeps",
+           LOG_STR("key", w->leader_key), LOG_INT("fence", dlock_fence(w->leader)),
+           LOG_STR("instance", s->cfg.instance_id));
+    pass(w);
+}
+
+/* Tries the sweep lock, without waiting. */
+static void try_leader(struct sweep *w)
+{
+    service *s = w->s;
+    if (atomic_load(&w->stopping)) /* (after a lost lock's release) */
+        return next_tick(w);
+    dlock_opts opts = s->cfg.lock;
+    opts.wait_ms = 0;
+    int rc = DLOCK_ERR_CANCELLED;
+    if (service_lock_begin(s, &w->lock, w, leader_granted, 1))
+        rc = dlock_acquire_async(s->locks, w->leader_key, &opts, &w->lock.req);
+    service_lock_asked(&w->lock, rc);
+}
+
+static void leader_released(exec_task *t) { try_leader(sweep_of(t)); }
+
+static void tick(exec_task *t)
+{
+    struct sweep *w = (struct sweep *)((char *)t - offsetof(struct sweep, timer.task));
+    service *s = w->s;
+    w->tick_ms = service_now_ms();
+    if (atomic_load(&w->stopping))
+        return next_tick(w);
+    if (s->locks == NULL)
+        return pass(w);
+    if (w->leader == NULL)
+        return try_leader(w);
+    int rc = dlock_check(w->leader);
+    if (rc == DLOCK_OK)
+        return pass(w);
+    /* lost (a lease that ran out while this process stood still) or
+     * interrupted (max renewals): given back, then tried again */
+    log_kv(LOG_WARN, "reservations' sweep lock no longer held", LOG_STR("key", w->leader_key),
+           LOG_STR("lockResult", dlock_strerror(rc)), LOG_STR("instance", s->cfg.instance_id));
+    dlock_handle *h = w->leader;
+    w->leader = NULL;
+    service_lock_release(s, &w->lock, w, leader_released, h);
+}
+
+int service_sweep_start(service *s, char *err, size_t errlen)
+{
+    if (s->cfg.sweep_ms <= 0)
+        return 0;
+    struct sweep *w = calloc(1, sizeof(*w) + SERVICE_SWEEP_BATCH_MAX * sizeof(int64_t));
+    if (w == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    w->s = s;
+    snprintf(w->leader_key, sizeof(w->leader_key), "%ssweep", s->cfg.lock_prefix);
+    pthread_mutex_init(&w->mu, NULL);
+    w->active = 1;
+    s->sweep = w;
+    exec_timer_start(s->work, &w->timer, service_now_ms() + s->cfg.sweep_ms, tick);
+    return 0;
+}
+
+void service_sweep_stop(service *s)
+{
+    struct sweep *w = s->sweep;
+    if (w == NULL)
+        return;
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        atomic_store(&w->stopping, 1);
+        if (w->active && exec_timer_stop(s->work, &w->timer))
+            w->active = 0; /* it was waiting for its tick: it never runs */
+        int active = w->active;
+        pthread_mutex_unlock(&w->mu);
+        if (!active)
+            break;
+        /* a pass waiting for its items' locks stops waiting (a release goes on) */
+        pthread_mutex_lock(&s->mu);
+        if (w->lock.registered)
+            dlock_cancel(&w->lock.req);
+        pthread_mutex_unlock(&s->mu);
+        nanosleep(&(struct timespec){0, 5 * 1000000}, NULL);
+    }
+    if (w->leader) { /* handed on now, not when its lease runs out */
+        dlock_release(w->leader);
+        w->leader = NULL;
+        log_kv(LOG_INFO, "reservations' sweep lock released", LOG_STR("key", w->leader_key),
+               LOG_STR("instance", s->cfg.instance_id));
+    }
+}
+
+void service_sweep_free(service *s)
+{
+    struct sweep *w = s->sweep;
+    if (w == NULL)
+        return;
+    service_sweep_stop(s);
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+    s->sweep = NULL;
+}
