@@ -536,6 +536,8 @@ static void apply_scenario(const lg_scenario *s, lg_opts *o)
     o->lmin = l->lmin, o->lmax = l->lmax;
     o->buyers = l->buyers;
     o->reserve = l->reserve;
+    if (l->reserve) /* a buyer's fate must survive a replica killed mid-run */
+        o->retries = 3;
 }
 
 /* First pass: only --scenario, --help and --list, so the scenario's values can

@@ -413,6 +413,7 @@ static void test_reserve_scenario_takes_its_flags_and_refuses_what_it_cannot_sen
     assert_int_equal(o.reserve, 1);
     assert_int_equal(o.hold_ms, 2000);
     assert_int_equal(o.share[0] + o.share[1] + o.share[2], 100);
+    assert_int_equal(o.retries, 3); /* a killed replica's buyers go to the other one */
     assert_int_equal(PARSE(&o, &err, "-s", "reserve", "--hold-ms", "1500", "--shares", "80/0/20",
                            "--buyer-ids", "50", "--per-buyer-limit", "2", T1), LG_OK);
     assert_int_equal(o.hold_ms, 1500);
