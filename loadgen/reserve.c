@@ -165,6 +165,8 @@ static void failed(struct slot *s, int64_t now)
     lg_conn_close(&s->conn[s->which]);
     s->busy = 0;
     if (s->attempt < s->e->c->retries) {
+        if (s->e->res)
+            s->e->res->targets[s->target[s->which]].retries++;
         s->attempt++;
         s->due_ns = now + 50000000LL; /* a pause, so a dead replica is not hammered */
         return;
