@@ -47,12 +47,13 @@ static void header(FILE *f, const lg_opts *o, const lg_run *r)
         fprintf(f, ", %d target%s, %d buyers over %d process%s, ", r->ntargets,
                 r->ntargets == 1 ? "" : "s", o->buyers, o->procs, o->procs == 1 ? "" : "es");
     else
-        fprintf(f, ", %d target%s, %d connections, %d threads, ", r->ntargets,
-                r->ntargets == 1 ? "" : "s", o->concurrency, o->threads);
+        fprintf(f, ", %d target%s, %d connections, %d thread%s, ", r->ntargets,
+                r->ntargets == 1 ? "" : "s", o->concurrency, o->reserve ? 1 : o->threads,
+                o->reserve || o->threads == 1 ? "" : "s"); /* a reserve run has one loop */
     if (o->rate > 0)
         fprintf(f, "open loop at %.0f req/s, ", o->rate);
     if (o->requests)
-        fprintf(f, "%lld requests", o->requests);
+        fprintf(f, o->reserve ? "%lld buyers" : "%lld requests", o->requests);
     if (o->requests && o->duration_s)
         fprintf(f, " or ");
     if (o->duration_s)
