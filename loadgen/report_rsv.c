@@ -20,10 +20,10 @@ void lg_report_rsv_text(FILE *f, const lg_opts *o, const lg_run *r)
             o->hold_ms, o->share[0], o->share[1], o->share[2],
             o->buyer_limit ? ", perBuyerLimit set" : "");
     fprintf(f, "  %lld held: %lld confirmed, %lld cancelled, %lld expired, %lld still held, "
-            "%lld unread; refused: %lld insufficient_stock, %lld buyer_limit_reached, %lld "
+            "%lld unread, %lld not found; refused: %lld insufficient_stock, %lld buyer_limit_reached, %lld "
             "other; %lld without an answer\n", s->reservations, st[LG_RSV_CONFIRMED],
             st[LG_RSV_CANCELLED], st[LG_RSV_EXPIRED], st[LG_RSV_HELD], st[LG_RSV_UNREAD],
-            s->refused_stock, s->refused_limit, s->refused_other, s->unknown);
+            st[LG_RSV_MISSING], s->refused_stock, s->refused_limit, s->refused_other, s->unknown);
     const lg_rsv_totals *b = &r->rsv_before, *a = &r->rsv_after;
     fprintf(f, "  item %lld: available %lld -> %lld, reserved %lld -> %lld, sold %lld -> %lld, "
             "returned %lld -> %lld; sold during the run %lld of %lld%s\n", r->items[0].id,
@@ -52,6 +52,7 @@ json_t *lg_report_rsv_json(const lg_opts *o, const lg_run *r)
                                                 (json_int_t)s->refused_stock, "buyerLimit",
                                                 (json_int_t)s->refused_limit, "other",
                                                 (json_int_t)s->refused_other));
+    json_object_set_new(j, "notFound", json_integer(st[LG_RSV_MISSING]));
     json_object_set_new(j, "perBuyerLimit", o->buyer_limit ? json_integer(o->buyer_limit)
                                                             : json_null());
     json_object_set_new(j, "before", totals_json(&r->rsv_before));

@@ -212,10 +212,16 @@ static void answered(struct slot *s, int64_t now)
     lg_answer_parse(h->status, h->body, h->len, &a);
     if (ok2xx)
         a.outcome = LG_OUT_OK;
-    if (s->job == JOB_READ) {
-        if (!ok2xx || read_reservation(r, root) != 0)
-            r->state = LG_RSV_UNREAD;
+    if (s->job == JOB_READ) { /* a 404 is an answer; anything else but a 200 is asked again */
+        int got = h->status == 404 ? 0 : ok2xx ? read_reservation(r, root) : -1;
         json_decref(root);
+        if (got != 0) {
+            r->state = LG_RSV_UNREAD;
+            failed(s, now);
+            return;
+        }
+        if (h->status == 404)
+            r->state = LG_RSV_MISSING;
         next_job(s, now);
         return;
     }

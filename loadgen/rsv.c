@@ -13,11 +13,11 @@
 #include "loadgen/answer.h"
 
 static const char *const state_names[] = {"unread", "held", "confirmed", "cancelled",
-                                          "expired", "other"};
+                                          "expired", "missing", "other"};
 
 int lg_rsv_state_of(const char *name)
 {
-    for (int i = LG_RSV_HELD; i < LG_RSV_STATE_OTHER; i++)
+    for (int i = LG_RSV_HELD; i < LG_RSV_MISSING; i++)
         if (strcmp(name, state_names[i]) == 0)
             return i;
     return LG_RSV_STATE_OTHER;
@@ -180,7 +180,7 @@ static int check_fates(const lg_rsv_in *in, lg_rsv_summary *sum, judge *j)
         int due = fate_due(r);
         if (r->state == LG_RSV_UNREAD)
             unread++;
-        else if (r->state == LG_RSV_HELD || r->state == LG_RSV_STATE_OTHER ||
+        else if (r->state == LG_RSV_HELD || r->state >= LG_RSV_MISSING ||
                  (due >= 0 && r->state != due)) {
             if (wrong++ == 0)
                 example = i, want_example = due;

@@ -41,6 +41,7 @@ enum lg_rsv_state {
     LG_RSV_CONFIRMED,
     LG_RSV_CANCELLED,
     LG_RSV_EXPIRED,
+    LG_RSV_MISSING,     /* 404 reservation_not_found: a reservation answered 201 is gone */
     LG_RSV_STATE_OTHER, /* a state the contract does not name */
 };
 

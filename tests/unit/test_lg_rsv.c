@@ -159,6 +159,18 @@ static void test_a_confirmed_reservation_reading_expired_fails(void **state)
     free(f);
 }
 
+static void test_a_reservation_answered_201_then_not_found_fails(void **state)
+{
+    (void)state;
+    fake *f = clean_sale();
+    f->r[1].state = LG_RSV_MISSING;
+    judge(f);
+    const lg_finding *x = find(f, LG_V_FATES);
+    assert_non_null(x);
+    assert_non_null(strstr(x->text, "reads missing"));
+    free(f);
+}
+
 static void test_a_lapse_that_was_confirmed_by_nobody_fails(void **state)
 {
     (void)state;
@@ -308,6 +320,7 @@ int main(void)
         cmocka_unit_test(test_a_sample_off_the_invariant_fails),
         cmocka_unit_test(test_selling_more_than_there_was_fails),
         cmocka_unit_test(test_a_confirmed_reservation_reading_expired_fails),
+        cmocka_unit_test(test_a_reservation_answered_201_then_not_found_fails),
         cmocka_unit_test(test_a_lapse_that_was_confirmed_by_nobody_fails),
         cmocka_unit_test(test_one_reservation_answered_to_two_requests_fails),
         cmocka_unit_test(test_sold_units_without_a_confirmed_reservation_fail),
