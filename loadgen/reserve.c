@@ -16,6 +16,7 @@
 #define RESP_MAX 16384
 #define MAX_EVENTS 256
 #define IDLE_WAKE_NS 50000000LL
+#define TICK_NS 250000000LL /* how often the caller's tick is asked */
 #define BODY_MAX 512
 #define REQ_MAX (LG_HTTP_HEAD_MAX + BODY_MAX)
 
@@ -56,6 +57,8 @@ typedef struct engine {
     int nslots, live;
     long long next;      /* the next record to take */
     int64_t last_ns;
+    long long done, errors; /* requests with a final outcome; of which not ok */
+    int stop;            /* what the tick asked: 0, 1 no new buyers, 2 abandon */
 } engine;
 
 int lg_reserve_plan(const int share[3], long long k)
@@ -156,6 +159,8 @@ static void tally(struct slot *s, int outcome, int64_t now)
     lg_tally_record(&e->res->targets[s->target[s->which]], outcome,
                     (uint64_t)(now - s->origin_ns) / 1000, since(e, now));
     e->last_ns = now;
+    e->done++;
+    e->errors += outcome != LG_OUT_OK;
 }
 
 /* Gives up on the attempt in flight: another attempt on the other connection,
@@ -292,20 +297,56 @@ static void on_event(const lg_event *ev, int64_t now)
         failed(s, now);
 }
 
+/* Every step under way given up: it may or may not have happened. */
+static void abandon(engine *e)
+{
+    for (int i = 0; i < e->nslots; i++) {
+        struct slot *s = &e->slots[i];
+        if (s->job == JOB_RESERVE && (s->busy || s->attempt > 0))
+            e->r[s->k].reserve = LG_STEP_UNKNOWN, e->r[s->k].outcome = LG_OUT_TRANSPORT;
+        else if (s->job == JOB_STEP)
+            e->r[s->k].step = LG_STEP_UNKNOWN;
+        s->job = JOB_NONE;
+        lg_conn_close(&s->conn[0]);
+        lg_conn_close(&s->conn[1]);
+    }
+    e->live = 0;
+}
+
+/* Asks the caller's tick whether to go on. */
+static void ask(engine *e, int64_t now, int64_t *tick_ns)
+{
+    const lg_reserve_cfg *c = e->c;
+    if (c->tick == NULL || now < *tick_ns)
+        return;
+    *tick_ns = now + TICK_NS;
+    int want = c->tick(e->done, e->errors, c->tick_arg);
+    if (want <= e->stop)
+        return;
+    e->stop = want;
+    e->next = c->buyers; /* no new buyer; a reservation held still gets its step */
+    if (want >= 2)
+        abandon(e);
+}
+
 static int drive(engine *e)
 {
     lg_event ev[MAX_EVENTS];
-    int64_t now = lg_now_ns();
+    int64_t now = lg_now_ns(), tick_ns = now + TICK_NS;
     for (int i = 0; i < e->nslots; i++)
         next_job(&e->slots[i], now);
     while (e->live > 0) {
         int64_t wake = scan(e, lg_now_ns());
         if (e->live == 0)
             break;
+        if (e->c->tick && wake > tick_ns)
+            wake = tick_ns;
         int n = lg_evloop_wait(e->loop, wake, ev, MAX_EVENTS);
         now = lg_now_ns();
         for (int i = 0; i < n; i++)
             on_event(&ev[i], now);
+        if (e->res)
+            ask(e, now, &tick_ns);
     }
     return LG_OK;
 }
@@ -361,7 +402,8 @@ static void plan_all(const lg_reserve_cfg *c, lg_rsv *r)
     }
 }
 
-int lg_reserve_run(const lg_reserve_cfg *c, lg_rsv *r, lg_result *res, lg_err *err)
+int lg_reserve_run(const lg_reserve_cfg *c, lg_rsv *r, lg_result *res, int *stopped,
+                   lg_err *err)
 {
     plan_all(c, r);
     int rc = lg_tally_init(&res->total);
@@ -379,6 +421,7 @@ int lg_reserve_run(const lg_reserve_cfg *c, lg_rsv *r, lg_result *res, lg_err *e
     res->start_ns = c->start_ns;
     if (rc == LG_OK)
         rc = drive(&e);
+    *stopped = e.stop > 0;
     engine_free(&e);
     res->elapsed_s = e.last_ns > res->start_ns ? (double)(e.last_ns - res->start_ns) / 1e9 : 0;
     for (int t = 0; t < c->ntargets; t++)

@@ -32,6 +32,11 @@ typedef struct lg_reserve_cfg {
     int timeout_ms, retries;
     const char *run_id;    /* requestIds "<run_id>-r<k>", buyerIds "<run_id>-b<i>" */
     int64_t start_ns;      /* lg_now_ns() of the run's start: the records' clock */
+    /* called about four times a second with the requests answered so far and
+     * those not ok; returns 0 to go on, 1 to start no more buyers (those under
+     * way finish), 2 to abandon them too. NULL: never asked. */
+    int (*tick)(long long done, long long errors, void *arg);
+    void *tick_arg;
 } lg_reserve_cfg;
 
 /* The plan of buyer k: share[] spread evenly, every 100 buyers in a row
@@ -39,10 +44,13 @@ typedef struct lg_reserve_cfg {
 int lg_reserve_plan(const int share[3], long long k);
 
 /* Runs the buyers: r[0..buyers) get their records (zeroed first), res
- * (lg_result_free) the counts and latencies of every POST per target.
+ * (lg_result_free) the counts and latencies of every POST per target. A step
+ * abandoned by the tick is LG_STEP_UNKNOWN (it may have happened). *stopped
+ * gets 1 when the tick stopped the run early.
  * Returns 0 (whatever the server answered), or LG_ERR_TRANSPORT (a target's
  * name does not resolve) / LG_ERR_NOMEM / LG_ERR_SYS with err filled. */
-int lg_reserve_run(const lg_reserve_cfg *c, lg_rsv *r, lg_result *res, lg_err *err);
+int lg_reserve_run(const lg_reserve_cfg *c, lg_rsv *r, lg_result *res, int *stopped,
+                   lg_err *err);
 
 /* GET /reservations/{id} of every record with an id, into its state and
  * order_id. Errors as lg_reserve_run; a reservation that cannot be read stays

@@ -178,7 +178,7 @@ static int check_fates(const lg_rsv_in *in, lg_rsv_summary *sum, judge *j)
         if (r->id <= 0)
             continue;
         int due = fate_due(r);
-        if (r->state == LG_RSV_UNREAD)
+        if (r->state == LG_RSV_UNREAD || (in->stopped && r->state == LG_RSV_HELD))
             unread++;
         else if (r->state == LG_RSV_HELD || r->state >= LG_RSV_MISSING ||
                  (due >= 0 && r->state != due)) {
@@ -207,8 +207,8 @@ static int check_fates(const lg_rsv_in *in, lg_rsv_summary *sum, judge *j)
             sum->sold, sum->confirmed_units);
     if (unread || unknown)
         add(j, LG_N_RESERVE, 0, unread + unknown, "reservations: %lld could not be read back "
-            "and %lld lost a confirm's or cancel's answer (either end is theirs)", unread,
-            unknown);
+            "or were still held when the run was stopped, and %lld lost a confirm's or "
+            "cancel's answer (either end is theirs)", unread, unknown);
     return 0;
 }
 

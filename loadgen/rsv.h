@@ -85,6 +85,8 @@ typedef struct lg_rsv_in {
     int nbuyers;             /* buyer indexes are 0..nbuyers-1 */
     lg_rsv_totals before, after; /* after: read once every hold had run out */
     const lg_samples *samples; /* the item while the run went (t0/t1 set); may be NULL */
+    int stopped;             /* the user stopped the run before every hold ran out: a
+                                reservation still held is a note, not a wrong fate */
 } lg_rsv_in;
 
 /* What the checks found, for the report. */

@@ -296,8 +296,14 @@ static int reserve_settle(const lg_opts *o, const lg_reserve_cfg *c, lg_run *r, 
         if (t != INT64_MAX && t > until)
             until = t;
     }
-    while (lg_now_ns() - c->start_ns < until)
+    uint64_t done = lg_tally_requests(&r->load.total);
+    uint64_t bad = done - r->load.total.counts[LG_OUT_OK];
+    for (int waited = 0; !r->stopped && lg_now_ns() - c->start_ns < until; waited += 10) {
         sleep_ms(10);
+        if (c->tick && waited % TICK_MS == 0 && c->tick((long long)done, (long long)bad,
+                                                         c->tick_arg) > 0)
+            r->stopped = 1; /* the user stopped waiting: the checks cover what was read */
+    }
     r->rsv_waited_s = (double)(lg_now_ns() - t0) / 1e9;
     double a = reserve_clock((void *)&c->start_ns);
     int rc = totals_of(o, r, &r->rsv_after, err);
@@ -310,9 +316,24 @@ static int reserve_settle(const lg_opts *o, const lg_reserve_cfg *c, lg_run *r, 
     return rc;
 }
 
-/* A reserve run instead of the load: buyers, the wait for the last holds,
- * every reservation read back. */
-static int reserve(const lg_opts *o, lg_run *r, const char *run_id, lg_err *err)
+/* The run's tick, for a reserve run's engine. */
+typedef struct reserve_tick {
+    lg_tick_fn tick;
+    void *arg;
+    int64_t start_ns;
+} reserve_tick;
+
+static int reserve_ticked(long long done, long long errors, void *arg)
+{
+    reserve_tick *t = arg;
+    lg_progress p = {(uint64_t)done, (uint64_t)errors, (double)(lg_now_ns() - t->start_ns) / 1e9};
+    return t->tick(&p, t->arg);
+}
+
+/* A reserve run instead of the load: buyers, the wait for the last holds
+ * (not when the user stopped it), every reservation read back. */
+static int reserve(const lg_opts *o, lg_run *r, const char *run_id, lg_tick_fn tick, void *arg,
+                   lg_err *err)
 {
     lg_reserve_cfg c = {.targets = r->targets, .ntargets = r->ntargets,
                         .item_id = r->items[0].id, .buyers = o->requests,
@@ -328,11 +349,14 @@ static int reserve(const lg_opts *o, lg_run *r, const char *run_id, lg_err *err)
     int rc = totals_of(o, r, &r->rsv_before, err);
     lg_sampler *sampler = NULL;
     c.start_ns = lg_now_ns();
+    reserve_tick rt = {tick, arg, c.start_ns};
+    if (tick)
+        c.tick = reserve_ticked, c.tick_arg = &rt;
     if (rc == LG_OK)
         rc = lg_sampler_start(r->targets, r->ntargets, r->items[0].id, reserve_clock,
                               &c.start_ns, &sampler, err);
     if (rc == LG_OK)
-        rc = lg_reserve_run(&c, r->rsv, &r->load, err);
+        rc = lg_reserve_run(&c, r->rsv, &r->load, &r->stopped, err);
     if (rc == LG_OK)
         rc = reserve_settle(o, &c, r, err);
     lg_samples tail;
@@ -356,7 +380,8 @@ static int judge_reserve(const lg_opts *o, lg_run *r, lg_err *err)
     lg_rsv_in in = {.r = r->rsv, .n = (size_t)r->nrsv, .hold_ms = o->hold_ms,
                     .grace_ms = LG_RESERVE_GRACE_MS, .limit = o->buyer_limit,
                     .nbuyers = o->buyer_ids ? o->buyer_ids : (int)r->nrsv,
-                    .before = r->rsv_before, .after = r->rsv_after, .samples = &r->stock};
+                    .before = r->rsv_before, .after = r->rsv_after, .samples = &r->stock,
+                    .stopped = r->stopped};
     int v = 0;
     r->nfindings = lg_rsv_judge(&in, r->findings, LG_FINDING_COUNT, &v, &r->rsv_sum);
     if (r->nfindings < 0)
@@ -431,7 +456,7 @@ int lg_run_exec(const lg_opts *o, const lg_target *targets, int ntargets, const 
     if (rc == LG_OK && o->buyers)
         rc = flash(o, &cfg, out, err);
     else if (rc == LG_OK && o->reserve)
-        rc = reserve(o, out, run_id, err);
+        rc = reserve(o, out, run_id, tick, arg, err);
     else if (rc == LG_OK)
         rc = drive(&cfg, o->json_path[0] || o->html_path[0], tick, arg, out, err);
     free(ids);

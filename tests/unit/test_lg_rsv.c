@@ -277,6 +277,20 @@ static void test_lost_answers_are_notes_not_violations(void **state)
     free(f);
 }
 
+static void test_a_hold_still_held_is_a_note_only_when_the_run_was_stopped(void **state)
+{
+    (void)state;
+    fake *f = clean_sale();
+    f->r[2].state = LG_RSV_HELD;
+    judge(f);
+    assert_non_null(find(f, LG_V_FATES));
+    f->in.stopped = 1;
+    judge(f);
+    assert_null(find(f, LG_V_FATES));
+    assert_non_null(find(f, LG_N_RESERVE));
+    free(f);
+}
+
 static void test_a_confirm_told_expired_must_read_expired(void **state)
 {
     (void)state;
@@ -329,6 +343,7 @@ int main(void)
         cmocka_unit_test(test_a_unit_held_after_its_cancel_was_answered_fails),
         cmocka_unit_test(test_a_buyer_past_the_limit_fails),
         cmocka_unit_test(test_lost_answers_are_notes_not_violations),
+        cmocka_unit_test(test_a_hold_still_held_is_a_note_only_when_the_run_was_stopped),
         cmocka_unit_test(test_a_confirm_told_expired_must_read_expired),
         cmocka_unit_test(test_every_hundred_buyers_take_exactly_the_shares),
         cmocka_unit_test(test_expires_at_is_read_as_rfc_3339),
