@@ -15,7 +15,9 @@
 #          runs that take turns, ROUNDS (3) of each, on fresh items; sales a
 #          second of each, the medians and their ratio.
 # Usage: bench/reserve.sh. Knobs: BUILD, PARTS="sale steps", REPLICAS, BUYERS,
-# RATE, STOCK, HOLD_MS, SALES, C, ROUNDS, STOCKD_FLAGS (extra stockd flags).
+# RATE, STOCK, HOLD_MS, SALES, C, ROUNDS, STOCKD_FLAGS (extra stockd flags;
+# PARTS=steps STOCKD_FLAGS="--batch off" compares the two against
+# /reduceStock without group commit, which is what /reduceStock's edge is).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/stack.sh
