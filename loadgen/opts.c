@@ -428,6 +428,7 @@ static int read_token_file(lg_opts *o, const char *path, lg_err *err)
 /* Which flags the command line set itself (for the --duration / --requests rule). */
 typedef struct seen_flags {
     int requests, duration;
+    const char *reserve_flag; /* a flag of reservations given ("--hold-ms"), or NULL */
 } seen_flags;
 
 static int apply_load_flag(lg_opts *o, int c, const char *arg, seen_flags *seen, lg_err *err)
@@ -457,12 +458,16 @@ static int apply_load_flag(lg_opts *o, int c, const char *arg, seen_flags *seen,
     case OPT_PROCS:
         return parse_int("--procs", arg, 1, LG_PROCS_MAX, &o->procs, err);
     case OPT_HOLD:
+        seen->reserve_flag = "--hold-ms";
         return parse_int("--hold-ms", arg, 1, LG_HOLD_MS_MAX, &o->hold_ms, err);
     case OPT_SHARES:
+        seen->reserve_flag = "--shares";
         return parse_shares(arg, o->share, err);
     case OPT_BUYER_IDS:
+        seen->reserve_flag = "--buyer-ids";
         return parse_int("--buyer-ids", arg, 1, 1000000000, &o->buyer_ids, err);
     case OPT_BUYER_LIMIT:
+        seen->reserve_flag = "--per-buyer-limit";
         return parse_ll("--per-buyer-limit", arg, 1, 1000000000000LL, &o->buyer_limit, err);
     }
     return 1; /* not a load flag */
@@ -566,7 +571,7 @@ static int first_pass(lg_opts *o, int argc, char **argv, const getopt_spec *g, l
 
 static int second_pass(lg_opts *o, int argc, char **argv, const getopt_spec *g, lg_err *err)
 {
-    seen_flags seen = {0, 0};
+    seen_flags seen = {0, 0, NULL};
     int c;
     optind = 0;
     while ((c = getopt_long(argc, argv, g->shortopts, g->longopts, NULL)) != -1) {
@@ -581,6 +586,9 @@ static int second_pass(lg_opts *o, int argc, char **argv, const getopt_spec *g, 
                        "unexpected argument '%s' (targets go after --target)", argv[optind]);
     if (seen.duration && !seen.requests)
         o->requests = 0;
+    if (seen.reserve_flag && !o->reserve)
+        return lg_errf(err, LG_ERR_USAGE, "%s: a flag of reservations, for --scenario reserve",
+                       seen.reserve_flag);
     return LG_OK;
 }
 
@@ -643,6 +651,9 @@ static int validate_reserve(const lg_opts *o, lg_err *err)
     if (o->requests == 0)
         return lg_errf(err, LG_ERR_USAGE, "--scenario reserve needs --requests (its buyers); "
                        "--duration alone does not end it");
+    if (o->item_id && o->buyer_limit)
+        return lg_errf(err, LG_ERR_USAGE, "--per-buyer-limit is set on the item loadgen "
+                       "creates: drop --item (or set the item's perBuyerLimit with PUT /items)");
     return LG_OK;
 }
 

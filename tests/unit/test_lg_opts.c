@@ -430,6 +430,12 @@ static void test_reserve_scenario_takes_its_flags_and_refuses_what_it_cannot_sen
     assert_int_equal(PARSE(&o, &err, "-s", "reserve", "--cart-lines", "1", T1), LG_ERR_USAGE);
     assert_int_equal(PARSE(&o, &err, "-s", "reserve", "-d", "5s", T1), LG_ERR_USAGE);
     assert_says(&err, "--duration", "reserve", "--requests");
+    assert_int_equal(PARSE(&o, &err, "--hold-ms", "1500", T1), LG_ERR_USAGE);
+    assert_says(&err, "--hold-ms", "1500", "--scenario reserve");
+    assert_int_equal(PARSE(&o, &err, "-s", "hot", "--shares", "80/0/20", T1), LG_ERR_USAGE);
+    assert_int_equal(PARSE(&o, &err, "-s", "reserve", "--item", "7", "--per-buyer-limit", "2",
+                           T1), LG_ERR_USAGE);
+    assert_says(&err, "--item", "--per-buyer-limit", "drop --item");
 }
 
 int main(void)
