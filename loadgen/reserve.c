@@ -144,7 +144,8 @@ static void send_attempt(struct slot *s, int64_t now)
     if (s->job == JOB_RESERVE && s->attempt == 0)
         r->sent_ns = since(s->e, now);
     s->busy = 1;
-    s->origin_ns = now;
+    if (s->attempt == 0) /* from the intended send (--rate), retries included, as load.c */
+        s->origin_ns = s->job == JOB_RESERVE && s->due_ns < now ? s->due_ns : now;
     s->deadline_ns = now + (int64_t)s->e->c->timeout_ms * 1000000;
     struct iovec iov = {s->req, s->req_len};
     if (lg_conn_send(&s->conn[s->which], &iov, 1) == LG_CONN_ERROR)
