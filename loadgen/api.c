@@ -168,12 +168,14 @@ static int get_ll(json_t *o, const char *key, long long *v)
     return 0;
 }
 
-int lg_api_create_item(const char *base, const char *name, long long stock, long long *id,
-                       lg_err *err)
+int lg_api_create_item(const char *base, const char *name, long long stock, long long limit,
+                       long long *id, lg_err *err)
 {
     char url[512];
     snprintf(url, sizeof(url), "%s/items", base);
     json_t *req = json_pack("{s:s, s:I}", "name", name, "stock", (json_int_t)stock);
+    if (req && limit > 0)
+        json_object_set_new(req, "perBuyerLimit", json_integer((json_int_t)limit));
     char *body = req ? json_dumps(req, JSON_COMPACT) : NULL;
     json_decref(req);
     if (body == NULL)
@@ -274,6 +276,10 @@ int lg_api_get_item(const char *base, long long id, long long rows, int timeout_
                         get_ll(root, "sold", &st->sold) != 0 ||
                         get_ll(root, "orderCount", &st->order_count) != 0))
         rc = lg_errf(err, LG_ERR_SETUP, "GET %s: expected integer stock, sold, orderCount", url);
+    if (rc == LG_OK && get_ll(root, "reserved", &st->reserved) != 0)
+        st->reserved = -1;
+    if (rc == LG_OK && get_ll(root, "returned", &st->returned) != 0)
+        st->returned = -1;
     lg_ledger *l = NULL;
     if (rc == LG_OK && ledger && ((l = calloc(1, sizeof(*l))) == NULL ||
                                   (l->pages = json_array()) == NULL))

@@ -38,17 +38,19 @@ void lg_answer_full_free(lg_answer_full *a);
 
 typedef struct lg_item_state {
     long long id, stock, sold, order_count;
+    long long reserved, returned; /* units held by reservations, given back by cancelled
+                                     orders; -1 when the server does not say (before issue 33) */
 } lg_item_state;
 
 /* An item's ledger rows, newest first, read over one or more pages; owns
  * their strings. */
 typedef struct lg_ledger lg_ledger;
 
-/* POST base/items {"name":name,"stock":stock}; *id gets the new item's id.
- * Returns 0, LG_ERR_TRANSPORT (unreachable) or LG_ERR_SETUP (not a 201 with an
- * integer id). */
-int lg_api_create_item(const char *base, const char *name, long long stock, long long *id,
-                       lg_err *err);
+/* POST base/items {"name":name,"stock":stock} (with "perBuyerLimit":limit when
+ * limit > 0); *id gets the new item's id. Returns 0, LG_ERR_TRANSPORT
+ * (unreachable) or LG_ERR_SETUP (not a 201 with an integer id). */
+int lg_api_create_item(const char *base, const char *name, long long stock, long long limit,
+                       long long *id, lg_err *err);
 
 /* GET base/items/{id}. Fills *st; when ledger is not NULL, *ledger gets the
  * newest rows ledger rows (up to that many; stockd answers them in pages,

@@ -445,6 +445,59 @@ void lg_html_stock(FILE *f, const lg_html_run *runs, int n)
     stock_legend(f, runs, n);
 }
 
+/* The i-th number of the stock samples' array key, NAN when it is null. */
+static double sample_at(const json_t *s, const char *key, size_t i)
+{
+    const json_t *v = json_array_get(json_object_get(s, key), i);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+void lg_html_held(FILE *f, const json_t *run)
+{
+    static const char *const keys[] = {"stock", "reserved", "sold"};
+    static const char *const names[] = {"available", "reserved", "sold"};
+    static const char *const colors[] = {"#2f6fdf", "#e08a1e", "#2c9a5a"};
+    const json_t *s = json_object_get(run, "stock");
+    size_t n = json_array_size(json_object_get(s, "tMs"));
+    n = n < LG_SAMPLES_MAX ? n : LG_SAMPLES_MAX;
+    figure_begin(f, "Available, reserved and sold over time",
+                 "GET /items/{id} while the buyers reserved, confirmed, cancelled and walked "
+                 "away, and until every hold had run out (+ 1 s): what a lapsed hold gives "
+                 "back moves from reserved to available");
+    static double t[LG_SAMPLES_MAX], y[3][LG_SAMPLES_MAX];
+    double end = 1, lo = 0, hi = 1, ticks[TICKS_MAX];
+    for (size_t i = 0; i < n; i++) {
+        t[i] = sample_at(s, "tMs", i);
+        end = fmax(end, t[i]);
+        for (int k = 0; k < 3; k++) {
+            y[k][i] = sample_at(s, keys[k], i);
+            if (isfinite(y[k][i]))
+                hi = fmax(hi, y[k][i]);
+        }
+    }
+    if (n == 0) {
+        nothing(f, "No item: nothing was sampled.");
+        return;
+    }
+    const char *xt;
+    double u = time_unit(end, &xt);
+    for (size_t i = 0; i < n; i++)
+        t[i] /= u;
+    int nt = lg_svg_ticks(&lo, &hi, 6, ticks, TICKS_MAX);
+    lg_chart c;
+    lg_chart_begin(&c, f, W, H, 0, end / u, lo, hi, "available, reserved and sold over time");
+    y_ticks(&c, ticks, nt);
+    x_ticks(&c, 0, end / u);
+    for (int k = 0; k < 3; k++)
+        lg_chart_line(&c, t, y[k], (int)n, colors[k], 2.5, NULL, 1);
+    lg_chart_axes(&c, xt, "units");
+    lg_chart_end(&c);
+    fputs("<div class=\"legend\">", f);
+    for (int k = 0; k < 3; k++)
+        legend_item(f, colors[k], names[k], 0);
+    fputs("</div></figure>\n", f);
+}
+
 /* One bar: a target's outcomes left to right, counts inside when they fit. */
 static void outcome_bar(const lg_chart *c, const json_t *outs, double row)
 {

@@ -33,6 +33,10 @@ void lg_html_latency(FILE *f, const lg_html_run *runs, int n);
 /* The sampled stock of each run's first item, with initial stock - sold. */
 void lg_html_stock(FILE *f, const lg_html_run *runs, int n);
 
+/* A reserve run's item (its "stock" samples with "reserved"): available,
+ * reserved and sold over time, one line each. */
+void lg_html_held(FILE *f, const json_t *run);
+
 /* Outcomes per target (per mode and target for compare), as stacked bars. */
 void lg_html_outcomes(FILE *f, const lg_html_run *runs, int n);
 

@@ -53,7 +53,7 @@ static const char usage_tail[] =
 enum { OPT_TARGET = 256, OPT_LIST, OPT_TIMEOUT, OPT_RETRY, OPT_STOCK, OPT_ITEMS, OPT_ITEM,
        OPT_QUANTITY, OPT_CART_LINES, OPT_WORK, OPT_JSON, OPT_HTML,
        OPT_GET, OPT_SETTLE, OPT_BUYERS, OPT_PROCS, OPT_TOKEN, OPT_TOKEN_FILE,
-       OPT_CACERT, OPT_INSECURE };
+       OPT_CACERT, OPT_INSECURE, OPT_HOLD, OPT_SHARES, OPT_BUYER_IDS, OPT_BUYER_LIMIT };
 
 /* Every flag, in --help's order. Help lines are broken where --help breaks
  * them (26 columns in); the man page joins them. */
@@ -113,6 +113,19 @@ static const lg_flag flags[] = {
     {"procs", OPT_PROCS, LG_ARG_REQUIRED, "P", NULL,
      "spread the buyers over P loadgen processes (default 1), which\n"
      "connect, then fire at the same moment; one merged report"},
+    {"hold-ms", OPT_HOLD, LG_ARG_REQUIRED, "MS", "Reservations (--scenario reserve)",
+     "holdMs each reservation asks for (default 2000; stockd\n"
+     "refuses below 1000 and above its --max-hold-ms)"},
+    {"shares", OPT_SHARES, LG_ARG_REQUIRED, "C/X/L", NULL,
+     "percent of buyers who confirm, cancel, and walk away letting\n"
+     "the hold lapse (default 60/20/20; they must add up to 100).\n"
+     "Buyer k's fate is fixed by k, spread evenly over the run"},
+    {"buyer-ids", OPT_BUYER_IDS, LG_ARG_REQUIRED, "N", NULL,
+     "reservations cycle through N buyerIds (default: one buyerId\n"
+     "per reservation), so that a buyer may reserve more than once"},
+    {"per-buyer-limit", OPT_BUYER_LIMIT, LG_ARG_REQUIRED, "N", NULL,
+     "create the item with perBuyerLimit N (default none); the\n"
+     "verdict checks that no buyer holds or bought more"},
     {"stock", OPT_STOCK, LG_ARG_REQUIRED, "N", "Items",
      "stock of each item loadgen creates (default 1000)"},
     {"items", OPT_ITEMS, LG_ARG_REQUIRED, "K", NULL,
@@ -130,8 +143,8 @@ static const lg_flag flags[] = {
     {"work-ms", OPT_WORK, LG_ARG_REQUIRED, "MS", NULL,
      "workMs to send (stockd honours it with --allow-work-ms)"},
     {"scenario", 's', LG_ARG_REQUIRED, "NAME", "Scenarios",
-     "hot, spread, renew, interrupt, compare, cart, flash; other\n"
-     "flags override its values"},
+     "hot, spread, renew, interrupt, compare, cart, flash,\n"
+     "reserve; other flags override its values"},
     {"list", OPT_LIST, LG_ARG_NONE, "", NULL,
      "list the scenarios and the stockd flags each one needs"},
     {"json", OPT_JSON, LG_ARG_REQUIRED, "FILE", "Output",
@@ -237,6 +250,20 @@ void lg_opts_defaults(lg_opts *o)
     o->timeout_ms = 30000;
     o->settle_s = 30;
     o->procs = 1;
+    o->hold_ms = 2000;
+    o->share[0] = 60, o->share[1] = 20, o->share[2] = 20;
+}
+
+/* "C/X/L": three percentages adding up to 100. */
+static int parse_shares(const char *value, int share[3], lg_err *err)
+{
+    int v[3], used = 0;
+    if (sscanf(value, "%d/%d/%d%n", &v[0], &v[1], &v[2], &used) != 3 || value[used] ||
+        v[0] < 0 || v[1] < 0 || v[2] < 0 || v[0] + v[1] + v[2] != 100)
+        return lg_errf(err, LG_ERR_USAGE, "--shares: expected three percentages adding up to "
+                       "100, confirm/cancel/lapse, like 80/0/20, got '%s'", value);
+    memcpy(share, v, sizeof(v));
+    return LG_OK;
 }
 
 /* Strict integer: all of value, within [min, max]. */
@@ -401,6 +428,7 @@ static int read_token_file(lg_opts *o, const char *path, lg_err *err)
 /* Which flags the command line set itself (for the --duration / --requests rule). */
 typedef struct seen_flags {
     int requests, duration;
+    const char *reserve_flag; /* a flag of reservations given ("--hold-ms"), or NULL */
 } seen_flags;
 
 static int apply_load_flag(lg_opts *o, int c, const char *arg, seen_flags *seen, lg_err *err)
@@ -429,6 +457,18 @@ static int apply_load_flag(lg_opts *o, int c, const char *arg, seen_flags *seen,
         return parse_int("--buyers", arg, 1, LG_BUYERS_MAX, &o->buyers, err);
     case OPT_PROCS:
         return parse_int("--procs", arg, 1, LG_PROCS_MAX, &o->procs, err);
+    case OPT_HOLD:
+        seen->reserve_flag = "--hold-ms";
+        return parse_int("--hold-ms", arg, 1, LG_HOLD_MS_MAX, &o->hold_ms, err);
+    case OPT_SHARES:
+        seen->reserve_flag = "--shares";
+        return parse_shares(arg, o->share, err);
+    case OPT_BUYER_IDS:
+        seen->reserve_flag = "--buyer-ids";
+        return parse_int("--buyer-ids", arg, 1, 1000000000, &o->buyer_ids, err);
+    case OPT_BUYER_LIMIT:
+        seen->reserve_flag = "--per-buyer-limit";
+        return parse_ll("--per-buyer-limit", arg, 1, 1000000000000LL, &o->buyer_limit, err);
     }
     return 1; /* not a load flag */
 }
@@ -500,6 +540,9 @@ static void apply_scenario(const lg_scenario *s, lg_opts *o)
     o->work_ms = l->work_ms;
     o->lmin = l->lmin, o->lmax = l->lmax;
     o->buyers = l->buyers;
+    o->reserve = l->reserve;
+    if (l->reserve) /* a buyer's fate must survive a replica killed mid-run */
+        o->retries = 3;
 }
 
 /* First pass: only --scenario, --help and --list, so the scenario's values can
@@ -528,7 +571,7 @@ static int first_pass(lg_opts *o, int argc, char **argv, const getopt_spec *g, l
 
 static int second_pass(lg_opts *o, int argc, char **argv, const getopt_spec *g, lg_err *err)
 {
-    seen_flags seen = {0, 0};
+    seen_flags seen = {0, 0, NULL};
     int c;
     optind = 0;
     while ((c = getopt_long(argc, argv, g->shortopts, g->longopts, NULL)) != -1) {
@@ -543,6 +586,9 @@ static int second_pass(lg_opts *o, int argc, char **argv, const getopt_spec *g, 
                        "unexpected argument '%s' (targets go after --target)", argv[optind]);
     if (seen.duration && !seen.requests)
         o->requests = 0;
+    if (seen.reserve_flag && !o->reserve)
+        return lg_errf(err, LG_ERR_USAGE, "%s: a flag of reservations, for --scenario reserve",
+                       seen.reserve_flag);
     return LG_OK;
 }
 
@@ -592,6 +638,25 @@ static int validate_flash(lg_opts *o, lg_err *err)
     return LG_OK;
 }
 
+/* A reserve run has its own engine (reserve.h): one item, POST /reservations. */
+static int validate_reserve(const lg_opts *o, lg_err *err)
+{
+    if (!o->reserve)
+        return LG_OK;
+    if (o->get_path[0] || o->lmax || o->buyers || o->work_ms)
+        return lg_errf(err, LG_ERR_USAGE, "--scenario reserve sends reservations of one line: "
+                       "drop --get, --cart-lines, --buyers and --work-ms");
+    if (o->items > 1)
+        return lg_errf(err, LG_ERR_USAGE, "--scenario reserve runs on one item: drop --items");
+    if (o->requests == 0)
+        return lg_errf(err, LG_ERR_USAGE, "--scenario reserve needs --requests (its buyers); "
+                       "--duration alone does not end it");
+    if (o->item_id && o->buyer_limit)
+        return lg_errf(err, LG_ERR_USAGE, "--per-buyer-limit is set on the item loadgen "
+                       "creates: drop --item (or set the item's perBuyerLimit with PUT /items)");
+    return LG_OK;
+}
+
 static int validate(lg_opts *o, lg_err *err)
 {
     int compare = strcmp(o->scenario, "compare") == 0;
@@ -613,7 +678,7 @@ static int validate(lg_opts *o, lg_err *err)
         return lg_errf(err, LG_ERR_USAGE,
                        "--cart-lines: a cart of %d lines needs %d distinct items, the run has %d "
                        "(raise --items)", o->lmax, o->lmax, nitems);
-    if ((rc = validate_flash(o, err)) != LG_OK)
+    if ((rc = validate_flash(o, err)) != LG_OK || (rc = validate_reserve(o, err)) != LG_OK)
         return rc;
     if (o->threads > o->concurrency)
         o->threads = o->concurrency; /* a thread without a connection would idle */

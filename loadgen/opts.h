@@ -16,6 +16,7 @@
 #define LG_BUYERS_MAX 1000000 /* --buyers */
 #define LG_PROCS_MAX 256      /* --procs */
 #define LG_TOKEN_MAX 512      /* --token: characters of a bearer token */
+#define LG_HOLD_MS_MAX 3600000 /* --hold-ms: stockd's default --max-hold-ms */
 
 typedef struct lg_target {
     char label[LG_LABEL_MAX]; /* "" or the LABEL in --target LABEL=URL (compare groups) */
@@ -48,6 +49,12 @@ typedef struct lg_opts {
     char get_path[LG_PATH_MAX];  /* --get PATH: raw mode, "" for /reduceStock */
     int buyers;          /* a flash sale of this many buyers (flash.h); 0 = none */
     int procs;           /* loadgen processes the buyers are spread over */
+    /* reservations (--scenario reserve, reserve.h) */
+    int reserve;         /* 1: buyers reserve, then confirm, cancel or walk away */
+    int hold_ms;         /* holdMs each reservation asks for */
+    int share[3];        /* percent of buyers who confirm, cancel, let the hold lapse */
+    int buyer_ids;       /* distinct buyerIds the reservations cycle through; 0 = one each */
+    long long buyer_limit; /* perBuyerLimit of the items loadgen creates; 0 = none */
     char token[LG_TOKEN_MAX + 1]; /* --token or --token-file's line; "" for none. Never
                                    * printed (the reports say only whether one was sent) */
     /* TLS, for https:// targets (tls.h) */

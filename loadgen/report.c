@@ -47,12 +47,13 @@ static void header(FILE *f, const lg_opts *o, const lg_run *r)
         fprintf(f, ", %d target%s, %d buyers over %d process%s, ", r->ntargets,
                 r->ntargets == 1 ? "" : "s", o->buyers, o->procs, o->procs == 1 ? "" : "es");
     else
-        fprintf(f, ", %d target%s, %d connections, %d threads, ", r->ntargets,
-                r->ntargets == 1 ? "" : "s", o->concurrency, o->threads);
+        fprintf(f, ", %d target%s, %d connections, %d thread%s, ", r->ntargets,
+                r->ntargets == 1 ? "" : "s", o->concurrency, o->reserve ? 1 : o->threads,
+                o->reserve || o->threads == 1 ? "" : "s"); /* a reserve run has one loop */
     if (o->rate > 0)
         fprintf(f, "open loop at %.0f req/s, ", o->rate);
     if (o->requests)
-        fprintf(f, "%lld requests", o->requests);
+        fprintf(f, o->reserve ? "%lld buyers" : "%lld requests", o->requests);
     if (o->requests && o->duration_s)
         fprintf(f, " or ");
     if (o->duration_s)
@@ -252,12 +253,14 @@ void lg_report_text(FILE *f, const lg_opts *o, const lg_run *r)
     per_target(f, r);
     if (r->sale)
         sale(f, r);
-    if (r->verdict != LG_NO_VERDICT) {
+    if (r->rsv)
+        lg_report_rsv_text(f, o, r);
+    else if (r->verdict != LG_NO_VERDICT)
         items(f, r);
-        if (r->carts)
-            orders(f, &r->orders);
+    if (r->carts && r->verdict != LG_NO_VERDICT)
+        orders(f, &r->orders);
+    if (r->verdict != LG_NO_VERDICT)
         verdict(f, r);
-    }
 }
 
 static uint64_t lock_errors(const lg_tally *t)
@@ -417,16 +420,26 @@ static json_t *timeline_json(const lg_series *s)
 /* The sampled stock: parallel arrays, time in ms since the load started. */
 static json_t *stock_json(const lg_samples *s)
 {
-    json_t *t = json_array(), *stock = json_array(), *sold = json_array();
+    json_t *t = json_array(), *stock = json_array(), *sold = json_array(),
+           *reserved = json_array();
+    int any = 0; /* reserved only from a stockd that reports it */
     for (int i = 0; t && stock && sold && i < s->n; i++) {
         json_array_append_new(t, json_real(round(s->s[i].t_s * 1e4) / 10.0));
         json_array_append_new(stock, json_integer(s->s[i].stock));
         json_array_append_new(sold, json_integer(s->s[i].sold));
+        json_array_append_new(reserved, s->s[i].reserved < 0 ? json_null()
+                                                             : json_integer(s->s[i].reserved));
+        any |= s->s[i].reserved >= 0;
     }
-    return json_pack("{s:I, s:s, s:i, s:I, s:o, s:o, s:o}", "itemId", (json_int_t)s->item,
-                     "source", "GET /items/{id} while the load ran, plus the reads before and "
-                     "after it", "intervalMs", s->interval_ms, "failedReads",
-                     (json_int_t)s->failed, "tMs", t, "stock", stock, "sold", sold);
+    json_t *j = json_pack("{s:I, s:s, s:i, s:I, s:o, s:o, s:o}", "itemId", (json_int_t)s->item,
+                          "source", "GET /items/{id} while the load ran, plus the reads before "
+                          "and after it", "intervalMs", s->interval_ms, "failedReads",
+                          (json_int_t)s->failed, "tMs", t, "stock", stock, "sold", sold);
+    if (j && any)
+        json_object_set_new(j, "reserved", reserved);
+    else
+        json_decref(reserved);
+    return j;
 }
 
 /* The first explanation of each outcome that had one. */
@@ -576,6 +589,8 @@ json_t *lg_report_json(const lg_opts *o, const lg_run *r)
         json_object_set_new(j, "stock", stock_json(&r->stock));
     if (r->sale)
         json_object_set_new(j, "flash", sale_json(r));
+    if (r->rsv)
+        json_object_set_new(j, "reservations", lg_report_rsv_json(o, r));
     if (r->verdict == LG_NO_VERDICT)
         json_object_set_new(j, "verdict", json_null());
     else

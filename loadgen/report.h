@@ -34,4 +34,9 @@ json_t *lg_report_json(const lg_opts *o, const lg_run *r);
 /* {"scenario":"compare","verdict":...,"runs":[...]} for compare, or NULL. */
 json_t *lg_report_compare_json(const lg_opts *o, const lg_run *runs, int n, int verdict);
 
+/* A reserve run's part (report_rsv.c): the reservations' ends and the item's
+ * totals, as text (before the verdict) and as the "reservations" object. */
+void lg_report_rsv_text(FILE *f, const lg_opts *o, const lg_run *r);
+json_t *lg_report_rsv_json(const lg_opts *o, const lg_run *r);
+
 #endif

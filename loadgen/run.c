@@ -12,6 +12,7 @@
 
 #include "loadgen/evloop.h"
 #include "loadgen/flash.h"
+#include "loadgen/reserve.h"
 
 #define TICK_MS 250
 #define SETTLE_LATER_MS 1000      /* stockd's Retry-After */
@@ -40,7 +41,7 @@ static int setup_items(const lg_opts *o, lg_run *r, const char *run_id, lg_err *
         long long id = o->item_id;
         char name[96];
         snprintf(name, sizeof(name), "loadgen %s #%d", run_id, k + 1);
-        int rc = id ? LG_OK : lg_api_create_item(base, name, o->stock, &id, err);
+        int rc = id ? LG_OK : lg_api_create_item(base, name, o->stock, o->buyer_limit, &id, err);
         lg_item_state st;
         if (rc == LG_OK)
             rc = lg_api_get_item(base, id, 1, 0, &st, NULL, err);
@@ -272,8 +273,132 @@ static int judge_all(lg_run *r, lg_err *err)
     return LG_OK;
 }
 
+static double reserve_clock(void *arg)
+{
+    return (double)(lg_now_ns() - *(const int64_t *)arg) / 1e9;
+}
+
+static int totals_of(const lg_opts *o, lg_run *r, lg_rsv_totals *t, lg_err *err)
+{
+    lg_item_state st;
+    int rc = get_item_any(o, r, r->items[0].id, 1, &st, NULL, err);
+    *t = (lg_rsv_totals){st.stock, st.reserved, st.sold, st.returned};
+    return rc;
+}
+
+/* After the buyers, the item is watched until every hold has run out (and its
+ * grace), so the last lapses are checked too; then read once more. */
+static int reserve_settle(const lg_opts *o, const lg_reserve_cfg *c, lg_run *r, lg_err *err)
+{
+    int64_t until = 0, t0 = lg_now_ns();
+    for (long long k = 0; k < r->nrsv; k++) {
+        int64_t t = lg_rsv_release_by(&r->rsv[k], c->hold_ms, LG_RESERVE_GRACE_MS);
+        if (t != INT64_MAX && t > until)
+            until = t;
+    }
+    uint64_t done = lg_tally_requests(&r->load.total);
+    uint64_t bad = done - r->load.total.counts[LG_OUT_OK];
+    for (int waited = 0; !r->stopped && lg_now_ns() - c->start_ns < until; waited += 10) {
+        sleep_ms(10);
+        if (c->tick && waited % TICK_MS == 0 && c->tick((long long)done, (long long)bad,
+                                                         c->tick_arg) > 0)
+            r->stopped = 1; /* the user stopped waiting: the checks cover what was read */
+    }
+    r->rsv_waited_s = (double)(lg_now_ns() - t0) / 1e9;
+    double a = reserve_clock((void *)&c->start_ns);
+    int rc = totals_of(o, r, &r->rsv_after, err);
+    lg_rsv_totals *t = &r->rsv_after;
+    lg_sample x = {0, t->available, t->sold, t->reserved, t->returned, a,
+                   reserve_clock((void *)&c->start_ns)};
+    x.t_s = (x.t0_s + x.t1_s) / 2;
+    if (rc == LG_OK)
+        lg_samples_push(&r->stock, &x);
+    return rc;
+}
+
+/* The run's tick, for a reserve run's engine. */
+typedef struct reserve_tick {
+    lg_tick_fn tick;
+    void *arg;
+    int64_t start_ns;
+} reserve_tick;
+
+static int reserve_ticked(long long done, long long errors, void *arg)
+{
+    reserve_tick *t = arg;
+    lg_progress p = {(uint64_t)done, (uint64_t)errors, (double)(lg_now_ns() - t->start_ns) / 1e9};
+    return t->tick(&p, t->arg);
+}
+
+/* A reserve run instead of the load: buyers, the wait for the last holds
+ * (not when the user stopped it), every reservation read back. */
+static int reserve(const lg_opts *o, lg_run *r, const char *run_id, lg_tick_fn tick, void *arg,
+                   lg_err *err)
+{
+    lg_reserve_cfg c = {.targets = r->targets, .ntargets = r->ntargets,
+                        .item_id = r->items[0].id, .buyers = o->requests,
+                        .buyer_ids = o->buyer_ids, .concurrency = o->concurrency,
+                        .rate = o->rate, .qmin = o->qmin, .qmax = o->qmax,
+                        .hold_ms = o->hold_ms, .timeout_ms = o->timeout_ms,
+                        .retries = o->retries, .run_id = run_id};
+    memcpy(c.share, o->share, sizeof(c.share));
+    r->rsv = calloc((size_t)o->requests, sizeof(*r->rsv));
+    if (r->rsv == NULL)
+        return lg_errf(err, LG_ERR_NOMEM, "out of memory for %lld reservations", o->requests);
+    r->nrsv = o->requests;
+    int rc = totals_of(o, r, &r->rsv_before, err);
+    lg_sampler *sampler = NULL;
+    c.start_ns = lg_now_ns();
+    reserve_tick rt = {tick, arg, c.start_ns};
+    if (tick)
+        c.tick = reserve_ticked, c.tick_arg = &rt;
+    if (rc == LG_OK)
+        rc = lg_sampler_start(r->targets, r->ntargets, r->items[0].id, reserve_clock,
+                              &c.start_ns, &sampler, err);
+    if (rc == LG_OK)
+        rc = lg_reserve_run(&c, r->rsv, &r->load, &r->stopped, err);
+    if (rc == LG_OK)
+        rc = reserve_settle(o, &c, r, err);
+    lg_samples tail;
+    lg_samples_init(&tail, r->items[0].id);
+    lg_sampler_stop(sampler, &tail);
+    lg_samples *last = &r->stock; /* the settle's read goes after the sampler's */
+    if (rc == LG_OK && last->n > 1) {
+        lg_sample fin = last->s[--last->n];
+        for (int i = 0; i < tail.n; i++)
+            lg_samples_push(last, &tail.s[i]);
+        lg_samples_push(last, &fin);
+    }
+    return rc == LG_OK ? lg_reserve_read(&c, r->rsv, err) : rc;
+}
+
+static int judge_reserve(const lg_opts *o, lg_run *r, lg_err *err)
+{
+    r->findings = calloc(LG_FINDING_COUNT, sizeof(*r->findings));
+    if (r->findings == NULL)
+        return lg_errf(err, LG_ERR_NOMEM, "out of memory for findings");
+    lg_rsv_in in = {.r = r->rsv, .n = (size_t)r->nrsv, .hold_ms = o->hold_ms,
+                    .grace_ms = LG_RESERVE_GRACE_MS, .limit = o->buyer_limit,
+                    .nbuyers = o->buyer_ids ? o->buyer_ids : (int)r->nrsv,
+                    .before = r->rsv_before, .after = r->rsv_after, .samples = &r->stock,
+                    .stopped = r->stopped};
+    int v = 0;
+    r->nfindings = lg_rsv_judge(&in, r->findings, LG_FINDING_COUNT, &v, &r->rsv_sum);
+    if (r->nfindings < 0)
+        return lg_errf(err, LG_ERR_NOMEM, "out of memory checking the reservations");
+    r->violations = v;
+    lg_item_check *c = &r->items[0];
+    c->stock1 = r->rsv_after.available;
+    c->sold1 = r->rsv_after.sold;
+    expectations(o, r);
+    r->verdict = r->violations || r->nexpect ? LG_FAIL : LG_PASS;
+    return LG_OK;
+}
+
 static int judge(const lg_opts *o, lg_run *r, lg_err *err)
 {
+    if (r->rsv)
+        return judge_reserve(o, r, err);
     lg_result *res = &r->load;
     if (lg_verdict_answers(r->items, r->nitems, res->batches, res->nbatch) != LG_OK)
         return lg_errf(err, LG_ERR_NOMEM, "out of memory checking the answers");
@@ -330,6 +455,8 @@ int lg_run_exec(const lg_opts *o, const lg_target *targets, int ntargets, const 
     load_cfg(o, out, ids, run_id, &cfg);
     if (rc == LG_OK && o->buyers)
         rc = flash(o, &cfg, out, err);
+    else if (rc == LG_OK && o->reserve)
+        rc = reserve(o, out, run_id, tick, arg, err);
     else if (rc == LG_OK)
         rc = drive(&cfg, o->json_path[0] || o->html_path[0], tick, arg, out, err);
     free(ids);
@@ -345,6 +472,8 @@ void lg_run_free(lg_run *r)
     lg_result_free(&r->load);
     free(r->items);
     free(r->findings);
+    free(r->rsv);
+    r->rsv = NULL;
     if (r->sale)
         lg_sale_free(r->sale);
     free(r->sale);

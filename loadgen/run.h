@@ -10,6 +10,7 @@
 #include "loadgen/load.h"
 #include "loadgen/opts.h"
 #include "loadgen/result.h"
+#include "loadgen/rsv.h"
 #include "loadgen/sale.h"
 #include "loadgen/sample.h"
 #include "loadgen/scenario.h"
@@ -38,6 +39,12 @@ typedef struct lg_run {
     char read_waited_for[LG_ERR_MSG_MAX]; /* the first answer (or failure) it waited on */
     int64_t settle_until_ns;   /* when the read-back stops waiting; 0 until it first must */
     lg_sale *sale;             /* a flash sale's own counts (--buyers), else NULL */
+    /* a reserve run (--scenario reserve): its buyers' records and what the checks found */
+    lg_rsv *rsv;               /* [nrsv], else NULL */
+    long long nrsv;
+    lg_rsv_totals rsv_before, rsv_after;
+    lg_rsv_summary rsv_sum;
+    double rsv_waited_s;       /* after the buyers, waiting for the last holds to run out */
 } lg_run;
 
 /* Called about four times a second while the load runs (from the calling

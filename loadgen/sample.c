@@ -30,7 +30,7 @@ void lg_samples_init(lg_samples *s, long long item)
     s->interval_ms = LG_SAMPLE_FIRST_MS;
 }
 
-void lg_samples_add(lg_samples *s, double t_s, long long stock, long long sold)
+void lg_samples_push(lg_samples *s, const lg_sample *x)
 {
     if (s->n == LG_SAMPLES_MAX) {
         for (int i = 1; i < LG_SAMPLES_MAX / 2; i++)
@@ -38,7 +38,13 @@ void lg_samples_add(lg_samples *s, double t_s, long long stock, long long sold)
         s->n = LG_SAMPLES_MAX / 2;
         s->interval_ms *= 2;
     }
-    s->s[s->n++] = (lg_sample){t_s, stock, sold};
+    s->s[s->n++] = *x;
+}
+
+void lg_samples_add(lg_samples *s, double t_s, long long stock, long long sold)
+{
+    lg_sample x = {t_s, stock, sold, -1, -1, t_s, t_s};
+    lg_samples_push(s, &x);
 }
 
 static void nap(double s)
@@ -59,7 +65,9 @@ static int take(lg_sampler *p)
         lg_err err;
         if (lg_api_get_item(p->targets[t].url, p->got.item, 1, LG_SAMPLE_TIMEOUT_MS, &st, NULL,
                             &err) == LG_OK) {
-            lg_samples_add(&p->got, (t0 + p->clock(p->arg)) / 2, st.stock, st.sold);
+            double t1 = p->clock(p->arg);
+            lg_sample x = {(t0 + t1) / 2, st.stock, st.sold, st.reserved, st.returned, t0, t1};
+            lg_samples_push(&p->got, &x);
             return 1;
         }
     }
@@ -114,7 +122,7 @@ void lg_sampler_stop(lg_sampler *p, lg_samples *into)
     pthread_join(p->tid, NULL);
     into->failed += p->got.failed;
     for (int i = 0; i < p->got.n; i++)
-        lg_samples_add(into, p->got.s[i].t_s, p->got.s[i].stock, p->got.s[i].sold);
+        lg_samples_push(into, &p->got.s[i]);
     if (p->got.interval_ms > into->interval_ms)
         into->interval_ms = p->got.interval_ms;
     free(p);

@@ -25,6 +25,8 @@
 typedef struct lg_sample {
     double t_s;            /* since the load started; the middle of the GET */
     long long stock, sold; /* as the item's answer said */
+    long long reserved, returned; /* likewise; -1 when the answer had none */
+    double t0_s, t1_s;     /* the GET's start and end: the answer tells of a moment between */
 } lg_sample;
 
 typedef struct lg_samples {
@@ -40,6 +42,10 @@ void lg_samples_init(lg_samples *s, long long item);
 
 /* Appends a sample, thinning first when s is full (the first sample stays). */
 void lg_samples_add(lg_samples *s, double t_s, long long stock, long long sold);
+
+/* The same with every field of x (lg_samples_add leaves reserved and
+ * returned -1, t0_s and t1_s at t_s). */
+void lg_samples_push(lg_samples *s, const lg_sample *x);
 
 /* Seconds since the load started (thread-safe); the sampler's clock. */
 typedef double (*lg_clock_fn)(void *arg);

@@ -1,6 +1,6 @@
 /* scenario.h - the named contention scenarios (hot, spread, renew, interrupt,
- * compare, cart, flash): their default parameters, the stockd flags they need, and what
- * each expects to see beyond the invariants (an interrupt run that saw no
+ * compare, cart, flash, reserve): their default parameters, the stockd flags
+ * they need, and what each expects to see beyond the invariants (an interrupt run that saw no
  * lock_interrupted answer proved nothing, so it must not PASS). */
 #ifndef LG_SCENARIO_H
 #define LG_SCENARIO_H
@@ -19,6 +19,7 @@ typedef struct lg_scenario_load {
     int work_ms;
     int lmin, lmax; /* lines per cart; 0 = POST /reduceStock */
     int buyers;     /* a flash sale's buyers (--buyers); 0 = no flash sale */
+    int reserve;    /* 1: reservations (reserve.h) instead of deductions */
 } lg_scenario_load;
 
 typedef struct lg_scenario {

@@ -14,6 +14,7 @@ static const char *const finding_names[LG_FINDING_COUNT] = {
     "oversold", "lost_updates", "stock_leak", "unacknowledged_deductions",
     "unrecorded_acknowledgements", "false_refusals", "partially_applied_orders",
     "acknowledged_orders_missing_lines", "refused_orders_with_lines", "undetermined",
+    "invariant", "reservation_fates", "late_returns", "buyer_limit", "reservations_unknown",
 };
 
 const char *lg_finding_name(int kind)

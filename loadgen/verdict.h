@@ -130,6 +130,12 @@ enum lg_finding_kind {
     LG_V_ACKED_MISSING_LINES,   /* acknowledged orders with a line missing from the ledger */
     LG_V_REFUSED_WITH_LINES,    /* refused or failed orders that left a line in the ledger */
     LG_N_UNDETERMINED,  /* a note, not a violation: rows of requests whose answer was lost */
+    /* reservations (rsv.h) */
+    LG_V_INVARIANT,     /* available + reserved + sold - returned moved */
+    LG_V_FATES,         /* a reservation without its one fate, or sold != confirmed */
+    LG_V_LATE_RETURN,   /* more units reserved than could still be held: a lapse came late */
+    LG_V_BUYER_LIMIT,   /* a buyer held or bought more than perBuyerLimit */
+    LG_N_RESERVE,       /* a note: reservations whose fate loadgen could not learn */
     LG_FINDING_COUNT
 };
 

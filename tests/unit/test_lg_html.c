@@ -321,6 +321,27 @@ static void test_a_flash_sale_draws_its_section(void **state)
     json_decref(doc);
 }
 
+static void test_a_reserve_run_draws_available_reserved_and_sold(void **state)
+{
+    (void)state;
+    json_t *doc = hostile_report();
+    json_object_set_new(doc, "stock",
+                        json_pack("{s:i, s:[f,f,f], s:[i,i,i], s:[i,i,i], s:[n,i,i]}", "itemId", 7,
+                                  "tMs", 0.0, 10.0, 3100.0, "stock", 3, 0, 1, "sold", 0, 1, 2,
+                                  "reserved", 2, 0));
+    char *page = page_of(doc);
+    char *fig = strstr(page, "Available, reserved and sold over time");
+    assert_non_null(fig);
+    assert_non_null(strstr(fig, ">reserved</span>"));
+    assert_null(strstr(page, "NaN"));
+    free(page);
+    json_object_del(json_object_get(doc, "stock"), "reserved"); /* a run before reservations */
+    page = page_of(doc);
+    assert_null(strstr(page, "Available, reserved and sold over time"));
+    free(page);
+    json_decref(doc);
+}
+
 static void test_an_error_document_becomes_a_page_that_says_so(void **state)
 {
     (void)state;
@@ -347,6 +368,7 @@ int main(void)
         cmocka_unit_test(test_a_page_escapes_the_verdicts_too),
         cmocka_unit_test(test_the_latency_curve_keeps_every_point_up_to_the_max),
         cmocka_unit_test(test_a_flash_sale_draws_its_section),
+        cmocka_unit_test(test_a_reserve_run_draws_available_reserved_and_sold),
         cmocka_unit_test(test_an_error_document_becomes_a_page_that_says_so),
     };
     return cmocka_run_group_tests_name("lg_html", tests, NULL, NULL);

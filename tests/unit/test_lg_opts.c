@@ -306,14 +306,15 @@ static void test_help_and_list_need_no_target_but_check_every_flag(void **state)
 static void test_every_scenario_is_listed_and_found(void **state)
 {
     (void)state;
-    const char *names[] = {"hot", "spread", "renew", "interrupt", "compare", "cart", "flash"};
+    const char *names[] = {"hot", "spread", "renew", "interrupt", "compare", "cart", "flash",
+                           "reserve"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         const lg_scenario *s = lg_scenario_find(names[i]);
         assert_non_null(s);
         assert_ptr_equal(lg_scenario_at((int)i), s);
         assert_true(strlen(s->summary) > 10);
     }
-    assert_null(lg_scenario_at(7));
+    assert_null(lg_scenario_at(8));
     assert_null(lg_scenario_find("warm"));
 }
 
@@ -403,6 +404,40 @@ static void test_flash_flags_are_checked(void **state)
     assert_int_equal(PARSE(&o, &err, "--buyers", "10", "--cart-lines", "1", T1), LG_ERR_USAGE);
 }
 
+static void test_reserve_scenario_takes_its_flags_and_refuses_what_it_cannot_send(void **state)
+{
+    (void)state;
+    lg_opts o;
+    lg_err err;
+    assert_int_equal(PARSE(&o, &err, "-s", "reserve", T1), LG_OK);
+    assert_int_equal(o.reserve, 1);
+    assert_int_equal(o.hold_ms, 2000);
+    assert_int_equal(o.share[0] + o.share[1] + o.share[2], 100);
+    assert_int_equal(o.retries, 3); /* a killed replica's buyers go to the other one */
+    assert_int_equal(PARSE(&o, &err, "-s", "reserve", "--hold-ms", "1500", "--shares", "80/0/20",
+                           "--buyer-ids", "50", "--per-buyer-limit", "2", T1), LG_OK);
+    assert_int_equal(o.hold_ms, 1500);
+    assert_int_equal(o.share[0], 80);
+    assert_int_equal(o.share[2], 20);
+    assert_int_equal(o.buyer_ids, 50);
+    assert_int_equal(o.buyer_limit, 2);
+    assert_int_equal(PARSE(&o, &err, "-s", "reserve", "--shares", "80/10/20", T1), LG_ERR_USAGE);
+    assert_says(&err, "--shares", "80/10/20", "adding up to 100");
+    assert_int_equal(PARSE(&o, &err, "-s", "reserve", "--shares", "80/20", T1), LG_ERR_USAGE);
+    assert_int_equal(PARSE(&o, &err, "-s", "reserve", "--hold-ms", "0", T1), LG_ERR_USAGE);
+    assert_int_equal(PARSE(&o, &err, "-s", "reserve", "--items", "2", T1), LG_ERR_USAGE);
+    assert_says(&err, "--items", "reserve", "one item");
+    assert_int_equal(PARSE(&o, &err, "-s", "reserve", "--cart-lines", "1", T1), LG_ERR_USAGE);
+    assert_int_equal(PARSE(&o, &err, "-s", "reserve", "-d", "5s", T1), LG_ERR_USAGE);
+    assert_says(&err, "--duration", "reserve", "--requests");
+    assert_int_equal(PARSE(&o, &err, "--hold-ms", "1500", T1), LG_ERR_USAGE);
+    assert_says(&err, "--hold-ms", "1500", "--scenario reserve");
+    assert_int_equal(PARSE(&o, &err, "-s", "hot", "--shares", "80/0/20", T1), LG_ERR_USAGE);
+    assert_int_equal(PARSE(&o, &err, "-s", "reserve", "--item", "7", "--per-buyer-limit", "2",
+                           T1), LG_ERR_USAGE);
+    assert_says(&err, "--item", "--per-buyer-limit", "drop --item");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -422,6 +457,7 @@ int main(void)
         cmocka_unit_test(test_scenario_expectations),
         cmocka_unit_test(test_flash_scenario_has_buyers_that_flags_override),
         cmocka_unit_test(test_flash_flags_are_checked),
+        cmocka_unit_test(test_reserve_scenario_takes_its_flags_and_refuses_what_it_cannot_send),
         cmocka_unit_test(test_token_from_a_flag_or_a_file_is_checked_and_never_shown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
