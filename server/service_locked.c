@@ -1,14 +1,16 @@
 /* service_locked.c - one store transaction under the locks of its items,
  * in every lock mode: what a stock set, a reservation's making, confirm
- * and cancel, and an order's cancel share. First a read on a service
- * thread (which items; whether there is anything to do), then the items'
- * locks (redis mode: one key, or a multi-lock of the keys service_lock_key
- * makes, asked asynchronously and registered so that the drain withdraws
- * the wait), then one transaction: each item's row claimed with its key's
+ * and cancel, an order's cancel and a pass of the expiry sweep share.
+ * First a read on a service thread (which items; whether there is anything
+ * to do), then the items' locks (redis mode: one key, or a multi-lock of
+ * the keys service_lock_key makes, asked asynchronously and registered so
+ * that the drain withdraws the wait), then the caller's last check if it
+ * has one, then one transaction: each item's row claimed with its key's
  * fencing token (mode db: its row lock, had without waiting, else tried
  * again on a timer until --wait-ms), the caller's write, a commit the drain
- * may veto; then the release, then the caller's end. Nothing waits as a
- * thread. */
+ * may veto; a claim refused for a newer token raises the key's fence and
+ * runs it again; then the release, then the caller's end. Nothing waits
+ * as a thread. */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -101,6 +103,8 @@ static store_conn *conn_of(struct locked *w)
 static int locked_write(struct locked *w)
 {
     service *s = w->s;
+    if (w->ops->ready && w->ops->ready(w) != SERVICE_OK)
+        return 0;
     store_conn *c = conn_of(w);
     if (c == NULL)
         return 0;
@@ -110,9 +114,11 @@ static int locked_write(struct locked *w)
         store_put(s->store, c);
         return try_again(w);
     }
-    if (rc == STORE_ERR_STALE && stale_at >= 0 && w->h) {
+    for (int tries = 0; rc == STORE_ERR_STALE && stale_at >= 0 && w->h && tries < w->n;
+         tries++) {
         /* fences went back, perhaps: raised past the row's while the lock is
-         * still ours (as for an order's claim), then claimed once more */
+         * still ours (as for an order's claim), then claimed once more; once
+         * an item at most, as each key's fence may have gone back */
         const char *key = w->keys[stale_at];
         int lock_rc = service_raise_fence(s, w->h, key, store_stale_token(c));
         if (lock_rc != DLOCK_OK) {

@@ -2,17 +2,17 @@
  * from the top down: service.c (lifecycle, reads, health, metrics,
  * draining, and each order's and stock set's door) -> service_order.c (an
  * order placed alone, under each lock mode), service_stock.c (a stock
- * set) and service_reserve.c (reservations, an order's cancel) ->
- * service_locked.c (a transaction under the locks of its items) ->
+ * set), service_reserve.c (reservations, an order's cancel) and
+ * service_sweep.c (lapsed reservations given back, which service.c starts
+ * and stops) -> service_locked.c (a transaction under the locks of its
+ * items) ->
  * service_batch.c (group commit) -> service_write.c (what writing
  * an order needs: the order as written, a retry's first answer, the tokens
  * a lock holds and their raise, the drain's commit check, a lock's calls
  * registered for the drain) -> service_answer.c (an order's end) ->
  * service_log.c (the lines an order leaves) -> service_result.c
  * (outcomes, names, error mapping). Each file's functions are declared
- * below in that order. Not for other modules. service_sweep.c (lapsed
- * reservations given back), which service.c starts and stops, comes after
- * service_batch.c and calls service_write.c and what lies below. */
+ * below in that order. Not for other modules. */
 #ifndef SERVICE_PARTS_H
 #define SERVICE_PARTS_H
 
@@ -190,6 +190,10 @@ struct locked_ops {
      * (service_locked_add), or sets w->out's outcome to end without a
      * lock (a thing not found, nothing to do). */
     void (*prepare)(struct locked *w, store_conn *c);
+    /* Under the locks, before the transaction's connection is taken, each
+     * try (NULL: none): SERVICE_OK goes on; any other outcome, set in
+     * w->out, ends it there (a last check, say). */
+    int (*ready)(struct locked *w);
     /* Inside the transaction, every item claimed (service_locked_fence):
      * the store's write. STORE_OK commits; anything else rolls back. */
     int (*write)(struct locked *w, store_conn *c);
@@ -201,7 +205,8 @@ struct locked_ops {
 };
 
 /* A write under the locks of up to RULE_ORDER_LINES_MAX items, from the
- * read that names them to its end: memory of the request that embeds it. */
+ * read that names them to its end: memory of the request that embeds it
+ * (or of the sweep, one pass at a time). */
 struct locked {
     service *s;
     const struct locked_ops *ops;
@@ -265,6 +270,22 @@ void service_reserve_write(service *s, enum service_res_kind kind, int64_t id,
                            const req_reservation *r, const req_cancel *cancel, const char *who,
                            service_done *done, void *arg);
 
+/* ---- service_sweep.c: lapsed reservations given back ---- */
+
+/* Starts s's expiry sweep (none with --sweep-ms 0): its first tick a
+ * --sweep-ms from now, on the service threads. 0, or -1 with err filled
+ * (out of memory). */
+int service_sweep_start(service *s, char *err, size_t errlen);
+
+/* Stops the sweep: no pass begins from now on, the one in flight ends
+ * (its lock waits withdrawn with the others' once commits are refused),
+ * then the sweep lock is released. Blocks until then; not on a service
+ * thread. Idempotent; a no-op without a sweep. */
+void service_sweep_stop(service *s);
+
+/* Stops the sweep (service_sweep_stop) and frees it. */
+void service_sweep_free(service *s);
+
 /* ---- service_locked.c: a transaction under the locks of its items ---- */
 
 /* Runs w (its s, ops and out set, out cleared): prepare on a service
@@ -289,22 +310,6 @@ void service_batch_join(struct order *o);
 
 /* The bytes of batch memory an order of nlines lines carries. */
 size_t service_batch_size(int nlines);
-
-/* ---- service_sweep.c: lapsed reservations given back ---- */
-
-/* Starts s's expiry sweep (none with --sweep-ms 0): its first tick a
- * --sweep-ms from now, on the service threads. 0, or -1 with err filled
- * (out of memory). */
-int service_sweep_start(service *s, char *err, size_t errlen);
-
-/* Stops the sweep: no pass begins from now on, the one in flight ends
- * (its lock waits withdrawn with the others' once commits are refused),
- * then the sweep lock is released. Blocks until then; not on a service
- * thread. Idempotent; a no-op without a sweep. */
-void service_sweep_stop(service *s);
-
-/* Stops the sweep (service_sweep_stop) and frees it. */
-void service_sweep_free(service *s);
 
 /* ---- service_write.c: what writing an order needs ---- */
 

@@ -232,7 +232,7 @@ static void res_end(struct locked *w)
     free(rw);
 }
 
-static const struct locked_ops res_ops = {res_prepare, res_write, res_result, res_end};
+static const struct locked_ops res_ops = {res_prepare, NULL, res_write, res_result, res_end};
 
 /* ---- the door ---- */
 

@@ -57,7 +57,8 @@ static void stock_end(struct locked *w)
     free(ss);
 }
 
-static const struct locked_ops stock_ops = {stock_prepare, stock_write, stock_result, stock_end};
+static const struct locked_ops stock_ops = {stock_prepare, NULL, stock_write, stock_result,
+                                            stock_end};
 
 void service_stock_set(struct stock_set *ss)
 {

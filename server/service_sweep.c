@@ -4,12 +4,15 @@
  * lease, renewed by the watchdog and kept across ticks while it holds: one
  * replica sweeps at a time, and one that dies or stops hands the sweep on
  * when its lease runs out); in the other modes every replica sweeps. Then
- * passes: the items of up to --sweep-batch lapsed reservations
- * (store_reservations_due, DLOCK_MULTI_MAX items at most), those items'
- * locks (redis mode: the keys orders take), one transaction that claims
- * each row with its key's token and expires them (store_tx_reservations_
- * expire), the locks released; again while a pass gave some back, for half
- * a --sweep-ms at most, so that a mass of lapsed holds never keeps the
+ * passes, each one more write under its items' locks (service_locked.c,
+ * as a reservation's): the items of up to --sweep-batch lapsed
+ * reservations (store_reservations_due, RULE_ORDER_LINES_MAX items at
+ * most: a write's room for items, which a pass need not exceed since
+ * passes follow one another), those items' locks (redis mode: the keys
+ * orders take; mode db: the rows'), one transaction that claims each row
+ * with its key's token and expires them (store_tx_reservations_expire),
+ * the locks released; again while a pass gave some back, for half a
+ * --sweep-ms at most, so that a mass of lapsed holds never keeps the
  * database's writes (and the orders' locks) to itself.
  *
  * Exactly once does not rest on the sweep lock: the state change is
@@ -35,23 +38,18 @@
 #include "server/service_parts.h"
 
 struct sweep {
+    struct locked pass;     /* the pass in flight: a write under its items' locks */
     service *s;
     exec_timer timer;       /* the next tick */
     exec_task task;         /* the next pass of this tick */
-    struct lock_call lock;  /* the lock call in flight: the sweep lock's try, the items'
-                             * locks, a release */
+    struct lock_call lock;  /* the sweep lock's call in flight: its try, its release */
     dlock_handle *leader;   /* the sweep lock, while this replica holds it */
-    dlock_handle *h;        /* the pass's items' locks */
     int64_t tick_ms;        /* when this tick began */
     int backoff_ms;         /* Redis failed: the pause before the next tick, growing */
     int64_t failed_logged_ms; /* when a failed pass was last logged */
     int failed_unlogged;      /* ...and how many failed since, not logged */
-    int n;                  /* the pass's items */
-    int expired;            /* ...and the reservations it gave back */
-    int64_t item[DLOCK_MULTI_MAX];
-    store_fence fence[DLOCK_MULTI_MAX];
-    const char *keys[DLOCK_MULTI_MAX];
-    char key[DLOCK_MULTI_MAX][DLOCK_KEY_MAX + 1];
+    const char *step;       /* the pass's step now, for its failure's line */
+    int expired;            /* the reservations the pass gave back */
     char leader_key[DLOCK_KEY_MAX + 1];
     pthread_mutex_t mu;     /* guards active, and the timer's arming against the stop */
     int active;             /* a tick is armed, queued or running */
@@ -67,6 +65,11 @@ static void pass(struct sweep *w);
 
 static struct sweep *sweep_of(exec_task *t) { return service_lock_call_of(t)->req.data; }
 
+static struct sweep *sweep_of_pass(struct locked *p)
+{
+    return (struct sweep *)((char *)p - offsetof(struct sweep, pass));
+}
+
 /* The tick is over: the next at a --sweep-ms after this one began (later
  * while Redis fails), or, stopping, none: the sweep is idle. */
 static void next_tick(struct sweep *w)
@@ -81,19 +84,29 @@ static void next_tick(struct sweep *w)
     pthread_mutex_unlock(&w->mu);
 }
 
-/* What a lock call of the sweep's said of Redis: while it fails (down, or
- * our credentials refused), the ticks slow down to one a second at most,
- * so that a replica with nothing to do does not keep a dead Redis's
- * connects going (the subscriber's own are a few a second); once it
- * answers, every --sweep-ms again. */
+/* While Redis fails a lock call of the sweep's (down, or our credentials
+ * refused), the ticks slow down to one a second at most, so that a
+ * replica with nothing to do does not keep a dead Redis's connects going
+ * (the subscriber's own are a few a second); once it answers, every
+ * --sweep-ms again. */
+static void slow_down(struct sweep *w, int failing)
+{
+    if (failing) {
+        int next = w->backoff_ms ? w->backoff_ms * 2 : w->s->cfg.sweep_ms * 2;
+        w->backoff_ms = next < SWEEP_BACKOFF_MAX_MS ? next : SWEEP_BACKOFF_MAX_MS;
+    } else {
+        w->backoff_ms = 0;
+    }
+}
+
+/* What the sweep lock's try said of Redis. */
 static void note_redis(struct sweep *w, int rc, const char *detail)
 {
     if (rc == DLOCK_ERR_REDIS || rc == DLOCK_ERR_AUTH) {
         service_note_redis(w->s, rc, detail);
-        int next = w->backoff_ms ? w->backoff_ms * 2 : w->s->cfg.sweep_ms * 2;
-        w->backoff_ms = next < SWEEP_BACKOFF_MAX_MS ? next : SWEEP_BACKOFF_MAX_MS;
+        slow_down(w, 1);
     } else if (rc == DLOCK_OK || rc == DLOCK_ERR_TIMEOUT) { /* TIMEOUT: another holds it */
-        w->backoff_ms = 0;
+        slow_down(w, 0);
     }
 }
 
@@ -124,42 +137,14 @@ static void pass_failed(struct sweep *w, const char *what, const char *detail)
         return;
     }
     log_kv(LOG_WARN, "reservations' sweep: pass failed", LOG_STR("step", what),
-           LOG_INT("items", w->n), LOG_STR("detail", detail),
+           LOG_INT("items", w->pass.n), LOG_STR("detail", detail),
            LOG_INT("failedUnlogged", w->failed_unlogged),
            LOG_STR("instance", w->s->cfg.instance_id));
     w->failed_logged_ms = now, w->failed_unlogged = 0;
 }
 
-/* The pass's transaction: each item's row claimed with its key's token
- * (none without a lock), the lapsed reservations of those items expired,
- * committed unless the drain refuses. STORE_ERR_STALE with *refused the
- * item whose row carries a newer token. */
-static int expire_tx(struct sweep *w, store_conn *c, int fenced, int *refused)
-{
-    service *s = w->s;
-    store_commit_check check = {service_commits_allowed, s};
-    int rc = store_tx_begin(c);
-    for (int i = 0; fenced && rc == STORE_OK && i < w->n; i++) {
-        int64_t stock;
-        w->fence[i] = service_token_of(s, w->h, w->key[i]);
-        rc = store_stock_claim(c, w->item[i], &w->fence[i], &stock);
-        if (rc == STORE_ERR_STALE)
-            *refused = i;
-    }
-    if (rc == STORE_OK)
-        rc = store_tx_reservations_expire(c, w->item, fenced ? w->fence : NULL, w->n,
-                                          s->cfg.sweep_batch, &w->expired, w->lag_ms);
-    if (rc == STORE_OK)
-        rc = store_tx_commit(c, &check);
-    if (rc != STORE_OK) {
-        store_tx_abort(c);
-        w->expired = 0;
-    }
-    return rc;
-}
-
 /* Counts and logs what the pass gave back. */
-static void pass_report(struct sweep *w, int64_t t0_us)
+static void pass_report(struct sweep *w)
 {
     service *s = w->s;
     metrics_reservations_expired(s->metrics, w->expired, w->lag_ms);
@@ -169,111 +154,95 @@ static void pass_report(struct sweep *w, int64_t t0_us)
     for (int i = 0; i < w->expired; i++)
         lag_max = w->lag_ms[i] > lag_max ? w->lag_ms[i] : lag_max;
     log_kv(LOG_INFO, "reservations expired", LOG_INT("count", w->expired),
-           LOG_INT("lagMaxMs", lag_max), LOG_INT("items", w->n),
-           LOG_MS("ms", (service_now_us() - t0_us) / 1000.0),
+           LOG_INT("lagMaxMs", lag_max), LOG_INT("items", w->pass.n),
+           LOG_MS("ms", (service_now_us() - w->pass.t0_us) / 1000.0),
            LOG_STR("instance", s->cfg.instance_id));
 }
 
-/* The pass's write, under its items' locks when it has them (w->h): a row
- * that refuses a token for a newer one has the key's fence raised past it
- * (fences went back: as for an order's claim) and the transaction is made
- * again, once an item at most. On a service thread; blocks on the store. */
-static void pass_write(struct sweep *w)
+/* The pass's read: the items of the lapsed reservations, as many as one
+ * write may lock. */
+static void pass_prepare(struct locked *p, store_conn *c)
 {
+    struct sweep *w = sweep_of_pass(p);
     service *s = w->s;
-    int64_t t0_us = service_now_us();
-    char err[256];
-    store_conn *c;
-    int rc = w->h ? dlock_check(w->h) : DLOCK_OK;
-    if (rc != DLOCK_OK)
-        return pass_failed(w, "lock check", dlock_strerror(rc));
-    service_fault_point(s); /* after the last check, before the write (test only) */
-    if ((rc = store_get(s->store, &c, err, sizeof(err))) != STORE_OK)
-        return pass_failed(w, "store connection", err);
-    int fenced = w->h && s->cfg.fencing;
-    for (int tries = 0;; tries++) {
-        int refused = -1;
-        rc = expire_tx(w, c, fenced, &refused);
-        if (rc != STORE_ERR_STALE || refused < 0 || tries >= w->n)
-            break;
-        int lock_rc = service_raise_fence(s, w->h, w->key[refused], store_stale_token(c));
-        if (lock_rc != DLOCK_OK) /* not ours any more: the new holder sweeps them */
-            break;
-    }
-    if (rc != STORE_OK && rc != STORE_ERR_VETOED)
-        pass_failed(w, "expire", store_errstr(c));
-    store_put(s->store, c);
-    if (rc == STORE_OK || rc == STORE_ERR_FULL) /* the storage's state, as a write tells it */
-        service_note_space(s, rc == STORE_OK ? SERVICE_OK : SERVICE_STORAGE_FULL, 1);
-    pass_report(w, t0_us);
+    int64_t items[RULE_ORDER_LINES_MAX];
+    int n = 0, due = 0;
+    int items_max = s->cfg.sweep_batch < RULE_ORDER_LINES_MAX ? s->cfg.sweep_batch
+                                                              : RULE_ORDER_LINES_MAX;
+    w->step = "due";
+    int rc = store_reservations_due(c, s->cfg.sweep_batch, items, items_max, &n, &due);
+    if (rc != STORE_OK)
+        return (void)service_from_store(&p->out, rc, c);
+    for (int i = 0; i < n; i++)
+        service_locked_add(p, items[i]);
+    w->step = "items' locks";
 }
 
-static void items_released(exec_task *t)
+/* Under the items' locks, before the transaction: the last moment to back
+ * out of locks lost meanwhile. */
+static int pass_ready(struct locked *p)
 {
-    struct sweep *w = sweep_of(t);
-    int rc = w->lock.req.rc;
-    if (rc != DLOCK_OK && rc != DLOCK_ERR_CLOSED && w->expired > 0)
-        log_kv(LOG_WARN, "reservations' sweep: items' locks lost after the pass committed "
-               "(its rows were claimed with their tokens: no other holder wrote them between)",
-               LOG_INT("expired", w->expired), LOG_INT("items", w->n),
-               LOG_STR("lockResult", dlock_strerror(rc)));
+    struct sweep *w = sweep_of_pass(p);
+    w->step = "lock check";
+    int rc = p->h ? dlock_check(p->h) : DLOCK_OK;
+    if (rc != DLOCK_OK)
+        return service_from_lock(w->s, &p->out, rc, "of the items", dlock_strerror(rc));
+    service_fault_point(w->s); /* after the last check, before the write (test only) */
+    w->step = "expire";
+    return SERVICE_OK;
+}
+
+/* The pass's write, each row claimed (held[i]: items[i]'s token; all
+ * fenced or none, as one lock holds them): up to --sweep-batch of the
+ * items' lapsed reservations expired. */
+static int pass_write(struct locked *p, store_conn *c)
+{
+    struct sweep *w = sweep_of_pass(p);
+    const store_fence *f = service_locked_fence(p, p->items[0]) ? p->held : NULL;
+    return store_tx_reservations_expire(c, p->items, f, p->n, w->s->cfg.sweep_batch,
+                                        &w->expired, w->lag_ms);
+}
+
+static void pass_result(struct locked *p, int rc, store_conn *c)
+{
+    struct sweep *w = sweep_of_pass(p);
+    if (rc != STORE_OK) {
+        w->expired = 0;
+        service_from_store(&p->out, rc, c); /* the drain's veto: shutting down */
+    }
+    if (rc == STORE_OK || rc == STORE_ERR_FULL) /* the storage's state, as a write tells it */
+        service_note_space(w->s, rc == STORE_OK ? SERVICE_OK : SERVICE_STORAGE_FULL, 1);
+}
+
+/* The pass is over, its locks released: what Redis said, what went wrong
+ * (not the drain's stop), what it gave back; then the next pass or tick. */
+static void pass_end(struct locked *p)
+{
+    struct sweep *w = sweep_of_pass(p);
+    enum service_outcome o = p->out.outcome;
+    if (p->n > 0 && w->s->locks) /* its items' locks were asked (Redis's state noted) */
+        slow_down(w, o == SERVICE_REDIS_DOWN);
+    if (o != SERVICE_OK && o != SERVICE_SHUTTING_DOWN)
+        pass_failed(w, w->step, p->out.message);
+    pass_report(w);
     pass_done(w);
 }
 
-static void items_granted(exec_task *t)
-{
-    struct sweep *w = sweep_of(t);
-    service *s = w->s;
-    note_redis(w, w->lock.req.rc, w->lock.req.err);
-    if (w->lock.req.rc != DLOCK_OK) {
-        if (w->lock.req.rc != DLOCK_ERR_CANCELLED)
-            pass_failed(w, "items' locks", w->lock.req.err);
-        return next_tick(w);
-    }
-    w->h = w->lock.req.h;
-    pass_write(w);
-    dlock_handle *h = w->h;
-    w->h = NULL;
-    service_lock_release(s, &w->lock, w, items_released, h);
-}
+static const struct locked_ops pass_ops = {pass_prepare, pass_ready, pass_write, pass_result,
+                                           pass_end};
 
 /* One pass: the lapsed reservations' items, their locks, the write. */
 static void pass(struct sweep *w)
 {
-    service *s = w->s;
-    char err[256];
-    store_conn *c;
-    int due = 0;
-    w->n = w->expired = 0;
     if (atomic_load(&w->stopping))
         return next_tick(w);
-    metrics_sweep_pass(s->metrics);
-    int rc = store_get(s->store, &c, err, sizeof(err));
-    if (rc == STORE_OK) {
-        int items_max = s->cfg.sweep_batch < DLOCK_MULTI_MAX ? s->cfg.sweep_batch
-                                                             : DLOCK_MULTI_MAX;
-        rc = store_reservations_due(c, s->cfg.sweep_batch, w->item, items_max, &w->n, &due);
-        if (rc != STORE_OK)
-            snprintf(err, sizeof(err), "%s", store_errstr(c));
-        store_put(s->store, c);
-    }
-    if (rc != STORE_OK || w->n == 0) {
-        if (rc != STORE_OK)
-            pass_failed(w, "due", err);
-        return next_tick(w);
-    }
-    if (s->locks == NULL) { /* other modes: the store's statements are conditional */
-        pass_write(w);
-        return pass_done(w);
-    }
-    for (int i = 0; i < w->n; i++) {
-        service_lock_key(s->cfg.lock_prefix, w->item[i], w->key[i]);
-        w->keys[i] = w->key[i];
-    }
-    rc = DLOCK_ERR_CANCELLED;
-    if (service_lock_begin(s, &w->lock, w, items_granted, 1))
-        rc = dlock_acquire_multi_async(s->locks, w->keys, w->n, &s->cfg.lock, &w->lock.req);
-    service_lock_asked(&w->lock, rc); /* refused at once: items_granted says why */
+    metrics_sweep_pass(w->s->metrics);
+    memset(&w->pass, 0, sizeof(w->pass));
+    w->pass.s = w->s;
+    w->pass.ops = &pass_ops;
+    w->step = "store connection";
+    w->expired = 0;
+    service_locked_start(&w->pass);
 }
 
 static void leader_granted(exec_task *t)
@@ -290,7 +259,6 @@ static void leader_granted(exec_task *t)
            LOG_STR("instance", s->cfg.instance_id));
     pass(w);
 }
-
 /* Tries the sweep lock, without waiting. */
 static void try_leader(struct sweep *w)
 {
@@ -362,8 +330,11 @@ void service_sweep_stop(service *s)
         pthread_mutex_unlock(&w->mu);
         if (!active)
             break;
-        /* a pass waiting for its items' locks stops waiting (a release goes on) */
+        /* a pass waiting for its items' locks, or a try of the sweep lock,
+         * stops waiting (a release goes on) */
         pthread_mutex_lock(&s->mu);
+        if (w->pass.lock.registered)
+            dlock_cancel(&w->pass.lock.req);
         if (w->lock.registered)
             dlock_cancel(&w->lock.req);
         pthread_mutex_unlock(&s->mu);
