@@ -122,7 +122,7 @@ static const struct opt opts[] = {
     {"sweep-batch", "STOCKD_SWEEP_BATCH", OPT_INT, F(service.sweep_batch), 1,
      SERVICE_SWEEP_BATCH_MAX, NULL,
      "reservations given back per pass of the sweep, at most (each pass one transaction, "
-     "under the locks of at most 64 items): passes follow one another for half of each "
+     "under the locks of at most 32 items): passes follow one another for half of each "
      "--sweep-ms at most, so that a mass of lapsed holds never stalls orders"},
     {"no-fencing", "STOCKD_NO_FENCING", OPT_BOOL, F(no_fencing), 0, 0, NULL,
      "TEST ONLY: skip the fencing-token check on writes (lets a stale holder oversell)"},
