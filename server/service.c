@@ -609,7 +609,9 @@ int service_drain(service *s, int timeout_ms)
     until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
     if (until.tv_nsec >= 1000000000L)
         until.tv_sec++, until.tv_nsec -= 1000000000L;
-    service_sweep_stop(s); /* no pass begins from now on; the sweep lock is handed on */
+    /* no pass begins from now on; the sweep lock is handed on, unless a pass
+     * outlasts the drain's time (it ends on its own, before service_close) */
+    service_sweep_stop(s, service_now_ms() + timeout_ms);
     atomic_store(&s->draining, 1); /* before the look: the last leave signals from now on */
     pthread_mutex_lock(&s->mu);
     while (atomic_load(&s->inflight) > 0 &&

@@ -279,9 +279,12 @@ int service_sweep_start(service *s, char *err, size_t errlen);
 
 /* Stops the sweep: no pass begins from now on, the one in flight ends
  * (its lock waits withdrawn with the others' once commits are refused),
- * then the sweep lock is released. Blocks until then; not on a service
- * thread. Idempotent; a no-op without a sweep. */
-void service_sweep_stop(service *s);
+ * then the sweep lock is released. Blocks until then, or until deadline_ms
+ * on the monotonic clock (-1: no bound) has passed: 0 when stopped, -1 when
+ * a pass is still in flight (held in the store: a database that does not
+ * answer), which ends on its own; service_sweep_free waits for it. Not on a
+ * service thread. Idempotent; a no-op without a sweep. */
+int service_sweep_stop(service *s, int64_t deadline_ms);
 
 /* Stops the sweep (service_sweep_stop) and frees it. */
 void service_sweep_free(service *s);

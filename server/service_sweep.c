@@ -167,10 +167,11 @@ static void pass_prepare(struct locked *p, store_conn *c)
     service *s = w->s;
     int64_t items[RULE_ORDER_LINES_MAX];
     int n = 0, due = 0;
-    int items_max = s->cfg.sweep_batch < RULE_ORDER_LINES_MAX ? s->cfg.sweep_batch
-                                                              : RULE_ORDER_LINES_MAX;
     w->step = "due";
-    int rc = store_reservations_due(c, s->cfg.sweep_batch, items, items_max, &n, &due);
+    /* as many items as one write locks, whatever --sweep-batch says: the
+     * earliest lapsed reservation, of up to RULE_ORDER_LINES_MAX lines,
+     * always fits, and none can keep those after it waiting for ever */
+    int rc = store_reservations_due(c, s->cfg.sweep_batch, items, RULE_ORDER_LINES_MAX, &n, &due);
     if (rc != STORE_OK)
         return (void)service_from_store(&p->out, rc, c);
     for (int i = 0; i < n; i++)
@@ -316,11 +317,11 @@ int service_sweep_start(service *s, char *err, size_t errlen)
     return 0;
 }
 
-void service_sweep_stop(service *s)
+int service_sweep_stop(service *s, int64_t deadline_ms)
 {
     struct sweep *w = s->sweep;
     if (w == NULL)
-        return;
+        return 0;
     for (;;) {
         pthread_mutex_lock(&w->mu);
         atomic_store(&w->stopping, 1);
@@ -330,6 +331,8 @@ void service_sweep_stop(service *s)
         pthread_mutex_unlock(&w->mu);
         if (!active)
             break;
+        if (deadline_ms >= 0 && service_now_ms() >= deadline_ms)
+            return -1; /* the drain's time is up: that pass may not hold it longer */
         /* a pass waiting for its items' locks, or a try of the sweep lock,
          * stops waiting (a release goes on) */
         pthread_mutex_lock(&s->mu);
@@ -346,6 +349,7 @@ void service_sweep_stop(service *s)
         log_kv(LOG_INFO, "reservations' sweep lock released", LOG_STR("key", w->leader_key),
                LOG_STR("instance", s->cfg.instance_id));
     }
+    return 0;
 }
 
 void service_sweep_free(service *s)
@@ -353,7 +357,7 @@ void service_sweep_free(service *s)
     struct sweep *w = s->sweep;
     if (w == NULL)
         return;
-    service_sweep_stop(s);
+    service_sweep_stop(s, -1);
     pthread_mutex_destroy(&w->mu);
     free(w);
     s->sweep = NULL;

@@ -394,6 +394,34 @@ static void test_e_atomic_mode_sweeps_without_redis(void **state)
     assert_int_equal(th_count_in_file(r[0].log, "sweep lock"), 0);
 }
 
+/* --sweep-batch below an order's lines: a pass still locks the items of
+ * the earliest lapsed reservation, so a reservation of two items lapsing
+ * first, with one of one item behind it, both come back (a pass that
+ * locked only --sweep-batch items never fitted the first, and it kept
+ * the others waiting for ever). */
+static void test_i_a_batch_of_one_still_gives_back_a_cart(void **state)
+{
+    (void)state;
+    const char *flags[] = {"--lock", "atomic", "--sweep-batch", "1", NULL};
+    start(&r[0], NULL, flags);
+    long long a = th_new_item(&r[0], "cart-a", 10), b = th_new_item(&r[0], "cart-b", 10);
+    store_conn *c = conn();
+    assert_int_equal(store_tx_begin(c), STORE_OK);
+    store_new_reservation cart = {.instance = "test", .hold_ms = 200, .nlines = 2};
+    cart.lines[0] = (store_line){.item_id = a, .quantity = 1};
+    cart.lines[1] = (store_line){.item_id = b, .quantity = 1};
+    store_reservation out;
+    assert_int_equal(store_tx_reserve(c, &cart, &out), STORE_OK);
+    assert_int_equal(store_tx_commit(c, NULL), STORE_OK);
+    store_put(st, c);
+    reserve(a, 1, 300);
+    wait_returned(a, 10000);
+    wait_returned(b, 10000);
+    assert_int_equal(item_of(a).stock, 10);
+    assert_int_equal(item_of(b).stock, 10);
+    assert_true(metric(&r[0], EXPIRED) == 2);
+}
+
 /* Through the API: POST /reservations holds 3 of 10 for a second; past it
  * GET /reservations/{id} reads expired, and GET /items/{id} has them back
  * in available, none reserved, within the hold and a second (the lag). */
@@ -513,6 +541,8 @@ int main(void)
                                         test_setup, test_teardown),
         cmocka_unit_test_setup_teardown(test_e_atomic_mode_sweeps_without_redis, test_setup,
                                         test_teardown),
+        cmocka_unit_test_setup_teardown(test_i_a_batch_of_one_still_gives_back_a_cart,
+                                        test_setup, test_teardown),
         cmocka_unit_test_setup_teardown(test_h_a_reservation_made_over_http_comes_back,
                                         test_setup, test_teardown),
         cmocka_unit_test_setup_teardown(test_f_postgres_lock_db_every_replica_sweeps, test_setup,
