@@ -329,7 +329,12 @@ static void test_a_reserve_run_draws_available_reserved_and_sold(void **state)
                         json_pack("{s:i, s:[f,f,f], s:[i,i,i], s:[i,i,i], s:[n,i,i]}", "itemId", 7,
                                   "tMs", 0.0, 10.0, 3100.0, "stock", 3, 0, 1, "sold", 0, 1, 2,
                                   "reserved", 2, 0));
+    /* a sale of orders alone: its stockd reports reserved (0), nothing to draw */
     char *page = page_of(doc);
+    assert_null(strstr(page, "Available, reserved and sold over time"));
+    free(page);
+    json_object_set_new(doc, "reservations", json_object());
+    page = page_of(doc);
     char *fig = strstr(page, "Available, reserved and sold over time");
     assert_non_null(fig);
     assert_non_null(strstr(fig, ">reserved</span>"));
