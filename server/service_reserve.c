@@ -132,10 +132,13 @@ static int res_write(struct locked *w, store_conn *c)
 
 /* ---- what it came to ---- */
 
-/* Whether reservation res holds exactly r's lines (in any order). */
-static int same_lines(const store_reservation *res, const req_order *r)
+/* Whether reservation res is what r asks for: exactly its lines (in any
+ * order), for the same buyer (or none for none): another buyer's retry is
+ * not this reservation and must not be told it was held. */
+static int same_request(const store_reservation *res, const req_order *r)
 {
-    if (res->nlines != r->nlines)
+    if (res->nlines != r->nlines || res->has_buyer_id != r->has_buyer_id ||
+        (r->has_buyer_id && strcmp(res->buyer_id, r->buyer_id) != 0))
         return 0;
     for (int i = 0; i < r->nlines; i++) {
         int found = 0;
@@ -168,14 +171,13 @@ static void res_result(struct locked *w, int rc, store_conn *c)
     service_result *out = &w->out;
     if (rc == STORE_OK) {
         out->outcome = SERVICE_OK;
-        out->hold_ms = rw->r.hold_ms ? rw->r.hold_ms : w->s->cfg.hold_ms;
     } else if (rc == STORE_ERR_DUPLICATE && rw->kind == SERVICE_RES_MAKE) {
-        if (same_lines(&out->reservation, &rw->r.order))
+        if (same_request(&out->reservation, &rw->r.order))
             out->outcome = SERVICE_REPLAYED;
         else
             service_fail(out, SERVICE_CONFLICT, "requestId \"%s\" was already used for another "
-                         "reservation (%lld); nothing reserved", rw->r.order.request_id,
-                         (long long)out->reservation.id);
+                         "reservation (%lld: other lines or another buyerId); nothing reserved",
+                         rw->r.order.request_id, (long long)out->reservation.id);
     } else if (rc == STORE_ERR_DUPLICATE) { /* confirmed, cancelled already: a repeat */
         out->outcome = SERVICE_REPLAYED;
     } else if (rc == STORE_ERR_INSUFFICIENT && rw->kind == SERVICE_RES_MAKE) {

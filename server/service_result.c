@@ -265,7 +265,6 @@ void service_result_clear(service_result *out)
     out->message[0] = '\0';
     memset(&out->reservation, 0, offsetof(store_reservation, lines));
     out->limit = (store_limit_info){0, 0, 0, 0};
-    out->hold_ms = 0;
 }
 
 /* The index of r's line for item id, or -1. */

@@ -282,6 +282,7 @@ typedef struct store_reservation {
     enum store_reservation_state state; /* as stored: a held one may have lapsed */
     int lapsed;             /* held, and expires_at is past by the database's clock */
     int64_t expires_at_ms;  /* Unix time in ms, by the database's clock */
+    int64_t hold_ms;        /* the hold it was given when made or last extended */
     int64_t order_id;       /* confirmed: the order it became; else 0 */
     char instance[RULE_INSTANCE_MAX + 1]; /* the replica that made it */
     char created_at[32];

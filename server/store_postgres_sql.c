@@ -29,7 +29,7 @@
 #define RES_COLS "r.id, r.request_id, r.buyer_id, r.state, " \
                  "r.state = 'held' AND r.expires_at_ms <= " NOW_MS ", r.expires_at_ms, " \
                  "COALESCE((SELECT o.id FROM orders o WHERE o.reservation_id = r.id), 0), " \
-                 "r.instance_id, " TS("r.created_at")
+                 "r.instance_id, " TS("r.created_at") ", r.hold_ms"
 /* held and not lapsed, by the server's clock as the row is (re)checked */
 #define HELD "r.state = 'held' AND r.expires_at_ms > " NOW_MS
 /* an array of ids, sent as text ('{1,2}') */
@@ -254,4 +254,5 @@ void pg_read_reservation(const PGresult *r, int row, int col, store_reservation 
     res->order_id = col_int(r, row, col + 6);
     col_text(res->instance, sizeof(res->instance), r, row, col + 7);
     col_text(res->created_at, sizeof(res->created_at), r, row, col + 8);
+    res->hold_ms = col_int(r, row, col + 9);
 }

@@ -31,7 +31,7 @@
 #define RES_COLS "r.id, r.request_id, r.buyer_id, r.state, " \
                  "r.state = 'held' AND r.expires_at_ms <= " NOW_MS_SQL ", r.expires_at_ms, " \
                  "COALESCE((SELECT o.id FROM orders o WHERE o.reservation_id = r.id), 0), " \
-                 "r.instance_id, r.created_at"
+                 "r.instance_id, r.created_at, r.hold_ms"
 /* held and not lapsed, by the database's clock now */
 #define HELD "state = 'held' AND expires_at_ms > " NOW_MS_SQL
 #define LINE_COLS "l.item_id, l.quantity, l.remaining, COALESCE(l.fence, 0), " \

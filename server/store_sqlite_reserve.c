@@ -125,6 +125,7 @@ static void read_res(sqlite3_stmt *st, store_reservation *r)
     r->order_id = sqlite3_column_int64(st, 6);
     sq_copy_text(r->instance, sizeof(r->instance), st, 7);
     sq_copy_text(r->created_at, sizeof(r->created_at), st, 8);
+    r->hold_ms = sqlite3_column_int64(st, 9);
 }
 
 /* The reservation st (bound) finds, with its lines, each line's available

@@ -271,6 +271,57 @@ static void test_a_request_id_answers_its_reservation_once(void **state)
     json_decref(th_call(&a, "POST", "/orders", body, 201));
 }
 
+/* Review 1.2: every answer shows the reservation's own hold, never the
+ * server's --hold-ms. */
+static void test_every_answer_shows_the_reservations_own_hold(void **state)
+{
+    (void)state;
+    long long id = new_item(10, 0);
+    json_t *r = reserve(&a, id, 1, 5000, "own-hold", "ann", 201);
+    long long res = th_jint(r, "reservationId");
+    assert_int_equal(th_jint(r, "holdMs"), 5000);
+    json_decref(r);
+    r = reserve(&b, id, 1, 5000, "own-hold", "ann", 200); /* a replay */
+    assert_int_equal(th_jint(r, "holdMs"), 5000);
+    json_decref(r);
+    r = get_reservation(res, 200);
+    assert_int_equal(th_jint(r, "holdMs"), 5000);
+    json_decref(r);
+    r = act(&a, res, "extend", "{\"holdMs\":7000}", 200);
+    assert_int_equal(th_jint(r, "holdMs"), 7000);
+    json_decref(r);
+    r = act(&b, res, "cancel", NULL, 200);
+    assert_int_equal(th_jint(r, "holdMs"), 7000);
+    json_decref(r);
+    r = act(&a, res, "cancel", NULL, 200); /* a repeat */
+    assert_int_equal(th_jint(r, "holdMs"), 7000);
+    json_decref(r);
+    r = get_reservation(res, 200);
+    assert_int_equal(th_jint(r, "holdMs"), 7000);
+    json_decref(r);
+}
+
+/* Review 1.5: a requestId replayed by another buyer (or with a buyer where
+ * there was none) is a conflict, not the first buyer's reservation. */
+static void test_a_request_id_replayed_by_another_buyer_conflicts(void **state)
+{
+    (void)state;
+    long long id = new_item(10, 0);
+    json_decref(reserve(&a, id, 1, 0, "buyer-rid", "ann", 201));
+    json_t *r = reserve(&b, id, 1, 0, "buyer-rid", "bob", 409);
+    expect_error(r, "request_id_conflict");
+    json_decref(r);
+    r = reserve(&b, id, 1, 0, "buyer-rid", NULL, 409);
+    expect_error(r, "request_id_conflict");
+    json_decref(r);
+    json_decref(reserve(&a, id, 1, 0, "nobody-rid", NULL, 201));
+    r = reserve(&b, id, 1, 0, "nobody-rid", "ann", 409);
+    expect_error(r, "request_id_conflict");
+    json_decref(r);
+    json_decref(reserve(&b, id, 1, 0, "buyer-rid", "ann", 200));
+    assert_int_equal(item_field(id, "reserved"), 2);
+}
+
 static void test_refused_reservations_take_nothing(void **state)
 {
     (void)state;
@@ -1042,6 +1093,8 @@ int main(void)
         cmocka_unit_test(test_a_reservation_holds_its_units_and_reads_back),
         cmocka_unit_test(test_a_request_id_answers_its_reservation_once),
         cmocka_unit_test(test_refused_reservations_take_nothing),
+        cmocka_unit_test(test_every_answer_shows_the_reservations_own_hold),
+        cmocka_unit_test(test_a_request_id_replayed_by_another_buyer_conflicts),
         cmocka_unit_test(test_a_missing_reservation_is_404_on_every_route),
         cmocka_unit_test(test_a_confirmed_reservation_becomes_an_order_once),
         cmocka_unit_test(test_a_cancelled_reservation_gives_its_units_back_once),
