@@ -165,6 +165,59 @@ static void make_short(service_result *out, const req_order *r)
                  out->nshort, out->nshort == 1 ? "" : "s");
 }
 
+/* What sets each kind apart in its answer, its metric and its log. */
+struct res_kind {
+    const char *noun, *id_name;  /* "no <noun> with id N"; the log's id field */
+    enum service_outcome missing; /* the outcome of an id not found */
+    int counted;                  /* a transition stockd_reservations_total counts */
+    enum metrics_reservation metric;
+    const char *event[3];         /* the log's event: done, replayed, not */
+    const char *in_doubt;         /* commit_unknown: what the client can do */
+};
+
+static const struct res_kind kinds[] = {
+    [SERVICE_RES_MAKE] = {"reservation", "reservationId", SERVICE_RESERVATION_NOT_FOUND, 1,
+                          METRICS_RES_HELD,
+                          {"reservation held", "reservation replayed", "reservation not held"},
+                          NULL /* by whether it has a requestId: in_doubt() */},
+    [SERVICE_RES_CONFIRM] = {"reservation", "reservationId", SERVICE_RESERVATION_NOT_FOUND, 1,
+                             METRICS_RES_CONFIRMED,
+                             {"reservation confirmed", "reservation confirm replayed",
+                              "reservation not confirmed"},
+                             "the confirm may have been written: retry: it is safe to repeat "
+                             "(a repeat answers the order)"},
+    [SERVICE_RES_CANCEL] = {"reservation", "reservationId", SERVICE_RESERVATION_NOT_FOUND, 1,
+                            METRICS_RES_CANCELLED,
+                            {"reservation cancelled", "reservation cancel replayed",
+                             "reservation not cancelled"},
+                            "the cancel may have been written: retry: it is safe to repeat"},
+    [SERVICE_RES_ORDER_CANCEL] = {"order", "orderId", SERVICE_ORDER_NOT_FOUND, 0, METRICS_RES_COUNT,
+                                  {"order cancelled", "order cancel replayed",
+                                   "order not cancelled"},
+                                  "the order's cancel may have been written: retry: it is safe "
+                                  "to repeat"},
+};
+
+/* A write whose COMMIT's fate is unknown: what the client can safely do
+ * next differs by kind (review 2.1): confirm and cancels are idempotent, a
+ * reservation is only with a requestId. */
+static void in_doubt(service_result *out, const struct res_write *rw, const store_conn *c)
+{
+    const req_order *r = &rw->r.order;
+    if (rw->kind != SERVICE_RES_MAKE)
+        service_fail(out, SERVICE_COMMIT_UNKNOWN, "%s; %s", store_errstr(c),
+                     kinds[rw->kind].in_doubt);
+    else if (r->has_request_id)
+        service_fail(out, SERVICE_COMMIT_UNKNOWN, "%s; the reservation may have been held: "
+                     "retry with the same requestId (\"%s\"), which answers it if it was",
+                     store_errstr(c), r->request_id);
+    else
+        service_fail(out, SERVICE_COMMIT_UNKNOWN, "%s; the reservation may have been held, and "
+                     "without a requestId a retry may hold the units twice: GET /items/{id} "
+                     "shows each item's reserved units (a hold not confirmed lapses at its "
+                     "expiry)", store_errstr(c));
+}
+
 static void res_result(struct locked *w, int rc, store_conn *c)
 {
     struct res_write *rw = res_of(w);
@@ -185,28 +238,14 @@ static void res_result(struct locked *w, int rc, store_conn *c)
     } else if (rc == STORE_ERR_STATE) {
         service_from_state(out, &out->reservation);
     } else if (rc == STORE_ERR_NOT_FOUND && rw->kind != SERVICE_RES_MAKE) {
-        service_fail(out, rw->kind == SERVICE_RES_ORDER_CANCEL ? SERVICE_ORDER_NOT_FOUND
-                                                       : SERVICE_RESERVATION_NOT_FOUND,
-                     "no %s with id %lld", rw->kind == SERVICE_RES_ORDER_CANCEL ? "order" : "reservation",
+        service_fail(out, kinds[rw->kind].missing, "no %s with id %lld", kinds[rw->kind].noun,
                      (long long)rw->id);
+    } else if (rc == STORE_ERR_IN_DOUBT) {
+        in_doubt(out, rw, c);
     } else {
         service_from_store(out, rc, c);
     }
 }
-
-/* What each kind is called in the log, by how it went: done, replayed, not. */
-static const char *const events[][3] = {
-    [SERVICE_RES_MAKE] = {"reservation held", "reservation replayed", "reservation not held"},
-    [SERVICE_RES_CONFIRM] = {"reservation confirmed", "reservation confirm replayed",
-                     "reservation not confirmed"},
-    [SERVICE_RES_CANCEL] = {"reservation cancelled", "reservation cancel replayed",
-                    "reservation not cancelled"},
-    [SERVICE_RES_ORDER_CANCEL] = {"order cancelled", "order cancel replayed", "order not cancelled"},
-};
-
-static const enum metrics_reservation counted[] = {
-    [SERVICE_RES_MAKE] = METRICS_RES_HELD, [SERVICE_RES_CONFIRM] = METRICS_RES_CONFIRMED,
-    [SERVICE_RES_CANCEL] = METRICS_RES_CANCELLED};
 
 static void res_end(struct locked *w)
 {
@@ -215,10 +254,11 @@ static void res_end(struct locked *w)
     const service_result *out = &w->out;
     enum service_outcome o = out->outcome;
     service_note_space(s, o, 1);
-    if (o == SERVICE_OK && rw->kind == SERVICE_RES_ORDER_CANCEL)
-        metrics_order_cancelled(s->metrics);
+    const struct res_kind *k = &kinds[rw->kind];
+    if (o == SERVICE_OK && k->counted)
+        metrics_reservation(s->metrics, k->metric);
     else if (o == SERVICE_OK)
-        metrics_reservation(s->metrics, counted[rw->kind]);
+        metrics_order_cancelled(s->metrics);
     if (o == SERVICE_BUYER_LIMIT)
         metrics_buyer_limit_refusal(s->metrics);
     int how = o == SERVICE_OK ? 0 : o == SERVICE_REPLAYED ? 1 : 2;
@@ -227,9 +267,7 @@ static void res_end(struct locked *w)
                           ? rw->cancel.request_id
                           : NULL;
     int64_t id = rw->kind != SERVICE_RES_MAKE ? rw->id : how < 2 ? out->reservation.id : 0;
-    service_log_locked(s, events[rw->kind][how],
-                       rw->kind == SERVICE_RES_ORDER_CANCEL ? "orderId" : "reservationId", id, rid,
-                       rw->who, out, w);
+    service_log_locked(s, k->event[how], k->id_name, id, rid, rw->who, out, w);
     rw->done(out, rw->arg);
     free(rw);
 }

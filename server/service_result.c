@@ -122,6 +122,9 @@ int service_from_state(service_result *out, const store_reservation *r)
     if (r->state == STORE_RES_CANCELLED)
         return service_fail(out, SERVICE_RESERVATION_CANCELLED, "reservation %lld was cancelled",
                             (long long)r->id);
+    if (r->state == STORE_RES_HELD) /* lapsed, not swept yet: still reserved (review 2.4) */
+        return service_fail(out, SERVICE_RESERVATION_EXPIRED, "reservation %lld has expired; "
+                            "its units come back to stock within a second", (long long)r->id);
     return service_fail(out, SERVICE_RESERVATION_EXPIRED, "reservation %lld has expired; its "
                         "units are back in stock", (long long)r->id);
 }
