@@ -247,6 +247,17 @@ int pgr_tx_reserve(store_conn *conn, const store_new_reservation *r, store_reser
     if (rc == STORE_ERR_INSUFFICIENT || rc == STORE_ERR_BUYER_LIMIT ||
         rc == STORE_ERR_BUYER_REQUIRED || rc == STORE_ERR_STALE || rc == STORE_ERR_NOT_FOUND) {
         rc = undo_lines(conn, r, taken, rc);
+        if ((rc == STORE_ERR_INSUFFICIENT || rc == STORE_ERR_BUYER_LIMIT) && r->request_id) {
+            /* Review 1.4: the take or the count waited for another
+             * transaction's row lock, maybe this very request's first try:
+             * a statement now sees it, and a retry is answered, not refused. */
+            char why[sizeof(c->err)];
+            memcpy(why, c->err, sizeof(why));
+            int again = res_of_request(c, r->request_id, out);
+            if (again != STORE_ERR_NOT_FOUND)
+                return again;
+            memcpy(c->err, why, sizeof(why));
+        }
         if (rc == STORE_ERR_INSUFFICIENT)
             short_answer(c, r, out);
         return rc;

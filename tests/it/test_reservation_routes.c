@@ -21,6 +21,7 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 #include <jansson.h>
+#include <libpq-fe.h>
 
 #include "tests/support/calls.h"
 #include "tests/support/harness.h"
@@ -992,6 +993,100 @@ static void test_the_totals_hold_after_a_mixed_run(void **state)
     th_resp_free(&r);
 }
 
+/* Review 1.4: a retry whose first try commits while the retry waits for
+ * the item's row (--lock atomic, PostgreSQL) is answered by the first
+ * try's reservation, not refused buyer_limit_reached for the units the
+ * first try counted. Here another session plays the first try: it holds
+ * the row, the buyer's count and the reservation uncommitted meanwhile. */
+static void test_a_retry_waiting_for_its_first_try_is_replayed_not_refused(void **state)
+{
+    (void)state;
+    if (!on_pg)
+        return; /* SQLite checks the requestId first, under its write lock */
+    long long id = new_item(10, 2);
+    PGconn *first = PQconnectdb(db);
+    char sql[1024];
+    snprintf(sql, sizeof(sql),
+             "BEGIN; UPDATE items SET stock = stock - 2, reserved = reserved + 2 WHERE id = %lld;"
+             "INSERT INTO buyer_units (item_id, buyer_id, units) VALUES (%lld, 'una', 2);"
+             "WITH r AS (INSERT INTO reservations (request_id, buyer_id, instance_id, hold_ms, "
+             "expires_at_ms) VALUES ('first-try', 'una', 'replica-x', 60000, "
+             "(extract(epoch FROM clock_timestamp()) * 1000)::bigint + 60000) RETURNING id) "
+             "INSERT INTO reservation_lines (reservation_id, item_id, quantity, available) "
+             "SELECT id, %lld, 2, 8 FROM r", id, id, id);
+    PQclear(PQexec(first, sql));
+    assert_int_equal(PQtransactionStatus(first), PQTRANS_INTRANS);
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, 1);
+    struct racer r = {.s = &atomic_srv, .method = "POST", .path = "/reservations", .go = &go};
+    one_line(r.body, sizeof(r.body), id, 2, 60000, "first-try", "una");
+    pthread_t t;
+    pthread_create(&t, NULL, race, &r);
+    th_sleep_ms(800); /* the retry now waits for the row (a lower bound only) */
+    PQclear(PQexec(first, "COMMIT"));
+    PQfinish(first);
+    pthread_join(t, NULL);
+    pthread_barrier_destroy(&go);
+    if (r.status != 200 || strstr(r.answer, "\"replayed\":true") == NULL)
+        fail_msg("a retry of a reservation made meanwhile: %ld %s", r.status, r.answer);
+    assert_int_equal(item_field(id, "reserved"), 2);
+}
+
+/* Another session placing order rid of 2 units of item id for buyer
+ * (NULL: none), as --lock atomic would, left uncommitted. */
+static PGconn *first_order(long long id, const char *rid, const char *buyer)
+{
+    PGconn *first = PQconnectdb(db);
+    char sql[1024], count[160] = "";
+    if (buyer)
+        snprintf(count, sizeof(count), "INSERT INTO buyer_units (item_id, buyer_id, units) "
+                 "VALUES (%lld, '%s', 2);", id, buyer);
+    snprintf(sql, sizeof(sql),
+             "BEGIN; UPDATE items SET stock = stock - 2 WHERE id = %lld; %s"
+             "WITH o AS (INSERT INTO orders (request_id, instance_id, lock_mode, buyer_id) "
+             "VALUES ('%s', 'replica-x', 'atomic', %s%s%s) RETURNING id) "
+             "INSERT INTO order_lines (order_id, item_id, quantity, remaining) "
+             "SELECT id, %lld, 2, 0 FROM o", id, count, rid, buyer ? "'" : "",
+             buyer ? buyer : "NULL", buyer ? "'" : "", id);
+    PQclear(PQexec(first, sql));
+    assert_int_equal(PQtransactionStatus(first), PQTRANS_INTRANS);
+    return first;
+}
+
+/* Review 1.4, for orders: a retry whose first try commits while it waits
+ * for the item's row is answered by that order, neither refused
+ * buyer_limit_reached (the units the first try counted) nor
+ * insufficient_stock (the units the first try took). */
+static void test_an_order_retry_waiting_for_its_first_try_is_replayed_not_refused(void **state)
+{
+    (void)state;
+    if (!on_pg)
+        return; /* SQLite checks the requestId first, under its write lock */
+    long long limited = new_item(10, 2), last = new_item(2, 0);
+    const char *buyer[] = {"una", NULL}, *rid[] = {"first-order-limit", "first-order-stock"};
+    long long id[] = {limited, last};
+    for (int i = 0; i < 2; i++) {
+        PGconn *first = first_order(id[i], rid[i], buyer[i]);
+        pthread_barrier_t go;
+        pthread_barrier_init(&go, NULL, 1);
+        struct racer r = {.s = &atomic_srv, .method = "POST", .path = "/orders", .go = &go};
+        int n = snprintf(r.body, sizeof(r.body), "{\"lines\":[{\"itemId\":%lld,\"quantity\":2}],"
+                         "\"requestId\":\"%s\"", id[i], rid[i]);
+        snprintf(r.body + n, sizeof(r.body) - n, buyer[i] ? ",\"buyerId\":\"%s\"}" : "}",
+                 buyer[i]);
+        pthread_t t;
+        pthread_create(&t, NULL, race, &r);
+        th_sleep_ms(800); /* the retry now waits for the row (a lower bound only) */
+        PQclear(PQexec(first, "COMMIT"));
+        PQfinish(first);
+        pthread_join(t, NULL);
+        pthread_barrier_destroy(&go);
+        if (r.status != 200 || strstr(r.answer, "\"replayed\":true") == NULL)
+            fail_msg("a retry of an order placed meanwhile: %ld %s", r.status, r.answer);
+        assert_int_equal(item_field(id[i], "sold"), 2);
+    }
+}
+
 /* --lock db (PostgreSQL): the rows' own locks instead of Redis's. */
 static void test_lock_mode_db_reserves_confirms_and_cancels(void **state)
 {
@@ -1111,6 +1206,8 @@ int main(void)
         cmocka_unit_test(test_hold_flags_out_of_bounds_stop_start_up),
         cmocka_unit_test(test_lock_mode_atomic_reserves_confirms_and_cancels),
         cmocka_unit_test(test_lock_mode_db_reserves_confirms_and_cancels),
+        cmocka_unit_test(test_a_retry_waiting_for_its_first_try_is_replayed_not_refused),
+        cmocka_unit_test(test_an_order_retry_waiting_for_its_first_try_is_replayed_not_refused),
         cmocka_unit_test(test_the_totals_hold_after_a_mixed_run),
         cmocka_unit_test(test_reservations_and_cancels_are_a_buyers_calls),
     };
