@@ -107,25 +107,23 @@ static int confirm_write(struct res_write *rw, store_conn *c)
     return store_tx_reservation_confirm(c, rw->id, &o, &w->out.reservation, &w->out.order);
 }
 
+/* Cancels get the locked items' fences as they were claimed, by item (a
+ * token 0: unfenced): the store matches them to the lines it reads itself,
+ * whatever order it reads them in. */
 static int res_write(struct locked *w, store_conn *c)
 {
     struct res_write *rw = res_of(w);
-    store_fence f[RULE_ORDER_LINES_MAX];
-    int fenced = 0;
     switch (rw->kind) {
     case SERVICE_RES_MAKE: return make_write(rw, c);
     case SERVICE_RES_CONFIRM: return confirm_write(rw, c);
     case SERVICE_RES_CANCEL:
-        for (int i = 0; i < rw->read.nlines; i++)
-            fenced |= (f[i] = fence_or_none(w, rw->read.lines[i].item_id)).fence != 0;
-        return store_tx_reservation_cancel(c, rw->id, fenced ? f : NULL, &w->out.reservation);
+        return store_tx_reservation_cancel(c, rw->id, w->items, w->held, w->n,
+                                           &w->out.reservation);
     case SERVICE_RES_ORDER_CANCEL:
-        for (int i = 0; i < rw->read_order.nlines; i++)
-            fenced |= (f[i] = fence_or_none(w, rw->read_order.lines[i].item_id)).fence != 0;
         return store_tx_order_cancel(c, rw->id,
                                      rw->cancel.has_request_id ? rw->cancel.request_id : NULL,
                                      w->s->cfg.instance_id, w->h ? dlock_token(w->h) : NULL,
-                                     fenced ? f : NULL, &w->out.order);
+                                     w->items, w->held, w->n, &w->out.order);
     }
     return STORE_ERR_IO;
 }
