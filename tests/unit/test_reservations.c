@@ -776,7 +776,8 @@ static void test_a_buyers_held_and_bought_units_count_against_the_limit(void **s
     assert_int_equal(reserve(c, &r, &res), STORE_ERR_BUYER_LIMIT);
     assert_int_equal(store_limit_item(c).had, 3);
     assert_int_equal(order(c, "gus", a, 3, &o), STORE_OK); /* a buyer of his own */
-    assert_int_equal(cancel_fenced(c, held, NULL, NULL, 0, &res), STORE_OK); /* cancelled: no longer counts */
+    /* cancelled: no longer counts */
+    assert_int_equal(cancel_fenced(c, held, NULL, NULL, 0, &res), STORE_OK);
     assert_int_equal(order(c, "fay", a, 2, &o), STORE_OK);
     assert_item(c, a, 94, 0, 6, 0, 100);
     store_put(*state, c);
