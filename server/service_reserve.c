@@ -37,6 +37,32 @@ static store_fence fence_or_none(const struct locked *w, int64_t item)
 
 /* ---- before the locks: which items ---- */
 
+/* A confirm or a cancel of a reservation read ended - in a state that
+ * never changes again, or held past its expiry, which nothing can confirm
+ * or cancel any more - answered from that read, without its items' locks
+ * (no Redis round trips for a repeat): a replay, or its state's 409. Only
+ * one read held and unlapsed goes on to the locks and re-checks in the
+ * transaction. STORE_OK, or the failure of the replayed order's read. */
+static int res_ended(struct locked *w, store_conn *c)
+{
+    struct res_write *rw = res_of(w);
+    service_result *out = &w->out;
+    enum store_reservation_state repeat =
+        rw->kind == SERVICE_RES_CONFIRM ? STORE_RES_CONFIRMED : STORE_RES_CANCELLED;
+    out->reservation = rw->read;
+    if (rw->read.state != repeat) {
+        service_from_state(out, &rw->read);
+        return STORE_OK;
+    }
+    if (rw->kind == SERVICE_RES_CONFIRM) { /* a repeat answers the order it became */
+        int rc = store_order_get(c, rw->read.order_id, &out->order);
+        if (rc != STORE_OK)
+            return rc == STORE_ERR_NOT_FOUND ? STORE_ERR_IO : rc;
+    }
+    out->outcome = SERVICE_REPLAYED;
+    return STORE_OK;
+}
+
 static void res_prepare(struct locked *w, store_conn *c)
 {
     struct res_write *rw = res_of(w);
@@ -57,6 +83,10 @@ static void res_prepare(struct locked *w, store_conn *c)
     case SERVICE_RES_CONFIRM:
     case SERVICE_RES_CANCEL:
         rc = store_reservation_get(c, rw->id, &rw->read);
+        if (rc == STORE_OK && (rw->read.state != STORE_RES_HELD || rw->read.lapsed)) {
+            rc = res_ended(w, c);
+            break;
+        }
         for (int i = 0; rc == STORE_OK && i < rw->read.nlines; i++)
             service_locked_add(w, rw->read.lines[i].item_id);
         if (rc == STORE_ERR_NOT_FOUND)

@@ -628,6 +628,43 @@ static void test_an_order_cancel_answers_its_lines_and_replays(void **state)
     check_totals(id, 20);
 }
 
+/* A confirm or a cancel of a reservation already ended is answered from
+ * its read, without its items' locks: while another owner holds them, a
+ * repeat and a refusal come back at once (with the locks they would wait
+ * up to --wait-ms, 10 s here, and answer 503). */
+static void test_an_ended_reservation_is_answered_without_the_items_lock(void **state)
+{
+    (void)state;
+    long long id = new_item(10, 0);
+    json_t *j = reserve(&a, id, 1, 60000, NULL, NULL, 201);
+    long long cancelled = th_jint(j, "reservationId");
+    json_decref(j);
+    j = reserve(&a, id, 1, 60000, NULL, NULL, 201);
+    long long confirmed = th_jint(j, "reservationId");
+    json_decref(j);
+    json_decref(act(&a, cancelled, "cancel", NULL, 200));
+    json_t *o = act(&a, confirmed, "confirm", NULL, 201);
+    long long order = th_jint(o, "orderId");
+    json_decref(o);
+    assert_int_equal(th_wait_item_unlocked(&redis, id, 10000 * TH_SLOWER), 0);
+    assert_int_equal(th_hold_item_lock(&redis, id), 0);
+    j = act(&b, cancelled, "cancel", NULL, 200);
+    assert_true(json_is_true(json_object_get(j, "replayed")));
+    json_decref(j);
+    j = act(&b, confirmed, "confirm", NULL, 200);
+    assert_true(json_is_true(json_object_get(j, "replayed")));
+    assert_int_equal(th_jint(j, "orderId"), order);
+    assert_int_equal(th_jint(j, "reservationId"), confirmed);
+    json_decref(j);
+    j = act(&b, cancelled, "confirm", NULL, 409);
+    expect_error(j, "reservation_cancelled");
+    json_decref(j);
+    j = act(&b, confirmed, "cancel", NULL, 409);
+    expect_error(j, "reservation_confirmed");
+    json_decref(j);
+    assert_int_equal(th_release_item_lock(&redis, id), 0);
+}
+
 /* While another owner holds an item's lock, a reservation of it, a
  * reservation's cancel and an order's cancel on another replica wait for it
  * (none touches the stock: an order's read-work-write there would
@@ -1253,6 +1290,7 @@ int main(void)
         cmocka_unit_test(test_an_order_cancel_racing_itself_on_three_replicas_returns_once),
         cmocka_unit_test(test_an_order_cancel_answers_its_lines_and_replays),
         cmocka_unit_test(test_writes_of_reservations_and_returns_wait_for_the_items_lock),
+        cmocka_unit_test(test_an_ended_reservation_is_answered_without_the_items_lock),
         cmocka_unit_test(test_waits_of_reservations_end_at_the_drain_deadline),
         cmocka_unit_test(test_a_buyer_limit_counts_reservations_and_orders),
         cmocka_unit_test(test_a_buyer_limit_holds_exactly_across_replicas),
