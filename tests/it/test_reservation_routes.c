@@ -628,6 +628,15 @@ static void test_an_order_cancel_answers_its_lines_and_replays(void **state)
     check_totals(id, 20);
 }
 
+/* One unit of item id held for a minute, on a: its reservationId. */
+static long long hold_one(long long id)
+{
+    json_t *j = reserve(&a, id, 1, 60000, NULL, NULL, 201);
+    long long res = th_jint(j, "reservationId");
+    json_decref(j);
+    return res;
+}
+
 /* A confirm or a cancel of a reservation already ended is answered from
  * its read, without its items' locks: while another owner holds them, a
  * repeat and a refusal come back at once (with the locks they would wait
@@ -635,14 +644,9 @@ static void test_an_order_cancel_answers_its_lines_and_replays(void **state)
 static void test_an_ended_reservation_is_answered_without_the_items_lock(void **state)
 {
     (void)state;
-    long long id = new_item(10, 0);
-    json_t *j = reserve(&a, id, 1, 60000, NULL, NULL, 201);
-    long long cancelled = th_jint(j, "reservationId");
-    json_decref(j);
-    j = reserve(&a, id, 1, 60000, NULL, NULL, 201);
-    long long confirmed = th_jint(j, "reservationId");
-    json_decref(j);
+    long long id = new_item(10, 0), cancelled = hold_one(id), confirmed = hold_one(id);
     json_decref(act(&a, cancelled, "cancel", NULL, 200));
+    json_t *j;
     json_t *o = act(&a, confirmed, "confirm", NULL, 201);
     long long order = th_jint(o, "orderId");
     json_decref(o);
@@ -1030,6 +1034,27 @@ static void test_the_totals_hold_after_a_mixed_run(void **state)
     th_resp_free(&r);
 }
 
+/* POST path body to the atomic replica while first (another session's
+ * transaction, the request's first try) is open, then commits it: the
+ * retry's answer. */
+static struct racer retry_meanwhile(PGconn *first, const char *path, const char *body)
+{
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, 1);
+    struct racer r = {.s = &atomic_srv, .method = "POST", .go = &go};
+    snprintf(r.path, sizeof(r.path), "%s", path);
+    snprintf(r.body, sizeof(r.body), "%s", body);
+    pthread_t t;
+    pthread_create(&t, NULL, race, &r);
+    th_sleep_ms(800); /* the retry now waits for the row (a lower bound only) */
+    PQclear(PQexec(first, "COMMIT"));
+    PQfinish(first);
+    pthread_join(t, NULL);
+    pthread_barrier_destroy(&go);
+    r.go = NULL;
+    return r;
+}
+
 /* Review 1.4: a retry whose first try commits while the retry waits for
  * the item's row (--lock atomic, PostgreSQL) is answered by the first
  * try's reservation, not refused buyer_limit_reached for the units the
@@ -1053,17 +1078,10 @@ static void test_a_retry_waiting_for_its_first_try_is_replayed_not_refused(void 
              "SELECT id, %lld, 2, 8 FROM r", id, id, id);
     PQclear(PQexec(first, sql));
     assert_int_equal(PQtransactionStatus(first), PQTRANS_INTRANS);
-    pthread_barrier_t go;
-    pthread_barrier_init(&go, NULL, 1);
-    struct racer r = {.s = &atomic_srv, .method = "POST", .path = "/reservations", .go = &go};
-    one_line(r.body, sizeof(r.body), id, 2, 60000, "first-try", "una");
-    pthread_t t;
-    pthread_create(&t, NULL, race, &r);
-    th_sleep_ms(800); /* the retry now waits for the row (a lower bound only) */
-    PQclear(PQexec(first, "COMMIT"));
-    PQfinish(first);
-    pthread_join(t, NULL);
-    pthread_barrier_destroy(&go);
+    char body[256];
+    struct racer r = retry_meanwhile(first, "/reservations",
+                                     one_line(body, sizeof(body), id, 2, 60000, "first-try",
+                                              "una"));
     if (r.status != 200 || strstr(r.answer, "\"replayed\":true") == NULL)
         fail_msg("a retry of a reservation made meanwhile: %ld %s", r.status, r.answer);
     assert_int_equal(item_field(id, "reserved"), 2);
@@ -1104,20 +1122,12 @@ static void test_an_order_retry_waiting_for_its_first_try_is_replayed_not_refuse
     long long id[] = {limited, last};
     for (int i = 0; i < 2; i++) {
         PGconn *first = first_order(id[i], rid[i], buyer[i]);
-        pthread_barrier_t go;
-        pthread_barrier_init(&go, NULL, 1);
-        struct racer r = {.s = &atomic_srv, .method = "POST", .path = "/orders", .go = &go};
-        int n = snprintf(r.body, sizeof(r.body), "{\"lines\":[{\"itemId\":%lld,\"quantity\":2}],"
+        char body[256];
+        int n = snprintf(body, sizeof(body), "{\"lines\":[{\"itemId\":%lld,\"quantity\":2}],"
                          "\"requestId\":\"%s\"", id[i], rid[i]);
-        snprintf(r.body + n, sizeof(r.body) - n, buyer[i] ? ",\"buyerId\":\"%s\"}" : "}",
+        snprintf(body + n, sizeof(body) - n, buyer[i] ? ",\"buyerId\":\"%s\"}" : "}",
                  buyer[i]);
-        pthread_t t;
-        pthread_create(&t, NULL, race, &r);
-        th_sleep_ms(800); /* the retry now waits for the row (a lower bound only) */
-        PQclear(PQexec(first, "COMMIT"));
-        PQfinish(first);
-        pthread_join(t, NULL);
-        pthread_barrier_destroy(&go);
+        struct racer r = retry_meanwhile(first, "/orders", body);
         if (r.status != 200 || strstr(r.answer, "\"replayed\":true") == NULL)
             fail_msg("a retry of an order placed meanwhile: %ld %s", r.status, r.answer);
         assert_int_equal(item_field(id[i], "sold"), 2);
