@@ -258,8 +258,9 @@ static json_t *time_json(int64_t ms)
     return json_string(buf);
 }
 
-/* A reservation as every route answers it; hold_ms 0: not shown. */
-static json_t *reservation_json(const store_reservation *res, int64_t hold_ms)
+/* A reservation as every route answers it, with its own hold (the one it
+ * was made or last extended with, not the server's default). */
+static json_t *reservation_json(const store_reservation *res)
 {
     json_t *lines = json_array();
     for (int i = 0; i < res->nlines; i++)
@@ -272,8 +273,8 @@ static json_t *reservation_json(const store_reservation *res, int64_t hold_ms)
                           time_json(res->expires_at_ms), "lines", lines, "orderId",
                           res->order_id ? json_integer(res->order_id) : json_null(), "instance",
                           http_json_text(res->instance), "createdAt", res->created_at);
-    if (hold_ms)
-        json_object_set_new(j, "holdMs", json_integer(hold_ms));
+    if (res->hold_ms)
+        json_object_set_new(j, "holdMs", json_integer(res->hold_ms));
     if (res->has_buyer_id)
         json_object_set_new(j, "buyerId", http_json_text(res->buyer_id));
     if (res->has_request_id)
@@ -293,7 +294,7 @@ static void reservation_answer(http_request *rq, const service_result *res, int 
     if (r->status == 201)
         snprintf(r->location, sizeof(r->location), "/reservations/%lld",
                  (long long)res->reservation.id);
-    r->json = reservation_json(&res->reservation, replayed ? 0 : res->hold_ms);
+    r->json = reservation_json(&res->reservation);
     json_object_set_new(r->json, "replayed", json_boolean(replayed));
     http_answer(rq, r);
 }
@@ -370,7 +371,7 @@ static void extend_reservation(const http_request *rq, const char *who, http_rep
     if (reply_failure(r, &res))
         return;
     r->status = 200;
-    r->json = reservation_json(&res.reservation, res.hold_ms);
+    r->json = reservation_json(&res.reservation);
 }
 
 static void show_reservation(const http_request *rq, http_reply *r)
@@ -380,7 +381,7 @@ static void show_reservation(const http_request *rq, http_reply *r)
     if (reply_failure(r, &res))
         return;
     r->status = 200;
-    r->json = reservation_json(&res.reservation, 0);
+    r->json = reservation_json(&res.reservation);
 }
 
 /* ---- /items and /items/{id} ---- */

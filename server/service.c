@@ -457,7 +457,6 @@ void service_reservation_extend(service *s, int64_t id, int64_t hold_ms, const c
     if (c == NULL)
         return;
     int rc = store_reservation_extend(c, id, hold_ms, &out->reservation);
-    out->hold_ms = hold_ms;
     if (rc == STORE_ERR_NOT_FOUND)
         service_fail(out, SERVICE_RESERVATION_NOT_FOUND, "no reservation with id %lld",
                      (long long)id);

@@ -117,7 +117,6 @@ typedef struct service_result {
     store_order order;  /* SERVICE_OK, SERVICE_REPLAYED: the order */
     store_item item;    /* item operations: the item */
     store_reservation reservation; /* reservation operations: the reservation */
-    int64_t hold_ms;    /* a reservation made or extended: the hold it was given */
     store_limit_info limit; /* SERVICE_BUYER_LIMIT, SERVICE_BUYER_REQUIRED: which item */
     int nshort;         /* SERVICE_INSUFFICIENT: the short lines, in the order's order */
     service_short_line shorts[RULE_ORDER_LINES_MAX];

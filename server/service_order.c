@@ -316,6 +316,18 @@ static void deduct_atomically(service *s, store_conn *c, const req_order *r,
     for (int i = 0; rc == STORE_OK && i < r->nlines; i++) /* in the order's own order */
         if (is_short[i])
             service_add_short(out, r, i, o.lines[i].remaining);
+    if (rc == STORE_OK && out->nshort && r->has_request_id) {
+        /* a take that waited for another transaction's row lock, maybe
+         * this very request's first try committing: a retry is answered by
+         * its order, not refused for the stock it took itself */
+        int again = service_replayed(c, r, out);
+        if (again != STORE_ERR_NOT_FOUND) {
+            store_tx_abort(c);
+            out->nshort = 0;
+            service_from_order_store(out, again, c, r);
+            return;
+        }
+    }
     if (rc == STORE_OK && out->nshort) {
         store_tx_abort(c);
         service_insufficient(out);

@@ -37,6 +37,32 @@ static store_fence fence_or_none(const struct locked *w, int64_t item)
 
 /* ---- before the locks: which items ---- */
 
+/* A confirm or a cancel of a reservation read ended - in a state that
+ * never changes again, or held past its expiry, which nothing can confirm
+ * or cancel any more - answered from that read, without its items' locks
+ * (no Redis round trips for a repeat): a replay, or its state's 409. Only
+ * one read held and unlapsed goes on to the locks and re-checks in the
+ * transaction. STORE_OK, or the failure of the replayed order's read. */
+static int res_ended(struct locked *w, store_conn *c)
+{
+    struct res_write *rw = res_of(w);
+    service_result *out = &w->out;
+    enum store_reservation_state repeat =
+        rw->kind == SERVICE_RES_CONFIRM ? STORE_RES_CONFIRMED : STORE_RES_CANCELLED;
+    out->reservation = rw->read;
+    if (rw->read.state != repeat) {
+        service_from_state(out, &rw->read);
+        return STORE_OK;
+    }
+    if (rw->kind == SERVICE_RES_CONFIRM) { /* a repeat answers the order it became */
+        int rc = store_order_get(c, rw->read.order_id, &out->order);
+        if (rc != STORE_OK)
+            return rc == STORE_ERR_NOT_FOUND ? STORE_ERR_IO : rc;
+    }
+    out->outcome = SERVICE_REPLAYED;
+    return STORE_OK;
+}
+
 static void res_prepare(struct locked *w, store_conn *c)
 {
     struct res_write *rw = res_of(w);
@@ -57,6 +83,10 @@ static void res_prepare(struct locked *w, store_conn *c)
     case SERVICE_RES_CONFIRM:
     case SERVICE_RES_CANCEL:
         rc = store_reservation_get(c, rw->id, &rw->read);
+        if (rc == STORE_OK && (rw->read.state != STORE_RES_HELD || rw->read.lapsed)) {
+            rc = res_ended(w, c);
+            break;
+        }
         for (int i = 0; rc == STORE_OK && i < rw->read.nlines; i++)
             service_locked_add(w, rw->read.lines[i].item_id);
         if (rc == STORE_ERR_NOT_FOUND)
@@ -107,35 +137,36 @@ static int confirm_write(struct res_write *rw, store_conn *c)
     return store_tx_reservation_confirm(c, rw->id, &o, &w->out.reservation, &w->out.order);
 }
 
+/* Cancels get the locked items' fences as they were claimed, by item (a
+ * token 0: unfenced): the store matches them to the lines it reads itself,
+ * whatever order it reads them in. */
 static int res_write(struct locked *w, store_conn *c)
 {
     struct res_write *rw = res_of(w);
-    store_fence f[RULE_ORDER_LINES_MAX];
-    int fenced = 0;
     switch (rw->kind) {
     case SERVICE_RES_MAKE: return make_write(rw, c);
     case SERVICE_RES_CONFIRM: return confirm_write(rw, c);
     case SERVICE_RES_CANCEL:
-        for (int i = 0; i < rw->read.nlines; i++)
-            fenced |= (f[i] = fence_or_none(w, rw->read.lines[i].item_id)).fence != 0;
-        return store_tx_reservation_cancel(c, rw->id, fenced ? f : NULL, &w->out.reservation);
+        return store_tx_reservation_cancel(c, rw->id, w->items, w->held, w->n,
+                                           &w->out.reservation);
     case SERVICE_RES_ORDER_CANCEL:
-        for (int i = 0; i < rw->read_order.nlines; i++)
-            fenced |= (f[i] = fence_or_none(w, rw->read_order.lines[i].item_id)).fence != 0;
         return store_tx_order_cancel(c, rw->id,
                                      rw->cancel.has_request_id ? rw->cancel.request_id : NULL,
                                      w->s->cfg.instance_id, w->h ? dlock_token(w->h) : NULL,
-                                     fenced ? f : NULL, &w->out.order);
+                                     w->items, w->held, w->n, &w->out.order);
     }
     return STORE_ERR_IO;
 }
 
 /* ---- what it came to ---- */
 
-/* Whether reservation res holds exactly r's lines (in any order). */
-static int same_lines(const store_reservation *res, const req_order *r)
+/* Whether reservation res is what r asks for: exactly its lines (in any
+ * order), for the same buyer (or none for none): another buyer's retry is
+ * not this reservation and must not be told it was held. */
+static int same_request(const store_reservation *res, const req_order *r)
 {
-    if (res->nlines != r->nlines)
+    if (res->nlines != r->nlines || res->has_buyer_id != r->has_buyer_id ||
+        (r->has_buyer_id && strcmp(res->buyer_id, r->buyer_id) != 0))
         return 0;
     for (int i = 0; i < r->nlines; i++) {
         int found = 0;
@@ -162,20 +193,72 @@ static void make_short(service_result *out, const req_order *r)
                  out->nshort, out->nshort == 1 ? "" : "s");
 }
 
+/* What sets each kind apart in its answer, its metric and its log. */
+struct res_kind {
+    const char *noun, *id_name;  /* "no <noun> with id N"; the log's id field */
+    enum service_outcome missing; /* the outcome of an id not found */
+    int counted;                  /* a transition stockd_reservations_total counts */
+    enum metrics_reservation metric;
+    const char *event[3];         /* the log's event: done, replayed, not */
+    const char *in_doubt;         /* commit_unknown: what the client can do */
+};
+
+static const struct res_kind kinds[] = {
+    [SERVICE_RES_MAKE] = {"reservation", "reservationId", SERVICE_RESERVATION_NOT_FOUND, 1,
+                          METRICS_RES_HELD,
+                          {"reservation held", "reservation replayed", "reservation not held"},
+                          NULL /* by whether it has a requestId: in_doubt() */},
+    [SERVICE_RES_CONFIRM] = {"reservation", "reservationId", SERVICE_RESERVATION_NOT_FOUND, 1,
+                             METRICS_RES_CONFIRMED,
+                             {"reservation confirmed", "reservation confirm replayed",
+                              "reservation not confirmed"},
+                             "the confirm may have been written: retry: it is safe to repeat "
+                             "(a repeat answers the order)"},
+    [SERVICE_RES_CANCEL] = {"reservation", "reservationId", SERVICE_RESERVATION_NOT_FOUND, 1,
+                            METRICS_RES_CANCELLED,
+                            {"reservation cancelled", "reservation cancel replayed",
+                             "reservation not cancelled"},
+                            "the cancel may have been written: retry: it is safe to repeat"},
+    [SERVICE_RES_ORDER_CANCEL] = {"order", "orderId", SERVICE_ORDER_NOT_FOUND, 0, METRICS_RES_COUNT,
+                                  {"order cancelled", "order cancel replayed",
+                                   "order not cancelled"},
+                                  "the order's cancel may have been written: retry: it is safe "
+                                  "to repeat"},
+};
+
+/* A write whose COMMIT's fate is unknown: what the client can safely do
+ * next differs by kind (review 2.1): confirm and cancels are idempotent, a
+ * reservation is only with a requestId. */
+static void in_doubt(service_result *out, const struct res_write *rw, const store_conn *c)
+{
+    const req_order *r = &rw->r.order;
+    if (rw->kind != SERVICE_RES_MAKE)
+        service_fail(out, SERVICE_COMMIT_UNKNOWN, "%s; %s", store_errstr(c),
+                     kinds[rw->kind].in_doubt);
+    else if (r->has_request_id)
+        service_fail(out, SERVICE_COMMIT_UNKNOWN, "%s; the reservation may have been held: "
+                     "retry with the same requestId (\"%s\"), which answers it if it was",
+                     store_errstr(c), r->request_id);
+    else
+        service_fail(out, SERVICE_COMMIT_UNKNOWN, "%s; the reservation may have been held, and "
+                     "without a requestId a retry may hold the units twice: GET /items/{id} "
+                     "shows each item's reserved units (a hold not confirmed lapses at its "
+                     "expiry)", store_errstr(c));
+}
+
 static void res_result(struct locked *w, int rc, store_conn *c)
 {
     struct res_write *rw = res_of(w);
     service_result *out = &w->out;
     if (rc == STORE_OK) {
         out->outcome = SERVICE_OK;
-        out->hold_ms = rw->r.hold_ms ? rw->r.hold_ms : w->s->cfg.hold_ms;
     } else if (rc == STORE_ERR_DUPLICATE && rw->kind == SERVICE_RES_MAKE) {
-        if (same_lines(&out->reservation, &rw->r.order))
+        if (same_request(&out->reservation, &rw->r.order))
             out->outcome = SERVICE_REPLAYED;
         else
             service_fail(out, SERVICE_CONFLICT, "requestId \"%s\" was already used for another "
-                         "reservation (%lld); nothing reserved", rw->r.order.request_id,
-                         (long long)out->reservation.id);
+                         "reservation (%lld: other lines or another buyerId); nothing reserved",
+                         rw->r.order.request_id, (long long)out->reservation.id);
     } else if (rc == STORE_ERR_DUPLICATE) { /* confirmed, cancelled already: a repeat */
         out->outcome = SERVICE_REPLAYED;
     } else if (rc == STORE_ERR_INSUFFICIENT && rw->kind == SERVICE_RES_MAKE) {
@@ -183,28 +266,14 @@ static void res_result(struct locked *w, int rc, store_conn *c)
     } else if (rc == STORE_ERR_STATE) {
         service_from_state(out, &out->reservation);
     } else if (rc == STORE_ERR_NOT_FOUND && rw->kind != SERVICE_RES_MAKE) {
-        service_fail(out, rw->kind == SERVICE_RES_ORDER_CANCEL ? SERVICE_ORDER_NOT_FOUND
-                                                       : SERVICE_RESERVATION_NOT_FOUND,
-                     "no %s with id %lld", rw->kind == SERVICE_RES_ORDER_CANCEL ? "order" : "reservation",
+        service_fail(out, kinds[rw->kind].missing, "no %s with id %lld", kinds[rw->kind].noun,
                      (long long)rw->id);
+    } else if (rc == STORE_ERR_IN_DOUBT) {
+        in_doubt(out, rw, c);
     } else {
         service_from_store(out, rc, c);
     }
 }
-
-/* What each kind is called in the log, by how it went: done, replayed, not. */
-static const char *const events[][3] = {
-    [SERVICE_RES_MAKE] = {"reservation held", "reservation replayed", "reservation not held"},
-    [SERVICE_RES_CONFIRM] = {"reservation confirmed", "reservation confirm replayed",
-                     "reservation not confirmed"},
-    [SERVICE_RES_CANCEL] = {"reservation cancelled", "reservation cancel replayed",
-                    "reservation not cancelled"},
-    [SERVICE_RES_ORDER_CANCEL] = {"order cancelled", "order cancel replayed", "order not cancelled"},
-};
-
-static const enum metrics_reservation counted[] = {
-    [SERVICE_RES_MAKE] = METRICS_RES_HELD, [SERVICE_RES_CONFIRM] = METRICS_RES_CONFIRMED,
-    [SERVICE_RES_CANCEL] = METRICS_RES_CANCELLED};
 
 static void res_end(struct locked *w)
 {
@@ -213,10 +282,11 @@ static void res_end(struct locked *w)
     const service_result *out = &w->out;
     enum service_outcome o = out->outcome;
     service_note_space(s, o, 1);
-    if (o == SERVICE_OK && rw->kind == SERVICE_RES_ORDER_CANCEL)
-        metrics_order_cancelled(s->metrics);
+    const struct res_kind *k = &kinds[rw->kind];
+    if (o == SERVICE_OK && k->counted)
+        metrics_reservation(s->metrics, k->metric);
     else if (o == SERVICE_OK)
-        metrics_reservation(s->metrics, counted[rw->kind]);
+        metrics_order_cancelled(s->metrics);
     if (o == SERVICE_BUYER_LIMIT)
         metrics_buyer_limit_refusal(s->metrics);
     int how = o == SERVICE_OK ? 0 : o == SERVICE_REPLAYED ? 1 : 2;
@@ -225,9 +295,7 @@ static void res_end(struct locked *w)
                           ? rw->cancel.request_id
                           : NULL;
     int64_t id = rw->kind != SERVICE_RES_MAKE ? rw->id : how < 2 ? out->reservation.id : 0;
-    service_log_locked(s, events[rw->kind][how],
-                       rw->kind == SERVICE_RES_ORDER_CANCEL ? "orderId" : "reservationId", id, rid,
-                       rw->who, out, w);
+    service_log_locked(s, k->event[how], k->id_name, id, rid, rw->who, out, w);
     rw->done(out, rw->arg);
     free(rw);
 }

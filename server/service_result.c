@@ -122,6 +122,9 @@ int service_from_state(service_result *out, const store_reservation *r)
     if (r->state == STORE_RES_CANCELLED)
         return service_fail(out, SERVICE_RESERVATION_CANCELLED, "reservation %lld was cancelled",
                             (long long)r->id);
+    if (r->state == STORE_RES_HELD) /* lapsed, not swept yet: still reserved (review 2.4) */
+        return service_fail(out, SERVICE_RESERVATION_EXPIRED, "reservation %lld has expired; "
+                            "its units come back to stock within a second", (long long)r->id);
     return service_fail(out, SERVICE_RESERVATION_EXPIRED, "reservation %lld has expired; its "
                         "units are back in stock", (long long)r->id);
 }
@@ -265,7 +268,6 @@ void service_result_clear(service_result *out)
     out->message[0] = '\0';
     memset(&out->reservation, 0, offsetof(store_reservation, lines));
     out->limit = (store_limit_info){0, 0, 0, 0};
-    out->hold_ms = 0;
 }
 
 /* The index of r's line for item id, or -1. */

@@ -1,6 +1,7 @@
 /* store.c - the storage interface's one choice (which backend serves --db)
  * and its dispatch to that backend's operations. */
 #include "server/store_backend.h"
+#include "server/store_lines.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -370,13 +371,7 @@ store_limit_info store_limit_item(const store_conn *c) { return c->limit; }
 
 const char *store_reservation_state_name(enum store_reservation_state state)
 {
-    switch (state) {
-    case STORE_RES_HELD: return "held";
-    case STORE_RES_CONFIRMED: return "confirmed";
-    case STORE_RES_CANCELLED: return "cancelled";
-    case STORE_RES_EXPIRED: return "expired";
-    }
-    return "unknown";
+    return (unsigned)state <= STORE_RES_EXPIRED ? store_state_names[state] : "unknown";
 }
 
 int store_tx_reserve(store_conn *c, const store_new_reservation *r, store_reservation *out)
@@ -414,10 +409,10 @@ int store_tx_reservation_confirm(store_conn *c, int64_t id, const store_new_orde
     return rc;
 }
 
-int store_tx_reservation_cancel(store_conn *c, int64_t id, const store_fence *f,
-                                store_reservation *res)
+int store_tx_reservation_cancel(store_conn *c, int64_t id, const int64_t *items,
+                                const store_fence *f, int nf, store_reservation *res)
 {
-    return c->be->tx_reservation_cancel(c, id, f, res);
+    return c->be->tx_reservation_cancel(c, id, items, f, nf, res);
 }
 
 int store_reservation_extend(store_conn *c, int64_t id, int64_t hold_ms, store_reservation *out)
@@ -440,10 +435,11 @@ int store_tx_reservations_expire(store_conn *c, const int64_t *items, const stor
 int store_reservations_held(store_conn *c, int64_t *n) { return c->be->reservations_held(c, n); }
 
 int store_tx_order_cancel(store_conn *c, int64_t order_id, const char *request_id,
-                          const char *instance, const char *lock_token, const store_fence *f,
-                          store_order *out)
+                          const char *instance, const char *lock_token, const int64_t *items,
+                          const store_fence *f, int nf, store_order *out)
 {
-    return c->be->tx_order_cancel(c, order_id, request_id, instance, lock_token, f, out);
+    return c->be->tx_order_cancel(c, order_id, request_id, instance, lock_token, items, f, nf,
+                                  out);
 }
 
 int store_tx_savepoint(store_conn *c) { return c->be->tx_savepoint(c); }

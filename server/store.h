@@ -282,6 +282,7 @@ typedef struct store_reservation {
     enum store_reservation_state state; /* as stored: a held one may have lapsed */
     int lapsed;             /* held, and expires_at is past by the database's clock */
     int64_t expires_at_ms;  /* Unix time in ms, by the database's clock */
+    int64_t hold_ms;        /* the hold it was given when made or last extended */
     int64_t order_id;       /* confirmed: the order it became; else 0 */
     char instance[RULE_INSTANCE_MAX + 1]; /* the replica that made it */
     char created_at[32];
@@ -340,13 +341,15 @@ int store_tx_reservation_confirm(store_conn *c, int64_t id, const store_new_orde
 
 /* Inside a write transaction: the held, unlapsed reservation id is
  * cancelled: its units back to stock, out of reserved and out of its
- * buyer's count; f[i] the fence of line i's item's claim (NULL: unfenced).
+ * buyer's count, its item rows touched in item id order; f[k] the fence of
+ * items[k]'s claim, k < nf, matched to the lines by item (f NULL, or an item
+ * not among items: unfenced).
  * STORE_OK with *res (lines' available: the stock after); STORE_ERR_DUPLICATE
  * when it was cancelled already (a replay, *res); STORE_ERR_STATE when
  * confirmed, expired or lapsed; STORE_ERR_NOT_FOUND; STORE_ERR_STALE; a
  * failure. */
-int store_tx_reservation_cancel(store_conn *c, int64_t id, const store_fence *f,
-                                store_reservation *res);
+int store_tx_reservation_cancel(store_conn *c, int64_t id, const int64_t *items,
+                                const store_fence *f, int nf, store_reservation *res);
 
 /* Moves a held, unlapsed reservation's expires_at to the database's now +
  * hold_ms, in a transaction of its own: STORE_OK with *out;
@@ -379,15 +382,17 @@ int store_reservations_held(store_conn *c, int64_t *n);
 /* Inside a write transaction: every line of order order_id gets a return
  * (a new ledger entry naming the order, under request_id, NULL for none,
  * written by instance under lock_token, NULL for none), its units back to
- * stock and into the item's returned, out of the buyer's count; f[i] the
- * fence of the claim of the order's line i's item (NULL: unfenced).
+ * stock and into the item's returned, out of the buyer's count, its item
+ * rows touched in item id order; f[k] the fence of items[k]'s claim, k < nf,
+ * matched to the lines by item (f NULL, or an item not among items:
+ * unfenced).
  * STORE_OK with *out the order and each line's remaining the stock after
  * its return; STORE_ERR_DUPLICATE when it was cancelled already (nothing
  * written; *out the order, its lines' remaining the stock after that
  * cancel's returns); STORE_ERR_NOT_FOUND; STORE_ERR_STALE; a failure. */
 int store_tx_order_cancel(store_conn *c, int64_t order_id, const char *request_id,
-                          const char *instance, const char *lock_token, const store_fence *f,
-                          store_order *out);
+                          const char *instance, const char *lock_token, const int64_t *items,
+                          const store_fence *f, int nf, store_order *out);
 
 /* ---- write transactions ----
  *

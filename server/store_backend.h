@@ -60,8 +60,8 @@ struct store_backend {
     int (*reservation_get)(store_conn *c, int64_t id, store_reservation *out);
     int (*tx_reservation_confirm)(store_conn *c, int64_t id, const store_new_order *o,
                                   store_reservation *res, store_order *order);
-    int (*tx_reservation_cancel)(store_conn *c, int64_t id, const store_fence *f,
-                                 store_reservation *res);
+    int (*tx_reservation_cancel)(store_conn *c, int64_t id, const int64_t *items,
+                                 const store_fence *f, int nf, store_reservation *res);
     int (*reservation_extend)(store_conn *c, int64_t id, int64_t hold_ms, store_reservation *out);
     int (*reservations_due)(store_conn *c, int limit, int64_t *items, int items_max, int *n,
                             int *due);
@@ -69,8 +69,8 @@ struct store_backend {
                                   int n, int limit, int *expired, int64_t *lag_ms);
     int (*reservations_held)(store_conn *c, int64_t *n);
     int (*tx_order_cancel)(store_conn *c, int64_t order_id, const char *request_id,
-                           const char *instance, const char *lock_token, const store_fence *f,
-                           store_order *out);
+                           const char *instance, const char *lock_token, const int64_t *items,
+                           const store_fence *f, int nf, store_order *out);
     int (*tx_savepoint)(store_conn *c);
     int (*tx_rollback_to_savepoint)(store_conn *c);
     int (*tx_commit)(store_conn *c, const store_commit_check *check);

@@ -258,6 +258,13 @@ int pgo_add_order(store_conn *conn, const store_new_order *o, store_order *out)
                              o->lines[counted].quantity, -1);
         counted += rc == STORE_OK;
     }
+    if (rc == STORE_ERR_BUYER_LIMIT && o->request_id) {
+        /* Review 1.4: the count waited for another transaction's row lock,
+         * maybe this very request's first try committing its order: a
+         * statement now sees it, and a retry is answered, not refused. */
+        int again = pgo_order_by_request(c, o->request_id, out);
+        rc = again == STORE_OK ? STORE_ERR_DUPLICATE : again == STORE_ERR_NOT_FOUND ? rc : again;
+    }
     if (rc == STORE_OK)
         rc = insert_order(c, o, o->buyer_id, 0, out, &added);
     if (rc == STORE_OK && !added && o->request_id) { /* its requestId: the earlier order */

@@ -9,14 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/store_lines.h"
 #include "server/store_postgres_reserve.h"
 #include "server/store_postgres_tx.h"
-
-/* A line's fence as the item writes take it: NULL when unfenced. */
-static const store_fence *fence_of(const store_fence *f)
-{
-    return f && f->fence > 0 ? f : NULL;
-}
 
 /* Runs item write id bound (item, quantity, fence, seq), with RETURNING
  * stock (and the limit as column 1 when limit is not NULL): STORE_OK,
@@ -27,7 +22,7 @@ static int item_write(pg_session *c, enum stmt_id id, int64_t item, int64_t quan
 {
     struct params p = {0};
     PGresult *r;
-    f = fence_of(f);
+    f = store_fence_or_null(f);
     p_int(&p, item);
     p_int(&p, quantity);
     p_int(&p, f ? f->fence : 0);
@@ -65,7 +60,7 @@ static int refusal(store_conn *conn, int64_t item, const store_fence *f, int64_t
         snprintf(c->err, sizeof(c->err), "no item %lld", (long long)item);
     if (rc != STORE_OK)
         return rc;
-    if ((f = fence_of(f)) != NULL && (row.fence != f->fence || row.seq != f->seq)) {
+    if ((f = store_fence_or_null(f)) != NULL && (row.fence != f->fence || row.seq != f->seq)) {
         conn->stale = row;
         snprintf(c->err, sizeof(c->err), "item %lld carries another lock's token, (%lld, %d), "
                  "than (%lld, %d)", (long long)item, (long long)row.fence, row.seq,
@@ -86,12 +81,6 @@ static int item_write_must(store_conn *conn, enum stmt_id id, int64_t item, int6
 }
 
 /* ---- reading a reservation ---- */
-
-static const char *not_held(const store_reservation *r)
-{
-    static const char *const names[] = {"held", "confirmed", "cancelled", "expired"};
-    return r->lapsed ? "held past its expiry" : names[r->state];
-}
 
 /* res's lines, each line's available its item's stock now. */
 static int read_lines(pg_session *c, store_reservation *res)
@@ -153,10 +142,11 @@ static int res_of_request(pg_session *c, const char *request_id, store_reservati
 
 /* ---- reserve ---- */
 
-/* Gives back what lines [0, n) of r took and counted, in the transaction
- * (their rows locked by it: as if they never were), keeping the refusal's
- * text; rc is the answer unless that fails. */
-static int undo_lines(store_conn *conn, const store_new_reservation *r, int n, int rc)
+/* Gives back what lines idx[0..n) of r took and counted, in the
+ * transaction (their rows locked by it: as if they never were), keeping
+ * the refusal's text; rc is the answer unless that fails. */
+static int undo_lines(store_conn *conn, const store_new_reservation *r, const int *idx, int n,
+                      int rc)
 {
     pg_session *c = SESSION(conn);
     char why[sizeof(c->err)];
@@ -164,10 +154,10 @@ static int undo_lines(store_conn *conn, const store_new_reservation *r, int n, i
     int undo = STORE_OK;
     int64_t stock;
     for (int k = 0; undo == STORE_OK && k < n; k++) {
-        undo = item_write_must(conn, ST_UNRESERVE, r->lines[k].item_id, r->lines[k].quantity,
-                               NULL, &stock);
+        const store_line *l = &r->lines[idx[k]];
+        undo = item_write_must(conn, ST_UNRESERVE, l->item_id, l->quantity, NULL, &stock);
         if (undo == STORE_OK)
-            undo = pgo_uncount_buyer(c, r->buyer_id, r->lines[k].item_id, r->lines[k].quantity);
+            undo = pgo_uncount_buyer(c, r->buyer_id, l->item_id, l->quantity);
     }
     if (undo != STORE_OK)
         return undo;
@@ -240,13 +230,27 @@ int pgr_tx_reserve(store_conn *conn, const store_new_reservation *r, store_reser
         (rc = res_of_request(c, r->request_id, out)) != STORE_ERR_NOT_FOUND)
         return rc;
     rc = STORE_OK;
+    int idx[RULE_ORDER_LINES_MAX];
+    store_line_order(r->lines, r->nlines, idx);
     while (rc == STORE_OK && taken < r->nlines) {
-        rc = take_line(conn, r->buyer_id, &r->lines[taken], &available[taken]);
+        int i = idx[taken];
+        rc = take_line(conn, r->buyer_id, &r->lines[i], &available[i]);
         taken += rc == STORE_OK;
     }
     if (rc == STORE_ERR_INSUFFICIENT || rc == STORE_ERR_BUYER_LIMIT ||
         rc == STORE_ERR_BUYER_REQUIRED || rc == STORE_ERR_STALE || rc == STORE_ERR_NOT_FOUND) {
-        rc = undo_lines(conn, r, taken, rc);
+        rc = undo_lines(conn, r, idx, taken, rc);
+        if ((rc == STORE_ERR_INSUFFICIENT || rc == STORE_ERR_BUYER_LIMIT) && r->request_id) {
+            /* Review 1.4: the take or the count waited for another
+             * transaction's row lock, maybe this very request's first try:
+             * a statement now sees it, and a retry is answered, not refused. */
+            char why[sizeof(c->err)];
+            memcpy(why, c->err, sizeof(why));
+            int again = res_of_request(c, r->request_id, out);
+            if (again != STORE_ERR_NOT_FOUND)
+                return again;
+            memcpy(c->err, why, sizeof(why));
+        }
         if (rc == STORE_ERR_INSUFFICIENT)
             short_answer(c, r, out);
         return rc;
@@ -258,7 +262,7 @@ int pgr_tx_reserve(store_conn *conn, const store_new_reservation *r, store_reser
     p_int(&p, r->hold_ms);
     if (rc == STORE_OK && (rc = res_row(c, ST_RES_INSERT, &p, out)) == STORE_ERR_NOT_FOUND) {
         /* its requestId, written by another transaction meanwhile */
-        rc = undo_lines(conn, r, taken, STORE_OK);
+        rc = undo_lines(conn, r, idx, taken, STORE_OK);
         return rc == STORE_OK ? res_of_request(c, r->request_id, out) : rc;
     }
     for (int i = 0; rc == STORE_OK && i < r->nlines; i++) {
@@ -290,17 +294,8 @@ static int end_held(pg_session *c, int64_t id, const char *state,
         return rc;
     if (res->state == repeat)
         return STORE_ERR_DUPLICATE;
-    snprintf(c->err, sizeof(c->err), "reservation %lld is %s", (long long)id, not_held(res));
+    snprintf(c->err, sizeof(c->err), "reservation %lld is %s", (long long)id, store_not_held(res));
     return STORE_ERR_STATE;
-}
-
-/* The fence o gives item's line, (0, 0) when none. */
-static store_fence order_fence(const store_new_order *o, int64_t item)
-{
-    for (int i = 0; i < o->nlines; i++)
-        if (o->lines[i].item_id == item)
-            return o->lines[i].fence;
-    return (store_fence){0, 0};
 }
 
 int pgr_tx_reservation_confirm(store_conn *conn, int64_t id, const store_new_order *o,
@@ -319,10 +314,13 @@ int pgr_tx_reservation_confirm(store_conn *conn, int64_t id, const store_new_ord
         rc = read_lines(c, res);
     store_new_order w = *o;
     w.nlines = res->nlines;
-    for (int i = 0; rc == STORE_OK && i < res->nlines; i++) {
+    int idx[RULE_ORDER_LINES_MAX];
+    store_res_line_order(res, idx);
+    for (int k = 0; rc == STORE_OK && k < res->nlines; k++) {
+        int i = idx[k];
         store_line *l = &w.lines[i];
         *l = (store_line){res->lines[i].item_id, res->lines[i].quantity, 0,
-                          order_fence(o, res->lines[i].item_id)};
+                          store_order_fence(o, res->lines[i].item_id)};
         rc = item_write_must(conn, ST_CONFIRM_TAKE, l->item_id, l->quantity, &l->fence,
                              &l->remaining);
     }
@@ -336,8 +334,8 @@ int pgr_tx_reservation_confirm(store_conn *conn, int64_t id, const store_new_ord
     return STORE_OK;
 }
 
-int pgr_tx_reservation_cancel(store_conn *conn, int64_t id, const store_fence *f,
-                              store_reservation *res)
+int pgr_tx_reservation_cancel(store_conn *conn, int64_t id, const int64_t *items,
+                              const store_fence *f, int nf, store_reservation *res)
 {
     pg_session *c = SESSION(conn);
     int rc = pg_in_transaction(c) ? STORE_OK : STORE_ERR_IO;
@@ -345,10 +343,12 @@ int pgr_tx_reservation_cancel(store_conn *conn, int64_t id, const store_fence *f
         rc = end_held(c, id, "cancelled", STORE_RES_CANCELLED, res);
     if (rc == STORE_OK)
         rc = read_lines(c, res);
-    for (int i = 0; rc == STORE_OK && i < res->nlines; i++) {
-        store_reservation_line *l = &res->lines[i];
-        rc = item_write_must(conn, ST_UNRESERVE, l->item_id, l->quantity, f ? &f[i] : NULL,
-                             &l->available);
+    int idx[RULE_ORDER_LINES_MAX];
+    store_res_line_order(res, idx);
+    for (int k = 0; rc == STORE_OK && k < res->nlines; k++) {
+        store_reservation_line *l = &res->lines[idx[k]];
+        store_fence fi = store_fence_for(items, f, nf, l->item_id);
+        rc = item_write_must(conn, ST_UNRESERVE, l->item_id, l->quantity, &fi, &l->available);
         if (rc == STORE_OK)
             rc = pgo_uncount_buyer(c, res->has_buyer_id ? res->buyer_id : NULL, l->item_id,
                                    l->quantity);
@@ -365,7 +365,7 @@ int pgr_reservation_extend(store_conn *conn, int64_t id, int64_t hold_ms, store_
     int rc = pg_tx_begin(conn);
     if (rc == STORE_OK && (rc = res_row(c, ST_RES_EXTEND, &p, out)) == STORE_ERR_NOT_FOUND &&
         (rc = res_get(c, id, out)) == STORE_OK) {
-        snprintf(c->err, sizeof(c->err), "reservation %lld is %s", (long long)id, not_held(out));
+        snprintf(c->err, sizeof(c->err), "reservation %lld is %s", (long long)id, store_not_held(out));
         rc = STORE_ERR_STATE;
     } else if (rc == STORE_OK) {
         rc = read_lines(c, out);
@@ -378,29 +378,6 @@ int pgr_reservation_extend(store_conn *conn, int64_t id, int64_t hold_ms, store_
 
 /* ---- the sweep ---- */
 
-static int index_of(const int64_t *items, int n, int64_t item)
-{
-    for (int i = 0; i < n; i++)
-        if (items[i] == item)
-            return i;
-    return -1;
-}
-
-/* Adds the items of one reservation (group[0..ng)) to items when they all
- * fit within items_max: 1, else 0 (nothing added). */
-static int cover(const int64_t *group, int ng, int64_t *items, int items_max, int *n)
-{
-    int add = 0;
-    for (int k = 0; k < ng; k++)
-        add += index_of(items, *n, group[k]) < 0 && index_of(group, k, group[k]) < 0;
-    if (*n + add > items_max)
-        return 0;
-    for (int k = 0; k < ng; k++)
-        if (index_of(items, *n, group[k]) < 0)
-            items[(*n)++] = group[k];
-    return 1;
-}
-
 int pgr_reservations_due(store_conn *conn, int limit, int64_t *items, int items_max, int *n,
                          int *due)
 {
@@ -409,18 +386,11 @@ int pgr_reservations_due(store_conn *conn, int limit, int64_t *items, int items_
     p_int(&p, limit);
     *n = *due = 0;
     int rc = pg_exec(SESSION(conn), ST_RES_DUE, &p, &r);
-    int64_t group[RULE_ORDER_LINES_MAX], cur = 0;
-    int ng = 0;
-    for (int i = 0; rc == STORE_OK && i < PQntuples(r); i++) {
-        int64_t res = col_int(r, i, 0);
-        if (res != cur && ng > 0)
-            *due += cover(group, ng, items, items_max, n), ng = 0;
-        cur = res;
-        if (ng < RULE_ORDER_LINES_MAX)
-            group[ng++] = col_int(r, i, 1);
-    }
-    if (ng > 0)
-        *due += cover(group, ng, items, items_max, n);
+    store_due d;
+    store_due_start(&d, items, items_max, n, due);
+    for (int i = 0; rc == STORE_OK && i < PQntuples(r); i++)
+        store_due_row(&d, col_int(r, i, 0), col_int(r, i, 1));
+    store_due_end(&d);
     PQclear(r);
     return rc;
 }
@@ -439,7 +409,7 @@ static char *arrays(const int64_t *items, const store_fence *f, int n, const cha
     for (int a = 0; a < 3; a++)
         used[a] = (size_t)snprintf(out[a], size, "{");
     for (int i = 0; i < n; i++) {
-        const store_fence *fi = f ? fence_of(&f[i]) : NULL;
+        const store_fence *fi = f ? store_fence_or_null(&f[i]) : NULL;
         long long v[3] = {(long long)items[i], fi ? (long long)fi->fence : 0, fi ? fi->seq : 0};
         for (int a = 0; a < 3; a++) {
             const char *sep = i ? "," : "";
@@ -461,7 +431,7 @@ static int stale_item(store_conn *conn, const int64_t *items, const store_fence 
 {
     for (int i = 0; f && i < n; i++) {
         int64_t stock;
-        int rc = fence_of(&f[i]) ? refusal(conn, items[i], &f[i], 0, &stock) : STORE_OK;
+        int rc = store_fence_or_null(&f[i]) ? refusal(conn, items[i], &f[i], 0, &stock) : STORE_OK;
         if (rc == STORE_ERR_STALE || (rc != STORE_OK && rc != STORE_ERR_INSUFFICIENT))
             return rc;
     }
@@ -543,7 +513,7 @@ static int insert_return(pg_session *c, int64_t order_id, const store_line *l,
 {
     struct params p = {0};
     PGresult *r;
-    f = fence_of(f);
+    f = store_fence_or_null(f);
     p_int(&p, order_id);
     p_int(&p, l->item_id);
     p_int(&p, l->quantity);
@@ -564,8 +534,8 @@ static int insert_return(pg_session *c, int64_t order_id, const store_line *l,
  * time, and each reads the order in a statement that starts after the
  * last one committed - so the second finds the first's returns. */
 int pgr_tx_order_cancel(store_conn *conn, int64_t order_id, const char *request_id,
-                        const char *instance, const char *lock_token, const store_fence *f,
-                        store_order *out)
+                        const char *instance, const char *lock_token, const int64_t *items,
+                        const store_fence *f, int nf, store_order *out)
 {
     pg_session *c = SESSION(conn);
     struct params p = {0};
@@ -583,12 +553,14 @@ int pgr_tx_order_cancel(store_conn *conn, int64_t order_id, const char *request_
         return rc == STORE_OK ? STORE_ERR_DUPLICATE : rc;
     }
     const char *buyer = out->info.has_buyer_id ? out->info.buyer_id : NULL;
-    for (int i = 0; rc == STORE_OK && i < out->nlines; i++) {
-        store_line *l = &out->lines[i];
-        const store_fence *fi = f ? &f[i] : NULL;
-        rc = item_write_must(conn, ST_RETURN_ADD, l->item_id, l->quantity, fi, &l->remaining);
+    int idx[RULE_ORDER_LINES_MAX];
+    store_line_order(out->lines, out->nlines, idx);
+    for (int k = 0; rc == STORE_OK && k < out->nlines; k++) {
+        store_line *l = &out->lines[idx[k]];
+        store_fence fi = store_fence_for(items, f, nf, l->item_id);
+        rc = item_write_must(conn, ST_RETURN_ADD, l->item_id, l->quantity, &fi, &l->remaining);
         if (rc == STORE_OK)
-            rc = insert_return(c, order_id, l, request_id, instance, lock_token, fi);
+            rc = insert_return(c, order_id, l, request_id, instance, lock_token, &fi);
         if (rc == STORE_OK)
             rc = pgo_uncount_buyer(c, buyer, l->item_id, l->quantity);
     }

@@ -2,6 +2,7 @@
  * by id (the pool's sessions prepare each on first use), and the columns
  * their rows carry. Data and column readers only: it calls nothing of the
  * backend. */
+#include "server/store_lines.h"
 #include "server/store_postgres_sql.h"
 
 #include <string.h>
@@ -29,7 +30,7 @@
 #define RES_COLS "r.id, r.request_id, r.buyer_id, r.state, " \
                  "r.state = 'held' AND r.expires_at_ms <= " NOW_MS ", r.expires_at_ms, " \
                  "COALESCE((SELECT o.id FROM orders o WHERE o.reservation_id = r.id), 0), " \
-                 "r.instance_id, " TS("r.created_at")
+                 "r.instance_id, " TS("r.created_at") ", r.hold_ms"
 /* held and not lapsed, by the server's clock as the row is (re)checked */
 #define HELD "r.state = 'held' AND r.expires_at_ms > " NOW_MS
 /* an array of ids, sent as text ('{1,2}') */
@@ -162,9 +163,14 @@ const struct pg_stmt pg_stmts[ST_COUNT] = {
      * the claim's ($3, $4), NULL unfenced) and out of their buyers' counts.
      * Answers the items that had units to give back and those written
      * (fewer: a fence refused, and the caller rolls back), and how late
-     * each was */
+     * each was. The items' rows are locked first, in id order (lk, which
+     * pick waits for), as every other write of several items takes them:
+     * a pass never waits in a circle with a reservation or an order */
     [ST_RES_EXPIRE] = {"expire reservations",
-        "WITH pick AS (SELECT r.id FROM reservations r WHERE r.state = 'held' AND "
+        "WITH lk AS (SELECT i.id FROM items i WHERE i.id = ANY (" IDS(2) ") ORDER BY i.id "
+        "FOR UPDATE), "
+        "pick AS (SELECT r.id FROM reservations r WHERE (SELECT count(*) FROM lk) >= 0 AND "
+        "r.state = 'held' AND "
         "r.expires_at_ms <= " NOW_MS " AND NOT EXISTS (SELECT 1 FROM reservation_lines l "
         "WHERE l.reservation_id = r.id AND l.item_id <> ALL (" IDS(2) ")) "
         "ORDER BY r.expires_at_ms, r.id LIMIT $1 FOR UPDATE OF r SKIP LOCKED), "
@@ -245,13 +251,11 @@ void pg_read_reservation(const PGresult *r, int row, int col, store_reservation 
     col_text(res->request_id, sizeof(res->request_id), r, row, col + 1);
     res->has_buyer_id = !PQgetisnull(r, row, col + 2);
     col_text(res->buyer_id, sizeof(res->buyer_id), r, row, col + 2);
-    res->state = strcmp(state, "confirmed") == 0   ? STORE_RES_CONFIRMED
-                 : strcmp(state, "cancelled") == 0 ? STORE_RES_CANCELLED
-                 : strcmp(state, "expired") == 0   ? STORE_RES_EXPIRED
-                                                   : STORE_RES_HELD;
+    res->state = store_state_of(state);
     res->lapsed = col_bool(r, row, col + 4);
     res->expires_at_ms = col_int(r, row, col + 5);
     res->order_id = col_int(r, row, col + 6);
     col_text(res->instance, sizeof(res->instance), r, row, col + 7);
     col_text(res->created_at, sizeof(res->created_at), r, row, col + 8);
+    res->hold_ms = col_int(r, row, col + 9);
 }

@@ -31,7 +31,7 @@
 #define RES_COLS "r.id, r.request_id, r.buyer_id, r.state, " \
                  "r.state = 'held' AND r.expires_at_ms <= " NOW_MS_SQL ", r.expires_at_ms, " \
                  "COALESCE((SELECT o.id FROM orders o WHERE o.reservation_id = r.id), 0), " \
-                 "r.instance_id, r.created_at"
+                 "r.instance_id, r.created_at, r.hold_ms"
 /* held and not lapsed, by the database's clock now */
 #define HELD "state = 'held' AND expires_at_ms > " NOW_MS_SQL
 #define LINE_COLS "l.item_id, l.quantity, l.remaining, COALESCE(l.fence, 0), " \
@@ -68,8 +68,12 @@ const char *const sq_stmt_sql[ST_COUNT] = {
                       " WHERE id = ?1 AND stock >= ?2 RETURNING stock",
     [ST_ORDER_INSERT] = "INSERT INTO orders (request_id, instance_id, lock_mode, buyer_id, "
                         "reservation_id) VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id, created_at",
+    /* ?8 0: the order named no buyer, so the line is written only when its
+     * item has no per-buyer limit - the check in the statement that writes
+     * it, not a query of its own for every line of every order */
     [ST_LINE_INSERT] = "INSERT INTO order_lines (order_id, item_id, quantity, remaining, fence, "
-                       "fence_seq, lock_token) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                       "fence_seq, lock_token) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE ?8 OR "
+                       "NOT EXISTS (SELECT 1 FROM items WHERE id = ?2 AND per_buyer_limit > 0)",
     [ST_ORDER_BY_REQUEST] = "SELECT " ORDER_COLS " FROM orders o WHERE o.request_id = ?1",
     [ST_ORDER_GET] = "SELECT " ORDER_COLS " FROM orders o WHERE o.id = ?1",
     [ST_LINES_OF_ORDER] = "SELECT " LINE_COLS " FROM order_lines l WHERE l.order_id = ?1 "

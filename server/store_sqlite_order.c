@@ -74,8 +74,29 @@ int sqo_lines_of_item(sqlite_conn *c, int64_t item_id, int64_t before, int limit
     return rc;
 }
 
+/* A one-row query on (item, buyer) whose column 0 is wanted: STORE_OK with
+ * *v, STORE_ERR_NOT_FOUND, or the failure. */
+static int item_value(sqlite_conn *c, enum stmt_id id, int64_t item, const char *buyer,
+                      int64_t *v)
+{
+    sqlite3_stmt *st = sq_stmt(c, id);
+    if (st == NULL)
+        return STORE_ERR_IO;
+    sqlite3_bind_int64(st, 1, item);
+    if (buyer)
+        sqlite3_bind_text(st, 2, buyer, -1, SQLITE_STATIC);
+    int rc = sq_first_row(c, st, sq_stmt_sql[id]);
+    if (rc == STORE_OK)
+        *v = sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    return rc;
+}
+
+/* Line l of order order_id; unless any_item, only when its item has no
+ * per-buyer limit: STORE_ERR_BUYER_REQUIRED (and the limit read, on this
+ * refusal only) when it has one. */
 static int insert_line(sqlite_conn *c, int64_t order_id, const store_line *l,
-                       const char *lock_token)
+                       const char *lock_token, int any_item)
 {
     sqlite3_stmt *st = sq_stmt(c, ST_LINE_INSERT);
     if (st == NULL)
@@ -89,14 +110,23 @@ static int insert_line(sqlite_conn *c, int64_t order_id, const store_line *l,
         sqlite3_bind_int(st, 6, l->fence.seq);
     }
     sq_bind_text_or_null(st, 7, lock_token);
+    sqlite3_bind_int(st, 8, any_item);
     int rc = sqlite3_step(st) == SQLITE_DONE ? STORE_OK : sq_fail(c, "insert order line");
     sqlite3_reset(st);
-    return rc;
+    if (rc != STORE_OK || sqlite3_changes(c->db) == 1)
+        return rc;
+    int64_t limit = 0;
+    if ((rc = item_value(c, ST_LIMIT_OF, l->item_id, NULL, &limit)) != STORE_OK)
+        return rc;
+    return sqo_count_buyer(c, NULL, l->item_id, l->quantity, limit);
 }
 
 int sqo_insert_order(sqlite_conn *c, const store_new_order *o, const char *buyer_id,
                      int64_t reservation_id, store_order *out)
 {
+    /* a confirm's lines were checked when they were reserved; a buyer's were
+     * just counted, their limits read */
+    int any_item = reservation_id > 0 || buyer_id != NULL;
     sqlite3_stmt *st = sq_stmt(c, ST_ORDER_INSERT);
     if (st == NULL)
         return STORE_ERR_IO;
@@ -116,25 +146,7 @@ int sqo_insert_order(sqlite_conn *c, const store_new_order *o, const char *buyer
     }
     sqlite3_reset(st);
     for (int i = 0; rc == STORE_OK && i < o->nlines; i++)
-        rc = insert_line(c, out->info.order_id, &o->lines[i], o->lock_token);
-    return rc;
-}
-
-/* A one-row query on (item, buyer) whose column 0 is wanted: STORE_OK with
- * *v, STORE_ERR_NOT_FOUND, or the failure. */
-static int item_value(sqlite_conn *c, enum stmt_id id, int64_t item, const char *buyer,
-                      int64_t *v)
-{
-    sqlite3_stmt *st = sq_stmt(c, id);
-    if (st == NULL)
-        return STORE_ERR_IO;
-    sqlite3_bind_int64(st, 1, item);
-    if (buyer)
-        sqlite3_bind_text(st, 2, buyer, -1, SQLITE_STATIC);
-    int rc = sq_first_row(c, st, sq_stmt_sql[id]);
-    if (rc == STORE_OK)
-        *v = sqlite3_column_int64(st, 0);
-    sqlite3_reset(st);
+        rc = insert_line(c, out->info.order_id, &o->lines[i], o->lock_token, any_item);
     return rc;
 }
 
@@ -222,6 +234,6 @@ int sqo_add_order(sqlite_conn *c, const store_new_order *o, store_order *out)
         if (rc != STORE_ERR_NOT_FOUND)
             return rc == STORE_OK ? STORE_ERR_DUPLICATE : rc;
     }
-    rc = count_lines(c, o);
+    rc = o->buyer_id ? count_lines(c, o) : STORE_OK; /* no buyer: the lines' inserts check */
     return rc == STORE_OK ? sqo_insert_order(c, o, o->buyer_id, 0, out) : rc;
 }

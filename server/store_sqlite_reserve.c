@@ -9,15 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/store_lines.h"
 #include "server/store_sqlite_reserve.h"
 
 #define CONN(c) ((sqlite_conn *)(c))
-
-/* A line's fence as the item writes take it: NULL when unfenced. */
-static const store_fence *fence_of(const store_fence *f)
-{
-    return f && f->fence > 0 ? f : NULL;
-}
 
 /* Runs item write id bound (item, quantity, fence, seq), with RETURNING
  * stock (and the limit as column 1 when limit is not NULL): STORE_OK,
@@ -31,7 +26,7 @@ static int item_write(sqlite_conn *c, enum stmt_id id, int64_t item, int64_t qua
         return STORE_ERR_IO;
     sqlite3_bind_int64(st, 1, item);
     sqlite3_bind_int64(st, 2, quantity);
-    if ((f = fence_of(f)) != NULL) {
+    if ((f = store_fence_or_null(f)) != NULL) {
         sqlite3_bind_int64(st, 3, f->fence);
         sqlite3_bind_int(st, 4, f->seq);
     }
@@ -66,7 +61,7 @@ static int refusal(sqlite_conn *c, int64_t item, const store_fence *f, int64_t q
         snprintf(c->err, sizeof(c->err), "no item %lld", (long long)item);
     if (rc != STORE_OK)
         return rc;
-    if ((f = fence_of(f)) != NULL && (row.fence != f->fence || row.seq != f->seq)) {
+    if ((f = store_fence_or_null(f)) != NULL && (row.fence != f->fence || row.seq != f->seq)) {
         c->base.stale = row;
         snprintf(c->err, sizeof(c->err), "item %lld carries another lock's token, (%lld, %d), "
                  "than (%lld, %d)", (long long)item, (long long)row.fence, row.seq,
@@ -88,27 +83,6 @@ static int item_write_must(sqlite_conn *c, enum stmt_id id, int64_t item, int64_
 
 /* ---- reading a reservation ---- */
 
-/* The states as the reservations table spells them (store.c's names, which
- * this layer can't call up to). */
-static const char *const state_names[] = {
-    [STORE_RES_HELD] = "held", [STORE_RES_CONFIRMED] = "confirmed",
-    [STORE_RES_CANCELLED] = "cancelled", [STORE_RES_EXPIRED] = "expired",
-};
-
-static enum store_reservation_state state_of(const char *name)
-{
-    for (int s = STORE_RES_CONFIRMED; s <= STORE_RES_EXPIRED; s++)
-        if (strcmp(name, state_names[s]) == 0)
-            return (enum store_reservation_state)s;
-    return STORE_RES_HELD;
-}
-
-/* What a reservation that is not held (any more) is, in words. */
-static const char *not_held(const store_reservation *r)
-{
-    return r->lapsed ? "held past its expiry" : state_names[r->state];
-}
-
 /* A row of RES_COLS. */
 static void read_res(sqlite3_stmt *st, store_reservation *r)
 {
@@ -119,12 +93,13 @@ static void read_res(sqlite3_stmt *st, store_reservation *r)
     r->has_buyer_id = sqlite3_column_type(st, 2) != SQLITE_NULL;
     sq_copy_text(r->buyer_id, sizeof(r->buyer_id), st, 2);
     sq_copy_text(state, sizeof(state), st, 3);
-    r->state = state_of(state);
+    r->state = store_state_of(state);
     r->lapsed = sqlite3_column_int(st, 4);
     r->expires_at_ms = sqlite3_column_int64(st, 5);
     r->order_id = sqlite3_column_int64(st, 6);
     sq_copy_text(r->instance, sizeof(r->instance), st, 7);
     sq_copy_text(r->created_at, sizeof(r->created_at), st, 8);
+    r->hold_ms = sqlite3_column_int64(st, 9);
 }
 
 /* The reservation st (bound) finds, with its lines, each line's available
@@ -174,17 +149,17 @@ int sqr_reservation_get(store_conn *conn, int64_t id, store_reservation *out)
 
 /* ---- reserve ---- */
 
-/* Gives back what lines [0, n) of r took and counted, in the transaction
- * (the write lock held: as if they never were). */
-static int undo_lines(sqlite_conn *c, const store_new_reservation *r, int n)
+/* Gives back what lines idx[0..n) of r took and counted, in the
+ * transaction (the write lock held: as if they never were). */
+static int undo_lines(sqlite_conn *c, const store_new_reservation *r, const int *idx, int n)
 {
     int rc = STORE_OK;
     int64_t stock;
     for (int k = 0; rc == STORE_OK && k < n; k++) {
-        rc = item_write_must(c, ST_UNRESERVE, r->lines[k].item_id, r->lines[k].quantity, NULL,
-                             &stock);
+        const store_line *l = &r->lines[idx[k]];
+        rc = item_write_must(c, ST_UNRESERVE, l->item_id, l->quantity, NULL, &stock);
         if (rc == STORE_OK)
-            rc = sqo_uncount_buyer(c, r->buyer_id, r->lines[k].item_id, r->lines[k].quantity);
+            rc = sqo_uncount_buyer(c, r->buyer_id, l->item_id, l->quantity);
     }
     return rc;
 }
@@ -273,15 +248,18 @@ int sqr_tx_reserve(store_conn *conn, const store_new_reservation *r, store_reser
             return rc == STORE_OK ? STORE_ERR_DUPLICATE : rc;
         rc = STORE_OK;
     }
+    int idx[RULE_ORDER_LINES_MAX];
+    store_line_order(r->lines, r->nlines, idx);
     while (rc == STORE_OK && taken < r->nlines) {
-        rc = take_line(c, r->buyer_id, &r->lines[taken], &available[taken]);
+        int i = idx[taken];
+        rc = take_line(c, r->buyer_id, &r->lines[i], &available[i]);
         taken += rc == STORE_OK;
     }
     if (rc == STORE_ERR_INSUFFICIENT || rc == STORE_ERR_BUYER_LIMIT ||
         rc == STORE_ERR_BUYER_REQUIRED || rc == STORE_ERR_STALE || rc == STORE_ERR_NOT_FOUND) {
         char why[sizeof(c->err)];
         memcpy(why, c->err, sizeof(why));
-        int undo = undo_lines(c, r, taken);
+        int undo = undo_lines(c, r, idx, taken);
         if (undo != STORE_OK)
             return undo;
         memcpy(c->err, why, sizeof(why));
@@ -313,19 +291,10 @@ static int end_held(sqlite_conn *c, int64_t id, const char *state, store_reserva
         return rc;
     if ((rc = res_get(c, id, res)) != STORE_OK)
         return rc;
-    if (strcmp(state_names[res->state], state) == 0)
+    if (strcmp(store_state_names[res->state], state) == 0)
         return STORE_ERR_DUPLICATE;
-    snprintf(c->err, sizeof(c->err), "reservation %lld is %s", (long long)id, not_held(res));
+    snprintf(c->err, sizeof(c->err), "reservation %lld is %s", (long long)id, store_not_held(res));
     return STORE_ERR_STATE;
-}
-
-/* The fence o gives item's line, (0, 0) when none. */
-static store_fence order_fence(const store_new_order *o, int64_t item)
-{
-    for (int i = 0; i < o->nlines; i++)
-        if (o->lines[i].item_id == item)
-            return o->lines[i].fence;
-    return (store_fence){0, 0};
 }
 
 int sqr_tx_reservation_confirm(store_conn *conn, int64_t id, const store_new_order *o,
@@ -344,10 +313,13 @@ int sqr_tx_reservation_confirm(store_conn *conn, int64_t id, const store_new_ord
         rc = res_get(c, id, res);
     store_new_order w = *o;
     w.nlines = res->nlines;
-    for (int i = 0; rc == STORE_OK && i < res->nlines; i++) {
+    int idx[RULE_ORDER_LINES_MAX];
+    store_res_line_order(res, idx);
+    for (int k = 0; rc == STORE_OK && k < res->nlines; k++) {
+        int i = idx[k];
         store_line *l = &w.lines[i];
         *l = (store_line){res->lines[i].item_id, res->lines[i].quantity, 0,
-                          order_fence(o, res->lines[i].item_id)};
+                          store_order_fence(o, res->lines[i].item_id)};
         rc = item_write_must(c, ST_CONFIRM_TAKE, l->item_id, l->quantity, &l->fence,
                              &l->remaining);
     }
@@ -361,8 +333,8 @@ int sqr_tx_reservation_confirm(store_conn *conn, int64_t id, const store_new_ord
     return STORE_OK;
 }
 
-int sqr_tx_reservation_cancel(store_conn *conn, int64_t id, const store_fence *f,
-                              store_reservation *res)
+int sqr_tx_reservation_cancel(store_conn *conn, int64_t id, const int64_t *items,
+                              const store_fence *f, int nf, store_reservation *res)
 {
     sqlite_conn *c = CONN(conn);
     int rc = sq_tx_open(c);
@@ -370,10 +342,12 @@ int sqr_tx_reservation_cancel(store_conn *conn, int64_t id, const store_fence *f
         rc = end_held(c, id, "cancelled", res);
     if (rc == STORE_OK)
         rc = res_get(c, id, res);
-    for (int i = 0; rc == STORE_OK && i < res->nlines; i++) {
-        store_reservation_line *l = &res->lines[i];
-        rc = item_write_must(c, ST_UNRESERVE, l->item_id, l->quantity, f ? &f[i] : NULL,
-                             &l->available);
+    int idx[RULE_ORDER_LINES_MAX];
+    store_res_line_order(res, idx);
+    for (int k = 0; rc == STORE_OK && k < res->nlines; k++) {
+        store_reservation_line *l = &res->lines[idx[k]];
+        store_fence fi = store_fence_for(items, f, nf, l->item_id);
+        rc = item_write_must(c, ST_UNRESERVE, l->item_id, l->quantity, &fi, &l->available);
         if (rc == STORE_OK)
             rc = sqo_uncount_buyer(c, res->has_buyer_id ? res->buyer_id : NULL, l->item_id,
                                    l->quantity);
@@ -398,7 +372,7 @@ int sqr_reservation_extend(store_conn *conn, int64_t id, int64_t hold_ms, store_
     if (rc == STORE_OK)
         rc = res_get(c, id, out);
     if (rc == STORE_OK && !moved) {
-        snprintf(c->err, sizeof(c->err), "reservation %lld is %s", (long long)id, not_held(out));
+        snprintf(c->err, sizeof(c->err), "reservation %lld is %s", (long long)id, store_not_held(out));
         rc = STORE_ERR_STATE;
     }
     if (rc == STORE_OK)
@@ -409,29 +383,6 @@ int sqr_reservation_extend(store_conn *conn, int64_t id, int64_t hold_ms, store_
 
 /* ---- the sweep ---- */
 
-static int index_of(const int64_t *items, int n, int64_t item)
-{
-    for (int i = 0; i < n; i++)
-        if (items[i] == item)
-            return i;
-    return -1;
-}
-
-/* Adds the items of one reservation (group[0..ng)) to items when they all
- * fit within items_max: 1, else 0 (nothing added). */
-static int cover(const int64_t *group, int ng, int64_t *items, int items_max, int *n)
-{
-    int add = 0;
-    for (int k = 0; k < ng; k++)
-        add += index_of(items, *n, group[k]) < 0 && index_of(group, k, group[k]) < 0;
-    if (*n + add > items_max)
-        return 0;
-    for (int k = 0; k < ng; k++)
-        if (index_of(items, *n, group[k]) < 0)
-            items[(*n)++] = group[k];
-    return 1;
-}
-
 int sqr_reservations_due(store_conn *conn, int limit, int64_t *items, int items_max, int *n,
                          int *due)
 {
@@ -441,18 +392,12 @@ int sqr_reservations_due(store_conn *conn, int limit, int64_t *items, int items_
     if (st == NULL)
         return STORE_ERR_IO;
     sqlite3_bind_int(st, 1, limit);
-    int64_t group[RULE_ORDER_LINES_MAX], cur = 0;
-    int ng = 0, step;
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t res = sqlite3_column_int64(st, 0);
-        if (res != cur && ng > 0)
-            *due += cover(group, ng, items, items_max, n), ng = 0;
-        cur = res;
-        if (ng < RULE_ORDER_LINES_MAX)
-            group[ng++] = sqlite3_column_int64(st, 1);
-    }
-    if (ng > 0)
-        *due += cover(group, ng, items, items_max, n);
+    store_due d;
+    store_due_start(&d, items, items_max, n, due);
+    int step;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW)
+        store_due_row(&d, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1));
+    store_due_end(&d);
     int rc = step == SQLITE_DONE ? STORE_OK : sq_fail(c, "find lapsed reservations");
     sqlite3_reset(st);
     return rc;
@@ -510,14 +455,15 @@ static int expire_one(sqlite_conn *c, int64_t id, const int64_t *items, const st
         return rc == STORE_ERR_NOT_FOUND ? STORE_OK : rc; /* no longer held: not ours */
     store_reservation r;
     rc = res_get(c, id, &r);
-    for (int i = 0; rc == STORE_OK && i < r.nlines; i++) {
-        int k = index_of(items, n, r.lines[i].item_id);
+    int idx[RULE_ORDER_LINES_MAX];
+    store_res_line_order(&r, idx);
+    for (int k = 0; rc == STORE_OK && k < r.nlines; k++) {
+        const store_reservation_line *l = &r.lines[idx[k]];
+        store_fence fi = store_fence_for(items, f, n, l->item_id);
         int64_t stock;
-        rc = item_write_must(c, ST_UNRESERVE, r.lines[i].item_id, r.lines[i].quantity,
-                             f && k >= 0 ? &f[k] : NULL, &stock);
+        rc = item_write_must(c, ST_UNRESERVE, l->item_id, l->quantity, &fi, &stock);
         if (rc == STORE_OK)
-            rc = sqo_uncount_buyer(c, has_buyer ? buyer : NULL, r.lines[i].item_id,
-                                   r.lines[i].quantity);
+            rc = sqo_uncount_buyer(c, has_buyer ? buyer : NULL, l->item_id, l->quantity);
     }
     return rc;
 }
@@ -590,7 +536,7 @@ static int insert_return(sqlite_conn *c, int64_t order_id, const store_line *l,
     sqlite3_bind_int64(st, 4, l->remaining);
     sq_bind_text_or_null(st, 5, request_id);
     sqlite3_bind_text(st, 6, instance ? instance : "", -1, SQLITE_STATIC);
-    if ((f = fence_of(f)) != NULL) {
+    if ((f = store_fence_or_null(f)) != NULL) {
         sqlite3_bind_int64(st, 7, f->fence);
         sqlite3_bind_int(st, 8, f->seq);
     }
@@ -601,8 +547,8 @@ static int insert_return(sqlite_conn *c, int64_t order_id, const store_line *l,
 }
 
 int sqr_tx_order_cancel(store_conn *conn, int64_t order_id, const char *request_id,
-                        const char *instance, const char *lock_token, const store_fence *f,
-                        store_order *out)
+                        const char *instance, const char *lock_token, const int64_t *items,
+                        const store_fence *f, int nf, store_order *out)
 {
     sqlite_conn *c = CONN(conn);
     int rc = sq_tx_open(c);
@@ -613,12 +559,14 @@ int sqr_tx_order_cancel(store_conn *conn, int64_t order_id, const char *request_
         return rc == STORE_OK ? STORE_ERR_DUPLICATE : rc;
     }
     const char *buyer = out->info.has_buyer_id ? out->info.buyer_id : NULL;
-    for (int i = 0; rc == STORE_OK && i < out->nlines; i++) {
-        store_line *l = &out->lines[i];
-        const store_fence *fi = f ? &f[i] : NULL;
-        rc = item_write_must(c, ST_RETURN_ADD, l->item_id, l->quantity, fi, &l->remaining);
+    int idx[RULE_ORDER_LINES_MAX];
+    store_line_order(out->lines, out->nlines, idx);
+    for (int k = 0; rc == STORE_OK && k < out->nlines; k++) {
+        store_line *l = &out->lines[idx[k]];
+        store_fence fi = store_fence_for(items, f, nf, l->item_id);
+        rc = item_write_must(c, ST_RETURN_ADD, l->item_id, l->quantity, &fi, &l->remaining);
         if (rc == STORE_OK)
-            rc = insert_return(c, order_id, l, request_id, instance, lock_token, fi);
+            rc = insert_return(c, order_id, l, request_id, instance, lock_token, &fi);
         if (rc == STORE_OK)
             rc = sqo_uncount_buyer(c, buyer, l->item_id, l->quantity);
     }

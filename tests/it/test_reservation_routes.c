@@ -21,6 +21,7 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 #include <jansson.h>
+#include <libpq-fe.h>
 
 #include "tests/support/calls.h"
 #include "tests/support/harness.h"
@@ -269,6 +270,57 @@ static void test_a_request_id_answers_its_reservation_once(void **state)
     snprintf(body, sizeof(body), "{\"lines\":[{\"itemId\":%lld,\"quantity\":1}],"
              "\"requestId\":\"hold-replay\"}", other);
     json_decref(th_call(&a, "POST", "/orders", body, 201));
+}
+
+/* Review 1.2: every answer shows the reservation's own hold, never the
+ * server's --hold-ms. */
+static void test_every_answer_shows_the_reservations_own_hold(void **state)
+{
+    (void)state;
+    long long id = new_item(10, 0);
+    json_t *r = reserve(&a, id, 1, 5000, "own-hold", "ann", 201);
+    long long res = th_jint(r, "reservationId");
+    assert_int_equal(th_jint(r, "holdMs"), 5000);
+    json_decref(r);
+    r = reserve(&b, id, 1, 5000, "own-hold", "ann", 200); /* a replay */
+    assert_int_equal(th_jint(r, "holdMs"), 5000);
+    json_decref(r);
+    r = get_reservation(res, 200);
+    assert_int_equal(th_jint(r, "holdMs"), 5000);
+    json_decref(r);
+    r = act(&a, res, "extend", "{\"holdMs\":7000}", 200);
+    assert_int_equal(th_jint(r, "holdMs"), 7000);
+    json_decref(r);
+    r = act(&b, res, "cancel", NULL, 200);
+    assert_int_equal(th_jint(r, "holdMs"), 7000);
+    json_decref(r);
+    r = act(&a, res, "cancel", NULL, 200); /* a repeat */
+    assert_int_equal(th_jint(r, "holdMs"), 7000);
+    json_decref(r);
+    r = get_reservation(res, 200);
+    assert_int_equal(th_jint(r, "holdMs"), 7000);
+    json_decref(r);
+}
+
+/* Review 1.5: a requestId replayed by another buyer (or with a buyer where
+ * there was none) is a conflict, not the first buyer's reservation. */
+static void test_a_request_id_replayed_by_another_buyer_conflicts(void **state)
+{
+    (void)state;
+    long long id = new_item(10, 0);
+    json_decref(reserve(&a, id, 1, 0, "buyer-rid", "ann", 201));
+    json_t *r = reserve(&b, id, 1, 0, "buyer-rid", "bob", 409);
+    expect_error(r, "request_id_conflict");
+    json_decref(r);
+    r = reserve(&b, id, 1, 0, "buyer-rid", NULL, 409);
+    expect_error(r, "request_id_conflict");
+    json_decref(r);
+    json_decref(reserve(&a, id, 1, 0, "nobody-rid", NULL, 201));
+    r = reserve(&b, id, 1, 0, "nobody-rid", "ann", 409);
+    expect_error(r, "request_id_conflict");
+    json_decref(r);
+    json_decref(reserve(&b, id, 1, 0, "buyer-rid", "ann", 200));
+    assert_int_equal(item_field(id, "reserved"), 2);
 }
 
 static void test_refused_reservations_take_nothing(void **state)
@@ -574,6 +626,47 @@ static void test_an_order_cancel_answers_its_lines_and_replays(void **state)
     json_decref(cancel_order(&a, order, "{\"requestId\":\"\"}", 400));
     assert_int_equal(item_field(id, "returned"), 5);
     check_totals(id, 20);
+}
+
+/* One unit of item id held for a minute, on a: its reservationId. */
+static long long hold_one(long long id)
+{
+    json_t *j = reserve(&a, id, 1, 60000, NULL, NULL, 201);
+    long long res = th_jint(j, "reservationId");
+    json_decref(j);
+    return res;
+}
+
+/* A confirm or a cancel of a reservation already ended is answered from
+ * its read, without its items' locks: while another owner holds them, a
+ * repeat and a refusal come back at once (with the locks they would wait
+ * up to --wait-ms, 10 s here, and answer 503). */
+static void test_an_ended_reservation_is_answered_without_the_items_lock(void **state)
+{
+    (void)state;
+    long long id = new_item(10, 0), cancelled = hold_one(id), confirmed = hold_one(id);
+    json_decref(act(&a, cancelled, "cancel", NULL, 200));
+    json_t *j;
+    json_t *o = act(&a, confirmed, "confirm", NULL, 201);
+    long long order = th_jint(o, "orderId");
+    json_decref(o);
+    assert_int_equal(th_wait_item_unlocked(&redis, id, 10000 * TH_SLOWER), 0);
+    assert_int_equal(th_hold_item_lock(&redis, id), 0);
+    j = act(&b, cancelled, "cancel", NULL, 200);
+    assert_true(json_is_true(json_object_get(j, "replayed")));
+    json_decref(j);
+    j = act(&b, confirmed, "confirm", NULL, 200);
+    assert_true(json_is_true(json_object_get(j, "replayed")));
+    assert_int_equal(th_jint(j, "orderId"), order);
+    assert_int_equal(th_jint(j, "reservationId"), confirmed);
+    json_decref(j);
+    j = act(&b, cancelled, "confirm", NULL, 409);
+    expect_error(j, "reservation_cancelled");
+    json_decref(j);
+    j = act(&b, confirmed, "cancel", NULL, 409);
+    expect_error(j, "reservation_confirmed");
+    json_decref(j);
+    assert_int_equal(th_release_item_lock(&redis, id), 0);
 }
 
 /* While another owner holds an item's lock, a reservation of it, a
@@ -941,6 +1034,160 @@ static void test_the_totals_hold_after_a_mixed_run(void **state)
     th_resp_free(&r);
 }
 
+/* POST path body to the atomic replica while first (another session's
+ * transaction, the request's first try) is open, then commits it: the
+ * retry's answer. */
+static struct racer retry_meanwhile(PGconn *first, const char *path, const char *body)
+{
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, 1);
+    struct racer r = {.s = &atomic_srv, .method = "POST", .go = &go};
+    snprintf(r.path, sizeof(r.path), "%s", path);
+    snprintf(r.body, sizeof(r.body), "%s", body);
+    pthread_t t;
+    pthread_create(&t, NULL, race, &r);
+    th_sleep_ms(800); /* the retry now waits for the row (a lower bound only) */
+    PQclear(PQexec(first, "COMMIT"));
+    PQfinish(first);
+    pthread_join(t, NULL);
+    pthread_barrier_destroy(&go);
+    r.go = NULL;
+    return r;
+}
+
+/* Review 1.4: a retry whose first try commits while the retry waits for
+ * the item's row (--lock atomic, PostgreSQL) is answered by the first
+ * try's reservation, not refused buyer_limit_reached for the units the
+ * first try counted. Here another session plays the first try: it holds
+ * the row, the buyer's count and the reservation uncommitted meanwhile. */
+static void test_a_retry_waiting_for_its_first_try_is_replayed_not_refused(void **state)
+{
+    (void)state;
+    if (!on_pg)
+        return; /* SQLite checks the requestId first, under its write lock */
+    long long id = new_item(10, 2);
+    PGconn *first = PQconnectdb(db);
+    char sql[1024];
+    snprintf(sql, sizeof(sql),
+             "BEGIN; UPDATE items SET stock = stock - 2, reserved = reserved + 2 WHERE id = %lld;"
+             "INSERT INTO buyer_units (item_id, buyer_id, units) VALUES (%lld, 'una', 2);"
+             "WITH r AS (INSERT INTO reservations (request_id, buyer_id, instance_id, hold_ms, "
+             "expires_at_ms) VALUES ('first-try', 'una', 'replica-x', 60000, "
+             "(extract(epoch FROM clock_timestamp()) * 1000)::bigint + 60000) RETURNING id) "
+             "INSERT INTO reservation_lines (reservation_id, item_id, quantity, available) "
+             "SELECT id, %lld, 2, 8 FROM r", id, id, id);
+    PQclear(PQexec(first, sql));
+    assert_int_equal(PQtransactionStatus(first), PQTRANS_INTRANS);
+    char body[256];
+    struct racer r = retry_meanwhile(first, "/reservations",
+                                     one_line(body, sizeof(body), id, 2, 60000, "first-try",
+                                              "una"));
+    if (r.status != 200 || strstr(r.answer, "\"replayed\":true") == NULL)
+        fail_msg("a retry of a reservation made meanwhile: %ld %s", r.status, r.answer);
+    assert_int_equal(item_field(id, "reserved"), 2);
+}
+
+/* Another session placing order rid of 2 units of item id for buyer
+ * (NULL: none), as --lock atomic would, left uncommitted. */
+static PGconn *first_order(long long id, const char *rid, const char *buyer)
+{
+    PGconn *first = PQconnectdb(db);
+    char sql[1024], count[160] = "";
+    if (buyer)
+        snprintf(count, sizeof(count), "INSERT INTO buyer_units (item_id, buyer_id, units) "
+                 "VALUES (%lld, '%s', 2);", id, buyer);
+    snprintf(sql, sizeof(sql),
+             "BEGIN; UPDATE items SET stock = stock - 2 WHERE id = %lld; %s"
+             "WITH o AS (INSERT INTO orders (request_id, instance_id, lock_mode, buyer_id) "
+             "VALUES ('%s', 'replica-x', 'atomic', %s%s%s) RETURNING id) "
+             "INSERT INTO order_lines (order_id, item_id, quantity, remaining) "
+             "SELECT id, %lld, 2, 0 FROM o", id, count, rid, buyer ? "'" : "",
+             buyer ? buyer : "NULL", buyer ? "'" : "", id);
+    PQclear(PQexec(first, sql));
+    assert_int_equal(PQtransactionStatus(first), PQTRANS_INTRANS);
+    return first;
+}
+
+/* Review 1.4, for orders: a retry whose first try commits while it waits
+ * for the item's row is answered by that order, neither refused
+ * buyer_limit_reached (the units the first try counted) nor
+ * insufficient_stock (the units the first try took). */
+static void test_an_order_retry_waiting_for_its_first_try_is_replayed_not_refused(void **state)
+{
+    (void)state;
+    if (!on_pg)
+        return; /* SQLite checks the requestId first, under its write lock */
+    long long limited = new_item(10, 2), last = new_item(2, 0);
+    const char *buyer[] = {"una", NULL}, *rid[] = {"first-order-limit", "first-order-stock"};
+    long long id[] = {limited, last};
+    for (int i = 0; i < 2; i++) {
+        PGconn *first = first_order(id[i], rid[i], buyer[i]);
+        char body[256];
+        int n = snprintf(body, sizeof(body), "{\"lines\":[{\"itemId\":%lld,\"quantity\":2}],"
+                         "\"requestId\":\"%s\"", id[i], rid[i]);
+        snprintf(body + n, sizeof(body) - n, buyer[i] ? ",\"buyerId\":\"%s\"}" : "}",
+                 buyer[i]);
+        struct racer r = retry_meanwhile(first, "/orders", body);
+        if (r.status != 200 || strstr(r.answer, "\"replayed\":true") == NULL)
+            fail_msg("a retry of an order placed meanwhile: %ld %s", r.status, r.answer);
+        assert_int_equal(item_field(id[i], "sold"), 2);
+    }
+}
+
+/* Review 1.3: --lock atomic on PostgreSQL takes no item lock, so two
+ * reservations over the same items meet on the rows' locks; taken in the
+ * request's order, {A, B} and {B, A} at once could wait for each other in
+ * a circle, which PostgreSQL breaks after deadlock_timeout by failing one
+ * (503 storage_busy). In item id order they only ever queue. The cancels
+ * that follow race the same way. */
+static void test_reservations_over_the_same_items_in_opposite_orders_never_deadlock(void **state)
+{
+    (void)state;
+    if (!on_pg)
+        return; /* SQLite writes one transaction at a time */
+    long long x = new_item(1000, 0), y = new_item(1000, 0);
+    int rounds = 40;
+    for (int round = 0; round < rounds; round++) {
+        pthread_barrier_t go;
+        pthread_barrier_init(&go, NULL, 2);
+        struct racer r[2];
+        pthread_t t[2];
+        for (int i = 0; i < 2; i++) {
+            r[i] = (struct racer){.s = &atomic_srv, .method = "POST", .path = "/reservations",
+                                  .go = &go};
+            snprintf(r[i].body, sizeof(r[i].body), "{\"lines\":[{\"itemId\":%lld,\"quantity\":1},"
+                     "{\"itemId\":%lld,\"quantity\":1}]}", i ? y : x, i ? x : y);
+            pthread_create(&t[i], NULL, race, &r[i]);
+        }
+        for (int i = 0; i < 2; i++)
+            pthread_join(t[i], NULL);
+        pthread_barrier_destroy(&go);
+        long long id[2] = {0, 0};
+        for (int i = 0; i < 2; i++) {
+            if (r[i].status != 201)
+                fail_msg("round %d: a reservation over {%lld, %lld}: %ld %s", round, x, y,
+                         r[i].status, r[i].answer);
+            json_t *j = json_loads(r[i].answer, 0, NULL);
+            id[i] = th_jint(j, "reservationId");
+            json_decref(j);
+        }
+        pthread_barrier_init(&go, NULL, 2);
+        for (int i = 0; i < 2; i++) {
+            r[i] = (struct racer){.s = &atomic_srv, .method = "POST", .go = &go};
+            snprintf(r[i].path, sizeof(r[i].path), "/reservations/%lld/cancel", id[i]);
+            pthread_create(&t[i], NULL, race, &r[i]);
+        }
+        for (int i = 0; i < 2; i++)
+            pthread_join(t[i], NULL);
+        pthread_barrier_destroy(&go);
+        for (int i = 0; i < 2; i++)
+            if (r[i].status != 200)
+                fail_msg("round %d: a cancel: %ld %s", round, r[i].status, r[i].answer);
+    }
+    assert_int_equal(item_field(x, "reserved"), 0);
+    assert_int_equal(item_field(y, "available"), 1000);
+}
+
 /* --lock db (PostgreSQL): the rows' own locks instead of Redis's. */
 static void test_lock_mode_db_reserves_confirms_and_cancels(void **state)
 {
@@ -1042,6 +1289,8 @@ int main(void)
         cmocka_unit_test(test_a_reservation_holds_its_units_and_reads_back),
         cmocka_unit_test(test_a_request_id_answers_its_reservation_once),
         cmocka_unit_test(test_refused_reservations_take_nothing),
+        cmocka_unit_test(test_every_answer_shows_the_reservations_own_hold),
+        cmocka_unit_test(test_a_request_id_replayed_by_another_buyer_conflicts),
         cmocka_unit_test(test_a_missing_reservation_is_404_on_every_route),
         cmocka_unit_test(test_a_confirmed_reservation_becomes_an_order_once),
         cmocka_unit_test(test_a_cancelled_reservation_gives_its_units_back_once),
@@ -1051,6 +1300,7 @@ int main(void)
         cmocka_unit_test(test_an_order_cancel_racing_itself_on_three_replicas_returns_once),
         cmocka_unit_test(test_an_order_cancel_answers_its_lines_and_replays),
         cmocka_unit_test(test_writes_of_reservations_and_returns_wait_for_the_items_lock),
+        cmocka_unit_test(test_an_ended_reservation_is_answered_without_the_items_lock),
         cmocka_unit_test(test_waits_of_reservations_end_at_the_drain_deadline),
         cmocka_unit_test(test_a_buyer_limit_counts_reservations_and_orders),
         cmocka_unit_test(test_a_buyer_limit_holds_exactly_across_replicas),
@@ -1058,6 +1308,9 @@ int main(void)
         cmocka_unit_test(test_hold_flags_out_of_bounds_stop_start_up),
         cmocka_unit_test(test_lock_mode_atomic_reserves_confirms_and_cancels),
         cmocka_unit_test(test_lock_mode_db_reserves_confirms_and_cancels),
+        cmocka_unit_test(test_reservations_over_the_same_items_in_opposite_orders_never_deadlock),
+        cmocka_unit_test(test_a_retry_waiting_for_its_first_try_is_replayed_not_refused),
+        cmocka_unit_test(test_an_order_retry_waiting_for_its_first_try_is_replayed_not_refused),
         cmocka_unit_test(test_the_totals_hold_after_a_mixed_run),
         cmocka_unit_test(test_reservations_and_cancels_are_a_buyers_calls),
     };

@@ -204,11 +204,13 @@ static int confirm(store_conn *c, int64_t id, store_reservation *res, store_orde
     return rc;
 }
 
-static int cancel(store_conn *c, int64_t id, const store_fence *f, store_reservation *res)
+/* items[0..n) with their fences f (NULL, 0: unfenced). */
+static int cancel_fenced(store_conn *c, int64_t id, const int64_t *items, const store_fence *f,
+                         int n, store_reservation *res)
 {
     int rc = store_tx_begin(c);
     if (rc == STORE_OK)
-        rc = store_tx_reservation_cancel(c, id, f, res);
+        rc = store_tx_reservation_cancel(c, id, items, f, n, res);
     if (rc == STORE_OK)
         return store_tx_commit(c, NULL);
     store_tx_abort(c);
@@ -219,7 +221,7 @@ static int cancel_order(store_conn *c, int64_t id, store_order *out)
 {
     int rc = store_tx_begin(c);
     if (rc == STORE_OK)
-        rc = store_tx_order_cancel(c, id, "cancel-1", "test", NULL, NULL, out);
+        rc = store_tx_order_cancel(c, id, "cancel-1", "test", NULL, NULL, NULL, 0, out);
     if (rc == STORE_OK)
         return store_tx_commit(c, NULL);
     store_tx_abort(c);
@@ -346,11 +348,13 @@ static void test_a_fenced_reservation_refused_by_a_newer_claim_writes_nothing(vo
     assert_item(c, b, 5, 0, 0, 0, 5);
     r.lines[1].fence = f9;
     assert_int_equal(reserve(c, &r, &out), STORE_OK);
-    /* the cancel's writes fenced as well */
-    store_fence stale[2] = {{6, 0}, {9, 0}}, ours[2] = {{7, 0}, {9, 0}};
-    assert_int_equal(cancel(c, out.id, stale, &out), STORE_ERR_STALE);
+    /* the cancel's writes fenced as well, each line by its item's fence
+     * (given here in another order than the lines: matched by item) */
+    int64_t items[2] = {b, a};
+    store_fence stale[2] = {{9, 0}, {6, 0}}, ours[2] = {{9, 0}, {7, 0}};
+    assert_int_equal(cancel_fenced(c, out.id, items, stale, 2, &out), STORE_ERR_STALE);
     assert_item(c, a, 4, 1, 0, 0, 5);
-    assert_int_equal(cancel(c, out.id, ours, &out), STORE_OK);
+    assert_int_equal(cancel_fenced(c, out.id, items, ours, 2, &out), STORE_OK);
     assert_item(c, a, 5, 0, 0, 0, 5);
     store_put(*state, c);
 }
@@ -384,7 +388,7 @@ static void test_a_confirm_turns_reserved_into_sold_once(void **state)
     assert_int_equal(again.info.order_id, o.info.order_id);
     assert_int_equal(again.nlines, 2);
     assert_int_equal(res.state, STORE_RES_CONFIRMED);
-    assert_int_equal(cancel(c, id, NULL, &res), STORE_ERR_STATE);
+    assert_int_equal(cancel_fenced(c, id, NULL, NULL, 0, &res), STORE_ERR_STATE);
     assert_int_equal(res.state, STORE_RES_CONFIRMED);
     assert_int_equal(store_reservation_extend(c, id, 1000, &res), STORE_ERR_STATE);
     assert_int_equal(res.state, STORE_RES_CONFIRMED);
@@ -411,16 +415,16 @@ static void test_a_cancel_gives_the_units_back_once(void **state)
     int64_t id = reserve_one(c, a, 3, NULL, HOLD_LONG);
     store_reservation res;
     store_order o;
-    assert_int_equal(cancel(c, id, NULL, &res), STORE_OK);
+    assert_int_equal(cancel_fenced(c, id, NULL, NULL, 0, &res), STORE_OK);
     assert_int_equal(res.state, STORE_RES_CANCELLED);
     assert_int_equal(res.lines[0].available, 5);
     assert_item(c, a, 5, 0, 0, 0, 5);
-    assert_int_equal(cancel(c, id, NULL, &res), STORE_ERR_DUPLICATE); /* a replay */
+    assert_int_equal(cancel_fenced(c, id, NULL, NULL, 0, &res), STORE_ERR_DUPLICATE); /* a replay */
     assert_int_equal(res.state, STORE_RES_CANCELLED);
     assert_item(c, a, 5, 0, 0, 0, 5);
     assert_int_equal(confirm(c, id, &res, &o), STORE_ERR_STATE);
     assert_int_equal(res.state, STORE_RES_CANCELLED);
-    assert_int_equal(cancel(c, id + 1, NULL, &res), STORE_ERR_NOT_FOUND);
+    assert_int_equal(cancel_fenced(c, id + 1, NULL, NULL, 0, &res), STORE_ERR_NOT_FOUND);
     assert_int_equal(store_reservation_extend(c, id + 1, 1000, &res), STORE_ERR_NOT_FOUND);
     store_put(*state, c);
 }
@@ -440,7 +444,7 @@ static void test_a_lapsed_reservation_is_refused_then_swept_once(void **state)
     assert_true(res.lapsed);                     /* ...but past it */
     assert_int_equal(confirm(c, id, &res, &o), STORE_ERR_STATE);
     assert_true(res.lapsed);
-    assert_int_equal(cancel(c, id, NULL, &res), STORE_ERR_STATE);
+    assert_int_equal(cancel_fenced(c, id, NULL, NULL, 0, &res), STORE_ERR_STATE);
     assert_int_equal(store_reservation_extend(c, id, HOLD_LONG, &res), STORE_ERR_STATE);
     assert_item(c, a, 3, 2, 0, 0, 5); /* still held until the sweep */
     int64_t held;
@@ -464,7 +468,7 @@ static void test_a_lapsed_reservation_is_refused_then_swept_once(void **state)
     assert_item(c, a, 5, 0, 0, 0, 5);
     assert_int_equal(confirm(c, id, &res, &o), STORE_ERR_STATE);
     assert_int_equal(res.state, STORE_RES_EXPIRED);
-    assert_int_equal(cancel(c, id, NULL, &res), STORE_ERR_STATE);
+    assert_int_equal(cancel_fenced(c, id, NULL, NULL, 0, &res), STORE_ERR_STATE);
     /* the buyer's count went with it: the whole limit again */
     reserve_one(c, a, 2, "cat", HOLD_LONG);
     store_put(*state, c);
@@ -651,7 +655,7 @@ static void test_an_order_is_cancelled_once_with_its_returns(void **state)
 
     assert_int_equal(store_tx_begin(c), STORE_OK);
     assert_int_equal(store_tx_order_cancel(c, o.info.order_id, "another", "test", NULL, NULL,
-                                           &out), STORE_ERR_DUPLICATE);
+                                           NULL, 0, &out), STORE_ERR_DUPLICATE);
     store_tx_abort(c);
     assert_int_equal(out.lines[0].remaining, 10);
     assert_true(out.info.cancelled);
@@ -772,7 +776,8 @@ static void test_a_buyers_held_and_bought_units_count_against_the_limit(void **s
     assert_int_equal(reserve(c, &r, &res), STORE_ERR_BUYER_LIMIT);
     assert_int_equal(store_limit_item(c).had, 3);
     assert_int_equal(order(c, "gus", a, 3, &o), STORE_OK); /* a buyer of his own */
-    assert_int_equal(cancel(c, held, NULL, &res), STORE_OK); /* cancelled: no longer counts */
+    /* cancelled: no longer counts */
+    assert_int_equal(cancel_fenced(c, held, NULL, NULL, 0, &res), STORE_OK);
     assert_int_equal(order(c, "fay", a, 2, &o), STORE_OK);
     assert_item(c, a, 94, 0, 6, 0, 100);
     store_put(*state, c);
