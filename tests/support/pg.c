@@ -454,3 +454,30 @@ int th_pg_create_db(const th_pg *pg, const char *name, char *url, size_t size)
     snprintf(url, size, "postgresql://stock@127.0.0.1:%d/%s", pg->port, name);
     return rc;
 }
+
+int th_backend_sqlite(th_backend *b)
+{
+    b->on_pg = 0;
+    return 0;
+}
+
+int th_backend_pg(th_backend *b)
+{
+    b->on_pg = 1;
+    return th_pg_start(&b->server);
+}
+
+void th_backend_pg_end(th_backend *b) { th_pg_stop(&b->server, SIGINT); }
+
+int th_backend_fresh(th_backend *b, const char *prefix)
+{
+    static int n;
+    char name[48];
+    if (!b->dir[0] && th_tempdir(prefix, b->dir, sizeof(b->dir)) != 0)
+        return -1;
+    snprintf(name, sizeof(name), "%s%d", b->on_pg ? "db" : "file", n++);
+    if (b->on_pg)
+        return th_pg_create_db(&b->server, name, b->target, sizeof(b->target));
+    snprintf(b->target, sizeof(b->target), "%s/%s.db", b->dir, name);
+    return 0;
+}

@@ -24,10 +24,7 @@
 #include "tests/support/harness.h"
 #include "tests/support/pg.h"
 
-static char dir[64];
-static char target[256]; /* the current test's database: a file, or a URL */
-static th_pg server;     /* the PostgreSQL group's server */
-static int on_pg;        /* the group running: 0 SQLite, 1 PostgreSQL */
+static th_backend be; /* SQLite, then PostgreSQL: the group running, its database */
 
 #define HOLD_LONG 600000 /* a hold no test outlives */
 
@@ -46,16 +43,9 @@ static store *open_store(const char *name)
 
 static int setup(void **state)
 {
-    static int n;
-    char name[32];
-    if (!dir[0] && th_tempdir("reserve-test", dir, sizeof(dir)) != 0)
+    if (th_backend_fresh(&be, "reserve-test") != 0)
         return -1;
-    snprintf(name, sizeof(name), "r%d", n++); /* a fresh database per test */
-    if (on_pg && th_pg_create_db(&server, name, target, sizeof(target)) != 0)
-        return -1;
-    if (!on_pg)
-        snprintf(target, sizeof(target), "%s/%s.db", dir, name);
-    return (*state = open_store(target)) ? 0 : -1;
+    return (*state = open_store(be.target)) ? 0 : -1;
 }
 
 static int teardown(void **state)
@@ -75,21 +65,19 @@ static store_conn *conn(void **state)
 static int sqlite_group(void **state)
 {
     (void)state;
-    on_pg = 0;
-    return 0;
+    return th_backend_sqlite(&be);
 }
 
 static int pg_group(void **state)
 {
     (void)state;
-    on_pg = 1;
-    return th_pg_start(&server);
+    return th_backend_pg(&be);
 }
 
 static int pg_group_end(void **state)
 {
     (void)state;
-    th_pg_stop(&server, SIGINT);
+    th_backend_pg_end(&be);
     return 0;
 }
 
@@ -858,7 +846,7 @@ static void test_a_database_of_the_previous_schema_is_upgraded_in_place(void **s
 {
     (void)state;
     char old[160];
-    snprintf(old, sizeof(old), "%s/six.db", dir);
+    snprintf(old, sizeof(old), "%s/six.db", be.dir);
     sqlite3 *db;
     assert_int_equal(sqlite3_open(old, &db), SQLITE_OK);
     static const char *const files[] = {"001_init", "002_handoff_seq", "003_orders_and_lines",
@@ -904,7 +892,7 @@ static void test_a_pg_database_of_the_previous_schema_is_upgraded_in_place(void 
 {
     (void)state;
     char url[256];
-    assert_int_equal(th_pg_create_db(&server, "five", url, sizeof(url)), 0);
+    assert_int_equal(th_pg_create_db(&be.server, "five", url, sizeof(url)), 0);
     static const char *const files[] = {"001_init", "002_item_totals", "003_write_probe",
                                         "004_item_request_ids", "005_tx_marker"};
     assert_int_equal(th_pg_exec(url, "CREATE TABLE stockd_schema (version integer PRIMARY "
