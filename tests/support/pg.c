@@ -455,29 +455,41 @@ int th_pg_create_db(const th_pg *pg, const char *name, char *url, size_t size)
     return rc;
 }
 
-int th_backend_sqlite(th_backend *b)
+th_backend th_be;
+
+int th_backend_sqlite(void **state)
 {
-    b->on_pg = 0;
+    (void)state;
+    th_be.on_pg = 0;
     return 0;
 }
 
-int th_backend_pg(th_backend *b)
+int th_backend_pg(void **state)
 {
-    b->on_pg = 1;
-    return th_pg_start(&b->server);
+    (void)state;
+    th_be.on_pg = 1;
+    return th_pg_start(&th_be.server);
 }
 
-void th_backend_pg_end(th_backend *b) { th_pg_stop(&b->server, SIGINT); }
+int th_backend_pg_end(void **state)
+{
+    (void)state;
+    th_pg_stop(&th_be.server, SIGINT);
+    return 0;
+}
 
-int th_backend_fresh(th_backend *b, const char *prefix)
+int th_backend_fresh(const char *prefix)
 {
     static int n;
-    char name[48];
+    char name[32];
+    th_backend *b = &th_be;
     if (!b->dir[0] && th_tempdir(prefix, b->dir, sizeof(b->dir)) != 0)
         return -1;
     snprintf(name, sizeof(name), "%s%d", b->on_pg ? "db" : "file", n++);
     if (b->on_pg)
         return th_pg_create_db(&b->server, name, b->target, sizeof(b->target));
-    snprintf(b->target, sizeof(b->target), "%s/%s.db", b->dir, name);
+    if ((size_t)snprintf(b->target, sizeof(b->target), "%s/%s.db", b->dir, name) >=
+        sizeof(b->target))
+        return -1;
     return 0;
 }

@@ -69,8 +69,9 @@ long long th_pg_int(const char *url, const char *sql);
 int th_pg_exec(const char *url, const char *sql);
 
 /* The database a store suite's test runs on, the same tests on each
- * backend in two groups: a SQLite file in a temp dir, then a database of a
- * private PostgreSQL server; a fresh one for every test. */
+ * backend in two cmocka groups: a SQLite file in a temp dir, then a
+ * database of a private PostgreSQL server; a fresh one for every test.
+ * th_be is the suite's: one per process. */
 typedef struct th_backend {
     int on_pg;         /* the group running: 0 SQLite, 1 PostgreSQL */
     th_pg server;      /* PostgreSQL's, from th_backend_pg to th_backend_pg_end */
@@ -78,17 +79,17 @@ typedef struct th_backend {
     char target[256];  /* the current test's database: a file, or a URL */
 } th_backend;
 
-/* The SQLite group begins. Returns 0. */
-int th_backend_sqlite(th_backend *b);
+extern th_backend th_be;
 
-/* The PostgreSQL group begins: its server started. Returns 0, or -1 (printed). */
-int th_backend_pg(th_backend *b);
+/* cmocka group set-ups and tear-down (state unused): the SQLite group
+ * begins; the PostgreSQL group begins, its server started (-1, printed,
+ * when it could not be); the PostgreSQL group ends, its server stopped. */
+int th_backend_sqlite(void **state);
+int th_backend_pg(void **state);
+int th_backend_pg_end(void **state);
 
-/* The PostgreSQL group ends: its server stopped. */
-void th_backend_pg_end(th_backend *b);
-
-/* A fresh database for the next test, named prefix and a number, into
- * b->target. Returns 0, or -1 (printed). */
-int th_backend_fresh(th_backend *b, const char *prefix);
+/* A fresh database for the next test (prefix names the SQLite files' temp
+ * dir), into th_be.target. Returns 0, or -1 (printed). */
+int th_backend_fresh(const char *prefix);
 
 #endif

@@ -24,7 +24,6 @@
 #include "tests/support/harness.h"
 #include "tests/support/pg.h"
 
-static th_backend be; /* SQLite, then PostgreSQL: the group running, its database */
 
 #define HOLD_LONG 600000 /* a hold no test outlives */
 
@@ -43,9 +42,9 @@ static store *open_store(const char *name)
 
 static int setup(void **state)
 {
-    if (th_backend_fresh(&be, "reserve-test") != 0)
+    if (th_backend_fresh("reserve-test") != 0)
         return -1;
-    return (*state = open_store(be.target)) ? 0 : -1;
+    return (*state = open_store(th_be.target)) ? 0 : -1;
 }
 
 static int teardown(void **state)
@@ -60,25 +59,6 @@ static store_conn *conn(void **state)
     store_conn *c;
     assert_int_equal(store_get(*state, &c, err, sizeof(err)), STORE_OK);
     return c;
-}
-
-static int sqlite_group(void **state)
-{
-    (void)state;
-    return th_backend_sqlite(&be);
-}
-
-static int pg_group(void **state)
-{
-    (void)state;
-    return th_backend_pg(&be);
-}
-
-static int pg_group_end(void **state)
-{
-    (void)state;
-    th_backend_pg_end(&be);
-    return 0;
 }
 
 static int64_t new_item(store_conn *c, int64_t stock, int64_t limit)
@@ -846,7 +826,7 @@ static void test_a_database_of_the_previous_schema_is_upgraded_in_place(void **s
 {
     (void)state;
     char old[160];
-    snprintf(old, sizeof(old), "%s/six.db", be.dir);
+    snprintf(old, sizeof(old), "%s/six.db", th_be.dir);
     sqlite3 *db;
     assert_int_equal(sqlite3_open(old, &db), SQLITE_OK);
     static const char *const files[] = {"001_init", "002_handoff_seq", "003_orders_and_lines",
@@ -892,7 +872,7 @@ static void test_a_pg_database_of_the_previous_schema_is_upgraded_in_place(void 
 {
     (void)state;
     char url[256];
-    assert_int_equal(th_pg_create_db(&be.server, "five", url, sizeof(url)), 0);
+    assert_int_equal(th_pg_create_db(&th_be.server, "five", url, sizeof(url)), 0);
     static const char *const files[] = {"001_init", "002_item_totals", "003_write_probe",
                                         "004_item_request_ids", "005_tx_marker"};
     assert_int_equal(th_pg_exec(url, "CREATE TABLE stockd_schema (version integer PRIMARY "
@@ -963,8 +943,8 @@ int main(void)
         T(test_a_pg_database_of_the_previous_schema_is_upgraded_in_place),
     };
     /* PostgreSQL is not optional: make deps installs it like redis-server */
-    return cmocka_run_group_tests_name("reservations on SQLite", sqlite_tests, sqlite_group,
+    return cmocka_run_group_tests_name("reservations on SQLite", sqlite_tests, th_backend_sqlite,
                                        NULL) +
-           cmocka_run_group_tests_name("reservations on PostgreSQL", pg_tests, pg_group,
-                                       pg_group_end);
+           cmocka_run_group_tests_name("reservations on PostgreSQL", pg_tests, th_backend_pg,
+                                       th_backend_pg_end);
 }

@@ -26,7 +26,6 @@
 #include "tests/support/harness.h"
 #include "tests/support/pg.h"
 
-static th_backend be; /* SQLite, then PostgreSQL: the group running, its database */
 
 /* Busy timeout 200 ms (SQLite's wait for the write lock; a server's wait
  * for a free connection), a pool of 4, statements bounded at 300 ms. */
@@ -57,9 +56,9 @@ static store *open_store(const char *name)
 
 static int setup(void **state)
 {
-    if (th_backend_fresh(&be, "store-test") != 0)
+    if (th_backend_fresh("store-test") != 0)
         return -1;
-    return (*state = open_store(be.target)) ? 0 : -1;
+    return (*state = open_store(th_be.target)) ? 0 : -1;
 }
 
 static int teardown(void **state)
@@ -74,25 +73,6 @@ static store_conn *conn(void **state)
     store_conn *c;
     assert_int_equal(store_get(*state, &c, err, sizeof(err)), STORE_OK);
     return c;
-}
-
-static int sqlite_group(void **state)
-{
-    (void)state;
-    return th_backend_sqlite(&be);
-}
-
-static int pg_group(void **state)
-{
-    (void)state;
-    return th_backend_pg(&be);
-}
-
-static int pg_group_end(void **state)
-{
-    (void)state;
-    th_backend_pg_end(&be);
-    return 0;
 }
 
 static int64_t new_item(store_conn *c, int64_t stock)
@@ -178,7 +158,7 @@ static void test_reopening_applies_the_schema_once(void **state)
     store_conn *c = conn(state);
     new_item(c, 5);
     store_put(*state, c);
-    store *again = open_store(be.target);
+    store *again = open_store(th_be.target);
     assert_non_null(again);
     char err[256];
     assert_int_equal(store_get(again, &c, err, sizeof(err)), STORE_OK);
@@ -186,14 +166,14 @@ static void test_reopening_applies_the_schema_once(void **state)
     assert_int_equal(store_item_get(c, 1, &it), STORE_OK); /* data kept, no re-creation */
     store_put(again, c);
     store_close(again);
-    if (be.on_pg) {
-        assert_int_equal(th_pg_int(be.target, "SELECT count(*) FROM stockd_schema"),
+    if (th_be.on_pg) {
+        assert_int_equal(th_pg_int(th_be.target, "SELECT count(*) FROM stockd_schema"),
                          schema_files("postgres"));
         return;
     }
     sqlite3 *db;
     sqlite3_stmt *st;
-    assert_int_equal(sqlite3_open(be.target, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_open(th_be.target, &db), SQLITE_OK);
     sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
     assert_int_equal(sqlite3_column_int(st, 0), schema_files("sqlite"));
@@ -429,14 +409,14 @@ static struct locker locker_begin(int64_t item)
 {
     struct locker l = {0};
     char sql[96];
-    if (be.on_pg) {
-        l.pg = PQconnectdb(be.target);
+    if (th_be.on_pg) {
+        l.pg = PQconnectdb(th_be.target);
         assert_int_equal(PQstatus(l.pg), CONNECTION_OK);
         snprintf(sql, sizeof(sql), "BEGIN; SELECT 1 FROM items WHERE id = %lld FOR UPDATE",
                  (long long)item);
         PQclear(PQexec(l.pg, sql));
     } else {
-        assert_int_equal(sqlite3_open(be.target, &l.sq), SQLITE_OK);
+        assert_int_equal(sqlite3_open(th_be.target, &l.sq), SQLITE_OK);
         assert_int_equal(sqlite3_exec(l.sq, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
     }
     return l;
@@ -615,7 +595,7 @@ static void test_old_deductions_become_orders_with_one_line(void **state)
 {
     (void)state;
     char old[160];
-    snprintf(old, sizeof(old), "%s/old.db", be.dir);
+    snprintf(old, sizeof(old), "%s/old.db", th_be.dir);
     sqlite3 *db;
     assert_int_equal(sqlite3_open(old, &db), SQLITE_OK);
     apply_file(db, "schema/sqlite/001_init.sql");
@@ -674,7 +654,7 @@ static void test_replicas_starting_together_migrate_once(void **state)
 {
     (void)state;
     char url[256];
-    assert_int_equal(th_pg_create_db(&be.server, "together", url, sizeof(url)), 0);
+    assert_int_equal(th_pg_create_db(&th_be.server, "together", url, sizeof(url)), 0);
     pthread_t t[4];
     struct opener o[4];
     for (int i = 0; i < 4; i++) {
@@ -742,12 +722,12 @@ static void test_a_row_lock_waits_then_times_out(void **state)
 static void test_a_row_lock_wait_is_bounded_as_a_whole(void **state)
 {
     (void)state;
-    store *st = open_store_bounded(be.target, ROW_WAIT_MS * 3);
+    store *st = open_store_bounded(th_be.target, ROW_WAIT_MS * 3);
     assert_non_null(st);
     store_conn *c = conn((void **)&st);
     int64_t id = new_item(c, 10), stock = -1;
     struct locker holder = locker_begin(id);
-    PGconn *ahead = PQconnectdb(be.target);
+    PGconn *ahead = PQconnectdb(th_be.target);
     char sql[160];
     assert_int_equal(PQstatus(ahead), CONNECTION_OK);
     snprintf(sql, sizeof(sql), "BEGIN; SET LOCAL lock_timeout = %d; SELECT 1 FROM items "
@@ -757,7 +737,7 @@ static void test_a_row_lock_wait_is_bounded_as_a_whole(void **state)
              "wait_event_type = 'Lock'", PQbackendPID(ahead));
     long long waiting = 0;
     for (int64_t end = th_now_ms() + 10000; waiting != 1 && th_now_ms() < end; th_sleep_ms(10))
-        waiting = th_pg_int(be.target, sql);
+        waiting = th_pg_int(th_be.target, sql);
     assert_int_equal(store_tx_begin(c), STORE_OK);
     int64_t t0 = th_now_ms();
     int rc = store_tx_lock_stock(c, id, ROW_WAIT_MS, &stock);
@@ -784,9 +764,9 @@ static void test_a_password_from_the_config_is_used(void **state)
 {
     (void)state;
     char url[256];
-    assert_int_equal(th_pg_exec(be.server.url, "DROP DATABASE IF EXISTS secret"), 0);
-    assert_int_equal(th_pg_exec(be.server.url, "CREATE DATABASE secret OWNER stock_secret"), 0);
-    snprintf(url, sizeof(url), "postgresql://stock_secret@127.0.0.1:%d/secret", be.server.port);
+    assert_int_equal(th_pg_exec(th_be.server.url, "DROP DATABASE IF EXISTS secret"), 0);
+    assert_int_equal(th_pg_exec(th_be.server.url, "CREATE DATABASE secret OWNER stock_secret"), 0);
+    snprintf(url, sizeof(url), "postgresql://stock_secret@127.0.0.1:%d/secret", th_be.server.port);
     store_config cfg = config(url);
     char err[256];
     store *s;
@@ -800,7 +780,7 @@ static void test_a_password_from_the_config_is_used(void **state)
     cfg.password = TH_PG_SECRET;
     assert_int_equal(store_open(&cfg, &s, err, sizeof(err)), STORE_OK);
     store_close(s);
-    snprintf(url, sizeof(url), "postgresql://stock@127.0.0.1:%d/nosuchdb", be.server.port);
+    snprintf(url, sizeof(url), "postgresql://stock@127.0.0.1:%d/nosuchdb", th_be.server.port);
     cfg = config(url);
     assert_int_equal(store_open(&cfg, &s, err, sizeof(err)), STORE_ERR_IO);
     assert_non_null(strstr(err, "\"nosuchdb\" does not exist"));
@@ -819,7 +799,7 @@ static void test_a_restarted_server_answers_unavailable_then_recovers(void **sta
     store_order o;
     assert_int_equal(store_tx_begin(in_tx), STORE_OK);
     assert_int_equal(store_tx_add_order(in_tx, &d, &o), STORE_OK);
-    th_pg_stop(&be.server, SIGINT);
+    th_pg_stop(&th_be.server, SIGINT);
     assert_int_equal(store_tx_set_stock(in_tx, id, 9, NULL), STORE_ERR_UNAVAILABLE);
     store_tx_abort(in_tx);
     store_put(*state, in_tx);
@@ -829,7 +809,7 @@ static void test_a_restarted_server_answers_unavailable_then_recovers(void **sta
     assert_int_equal(store_get(*state, &c, err, sizeof(err)), STORE_ERR_UNAVAILABLE);
     assert_non_null(strstr(err, "cannot connect to PostgreSQL"));
     assert_non_null(strstr(err, "reconnecting in the background"));
-    assert_int_equal(th_pg_start(&be.server), 0);
+    assert_int_equal(th_pg_start(&th_be.server), 0);
     int rc = STORE_ERR_UNAVAILABLE;
     for (int64_t end = th_now_ms() + 10000; rc == STORE_ERR_UNAVAILABLE && th_now_ms() < end;
          th_sleep_ms(rc == STORE_OK ? 0 : 20))
@@ -855,7 +835,7 @@ static void test_a_session_killed_mid_transaction_writes_nothing(void **state)
     assert_int_equal(store_tx_begin(c), STORE_OK);
     assert_int_equal(store_tx_add_order(c, &d, &o), STORE_OK);
     assert_int_equal(store_tx_set_stock(c, id, 7, NULL), STORE_OK);
-    assert_int_equal(th_pg_int(be.target, "SELECT count(*) FROM (SELECT "
+    assert_int_equal(th_pg_int(th_be.target, "SELECT count(*) FROM (SELECT "
                                "pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
                                "application_name = 'stockd' AND "
                                "state = 'idle in transaction') t"), 1);
@@ -951,7 +931,7 @@ static void test_an_items_request_id_raced_by_sessions_creates_it_once(void **st
         assert_int_equal(r[i].it.id, r[0].it.id);
         store_put(*state, r[i].c);
     }
-    assert_int_equal(th_pg_int(be.target, "SELECT count(*) FROM items"), 1);
+    assert_int_equal(th_pg_int(th_be.target, "SELECT count(*) FROM items"), 1);
 }
 
 /* A write whose COMMIT is to wait (run on its own thread): the order
@@ -987,15 +967,15 @@ static int set_stock(struct committer *m)
  * within 5 s. */
 static int commit_into_a_wait(struct committer *m, pthread_t *t)
 {
-    assert_int_equal(th_pg_exec(be.server.url, "ALTER SYSTEM SET synchronous_standby_names = "
+    assert_int_equal(th_pg_exec(th_be.server.url, "ALTER SYSTEM SET synchronous_standby_names = "
                                             "'nobody'"), 0);
-    assert_int_equal(th_pg_exec(be.server.url, "SELECT pg_reload_conf()"), 0);
+    assert_int_equal(th_pg_exec(th_be.server.url, "SELECT pg_reload_conf()"), 0);
     th_sleep_ms(200);
     m->rc = -100;
     pthread_create(t, NULL, commit_run, m);
     long long pid = -1;
     for (int64_t end = th_now_ms() + 5000; pid < 0 && th_now_ms() < end; th_sleep_ms(20))
-        pid = th_pg_int(be.server.url, "SELECT pid FROM pg_stat_activity WHERE wait_event = "
+        pid = th_pg_int(th_be.server.url, "SELECT pid FROM pg_stat_activity WHERE wait_event = "
                                     "'SyncRep'");
     return pid > 0 ? (int)pid : 0;
 }
@@ -1015,8 +995,9 @@ static struct committer order_to_commit(store_conn *c, int64_t id, const char *r
 /* The standby is wished for no more (a backend still waiting goes on). */
 static void forget_the_standby(void)
 {
-    assert_int_equal(th_pg_exec(be.server.url, "ALTER SYSTEM RESET synchronous_standby_names"), 0);
-    assert_int_equal(th_pg_exec(be.server.url, "SELECT pg_reload_conf()"), 0);
+    assert_int_equal(th_pg_exec(th_be.server.url, "ALTER SYSTEM RESET synchronous_standby_names"),
+                     0);
+    assert_int_equal(th_pg_exec(th_be.server.url, "SELECT pg_reload_conf()"), 0);
 }
 
 /* m's COMMIT, waiting for the standby, loses its answer: its session is
@@ -1025,7 +1006,7 @@ static long long commit_loses_its_answer(struct committer *m)
 {
     pthread_t t;
     int pid = commit_into_a_wait(m, &t);
-    long long killed = pid ? th_pg_int(be.server.url, "SELECT count(pg_terminate_backend(pid)) "
+    long long killed = pid ? th_pg_int(th_be.server.url, "SELECT count(pg_terminate_backend(pid)) "
                                                    "FROM pg_stat_activity WHERE wait_event = "
                                                    "'SyncRep'") : 0;
     forget_the_standby();
@@ -1060,7 +1041,7 @@ static void test_an_item_whose_commit_answer_was_lost_is_found(void **state)
     assert_int_equal(m.rc, STORE_OK);
     assert_true(m.it.id > 0);
     assert_int_equal(m.it.stock, 7);
-    assert_int_equal(th_pg_int(be.target, "SELECT count(*) FROM items WHERE name = 'doubt'"), 1);
+    assert_int_equal(th_pg_int(th_be.target, "SELECT count(*) FROM items WHERE name = 'doubt'"), 1);
     store_put(*state, m.c);
 }
 
@@ -1100,7 +1081,7 @@ static void commit_stays_stopped(struct committer *m)
 static void test_a_commit_whose_session_stays_stopped_is_in_doubt(void **state)
 {
     (void)state;
-    store *st = open_store_bounded(be.target, 3000);
+    store *st = open_store_bounded(th_be.target, 3000);
     assert_non_null(st);
     store_conn *c = conn((void **)&st);
     int64_t id = new_item(c, 10);
@@ -1124,7 +1105,7 @@ static void test_a_commit_whose_session_stays_stopped_is_in_doubt(void **state)
 static void test_an_item_whose_session_stays_stopped_is_in_doubt(void **state)
 {
     (void)state;
-    store *st = open_store_bounded(be.target, 3000);
+    store *st = open_store_bounded(th_be.target, 3000);
     assert_non_null(st);
     struct committer m = {.c = conn((void **)&st), .run = create_item};
     commit_stays_stopped(&m);
@@ -1195,7 +1176,7 @@ static void test_a_commit_its_standby_never_confirms_is_in_doubt(void **state)
     pthread_t t;
     assert_true(commit_into_a_wait(&m, &t) > 0);
     pthread_join(t, NULL);
-    long long waiting = th_pg_int(be.server.url, "SELECT count(*) FROM pg_stat_activity WHERE "
+    long long waiting = th_pg_int(th_be.server.url, "SELECT count(*) FROM pg_stat_activity WHERE "
                                               "wait_event = 'SyncRep'");
     forget_the_standby();
     assert_int_equal(m.rc, STORE_ERR_IN_DOUBT);
@@ -1221,16 +1202,16 @@ static void test_a_commit_lost_in_a_crash_is_found_unwritten(void **state)
     int64_t id = new_item(c, 10);
     store_order o, found;
     struct committer m = order_to_commit(c, id, "crashed", &o);
-    long long pid = th_pg_int(be.target, "SELECT pid FROM pg_stat_activity WHERE application_name "
-                                      "= 'stockd' AND state = 'idle in transaction'");
+    long long pid = th_pg_int(th_be.target, "SELECT pid FROM pg_stat_activity WHERE "
+                              "application_name = 'stockd' AND state = 'idle in transaction'");
     assert_true(pid > 0);
     kill((pid_t)pid, SIGSTOP);
     pthread_t t;
     pthread_create(&t, NULL, commit_run, &m);
     th_sleep_ms(200); /* COMMIT sent, and unread */
     kill((pid_t)pid, SIGKILL);
-    th_pg_stop(&be.server, SIGKILL);
-    assert_int_equal(th_pg_start(&be.server), 0);
+    th_pg_stop(&th_be.server, SIGKILL);
+    assert_int_equal(th_pg_start(&th_be.server), 0);
     pthread_join(t, NULL);
     assert_int_equal(m.rc, STORE_ERR_UNAVAILABLE);
     assert_non_null(strstr(store_errstr(c), "nothing was written"));
@@ -1243,7 +1224,7 @@ static void test_a_commit_lost_in_a_crash_is_found_unwritten(void **state)
  * first does), and keep the younger ones. */
 static void test_old_commit_markers_are_deleted_and_young_ones_kept(void **state)
 {
-    assert_int_equal(th_pg_exec(be.target, "INSERT INTO tx_marker (written_at) SELECT now() - "
+    assert_int_equal(th_pg_exec(th_be.target, "INSERT INTO tx_marker (written_at) SELECT now() - "
                                         "interval '11 minutes' FROM generate_series(1, 3); "
                                         "INSERT INTO tx_marker (written_at) VALUES "
                                         "(now() - interval '9 minutes')"), 0);
@@ -1251,11 +1232,11 @@ static void test_old_commit_markers_are_deleted_and_young_ones_kept(void **state
     new_item(c, 10);
     new_item(c, 10);
     store_put(*state, c);
-    assert_int_equal(th_pg_int(be.target, "SELECT count(*) FROM tx_marker WHERE written_at < "
+    assert_int_equal(th_pg_int(th_be.target, "SELECT count(*) FROM tx_marker WHERE written_at < "
                                        "now() - interval '10 minutes'"), 0);
-    assert_int_equal(th_pg_int(be.target, "SELECT count(*) FROM tx_marker WHERE written_at < "
+    assert_int_equal(th_pg_int(th_be.target, "SELECT count(*) FROM tx_marker WHERE written_at < "
                                        "now() - interval '1 minute'"), 1);
-    assert_int_equal(th_pg_int(be.target, "SELECT count(*) FROM tx_marker WHERE written_at > "
+    assert_int_equal(th_pg_int(th_be.target, "SELECT count(*) FROM tx_marker WHERE written_at > "
                                        "now() - interval '1 minute'"), 2);
 }
 
@@ -1304,7 +1285,8 @@ int main(void)
         T(test_an_items_request_id_raced_by_sessions_creates_it_once),
     };
     /* PostgreSQL is not optional: make deps installs it like redis-server */
-    return cmocka_run_group_tests_name("store on SQLite", sqlite_tests, sqlite_group, NULL) +
-           cmocka_run_group_tests_name("store on PostgreSQL", pg_tests, pg_group, pg_group_end);
+    return cmocka_run_group_tests_name("store on SQLite", sqlite_tests, th_backend_sqlite, NULL) +
+           cmocka_run_group_tests_name("store on PostgreSQL", pg_tests, th_backend_pg,
+                                       th_backend_pg_end);
 }
 
