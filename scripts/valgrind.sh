@@ -33,6 +33,28 @@ call -X POST "$base/reduceStock" -d '{"itemId":1,"quantity":1,"requestId":"vg-1"
 call -X POST "$base/reduceStock" -d '{"itemId":1,"quantity":2,"requestId":"vg-1"}'
 call -X POST "$base/reduceStock" -H 'Content-Length: 100000' -d '{}'
 call -X POST "$base/reduceStock" -d '{"itemId":1,"quantity":1,"requestId":"vg-1"}'
+# reservations: held, replayed, confirmed, cancelled, extended, lapsed and
+# given back by the sweep; an order's cancel; a per-buyer limit
+res='{"lines":[{"itemId":1,"quantity":1}],"holdMs":1000'
+call -X POST "$base/reservations" -d "$res"',"requestId":"vg-r1","buyerId":"ann"}'
+call -X POST "$base/reservations" -d "$res"',"requestId":"vg-r1","buyerId":"ann"}'
+call -X POST "$base/reservations/1/confirm"
+call -X POST "$base/reservations/1/confirm"
+call -X POST "$base/reservations/1/cancel"
+call -X POST "$base/reservations" -d "$res}"
+call -X POST "$base/reservations/2/extend" -d '{"holdMs":1000}'
+call -X POST "$base/reservations/2/cancel"
+call -X POST "$base/reservations/2/cancel"
+call -X POST "$base/reservations" -d "$res}"
+call -X POST "$base/reservations" -d '{"lines":[],"holdMs":5}'
+call -X POST "$base/reservations/999/confirm"
+call -X POST "$base/orders/1/cancel" -d '{"requestId":"vg-c1"}'
+call -X POST "$base/orders/1/cancel"
+call -X PUT "$base/items/1" -d '{"stock":5,"perBuyerLimit":1}'
+call -X POST "$base/reduceStock" -d '{"itemId":1,"quantity":1}'
+call -X POST "$base/reduceStock" -d '{"itemId":1,"quantity":2,"buyerId":"bob"}'
+sleep 3 # the third reservation lapses: the sweep gives it back
+call "$base/reservations/3"
 call -X DELETE "$base/items/1"
 call "$base/nope"
 call "$base/items/1?limit=1000"
