@@ -12,7 +12,7 @@
 static const char *const names[LG_OUT_COUNT] = {
     "ok", "insufficient_stock", "lock_timeout", "lock_interrupted", "lock_lost",
     "redis_unavailable", "other_4xx", "other_5xx", "commit_unknown", "transport_error",
-    "malformed",
+    "malformed", "retry_later", "refused", "unknown",
 };
 
 const char *lg_outcome_name(int outcome)

@@ -23,12 +23,17 @@ enum lg_outcome {
     LG_OUT_COMMIT_UNKNOWN,   /* 503 commit_unknown: the database went away during COMMIT */
     LG_OUT_TRANSPORT,        /* no HTTP answer: refused, reset, timed out */
     LG_OUT_MALFORMED,        /* a 2xx (or 1xx/3xx) that is not a valid answer */
+    /* what an --api profile's classes (profile.h) name, for services other than stockd */
+    LG_OUT_RETRY,            /* class "retry": not applied, the service asks to try later */
+    LG_OUT_REFUSED,          /* class "refused": not applied, refused for good */
+    LG_OUT_UNKNOWN,          /* class "unknown": the service says it may have applied it */
     LG_OUT_COUNT
 };
 
 /* Whether an outcome leaves it unknown if the server deducted. */
 #define LG_OUT_UNDETERMINED(o) \
-    ((o) == LG_OUT_TRANSPORT || (o) == LG_OUT_MALFORMED || (o) == LG_OUT_COMMIT_UNKNOWN)
+    ((o) == LG_OUT_TRANSPORT || (o) == LG_OUT_MALFORMED || (o) == LG_OUT_COMMIT_UNKNOWN || \
+     (o) == LG_OUT_UNKNOWN)
 
 typedef struct lg_answer {
     int outcome;         /* enum lg_outcome */

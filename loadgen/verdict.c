@@ -15,6 +15,7 @@ static const char *const finding_names[LG_FINDING_COUNT] = {
     "unrecorded_acknowledgements", "false_refusals", "partially_applied_orders",
     "acknowledged_orders_missing_lines", "refused_orders_with_lines", "undetermined",
     "invariant", "reservation_fates", "late_returns", "buyer_limit", "reservations_unknown",
+    "unexplained_deductions", "sold_after_sold_out", "stale_reads", "impossible_reads", "fault",
 };
 
 const char *lg_finding_name(int kind)

@@ -136,6 +136,12 @@ enum lg_finding_kind {
     LG_V_LATE_RETURN,   /* more units reserved than could still be held: a lapse came late */
     LG_V_BUYER_LIMIT,   /* a buyer held or bought more than perBuyerLimit */
     LG_N_RESERVE,       /* a note: reservations whose fate loadgen could not learn */
+    /* the outside verdict (--api without a sold count) and the history check (history.h) */
+    LG_V_UNEXPLAINED,   /* stock fell by more than the acknowledged and undetermined units */
+    LG_V_SOLD_AFTER_SOLD_OUT, /* a success begun after a sold-out answer, stock never back */
+    LG_V_STALE_READ,    /* a read above the band: acknowledged deductions missing from it */
+    LG_V_IMPOSSIBLE_READ, /* a read below the band: more deducted than was ever asked */
+    LG_N_FAULT,         /* a note: what the run saw around a --fault */
     LG_FINDING_COUNT
 };
 
