@@ -132,7 +132,7 @@ tsan: deps
 
 # The breaks are applied to a copy of the tree, built in build/mutants.
 mutants: deps
-	@scripts/mutants.sh
+	@MUTANTS_SHARDS=$${MUTANTS_SHARDS:-2} scripts/mutants.sh
 
 valgrind: deps
 	@scripts/deps.sh valgrind

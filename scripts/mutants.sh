@@ -13,7 +13,10 @@
 # (a number: that entry alone, without the unbroken run first),
 # MUTANTS_CHECK=1 (no build: only whether each entry still fits the tree),
 # MUTANTS_BASELINE=no (no unbroken run first: for CI, whose make test-fresh
-# has just run every suite on the same commit).
+# has just run every suite on the same commit), MUTANTS_SHARDS (1: how many
+# copies run breaks side by side, each every Nth entry in a copy of its own
+# under MUTANTS_DIR/shard-K; most of a suite's time is waiting on servers and
+# timers, so two shards on 2 cores take little more than half the time).
 set -uo pipefail
 set -f # the filters hold * and ?: never globbed
 cd "$(dirname "$0")/.."
@@ -23,6 +26,8 @@ tree=$work/tree
 logs=$work/logs
 timeout_s=${MUTANT_TIMEOUT:-300}
 jobs=${MUTANT_JOBS:-2}
+shards=${MUTANTS_SHARDS:-1}
+shard=${MUTANTS_SHARD:-0} # set by the sharding run below: this copy takes entries n % shards == shard
 
 # The break in force (a file of the copy and its text before), restored by
 # restore() after each break, on failure and on Ctrl-C.
@@ -138,8 +143,11 @@ run_suites() {
 # break could not be told from a failure of its own.
 baseline() {
     local spec failed=0 line
-    for spec in $(while IFS= read -r line; do
-                      parse "$line" 2>/dev/null && printf '%s\n' $suites
+    for spec in $(m=0
+                  while IFS= read -r line; do
+                      case $line in '' | '#'*) continue ;; esac
+                      m=$((m + 1))
+                      mine "$m" && parse "$line" 2>/dev/null && printf '%s\n' $suites
                   done <"$list" | sort -u); do
         log=$logs/baseline-${spec//[^A-Za-z0-9_]/_}.log
         if ! run_spec "$spec"; then
@@ -152,6 +160,9 @@ baseline() {
     done
     return $failed
 }
+
+# Whether entry $1 is this copy's to run.
+mine() { [ "$shards" -le 1 ] || [ $(($1 % shards)) -eq "$shard" ]; }
 
 # MUTANTS_CHECK=1: only whether every entry fits the tree itself (quick:
 # make test runs it), one line per entry that does not.
@@ -166,6 +177,23 @@ if [ -n "${MUTANTS_CHECK:-}" ]; then
     done <"$list"
     echo "mutants: $((n - bad)) of $n entries fit the tree"
     exit $((bad > 0))
+fi
+
+# MUTANTS_SHARDS=N: this script N times side by side, one per shard, each in
+# a copy of its own; fails when one of them does.
+if [ "$shards" -gt 1 ] && [ -z "${MUTANTS_SHARD:-}" ] && [ -z "${ONLY:-}" ]; then
+    pids=() t0=$SECONDS
+    trap 'kill "${pids[@]}" 2>/dev/null; echo "mutants: interrupted" >&2; exit 130' INT TERM
+    for ((k = 0; k < shards; k++)); do
+        MUTANTS_SHARD=$k MUTANTS_DIR=$work/shard-$k "$0" "$list" &
+        pids+=($!)
+    done
+    failed=0
+    for pid in "${pids[@]}"; do
+        wait "$pid" || failed=1
+    done
+    echo "mutants: $shards shards done in $((SECONDS - t0)) s: $([ $failed -eq 0 ] && echo all caught || echo FAILED)"
+    exit $failed
 fi
 
 copy_tree
@@ -187,6 +215,7 @@ while IFS= read -r line <&3 || [ -n "$line" ]; do
     esac
     n=$((n + 1))
     [ -n "${ONLY:-}" ] && [ "$ONLY" != "$n" ] && { name=""; continue; }
+    [ -z "${ONLY:-}" ] && ! mine "$n" && { name=""; continue; }
     log=$logs/$n.log why=""
     if ! parse "$line"; then
         printf '%2d STALE    %s: not an entry: %s\n' "$n" "$list" "$line"
@@ -212,5 +241,5 @@ while IFS= read -r line <&3 || [ -n "$line" ]; do
     fi
     name=""
 done 3<"$list"
-echo "mutants: $caught caught, $survived survived, $stale stale of $n, in $((SECONDS - t0)) s"
+echo "mutants${MUTANTS_SHARD:+ shard $MUTANTS_SHARD}: $caught caught, $survived survived, $stale stale of $((caught + survived + stale)), in $((SECONDS - t0)) s"
 [ "$survived" -eq 0 ] && [ "$stale" -eq 0 ]
