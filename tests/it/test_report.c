@@ -205,8 +205,10 @@ static void test_a_hot_run_renders_as_a_passing_report(void **state)
     report r;
     run_report(&r, "hot", 0, (const char *[]){"-s", "hot", "--target", targets, NULL});
     assert_self_contained(r.html);
-    assert_int_equal(count(r.html, "<svg"), 4); /* throughput, latency, stock, outcomes */
-    assert_int_equal(count(r.html, "<figure>"), 4);
+    /* throughput, latency, stock, the reads against the history's band, outcomes */
+    assert_int_equal(count(r.html, "<svg"), 5);
+    assert_int_equal(count(r.html, "<figure>"), 5);
+    assert_non_null(strstr(r.html, "Reads against the history"));
     assert_non_null(strstr(r.html, "<div class=\"word\">PASS</div>"));
     assert_string_equal(json_string_value(json_object_get(r.json, "verdict")), "PASS");
     /* the page shows what --json holds: each replica, the item sampled */
