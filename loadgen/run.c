@@ -172,9 +172,10 @@ static int drive(const lg_load_cfg *c, int sample, lg_tick_fn tick, void *arg, l
     int rc = lg_load_start(c, &l, err);
     if (rc != LG_OK)
         return rc;
-    int sampling = sample && r->nitems > 0 ? lg_sampler_start(r->targets, r->ntargets, r->items[0].id,
-                                                    load_clock, l, &sampler, err)
-                                 : LG_OK;
+    lg_sampler_cfg sc = {.targets = r->targets, .ntargets = r->ntargets,
+                         .item = r->nitems > 0 ? r->items[0].id : 0, .clock = load_clock,
+                         .clock_arg = l};
+    int sampling = sample && r->nitems > 0 ? lg_sampler_start(&sc, &sampler, err) : LG_OK;
     if (sampling != LG_OK)
         lg_load_stop(l, 2); /* the run fails with the sampler's error, after the join */
     int stop = 0, waited = 0;
@@ -414,8 +415,10 @@ static int reserve(const lg_opts *o, lg_run *r, const char *run_id, lg_tick_fn t
     if (tick)
         c.tick = reserve_ticked, c.tick_arg = &rt;
     if (rc == LG_OK)
-        rc = lg_sampler_start(r->targets, r->ntargets, r->items[0].id, reserve_clock,
-                              &c.start_ns, &sampler, err);
+        rc = lg_sampler_start(&(lg_sampler_cfg){.targets = r->targets, .ntargets = r->ntargets,
+                                                .item = r->items[0].id, .clock = reserve_clock,
+                                                .clock_arg = &c.start_ns},
+                              &sampler, err);
     if (rc == LG_OK)
         rc = lg_reserve_run(&c, r->rsv, &r->load, &r->stopped, err);
     if (rc == LG_OK)
