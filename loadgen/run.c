@@ -161,6 +161,18 @@ static double load_clock(void *arg)
     return p.elapsed_s;
 }
 
+/* The sampler's read of item 0 through an --api profile. */
+typedef struct api_read {
+    const lg_profile *api;
+    const lg_profile_id *id;
+} api_read;
+
+static int read_api(void *arg, const char *base, int timeout_ms, lg_item_state *st, lg_err *err)
+{
+    const api_read *a = arg;
+    return lg_profile_read(a->api, base, a->id, timeout_ms, st, err);
+}
+
 /* Runs the load to its end, ticking the caller a few times a second, with the
  * first item's stock sampled meanwhile when a report will show it (sample;
  * not in raw mode: no item). Unasked, its reads would only add load. */
@@ -175,6 +187,9 @@ static int drive(const lg_load_cfg *c, int sample, lg_tick_fn tick, void *arg, l
     lg_sampler_cfg sc = {.targets = r->targets, .ntargets = r->ntargets,
                          .item = r->nitems > 0 ? r->items[0].id : 0, .clock = load_clock,
                          .clock_arg = l};
+    api_read ar = {c->shape.api, r->api_ids};
+    if (ar.api && r->nitems > 0)
+        sc.read = read_api, sc.read_arg = &ar;
     int sampling = sample && r->nitems > 0 ? lg_sampler_start(&sc, &sampler, err) : LG_OK;
     if (sampling != LG_OK)
         lg_load_stop(l, 2); /* the run fails with the sampler's error, after the join */
@@ -522,7 +537,7 @@ int lg_run_exec(const lg_opts *o, const lg_target *targets, int ntargets, const 
     else if (rc == LG_OK && o->reserve)
         rc = reserve(o, out, run_id, tick, arg, err);
     else if (rc == LG_OK)
-        rc = drive(&cfg, (o->json_path[0] || o->html_path[0]) && !o->api, tick, arg, out, err);
+        rc = drive(&cfg, o->json_path[0] || o->html_path[0], tick, arg, out, err);
     free(ids);
     if (rc == LG_OK && !raw)
         rc = judge(o, out, err);
