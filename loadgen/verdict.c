@@ -42,7 +42,8 @@ static void tally_line(lg_item_check *c, int outcome, const lg_line *l)
     if (outcome == LG_OUT_OK) {
         c->acked_qty += l->quantity;
         c->acked_n++;
-        if (c->min_ok_remaining < 0 || l->remaining < c->min_ok_remaining)
+        /* an --api profile's ok may say no remaining stock (-1): nothing to check */
+        if (l->remaining >= 0 && (c->min_ok_remaining < 0 || l->remaining < c->min_ok_remaining))
             c->min_ok_remaining = l->remaining;
     } else if (LG_OUT_UNDETERMINED(outcome)) {
         c->undetermined_qty += l->quantity;
@@ -109,7 +110,7 @@ static void tally_one(void *arg, const lg_rec *r, lg_line *l)
 static void collect_remaining(void *arg, const lg_rec *r, lg_line *l)
 {
     remaining_sets *s = arg;
-    if (r->outcome == LG_OUT_OK)
+    if (r->outcome == LG_OUT_OK && l->remaining >= 0) /* -1: the answer said none */
         s->vals[l->item][s->fill[l->item]++] = l->remaining;
 }
 
