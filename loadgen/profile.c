@@ -793,45 +793,7 @@ void lg_profile_classify(const lg_profile *p, long status, const char *body, siz
     json_decref(root);
 }
 
-/* ---- blocking calls ---- */
-
-/* Renders and sends one call of the profile; *root gets the answer's JSON
- * (NULL when it is none). */
-static int exchange(const lg_profile *p, int which, const char *base, const lg_profile_vars *v,
-                    int timeout_ms, lg_answer_full *a, json_t **root, char *url, size_t urlsize,
-                    lg_err *err)
-{
-    const req_spec *c = &p->calls[which];
-    char path[1024], headers[LG_PROFILE_HEADERS_MAX], *body = NULL;
-    *root = NULL;
-    memset(a, 0, sizeof(*a));
-    if (!c->present)
-        return lg_errf(err, LG_ERR_SETUP, "the profile has no %s", call_names[which]);
-    int n = render(&c->path, v, path, sizeof(path));
-    if (n >= 0)
-        n = (int)snprintf(url, urlsize, "%s%s", base, path) < (int)urlsize ? n : -1;
-    if (n >= 0)
-        n = render(&c->headers, v, headers, sizeof(headers));
-    if (n >= 0 && c->has_body && (body = malloc(65536)) != NULL)
-        n = render(&c->body, v, body, 65536);
-    if (n < 0 || (c->has_body && body == NULL)) {
-        free(body);
-        return lg_errf(err, LG_ERR_SETUP, "the profile's %s request does not fit",
-                       call_names[which]);
-    }
-    int rc = lg_api_call_with(c->method, url, headers, c->json, body, timeout_ms, a, err);
-    free(body);
-    if (rc == LG_OK)
-        *root = json_loadb(a->body, a->len, 0, NULL);
-    return rc;
-}
-
-static int unexpected(lg_err *err, const req_spec *c, const char *url, const lg_answer_full *a,
-                      const char *what)
-{
-    return lg_errf(err, LG_ERR_SETUP, "%s %s answered %ld (%s): %.200s", c->method, url,
-                   a->status, what, a->body ? a->body : "");
-}
+/* ---- what set-up and read-back answers say ---- */
 
 /* A string id is kept as the service wrote it: it must stay one header line
  * and fit the request buffers. */
@@ -846,49 +808,35 @@ static int id_string_ok(const char *s)
     return 1;
 }
 
-int lg_profile_create(const lg_profile *p, const char *base, const char *name, long long stock,
-                      lg_profile_id *id, lg_err *err)
+int lg_profile_created(const lg_profile *p, long status)
 {
-    const req_spec *c = &p->calls[LG_PROFILE_CREATE];
-    lg_profile_vars v = {.stock = stock, .name = name};
-    lg_answer_full a;
-    json_t *root;
-    char url[1024];
+    return status_in(&p->calls[LG_PROFILE_CREATE].st, status);
+}
+
+int lg_profile_answer_id(const lg_profile *p, const char *body, size_t len, lg_profile_id *id,
+                         char *why, size_t whysize)
+{
+    const char *ptr = p->calls[LG_PROFILE_CREATE].id;
     memset(id, 0, sizeof(*id));
-    int rc = exchange(p, LG_PROFILE_CREATE, base, &v, 0, &a, &root, url, sizeof(url), err);
-    json_t *j = rc == LG_OK ? pointer_get(root, c->id) : NULL;
-    if (rc == LG_OK && !status_in(&c->st, a.status))
-        rc = unexpected(err, c, url, &a, "not a status create.status allows");
-    else if (rc == LG_OK && json_is_integer(j) && json_integer_value(j) >= 1)
+    json_t *root = json_loadb(body ? body : "", body ? len : 0, 0, NULL);
+    json_t *j = ptr ? pointer_get(root, ptr) : NULL;
+    int rc = 0;
+    if (json_is_integer(j) && json_integer_value(j) >= 1)
         id->num = (long long)json_integer_value(j);
-    else if (rc == LG_OK && json_is_string(j) && id_string_ok(json_string_value(j)))
-        rc = (id->str = strdup(json_string_value(j))) ? LG_OK
-                                                      : lg_errf(err, LG_ERR_NOMEM, "out of memory");
-    else if (rc == LG_OK)
-        rc = lg_errf(err, LG_ERR_SETUP, "%s %s answered %ld without an id at %s (an integer "
-                     ">= 1 or a string of 1..%d printable characters): %.200s", c->method, url,
-                     a.status, c->id, LG_PROFILE_ID_MAX, a.body);
+    else if (json_is_string(j) && id_string_ok(json_string_value(j)))
+        rc = (id->str = strdup(json_string_value(j))) ? 0 : LG_ERR_NOMEM;
+    else
+        rc = LG_ERR_SETUP;
+    if (rc == LG_ERR_SETUP)
+        snprintf(why, whysize, "no id at %s (an integer >= 1 or a string of 1..%d printable "
+                 "characters)", ptr ? ptr : "(none)", LG_PROFILE_ID_MAX);
+    else if (rc == LG_ERR_NOMEM)
+        snprintf(why, whysize, "out of memory");
     json_decref(root);
-    lg_answer_full_free(&a);
     return rc;
 }
 
-int lg_profile_set_stock(const lg_profile *p, const char *base, const lg_profile_id *id,
-                         long long stock, lg_err *err)
-{
-    lg_profile_vars v = {.item = id, .stock = stock};
-    lg_answer_full a;
-    json_t *root;
-    char url[1024];
-    int rc = exchange(p, LG_PROFILE_SET_STOCK, base, &v, 0, &a, &root, url, sizeof(url), err);
-    if (rc == LG_OK && (a.status < 200 || a.status > 299))
-        rc = unexpected(err, &p->calls[LG_PROFILE_SET_STOCK], url, &a, "expected 2xx");
-    json_decref(root);
-    lg_answer_full_free(&a);
-    return rc;
-}
-
-/* The integer at pointer ptr, or -1 with *bad set. */
+/* The integer at pointer ptr, or -1 with *bad_value set. */
 static long long int_at(json_t *root, const char *ptr, int *bad_value)
 {
     json_t *j = pointer_get(root, ptr);
@@ -899,39 +847,24 @@ static long long int_at(json_t *root, const char *ptr, int *bad_value)
     return (long long)json_integer_value(j);
 }
 
-int lg_profile_read(const lg_profile *p, const char *base, const lg_profile_id *id,
-                    int timeout_ms, lg_item_state *st, lg_err *err)
+int lg_profile_answer_state(const lg_profile *p, const char *body, size_t len,
+                            lg_item_state *st, char *why, size_t whysize)
 {
     const req_spec *c = &p->calls[LG_PROFILE_READ];
-    lg_profile_vars v = {.item = id};
-    lg_answer_full a;
-    json_t *root;
-    char url[1024];
-    memset(st, 0, sizeof(*st));
-    st->id = id->num;
-    st->sold = st->order_count = st->reserved = st->returned = -1;
-    int rc = exchange(p, LG_PROFILE_READ, base, &v, timeout_ms, &a, &root, url, sizeof(url),
-                      err);
+    json_t *root = json_loadb(body ? body : "", body ? len : 0, 0, NULL);
     int bad_value = 0;
-    if (rc == LG_OK && (a.status == 429 || a.status == 503))
-        rc = lg_errf(err, LG_ERR_LATER, "%s %s answered %ld: %.200s", c->method, url, a.status,
-                     a.body);
-    else if (rc == LG_OK && (a.status < 200 || a.status > 299))
-        rc = unexpected(err, c, url, &a, "expected 2xx");
-    if (rc == LG_OK) {
-        st->stock = int_at(root, c->stock, &bad_value);
-        if (c->sold)
-            st->sold = int_at(root, c->sold, &bad_value);
-        if (c->orders)
-            st->order_count = int_at(root, c->orders, &bad_value);
-        if (bad_value)
-            rc = lg_errf(err, LG_ERR_SETUP, "%s %s: expected integers at %s%s%s%s%s: %.200s",
-                         c->method, url, c->stock, c->sold ? ", " : "", c->sold ? c->sold : "",
-                         c->orders ? ", " : "", c->orders ? c->orders : "", a.body);
-    }
+    st->sold = st->order_count = st->reserved = st->returned = -1;
+    st->stock = int_at(root, c->stock, &bad_value);
+    if (c->sold)
+        st->sold = int_at(root, c->sold, &bad_value);
+    if (c->orders)
+        st->order_count = int_at(root, c->orders, &bad_value);
     json_decref(root);
-    lg_answer_full_free(&a);
-    return rc;
+    if (bad_value)
+        snprintf(why, whysize, "expected integers at %s%s%s%s%s", c->stock,
+                 c->sold ? ", " : "", c->sold ? c->sold : "", c->orders ? ", " : "",
+                 c->orders ? c->orders : "");
+    return bad_value ? LG_ERR_SETUP : 0;
 }
 
 int lg_profile_id_parse(const char *text, int k, lg_profile_id *id, lg_err *err)

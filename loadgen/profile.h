@@ -95,26 +95,17 @@ int lg_profile_render(const lg_profile *p, int call, int part, const lg_profile_
 void lg_profile_classify(const lg_profile *p, long status, const char *body, size_t len,
                          lg_answer *out);
 
-/* Creates an item named name with stock units on base ("http://host:port")
- * and fills *id (id->str allocated for a string id: free it with
- * lg_profile_id_free). Returns 0, LG_ERR_TRANSPORT, LG_ERR_SETUP (an answer
- * create's status does not allow, no id at the pointer, or the profile has
- * no create) or LG_ERR_NOMEM, with err naming the URL and the answer. */
-int lg_profile_create(const lg_profile *p, const char *base, const char *name, long long stock,
-                      lg_profile_id *id, lg_err *err);
-
-/* Sets item id's stock with set_stock. Returns 0, LG_ERR_TRANSPORT or
- * LG_ERR_SETUP (not a 2xx, or no set_stock in the profile). */
-int lg_profile_set_stock(const lg_profile *p, const char *base, const lg_profile_id *id,
-                         long long stock, lg_err *err);
-
-/* Reads item id with read into *st: stock, and sold / order_count when the
- * profile names them (else -1); reserved and returned -1; st->id = id->num.
- * timeout_ms > 0 bounds the exchange. Returns 0, LG_ERR_TRANSPORT,
- * LG_ERR_LATER (a 429 or 503: ask again), or LG_ERR_SETUP (another non-2xx,
- * or no integer at a pointer). */
-int lg_profile_read(const lg_profile *p, const char *base, const lg_profile_id *id,
-                    int timeout_ms, lg_item_state *st, lg_err *err);
+/* What answers to create and read say (profile_io.h makes the calls):
+ * whether status is one create.status allows (any 2xx when it names none);
+ * the new item's id at create.id (id->str allocated for a string id); the
+ * item's stock, and sold / order_count when read names them (else -1;
+ * reserved and returned -1). The last two return 0, LG_ERR_SETUP with why
+ * saying what is missing, or LG_ERR_NOMEM. */
+int lg_profile_created(const lg_profile *p, long status);
+int lg_profile_answer_id(const lg_profile *p, const char *body, size_t len, lg_profile_id *id,
+                         char *why, size_t whysize);
+int lg_profile_answer_state(const lg_profile *p, const char *body, size_t len,
+                            lg_item_state *st, char *why, size_t whysize);
 
 /* Parses an id given on the command line (--item): an integer >= 1, or a
  * string id of 1..LG_PROFILE_ID_MAX printable characters (id->str

@@ -10,6 +10,7 @@
 #include "loadgen/load.h"
 #include "loadgen/opts.h"
 #include "loadgen/profile.h"
+#include "loadgen/profile_io.h"
 #include "loadgen/result.h"
 #include "loadgen/rsv.h"
 #include "loadgen/sale.h"
