@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "loadgen/profile.h"
 #include "loadgen/tls.h"
 
 static const double pcts[] = {50, 90, 99, 99.9};
@@ -482,6 +483,9 @@ static json_t *config_json(const lg_opts *o)
                      "timeoutMs", o->timeout_ms, "get", o->get_path[0] ? o->get_path : NULL);
     if (j && lg_opts_tls(o))
         json_object_set_new(j, "tlsInsecure", json_boolean(o->insecure));
+    if (j && o->api) /* --api: which profile spoke to the service */
+        json_object_set_new(j, "api", json_pack("{s:s, s:s}", "file", o->api_path, "name",
+                                                lg_profile_name(o->api)));
     if (j && o->lmax) {
         json_object_set_new(j, "cartLinesMin", json_integer(o->lmin));
         json_object_set_new(j, "cartLinesMax", json_integer(o->lmax));
