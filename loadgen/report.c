@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "loadgen/profile.h"
 #include "loadgen/tls.h"
 
 static const double pcts[] = {50, 90, 99, 99.9};
@@ -133,15 +134,25 @@ static void per_target(FILE *f, const lg_run *r)
 }
 
 /* what acked_n counts: answers of /reduceStock, lines of carts */
-static void item_line(FILE *f, const lg_item_check *c, const char *acked_unit)
+static void item_line(FILE *f, const lg_item_check *c, const char *acked_unit, const char *sid)
 {
-    fprintf(f, "  item %lld: stock %lld -> %lld, sold %lld, acknowledged %lld units in %lld %s",
-            c->id, c->stock0, c->stock1, c->sold1 - c->sold0, c->acked_qty, c->acked_n,
+    char id[LG_PROFILE_ID_MAX + 1]; /* an --api service's string id, as it names the item */
+    snprintf(id, sizeof(id), "%s", sid ? sid : "");
+    if (!sid)
+        snprintf(id, sizeof(id), "%lld", c->id);
+    if (c->sold0 < 0 || c->sold1 < 0) { /* an --api profile that reads the stock alone */
+        fprintf(f, "  item %s: stock %lld -> %lld, acknowledged %lld units in %lld %s, no "
+                   "sold count (the outside verdict)\n", id, c->stock0, c->stock1,
+                c->acked_qty, c->acked_n, acked_unit);
+        return;
+    }
+    fprintf(f, "  item %s: stock %lld -> %lld, sold %lld, acknowledged %lld units in %lld %s",
+            id, c->stock0, c->stock1, c->sold1 - c->sold0, c->acked_qty, c->acked_n,
             acked_unit);
     if (c->ledger_checked)
         fprintf(f, ", ledger rows %lld (%lld units matched)\n", c->rows, c->matched_qty);
     else
-        fprintf(f, ", ledger not read row by row (too many rows)\n");
+        fprintf(f, ", ledger not read row by row\n");
 }
 
 /* Few items: one line each; many: the totals. */
@@ -151,7 +162,7 @@ static void items(FILE *f, const lg_run *r)
     fprintf(f, "\nitems\n");
     if (r->nitems <= 5) {
         for (int k = 0; k < r->nitems; k++)
-            item_line(f, &r->items[k], acked_unit);
+            item_line(f, &r->items[k], acked_unit, r->api_ids ? r->api_ids[k].str : NULL);
         return;
     }
     lg_item_check sum;
@@ -478,6 +489,9 @@ static json_t *config_json(const lg_opts *o)
                      "timeoutMs", o->timeout_ms, "get", o->get_path[0] ? o->get_path : NULL);
     if (j && lg_opts_tls(o))
         json_object_set_new(j, "tlsInsecure", json_boolean(o->insecure));
+    if (j && o->api) /* --api: which profile spoke to the service */
+        json_object_set_new(j, "api", json_pack("{s:s, s:s}", "file", o->api_path, "name",
+                                                lg_profile_name(o->api)));
     if (j && o->lmax) {
         json_object_set_new(j, "cartLinesMin", json_integer(o->lmin));
         json_object_set_new(j, "cartLinesMax", json_integer(o->lmax));
@@ -514,6 +528,10 @@ static json_t *verdict_json(const lg_run *r, json_t *j)
            *exp = json_array();
     for (int k = 0; k < r->nitems; k++)
         json_array_append_new(items_j, item_json(&r->items[k]));
+    for (int k = 0; r->api_ids && k < r->nitems; k++) /* a string id: "id" is k + 1 */
+        if (r->api_ids[k].str)
+            json_object_set_new(json_array_get(items_j, (size_t)k), "apiId",
+                                json_string(r->api_ids[k].str));
     for (int i = 0; i < r->nfindings; i++) {
         const lg_finding *x = &r->findings[i];
         json_array_append_new(x->violation ? viol : notes,

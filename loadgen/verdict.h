@@ -16,6 +16,12 @@
  *                                                               UNRECORDED)
  *   every line an insufficient_stock answer named short was short
  *                                                  (else FALSE_REFUSAL)
+ * Without a sold count (sold0 or sold1 -1: an --api profile that reads the stock
+ * alone), the outside verdict, with drop = stock0 - stock1:
+ *   stock1 >= 0 and acked <= stock0               (else OVERSOLD)
+ *   acked <= drop, remaining values distinct and none below the final stock
+ *                                                  (else LOST_UPDATES)
+ *   drop <= acked + undetermined units             (else UNEXPLAINED)
  * and per order, over the items whose ledger was read (lg_verdict_orders):
  *   all of its lines are in the ledger or none, whatever the answer
  *                                                  (else PARTIAL_ORDERS)
@@ -81,7 +87,7 @@ typedef struct lg_ledger_row {
  * are counts of this item's lines in them. */
 typedef struct lg_item_check {
     long long id;                   /* the item's id on the server */
-    long long stock0, sold0, orders0; /* before the run */
+    long long stock0, sold0, orders0; /* before the run (sold, orders -1: not read) */
     long long stock1, sold1, orders1; /* after the run */
 
     /* from this run's answers (lg_verdict_answers) */
