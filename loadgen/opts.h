@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "loadgen/err.h"
+#include "loadgen/fault.h"
 
 #define LG_MAX_TARGETS 64
 #define LG_URL_MAX 200
@@ -60,6 +61,9 @@ typedef struct lg_opts {
     /* TLS, for https:// targets (tls.h) */
     char cacert[LG_PATH_MAX]; /* --cacert FILE: the CAs to trust; "" = the system's */
     int insecure;             /* --insecure: verify no certificate (the report says so) */
+    /* --fault and --fault-end (fault.h): the i-th end undoes the i-th fault */
+    lg_fault_spec faults[LG_FAULT_MAX];
+    int nfaults, nfault_ends;
 } lg_opts;
 
 /* Whether any target is an https:// URL. */
