@@ -197,7 +197,7 @@ static void rate_axes(lg_chart *c, FILE *f, double end_ms, double ymax)
 }
 
 /* One run: each bin's answers per second, stacked by outcome. */
-static void stacked_rates(FILE *f, const bin *b, int nb, double end_ms)
+static void stacked_rates(FILE *f, const json_t *run, const bin *b, int nb, double end_ms)
 {
     double ymax = 1, seen[LG_OUT_COUNT] = {0};
     const char *xt;
@@ -206,6 +206,7 @@ static void stacked_rates(FILE *f, const bin *b, int nb, double end_ms)
         ymax = fmax(ymax, bin_rate(&b[i], -1));
     lg_chart c;
     rate_axes(&c, f, end_ms, ymax);
+    lg_html_fault_spans(&c, run, u);
     for (int i = 0; i < nb; i++) {
         double y = 0, gap = (b[i].t1 - b[i].t0) * 0.08;
         for (int o = 0; o < LG_OUT_COUNT; o++) {
@@ -265,7 +266,7 @@ void lg_html_throughput(FILE *f, const lg_html_run *runs, int n)
         return;
     }
     if (n == 1)
-        stacked_rates(f, b, nb, lg_json_num(runs[0].run, "elapsedSec") * 1e3);
+        stacked_rates(f, runs[0].run, b, nb, lg_json_num(runs[0].run, "elapsedSec") * 1e3);
     else
         rate_lines(f, runs, n, b);
 }
@@ -432,6 +433,7 @@ void lg_html_stock(FILE *f, const lg_html_run *runs, int n)
     lg_chart_begin(&c, f, W, H, 0, end / u, lo, hi, "stock over time");
     y_ticks(&c, t, nt);
     x_ticks(&c, 0, end / u);
+    lg_html_fault_spans(&c, runs[0].run, u);
     for (int r = 0; r < n; r++) {
         for (int i = 0; i < sc[r].n; i++)
             sc[r].t[i] /= u;
