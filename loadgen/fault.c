@@ -248,3 +248,17 @@ int lg_fault_note(const lg_fault_result *f, int i, const lg_series *s, int64_t s
         memcpy(out->text + sizeof(out->text) - 4, "...", 4);
     return 0;
 }
+
+long long lg_fault_history_in(const lg_history *h, double t0_s, double t1_s)
+{
+    if (!h->checked || h->reads_at == NULL || h->lo == NULL || h->hi == NULL)
+        return -1;
+    int64_t t0 = (int64_t)(t0_s * 1e9), t1 = (int64_t)(t1_s * 1e9);
+    long long n = 0;
+    for (size_t i = 0; i < h->reads; i++) {
+        const lg_read *x = &h->reads_at[i];
+        if (x->t1_ns >= t0 && x->t0_ns <= t1 && (x->stock > h->hi[i] || x->stock < h->lo[i]))
+            n++;
+    }
+    return n;
+}

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "loadgen/err.h"
+#include "loadgen/history.h"
 #include "loadgen/series.h"
 #include "loadgen/verdict.h"
 
@@ -113,6 +114,11 @@ int lg_fault_span(const lg_fault_result *f, int64_t start_ns, double *t0_s, doub
  * Returns 0, or -1 (nothing written) when the fault never ran. */
 int lg_fault_note(const lg_fault_result *f, int i, const lg_series *s, int64_t start_ns,
                   double elapsed_s, long long history_violations, lg_finding *out);
+
+/* The history check's violations in [t0_s, t1_s] of the load's clock: the
+ * reads outside their band (stale or impossible) whose GET overlapped the
+ * span. -1 when h was not checked. Pure. */
+long long lg_fault_history_in(const lg_history *h, double t0_s, double t1_s);
 
 typedef struct lg_faults lg_faults;
 

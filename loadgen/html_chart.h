@@ -33,6 +33,10 @@ void lg_html_latency(FILE *f, const lg_html_run *runs, int n);
 /* The sampled stock of each run's first item, with initial stock - sold. */
 void lg_html_stock(FILE *f, const lg_html_run *runs, int n);
 
+/* The history check's reads against their band over time (the run's
+ * "history.series"); says so when no check ran. */
+void lg_html_history(FILE *f, const json_t *run);
+
 /* A reserve run's item (its "stock" samples with "reserved"): available,
  * reserved and sold over time, one line each. */
 void lg_html_held(FILE *f, const json_t *run);

@@ -113,6 +113,14 @@ static int reserve(struct worker *w)
         if (grown == NULL)
             return LG_ERR_NOMEM;
         b->recs = grown;
+        int64_t *sent = realloc(b->sent_ns, cap * sizeof(*sent));
+        if (sent == NULL)
+            return LG_ERR_NOMEM;
+        b->sent_ns = sent;
+        int64_t *done = realloc(b->done_ns, cap * sizeof(*done));
+        if (done == NULL)
+            return LG_ERR_NOMEM;
+        b->done_ns = done;
         w->caprecs = cap;
     }
     if (b->nlines + LG_ORDER_LINES_MAX > w->caplines) {
@@ -155,8 +163,10 @@ static void complete(struct slot *s, const lg_answer *a, int64_t now)
     struct worker *w = s->w;
     lg_tally_record(&w->tally[s->target], a->outcome, (uint64_t)(now - s->origin_ns) / 1000,
                     now - w->load->start_ns);
-    if (!w->load->cfg.raw)
+    if (!w->load->cfg.raw) {
         w->batch.recs[s->rec].outcome = (uint8_t)a->outcome;
+        w->batch.done_ns[s->rec] = now - w->load->start_ns;
+    }
     if (a->why[0] && !w->example[a->outcome][0])
         snprintf(w->example[a->outcome], sizeof(w->example[0]), "%.200s%.100s: %.119s",
                  w->load->cfg.targets[s->target].url, req_path(&w->load->cfg), a->why);
@@ -273,6 +283,8 @@ static void start_idle(struct slot *s, int64_t now)
                                        : "a request body outgrew its buffer");
         return;
     }
+    if (!l->cfg.raw) /* the invoke: the first send; a resend keeps it */
+        w->batch.sent_ns[s->rec] = w->batch.done_ns[s->rec] = now - l->start_ns;
     send_request(s, now);
 }
 
@@ -427,6 +439,8 @@ static void worker_free(struct worker *w)
     free(w->tally);
     free(w->batch.recs);
     free(w->batch.lines);
+    free(w->batch.sent_ns);
+    free(w->batch.done_ns);
 }
 
 static void load_free(lg_load *l)

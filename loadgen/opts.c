@@ -54,7 +54,7 @@ enum { OPT_TARGET = 256, OPT_LIST, OPT_TIMEOUT, OPT_RETRY, OPT_STOCK, OPT_ITEMS,
        OPT_QUANTITY, OPT_CART_LINES, OPT_WORK, OPT_JSON, OPT_HTML,
        OPT_GET, OPT_SETTLE, OPT_BUYERS, OPT_PROCS, OPT_TOKEN, OPT_TOKEN_FILE,
        OPT_CACERT, OPT_INSECURE, OPT_HOLD, OPT_SHARES, OPT_BUYER_IDS, OPT_BUYER_LIMIT,
-       OPT_FAULT, OPT_FAULT_END };
+       OPT_FAULT, OPT_FAULT_END, OPT_HISTORY };
 
 /* Every flag, in --help's order. Help lines are broken where --help breaks
  * them (26 columns in); the man page joins them. */
@@ -103,6 +103,14 @@ static const lg_flag flags[] = {
      "answer the read-back when none can be reached or each\n"
      "answers 503 with Retry-After (a database restarting); the\n"
      "report says how long it waited"},
+    {"history-ms", OPT_HISTORY, LG_ARG_REQUIRED, "MS", NULL,
+     "the history check: while the load runs, read the first\n"
+     "item's stock every MS ms (default 5) and fail a read no\n"
+     "request history explains: above initial - units acknowledged\n"
+     "before the read began (stale), below initial - units invoked\n"
+     "before it ended (impossible); and an ok after a sold-out\n"
+     "answer for as much with the stock never read back. 0 = no\n"
+     "reads, no check. Not for a flash sale or reservations"},
     {"buyers", OPT_BUYERS, LG_ARG_REQUIRED, "N", "Flash sale",
      "a flash sale (--scenario flash: 1000): N buyers, each on a\n"
      "keep-alive connection of its own from its own 127.x.y.z, all\n"
@@ -265,6 +273,7 @@ void lg_opts_defaults(lg_opts *o)
     o->qmin = o->qmax = 1;
     o->timeout_ms = 30000;
     o->settle_s = 30;
+    o->history_ms = 5;
     o->procs = 1;
     o->hold_ms = 2000;
     o->share[0] = 60, o->share[1] = 20, o->share[2] = 20;
@@ -469,6 +478,8 @@ static int apply_load_flag(lg_opts *o, int c, const char *arg, seen_flags *seen,
         return arg ? parse_int("--retry", arg, 0, 100, &o->retries, err) : LG_OK;
     case OPT_SETTLE:
         return parse_int("--settle-s", arg, 0, 3600, &o->settle_s, err);
+    case OPT_HISTORY:
+        return parse_int("--history-ms", arg, 0, 60000, &o->history_ms, err);
     case OPT_BUYERS:
         return parse_int("--buyers", arg, 1, LG_BUYERS_MAX, &o->buyers, err);
     case OPT_PROCS:

@@ -45,6 +45,7 @@ typedef struct lg_opts {
     int retries;         /* resends of a request that timed out (same requestId) */
     int timeout_ms;      /* per request attempt */
     int settle_s;        /* how long the read-back waits for a target to answer */
+    int history_ms;      /* the history check's read interval; 0 = no reads, no check */
     char json_path[LG_PATH_MAX]; /* --json FILE, "" when not asked */
     char html_path[LG_PATH_MAX]; /* --html FILE, "" when not asked */
     char get_path[LG_PATH_MAX];  /* --get PATH: raw mode, "" for /reduceStock */

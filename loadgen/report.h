@@ -45,4 +45,9 @@ json_t *lg_report_rsv_json(const lg_opts *o, const lg_run *r);
 void lg_report_faults_text(FILE *f, const lg_run *r);
 json_t *lg_report_faults_json(const lg_run *r);
 
+/* The history check's part (report_history.c): a line before the verdict
+ * (whether it ran, its reads and what it found) and the "history" object. */
+void lg_report_history_text(FILE *f, const lg_opts *o, const lg_run *r);
+json_t *lg_report_history_json(const lg_opts *o, const lg_run *r);
+
 #endif

@@ -9,16 +9,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "loadgen/api.h"
-
 #define NAP_MS 5 /* how often the thread looks at its stop flag */
 
 struct lg_sampler {
-    const lg_target *targets;
-    int ntargets;
-    lg_clock_fn clock;
-    void *arg;
+    lg_sampler_cfg c;
     lg_samples got;
+    lg_reads reads;     /* every read, with c.every_ms */
+    double chart_t0_s;  /* the last read the chart got */
     atomic_int stop;
     pthread_t tid;
 };
@@ -59,14 +56,22 @@ static void nap(double s)
  * (or the sampler was stopped before one did). */
 static int take(lg_sampler *p)
 {
-    double t0 = p->clock(p->arg);
-    for (int t = 0; t < p->ntargets && !atomic_load(&p->stop); t++) {
+    double t0 = p->c.clock(p->c.clock_arg);
+    for (int t = 0; t < p->c.ntargets && !atomic_load(&p->stop); t++) {
         lg_item_state st;
         lg_err err;
-        if (lg_api_get_item(p->targets[t].url, p->got.item, 1, LG_SAMPLE_TIMEOUT_MS, &st, NULL,
-                            &err) == LG_OK) {
-            double t1 = p->clock(p->arg);
+        if (p->c.read(p->c.read_arg, p->c.targets[t].url, LG_SAMPLE_TIMEOUT_MS, &st, &err) ==
+            LG_OK) {
+            double t1 = p->c.clock(p->c.clock_arg);
             lg_sample x = {(t0 + t1) / 2, st.stock, st.sold, st.reserved, st.returned, t0, t1};
+            if (p->c.every_ms > 0) {
+                lg_read rd = {(int64_t)(t0 * 1e9), (int64_t)(t1 * 1e9), st.stock};
+                lg_reads_add(&p->reads, &rd); /* out of memory: counted failed */
+                /* the chart keeps its own pace, or thinning would leave it uneven */
+                if (p->got.n > 0 && t0 - p->chart_t0_s < p->got.interval_ms / 1000.0)
+                    return 1;
+                p->chart_t0_s = t0;
+            }
             lg_samples_push(&p->got, &x);
             return 1;
         }
@@ -81,29 +86,35 @@ static void *sampler_main(void *arg)
     lg_sampler *p = arg;
     double next = 0;
     while (!atomic_load(&p->stop)) {
-        double now = p->clock(p->arg);
+        double now = p->c.clock(p->c.clock_arg);
         if (now < next) {
             nap(next - now);
             continue;
         }
         take(p);
-        next = now + p->got.interval_ms / 1000.0;
+        next = now + (p->c.every_ms > 0 ? p->c.every_ms : p->got.interval_ms) / 1000.0;
     }
     return NULL;
 }
 
-int lg_sampler_start(const lg_target *targets, int ntargets, long long item,
-                     lg_clock_fn clock, void *arg, lg_sampler **out, lg_err *err)
+int lg_sample_read_stockd(void *arg, const char *base, int timeout_ms, lg_item_state *st,
+                          lg_err *err)
+{
+    return lg_api_get_item(base, *(const long long *)arg, 1, timeout_ms, st, NULL, err);
+}
+
+int lg_sampler_start(const lg_sampler_cfg *c, lg_sampler **out, lg_err *err)
 {
     *out = NULL;
     lg_sampler *p = calloc(1, sizeof(*p));
     if (p == NULL)
         return lg_errf(err, LG_ERR_NOMEM, "out of memory for the stock sampler");
-    p->targets = targets;
-    p->ntargets = ntargets;
-    p->clock = clock;
-    p->arg = arg;
-    lg_samples_init(&p->got, item);
+    p->c = *c;
+    if (p->c.read == NULL) { /* stockd's GET, of the item the sampler keeps */
+        p->c.read = lg_sample_read_stockd;
+        p->c.read_arg = &p->got.item;
+    }
+    lg_samples_init(&p->got, c->item);
     atomic_init(&p->stop, 0);
     int e = pthread_create(&p->tid, NULL, sampler_main, p);
     if (e != 0) {
@@ -114,12 +125,18 @@ int lg_sampler_start(const lg_target *targets, int ntargets, long long item,
     return LG_OK;
 }
 
-void lg_sampler_stop(lg_sampler *p, lg_samples *into)
+void lg_sampler_stop(lg_sampler *p, lg_samples *into, lg_reads *reads)
 {
     if (p == NULL)
         return;
     atomic_store(&p->stop, 1);
     pthread_join(p->tid, NULL);
+    p->reads.failed += p->got.failed;
+    p->reads.interval_ms = p->c.every_ms;
+    if (reads)
+        *reads = p->reads;
+    else
+        lg_reads_free(&p->reads);
     into->failed += p->got.failed;
     for (int i = 0; i < p->got.n; i++)
         lg_samples_push(into, &p->got.s[i]);

@@ -59,6 +59,10 @@ typedef struct lg_batch {
     size_t nrecs;
     lg_line *lines;
     size_t nlines;
+    /* [nrecs] each, or NULL when the run kept no times (a flash sale): ns
+     * since the load's start (lg_result.start_ns) of the request's first send
+     * and of its final answer (or of giving up on it), for the history check */
+    int64_t *sent_ns, *done_ns;
 } lg_batch;
 
 /* The lines of record r of batch b. */

@@ -245,6 +245,29 @@ static void test_the_note_says_what_the_answers_did_around_the_fault(void **stat
     lg_series_free(&s);
 }
 
+/* Reads at 1, 2, 3 and 4 s (10 ms each) against bands of [90, 100]: the
+ * second is stale, the fourth impossible; a fault from 1.5 s to 3.5 s holds
+ * the stale one only, and a history not checked counts nothing. */
+static void test_history_violations_are_counted_in_the_fault_span(void **state)
+{
+    (void)state;
+    lg_read reads[4];
+    long long lo[4] = {90, 90, 90, 90}, hi[4] = {100, 100, 100, 100};
+    long long stock[4] = {95, 120, 92, 10};
+    for (int i = 0; i < 4; i++)
+        reads[i] = (lg_read){(int64_t)(i + 1) * 1000000000, (int64_t)(i + 1) * 1000000000 +
+                             10000000, stock[i]};
+    lg_history h;
+    memset(&h, 0, sizeof(h));
+    h.checked = 1, h.reads = 4, h.reads_at = reads, h.lo = lo, h.hi = hi;
+    assert_int_equal(lg_fault_history_in(&h, 1.5, 3.5), 1);
+    assert_int_equal(lg_fault_history_in(&h, 0, 10), 2);
+    assert_int_equal(lg_fault_history_in(&h, 4.005, 5), 1); /* the GET overlaps the start */
+    assert_int_equal(lg_fault_history_in(&h, 4.5, 5), 0);
+    h.checked = 0;
+    assert_int_equal(lg_fault_history_in(&h, 0, 10), -1);
+}
+
 static void test_a_span_runs_from_the_command_to_its_end_or_the_command_alone(void **state)
 {
     (void)state;
@@ -320,6 +343,7 @@ int main(void)
         cmocka_unit_test(test_a_stop_makes_ends_due_at_once_and_never_starts_a_fault),
         cmocka_unit_test(test_a_failed_command_is_said_with_its_status_and_output),
         cmocka_unit_test(test_the_note_says_what_the_answers_did_around_the_fault),
+        cmocka_unit_test(test_history_violations_are_counted_in_the_fault_span),
         cmocka_unit_test(test_a_span_runs_from_the_command_to_its_end_or_the_command_alone),
         cmocka_unit_test(test_commands_run_and_every_end_runs_by_the_join),
         cmocka_unit_test(test_no_fault_starts_no_thread),

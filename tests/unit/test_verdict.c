@@ -97,7 +97,7 @@ static lg_rec *lookup(void *arg, const char *rid, lg_line **lines)
 
 static lg_batch batch_of(fake *f)
 {
-    lg_batch b = {f->recs, f->n, f->lines, f->nlines};
+    lg_batch b = {f->recs, f->n, f->lines, f->nlines, NULL, NULL};
     return b;
 }
 
@@ -398,7 +398,7 @@ static void test_records_are_tallied_per_item_and_strays_ignored(void **state)
     lg_rec a[] = {{0, 1, LG_OUT_OK}, {1, 1, LG_OUT_OK}, {2, 1, LG_OUT_OK}};
     lg_line lb[] = {{4, 3, 1, 0}, {-1, 1, 0, 0}};
     lg_rec b[] = {{0, 1, LG_OUT_OK}, {1, 1, LG_OUT_LOCK_TIMEOUT}};
-    lg_batch batches[] = {{a, 3, la, 3}, {b, 2, lb, 2}};
+    lg_batch batches[] = {{a, 3, la, 3, NULL, NULL}, {b, 2, lb, 2, NULL, NULL}};
     assert_int_equal(lg_verdict_answers(items, 2, batches, 2), 0);
     assert_int_equal(items[0].acked_qty, 1);
     assert_int_equal(items[0].refused_n, 1);
