@@ -41,6 +41,7 @@ for i in $(seq "$REPLICAS"); do
     ports+=("$port")
     pids+=("$(tail -n 1 "$STACK_DIR/pids")")
 done
+disown -a # a replica the kill fault kills is no job of ours to report; the trap stops it by PID
 history=()
 if "$BUILD/loadgen" --help | grep -q -- --history-ms; then
     history=(--history-ms "$HISTORY_MS")
@@ -79,7 +80,7 @@ run() {
         --fault "${AT}s:$start" --fault-end "${END}s:$end" >"$out" 2>&1 || rc=$?
     echo
     echo "== $name: $start, then at ${END}s the end; loadgen exit $rc"
-    grep -E '^[0-9]+ requests|^VERDICT|^  (expectation|item|fault|oversold|lost|unack|unrec|stale|impossible|sold)' \
+    grep -E '^[0-9]+ requests|^history check|^VERDICT|^  (expectation|item|fault|oversold|lost|unack|unrec|stale|impossible|sold)' \
         "$out" || cat "$out"
     jq -r '"reads taken: " + ((.history.reads // (.stock.tMs | length)) | tostring) +
         (if .history then "" else " (stock samples; no history check)" end),
