@@ -3,7 +3,8 @@
  * replica paused (kill -STOP) and continued mid-run still PASSes, with the
  * fault's times, exit statuses and note in the JSON report; a fault command
  * that fails makes the run FAIL saying so; and a run that ends before a
- * fault's end is due still runs the end (the paused replica answers again). */
+ * fault's end is due, or that Ctrl-C stops, still runs the end (the paused
+ * replica answers again). */
 #include <jansson.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -208,7 +209,9 @@ static void test_a_run_that_ends_first_still_runs_the_end(void **state)
     assert_string_equal(json_string_value(json_object_get(end, "state")), "exited");
     assert_int_equal((int)num(end, "exitStatus"), 0);
     assert_true(json_is_true(json_object_get(end, "early")));
-    assert_true(num(end, "startSec") < 60);
+    /* when the 1 s of load was over, not after the requests the paused replica
+     * held had waited out their 20 s limit */
+    assert_true(num(end, "startSec") < 10);
     const json_t *late = fault_cmd(&o, 1, "run");
     assert_string_equal(json_string_value(json_object_get(late, "state")), "not_run");
     assert_true(json_is_null(json_object_get(late, "exitStatus")));
@@ -217,12 +220,49 @@ static void test_a_run_that_ends_first_still_runs_the_end(void **state)
     answers(&replicas[2]);
 }
 
+/* Ctrl-C (SIGINT) while a replica is paused and its end is half a minute
+ * away: the end runs at once, so the requests the paused replica holds are
+ * answered and the run ends within seconds, its verdict still given. */
+static void test_ctrl_c_runs_the_end_at_once(void **state)
+{
+    (void)state;
+    char stop[64], cont[64], json_path[160], log[160];
+    snprintf(stop, sizeof(stop), "0.2s:kill -STOP %d", (int)replicas[0].pid);
+    snprintf(cont, sizeof(cont), "30s:kill -CONT %d", (int)replicas[0].pid);
+    snprintf(json_path, sizeof(json_path), "%s/ctrl-c.json", dir);
+    snprintf(log, sizeof(log), "%s/ctrl-c.log", dir);
+    const char *argv[] = {loadgen, "--json", json_path, "--target", targets, "-n", "0", "-d",
+                          "60s", "-c", "6", "--stock", "100000", "--timeout-ms", "25000",
+                          "--fault", stop, "--fault-end", cont, NULL};
+    pid_t pid = th_spawn(argv, log);
+    assert_true(pid > 0);
+    for (int i = 0; i < 200 && th_proc_state(replicas[0].pid) != 'T'; i++)
+        th_sleep_ms(50);
+    assert_int_equal(th_proc_state(replicas[0].pid), 'T');
+    int64_t t0 = th_now_ms();
+    kill(pid, SIGINT);
+    int status = th_wait(pid, RUN_TIMEOUT_MS);
+    int64_t took = th_now_ms() - t0;
+    if (took > 20000) /* the requests' 25 s limit, not the end, ended them */
+        fail_msg("loadgen took %lld ms to end after Ctrl-C", (long long)took);
+    assert_int_equal(status, 0);
+    outcome o = {0, NULL, json_load_file(json_path, 0, NULL)};
+    assert_non_null(o.json);
+    assert_true(json_is_true(json_object_get(o.json, "stopped")));
+    const json_t *end = fault_cmd(&o, 0, "end");
+    assert_int_equal((int)num(end, "exitStatus"), 0);
+    assert_true(json_is_true(json_object_get(end, "early")));
+    outcome_free(&o);
+    answers(&replicas[0]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_replica_paused_and_continued_mid_run_passes_with_the_fault_reported),
         cmocka_unit_test(test_a_fault_command_that_fails_fails_the_run_saying_so),
         cmocka_unit_test(test_a_run_that_ends_first_still_runs_the_end),
+        cmocka_unit_test(test_ctrl_c_runs_the_end_at_once),
     };
     return cmocka_run_group_tests_name("lg_faults", tests, group_setup, group_teardown);
 }
