@@ -347,6 +347,7 @@ static void page_single(FILE *f, const json_t *run)
     facts(f, run);
     lg_html_run one = {run, "", lg_html_color(0, "")};
     charts(f, &one, 1);
+    lg_html_faults(f, run);
     flash_section(f, run);
     tables(f, run);
     page_end(f);

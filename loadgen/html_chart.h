@@ -58,4 +58,8 @@ double lg_json_num(const json_t *o, const char *path);
 /* The string at path, "" when missing or not a string. */
 const char *lg_json_str(const json_t *o, const char *path);
 
+/* What each fault's commands did, as a section of the page (none without):
+ * html_fault.c. */
+void lg_html_faults(FILE *f, const json_t *run);
+
 #endif

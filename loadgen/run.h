@@ -7,6 +7,7 @@
 
 #include "loadgen/api.h"
 #include "loadgen/err.h"
+#include "loadgen/fault.h"
 #include "loadgen/history.h"
 #include "loadgen/load.h"
 #include "loadgen/opts.h"
@@ -52,6 +53,8 @@ typedef struct lg_run {
     lg_rsv_totals rsv_before, rsv_after;
     lg_rsv_summary rsv_sum;
     double rsv_waited_s;       /* after the buyers, waiting for the last holds to run out */
+    lg_fault_result *faults;   /* [nfaults]: what each --fault did (fault.h), else NULL */
+    int nfaults;
 } lg_run;
 
 /* Called about four times a second while the load runs (from the calling
