@@ -128,6 +128,8 @@ int lg_fault_failure(const lg_fault_result *f, int i, int end, char *buf, size_t
     else if (c->state == LG_FAULT_KILLED)
         snprintf(how, sizeof(how), "was killed after running %.0f s (the limit)",
                  (double)(c->end_ns - c->start_ns) / 1e9);
+    else if (c->status < 0) /* reaped elsewhere: fault_exec.c's reap */
+        snprintf(how, sizeof(how), "ended, but %s", c->why);
     else
         snprintf(how, sizeof(how), "exited %d%s%s", c->status,
                  lg_fault_first_line(c, line, sizeof(line))[0] ? ": " : "", line);
@@ -135,6 +137,17 @@ int lg_fault_failure(const lg_fault_result *f, int i, int end, char *buf, size_t
                        cmd, how);
     if (len >= (int)size && size > 4) /* cut: the report's faults show it all */
         memcpy(buf + size - 4, "...", 4);
+    return 1;
+}
+
+int lg_fault_never_ran(const lg_fault_result *f, int i, double elapsed_s, char *buf, size_t size)
+{
+    if (f->run.state != LG_FAULT_NOT_RUN)
+        return 0;
+    snprintf(buf, size,
+             "fault %d never ran: the load ended at %.1f s, before its time %g s; raise -d/-n "
+             "or bring the fault earlier",
+             i + 1, elapsed_s, f->spec.at_s);
     return 1;
 }
 

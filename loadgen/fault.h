@@ -67,7 +67,8 @@ int lg_fault_due(const lg_fault_spec *specs, int n, const int *step, double now_
 /* How one command went. */
 enum lg_fault_state {
     LG_FAULT_NOT_RUN = 0, /* its time never came (the run ended first): skipped */
-    LG_FAULT_EXITED,      /* ran to its end: status is its exit status */
+    LG_FAULT_EXITED,      /* ran to its end: status is its exit status, or -1
+                           * (a failure) when another waitpid took it: why says so */
     LG_FAULT_KILLED,      /* still running after the time limit: its group was killed */
     LG_FAULT_NO_START,    /* could not be started: why says why */
 };
@@ -79,7 +80,7 @@ typedef struct lg_fault_cmd {
     int status;         /* exit status; 128 + N when a signal N ended it; -1 when not run */
     char out[LG_FAULT_OUT_MAX]; /* the first bytes of its stdout and stderr, NUL-ended */
     int out_cut;        /* 1 when it wrote more than out holds */
-    char why[160];      /* LG_FAULT_NO_START: what failed */
+    char why[160];      /* LG_FAULT_NO_START: what failed; EXITED with status -1: why */
 } lg_fault_cmd;
 
 /* One fault as it went: its spec, its command and its end command. */
@@ -96,6 +97,12 @@ int lg_fault_failed(const lg_fault_cmd *c);
  * (lg_fault_failed), writes one line saying how into buf ("fault 1's command
  * 'kill -STOP 42' exited 1: kill: No such process") and returns 1; else 0. */
 int lg_fault_failure(const lg_fault_result *f, int i, int end, char *buf, size_t size);
+
+/* When fault i's (0-based) command never ran (its time came after the load
+ * ended at elapsed_s), writes one line saying so into buf and returns 1; else
+ * 0. An unmet expectation, as a failed command is: the run did not test what
+ * it meant to. */
+int lg_fault_never_ran(const lg_fault_result *f, int i, double elapsed_s, char *buf, size_t size);
 
 /* The first line of c's output (at most size - 1 bytes), into buf. */
 const char *lg_fault_first_line(const lg_fault_cmd *c, char *buf, size_t size);

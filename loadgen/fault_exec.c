@@ -137,15 +137,21 @@ static void reap(lg_faults *f, int k, int64_t now)
 {
     running *r = &f->run[k];
     lg_fault_cmd *c = cmd_of(f, k);
-    int status;
+    int status = 0;
     drain(r, c);
     pid_t w = waitpid(r->pid, &status, WNOHANG);
+    if (w < 0 && errno == EINTR)
+        return; /* the next round asks again */
+    /* ECHILD: something else reaped it (SIGCHLD set to SIG_IGN, a library's
+     * wait): it has ended, with a status nobody can know now */
+    int gone = w < 0;
     if (w == 0 && now < r->kill_ns)
         return;
     if (w == 0) {
         kill(-r->pid, SIGKILL);
-        while (waitpid(r->pid, &status, 0) < 0 && errno == EINTR)
+        while ((w = waitpid(r->pid, &status, 0)) < 0 && errno == EINTR)
             ;
+        gone = w < 0;
         c->state = LG_FAULT_KILLED;
     } else {
         c->state = LG_FAULT_EXITED;
@@ -155,8 +161,11 @@ static void reap(lg_faults *f, int k, int64_t now)
         close(r->fd);
     r->fd = -1;
     c->end_ns = lg_now_ns();
-    c->status = WIFEXITED(status) ? WEXITSTATUS(status)
+    c->status = gone ? -1
+                : WIFEXITED(status) ? WEXITSTATUS(status)
                 : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
+    if (gone)
+        snprintf(c->why, sizeof(c->why), "%s", "its exit status is unknown: it was reaped elsewhere");
     f->step[k] = LG_FAULT_OVER;
 }
 

@@ -169,7 +169,8 @@ static const lg_flag flags[] = {
      "or seconds: 2.5), e.g. 2s:'kill -STOP 1234' or\n"
      "1s:'docker pause stockd-2'; repeatable (at most 8). It runs\n"
      "in a process group of its own beside the load, is killed\n"
-     "after 30 s, and must exit 0 or the verdict is FAIL. The\n"
+     "after 30 s, and must run and exit 0 or the verdict is FAIL\n"
+     "(so must its time come before the load ends). The\n"
      "report says when each ran, how long it took, its exit\n"
      "status and first line of output; the verdict adds a note of\n"
      "the answers before, during and after it. Not with --buyers\n"
@@ -178,7 +179,8 @@ static const lg_flag flags[] = {
      "undo the fault of the same rank (the 2nd --fault-end ends\n"
      "the 2nd --fault), e.g. 4s:'kill -CONT 1234'. When the run\n"
      "ends (or Ctrl-C stops it) first, it runs at once then: a\n"
-     "fault never outlives its run"},
+     "fault never outlives its run. It waits for its --fault's\n"
+     "command, if that still runs, up to that command's 30 s limit"},
     {"json", OPT_JSON, LG_ARG_REQUIRED, "FILE", "Output",
      "also write the report as JSON to FILE: the counts and\n"
      "latencies above, outcomes per time bucket, percentile curves,\n"

@@ -480,8 +480,9 @@ static int reserve(const lg_opts *o, lg_run *r, const char *run_id, lg_tick_fn t
 }
 
 /* A note per fault that ran, from the answers around it; each fault command
- * that failed is an unmet expectation: the run did not test what it meant to
- * (a replica that was never paused), or left the service as it should not. */
+ * that failed or never ran is an unmet expectation: the run did not test what
+ * it meant to (a replica that was never paused), or left the service as it
+ * should not. */
 static int judge_faults(lg_run *r, lg_err *err)
 {
     if (r->nfaults == 0)
@@ -498,6 +499,9 @@ static int judge_faults(lg_run *r, lg_err *err)
         if (lg_fault_note(f, i, &r->load.total.series, r->load.start_ns, r->load.elapsed_s,
                           in_history, &r->findings[r->nfindings]) == 0)
             r->nfindings++;
+        if (r->nexpect < LG_EXPECT_MAX)
+            r->nexpect += lg_fault_never_ran(f, i, r->load.elapsed_s, r->expect[r->nexpect],
+                                             LG_EXPECT_TEXT);
         for (int end = 0; end < 2 && r->nexpect < LG_EXPECT_MAX; end++)
             r->nexpect += lg_fault_failure(f, i, end, r->expect[r->nexpect], LG_EXPECT_TEXT);
     }

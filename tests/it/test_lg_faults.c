@@ -2,9 +2,9 @@
  * three real stockd replicas sharing one SQLite file and a real Redis: a
  * replica paused (kill -STOP) and continued mid-run still PASSes, with the
  * fault's times, exit statuses and note in the JSON report; a fault command
- * that fails makes the run FAIL saying so; and a run that ends before a
- * fault's end is due, or that Ctrl-C stops, still runs the end (the paused
- * replica answers again). */
+ * that fails, or a fault the run ended before, makes the run FAIL saying
+ * so; and a run that ends before a fault's end is due, or that Ctrl-C stops,
+ * still runs the end (the paused replica answers again). */
 #include <jansson.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -190,7 +190,8 @@ static void test_a_fault_command_that_fails_fails_the_run_saying_so(void **state
 }
 
 /* The end is due a minute after a run of a few hundred requests: it runs
- * when the run ends, and a fault due later than that never runs. */
+ * when the run ends, and a fault due later than that never runs, which FAILs
+ * the run: it did not test what it meant to. */
 static void test_a_run_that_ends_first_still_runs_the_end(void **state)
 {
     (void)state;
@@ -198,7 +199,7 @@ static void test_a_run_that_ends_first_still_runs_the_end(void **state)
     snprintf(stop, sizeof(stop), "0.2s:kill -STOP %d", (int)replicas[2].pid);
     snprintf(cont, sizeof(cont), "60s:kill -CONT %d", (int)replicas[2].pid);
     int64_t t0 = th_now_ms();
-    outcome o = run_loadgen(0, (const char *[]){"-n", "0", "-d", "1s", "-c", "6", "--stock",
+    outcome o = run_loadgen(1, (const char *[]){"-n", "0", "-d", "1s", "-c", "6", "--stock",
                                                 "100000", "--timeout-ms", "20000", "--fault",
                                                 stop, "--fault-end", cont, "--fault",
                                                 "50s:echo too late", NULL});
@@ -216,6 +217,9 @@ static void test_a_run_that_ends_first_still_runs_the_end(void **state)
     assert_string_equal(json_string_value(json_object_get(late, "state")), "not_run");
     assert_true(json_is_null(json_object_get(late, "exitStatus")));
     assert_null(fault_note(&o, 2)); /* nothing happened around it */
+    assert_non_null(strstr(o.text, "expectation not met: fault 2 never ran: the load ended at "));
+    assert_non_null(strstr(o.text, "before its time 50 s"));
+    assert_null(strstr(o.text, "fault 1 never ran"));
     outcome_free(&o);
     answers(&replicas[2]);
 }

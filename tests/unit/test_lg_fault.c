@@ -4,6 +4,7 @@
  * around a fault, and the thread that runs the commands (output kept, a
  * command past its limit killed with its group, an end run at the stop). */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -199,8 +200,18 @@ static void test_a_failed_command_is_said_with_its_status_and_output(void **stat
     snprintf(f.run.why, sizeof(f.run.why), "no pipe");
     assert_int_equal(lg_fault_failure(&f, 0, 0, buf, sizeof(buf)), 1);
     assert_non_null(strstr(buf, "could not start: no pipe"));
-    f.run.state = LG_FAULT_NOT_RUN; /* skipped: not a failure */
+    f.run.state = LG_FAULT_EXITED, f.run.status = -1; /* reaped elsewhere (fault_exec.c) */
+    snprintf(f.run.why, sizeof(f.run.why), "its exit status is unknown: it was reaped elsewhere");
+    assert_int_equal(lg_fault_failure(&f, 0, 0, buf, sizeof(buf)), 1);
+    assert_non_null(strstr(buf, "'kill -STOP 42' ended, but its exit status is unknown"));
+    f.run.state = LG_FAULT_NOT_RUN; /* skipped: not a failure of its command... */
     assert_int_equal(lg_fault_failure(&f, 0, 0, buf, sizeof(buf)), 0);
+    /* ...but a fault that never ran is an unmet expectation of its own */
+    assert_int_equal(lg_fault_never_ran(&f, 0, 0.43, buf, sizeof(buf)), 1);
+    assert_string_equal(buf, "fault 1 never ran: the load ended at 0.4 s, before its time 1 s; "
+                             "raise -d/-n or bring the fault earlier");
+    f.run.state = LG_FAULT_EXITED, f.run.status = 0;
+    assert_int_equal(lg_fault_never_ran(&f, 0, 0.43, buf, sizeof(buf)), 0);
 }
 
 /* A run of 6 s: 100 ok a second, none and 30 transport errors while the
@@ -280,19 +291,21 @@ static void test_a_span_runs_from_the_command_to_its_end_or_the_command_alone(vo
     assert_true(t0 == 1 && t1 == 1.5);
 }
 
-/* The thread, with real /bin/sh commands: outputs kept, a command past its
- * limit killed with what it started, an end due in a minute run at the stop,
- * a fault not reached skipped. Hang detection only on times. */
+/* The thread, with real /bin/sh commands under the default limit (a busy
+ * machine may take long to start sh): outputs kept, an end due in a minute
+ * run at the stop, an end whose time comes while its command still runs run
+ * after that command, a fault not reached skipped. Hang detection only on
+ * times. */
 static void test_commands_run_and_every_end_runs_by_the_join(void **state)
 {
     (void)state;
     lg_fault_spec s[3] = {spec(0, 60, "echo started; echo to-stderr >&2", "echo ended"),
-                          spec(0, -1, "sleep 30 & sleep 30; echo never", ""),
+                          spec(0, 0.05, "sleep 0.3; echo slow", "echo after-slow"),
                           spec(60, 61, "echo not-reached", "echo not-reached-either")};
     lg_faults *f;
     lg_err err;
     int64_t t0 = lg_now_ns();
-    assert_int_equal(lg_faults_start(s, 3, t0, 300, &f, &err), LG_OK);
+    assert_int_equal(lg_faults_start(s, 3, t0, 0, &f, &err), LG_OK);
     struct timespec ts = {0, 600 * 1000000L};
     nanosleep(&ts, NULL);
     lg_fault_result *r;
@@ -308,12 +321,73 @@ static void test_commands_run_and_every_end_runs_by_the_join(void **state)
     assert_int_equal(r[0].end.state, LG_FAULT_EXITED);
     assert_int_equal(r[0].end.early, 1);
     assert_string_equal(r[0].end.out, "ended\n");
-    assert_int_equal(r[1].run.state, LG_FAULT_KILLED);
-    assert_int_equal(lg_fault_failed(&r[1].run), 1);
-    assert_null(strstr(r[1].run.out, "never"));
+    assert_int_equal(r[1].run.state, LG_FAULT_EXITED);
+    assert_string_equal(r[1].run.out, "slow\n");
+    assert_int_equal(r[1].end.state, LG_FAULT_EXITED);
+    assert_string_equal(r[1].end.out, "after-slow\n");
+    assert_true(r[1].end.start_ns >= r[1].run.end_ns); /* its time passed: it waited */
     assert_int_equal(r[2].run.state, LG_FAULT_NOT_RUN);
     assert_int_equal(r[2].end.state, LG_FAULT_NOT_RUN);
     assert_int_equal(lg_fault_failed(&r[2].run), 0);
+    free(r);
+}
+
+/* A command past its (short) limit is killed with what it started; a stop
+ * (Ctrl-C) while it runs makes its end due at once, but the end still waits
+ * for it: "at once" is bounded by the command's limit. */
+static void test_a_command_past_its_limit_is_killed_and_its_end_runs_after_it(void **state)
+{
+    (void)state;
+    lg_fault_spec s[1] = {spec(0, 60, "sleep 30 & sleep 30; echo never", "echo ended")};
+    lg_faults *f;
+    lg_err err;
+    int64_t t0 = lg_now_ns();
+    assert_int_equal(lg_faults_start(s, 1, t0, 300, &f, &err), LG_OK);
+    struct timespec ts = {0, 100 * 1000000L};
+    nanosleep(&ts, NULL);
+    lg_fault_result *r;
+    int n;
+    lg_faults_join(f, &r, &n); /* stops at once: the end is due */
+    double took = (double)(lg_now_ns() - t0) / 1e9;
+    if (took > 20)
+        fail_msg("the join took %.1f s", took);
+    assert_int_equal(n, 1);
+    assert_int_equal(r[0].run.state, LG_FAULT_KILLED);
+    assert_int_equal(lg_fault_failed(&r[0].run), 1);
+    assert_null(strstr(r[0].run.out, "never"));
+    assert_true(r[0].run.end_ns - r[0].run.start_ns >= 300 * 1000000LL);
+    assert_int_equal(r[0].end.state, LG_FAULT_EXITED);
+    assert_int_equal(r[0].end.early, 1);
+    assert_string_equal(r[0].end.out, "ended\n");
+    assert_true(r[0].end.start_ns >= r[0].run.end_ns);
+    free(r);
+}
+
+/* With SIGCHLD ignored the kernel reaps the commands itself and waitpid
+ * fails with ECHILD: the command has ended, its status unknown, a failure
+ * saying so (not whatever an unset status held). */
+static void test_a_command_reaped_elsewhere_ends_with_an_unknown_status(void **state)
+{
+    (void)state;
+    lg_fault_spec s[1] = {spec(0, -1, "exit 0", "")};
+    struct sigaction ign = {.sa_handler = SIG_IGN}, old;
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGCHLD, &ign, &old);
+    lg_faults *f;
+    lg_err err;
+    int64_t t0 = lg_now_ns();
+    assert_int_equal(lg_faults_start(s, 1, t0, 0, &f, &err), LG_OK);
+    struct timespec ts = {0, 300 * 1000000L};
+    nanosleep(&ts, NULL);
+    lg_fault_result *r;
+    int n;
+    lg_faults_join(f, &r, &n);
+    sigaction(SIGCHLD, &old, NULL);
+    assert_int_equal(n, 1);
+    assert_int_equal(r[0].run.state, LG_FAULT_EXITED);
+    assert_int_equal(r[0].run.status, -1);
+    assert_non_null(strstr(r[0].run.why, "reaped elsewhere"));
+    assert_int_equal(lg_fault_failed(&r[0].run), 1);
     free(r);
 }
 
@@ -346,6 +420,8 @@ int main(void)
         cmocka_unit_test(test_history_violations_are_counted_in_the_fault_span),
         cmocka_unit_test(test_a_span_runs_from_the_command_to_its_end_or_the_command_alone),
         cmocka_unit_test(test_commands_run_and_every_end_runs_by_the_join),
+        cmocka_unit_test(test_a_command_past_its_limit_is_killed_and_its_end_runs_after_it),
+        cmocka_unit_test(test_a_command_reaped_elsewhere_ends_with_an_unknown_status),
         cmocka_unit_test(test_no_fault_starts_no_thread),
     };
     return cmocka_run_group_tests_name("lg_fault", tests, NULL, NULL);
