@@ -109,6 +109,39 @@ int lg_fault_failed(const lg_fault_cmd *c)
            (c->state == LG_FAULT_EXITED && c->status != 0);
 }
 
+/* The length of the valid UTF-8 sequence at p (at most n bytes), or 0: as
+ * RFC 3629 (jansson's check), no overlong form, no surrogate, nothing past
+ * U+10FFFF. */
+static size_t utf8_len(const unsigned char *p, size_t n)
+{
+    unsigned char c = p[0];
+    size_t len = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
+                 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (len == 0 || len > n)
+        return 0;
+    for (size_t k = 1; k < len; k++)
+        if ((p[k] & 0xC0) != 0x80)
+            return 0;
+    if (len == 3 && ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F)))
+        return 0;
+    if (len == 4 && ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] > 0x8F)))
+        return 0;
+    return len;
+}
+
+void lg_fault_clean_output(char *out)
+{
+    unsigned char *p = (unsigned char *)out;
+    size_t n = strlen(out);
+    for (size_t i = 0; i < n;) {
+        size_t len = utf8_len(p + i, n - i);
+        if (len == 0)
+            p[i++] = '?';
+        else
+            i += len;
+    }
+}
+
 const char *lg_fault_first_line(const lg_fault_cmd *c, char *buf, size_t size)
 {
     const char *p = c->out + strspn(c->out, " \t\r\n");

@@ -78,7 +78,8 @@ typedef struct lg_fault_cmd {
     int early;          /* an end command run when the run ended, before its time */
     int64_t start_ns, end_ns; /* lg_now_ns() when it was started and when it ended */
     int status;         /* exit status; 128 + N when a signal N ended it; -1 when not run */
-    char out[LG_FAULT_OUT_MAX]; /* the first bytes of its stdout and stderr, NUL-ended */
+    char out[LG_FAULT_OUT_MAX]; /* the first bytes of its stdout and stderr, NUL-ended,
+                                 * valid UTF-8 (lg_fault_clean_output) */
     int out_cut;        /* 1 when it wrote more than out holds */
     char why[160];      /* LG_FAULT_NO_START: what failed; EXITED with status -1: why */
 } lg_fault_cmd;
@@ -103,6 +104,11 @@ int lg_fault_failure(const lg_fault_result *f, int i, int end, char *buf, size_t
  * 0. An unmet expectation, as a failed command is: the run did not test what
  * it meant to. */
 int lg_fault_never_ran(const lg_fault_result *f, int i, double elapsed_s, char *buf, size_t size);
+
+/* Makes a command's output (NUL-ended) valid UTF-8 for the JSON report and
+ * the page: each byte that starts no valid sequence, such as the half of a
+ * character that the cut at LG_FAULT_OUT_MAX - 1 bytes left, becomes '?'. */
+void lg_fault_clean_output(char *out);
 
 /* The first line of c's output (at most size - 1 bytes), into buf. */
 const char *lg_fault_first_line(const lg_fault_cmd *c, char *buf, size_t size);

@@ -157,6 +157,7 @@ static void reap(lg_faults *f, int k, int64_t now)
         c->state = LG_FAULT_EXITED;
     }
     drain(r, c);
+    lg_fault_clean_output(c->out);
     if (r->fd >= 0)
         close(r->fd);
     r->fd = -1;

@@ -74,9 +74,9 @@ static json_t *cmd_json(const char *cmd, const lg_fault_cmd *c, int64_t start_ns
                                              ? json_integer(c->status) : json_null());
     json_object_set_new(j, "early", json_boolean(c->early));
     json_object_set_new(j, "failed", json_boolean(lg_fault_failed(c)));
-    json_object_set_new(j, "output", json_string(c->out)); /* NULL (skipped) when not UTF-8 */
+    json_object_set_new(j, "output", json_string(c->out)); /* UTF-8: fault_exec.c cleaned it */
     json_object_set_new(j, "outputCut", json_boolean(c->out_cut));
-    if (c->state == LG_FAULT_NO_START)
+    if (c->why[0]) /* could not start, or its status was lost */
         json_object_set_new(j, "why", json_string(c->why));
     return j;
 }

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "loadgen/evloop.h"
 #include "loadgen/fault.h"
@@ -391,6 +392,48 @@ static void test_a_command_reaped_elsewhere_ends_with_an_unknown_status(void **s
     free(r);
 }
 
+/* Output cut in the middle of a character, or not UTF-8 at all, is made
+ * valid byte by byte, so that the JSON report keeps it. */
+static void test_output_that_is_not_utf8_is_cleaned_byte_by_byte(void **state)
+{
+    (void)state;
+    char out[64];
+    snprintf(out, sizeof(out), "ok \xe2\x82\xac \xc3\xa9 \xf0\x9f\x98\x80 end");
+    lg_fault_clean_output(out); /* valid: unchanged */
+    assert_string_equal(out, "ok \xe2\x82\xac \xc3\xa9 \xf0\x9f\x98\x80 end");
+    snprintf(out, sizeof(out), "a\xff" "b\xc0\xaf" "c\xed\xa0\x80" "d\xe2\x82"); /* cut at the end */
+    lg_fault_clean_output(out);
+    assert_string_equal(out, "a?b??c???d??");
+    json_t *j = json_string(out);
+    assert_non_null(j);
+    json_decref(j);
+}
+
+/* A command that writes more than is kept, with a 3-byte character across
+ * the cut: what is kept is valid UTF-8. */
+static void test_output_cut_inside_a_character_stays_utf8(void **state)
+{
+    (void)state;
+    lg_fault_spec s[1] = {spec(0, -1, "printf '%2046s\\342\\202\\254 more'", "")};
+    lg_faults *f;
+    lg_err err;
+    assert_int_equal(lg_faults_start(s, 1, lg_now_ns(), 0, &f, &err), LG_OK);
+    struct timespec ts = {0, 200 * 1000000L};
+    nanosleep(&ts, NULL);
+    lg_fault_result *r;
+    int n;
+    lg_faults_join(f, &r, &n);
+    assert_int_equal(n, 1);
+    assert_int_equal(r[0].run.state, LG_FAULT_EXITED);
+    assert_int_equal(r[0].run.out_cut, 1);
+    assert_int_equal(strlen(r[0].run.out), LG_FAULT_OUT_MAX - 1);
+    assert_int_equal(r[0].run.out[LG_FAULT_OUT_MAX - 2], '?');
+    json_t *j = json_string(r[0].run.out);
+    assert_non_null(j);
+    json_decref(j);
+    free(r);
+}
+
 static void test_no_fault_starts_no_thread(void **state)
 {
     (void)state;
@@ -422,6 +465,8 @@ int main(void)
         cmocka_unit_test(test_commands_run_and_every_end_runs_by_the_join),
         cmocka_unit_test(test_a_command_past_its_limit_is_killed_and_its_end_runs_after_it),
         cmocka_unit_test(test_a_command_reaped_elsewhere_ends_with_an_unknown_status),
+        cmocka_unit_test(test_output_that_is_not_utf8_is_cleaned_byte_by_byte),
+        cmocka_unit_test(test_output_cut_inside_a_character_stays_utf8),
         cmocka_unit_test(test_no_fault_starts_no_thread),
     };
     return cmocka_run_group_tests_name("lg_fault", tests, NULL, NULL);
