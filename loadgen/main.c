@@ -227,12 +227,12 @@ int main(int argc, char **argv)
     o.api = api;
     lg_http_set_token(o.token); /* before any thread: every request carries it */
     outputs out = {&o, NULL, NULL};
-    if (o.json_path[0] && (out.json = fopen(o.json_path, "w")) == NULL) {
+    if (o.json_path[0] && (out.json = fopen(o.json_path, "we")) == NULL) {
         perror(o.json_path);
         lg_profile_free(api);
         return EXIT_USAGE;
     }
-    if (o.html_path[0] && (out.html = fopen(o.html_path, "w")) == NULL) {
+    if (o.html_path[0] && (out.html = fopen(o.html_path, "we")) == NULL) {
         perror(o.html_path);
         if (out.json)
             fclose(out.json);
@@ -244,6 +244,7 @@ int main(int argc, char **argv)
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL); /* a dropped ssh session: the faults' ends still run */
     signal(SIGPIPE, SIG_IGN);
     progress pr = {isatty(STDERR_FILENO), o.requests, ""};
     int status = strcmp(o.scenario, "compare") == 0 ? run_compare(&out, &pr)

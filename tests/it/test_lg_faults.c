@@ -195,17 +195,23 @@ static void test_a_fault_command_that_fails_fails_the_run_saying_so(void **state
 static void test_a_run_that_ends_first_still_runs_the_end(void **state)
 {
     (void)state;
-    char stop[64], cont[64];
-    snprintf(stop, sizeof(stop), "0.2s:kill -STOP %d", (int)replicas[2].pid);
+    char cont[64];
+    char stop_fds[96]; /* the report files are close-on-exec: no command holds them */
+    snprintf(stop_fds, sizeof(stop_fds), "0.2s:kill -STOP %d; ls -l /proc/$$/fd",
+             (int)replicas[2].pid);
     snprintf(cont, sizeof(cont), "60s:kill -CONT %d", (int)replicas[2].pid);
     int64_t t0 = th_now_ms();
     outcome o = run_loadgen(1, (const char *[]){"-n", "0", "-d", "1s", "-c", "6", "--stock",
                                                 "100000", "--timeout-ms", "20000", "--fault",
-                                                stop, "--fault-end", cont, "--fault",
+                                                stop_fds, "--fault-end", cont, "--fault",
                                                 "50s:echo too late", NULL});
     if (th_now_ms() - t0 > 45000)
         fail_msg("the run waited for the fault's end time (%lld ms)",
                  (long long)(th_now_ms() - t0));
+    const char *fds = json_string_value(json_object_get(fault_cmd(&o, 0, "run"), "output"));
+    assert_non_null(fds);
+    if (strstr(fds, "/dev/null") == NULL || strstr(fds, ".json") != NULL)
+        fail_msg("the fault command's open files: %s", fds);
     const json_t *end = fault_cmd(&o, 0, "end");
     assert_string_equal(json_string_value(json_object_get(end, "state")), "exited");
     assert_int_equal((int)num(end, "exitStatus"), 0);
@@ -224,31 +230,30 @@ static void test_a_run_that_ends_first_still_runs_the_end(void **state)
     answers(&replicas[2]);
 }
 
-/* Ctrl-C (SIGINT) while a replica is paused and its end is half a minute
- * away: the end runs at once, so the requests the paused replica holds are
+/* Ctrl-C (SIGINT), or sig, while a replica is paused and its end is half a
+ * minute away: the end runs at once, so the requests the paused replica holds are
  * answered and the run ends within seconds, its verdict still given. */
-static void test_ctrl_c_runs_the_end_at_once(void **state)
+static void stop_runs_the_end_at_once(int sig, th_stockd *replica)
 {
-    (void)state;
     char stop[64], cont[64], json_path[160], log[160];
-    snprintf(stop, sizeof(stop), "0.2s:kill -STOP %d", (int)replicas[0].pid);
-    snprintf(cont, sizeof(cont), "30s:kill -CONT %d", (int)replicas[0].pid);
-    snprintf(json_path, sizeof(json_path), "%s/ctrl-c.json", dir);
-    snprintf(log, sizeof(log), "%s/ctrl-c.log", dir);
+    snprintf(stop, sizeof(stop), "0.2s:kill -STOP %d", (int)replica->pid);
+    snprintf(cont, sizeof(cont), "30s:kill -CONT %d", (int)replica->pid);
+    snprintf(json_path, sizeof(json_path), "%s/stop-%d.json", dir, sig);
+    snprintf(log, sizeof(log), "%s/stop-%d.log", dir, sig);
     const char *argv[] = {loadgen, "--json", json_path, "--target", targets, "-n", "0", "-d",
                           "60s", "-c", "6", "--stock", "100000", "--timeout-ms", "25000",
                           "--fault", stop, "--fault-end", cont, NULL};
     pid_t pid = th_spawn(argv, log);
     assert_true(pid > 0);
-    for (int i = 0; i < 200 && th_proc_state(replicas[0].pid) != 'T'; i++)
+    for (int i = 0; i < 200 && th_proc_state(replica->pid) != 'T'; i++)
         th_sleep_ms(50);
-    assert_int_equal(th_proc_state(replicas[0].pid), 'T');
+    assert_int_equal(th_proc_state(replica->pid), 'T');
     int64_t t0 = th_now_ms();
-    kill(pid, SIGINT);
+    kill(pid, sig);
     int status = th_wait(pid, RUN_TIMEOUT_MS);
     int64_t took = th_now_ms() - t0;
     if (took > 20000) /* the requests' 25 s limit, not the end, ended them */
-        fail_msg("loadgen took %lld ms to end after Ctrl-C", (long long)took);
+        fail_msg("loadgen took %lld ms to end after signal %d", (long long)took, sig);
     assert_int_equal(status, 0);
     outcome o = {0, NULL, json_load_file(json_path, 0, NULL)};
     assert_non_null(o.json);
@@ -257,7 +262,20 @@ static void test_ctrl_c_runs_the_end_at_once(void **state)
     assert_int_equal((int)num(end, "exitStatus"), 0);
     assert_true(json_is_true(json_object_get(end, "early")));
     outcome_free(&o);
-    answers(&replicas[0]);
+    answers(replica);
+}
+
+static void test_ctrl_c_runs_the_end_at_once(void **state)
+{
+    (void)state;
+    stop_runs_the_end_at_once(SIGINT, &replicas[0]);
+}
+
+/* A dropped ssh session (SIGHUP) stops the run as Ctrl-C does: the end runs. */
+static void test_a_hangup_runs_the_end_at_once(void **state)
+{
+    (void)state;
+    stop_runs_the_end_at_once(SIGHUP, &replicas[1]);
 }
 
 int main(void)
@@ -267,6 +285,7 @@ int main(void)
         cmocka_unit_test(test_a_fault_command_that_fails_fails_the_run_saying_so),
         cmocka_unit_test(test_a_run_that_ends_first_still_runs_the_end),
         cmocka_unit_test(test_ctrl_c_runs_the_end_at_once),
+        cmocka_unit_test(test_a_hangup_runs_the_end_at_once),
     };
     return cmocka_run_group_tests_name("lg_faults", tests, group_setup, group_teardown);
 }
