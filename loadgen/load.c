@@ -165,15 +165,20 @@ static int prepare(struct slot *s, long long ticket)
     return n < 0 ? LG_ERR_USAGE : LG_OK;
 }
 
-/* Books the final outcome of the slot's request and frees the slot. */
+/* Books the final outcome of the slot's request and frees the slot. Its
+ * completion time for the history check is read now, after the answer was
+ * parsed, not the batch's now: that was read before any socket, and a
+ * service that commits after sending its first bytes (or a write that met
+ * EAGAIN, then a read in one event) could have committed after it. */
 static void complete(struct slot *s, const lg_answer *a, int64_t now)
 {
     struct worker *w = s->w;
     lg_tally_record(&w->tally[s->target], a->outcome, (uint64_t)(now - s->origin_ns) / 1000,
                     now - w->load->start_ns);
+    int64_t done = w->load->cfg.raw ? now : lg_now_ns(); /* raw keeps no times */
     if (!w->load->cfg.raw) {
         w->batch.recs[s->rec].outcome = (uint8_t)a->outcome;
-        w->batch.done_ns[s->rec] = now - w->load->start_ns;
+        w->batch.done_ns[s->rec] = done - w->load->start_ns;
     }
     if (a->why[0] && !w->example[a->outcome][0])
         snprintf(w->example[a->outcome], sizeof(w->example[0]), "%.200s%.100s: %.119s",
@@ -181,7 +186,7 @@ static void complete(struct slot *s, const lg_answer *a, int64_t now)
     atomic_fetch_add_explicit(&w->done, 1, memory_order_relaxed);
     if (a->outcome != LG_OUT_OK)
         atomic_fetch_add_explicit(&w->errors, 1, memory_order_relaxed);
-    w->last_ns = now;
+    w->last_ns = done; /* the load's end: no completion after it */
     s->state = SLOT_IDLE;
     s->attempt = 0;
 }

@@ -3,6 +3,7 @@
  * it. */
 #include "loadgen/sample.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -65,7 +66,10 @@ static int take(lg_sampler *p)
             double t1 = p->c.clock(p->c.clock_arg);
             lg_sample x = {(t0 + t1) / 2, st.stock, st.sold, st.reserved, st.returned, t0, t1};
             if (p->c.every_ms > 0) {
-                lg_read rd = {(int64_t)(t0 * 1e9), (int64_t)(t1 * 1e9), st.stock};
+                /* rounded outward, never inward: the clock's seconds are
+                 * whole ns give or take far under one, so floor and ceil
+                 * land on or beyond the true ns (history.h: never narrower) */
+                lg_read rd = {(int64_t)floor(t0 * 1e9), (int64_t)ceil(t1 * 1e9), st.stock};
                 lg_reads_add(&p->reads, &rd); /* out of memory: counted failed */
                 /* the chart keeps its own pace, or thinning would leave it uneven */
                 if (p->got.n > 0 && t0 - p->chart_t0_s < p->got.interval_ms / 1000.0)

@@ -169,12 +169,52 @@ static void test_a_history_sampler_keeps_every_read(void **state)
     free(got);
 }
 
+/* A clock whose every reading is some whole ns and a half: 1 s + 3 ms * k
+ * + 0.5 ns at its k-th call (3 ms apart, so each call finds a read due). */
+static double clock_halves(void *arg)
+{
+    long *k = arg; /* only the sampler's thread calls it */
+    return (1e9 + 3e6 * (double)(*k)++ + 0.5) / 1e9;
+}
+
+/* A read's times are rounded outward to whole ns: its start down, its end
+ * up, never the end down (a band narrower than the truth). */
+static void test_a_reads_times_are_rounded_outward(void **state)
+{
+    (void)state;
+    lg_target targets[1] = {{.url = "http://up"}};
+    fake_read f = {0, 100000};
+    long k = 0;
+    lg_sampler_cfg cfg = {.targets = targets, .ntargets = 1, .item = 9, .read = read_fake,
+                          .read_arg = &f, .clock = clock_halves, .clock_arg = &k,
+                          .every_ms = 1};
+    lg_sampler *s;
+    lg_err err;
+    assert_int_equal(lg_sampler_start(&cfg, &s, &err), 0);
+    sleep_ms(30);
+    lg_samples *got = malloc(sizeof(*got));
+    assert_non_null(got);
+    lg_samples_init(got, 9);
+    lg_reads reads = {0};
+    lg_sampler_stop(s, got, &reads);
+    assert_true(reads.n >= 1);
+    for (size_t i = 0; i < reads.n; i++) {
+        int64_t t0 = reads.r[i].t0_ns - 1000000000, t1 = reads.r[i].t1_ns - 1000000000;
+        if (t0 % 3000000 != 0 || t1 % 3000000 != 1) /* floor(3 ms k + 0.5), ceil(...) */
+            fail_msg("read %zu at %lld-%lld ns", i, (long long)reads.r[i].t0_ns,
+                     (long long)reads.r[i].t1_ns);
+    }
+    lg_reads_free(&reads);
+    free(got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_sampler_on_hung_replicas_stops_within_one_read_timeout),
         cmocka_unit_test(test_a_sampler_reads_through_the_read_function_it_is_given),
         cmocka_unit_test(test_a_history_sampler_keeps_every_read),
+        cmocka_unit_test(test_a_reads_times_are_rounded_outward),
     };
     return cmocka_run_group_tests_name("lg_sample", tests, NULL, NULL);
 }
