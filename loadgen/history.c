@@ -14,6 +14,18 @@
 
 int lg_reads_add(lg_reads *rs, const lg_read *x)
 {
+    long long seq = rs->offered++;
+    int every = rs->every > 1 ? rs->every : 1;
+    if (seq % every != 0)
+        return LG_OK;
+    if (rs->n >= (rs->max ? rs->max : LG_READS_MAX)) { /* r[j] is read j * every */
+        for (size_t j = 0; 2 * j < rs->n; j++)
+            rs->r[j] = rs->r[2 * j];
+        rs->n = (rs->n + 1) / 2;
+        rs->every = every *= 2;
+        if (seq % every != 0)
+            return LG_OK;
+    }
     if (rs->n == rs->cap) {
         size_t cap = rs->cap ? rs->cap * 2 : 1024;
         lg_read *grown = realloc(rs->r, cap * sizeof(*grown));
@@ -49,6 +61,7 @@ typedef struct walk {
     long long *inv, *ack; /* per bucket, then prefix sums */
     long long *rmax;      /* highest read begun in the bucket, then from it on */
     long long *somin;     /* least quantity sold out there, stock never back; then up to it */
+    long long *givers;    /* requests that may have given units back, per bucket, then summed */
 } walk;
 
 static size_t bucket_of(const walk *w, int64_t t)
@@ -73,6 +86,33 @@ static long long units_of(const walk *w, const lg_batch *b, const lg_rec *r, int
             *short_line |= r->nlines == 1 || ln[k].remaining >= 0;
         }
     return u;
+}
+
+/* What each_request hands its function: one record with units of the item. */
+typedef struct req {
+    const lg_batch *bt;
+    int b;            /* its batch */
+    size_t i;         /* its index in the batch */
+    long long u;      /* the item's units in it (> 0) */
+    int short_line;   /* units_of's: a sold-out named the item's line short */
+    int outcome;
+    int64_t sent_ns, done_ns;
+} req;
+
+/* Calls fn for every record with units of the item: the one walk over the
+ * records that the sums, the bounding requests and the sales share. */
+static void each_request(walk *w, void (*fn)(walk *w, const req *q, void *arg), void *arg)
+{
+    const lg_history_in *in = w->in;
+    for (int b = 0; b < in->nbatch; b++) {
+        const lg_batch *bt = &in->batches[b];
+        for (size_t i = 0; i < bt->nrecs; i++) {
+            req q = {bt, b, i, 0, 0, bt->recs[i].outcome, bt->sent_ns[i], bt->done_ns[i]};
+            q.u = units_of(w, bt, &bt->recs[i], &q.short_line);
+            if (q.u > 0)
+                fn(w, &q, arg);
+        }
+    }
 }
 
 static void name_request(char *buf, const char *run_id, int b, size_t i)
@@ -110,7 +150,8 @@ static int alloc_walk(walk *w, const lg_history_in *in)
     w->ack = calloc(w->nb, sizeof(*w->ack));
     w->rmax = malloc(w->nb * sizeof(*w->rmax));
     w->somin = malloc(w->nb * sizeof(*w->somin));
-    if (!w->inv || !w->ack || !w->rmax || !w->somin)
+    w->givers = calloc(w->nb, sizeof(*w->givers));
+    if (!w->inv || !w->ack || !w->rmax || !w->somin || !w->givers)
         return LG_ERR_NOMEM;
     for (size_t b = 0; b < w->nb; b++) {
         w->rmax[b] = LLONG_MIN;
@@ -125,6 +166,7 @@ static void free_walk(walk *w)
     free(w->ack);
     free(w->rmax);
     free(w->somin);
+    free(w->givers);
 }
 
 /* Units invoked and acknowledged per bucket, then summed up to each. */
@@ -157,30 +199,35 @@ static void band_of(const walk *w, const lg_read *r, long long *lo, long long *h
     *hi = w->in->initial - (b0 > 0 ? w->ack[b0 - 1] : 0);
 }
 
+/* The search of bounding(): the latest request within the bound. */
+typedef struct bound_search {
+    int acked;
+    size_t bound;
+    int64_t best;
+    lg_history_example *ex;
+} bound_search;
+
+static void bound_one(walk *w, const req *q, void *arg)
+{
+    bound_search *s = arg;
+    int64_t t = s->acked ? q->done_ns : q->sent_ns;
+    size_t k = bucket_of(w, t);
+    int in_bound = s->acked ? q->outcome == LG_OUT_OK && k < s->bound : k <= s->bound;
+    if (in_bound && t > s->best) {
+        s->best = t;
+        name_request(s->ex->request, w->in->run_id, q->b, q->i);
+        s->ex->sent_ns = q->sent_ns;
+        s->ex->done_ns = q->done_ns;
+    }
+}
+
 /* The last acknowledged request whose answer came before bucket b0 (the
  * latest deduction a stale read misses), or the last one invoked up to bucket
  * b1 included (the latest an impossible read could reflect). */
-static void bounding(const walk *w, int acked, size_t bound, lg_history_example *ex)
+static void bounding(walk *w, int acked, size_t bound, lg_history_example *ex)
 {
-    const lg_history_in *in = w->in;
-    int64_t best = -1;
-    for (int b = 0; b < in->nbatch; b++) {
-        const lg_batch *bt = &in->batches[b];
-        for (size_t i = 0; i < bt->nrecs; i++) {
-            int sh;
-            if (units_of(w, bt, &bt->recs[i], &sh) == 0)
-                continue;
-            int64_t t = acked ? bt->done_ns[i] : bt->sent_ns[i];
-            size_t k = bucket_of(w, t);
-            int in_bound = acked ? bt->recs[i].outcome == LG_OUT_OK && k < bound : k <= bound;
-            if (in_bound && t > best) {
-                best = t;
-                name_request(ex->request, in->run_id, b, i);
-                ex->sent_ns = bt->sent_ns[i];
-                ex->done_ns = bt->done_ns[i];
-            }
-        }
-    }
+    bound_search s = {acked, bound, -1, ex};
+    each_request(w, bound_one, &s);
 }
 
 static void check_reads(walk *w, lg_history *h)
@@ -214,12 +261,10 @@ static void check_reads(walk *w, lg_history *h)
         bounding(w, 0, bucket_of(w, h->impossible.read.t1_ns), &h->impossible);
 }
 
-/* A sold-out answer for the item's line, and its quantity; 0 when r is not one. */
-static long long sold_out_qty(const walk *w, const lg_batch *bt, const lg_rec *r)
+/* A sold-out answer for the item's line, and its quantity; 0 when q is not one. */
+static long long sold_out_qty(const req *q)
 {
-    int sh;
-    long long u = units_of(w, bt, r, &sh);
-    return r->outcome == LG_OUT_INSUFFICIENT && sh ? u : 0;
+    return q->outcome == LG_OUT_INSUFFICIENT && q->short_line ? q->u : 0;
 }
 
 /* Whether a read begun in the sold-out's bucket or later showed q back. */
@@ -228,65 +273,95 @@ static int came_back(const walk *w, int64_t done_ns, long long q)
     return w->rmax[bucket_of(w, done_ns)] >= q;
 }
 
+/* Whether a request that may have given units back completed in buckets
+ * a..k: one neither ok nor sold out (a service that takes units, then gives
+ * them back when the request fails, may answer sold out meanwhile). */
+static int given_back(const walk *w, size_t a, size_t k)
+{
+    return w->givers[k] - (a > 0 ? w->givers[a - 1] : 0) > 0;
+}
+
+static void count_giver(walk *w, const req *q, void *arg)
+{
+    (void)arg;
+    if (q->outcome != LG_OUT_OK && q->outcome != LG_OUT_INSUFFICIENT)
+        w->givers[bucket_of(w, q->done_ns)]++;
+}
+
+/* A sold-out that nothing excuses, by the bucket of its answer: no read from
+ * then on showed its units back, and nothing completed between its invoke and
+ * its answer that may have given units back. */
+static void hold_sold_out(walk *w, const req *q, void *arg)
+{
+    (void)arg;
+    long long n = sold_out_qty(q);
+    size_t d = bucket_of(w, q->done_ns);
+    if (n > 0 && !came_back(w, q->done_ns, n) && !given_back(w, bucket_of(w, q->sent_ns), d) &&
+        n < w->somin[d])
+        w->somin[d] = n;
+}
+
+/* An ok of u invoked in bucket k went past a sold-out of at most u answered
+ * before k, with nothing given back since (somin's running minimum restarts
+ * at each bucket that may have given units back). */
+static int past_sold_out(const walk *w, const req *q)
+{
+    size_t k = bucket_of(w, q->sent_ns);
+    return q->outcome == LG_OUT_OK && k > 0 && !given_back(w, k, k) && w->somin[k - 1] <= q->u;
+}
+
+/* The sales after sold-out, counted into h, and the first of them. */
+typedef struct sales {
+    lg_history *h;
+    req first;
+} sales;
+
+static void count_sale(walk *w, const req *q, void *arg)
+{
+    sales *s = arg;
+    if (!past_sold_out(w, q))
+        return;
+    if (s->h->sold_after_n++ == 0 || q->sent_ns < s->first.sent_ns)
+        s->first = *q;
+    s->h->sold_after_units += q->u;
+}
+
+/* The earliest sold-out that the first sale went past. */
+static void find_sold_out(walk *w, const req *q, void *arg)
+{
+    lg_history_sale *s = arg;
+    long long n = sold_out_qty(q);
+    size_t k = bucket_of(w, s->ok_sent_ns), d = bucket_of(w, q->done_ns);
+    if (n > 0 && n <= s->ok_qty && d < k && !came_back(w, q->done_ns, n) &&
+        !given_back(w, bucket_of(w, q->sent_ns), k) &&
+        (s->sold_out[0] == '\0' || q->done_ns < s->sold_out_done_ns)) {
+        s->sold_out_qty = n;
+        s->sold_out_done_ns = q->done_ns;
+        name_request(s->sold_out, w->in->run_id, q->b, q->i);
+    }
+}
+
 static void check_sales(walk *w, lg_history *h)
 {
-    const lg_history_in *in = w->in;
     for (size_t b = w->nb - 1; b > 0; b--) /* the highest read from each bucket on */
         if (w->rmax[b] > w->rmax[b - 1])
             w->rmax[b - 1] = w->rmax[b];
-    for (int b = 0; b < in->nbatch; b++) {
-        const lg_batch *bt = &in->batches[b];
-        for (size_t i = 0; i < bt->nrecs; i++) {
-            long long q = sold_out_qty(w, bt, &bt->recs[i]);
-            size_t k = bucket_of(w, bt->done_ns[i]);
-            if (q > 0 && !came_back(w, bt->done_ns[i], q) && q < w->somin[k])
-                w->somin[k] = q;
-        }
-    }
+    each_request(w, count_giver, NULL);
     for (size_t b = 1; b < w->nb; b++)
-        if (w->somin[b - 1] < w->somin[b])
+        w->givers[b] += w->givers[b - 1];
+    each_request(w, hold_sold_out, NULL);
+    for (size_t b = 1; b < w->nb; b++)
+        if (w->somin[b - 1] < w->somin[b] && !given_back(w, b, b))
             w->somin[b] = w->somin[b - 1];
-    int64_t first = INT64_MAX;
-    int fb = 0;
-    size_t fi = 0;
-    for (int b = 0; b < in->nbatch; b++) {
-        const lg_batch *bt = &in->batches[b];
-        for (size_t i = 0; i < bt->nrecs; i++) {
-            int sh;
-            long long u = units_of(w, bt, &bt->recs[i], &sh);
-            size_t k = bucket_of(w, bt->sent_ns[i]);
-            if (u == 0 || bt->recs[i].outcome != LG_OUT_OK || k == 0 || w->somin[k - 1] > u)
-                continue;
-            h->sold_after_n++;
-            h->sold_after_units += u;
-            if (bt->sent_ns[i] < first)
-                first = bt->sent_ns[i], fb = b, fi = i;
-        }
-    }
+    sales all = {h, {0}};
+    each_request(w, count_sale, &all);
     if (h->sold_after_n == 0)
         return;
-    const lg_batch *ob = &in->batches[fb];
     lg_history_sale *s = &h->sale;
-    int sh;
-    s->ok_qty = units_of(w, ob, &ob->recs[fi], &sh);
-    s->ok_sent_ns = first;
-    name_request(s->ok, in->run_id, fb, fi);
-    size_t k = bucket_of(w, first);
-    int64_t best = INT64_MAX;
-    for (int b = 0; b < in->nbatch; b++) { /* the earliest sold-out it went past */
-        const lg_batch *bt = &in->batches[b];
-        for (size_t i = 0; i < bt->nrecs; i++) {
-            long long q = sold_out_qty(w, bt, &bt->recs[i]);
-            int64_t d = bt->done_ns[i];
-            if (q > 0 && q <= s->ok_qty && bucket_of(w, d) < k && !came_back(w, d, q) &&
-                d < best) {
-                best = d;
-                s->sold_out_qty = q;
-                s->sold_out_done_ns = d;
-                name_request(s->sold_out, in->run_id, b, i);
-            }
-        }
-    }
+    s->ok_qty = all.first.u;
+    s->ok_sent_ns = all.first.sent_ns;
+    name_request(s->ok, w->in->run_id, all.first.b, all.first.i);
+    each_request(w, find_sold_out, s);
 }
 
 static void skip(lg_history *h, const char *fmt, ...)
@@ -304,6 +379,7 @@ int lg_history_check(const lg_history_in *in, lg_history *out)
     out->reads = in->nreads;
     out->failed = in->failed;
     out->interval_ms = in->interval_ms;
+    out->every = in->every > 1 ? in->every : 1;
     out->initial = in->initial;
     int timed = in->nbatch > 0;
     for (int b = 0; b < in->nbatch; b++)
@@ -321,12 +397,15 @@ int lg_history_check(const lg_history_in *in, lg_history *out)
         return LG_OK;
     }
     walk w;
+    memset(&w, 0, sizeof(w));
     out->lo = malloc(in->nreads * sizeof(*out->lo));
     out->hi = malloc(in->nreads * sizeof(*out->hi));
-    if (alloc_walk(&w, in) != LG_OK || out->lo == NULL || out->hi == NULL) {
+    if (out->lo == NULL || out->hi == NULL || alloc_walk(&w, in) != LG_OK) {
         free_walk(&w);
         lg_history_free(out);
-        return LG_ERR_NOMEM;
+        skip(out, "out of memory for the check of %zu reads (%zu MB of bands)", in->nreads,
+             in->nreads * 2 * sizeof(long long) >> 20);
+        return LG_OK;
     }
     out->bucket_ns = w.bucket_ns;
     out->reads_at = in->reads;

@@ -12,13 +12,17 @@
  * read (a cache, a lagging replica, a lost update). Below it, more was
  * deducted than was ever asked: an impossible read. And a sold-out answer for
  * q units followed by an ok of q or more invoked after it, with no read after
- * the sold-out showing q back, is a sale after sold-out.
+ * the sold-out showing q back, is a sale after sold-out, unless a request
+ * neither ok nor sold out completed between the sold-out's invoke and the
+ * ok's (it may have taken units and given them back meanwhile).
  *
  * Cost: linear in requests + reads + buckets. Times are counted in fixed
  * buckets (1 ms, wider for runs over LG_HISTORY_BUCKETS_MAX ms) and prefix
  * sums; each bound is rounded outward to a whole bucket (invoked: up to the end
  * of t1's bucket; acknowledged: before t0's bucket; a sold-out is held against
- * oks invoked from the next bucket on and against reads begun from its own),
+ * oks invoked from the next bucket on and against reads begun from its own;
+ * a request that may have given units back excuses it from its invoke's
+ * bucket to the ok's, both included),
  * so the band is at most one bucket wider on each side than the exact one and
  * never narrower: a finding is never the rounding's doing.
  *
@@ -41,15 +45,25 @@ typedef struct lg_read {
     long long stock;
 } lg_read;
 
-/* Every read of a run, in the order taken (a growable array). */
+#define LG_READS_MAX (1 << 21) /* reads kept (48 MB, ~3 h at 5 ms) before thinning */
+
+/* The reads of a run, in the order taken (a growable array): every one, until
+ * max of them are kept; then every other one is dropped and from then on
+ * only every 2nd is kept, and so on (every doubles), so that a week-long run
+ * holds at most max reads, spread over all of it. A read dropped so is no
+ * finding missed by construction: the reads kept are still real reads. */
 typedef struct lg_reads {
     lg_read *r;
     size_t n, cap;
     long long failed; /* reads that got no usable answer: skipped */
     int interval_ms;  /* the interval asked for (--history-ms) */
+    size_t max;       /* 0: LG_READS_MAX; even */
+    long long offered; /* reads given to lg_reads_add */
+    int every;        /* 0 or 1: every read kept; else every every-th */
 } lg_reads;
 
-/* Appends x. 0, or LG_ERR_NOMEM (x is then dropped and counted failed). */
+/* Appends x (or, thinned, drops it). 0, or LG_ERR_NOMEM (x is then dropped
+ * and counted failed). */
 int lg_reads_add(lg_reads *rs, const lg_read *x);
 
 /* Frees what rs holds and zeroes it (keeping nothing). */
@@ -65,6 +79,7 @@ typedef struct lg_history_in {
     size_t nreads;
     long long failed;        /* reads skipped */
     int interval_ms;
+    int every;               /* lg_reads.every: 0 or 1, every read; else every every-th */
     const char *run_id;      /* names requests: "<run_id>-<batch>-<seq>" */
     int64_t bucket_ns;       /* 0: LG_HISTORY_BUCKET_NS */
     const char *skip;        /* not NULL: do not check; why (a restock may raise the stock) */
@@ -92,6 +107,7 @@ typedef struct lg_history {
     size_t reads;           /* reads checked */
     long long failed;       /* reads skipped */
     int interval_ms;
+    int every;              /* in->every */
     int64_t bucket_ns;      /* the bucket the bounds were rounded to */
     long long initial;
     long long stale_n, stale_worst;           /* reads above the band; most units above */
@@ -104,9 +120,9 @@ typedef struct lg_history {
 } lg_history;
 
 /* Checks in->reads against the records' times into *out (zeroed first; free
- * with lg_history_free). Records without times (sent_ns NULL), no reads, or
- * in->skip leave out->checked 0 with out->skipped saying why. Returns 0, or
- * LG_ERR_NOMEM (out then holds nothing to free). */
+ * with lg_history_free). Records without times (sent_ns NULL), no reads,
+ * in->skip, or no memory for the check leave out->checked 0 with
+ * out->skipped saying why: the run keeps its verdict. Returns 0. */
 int lg_history_check(const lg_history_in *in, lg_history *out);
 
 /* The findings of a checked history: up to three violations (STALE_READ,

@@ -26,6 +26,9 @@ void lg_report_history_text(FILE *f, const lg_opts *o, const lg_run *r)
         fprintf(f, "\nhistory check: skipped: %s\n", h->skipped[0] ? h->skipped : "not run");
         return;
     }
+    if (h->every > 1)
+        fprintf(f, "\nhistory check: the run outgrew %d reads, so 1 read in %d was kept, "
+                "spread over it", LG_READS_MAX, h->every);
     fprintf(f, "\nhistory check: item %lld read %zu times while the load ran, every %d ms "
             "(%lld unusable, skipped); each read against initial - invoked .. initial - "
             "acknowledged, bounds rounded out to %.0f ms: %lld stale, %lld impossible; "
@@ -85,6 +88,7 @@ json_t *lg_report_history_json(const lg_opts *o, const lg_run *r)
                           (json_int_t)h->sold_after_n, "violations", (json_int_t)viol);
     if (j == NULL || !h->checked)
         return j;
+    json_object_set_new(j, "keptEvery", json_integer(h->every));
     json_object_set_new(j, "initial", json_integer((json_int_t)h->initial));
     if (h->stale_n)
         json_object_set_new(j, "worstStale", example_json(&h->stale));

@@ -331,6 +331,40 @@ static void test_what_a_sale_after_sold_out_needs(void **state)
     fake_free(f);
 }
 
+/* A request neither ok nor sold out that completed between a sold-out's
+ * invoke and an ok's invoke may have given units back (a service that takes
+ * them, fails, and puts them back): it excuses that sold-out, and only it. */
+static void test_a_failed_request_between_excuses_a_sold_out(void **state)
+{
+    (void)state;
+    fake *f = fake_new(8);
+    req(f, LG_OUT_INSUFFICIENT, 2, 3 * MS, 5 * MS);
+    req(f, LG_OUT_UNKNOWN, 2, 2 * MS, 6 * MS); /* completed after the sold-out's invoke */
+    req(f, LG_OUT_OK, 2, 8 * MS, 9 * MS);
+    rd(f, 1 * MS, 2 * MS, 10);
+    check(f, 10);
+    assert_int_equal(f->h.sold_after_n, 0);
+    f->done[1] = 2 * MS + MS / 2; /* before the sold-out's invoke: no excuse */
+    check(f, 10);
+    assert_int_equal(f->h.sold_after_n, 1);
+    f->done[1] = 10 * MS; /* after the ok's invoke: no excuse either */
+    check(f, 10);
+    assert_int_equal(f->h.sold_after_n, 1);
+    fake_free(f);
+    /* two sold-outs: the first excused, the second not; the example is the second */
+    f = fake_new(8);
+    req(f, LG_OUT_INSUFFICIENT, 2, 3 * MS, 4 * MS);
+    req(f, LG_OUT_TRANSPORT, 2, 1 * MS, 5 * MS);
+    req(f, LG_OUT_INSUFFICIENT, 2, 6 * MS, 7 * MS);
+    req(f, LG_OUT_OK, 2, 9 * MS, 10 * MS);
+    rd(f, 1 * MS, 2 * MS, 10);
+    check(f, 10);
+    assert_int_equal(f->h.sold_after_n, 1);
+    assert_string_equal(f->h.sale.sold_out, "run-0-2");
+    assert_string_equal(f->h.sale.ok, "run-0-3");
+    fake_free(f);
+}
+
 /* A cart's sold-out counts for the item only when it named the item's line
  * short (a remaining on it). */
 static void test_a_carts_sold_out_counts_when_it_named_the_line(void **state)
@@ -374,6 +408,49 @@ static void test_the_check_is_skipped_and_says_why(void **state)
     fake_free(f);
 }
 
+/* No memory for the check (a history too large to band): skipped, saying
+ * so, and no error: the run keeps its verdict. ASan refuses such a request
+ * outright rather than answering NULL, so it is left out there. */
+static void test_no_memory_skips_the_check_saying_so(void **state)
+{
+    (void)state;
+#if defined(__SANITIZE_ADDRESS__)
+    skip();
+#else
+    fake *f = fake_new(4);
+    req(f, LG_OUT_OK, 1, 1 * MS, 2 * MS);
+    rd(f, 5 * MS, 6 * MS, 9);
+    f->batch = (lg_batch){f->recs, f->n, f->lines, f->nlines, f->sent, f->done};
+    lg_history_in in = {.batches = &f->batch, .nbatch = 1, .initial = 10,
+                        .reads = f->reads.r, .nreads = (size_t)1 << 58};
+    assert_int_equal(lg_history_check(&in, &f->h), 0);
+    assert_false(f->h.checked);
+    assert_non_null(strstr(f->h.skipped, "out of memory for the check"));
+    assert_null(f->h.lo);
+    assert_int_equal(lg_history_judge(&f->h, f->f, 4, NULL), 0);
+    fake_free(f);
+#endif
+}
+
+/* Past max reads kept, every other one is dropped and then only every 2nd
+ * kept, and so on: at most max reads, each a real one, spread evenly. */
+static void test_reads_past_the_cap_are_thinned_evenly(void **state)
+{
+    (void)state;
+    lg_reads rs = {.max = 8};
+    for (int64_t i = 0; i < 100; i++) {
+        lg_read x = {i, i, 100 - i};
+        assert_int_equal(lg_reads_add(&rs, &x), 0);
+        assert_true(rs.n <= 8);
+    }
+    assert_int_equal(rs.every, 16); /* 100 reads into 8: 1 in 16 (7 kept) */
+    assert_int_equal(rs.n, 7);
+    for (size_t j = 0; j < rs.n; j++)
+        assert_int_equal(rs.r[j].t0_ns, (int64_t)j * rs.every);
+    assert_int_equal(rs.failed, 0);
+    lg_reads_free(&rs);
+}
+
 /* A million requests and 200 000 reads over 100 s of a service that is
  * right: nothing found. Linear, so it takes well under a second; a check
  * quadratic in either would not finish. */
@@ -413,6 +490,9 @@ static void test_a_large_history_is_checked_in_linear_time(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_failed_request_between_excuses_a_sold_out),
+        cmocka_unit_test(test_no_memory_skips_the_check_saying_so),
+        cmocka_unit_test(test_reads_past_the_cap_are_thinned_evenly),
         cmocka_unit_test(test_a_read_on_either_bound_passes),
         cmocka_unit_test(test_one_unit_above_the_band_is_a_stale_read),
         cmocka_unit_test(test_one_unit_below_the_band_is_an_impossible_read),
