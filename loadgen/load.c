@@ -559,6 +559,11 @@ int lg_load_start(const lg_load_cfg *cfg, lg_load **out, lg_err *err)
     return LG_OK;
 }
 
+int64_t lg_load_start_ns(const lg_load *l)
+{
+    return l->start_ns;
+}
+
 void lg_load_progress(lg_load *l, lg_progress *p)
 {
     p->done = p->errors = 0;

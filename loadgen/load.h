@@ -52,6 +52,10 @@ int lg_load_start(const lg_load_cfg *cfg, lg_load **out, lg_err *err);
 /* Snapshot of the counters; callable while the threads run. */
 void lg_load_progress(lg_load *l, lg_progress *p);
 
+/* The load's start on lg_now_ns()'s clock (lg_result.start_ns, known from
+ * lg_load_start on): what the records' times and the faults' count from. */
+int64_t lg_load_start_ns(const lg_load *l);
+
 /* 1 when no more requests will start (stopped, past --duration, or every
  * request claimed): what remains is in flight. Thread-safe. */
 int lg_load_exhausted(lg_load *l);

@@ -173,12 +173,11 @@ static int read_api(void *arg, const char *base, int timeout_ms, lg_item_state *
     return lg_profile_read(a->api, base, a->id, timeout_ms, st, err);
 }
 
-/* The load's start on lg_now_ns()'s clock, which the faults' times count from. */
+/* The load's start on lg_now_ns()'s clock, which the faults' times count
+ * from: the load's own, not one rebuilt from its elapsed seconds. */
 static int64_t load_start_ns(lg_load *l)
 {
-    lg_progress p;
-    lg_load_progress(l, &p);
-    return lg_now_ns() - (int64_t)(p.elapsed_s * 1e9);
+    return lg_load_start_ns(l);
 }
 
 /* Starts the --fault commands beside the load (none: *f NULL). */
