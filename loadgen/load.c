@@ -151,6 +151,7 @@ static int prepare(struct slot *s, long long ticket)
     r->first = (uint32_t)b->nlines;
     r->nlines = (uint8_t)lg_shape_draw(shape, ticket, &w->rng, lg_rec_lines(b, r));
     r->outcome = LG_OUT_TRANSPORT; /* until an answer says otherwise */
+    r->resends = 0;
     b->nlines += r->nlines;
     char rid[64];
     snprintf(rid, sizeof(rid), "%s-%d-%zu", w->load->run_id, w->id, s->rec);
@@ -228,6 +229,9 @@ static void on_failed(struct slot *s, const char *why, int64_t now)
     if (!c->raw && s->attempt < c->retries && !atomic_load(&w->load->stop)) {
         s->attempt++;
         w->tally[s->target].retries++;
+        lg_rec *r = &w->batch.recs[s->rec];
+        if (r->resends < UINT8_MAX)
+            r->resends++;
         s->state = SLOT_RETRY;
         s->retry_ns = now + RETRY_BACKOFF_NS * s->attempt;
         if (s->retry_ns < w->scan_ns)
@@ -403,6 +407,9 @@ static int slot_init(struct slot *s, struct worker *w, int global, lg_err *err)
     s->target = global % l->cfg.ntargets;
     s->state = SLOT_IDLE;
     lg_conn_init(&s->conn, w->loop, &l->addrs[s->target], s, l->cfg.raw ? 0 : RESP_MAX, 0);
+    /* someone else's service may not know a resend for the same purchase: loadgen
+     * must not buy twice behind the profile's back (--retry only with {request}) */
+    s->conn.no_resend = l->cfg.shape.api != NULL;
     const char *host = l->addrs[s->target].host;
     if (!l->cfg.raw && lg_shape_head_varies(&l->cfg.shape))
         return LG_OK; /* each request's own, in prepare */

@@ -712,6 +712,11 @@ static int validate_api(lg_opts *o, lg_err *err)
         return parse_ll("--item", o->item_arg, 1, 9007199254740991LL, &o->item_id, err);
     if (!o->api_path[0])
         return LG_OK;
+    /* renew's, interrupt's and compare's expectations speak of stockd's workMs, lease
+     * and lock modes: against another service they could only fail */
+    if (o->scenario[0] && strcmp(o->scenario, "hot") != 0 && strcmp(o->scenario, "spread") != 0)
+        return lg_errf(err, LG_ERR_USAGE, "--api runs --scenario hot or spread (or none): "
+                       "--scenario %s expects what only stockd does", o->scenario);
     if (o->buyers || o->lmax || o->reserve || o->get_path[0])
         return lg_errf(err, LG_ERR_USAGE, "--api sends the profile's buy, one line each: drop "
                        "--buyers, --cart-lines, --get and --scenario flash, cart or reserve");

@@ -715,6 +715,12 @@ int lg_profile_has(const lg_profile *p, int call)
     return call >= 0 && call < LG_PROFILE_CALLS && p->calls[call].present;
 }
 
+int lg_profile_names_request(const lg_profile *p, int call)
+{
+    const req_spec *c = &p->calls[call];
+    return ((c->path.uses | c->headers.uses | c->body.uses) & 1u << PH_REQUEST) != 0;
+}
+
 int lg_profile_has_sold(const lg_profile *p)
 {
     return p->calls[LG_PROFILE_READ].sold != NULL;

@@ -59,6 +59,10 @@ const char *lg_profile_name(const lg_profile *p);
 /* Whether the profile describes call (create and set_stock are optional). */
 int lg_profile_has(const lg_profile *p, int call);
 
+/* Whether call's templates name {request} (buy: then a resend is the same
+ * purchase to a service that deduplicates by it). */
+int lg_profile_names_request(const lg_profile *p, int call);
+
 /* Whether its read gives the units sold / the orders counted (the ledger). */
 int lg_profile_has_sold(const lg_profile *p);
 int lg_profile_has_orders(const lg_profile *p);

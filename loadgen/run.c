@@ -95,6 +95,7 @@ static int setup_items(const lg_opts *o, lg_run *r, const char *run_id, lg_err *
         r->items[k].stock0 = st.stock;
         r->items[k].sold0 = st.sold;
         r->items[k].orders0 = st.order_count;
+        r->items[k].judge_orders = o->api && lg_profile_has_orders(o->api);
     }
     return LG_OK;
 }
