@@ -37,7 +37,7 @@ struct slot {
     int64_t deadline_ns; /* SLOT_BUSY: when the attempt times out */
     /* the request head, formatted once (per request when an --api profile's path or
      * headers name a placeholder) */
-    char head[LG_HTTP_HEAD_MAX + LG_PATH_MAX + LG_PROFILE_HEADERS_MAX];
+    char head[LG_HTTP_HEAD_MAX + LG_PROFILE_PATH_MAX + LG_PROFILE_HEADERS_MAX];
     size_t head_len;   /* up to "Content-Length: " when there is a body */
     char body[LG_BODY_MAX];
     size_t body_len;
@@ -153,7 +153,7 @@ static int prepare(struct slot *s, long long ticket)
     r->outcome = LG_OUT_TRANSPORT; /* until an answer says otherwise */
     r->resends = 0;
     b->nlines += r->nlines;
-    char rid[64];
+    char rid[LG_PROFILE_REQUEST_MAX];
     snprintf(rid, sizeof(rid), "%s-%d-%zu", w->load->run_id, w->id, s->rec);
     int n = lg_shape_body(shape, lg_rec_lines(b, r), r->nlines, rid, s->body, sizeof(s->body));
     s->body_len = n < 0 ? 0 : (size_t)n;
