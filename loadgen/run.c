@@ -553,7 +553,10 @@ static int judge_history(const lg_opts *o, lg_run *r, lg_err *err)
         return lg_errf(err, LG_ERR_NOMEM, "out of memory for findings");
     r->findings = grown;
     int v;
-    r->nfindings += lg_history_judge(&r->history, r->findings + r->nfindings, 3, &v);
+    int n = lg_history_judge(&r->history, r->findings + r->nfindings, 3, &v);
+    for (int i = 0; r->api_ids && i < n; i++) /* item 0's, named as the service does */
+        name_string_id(&r->items[0], &r->api_ids[0], &r->findings[r->nfindings + i]);
+    r->nfindings += n;
     r->violations += v;
     return LG_OK;
 }
