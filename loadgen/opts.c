@@ -71,7 +71,8 @@ static const lg_flag flags[] = {
      "item (docs/loadgen.md; stockd's own is profiles/stockd.json).\n"
      "Without a sold count in its read the verdict compares the\n"
      "units acknowledged with the stock's fall. Not with --buyers,\n"
-     "--cart-lines, --scenario reserve, --get or --work-ms"},
+     "--cart-lines, --get, --work-ms or a scenario but hot and\n"
+     "spread; --retry only when its buy names {request}"},
     {"token", OPT_TOKEN, LG_ARG_REQUIRED, "TOKEN", NULL,
      "send Authorization: Bearer TOKEN on every request: the load's,\n"
      "the set-up's (creating items needs an operator's token when\n"
