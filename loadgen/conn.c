@@ -82,7 +82,7 @@ static int start(lg_conn *c);
  * connection gets the request again. */
 static int failed(lg_conn *c, int cause, const char *what)
 {
-    int stale = c->answered > 0 && c->resp.got == 0 && !c->resent;
+    int stale = c->answered > 0 && c->resp.got == 0 && !c->resent && !c->no_resend;
     drop(c);
     if (stale) {
         c->resent = 1;

@@ -43,6 +43,8 @@ typedef struct lg_conn {
     int ai;                   /* which of addr's addresses fd is for */
     int busy;                 /* a request is in flight */
     int resent;               /* the request in flight went out on a second connection */
+    int no_resend;            /* the caller's: never send a request twice (set after
+                                 lg_conn_init for a service that may not be idempotent) */
     unsigned answered;        /* answers the open connection has carried */
     struct iovec iov[2];      /* the request in flight: the caller's buffers */
     int iovcnt;
@@ -85,8 +87,8 @@ int lg_conn_send(lg_conn *c, const struct iovec *iov, int iovcnt);
  * closed before the end of the answer, not HTTP), else LG_CONN_AGAIN. A
  * reused connection that the server closed before a byte of the answer came
  * back (it may have closed it while idle) is replaced and the request sent
- * again, once, as libcurl does: a request the server answered even in part is
- * never sent twice. Events while no request is in flight close the
+ * again, once, as libcurl does, unless c->no_resend: a request the server
+ * answered even in part is never sent twice. Events while no request is in flight close the
  * connection (the server closed it, or sent what nobody asked for). */
 int lg_conn_event(lg_conn *c, unsigned events);
 

@@ -180,7 +180,8 @@ static void sum_requests(walk *w)
             long long u = units_of(w, bt, &bt->recs[i], &sh);
             if (u == 0)
                 continue;
-            w->inv[bucket_of(w, bt->sent_ns[i])] += u;
+            /* each send may take u (a resend to a service that does not deduplicate) */
+            w->inv[bucket_of(w, bt->sent_ns[i])] += u * (1 + bt->recs[i].resends);
             if (bt->recs[i].outcome == LG_OUT_OK)
                 w->ack[bucket_of(w, bt->done_ns[i])] += u;
         }

@@ -37,7 +37,7 @@ struct slot {
     int64_t deadline_ns; /* SLOT_BUSY: when the attempt times out */
     /* the request head, formatted once (per request when an --api profile's path or
      * headers name a placeholder) */
-    char head[LG_HTTP_HEAD_MAX + LG_PATH_MAX + LG_PROFILE_HEADERS_MAX];
+    char head[LG_HTTP_HEAD_MAX + LG_PROFILE_PATH_MAX + LG_PROFILE_HEADERS_MAX];
     size_t head_len;   /* up to "Content-Length: " when there is a body */
     char body[LG_BODY_MAX];
     size_t body_len;
@@ -151,8 +151,9 @@ static int prepare(struct slot *s, long long ticket)
     r->first = (uint32_t)b->nlines;
     r->nlines = (uint8_t)lg_shape_draw(shape, ticket, &w->rng, lg_rec_lines(b, r));
     r->outcome = LG_OUT_TRANSPORT; /* until an answer says otherwise */
+    r->resends = 0;
     b->nlines += r->nlines;
-    char rid[64];
+    char rid[LG_PROFILE_REQUEST_MAX];
     snprintf(rid, sizeof(rid), "%s-%d-%zu", w->load->run_id, w->id, s->rec);
     int n = lg_shape_body(shape, lg_rec_lines(b, r), r->nlines, rid, s->body, sizeof(s->body));
     s->body_len = n < 0 ? 0 : (size_t)n;
@@ -233,6 +234,9 @@ static void on_failed(struct slot *s, const char *why, int64_t now)
     if (!c->raw && s->attempt < c->retries && !atomic_load(&w->load->stop)) {
         s->attempt++;
         w->tally[s->target].retries++;
+        lg_rec *r = &w->batch.recs[s->rec];
+        if (r->resends < UINT8_MAX)
+            r->resends++;
         s->state = SLOT_RETRY;
         s->retry_ns = now + RETRY_BACKOFF_NS * s->attempt;
         if (s->retry_ns < w->scan_ns)
@@ -408,6 +412,9 @@ static int slot_init(struct slot *s, struct worker *w, int global, lg_err *err)
     s->target = global % l->cfg.ntargets;
     s->state = SLOT_IDLE;
     lg_conn_init(&s->conn, w->loop, &l->addrs[s->target], s, l->cfg.raw ? 0 : RESP_MAX, 0);
+    /* someone else's service may not know a resend for the same purchase: loadgen
+     * must not buy twice behind the profile's back (--retry only with {request}) */
+    s->conn.no_resend = l->cfg.shape.api != NULL;
     const char *host = l->addrs[s->target].host;
     if (!l->cfg.raw && lg_shape_head_varies(&l->cfg.shape))
         return LG_OK; /* each request's own, in prepare */

@@ -224,6 +224,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "loadgen: %s\n", err.msg);
         return EXIT_USAGE;
     }
+    if (api && o.retries && !lg_profile_names_request(api, LG_PROFILE_BUY)) {
+        fprintf(stderr, "loadgen: --retry with --api %s: its buy names no {request}, so the "
+                "service cannot tell a resend from a second purchase (drop --retry, or send "
+                "{request} in buy and have the service deduplicate by it)\n", o.api_path);
+        lg_profile_free(api);
+        return EXIT_USAGE;
+    }
     o.api = api;
     lg_http_set_token(o.token); /* before any thread: every request carries it */
     outputs out = {&o, NULL, NULL};

@@ -71,7 +71,8 @@ static const lg_flag flags[] = {
      "item (docs/loadgen.md; stockd's own is profiles/stockd.json).\n"
      "Without a sold count in its read the verdict compares the\n"
      "units acknowledged with the stock's fall. Not with --buyers,\n"
-     "--cart-lines, --scenario reserve, --get or --work-ms"},
+     "--cart-lines, --get, --work-ms or a scenario but hot and\n"
+     "spread; --retry only when its buy names {request}"},
     {"token", OPT_TOKEN, LG_ARG_REQUIRED, "TOKEN", NULL,
      "send Authorization: Bearer TOKEN on every request: the load's,\n"
      "the set-up's (creating items needs an operator's token when\n"
@@ -714,6 +715,11 @@ static int validate_api(lg_opts *o, lg_err *err)
         return parse_ll("--item", o->item_arg, 1, 9007199254740991LL, &o->item_id, err);
     if (!o->api_path[0])
         return LG_OK;
+    /* renew's, interrupt's and compare's expectations speak of stockd's workMs, lease
+     * and lock modes: against another service they could only fail */
+    if (o->scenario[0] && strcmp(o->scenario, "hot") != 0 && strcmp(o->scenario, "spread") != 0)
+        return lg_errf(err, LG_ERR_USAGE, "--api runs --scenario hot or spread (or none): "
+                       "--scenario %s expects what only stockd does", o->scenario);
     if (o->buyers || o->lmax || o->reserve || o->get_path[0])
         return lg_errf(err, LG_ERR_USAGE, "--api sends the profile's buy, one line each: drop "
                        "--buyers, --cart-lines, --get and --scenario flash, cart or reserve");

@@ -5,6 +5,7 @@
 #include "loadgen/profile.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #define RULES_MAX 32
 #define STATUSES_MAX 16
 #define FILE_MAX (1024 * 1024)
+#define POINTER_TOKEN_MAX 255 /* the longest key or index between two '/' of a pointer */
 
 /* Placeholders, and which calls may name them. */
 enum ph { PH_ITEM, PH_QUANTITY, PH_REQUEST, PH_BUYER, PH_NAME, PH_STOCK, PH_COUNT };
@@ -372,6 +374,10 @@ static int pointer_key(const ctx *c, const char *key, json_t *v, char **out)
     for (const char *t = strchr(s, '~'); t; t = strchr(t + 1, '~'))
         if (t[1] != '0' && t[1] != '1')
             return bad(c, key, "\"%.80s\": '~' must be ~0 or ~1 in a JSON pointer", s);
+    for (const char *t = s; *t == '/'; t += 1 + strcspn(t + 1, "/"))
+        if (strcspn(t + 1, "/") > POINTER_TOKEN_MAX) /* pointer_get's room for one */
+            return bad(c, key, "\"%.80s...\": a token longer than %d characters", s,
+                       POINTER_TOKEN_MAX);
     return (*out = strdup(s)) ? 0 : nomem(c);
 }
 
@@ -379,7 +385,7 @@ static json_t *pointer_get(json_t *root, const char *ptr)
 {
     json_t *cur = root;
     for (const char *p = ptr; *p == '/' && cur; ) {
-        char tok[256];
+        char tok[POINTER_TOKEN_MAX + 1];
         size_t n = 0;
         for (p++; *p && *p != '/'; p++) {
             char ch = *p;
@@ -430,7 +436,10 @@ static int status_in(const statuses *st, long status)
     return 0;
 }
 
-/* "Name: value\r\n" lines of an object of strings, appended to t. */
+#define FORM_TYPE "application/x-www-form-urlencoded"
+
+/* "Name: value\r\n" lines of an object of strings, appended to t; *content_type
+ * gets 1 for a Content-Type, 2 for a form's (whose values are then URL-encoded). */
 static int compile_headers(const ctx *c, const char *where, json_t *h, unsigned allowed,
                            tmpl *t, int *content_type)
 {
@@ -453,7 +462,8 @@ static int compile_headers(const ctx *c, const char *where, json_t *h, unsigned 
         if (!json_is_string(v) || strpbrk(json_string_value(v), "\r\n"))
             return bad(c, hk, "expected a string of one line");
         if (strcasecmp(k, "Content-Type") == 0)
-            *content_type = 1;
+            *content_type = strncasecmp(json_string_value(v), FORM_TYPE, strlen(FORM_TYPE)) == 0
+                                ? 2 : 1;
         int rc = lit(c, t, k);
         if (rc == 0 && (rc = lit(c, t, ": ")) == 0 &&
             (rc = compile_text(c, hk, json_string_value(v), M_RAW, M_RAW, allowed, t)) == 0)
@@ -509,7 +519,9 @@ static int parse_request(const ctx *c, int which, json_t *o, json_t *top_headers
     if (json_is_string(v)) {
         if (!content_type)
             return bad(c, key, "a text body needs a Content-Type in the headers");
-        return compile_text(c, key, json_string_value(v), M_RAW, M_RAW, allowed, &out->body);
+        /* a form's values are URL-encoded, or an id with '&' or '=' would split it */
+        return compile_text(c, key, json_string_value(v), M_RAW,
+                            content_type == 2 ? M_URL : M_RAW, allowed, &out->body);
     }
     if (!json_is_object(v) && !json_is_array(v))
         return bad(c, key, "expected a JSON object or array, or a string (a text template)");
@@ -621,6 +633,45 @@ static int parse_call(const ctx *c, int which, json_t *root, lg_profile *p)
     return rc;
 }
 
+/* Renders the buy with the longest values it may get (a string id whose every
+ * character escapes: URL-escaping triples it, JSON's doubles it; 20-digit
+ * numbers; the longest request id and buyer) and refuses a part that could
+ * outgrow the load's buffer: found here, before set-up made items, not when
+ * the load's first request does not fit. */
+static int check_buy_fits(const ctx *c, const lg_profile *p)
+{
+    static const struct { int part; const char *key; size_t max; } parts[] = {
+        {LG_PROFILE_PATH, "buy.path", LG_PROFILE_PATH_MAX},
+        {LG_PROFILE_HEADERS, "buy.headers", LG_PROFILE_HEADERS_MAX},
+        {LG_PROFILE_BODY, "buy.body", LG_PROFILE_BODY_MAX},
+    };
+    char id[LG_PROFILE_ID_MAX + 1], request[LG_PROFILE_REQUEST_MAX];
+    char buyer[LG_PROFILE_REQUEST_MAX + 2] = "b-";
+    memset(id, '"', sizeof(id) - 1);
+    id[sizeof(id) - 1] = '\0';
+    memset(request, '"', sizeof(request) - 1);
+    request[sizeof(request) - 1] = '\0';
+    strcat(buyer, request);
+    lg_profile_id item = {LLONG_MIN, id};
+    lg_profile_vars v = {.item = &item, .quantity = LLONG_MIN, .stock = LLONG_MIN,
+                         .request = request, .buyer = buyer};
+    size_t size = 4 * FILE_MAX; /* a body's text at most doubles, with room for its values */
+    char *buf = malloc(size);
+    if (buf == NULL)
+        return nomem(c);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < sizeof(parts) / sizeof(parts[0]); i++) {
+        int n = lg_profile_render(p, LG_PROFILE_BUY, parts[i].part, &v, buf, size);
+        if (n < 0 || (size_t)n >= parts[i].max)
+            rc = bad(c, parts[i].key, "renders up to %d bytes with the longest values (a "
+                     "%d-character string id that needs escaping, the longest request id); "
+                     "loadgen sends at most %zu", n < 0 ? (int)size : n, LG_PROFILE_ID_MAX,
+                     parts[i].max - 1);
+    }
+    free(buf);
+    return rc;
+}
+
 static int parse_root(const ctx *c, json_t *root, lg_profile *p)
 {
     static const char *const keys[] = {"name", "headers", "buy", "answers", "create",
@@ -639,7 +690,7 @@ static int parse_root(const ctx *c, json_t *root, lg_profile *p)
     if (rc == 0)
         rc = answers ? parse_answers(c, answers, p)
                      : bad(c, "answers", "missing (the rules that classify a buy's answer)");
-    return rc;
+    return rc == 0 ? check_buy_fits(c, p) : rc;
 }
 
 int lg_profile_parse(const char *name, const char *text, size_t len, lg_profile **out,
@@ -705,6 +756,11 @@ void lg_profile_free(lg_profile *p)
 
 /* ---- accessors ---- */
 
+const char *lg_profile_call_name(int call)
+{
+    return call >= 0 && call < LG_PROFILE_CALLS ? call_names[call] : "?";
+}
+
 const char *lg_profile_name(const lg_profile *p)
 {
     return p->name;
@@ -713,6 +769,12 @@ const char *lg_profile_name(const lg_profile *p)
 int lg_profile_has(const lg_profile *p, int call)
 {
     return call >= 0 && call < LG_PROFILE_CALLS && p->calls[call].present;
+}
+
+int lg_profile_names_request(const lg_profile *p, int call)
+{
+    const req_spec *c = &p->calls[call];
+    return ((c->path.uses | c->headers.uses | c->body.uses) & 1u << PH_REQUEST) != 0;
 }
 
 int lg_profile_has_sold(const lg_profile *p)
@@ -771,8 +833,8 @@ void lg_profile_classify(const lg_profile *p, long status, const char *body, siz
         out->outcome = status >= 200 && status <= 299 ? LG_OUT_MALFORMED
                        : status >= 400 && status <= 499 ? LG_OUT_OTHER_4XX
                                                         : LG_OUT_UNKNOWN;
-        snprintf(out->why, sizeof(out->why), "%ld matched no answers rule: %.80s", status,
-                 body && len ? body : "(no body)");
+        snprintf(out->why, sizeof(out->why), "%ld matched no answers rule: %.*s", status,
+                 body && len ? (int)(len < 80 ? len : 80) : 9, body && len ? body : "(no body)");
         json_decref(root);
         return;
     }
@@ -786,8 +848,9 @@ void lg_profile_classify(const lg_profile *p, long status, const char *body, siz
             out->remaining = (long long)json_integer_value(rem);
         } else {
             out->outcome = LG_OUT_MALFORMED;
-            snprintf(out->why, sizeof(out->why), "%ld with no integer at %.30s: %.60s",
-                     status, r->remaining, body && len ? body : "(no body)");
+            snprintf(out->why, sizeof(out->why), "%ld with no integer at %.30s: %.*s",
+                     status, r->remaining, body && len ? (int)(len < 60 ? len : 60) : 9,
+                     body && len ? body : "(no body)");
         }
     }
     json_decref(root);

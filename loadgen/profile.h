@@ -14,8 +14,14 @@
 #include "loadgen/api.h"
 #include "loadgen/err.h"
 
-/* Room for the header lines a profile adds to one request, rendered. */
+/* What the load's buffers hold of one buy, rendered, NUL included: its path, the
+ * header lines the profile adds, its body (shape.h's LG_BODY_MAX is this one), and
+ * the request id {request} gets ("<run_id>-<thread>-<seq>"). load.c and shape.c size
+ * their buffers by these; lg_profile_parse refuses a buy that could render larger. */
+#define LG_PROFILE_PATH_MAX 512
 #define LG_PROFILE_HEADERS_MAX 1024
+#define LG_PROFILE_BODY_MAX 2048
+#define LG_PROFILE_REQUEST_MAX 64
 /* The longest string id loadgen keeps for an item (longer ones are refused). */
 #define LG_PROFILE_ID_MAX 128
 
@@ -42,12 +48,18 @@ enum lg_profile_call { LG_PROFILE_BUY, LG_PROFILE_CREATE, LG_PROFILE_SET_STOCK,
 /* The parts of a request lg_profile_render writes. */
 enum lg_profile_part { LG_PROFILE_PATH, LG_PROFILE_HEADERS, LG_PROFILE_BODY };
 
+/* call's name in the file ("buy", "create", "set_stock", "read"). */
+const char *lg_profile_call_name(int call);
+
 /* Reads and checks the profile file at path. Returns 0 with *out set (free
  * with lg_profile_free), or LG_ERR_USAGE with err saying "profile PATH: KEY:
  * what is wrong" (or that the file cannot be read), or LG_ERR_NOMEM. */
 int lg_profile_load(const char *path, lg_profile **out, lg_err *err);
 
-/* The same from text (len bytes); name is what messages call it. */
+/* The same from text (len bytes); name is what messages call it. A buy that
+ * could outgrow a LG_PROFILE_*_MAX with the longest values it may get (a string
+ * id of LG_PROFILE_ID_MAX characters that all need escaping, 20-digit numbers,
+ * the longest request id) is refused naming the part and the limit. */
 int lg_profile_parse(const char *name, const char *text, size_t len, lg_profile **out,
                      lg_err *err);
 
@@ -58,6 +70,10 @@ const char *lg_profile_name(const lg_profile *p);
 
 /* Whether the profile describes call (create and set_stock are optional). */
 int lg_profile_has(const lg_profile *p, int call);
+
+/* Whether call's templates name {request} (buy: then a resend is the same
+ * purchase to a service that deduplicates by it). */
+int lg_profile_names_request(const lg_profile *p, int call);
 
 /* Whether its read gives the units sold / the orders counted (the ledger). */
 int lg_profile_has_sold(const lg_profile *p);

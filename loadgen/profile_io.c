@@ -9,8 +9,6 @@
 
 #define SETUP_BODY_MAX 65536
 
-static const char *const call_names[LG_PROFILE_CALLS] = {"buy", "create", "set_stock", "read"};
-
 /* Renders and sends one call of the profile; url gets where it went. */
 static int exchange(const lg_profile *p, int which, const char *base, const lg_profile_vars *v,
                     int timeout_ms, lg_answer_full *a, char *url, size_t urlsize, lg_err *err)
@@ -20,7 +18,8 @@ static int exchange(const lg_profile *p, int which, const char *base, const lg_p
     memset(a, 0, sizeof(*a));
     snprintf(url, urlsize, "%s", base);
     if (!lg_profile_has(p, which))
-        return lg_errf(err, LG_ERR_SETUP, "the profile has no %s", call_names[which]);
+        return lg_errf(err, LG_ERR_SETUP, "the profile has no %s",
+                           lg_profile_call_name(which));
     int has_body = lg_profile_has_body(p, which, &json);
     int n = lg_profile_render(p, which, LG_PROFILE_PATH, v, path, sizeof(path));
     if (n >= 0 && snprintf(url, urlsize, "%s%s", base, path) >= (int)urlsize)
@@ -34,7 +33,7 @@ static int exchange(const lg_profile *p, int which, const char *base, const lg_p
     if (n < 0) {
         free(body);
         return lg_errf(err, LG_ERR_SETUP, "the profile's %s request does not fit",
-                       call_names[which]);
+                       lg_profile_call_name(which));
     }
     int rc = lg_api_call_with(lg_profile_method(p, which), url, headers, json, body,
                               timeout_ms, a, err);
@@ -90,7 +89,8 @@ int lg_profile_read(const lg_profile *p, const char *base, const lg_profile_id *
     st->sold = st->order_count = st->reserved = st->returned = -1;
     int rc = exchange(p, LG_PROFILE_READ, base, &v, timeout_ms, &a, url, sizeof(url), err);
     if (rc == LG_OK && (a.status == 429 || a.status == 503))
-        rc = lg_errf(err, LG_ERR_LATER, "GET %s answered %ld: %.200s", url, a.status, a.body);
+        rc = lg_errf(err, LG_ERR_LATER, "%s %s answered %ld: %.200s",
+                     lg_profile_method(p, LG_PROFILE_READ), url, a.status, a.body);
     else if (rc == LG_OK && (a.status < 200 || a.status > 299))
         rc = unexpected(err, p, LG_PROFILE_READ, url, &a, "expected 2xx");
     else if (rc == LG_OK &&

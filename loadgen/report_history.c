@@ -29,10 +29,15 @@ void lg_report_history_text(FILE *f, const lg_opts *o, const lg_run *r)
     if (h->every > 1)
         fprintf(f, "\nhistory check: the run outgrew %d reads, so 1 read in %d was kept, "
                 "spread over it", LG_READS_MAX, h->every);
-    fprintf(f, "\nhistory check: item %lld read %zu times while the load ran, every %d ms "
+    char name[LG_PROFILE_ID_MAX + 24]; /* a string id as the service has it (--api) */
+    if (r->api_ids && r->api_ids[0].str)
+        snprintf(name, sizeof(name), "%s", r->api_ids[0].str);
+    else
+        snprintf(name, sizeof(name), "%lld", h->id);
+    fprintf(f, "\nhistory check: item %s read %zu times while the load ran, every %d ms "
             "(%lld unusable, skipped); each read against initial - invoked .. initial - "
             "acknowledged, bounds rounded out to %.0f ms: %lld stale, %lld impossible; "
-            "%lld sales after a sold-out answer\n", h->id, h->reads, h->interval_ms, h->failed,
+            "%lld sales after a sold-out answer\n", name, h->reads, h->interval_ms, h->failed,
             (double)h->bucket_ns / 1e6, h->stale_n, h->impossible_n, h->sold_after_n);
 }
 
@@ -86,6 +91,8 @@ json_t *lg_report_history_json(const lg_opts *o, const lg_run *r)
                           "stale", (json_int_t)h->stale_n, "impossible",
                           (json_int_t)h->impossible_n, "soldAfterSoldOut",
                           (json_int_t)h->sold_after_n, "violations", (json_int_t)viol);
+    if (j != NULL && r->api_ids && r->nitems && r->api_ids[0].str)
+        json_object_set_new(j, "apiId", json_string(r->api_ids[0].str));
     if (j == NULL || !h->checked)
         return j;
     json_object_set_new(j, "keptEvery", json_integer(h->every));

@@ -95,6 +95,7 @@ static int setup_items(const lg_opts *o, lg_run *r, const char *run_id, lg_err *
         r->items[k].stock0 = st.stock;
         r->items[k].sold0 = st.sold;
         r->items[k].orders0 = st.order_count;
+        r->items[k].judge_orders = o->api && lg_profile_has_orders(o->api);
     }
     return LG_OK;
 }
@@ -555,7 +556,10 @@ static int judge_history(const lg_opts *o, lg_run *r, lg_err *err)
         return lg_errf(err, LG_ERR_NOMEM, "out of memory for findings");
     r->findings = grown;
     int v;
-    r->nfindings += lg_history_judge(&r->history, r->findings + r->nfindings, 3, &v);
+    int n = lg_history_judge(&r->history, r->findings + r->nfindings, 3, &v);
+    for (int i = 0; r->api_ids && i < n; i++) /* item 0's, named as the service does */
+        name_string_id(&r->items[0], &r->api_ids[0], &r->findings[r->nfindings + i]);
+    r->nfindings += n;
     r->violations += v;
     return LG_OK;
 }

@@ -55,7 +55,8 @@ int lg_shape_head(const lg_shape *s, const lg_line *lines, const char *request_i
 {
     if (s->api == NULL)
         return lg_http_head(buf, size, "POST", lg_shape_path(s), host, 1);
-    char path[LG_PATH_MAX * 2], headers[LG_PROFILE_HEADERS_MAX], buyer[80];
+    char path[LG_PROFILE_PATH_MAX], headers[LG_PROFILE_HEADERS_MAX];
+    char buyer[LG_PROFILE_REQUEST_MAX + 2];
     lg_profile_vars v;
     api_vars(s, lines, request_id, buyer, sizeof(buyer), &v);
     int json;

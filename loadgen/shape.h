@@ -28,7 +28,7 @@ typedef struct lg_shape {
 
 /* Room for the body of a cart of LG_ORDER_LINES_MAX lines with the largest
  * ids, quantities and workMs loadgen accepts. */
-#define LG_BODY_MAX 2048
+#define LG_BODY_MAX LG_PROFILE_BODY_MAX
 
 /* "/orders" for carts, "/reduceStock" otherwise; with a profile its buy
  * path as written ("/items/{item}/buy"). */

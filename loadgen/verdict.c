@@ -104,7 +104,12 @@ typedef struct remaining_sets {
 
 static void tally_one(void *arg, const lg_rec *r, lg_line *l)
 {
-    tally_line(&((lg_item_check *)arg)[l->item], r->outcome, l);
+    lg_item_check *c = &((lg_item_check *)arg)[l->item];
+    tally_line(c, r->outcome, l);
+    /* a resend that the service did not recognise as the same request was a purchase
+     * of its own: whether it took anything, nobody was told */
+    c->undetermined_qty += (long long)r->resends * l->quantity;
+    c->resent_n += r->resends;
 }
 
 static void collect_remaining(void *arg, const lg_rec *r, lg_line *l)
@@ -421,6 +426,25 @@ static int judge_outside(const lg_item_check *c, lg_finding *out, int n, int max
     return n;
 }
 
+/* A profile's count of orders: every acknowledged purchase must be in it, and
+ * nothing beyond the purchases that may have gone through. */
+static int judge_order_count(const lg_item_check *c, lg_finding *out, int n, int max)
+{
+    long long orders = c->orders1 - c->orders0;
+    long long most = c->acked_n + c->undetermined_n + c->resent_n;
+    if (orders < c->acked_n)
+        n = add(out, n, max, LG_V_UNRECORDED, c->acked_n - orders,
+                "item %lld: %lld acknowledged purchases are missing from the orders count "
+                "(it rose by %lld, %lld purchases acknowledged)",
+                c->id, c->acked_n - orders, orders, c->acked_n);
+    else if (orders > most)
+        n = add(out, n, max, LG_V_UNACKED, orders - most,
+                "item %lld: %lld orders nobody was told of: the orders count rose by %lld, "
+                "%lld purchases were acknowledged and at most %lld undetermined",
+                c->id, orders - most, orders, c->acked_n, most - c->acked_n);
+    return n;
+}
+
 int lg_verdict_judge(const lg_item_check *c, lg_finding *out, int max, int *violations)
 {
     int n;
@@ -431,6 +455,8 @@ int lg_verdict_judge(const lg_item_check *c, lg_finding *out, int max, int *viol
     else
         n = judge_totals(c, out, judge_stock(c, out, 0, max), max);
     n = judge_refusals(c, out, n, max);
+    if (c->judge_orders && c->orders0 >= 0 && c->orders1 >= 0)
+        n = judge_order_count(c, out, n, max);
     if (violations) {
         *violations = 0;
         for (int i = 0; i < n; i++)

@@ -22,6 +22,9 @@
  *   acked <= drop, remaining values distinct and none below the final stock
  *                                                  (else LOST_UPDATES)
  *   drop <= acked + undetermined units             (else UNEXPLAINED)
+ * With judge_orders (a profile's count of orders), orders = orders1 - orders0:
+ *   acked_n <= orders <= acked_n + undetermined_n + resent_n
+ *                                                  (else UNRECORDED / UNACKED)
  * and per order, over the items whose ledger was read (lg_verdict_orders):
  *   all of its lines are in the ledger or none, whatever the answer
  *                                                  (else PARTIAL_ORDERS)
@@ -57,6 +60,8 @@ typedef struct lg_rec {
     uint32_t first; /* index of its first line in lg_batch.lines */
     uint8_t nlines; /* 1..LG_ORDER_LINES_MAX */
     uint8_t outcome; /* enum lg_outcome of the final attempt */
+    uint8_t resends; /* attempts sent after the first (--retry), saturating at 255: a service
+                        that does not deduplicate by request id may have taken each one */
 } lg_rec;
 
 /* The records of one load thread and the lines they point into. */
@@ -89,11 +94,14 @@ typedef struct lg_item_check {
     long long id;                   /* the item's id on the server */
     long long stock0, sold0, orders0; /* before the run (sold, orders -1: not read) */
     long long stock1, sold1, orders1; /* after the run */
+    int judge_orders;               /* 1: orders counts one order per purchase (an --api
+                                       profile's read.orders), judged against the answers */
 
     /* from this run's answers (lg_verdict_answers) */
     long long acked_qty, acked_n;               /* lines of 200/201 orders */
     long long undetermined_qty, undetermined_n; /* lines of transport errors / malformed answers */
     long long refused_n;                        /* lines of definitive error answers */
+    long long resent_n;                         /* resends of this item's lines (--retry) */
     long long dup_remaining;   /* acknowledged lines reporting a `remaining` another reported */
     long long min_ok_remaining; /* lowest `remaining` of an acknowledged line, -1 if none */
     long long bad_409;         /* lines named short with remaining >= the quantity asked */

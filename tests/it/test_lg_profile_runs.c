@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "tests/support/harness.h"
+#include "tests/support/lgrun.h"
 
 #define STOCKD_PROFILE "loadgen/profiles/stockd.json"
 #define RUN_TIMEOUT_MS 60000 /* hang detection only */
@@ -74,39 +75,18 @@ static int group_teardown(void **state)
     return rc;
 }
 
-typedef struct outcome {
-    int status;
-    char *text;
-    json_t *json;
-} outcome;
+typedef th_lg_outcome outcome;
 
-/* Runs loadgen on both replicas of s with args (NULL-terminated) plus --json;
- * prints its output when the exit status is not the expected one. */
+/* Runs loadgen on both replicas of s with args (NULL-terminated) plus --json
+ * (tests/support/lgrun.h). */
 static outcome run_loadgen(int expect, const th_stockd *s, const char *const args[])
 {
-    static int seq;
-    char out[160], json_path[160], targets[256];
-    snprintf(out, sizeof(out), "%s/loadgen-%d.out", dir, seq);
-    snprintf(json_path, sizeof(json_path), "%s/loadgen-%d.json", dir, seq++);
+    char targets[256];
     snprintf(targets, sizeof(targets), "%s,%s", s[0].url, s[1].url);
-    const char *argv[40] = {loadgen, "--json", json_path, "--target", targets};
-    int n = 5;
-    while (*args && n < 39)
-        argv[n++] = *args++;
-    argv[n] = NULL;
-    outcome o = {th_run(argv, out, RUN_TIMEOUT_MS), th_read_file(out), NULL};
-    o.json = json_load_file(json_path, 0, NULL);
-    if (o.status != expect)
-        fprintf(stderr, "loadgen exited %d, expected %d; its output:\n%s\n", o.status, expect,
-                o.text ? o.text : "(none)");
+    outcome o = th_lg_run(loadgen, dir, expect, (const char *[]){"--target", targets, NULL},
+                          args, RUN_TIMEOUT_MS);
     assert_non_null(o.text);
     return o;
-}
-
-static void outcome_free(outcome *o)
-{
-    free(o->text);
-    json_decref(o->json);
 }
 
 /* Whether the report's violations hold one of kind. */
@@ -118,6 +98,41 @@ static int has_violation(const outcome *o, const char *kind)
         if (strcmp(json_string_value(json_object_get(v, "kind")), kind) == 0)
             return 1;
     return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The report's violation kinds, each once, sorted and comma-joined. */
+static void kinds_of(const outcome *o, char *buf, size_t size)
+{
+    const char *kinds[64];
+    size_t n = 0, i, used = 0;
+    json_t *v;
+    json_array_foreach(json_object_get(o->json, "violations"), i, v) {
+        const char *k = json_string_value(json_object_get(v, "kind"));
+        size_t j = 0;
+        while (j < n && strcmp(kinds[j], k) != 0)
+            j++;
+        if (j == n && n < 64)
+            kinds[n++] = k;
+    }
+    qsort(kinds, n, sizeof(kinds[0]), by_name);
+    buf[0] = '\0';
+    for (i = 0; i < n && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? "," : "", kinds[i]);
+}
+
+/* The built-in client and the profile found the same kinds of violation. */
+static void assert_same_kinds(const outcome *builtin, const outcome *api)
+{
+    char b[512], a[512];
+    kinds_of(builtin, b, sizeof(b));
+    kinds_of(api, a, sizeof(a));
+    if (strcmp(a, b) != 0)
+        fail_msg("the built-in client found {%s}, the profile {%s}", b, a);
 }
 
 static void test_stockd_profile_passes_where_the_builtin_client_passes(void **state)
@@ -137,8 +152,9 @@ static void test_stockd_profile_passes_where_the_builtin_client_passes(void **st
                      json_integer_value(json_object_get(bo, "ok")));
     assert_int_equal(json_integer_value(json_object_get(ao, "insufficient_stock")), 100);
     assert_non_null(strstr(api.text, "VERDICT: PASS"));
-    outcome_free(&builtin);
-    outcome_free(&api);
+    assert_same_kinds(&builtin, &api);
+    th_lg_outcome_free(&builtin);
+    th_lg_outcome_free(&api);
 }
 
 static void test_stockd_profile_fails_where_the_builtin_client_fails(void **state)
@@ -153,8 +169,9 @@ static void test_stockd_profile_fails_where_the_builtin_client_fails(void **stat
     assert_int_equal(api.status, 1);
     assert_true(has_violation(&builtin, "oversold") && has_violation(&builtin, "lost_updates"));
     assert_true(has_violation(&api, "oversold") && has_violation(&api, "lost_updates"));
-    outcome_free(&builtin);
-    outcome_free(&api);
+    assert_same_kinds(&builtin, &api);
+    th_lg_outcome_free(&builtin);
+    th_lg_outcome_free(&api);
 }
 
 static void test_a_profile_without_sold_fails_the_race_from_the_outside(void **state)
@@ -165,12 +182,12 @@ static void test_a_profile_without_sold_fails_the_race_from_the_outside(void **s
     assert_int_equal(api.status, 1);
     assert_non_null(strstr(api.text, "no sold count (the outside verdict)"));
     assert_true(has_violation(&api, "oversold") || has_violation(&api, "lost_updates"));
-    outcome_free(&api);
+    th_lg_outcome_free(&api);
     /* and passes a service that holds its lock */
     api = run_loadgen(0, locked, (const char *[]){"--api", outside, "-n", "200", "--stock",
                                                   "150", NULL});
     assert_int_equal(api.status, 0);
-    outcome_free(&api);
+    th_lg_outcome_free(&api);
 }
 
 static void test_an_existing_item_is_restocked_through_set_stock(void **state)
@@ -185,8 +202,8 @@ static void test_an_existing_item_is_restocked_through_set_stock(void **state)
     outcome o = run_loadgen(0, locked, (const char *[]){"--api", STOCKD_PROFILE, "--item", id,
                                                         "--stock", "50", "-n", "80", NULL});
     assert_non_null(strstr(o.text, "stock 50 -> 0"));
-    outcome_free(&first);
-    outcome_free(&o);
+    th_lg_outcome_free(&first);
+    th_lg_outcome_free(&o);
 }
 
 static void test_bad_profiles_and_modes_it_cannot_drive_exit_2(void **state)
@@ -201,10 +218,24 @@ static void test_bad_profiles_and_modes_it_cannot_drive_exit_2(void **state)
     fclose(f);
     outcome o = run_loadgen(2, locked, (const char *[]){"--api", bad, NULL});
     assert_non_null(strstr(o.text, "answers[0].class: \"retri\" is not one of"));
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
     o = run_loadgen(2, locked, (const char *[]){"--api", STOCKD_PROFILE, "--buyers", "10", NULL});
     assert_non_null(strstr(o.text, "--api"));
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
+    /* a scenario whose expectations are stockd's */
+    o = run_loadgen(2, locked, (const char *[]){"--api", STOCKD_PROFILE, "-s", "interrupt", NULL});
+    assert_non_null(strstr(o.text, "--api runs --scenario hot or spread"));
+    th_lg_outcome_free(&o);
+    /* --retry when the buy names no {request}: a resend would be a second purchase */
+    json_t *p = json_load_file(STOCKD_PROFILE, 0, NULL);
+    assert_non_null(p);
+    json_object_del(json_object_get(json_object_get(p, "buy"), "body"), "requestId");
+    snprintf(bad, sizeof(bad), "%s/no-request.json", dir);
+    assert_int_equal(json_dump_file(p, bad, 0), 0);
+    json_decref(p);
+    o = run_loadgen(2, locked, (const char *[]){"--api", bad, "--retry", NULL});
+    assert_non_null(strstr(o.text, "names no {request}"));
+    th_lg_outcome_free(&o);
 }
 
 int main(void)

@@ -22,6 +22,7 @@
 #include <curl/curl.h>
 
 #include "tests/support/harness.h"
+#include "tests/support/lgrun.h"
 
 static th_redis redis;
 static th_stockd locked[3]; /* --lock redis, lease 500 ms: renew works, interrupt needs more */
@@ -99,38 +100,14 @@ static const char *urls(const th_stockd *s, int n, char *buf, size_t size)
     return buf;
 }
 
-typedef struct outcome {
-    int status;  /* loadgen's exit status */
-    char *text;  /* its stdout + stderr */
-    json_t *json; /* its --json report, NULL when none was written */
-} outcome;
+typedef th_lg_outcome outcome;
 
-/* Runs loadgen with args (NULL-terminated) plus --json; prints its output when
- * the exit status is not the expected one, so a failure explains itself. */
+/* Runs loadgen with args (NULL-terminated) plus --json (tests/support/lgrun.h). */
 static outcome run_loadgen(int expect, const char *const args[])
 {
-    static int seq;
-    char out[160], json_path[160];
-    snprintf(out, sizeof(out), "%s/loadgen-%d.out", dir, seq);
-    snprintf(json_path, sizeof(json_path), "%s/loadgen-%d.json", dir, seq++);
-    const char *argv[48] = {loadgen, "--json", json_path};
-    int n = 3;
-    while (*args && n < 47)
-        argv[n++] = *args++;
-    argv[n] = NULL;
-    outcome o = {th_run(argv, out, RUN_TIMEOUT_MS), th_read_file(out), NULL};
-    o.json = json_load_file(json_path, 0, NULL);
-    if (o.status != expect)
-        fprintf(stderr, "loadgen exited %d, expected %d; its output:\n%s\n", o.status, expect,
-                o.text ? o.text : "(none)");
+    outcome o = th_lg_run(loadgen, dir, expect, NULL, args, RUN_TIMEOUT_MS);
     assert_non_null(o.text);
     return o;
-}
-
-static void outcome_free(outcome *o)
-{
-    free(o->text);
-    json_decref(o->json);
 }
 
 static long long jint(json_t *j, const char *path)
@@ -220,7 +197,7 @@ static void hot_sells_exactly_the_stock(const th_stockd *replicas)
     for (size_t i = 0; i < 3; i++) /* every replica took part */
         assert_true(jint(json_array_get(targets, i), "requests") > 0);
     assert_history_passed(o.json);
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
 }
 
 static void spread_passes(const th_stockd *replicas)
@@ -237,7 +214,7 @@ static void spread_passes(const th_stockd *replicas)
         fail_msg("of 1500 requests, not ok nor busy: %s; examples %s", all, ex);
     }
     assert_int_equal(json_array_size(json_object_get(o.json, "items")), 20);
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
 }
 
 /* 2500 deductions of one item leave more ledger rows than stockd answers in
@@ -252,7 +229,7 @@ static void test_a_ledger_longer_than_a_page_is_read_in_pages(void **state)
     assert_int_equal(jint(o.json, "outcomes.ok"), 2500);
     assert_int_equal(jint(first_item(o.json), "ledgerRows"), 2500);
     assert_true(json_is_true(json_object_get(first_item(o.json), "ledgerChecked")));
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
 }
 
 static void renew_passes(const th_stockd *replicas)
@@ -263,7 +240,7 @@ static void renew_passes(const th_stockd *replicas)
     assert_int_equal(o.status, 0);
     assert_int_equal(jint(o.json, "outcomes.ok"), 16);
     assert_true(jint(o.json, "latencyUs.ok.min") >= 1200000);
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
 }
 
 static void interrupt_passes_and_nothing_interrupted_deducted(const th_stockd *replicas)
@@ -280,7 +257,7 @@ static void interrupt_passes_and_nothing_interrupted_deducted(const th_stockd *r
         assert_int_equal(jint(it, "soldAfter"), jint(it, "soldBefore"));
         assert_true(json_is_true(json_object_get(it, "ledgerChecked")));
     }
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
 }
 
 #define BOTH_MODES(name, fn, notify_replicas, spin_replicas)                                  \
@@ -309,7 +286,7 @@ static void test_interrupt_scenario_fails_when_nothing_was_interrupted(void **st
                                                 "4", "--target", locked[0].url, NULL});
     assert_int_equal(o.status, 1);
     assert_non_null(strstr(o.text, "expectation not met: interrupt: no lock_interrupted"));
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
 }
 
 static void test_checker_fails_replicas_without_a_lock(void **state)
@@ -335,7 +312,7 @@ static void test_checker_fails_replicas_without_a_lock(void **state)
         stale += strcmp(json_string_value(json_object_get(json_array_get(v, i), "kind")),
                         "stale_reads") == 0;
     assert_int_equal(stale, 1);
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
 }
 
 /* A cart run that passed: every order checked against the ledger, none
@@ -370,7 +347,7 @@ static void test_cart_scenario_passes_across_three_replicas(void **state)
     outcome o = run_loadgen(0, (const char *[]){"--scenario", "cart", "--target",
                                                 urls(locked, 3, t, sizeof(t)), NULL});
     assert_carts_pass(&o);
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
 }
 
 static void test_cart_scenario_passes_against_atomic(void **state)
@@ -378,7 +355,7 @@ static void test_cart_scenario_passes_against_atomic(void **state)
     (void)state;
     outcome o = run_loadgen(0, (const char *[]){"-s", "cart", "--target", atomic_srv.url, NULL});
     assert_carts_pass(&o);
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
 }
 
 /* GET /items/{id} answered by a replica so far. */
@@ -397,7 +374,7 @@ static void test_the_stock_is_sampled_only_for_a_report(void **state)
                           atomic_srv.url, NULL};
     double before = item_reads(&atomic_srv);
     outcome o = run_loadgen(0, args); /* with --json: a read about every 5 ms */
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
     double sampled = item_reads(&atomic_srv) - before;
     char out[160];
     snprintf(out, sizeof(out), "%s/loadgen-unsampled.out", dir);
@@ -429,7 +406,7 @@ static void test_cart_scenario_fails_replicas_without_a_lock(void **state)
         lost += strcmp(json_string_value(json_object_get(json_array_get(v, i), "kind")),
                        "lost_updates") == 0;
     assert_true(lost > 0);
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
 }
 
 static void test_compare_puts_the_modes_side_by_side_and_names_none_failing(void **state)
@@ -450,7 +427,7 @@ static void test_compare_puts_the_modes_side_by_side_and_names_none_failing(void
     for (size_t i = 0; i < 3; i++)
         assert_string_equal(
             json_string_value(json_object_get(json_array_get(runs, i), "verdict")), want[i]);
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
 }
 
 static void test_raw_mode_measures_a_path_without_a_verdict(void **state)
@@ -462,7 +439,7 @@ static void test_raw_mode_measures_a_path_without_a_verdict(void **state)
     assert_int_equal(jint(o.json, "outcomes.ok"), 200);
     assert_true(json_is_null(json_object_get(o.json, "verdict")));
     assert_null(strstr(o.text, "VERDICT"));
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
 }
 
 static void test_set_up_errors_exit_2_with_a_message(void **state)
@@ -473,15 +450,15 @@ static void test_set_up_errors_exit_2_with_a_message(void **state)
     outcome o = run_loadgen(2, (const char *[]){"--target", nowhere, NULL});
     assert_int_equal(o.status, 2);
     assert_non_null(strstr(o.text, "/items"));
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
     o = run_loadgen(2, (const char *[]){"--item", "999999", "--target", locked[0].url, NULL});
     assert_int_equal(o.status, 2);
     assert_non_null(strstr(o.text, "item_not_found"));
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
     o = run_loadgen(2, (const char *[]){"--concurrency", "0", "--target", locked[0].url, NULL});
     assert_int_equal(o.status, 2);
     assert_non_null(strstr(o.text, "--concurrency"));
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
 }
 
 /* The flash sale's own part of the report. */
@@ -519,7 +496,7 @@ static void test_flash_sale_answers_every_buyer_and_sells_exactly_the_stock(void
     for (size_t i = 0; i < 3; i++) /* read from each replica's /metrics during the sale */
         assert_true(jint(json_array_get(peaks, i), "rssBytes") > 0);
     assert_true(jint(o.json, "flash.health.count") > 0);
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
 }
 
 /* A few thousand buyers on one replica with its defaults: every one is
@@ -545,7 +522,7 @@ static void test_flash_sale_of_thousands_on_one_replica_holds_no_thread_per_buye
     if (threads <= 0 || threads > 2 * cores + 16)
         fail_msg("the replica's threads at the peak: %lld (at most %ld)", threads,
                  2 * cores + 16);
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
 }
 
 /* Past --max-connections a buyer is answered, not cut off: 503
@@ -566,7 +543,7 @@ static void test_flash_sale_past_the_connection_limit_answers_every_buyer(void *
     assert_int_equal(jint(o.json, "outcomes.other_5xx") + busy_answers(o.json, 0), turned_away);
     assert_int_equal(jint(o.json, "outcomes.ok"), 20);
     assert_int_equal(jint(first_item(o.json), "soldAfter"), 20);
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
 }
 
 /* The reservation's numbers a reserve run's report gives, checked against
@@ -608,7 +585,7 @@ static void test_reserve_scenario_passes_across_three_replicas(void **state)
     assert_true(jint(o.json, "reservations.refused.buyerLimit") > 0);
     /* cancels and lapses give units back: no history check, and the report says why */
     assert_non_null(strstr(json_string_value(history_skipped(o.json)), "give units back"));
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
 }
 
 /* Three replicas of a short lease (so the sweep and the items' locks a dead

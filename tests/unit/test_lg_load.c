@@ -168,6 +168,44 @@ static void test_an_api_profile_renders_each_request_and_reads_its_answers(void 
     lg_profile_free(p);
 }
 
+/* Someone else's service may take a resend for a second purchase: with a
+ * profile, a reused connection closed without an answer is not sent again
+ * behind the caller's back (a transport error, undetermined), and a --retry's
+ * resend is counted in the record for the verdict and the history check. */
+static void test_an_api_profile_never_resends_on_its_own(void **state)
+{
+    (void)state;
+    th_fake *f = th_fake_start(TH_FAKE_SILENT_REUSED, 0);
+    lg_target t[1];
+    lg_load_cfg c = cfg_for(t, &f, 1, 100, 4);
+    const lg_profile_id ids[3] = {{1, NULL}, {2, NULL}, {3, NULL}};
+    lg_profile *p = api_cfg(&c, ids);
+    lg_result res;
+    run_load(&c, &res);
+    assert_true(res.total.counts[LG_OUT_TRANSPORT] > 0);
+    assert_int_equal(res.total.counts[LG_OUT_OK] + res.total.counts[LG_OUT_TRANSPORT], 100);
+    assert_int_equal(f->served, 100); /* each request went out once */
+    lg_result_free(&res);
+    th_fake_stop(f);
+    f = th_fake_start(TH_FAKE_SILENT_REUSED, 0);
+    c = cfg_for(t, &f, 1, 100, 4);
+    c.shape.api = p;
+    c.shape.api_ids = ids;
+    c.retries = 2;
+    run_load(&c, &res);
+    assert_int_equal(res.total.counts[LG_OUT_OK], 100);
+    long long resends = 0;
+    for (int b = 0; b < res.nbatch; b++)
+        for (size_t i = 0; i < res.batches[b].nrecs; i++)
+            resends += res.batches[b].recs[i].resends;
+    assert_true(resends > 0);
+    assert_int_equal(resends, res.total.retries);
+    assert_int_equal(f->served, 100 + resends);
+    lg_result_free(&res);
+    th_fake_stop(f);
+    lg_profile_free(p);
+}
+
 static void test_retry_resends_the_same_request_id_and_counts_it_once(void **state)
 {
     (void)state;
@@ -543,6 +581,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_closed_loop_spreads_connections_over_targets),
         cmocka_unit_test(test_an_api_profile_renders_each_request_and_reads_its_answers),
+        cmocka_unit_test(test_an_api_profile_never_resends_on_its_own),
         cmocka_unit_test(test_retry_resends_the_same_request_id_and_counts_it_once),
         cmocka_unit_test(test_without_retry_a_dropped_answer_is_a_transport_error),
         cmocka_unit_test(test_garbage_answers_are_counted_not_fatal),

@@ -280,6 +280,7 @@ static void test_api_takes_string_items_and_refuses_what_it_cannot_send(void **s
         {"--cart-lines", "2", "--items", "3"}, {"-s", "cart", NULL, NULL},
         {"-s", "reserve", NULL, NULL}, {"--get", "/health", NULL, NULL},
         {"--work-ms", "5", NULL, NULL}, {"-s", "hot", "--work-ms", "5"},
+        {"-s", "renew", NULL, NULL}, {"-s", "interrupt", NULL, NULL},
     };
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
         const char *args[12] = {T1, "--api", "p.json"};
@@ -290,8 +291,9 @@ static void test_api_takes_string_items_and_refuses_what_it_cannot_send(void **s
         assert_int_equal(parse_list(&o, &err, args), LG_ERR_USAGE);
         assert_says(&err, refused[i][0], refused[i][1], "--api");
     }
-    /* a scenario's workMs is stockd's: with --api it is not sent */
-    assert_int_equal(PARSE(&o, &err, T1, "--api", "p.json", "-s", "renew"), LG_OK);
+    /* the scenarios whose expectations hold for any service */
+    assert_int_equal(PARSE(&o, &err, T1, "--api", "p.json", "-s", "hot"), LG_OK);
+    assert_int_equal(PARSE(&o, &err, T1, "--api", "p.json", "-s", "spread"), LG_OK);
     assert_int_equal(o.work_ms, 0);
     assert_true(usage_mentions("--api FILE"));
 }

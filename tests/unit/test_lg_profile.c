@@ -113,7 +113,7 @@ static void test_placeholders_are_typed_escaped_and_url_encoded(void **state)
     assert_true(lg_profile_has_body(p, LG_PROFILE_BUY, &json));
     assert_int_equal(json, 0); /* a text body: its type is the profile's */
     lg_profile_render(p, LG_PROFILE_BUY, LG_PROFILE_BODY, &v, buf, sizeof(buf));
-    assert_string_equal(buf, "qty=2&who=b&1");
+    assert_string_equal(buf, "qty=2&who=b%261"); /* a form's values URL-encoded */
     /* a JSON body: a sole placeholder is the typed value, inside text it is escaped */
     lg_profile_render(p, LG_PROFILE_CREATE, LG_PROFILE_BODY, &v, buf, sizeof(buf));
     assert_string_equal(buf, "{\"title\":\"a \\\"b\\\"\",\"inventory\":{\"count\":40},"
@@ -203,6 +203,75 @@ static void test_each_kind_of_mistake_names_its_key(void **state)
     refused(text, "read.body", "unknown key");
 }
 
+/* A buy the load's buffers cannot hold is refused at parse time, naming the
+ * part and the limit, before set-up made anything on the service. */
+static void test_a_buy_too_large_for_the_load_is_refused(void **state)
+{
+    (void)state;
+    const char *rest = "\"answers\":[{\"status\":[200],\"class\":\"ok\"}],"
+                       "\"read\":{\"path\":\"/r\",\"stock\":\"/s\"}";
+    static char text[8192];
+    char big[2100];
+    memset(big, 'a', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    snprintf(text, sizeof(text), "{\"buy\":{\"path\":\"/b\",\"body\":{\"note\":\"%s\"}},%s}",
+             big, rest);
+    refused(text, "buy.body", "loadgen sends at most 2047");
+    /* a string id URL-escaped triples: 128 x 3 in a path of 200 characters is too long */
+    char path[200];
+    memset(path, 'p', sizeof(path) - 1);
+    path[0] = '/';
+    path[sizeof(path) - 1] = '\0';
+    snprintf(text, sizeof(text), "{\"buy\":{\"path\":\"%s{item}\"},%s}", path, rest);
+    refused(text, "buy.path", "loadgen sends at most 511");
+    memset(big, 'h', 1000);
+    big[1000] = '\0';
+    snprintf(text, sizeof(text), "{\"buy\":{\"path\":\"/b\",\"headers\":{\"X-A\":"
+             "\"%s {item}\"}},%s}", big, rest); /* 1000 + a 128-character id */
+    refused(text, "buy.headers", "loadgen sends at most 1023");
+    /* the same buy with room to spare, and stockd's own, fit */
+    snprintf(text, sizeof(text), "{\"buy\":{\"path\":\"/b/{item}\",\"body\":{\"note\":"
+             "\"%.1500s\",\"id\":\"{item}\",\"r\":\"{request}\"}},%s}", big, rest);
+    lg_profile_free(parse_ok(text));
+}
+
+/* Pointer tokens longer than the classifier keeps would match another key. */
+static void test_a_pointer_token_too_long_is_refused(void **state)
+{
+    (void)state;
+    static char text[2048];
+    char tok[300];
+    memset(tok, 'k', sizeof(tok) - 1);
+    tok[sizeof(tok) - 1] = '\0';
+    snprintf(text, sizeof(text), "{\"buy\":{\"path\":\"/b\"},\"answers\":[{\"status\":"
+             "[200],\"class\":\"ok\",\"remaining\":\"/a/%s\"}],\"read\":{\"path\":\"/r\","
+             "\"stock\":\"/s\"}}", tok);
+    refused(text, "answers[0].remaining", "a token longer than 255 characters");
+    tok[255] = '\0';
+    snprintf(text, sizeof(text), "{\"buy\":{\"path\":\"/b\"},\"answers\":[{\"status\":"
+             "[200],\"class\":\"ok\"}],\"read\":{\"path\":\"/r\",\"stock\":\"/%s\"}}", tok);
+    lg_profile_free(parse_ok(text));
+}
+
+/* An id from create's answer is kept only when it can go in a header line. */
+static void test_a_created_id_with_control_characters_is_refused(void **state)
+{
+    (void)state;
+    lg_profile *p = parse_ok(other_shop);
+    lg_profile_id id;
+    char why[160];
+    const char *bad = "{\"sku\":\"a\\r\\nX-Evil: 1\"}";
+    assert_int_equal(lg_profile_answer_id(p, bad, strlen(bad), &id, why, sizeof(why)),
+                     LG_ERR_SETUP);
+    assert_null(id.str);
+    assert_non_null(strstr(why, "printable"));
+    const char *good = "{\"sku\":\"sku-9\"}";
+    assert_int_equal(lg_profile_answer_id(p, good, strlen(good), &id, why, sizeof(why)), LG_OK);
+    assert_string_equal(id.str, "sku-9");
+    lg_profile_id_free(&id);
+    lg_profile_free(p);
+}
+
 static lg_answer classify(const lg_profile *p, long status, const char *body)
 {
     lg_answer a;
@@ -261,6 +330,10 @@ static void test_answers_no_rule_matches_fall_into_the_documented_classes(void *
     assert_int_equal(a.outcome, LG_OUT_UNKNOWN);
     assert_true(LG_OUT_UNDETERMINED(a.outcome));
     assert_int_equal(classify(p, 302, "").outcome, LG_OUT_UNKNOWN);
+    /* a body is len bytes, not up to a NUL: the message shows no byte beyond it */
+    lg_profile_classify(p, 200, "{\"result\":\"queued\"}TAIL", 19, &a);
+    assert_non_null(strstr(a.why, "queued\"}"));
+    assert_null(strstr(a.why, "TAIL"));
     lg_profile_free(p);
 }
 
@@ -288,6 +361,9 @@ int main(void)
         cmocka_unit_test(test_placeholders_are_typed_escaped_and_url_encoded),
         cmocka_unit_test(test_a_string_item_id_is_a_json_string_and_an_integer_a_number),
         cmocka_unit_test(test_each_kind_of_mistake_names_its_key),
+        cmocka_unit_test(test_a_buy_too_large_for_the_load_is_refused),
+        cmocka_unit_test(test_a_pointer_token_too_long_is_refused),
+        cmocka_unit_test(test_a_created_id_with_control_characters_is_refused),
         cmocka_unit_test(test_the_first_matching_rule_decides),
         cmocka_unit_test(test_answers_no_rule_matches_fall_into_the_documented_classes),
         cmocka_unit_test(test_item_ids_on_the_command_line),

@@ -450,6 +450,47 @@ static void test_outside_a_fall_nobody_was_told_of_is_unexplained(void **state)
     free(f);
 }
 
+/* A --retry resend to a service that may not deduplicate may be a purchase of
+ * its own: its units are undetermined, not unexplained. */
+static void test_outside_resends_are_undetermined(void **state)
+{
+    (void)state;
+    lg_finding out[LG_FINDING_COUNT];
+    int n;
+    fake *f = fake_new(10);
+    f->recs[add_rec(f, LG_OUT_OK, 1, -1)].resends = 2;
+    assert_int_equal(check_outside(f, 7, out, &n), 0); /* fell 3: 1 told, 2 resent */
+    assert_int_equal(find(out, n, LG_N_UNDETERMINED)->amount, 2);
+    free(f);
+}
+
+/* A profile's orders count: each acknowledged purchase in it, nothing beyond the
+ * purchases that may have gone through. */
+static void test_a_profile_orders_count_is_judged(void **state)
+{
+    (void)state;
+    lg_finding out[LG_FINDING_COUNT];
+    int n;
+    const long long rose[] = {2, 4, 6};
+    const int kind[] = {LG_V_UNRECORDED, -1, LG_V_UNACKED};
+    for (int c = 0; c < 3; c++) {
+        fake *f = fake_new(10);
+        for (int i = 0; i < 3; i++)
+            add_rec(f, LG_OUT_OK, 1, -1);
+        f->recs[add_rec(f, LG_OUT_UNKNOWN, 1, -1)].resends = 1;
+        f->items[0].judge_orders = 1;
+        f->items[0].orders0 = 5;
+        f->items[0].orders1 = 5 + rose[c];
+        int v = check_outside(f, 6, out, &n); /* the stock: 3 told, 1 unknown */
+        assert_int_equal(v, kind[c] < 0 ? 0 : 1);
+        if (kind[c] >= 0) {
+            assert_int_equal(find(out, n, kind[c])->amount, 1);
+            assert_non_null(strstr(find(out, n, kind[c])->text, "orders count"));
+        }
+        free(f);
+    }
+}
+
 static void test_refusal_while_stock_remained_is_false(void **state)
 {
     (void)state;
@@ -481,9 +522,9 @@ static void test_records_are_tallied_per_item_and_strays_ignored(void **state)
     lg_item_check_init(&items[1], 2);
     /* remaining, quantity, item: item 9 is no item of the run */
     lg_line la[] = {{5, 1, 0, 0}, {4, 1, 1, 0}, {4, 1, 9, 0}};
-    lg_rec a[] = {{0, 1, LG_OUT_OK}, {1, 1, LG_OUT_OK}, {2, 1, LG_OUT_OK}};
+    lg_rec a[] = {{0, 1, LG_OUT_OK, 0}, {1, 1, LG_OUT_OK, 0}, {2, 1, LG_OUT_OK, 0}};
     lg_line lb[] = {{4, 3, 1, 0}, {-1, 1, 0, 0}};
-    lg_rec b[] = {{0, 1, LG_OUT_OK}, {1, 1, LG_OUT_LOCK_TIMEOUT}};
+    lg_rec b[] = {{0, 1, LG_OUT_OK, 0}, {1, 1, LG_OUT_LOCK_TIMEOUT, 0}};
     lg_batch batches[] = {{a, 3, la, 3, NULL, NULL}, {b, 2, lb, 2, NULL, NULL}};
     assert_int_equal(lg_verdict_answers(items, 2, batches, 2), 0);
     assert_int_equal(items[0].acked_qty, 1);
@@ -735,6 +776,8 @@ int main(void)
         cmocka_unit_test(test_outside_acknowledged_beyond_the_stock_is_oversold),
         cmocka_unit_test(test_outside_acknowledged_units_the_stock_does_not_show_are_lost),
         cmocka_unit_test(test_outside_a_fall_nobody_was_told_of_is_unexplained),
+        cmocka_unit_test(test_outside_resends_are_undetermined),
+        cmocka_unit_test(test_a_profile_orders_count_is_judged),
         cmocka_unit_test(test_refusal_while_stock_remained_is_false),
         cmocka_unit_test(test_records_are_tallied_per_item_and_strays_ignored),
         cmocka_unit_test(test_carts_applied_all_or_nothing_pass),
