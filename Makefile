@@ -221,13 +221,15 @@ $(BUILD)/dlock.pc: lock/dlock.pc.in $(DLOCK_HEADERS)
 	    -e 's|@VERSION@|$(DLOCK_VERSION)|' $< > $@
 
 # make install PREFIX=... [DESTDIR=...]: libdlock (static and shared), its
-# headers, dlock.pc and the man pages. dlock.pc holds PREFIX, so it is made again for
+# headers, dlock.pc, the man pages and loadgen's --api profiles (stockd's own
+# API as a profile, a start for one's own). dlock.pc holds PREFIX, so it is made again for
 # each install. tests/sh/test_install.sh installs into a private prefix and
 # builds lock/README.md's example against it.
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 MANDIR ?= $(PREFIX)/share/man
+PROFILEDIR ?= $(PREFIX)/share/loadgen/profiles
 
 install: $(BUILD)/libdlock.a $(BUILD)/$(DLOCK_SO) $(MAN_PAGES) $(MAN_LINKS)
 	@rm -f $(BUILD)/dlock.pc
@@ -243,13 +245,17 @@ install: $(BUILD)/libdlock.a $(BUILD)/$(DLOCK_SO) $(MAN_PAGES) $(MAN_LINKS)
 	install -m 644 $(BUILD)/man/man1/loadgen.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 644 $(BUILD)/man/man3/libdlock.3 $(MAN_LINKS) $(DESTDIR)$(MANDIR)/man3/
 	install -m 644 $(BUILD)/man/man8/stockd.8 $(DESTDIR)$(MANDIR)/man8/
+	install -d $(DESTDIR)$(PROFILEDIR)
+	install -m 644 loadgen/profiles/*.json $(DESTDIR)$(PROFILEDIR)/
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libdlock.a $(DESTDIR)$(LIBDIR)/$(DLOCK_SO) \
 	    $(DESTDIR)$(LIBDIR)/$(DLOCK_SONAME) $(DESTDIR)$(LIBDIR)/libdlock.so \
 	    $(DLOCK_HEADERS:lock/%=$(DESTDIR)$(INCLUDEDIR)/%) $(DESTDIR)$(LIBDIR)/pkgconfig/dlock.pc \
 	    $(DESTDIR)$(MANDIR)/man1/loadgen.1 $(DESTDIR)$(MANDIR)/man8/stockd.8 \
-	    $(DESTDIR)$(MANDIR)/man3/libdlock.3 $(DLOCK_FUNCS:%=$(DESTDIR)$(MANDIR)/man3/%.3)
+	    $(DESTDIR)$(MANDIR)/man3/libdlock.3 $(DLOCK_FUNCS:%=$(DESTDIR)$(MANDIR)/man3/%.3) \
+	    $(patsubst loadgen/profiles/%,$(DESTDIR)$(PROFILEDIR)/%,$(wildcard loadgen/profiles/*.json))
+	-rmdir $(DESTDIR)$(PROFILEDIR) $(DESTDIR)$(PREFIX)/share/loadgen 2>/dev/null
 
 $(BUILD)/man/mangen: $(BUILD)/obj/man/mangen.o $(BUILD)/libstockd.a $(BUILD)/libloadgen.a \
                      $(BUILD)/libdlock.a

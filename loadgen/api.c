@@ -58,19 +58,21 @@ static int wait_answer(lg_conn *c, lg_evloop *loop, int rc, int64_t timeout_ns)
 /* One exchange on a connection of its own; *status 0 on transport failure.
  * The caller frees out->data. headers, when not NULL, gets the headers
  * lg_answer_full reports. */
-static int exchange(const char *method, const char *url, const char *body, int64_t timeout_ns,
-                    long *status, buf *out, lg_answer_full *headers, lg_err *err)
+static int exchange(const char *method, const char *url, const char *extra, int json,
+                    const char *body, int64_t timeout_ns, long *status, buf *out,
+                    lg_answer_full *headers, lg_err *err)
 {
     memset(out, 0, sizeof(*out));
     *status = 0;
     lg_http_addr a;
     const char *path;
-    char head[LG_HTTP_HEAD_MAX + 512];
+    char head[LG_HTTP_HEAD_MAX + 2048]; /* an --api profile's headers too */
     lg_err bad;
     int rc = lg_http_resolve(url, &a, &path, &bad);
     if (rc != LG_OK)
         return lg_errf(err, LG_ERR_TRANSPORT, "%s %s", method, bad.msg);
-    int n = lg_http_head(head, sizeof(head) - 24, method, path, a.host, body != NULL);
+    int n = lg_http_head_with(head, sizeof(head) - 24, method, path, a.host, extra ? extra : "",
+                              body != NULL, json);
     if (n < 0)
         return lg_errf(err, LG_ERR_TRANSPORT, "%s %s: the URL is too long", method, url);
     size_t blen = body ? strlen(body) : 0;
@@ -110,7 +112,7 @@ static int exchange(const char *method, const char *url, const char *body, int64
 static int http(const char *method, const char *url, const char *body, int64_t timeout_ns,
                 long *status, buf *out, lg_err *err)
 {
-    return exchange(method, url, body, timeout_ns, status, out, NULL, err);
+    return exchange(method, url, NULL, 1, body, timeout_ns, status, out, NULL, err);
 }
 
 /* The same, with 503 and a Retry-After (the service asking to be asked
@@ -118,7 +120,7 @@ static int http(const char *method, const char *url, const char *body, int64_t t
 static int http_read(const char *url, int64_t timeout_ns, long *status, buf *out, lg_err *err)
 {
     lg_answer_full h;
-    int rc = exchange("GET", url, NULL, timeout_ns, status, out, &h, err);
+    int rc = exchange("GET", url, NULL, 1, NULL, timeout_ns, status, out, &h, err);
     if (rc == LG_OK && *status == 503 && h.retry_after[0])
         rc = lg_errf(err, LG_ERR_LATER, "GET %s answered 503 (Retry-After: %s): %.200s", url,
                      h.retry_after, out->data ? out->data : "");
@@ -134,10 +136,16 @@ int lg_api_call(const char *method, const char *url, const char *body, lg_answer
 int lg_api_call_within(const char *method, const char *url, const char *body, int timeout_ms,
                        lg_answer_full *out, lg_err *err)
 {
+    return lg_api_call_with(method, url, NULL, 1, body, timeout_ms, out, err);
+}
+
+int lg_api_call_with(const char *method, const char *url, const char *headers, int json,
+                     const char *body, int timeout_ms, lg_answer_full *out, lg_err *err)
+{
     buf b;
     memset(out, 0, sizeof(*out));
-    int rc = exchange(method, url, body, (int64_t)timeout_ms * 1000000, &out->status, &b, out,
-                      err);
+    int rc = exchange(method, url, headers, json, body, (int64_t)timeout_ms * 1000000,
+                      &out->status, &b, out, err);
     out->body = b.data ? b.data : calloc(1, 1);
     out->len = b.len;
     if (out->body == NULL)

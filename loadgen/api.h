@@ -34,6 +34,12 @@ int lg_api_call(const char *method, const char *url, const char *body, lg_answer
  * that hangs. A time-out is LG_ERR_TRANSPORT. */
 int lg_api_call_within(const char *method, const char *url, const char *body, int timeout_ms,
                        lg_answer_full *out, lg_err *err);
+
+/* The same with extra header lines (headers: NULL, "" or "Name: value\r\n"
+ * lines) and a body of any type: json 1 sends it as application/json, json 0
+ * leaves its Content-Type to headers. */
+int lg_api_call_with(const char *method, const char *url, const char *headers, int json,
+                     const char *body, int timeout_ms, lg_answer_full *out, lg_err *err);
 void lg_answer_full_free(lg_answer_full *a);
 
 typedef struct lg_item_state {

@@ -373,8 +373,10 @@ static int stock_points(const json_t *run, double *t, double *stock, double *led
     for (int i = 0; i < n; i++) {
         t[i] = json_number_value(json_array_get(json_object_get(s, "tMs"), (size_t)i));
         stock[i] = json_number_value(json_array_get(json_object_get(s, "stock"), (size_t)i));
-        ledger[i] = stock0 - (json_number_value(json_array_get(json_object_get(s, "sold"),
-                                                               (size_t)i)) - sold0);
+        /* an --api profile without a sold count has no ledger: its line is the stock's */
+        ledger[i] = sold0 < 0 ? stock[i]
+                              : stock0 - (json_number_value(json_array_get(
+                                              json_object_get(s, "sold"), (size_t)i)) - sold0);
     }
     return n;
 }

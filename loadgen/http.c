@@ -93,10 +93,17 @@ void lg_http_set_token(const char *token)
 int lg_http_head(char *buf, size_t size, const char *method, const char *path, const char *host,
                  int with_body)
 {
+    return lg_http_head_with(buf, size, method, path, host, "", with_body, 1);
+}
+
+int lg_http_head_with(char *buf, size_t size, const char *method, const char *path,
+                      const char *host, const char *extra, int with_body, int json)
+{
     /* no Accept, no User-Agent: wrk sends none either, and stockd reads none */
-    int n = snprintf(buf, size, "%s %s HTTP/1.1\r\nHost: %s\r\n%s%s", method,
-                     path[0] ? path : "/", host, bearer,
-                     with_body ? "Content-Type: application/json\r\nContent-Length: " : "\r\n");
+    int n = snprintf(buf, size, "%s %s HTTP/1.1\r\nHost: %s\r\n%s%s%s%s", method,
+                     path[0] ? path : "/", host, bearer, extra,
+                     with_body && json ? "Content-Type: application/json\r\n" : "",
+                     with_body ? "Content-Length: " : "\r\n");
     return n < 0 || (size_t)n >= size ? -1 : n;
 }
 

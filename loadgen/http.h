@@ -63,6 +63,13 @@ int lg_http_head(char *buf, size_t size, const char *method, const char *path, c
  * needs 24 bytes of room. Returns the bytes written. */
 size_t lg_http_head_end(char *p, size_t body_len);
 
+/* lg_http_head with extra header lines after the token's (extra: "" or
+ * "Name: value\r\n" lines, as an --api profile gives them) and, with a body,
+ * "Content-Type: application/json" only when json is 1 (else extra names the
+ * type). Returns the length, or -1 when it does not fit. */
+int lg_http_head_with(char *buf, size_t size, const char *method, const char *path,
+                      const char *host, const char *extra, int with_body, int json);
+
 /* One answer being read. The body is kept up to max bytes (always followed by
  * a NUL); beyond, the rest is counted but dropped and truncated is set. */
 typedef struct lg_http_resp {

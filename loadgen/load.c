@@ -35,7 +35,9 @@ struct slot {
     int64_t next_ns;   /* open loop: this slot's next scheduled send */
     int64_t retry_ns;  /* SLOT_RETRY: when to resend */
     int64_t deadline_ns; /* SLOT_BUSY: when the attempt times out */
-    char head[LG_HTTP_HEAD_MAX]; /* the request head, formatted once */
+    /* the request head, formatted once (per request when an --api profile's path or
+     * headers name a placeholder) */
+    char head[LG_HTTP_HEAD_MAX + LG_PATH_MAX + LG_PROFILE_HEADERS_MAX];
     size_t head_len;   /* up to "Content-Length: " when there is a body */
     char body[LG_BODY_MAX];
     size_t body_len;
@@ -113,6 +115,14 @@ static int reserve(struct worker *w)
         if (grown == NULL)
             return LG_ERR_NOMEM;
         b->recs = grown;
+        int64_t *sent = realloc(b->sent_ns, cap * sizeof(*sent));
+        if (sent == NULL)
+            return LG_ERR_NOMEM;
+        b->sent_ns = sent;
+        int64_t *done = realloc(b->done_ns, cap * sizeof(*done));
+        if (done == NULL)
+            return LG_ERR_NOMEM;
+        b->done_ns = done;
         w->caprecs = cap;
     }
     if (b->nlines + LG_ORDER_LINES_MAX > w->caplines) {
@@ -146,6 +156,12 @@ static int prepare(struct slot *s, long long ticket)
     snprintf(rid, sizeof(rid), "%s-%d-%zu", w->load->run_id, w->id, s->rec);
     int n = lg_shape_body(shape, lg_rec_lines(b, r), r->nlines, rid, s->body, sizeof(s->body));
     s->body_len = n < 0 ? 0 : (size_t)n;
+    if (n >= 0 && lg_shape_head_varies(shape)) {
+        int h = lg_shape_head(shape, lg_rec_lines(b, r), rid, w->load->addrs[s->target].host,
+                              s->head, sizeof(s->head) - 24);
+        s->head_len = h < 0 ? 0 : (size_t)h;
+        n = h;
+    }
     return n < 0 ? LG_ERR_USAGE : LG_OK;
 }
 
@@ -155,8 +171,10 @@ static void complete(struct slot *s, const lg_answer *a, int64_t now)
     struct worker *w = s->w;
     lg_tally_record(&w->tally[s->target], a->outcome, (uint64_t)(now - s->origin_ns) / 1000,
                     now - w->load->start_ns);
-    if (!w->load->cfg.raw)
+    if (!w->load->cfg.raw) {
         w->batch.recs[s->rec].outcome = (uint8_t)a->outcome;
+        w->batch.done_ns[s->rec] = now - w->load->start_ns;
+    }
     if (a->why[0] && !w->example[a->outcome][0])
         snprintf(w->example[a->outcome], sizeof(w->example[0]), "%.200s%.100s: %.119s",
                  w->load->cfg.targets[s->target].url, req_path(&w->load->cfg), a->why);
@@ -270,9 +288,12 @@ static void start_idle(struct slot *s, int64_t now)
     int rc = l->cfg.raw ? LG_OK : prepare(s, ticket);
     if (rc != LG_OK) {
         fail(w, rc, rc == LG_ERR_NOMEM ? "out of memory for request records"
-                                       : "a request body outgrew its buffer");
+                                       : "a request outgrew its buffer (its body, or the head an --api "
+                                         "profile renders)");
         return;
     }
+    if (!l->cfg.raw) /* the invoke: the first send; a resend keeps it */
+        w->batch.sent_ns[s->rec] = w->batch.done_ns[s->rec] = now - l->start_ns;
     send_request(s, now);
 }
 
@@ -382,8 +403,13 @@ static int slot_init(struct slot *s, struct worker *w, int global, lg_err *err)
     s->target = global % l->cfg.ntargets;
     s->state = SLOT_IDLE;
     lg_conn_init(&s->conn, w->loop, &l->addrs[s->target], s, l->cfg.raw ? 0 : RESP_MAX, 0);
-    int n = lg_http_head(s->head, sizeof(s->head) - 24, l->cfg.raw ? "GET" : "POST",
-                         req_path(&l->cfg), l->addrs[s->target].host, !l->cfg.raw);
+    const char *host = l->addrs[s->target].host;
+    if (!l->cfg.raw && lg_shape_head_varies(&l->cfg.shape))
+        return LG_OK; /* each request's own, in prepare */
+    int n = l->cfg.raw ? lg_http_head(s->head, sizeof(s->head) - 24, "GET", req_path(&l->cfg),
+                                      host, 0)
+                       : lg_shape_head(&l->cfg.shape, NULL, NULL, host, s->head,
+                                       sizeof(s->head) - 24);
     if (n < 0)
         return lg_errf(err, LG_ERR_USAGE, "the request head for %s%s is too long",
                        l->cfg.targets[s->target].url, req_path(&l->cfg));
@@ -427,6 +453,8 @@ static void worker_free(struct worker *w)
     free(w->tally);
     free(w->batch.recs);
     free(w->batch.lines);
+    free(w->batch.sent_ns);
+    free(w->batch.done_ns);
 }
 
 static void load_free(lg_load *l)

@@ -13,6 +13,7 @@
 #include "loadgen/html.h"
 #include "loadgen/http.h"
 #include "loadgen/opts.h"
+#include "loadgen/profile.h"
 #include "loadgen/report.h"
 #include "loadgen/run.h"
 #include "loadgen/scenario.h"
@@ -218,16 +219,24 @@ int main(int argc, char **argv)
             list_scenarios();
         return EXIT_PASS;
     }
+    lg_profile *api = NULL;
+    if (o.api_path[0] && lg_profile_load(o.api_path, &api, &err) != LG_OK) {
+        fprintf(stderr, "loadgen: %s\n", err.msg);
+        return EXIT_USAGE;
+    }
+    o.api = api;
     lg_http_set_token(o.token); /* before any thread: every request carries it */
     outputs out = {&o, NULL, NULL};
     if (o.json_path[0] && (out.json = fopen(o.json_path, "w")) == NULL) {
         perror(o.json_path);
+        lg_profile_free(api);
         return EXIT_USAGE;
     }
     if (o.html_path[0] && (out.html = fopen(o.html_path, "w")) == NULL) {
         perror(o.html_path);
         if (out.json)
             fclose(out.json);
+        lg_profile_free(api);
         return EXIT_USAGE;
     }
     struct sigaction sa;
@@ -240,5 +249,6 @@ int main(int argc, char **argv)
     int status = strcmp(o.scenario, "compare") == 0 ? run_compare(&out, &pr)
                                                      : run_single(&out, &pr);
     status = close_report(out.json, o.json_path, status);
+    lg_profile_free(api);
     return close_report(out.html, o.html_path, status);
 }

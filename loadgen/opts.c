@@ -53,7 +53,8 @@ static const char usage_tail[] =
 enum { OPT_TARGET = 256, OPT_LIST, OPT_TIMEOUT, OPT_RETRY, OPT_STOCK, OPT_ITEMS, OPT_ITEM,
        OPT_QUANTITY, OPT_CART_LINES, OPT_WORK, OPT_JSON, OPT_HTML,
        OPT_GET, OPT_SETTLE, OPT_BUYERS, OPT_PROCS, OPT_TOKEN, OPT_TOKEN_FILE,
-       OPT_CACERT, OPT_INSECURE, OPT_HOLD, OPT_SHARES, OPT_BUYER_IDS, OPT_BUYER_LIMIT };
+       OPT_CACERT, OPT_INSECURE, OPT_HOLD, OPT_SHARES, OPT_BUYER_IDS, OPT_BUYER_LIMIT,
+       OPT_API };
 
 /* Every flag, in --help's order. Help lines are broken where --help breaks
  * them (26 columns in); the man page joins them. */
@@ -64,6 +65,13 @@ static const lg_flag flags[] = {
      "spread round-robin over the targets and kept alive, so one\n"
      "connection always talks to the same replica. For compare:\n"
      "LABEL=URL with LABEL redis, none or atomic (the lock mode)."},
+    {"api", OPT_API, LG_ARG_REQUIRED, "FILE", NULL,
+     "test another inventory service: FILE, a JSON profile, says\n"
+     "how to buy, read its answers, create, restock and read an\n"
+     "item (docs/loadgen.md; stockd's own is profiles/stockd.json).\n"
+     "Without a sold count in its read the verdict compares the\n"
+     "units acknowledged with the stock's fall. Not with --buyers,\n"
+     "--cart-lines, --scenario reserve, --get or --work-ms"},
     {"token", OPT_TOKEN, LG_ARG_REQUIRED, "TOKEN", NULL,
      "send Authorization: Bearer TOKEN on every request: the load's,\n"
      "the set-up's (creating items needs an operator's token when\n"
@@ -132,7 +140,8 @@ static const lg_flag flags[] = {
      "spread the requests round-robin over K fresh items (default 1)"},
     {"item", OPT_ITEM, LG_ARG_REQUIRED, "ID", NULL,
      "use the existing item ID instead; nothing else may deduct\n"
-     "from it during the run"},
+     "from it during the run. With --api, ID may be a string, and\n"
+     "--stock N sets its stock first (the profile's set_stock)"},
     {"quantity", OPT_QUANTITY, LG_ARG_REQUIRED, "Q|A-B", NULL,
      "units per request (per cart line), or uniform in A..B\n"
      "(default 1)"},
@@ -427,7 +436,7 @@ static int read_token_file(lg_opts *o, const char *path, lg_err *err)
 
 /* Which flags the command line set itself (for the --duration / --requests rule). */
 typedef struct seen_flags {
-    int requests, duration;
+    int requests, duration, work;
     const char *reserve_flag; /* a flag of reservations given ("--hold-ms"), or NULL */
 } seen_flags;
 
@@ -482,11 +491,15 @@ static int apply_flag(lg_opts *o, int c, const char *arg, seen_flags *seen, lg_e
     case OPT_TARGET:
         return lg_opts_add_targets(o, arg, err);
     case OPT_STOCK:
+        o->stock_set = 1;
         return parse_ll("--stock", arg, 0, 1000000000000LL, &o->stock, err);
     case OPT_ITEMS:
         return parse_int("--items", arg, 1, LG_ITEMS_MAX, &o->items, err);
-    case OPT_ITEM:
-        return parse_ll("--item", arg, 1, 9007199254740991LL, &o->item_id, err);
+    case OPT_ITEM: /* an integer, checked in validate: with --api it may be a string */
+        o->item_id = 1;
+        return copy_path(o->item_arg, "--item", arg, err);
+    case OPT_API:
+        return copy_path(o->api_path, "--api", arg, err);
     case OPT_QUANTITY:
         return parse_range("--quantity", arg, 1, 1000000, &o->qmin, &o->qmax, err);
     case OPT_CART_LINES:
@@ -571,16 +584,20 @@ static int first_pass(lg_opts *o, int argc, char **argv, const getopt_spec *g, l
 
 static int second_pass(lg_opts *o, int argc, char **argv, const getopt_spec *g, lg_err *err)
 {
-    seen_flags seen = {0, 0, NULL};
+    seen_flags seen = {0, 0, 0, NULL};
     int c;
     optind = 0;
     while ((c = getopt_long(argc, argv, g->shortopts, g->longopts, NULL)) != -1) {
         if (c == '?' || c == ':')
             return bad_option(c, argc, argv, err);
+        seen.work |= c == OPT_WORK;
         int rc = apply_flag(o, c, optarg, &seen, err);
         if (rc != LG_OK)
             return rc;
     }
+    if (seen.work && o->api_path[0])
+        return lg_errf(err, LG_ERR_USAGE, "--work-ms is stockd's workMs: with --api write "
+                       "what your service needs into the profile's buy.body");
     if (optind < argc)
         return lg_errf(err, LG_ERR_USAGE,
                        "unexpected argument '%s' (targets go after --target)", argv[optind]);
@@ -657,10 +674,28 @@ static int validate_reserve(const lg_opts *o, lg_err *err)
     return LG_OK;
 }
 
+/* An --api profile drives one-line buys and reads: the modes that speak
+ * stockd's other routes are refused, not half-done. */
+static int validate_api(lg_opts *o, lg_err *err)
+{
+    if (o->item_arg[0] && (!o->api_path[0] || strspn(o->item_arg, "0123456789") ==
+                                                  strlen(o->item_arg)))
+        return parse_ll("--item", o->item_arg, 1, 9007199254740991LL, &o->item_id, err);
+    if (!o->api_path[0])
+        return LG_OK;
+    if (o->buyers || o->lmax || o->reserve || o->get_path[0])
+        return lg_errf(err, LG_ERR_USAGE, "--api sends the profile's buy, one line each: drop "
+                       "--buyers, --cart-lines, --get and --scenario flash, cart or reserve");
+    o->work_ms = 0; /* a scenario's workMs is stockd's; the profile's body decides */
+    return LG_OK;
+}
+
 static int validate(lg_opts *o, lg_err *err)
 {
     int compare = strcmp(o->scenario, "compare") == 0;
     int rc = validate_targets(o, compare, err);
+    if (rc == LG_OK)
+        rc = validate_api(o, err);
     if (rc != LG_OK)
         return rc;
     if (o->requests == 0 && o->duration_s == 0)

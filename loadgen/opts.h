@@ -23,6 +23,8 @@ typedef struct lg_target {
     char url[LG_URL_MAX];     /* "http[s]://host:port", no trailing slash */
 } lg_target;
 
+struct lg_profile;
+
 typedef struct lg_opts {
     lg_target targets[LG_MAX_TARGETS];
     int ntargets;
@@ -35,7 +37,10 @@ typedef struct lg_opts {
     int threads;         /* event loops (threads), each owning a share of the connections */
     double rate;         /* requests/s over all connections (open loop); 0 = closed loop */
     long long stock;     /* stock of each item created */
-    long long item_id;   /* use this existing item instead of creating; 0 = create */
+    long long item_id;   /* use this existing item instead of creating; 0 = create (with
+                            --api and a string id, 1: item_arg has it) */
+    char item_arg[LG_PATH_MAX]; /* --item as given, "" when not */
+    int stock_set;       /* --stock was given (with --api and --item: set the stock first) */
     int items;           /* items to spread the load over */
     int qmin, qmax;      /* quantity per request (per line of a cart), uniform in [qmin, qmax] */
     int lmin, lmax;      /* lines per cart, uniform in [lmin, lmax]: POST /orders;
@@ -60,6 +65,9 @@ typedef struct lg_opts {
     /* TLS, for https:// targets (tls.h) */
     char cacert[LG_PATH_MAX]; /* --cacert FILE: the CAs to trust; "" = the system's */
     int insecure;             /* --insecure: verify no certificate (the report says so) */
+    /* --api FILE: someone else's inventory API (profile.h) */
+    char api_path[LG_PATH_MAX]; /* "" for stockd's own */
+    const struct lg_profile *api; /* loaded by main from api_path; NULL for stockd's */
 } lg_opts;
 
 /* Whether any target is an https:// URL. */

@@ -53,6 +53,8 @@ void lg_result_free(lg_result *res)
     for (int b = 0; res->batches && b < res->nbatch; b++) {
         free(res->batches[b].recs);
         free(res->batches[b].lines);
+        free(res->batches[b].sent_ns);
+        free(res->batches[b].done_ns);
     }
     free(res->batches);
     memset(res, 0, sizeof(*res));

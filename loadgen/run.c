@@ -29,22 +29,66 @@ static void make_run_id(char *buf, size_t size)
     snprintf(buf, size, "lg%08x", r);
 }
 
+/* item k's state from base: through the --api profile, or stockd's GET
+ * /items/{id} (with its ledger rows when ledger is not NULL). */
+static int read_item(const lg_opts *o, const lg_run *r, const char *base, int k,
+                     long long rows, int timeout_ms, lg_item_state *st, lg_ledger **ledger,
+                     lg_err *err)
+{
+    if (ledger)
+        *ledger = NULL;
+    if (o->api)
+        return lg_profile_read(o->api, base, &r->api_ids[k], timeout_ms, st, err);
+    return lg_api_get_item(base, r->items[k].id, rows, timeout_ms, st, ledger, err);
+}
+
+/* With --api: item k's id, from --item (restocked first when --stock was
+ * given) or made by the profile's create. */
+static int api_item(const lg_opts *o, lg_run *r, int k, const char *name, lg_err *err)
+{
+    const char *base = r->targets[0].url;
+    lg_profile_id *id = &r->api_ids[k];
+    int rc;
+    if (o->item_arg[0]) {
+        rc = lg_profile_id_parse(o->item_arg, k, id, err);
+        if (rc == LG_OK && o->stock_set && !lg_profile_has(o->api, LG_PROFILE_SET_STOCK))
+            rc = lg_errf(err, LG_ERR_USAGE, "--item with --stock sets the stock with the "
+                         "profile's set_stock, which it does not have");
+        if (rc == LG_OK && o->stock_set)
+            rc = lg_profile_set_stock(o->api, base, id, o->stock, err);
+        return rc;
+    }
+    if (!lg_profile_has(o->api, LG_PROFILE_CREATE))
+        return lg_errf(err, LG_ERR_USAGE, "the profile has no create: give an existing item "
+                       "with --item");
+    rc = lg_profile_create(o->api, base, name, o->stock, id, err);
+    if (rc == LG_OK && id->str)
+        id->num = k + 1;
+    return rc;
+}
+
 /* Creates the run's items (or takes --item) and reads their initial state. */
 static int setup_items(const lg_opts *o, lg_run *r, const char *run_id, lg_err *err)
 {
     const char *base = r->targets[0].url;
     r->nitems = o->item_id ? 1 : o->items;
     r->items = calloc((size_t)r->nitems, sizeof(*r->items));
-    if (r->items == NULL)
+    if (r->items == NULL ||
+        (o->api && (r->api_ids = calloc((size_t)r->nitems, sizeof(*r->api_ids))) == NULL))
         return lg_errf(err, LG_ERR_NOMEM, "out of memory for %d items", r->nitems);
     for (int k = 0; k < r->nitems; k++) {
         long long id = o->item_id;
         char name[96];
         snprintf(name, sizeof(name), "loadgen %s #%d", run_id, k + 1);
-        int rc = id ? LG_OK : lg_api_create_item(base, name, o->stock, o->buyer_limit, &id, err);
+        int rc = o->api ? api_item(o, r, k, name, err)
+                 : id   ? LG_OK
+                        : lg_api_create_item(base, name, o->stock, o->buyer_limit, &id, err);
+        if (o->api)
+            id = r->api_ids[k].num;
+        r->items[k].id = id; /* read_item's, before lg_item_check_init sets it again */
         lg_item_state st;
         if (rc == LG_OK)
-            rc = lg_api_get_item(base, id, 1, 0, &st, NULL, err);
+            rc = read_item(o, r, base, k, 1, 0, &st, NULL, err);
         if (rc != LG_OK)
             return rc;
         lg_item_check_init(&r->items[k], id);
@@ -57,13 +101,13 @@ static int setup_items(const lg_opts *o, lg_run *r, const char *run_id, lg_err *
 
 /* Replicas must share one database, or the verdict would read a different
  * inventory than the one the load changed. */
-static int check_shared(lg_run *r, lg_err *err)
+static int check_shared(const lg_opts *o, lg_run *r, lg_err *err)
 {
     for (int t = 1; t < r->ntargets; t++) {
         lg_item_state st;
         lg_err e;
         lg_err_clear(&e);
-        if (lg_api_get_item(r->targets[t].url, r->items[0].id, 1, 0, &st, NULL, &e) != LG_OK)
+        if (read_item(o, r, r->targets[t].url, 0, 1, 0, &st, NULL, &e) != LG_OK)
             return lg_errf(err, e.code,
                            "%s does not see item %lld created through %s (do the replicas "
                            "share one --db?): %s",
@@ -100,7 +144,7 @@ static void load_cfg(const lg_opts *o, const lg_run *r, const long long *ids,
     c->retries = o->retries;
     c->shape = (lg_shape){.item_ids = ids, .nitems = r->nitems, .qmin = o->qmin,
                           .qmax = o->qmax, .lmin = o->lmin, .lmax = o->lmax,
-                          .work_ms = o->work_ms};
+                          .work_ms = o->work_ms, .api = o->api, .api_ids = r->api_ids};
     c->run_id = run_id;
 }
 
@@ -117,6 +161,18 @@ static double load_clock(void *arg)
     return p.elapsed_s;
 }
 
+/* The sampler's read of item 0 through an --api profile. */
+typedef struct api_read {
+    const lg_profile *api;
+    const lg_profile_id *id;
+} api_read;
+
+static int read_api(void *arg, const char *base, int timeout_ms, lg_item_state *st, lg_err *err)
+{
+    const api_read *a = arg;
+    return lg_profile_read(a->api, base, a->id, timeout_ms, st, err);
+}
+
 /* Runs the load to its end, ticking the caller a few times a second, with the
  * first item's stock sampled meanwhile when a report will show it (sample;
  * not in raw mode: no item). Unasked, its reads would only add load. */
@@ -128,9 +184,13 @@ static int drive(const lg_load_cfg *c, int sample, lg_tick_fn tick, void *arg, l
     int rc = lg_load_start(c, &l, err);
     if (rc != LG_OK)
         return rc;
-    int sampling = sample && r->nitems > 0 ? lg_sampler_start(r->targets, r->ntargets, r->items[0].id,
-                                                    load_clock, l, &sampler, err)
-                                 : LG_OK;
+    lg_sampler_cfg sc = {.targets = r->targets, .ntargets = r->ntargets,
+                         .item = r->nitems > 0 ? r->items[0].id : 0, .clock = load_clock,
+                         .clock_arg = l};
+    api_read ar = {c->shape.api, r->api_ids};
+    if (ar.api && r->nitems > 0)
+        sc.read = read_api, sc.read_arg = &ar;
+    int sampling = sample && r->nitems > 0 ? lg_sampler_start(&sc, &sampler, err) : LG_OK;
     if (sampling != LG_OK)
         lg_load_stop(l, 2); /* the run fails with the sampler's error, after the join */
     int stop = 0, waited = 0;
@@ -188,13 +248,13 @@ static lg_rec *find_rec(void *arg, const char *request_id, lg_line **lines)
  * unreachable or asking to be asked again (503 with Retry-After: a database
  * restarting after a fault), asks again every second or so until --settle-s
  * has passed since the read-back first had to wait; r notes the wait. */
-static int get_item_any(const lg_opts *o, lg_run *r, long long id, long long rows,
+static int get_item_any(const lg_opts *o, lg_run *r, int k, long long rows,
                         lg_item_state *st, lg_ledger **ledger, lg_err *err)
 {
     for (;;) {
         int rc = LG_OK;
         for (int t = 0; t < r->ntargets; t++)
-            if ((rc = lg_api_get_item(r->targets[t].url, id, rows, 0, st, ledger, err)) == LG_OK)
+            if ((rc = read_item(o, r, r->targets[t].url, k, rows, 0, st, ledger, err)) == LG_OK)
                 return LG_OK;
         if (rc != LG_ERR_TRANSPORT && rc != LG_ERR_LATER)
             return rc;
@@ -223,12 +283,12 @@ static int read_back(const lg_opts *o, lg_run *r, int k, lg_err *err)
     long long wanted = c->acked_n + c->undetermined_n + c->refused_n + 16;
     lg_item_state st;
     lg_ledger *ledger = NULL;
-    int rc = get_item_any(o, r, c->id, wanted, &st, &ledger, err);
+    int rc = get_item_any(o, r, k, wanted, &st, o->api ? NULL : &ledger, err);
     long long delta = rc == LG_OK ? st.order_count - c->orders0 : 0;
-    if (rc == LG_OK && delta > wanted) {
+    if (rc == LG_OK && !o->api && delta > wanted) {
         lg_ledger_free(ledger);
         ledger = NULL;
-        rc = get_item_any(o, r, c->id, delta, &st, &ledger, err);
+        rc = get_item_any(o, r, k, delta, &st, &ledger, err);
         delta = rc == LG_OK ? st.order_count - c->orders0 : 0;
     }
     if (rc != LG_OK)
@@ -236,6 +296,8 @@ static int read_back(const lg_opts *o, lg_run *r, int k, lg_err *err)
     c->stock1 = st.stock;
     c->sold1 = st.sold;
     c->orders1 = st.order_count;
+    if (ledger == NULL) /* --api: a profile gives totals at most, no rows */
+        return LG_OK;
     size_t n;
     const lg_ledger_row *rows = lg_ledger_rows(ledger, &n);
     if (delta >= 0 && (size_t)delta <= n)
@@ -253,6 +315,18 @@ static void expectations(const lg_opts *o, lg_run *r)
     r->nexpect = lg_scenario_expect(o->buyers ? "flash" : o->scenario, &in, r->expect);
 }
 
+/* A finding on an item with a string id names it as the service does:
+ * "item 1: ..." becomes "item sku-7: ...". */
+static void name_string_id(const lg_item_check *c, const lg_profile_id *id, lg_finding *f)
+{
+    char prefix[40], text[sizeof(f->text)];
+    int n = snprintf(prefix, sizeof(prefix), "item %lld: ", c->id);
+    if (id->str == NULL || strncmp(f->text, prefix, (size_t)n) != 0)
+        return;
+    snprintf(text, sizeof(text), "item %s: %s", id->str, f->text + n);
+    memcpy(f->text, text, sizeof(text));
+}
+
 /* Judges every item, then (for carts) the orders, into r->findings. */
 static int judge_all(lg_run *r, lg_err *err)
 {
@@ -261,8 +335,11 @@ static int judge_all(lg_run *r, lg_err *err)
         return lg_errf(err, LG_ERR_NOMEM, "out of memory for findings");
     int v;
     for (int k = 0; k < r->nitems; k++) {
-        r->nfindings += lg_verdict_judge(&r->items[k], r->findings + r->nfindings,
-                                         LG_FINDING_COUNT, &v);
+        lg_finding *f = r->findings + r->nfindings;
+        int n = lg_verdict_judge(&r->items[k], f, LG_FINDING_COUNT, &v);
+        for (int i = 0; r->api_ids && i < n; i++)
+            name_string_id(&r->items[k], &r->api_ids[k], &f[i]);
+        r->nfindings += n;
         r->violations += v;
     }
     if (r->carts) {
@@ -281,7 +358,7 @@ static double reserve_clock(void *arg)
 static int totals_of(const lg_opts *o, lg_run *r, lg_rsv_totals *t, lg_err *err)
 {
     lg_item_state st;
-    int rc = get_item_any(o, r, r->items[0].id, 1, &st, NULL, err);
+    int rc = get_item_any(o, r, 0, 1, &st, NULL, err);
     *t = (lg_rsv_totals){st.stock, st.reserved, st.sold, st.returned};
     return rc;
 }
@@ -353,8 +430,10 @@ static int reserve(const lg_opts *o, lg_run *r, const char *run_id, lg_tick_fn t
     if (tick)
         c.tick = reserve_ticked, c.tick_arg = &rt;
     if (rc == LG_OK)
-        rc = lg_sampler_start(r->targets, r->ntargets, r->items[0].id, reserve_clock,
-                              &c.start_ns, &sampler, err);
+        rc = lg_sampler_start(&(lg_sampler_cfg){.targets = r->targets, .ntargets = r->ntargets,
+                                                .item = r->items[0].id, .clock = reserve_clock,
+                                                .clock_arg = &c.start_ns},
+                              &sampler, err);
     if (rc == LG_OK)
         rc = lg_reserve_run(&c, r->rsv, &r->load, &r->stopped, err);
     if (rc == LG_OK)
@@ -441,7 +520,7 @@ int lg_run_exec(const lg_opts *o, const lg_target *targets, int ntargets, const 
     if (rc == LG_OK)
         rc = raw ? probe_targets(o, out, err) : setup_items(o, out, run_id, err);
     if (rc == LG_OK && !raw)
-        rc = check_shared(out, err);
+        rc = check_shared(o, out, err);
     long long *ids = calloc((size_t)(out->nitems ? out->nitems : 1), sizeof(*ids));
     if (rc == LG_OK && ids == NULL)
         rc = lg_errf(err, LG_ERR_NOMEM, "out of memory");
@@ -471,6 +550,10 @@ void lg_run_free(lg_run *r)
 {
     lg_result_free(&r->load);
     free(r->items);
+    for (int k = 0; r->api_ids && k < r->nitems; k++)
+        lg_profile_id_free(&r->api_ids[k]);
+    free(r->api_ids);
+    r->api_ids = NULL;
     free(r->findings);
     free(r->rsv);
     r->rsv = NULL;

@@ -9,6 +9,8 @@
 #include "loadgen/err.h"
 #include "loadgen/load.h"
 #include "loadgen/opts.h"
+#include "loadgen/profile.h"
+#include "loadgen/profile_io.h"
 #include "loadgen/result.h"
 #include "loadgen/rsv.h"
 #include "loadgen/sale.h"
@@ -25,6 +27,8 @@ typedef struct lg_run {
     lg_result load;            /* what the load measured */
     int nitems;
     lg_item_check *items;      /* [nitems]: states before/after and the tallies */
+    lg_profile_id *api_ids;    /* --api: [nitems], each item's id as the service has it
+                                  (items[k].id is its integer, or k + 1); else NULL */
     int carts;                 /* 1: the load sent POST /orders carts */
     lg_order_check orders;     /* the per-order checks (carts only) */
     lg_finding *findings;      /* every finding of every item, then of the orders */

@@ -9,15 +9,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "loadgen/api.h"
-
 #define NAP_MS 5 /* how often the thread looks at its stop flag */
 
 struct lg_sampler {
-    const lg_target *targets;
-    int ntargets;
-    lg_clock_fn clock;
-    void *arg;
+    lg_sampler_cfg c;
     lg_samples got;
     atomic_int stop;
     pthread_t tid;
@@ -59,13 +54,13 @@ static void nap(double s)
  * (or the sampler was stopped before one did). */
 static int take(lg_sampler *p)
 {
-    double t0 = p->clock(p->arg);
-    for (int t = 0; t < p->ntargets && !atomic_load(&p->stop); t++) {
+    double t0 = p->c.clock(p->c.clock_arg);
+    for (int t = 0; t < p->c.ntargets && !atomic_load(&p->stop); t++) {
         lg_item_state st;
         lg_err err;
-        if (lg_api_get_item(p->targets[t].url, p->got.item, 1, LG_SAMPLE_TIMEOUT_MS, &st, NULL,
-                            &err) == LG_OK) {
-            double t1 = p->clock(p->arg);
+        if (p->c.read(p->c.read_arg, p->c.targets[t].url, LG_SAMPLE_TIMEOUT_MS, &st, &err) ==
+            LG_OK) {
+            double t1 = p->c.clock(p->c.clock_arg);
             lg_sample x = {(t0 + t1) / 2, st.stock, st.sold, st.reserved, st.returned, t0, t1};
             lg_samples_push(&p->got, &x);
             return 1;
@@ -81,7 +76,7 @@ static void *sampler_main(void *arg)
     lg_sampler *p = arg;
     double next = 0;
     while (!atomic_load(&p->stop)) {
-        double now = p->clock(p->arg);
+        double now = p->c.clock(p->c.clock_arg);
         if (now < next) {
             nap(next - now);
             continue;
@@ -92,18 +87,24 @@ static void *sampler_main(void *arg)
     return NULL;
 }
 
-int lg_sampler_start(const lg_target *targets, int ntargets, long long item,
-                     lg_clock_fn clock, void *arg, lg_sampler **out, lg_err *err)
+int lg_sample_read_stockd(void *arg, const char *base, int timeout_ms, lg_item_state *st,
+                          lg_err *err)
+{
+    return lg_api_get_item(base, *(const long long *)arg, 1, timeout_ms, st, NULL, err);
+}
+
+int lg_sampler_start(const lg_sampler_cfg *c, lg_sampler **out, lg_err *err)
 {
     *out = NULL;
     lg_sampler *p = calloc(1, sizeof(*p));
     if (p == NULL)
         return lg_errf(err, LG_ERR_NOMEM, "out of memory for the stock sampler");
-    p->targets = targets;
-    p->ntargets = ntargets;
-    p->clock = clock;
-    p->arg = arg;
-    lg_samples_init(&p->got, item);
+    p->c = *c;
+    if (p->c.read == NULL) { /* stockd's GET, of the item the sampler keeps */
+        p->c.read = lg_sample_read_stockd;
+        p->c.read_arg = &p->got.item;
+    }
+    lg_samples_init(&p->got, c->item);
     atomic_init(&p->stop, 0);
     int e = pthread_create(&p->tid, NULL, sampler_main, p);
     if (e != 0) {

@@ -1,6 +1,7 @@
 /* sample.h - the stock of one item over the run, as the service reports it:
- * a thread of its own reads GET /items/{id} every few milliseconds while the
- * load runs. What is drawn is what the server said at that moment, not what
+ * a thread of its own reads the item every few milliseconds while the load
+ * runs (through a read function: stockd's GET by default, another
+ * service's as its profile says). What is drawn is what the server said at that moment, not what
  * loadgen worked out from its answers (and its reads are no deductions: the
  * verdict's ledger is untouched). When LG_SAMPLES_MAX samples are taken,
  * every other one is dropped and the interval doubles, so a long run keeps an
@@ -8,6 +9,7 @@
 #ifndef LG_SAMPLE_H
 #define LG_SAMPLE_H
 
+#include "loadgen/api.h"
 #include "loadgen/err.h"
 #include "loadgen/opts.h"
 
@@ -50,14 +52,34 @@ void lg_samples_push(lg_samples *s, const lg_sample *x);
 /* Seconds since the load started (thread-safe); the sampler's clock. */
 typedef double (*lg_clock_fn)(void *arg);
 
+/* Reads the item's state from one target (base: "http[s]://host:port"),
+ * within timeout_ms. Returns 0 with *st filled (stock at least), or an lg_err
+ * code with err set: the read is skipped and counted as failed, and the next
+ * target asked. Called on the sampler's thread only. */
+typedef int (*lg_read_fn)(void *arg, const char *base, int timeout_ms, lg_item_state *st,
+                          lg_err *err);
+
+/* stockd's read, the default: GET base/items/{id}, arg a const long long *
+ * (the id). */
+int lg_sample_read_stockd(void *arg, const char *base, int timeout_ms, lg_item_state *st,
+                          lg_err *err);
+
+typedef struct lg_sampler_cfg {
+    const lg_target *targets; /* asked in turn until one answers; outlive the sampler */
+    int ntargets;
+    long long item;           /* the item's id, as the samples name it */
+    lg_read_fn read;          /* NULL: lg_sample_read_stockd of item */
+    void *read_arg;           /* read's arg; outlives the sampler */
+    lg_clock_fn clock;        /* the load's clock */
+    void *clock_arg;          /* likewise */
+} lg_sampler_cfg;
+
 typedef struct lg_sampler lg_sampler;
 
-/* Starts the sampling thread on item against targets[0..ntargets) (the first
- * that answers is asked; a target that does not answer is skipped). The
- * targets and clock arg must outlive lg_sampler_stop. Returns 0, or
- * LG_ERR_NOMEM / LG_ERR_SYS with err set and *out NULL. */
-int lg_sampler_start(const lg_target *targets, int ntargets, long long item,
-                     lg_clock_fn clock, void *arg, lg_sampler **out, lg_err *err);
+/* Starts the sampling thread on c's item (the first target that answers is
+ * asked; a target that does not answer is skipped). *c is copied. Returns 0,
+ * or LG_ERR_NOMEM / LG_ERR_SYS with err set and *out NULL. */
+int lg_sampler_start(const lg_sampler_cfg *c, lg_sampler **out, lg_err *err);
 
 /* Stops and joins the thread (after its GET in flight, if any: at most
  * LG_SAMPLE_TIMEOUT_MS, no further target is asked), appends its

@@ -6,6 +6,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "loadgen/http.h"
+
 static uint64_t next_rand(uint64_t *s)
 {
     /* xorshift64*: quantities and carts need spread, not cryptographic quality */
@@ -28,13 +30,51 @@ static int is_cart(const lg_shape *s)
 
 const char *lg_shape_path(const lg_shape *s)
 {
+    if (s->api)
+        return lg_profile_path(s->api, LG_PROFILE_BUY);
     return is_cart(s) ? "/orders" : "/reduceStock";
+}
+
+/* A profile's placeholders for a request: each request is its own buyer. */
+static void api_vars(const lg_shape *s, const lg_line *lines, const char *request_id,
+                     char *buyer, size_t size, lg_profile_vars *v)
+{
+    snprintf(buyer, size, "b-%s", request_id ? request_id : "");
+    *v = (lg_profile_vars){.item = lines ? &s->api_ids[lines[0].item] : NULL,
+                           .quantity = lines ? lines[0].quantity : 0,
+                           .request = request_id, .buyer = request_id ? buyer : NULL};
+}
+
+int lg_shape_head_varies(const lg_shape *s)
+{
+    return s->api && lg_profile_head_varies(s->api, LG_PROFILE_BUY);
+}
+
+int lg_shape_head(const lg_shape *s, const lg_line *lines, const char *request_id,
+                  const char *host, char *buf, size_t size)
+{
+    if (s->api == NULL)
+        return lg_http_head(buf, size, "POST", lg_shape_path(s), host, 1);
+    char path[LG_PATH_MAX * 2], headers[LG_PROFILE_HEADERS_MAX], buyer[80];
+    lg_profile_vars v;
+    api_vars(s, lines, request_id, buyer, sizeof(buyer), &v);
+    int json;
+    int body = lg_profile_has_body(s->api, LG_PROFILE_BUY, &json);
+    if (lg_profile_render(s->api, LG_PROFILE_BUY, LG_PROFILE_PATH, &v, path, sizeof(path)) < 0 ||
+        lg_profile_render(s->api, LG_PROFILE_BUY, LG_PROFILE_HEADERS, &v, headers,
+                          sizeof(headers)) < 0)
+        return -1;
+    /* without a body the head still ends with a Content-Length (of 0) */
+    return lg_http_head_with(buf, size, lg_profile_method(s->api, LG_PROFILE_BUY), path, host,
+                             headers, 1, body && json);
 }
 
 int lg_shape_valid(const lg_shape *s)
 {
     if (s->item_ids == NULL || s->nitems < 1 || s->nitems > LG_LINE_ITEM_MAX + 1 ||
         s->qmin < 1 || s->qmax < s->qmin)
+        return 0;
+    if (s->api && (s->api_ids == NULL || is_cart(s)))
         return 0;
     return !is_cart(s) || (s->lmin >= 1 && s->lmax >= s->lmin && s->lmax <= s->nitems &&
                            s->lmax <= LG_ORDER_LINES_MAX);
@@ -84,6 +124,15 @@ int lg_shape_body(const lg_shape *s, const lg_line *lines, int n, const char *re
                   char *buf, size_t size)
 {
     int used = 0;
+    if (s->api) {
+        char buyer[80];
+        lg_profile_vars v;
+        api_vars(s, lines, request_id, buyer, sizeof(buyer), &v);
+        buf[0] = '\0';
+        return lg_profile_has_body(s->api, LG_PROFILE_BUY, NULL)
+                   ? lg_profile_render(s->api, LG_PROFILE_BUY, LG_PROFILE_BODY, &v, buf, size)
+                   : 0;
+    }
     if (is_cart(s)) {
         used = append(buf, size, used, "{\"requestId\":\"%s\",\"lines\":[", request_id);
         for (int k = 0; k < n; k++)
@@ -125,10 +174,22 @@ static void cart_answer(const lg_shape *s, long status, const char *body, size_t
         lines[k].remaining = asked[k].remaining;
 }
 
+/* A profile's answer: its rules decide; an ok deducted what was asked. */
+static void api_answer(const lg_shape *s, long status, const char *body, size_t len,
+                       lg_line *line, lg_answer *out)
+{
+    lg_profile_classify(s->api, status, body, len, out);
+    if (out->outcome == LG_OUT_OK)
+        out->quantity = line->quantity;
+    line->remaining = out->outcome == LG_OUT_OK ? out->remaining : -1;
+}
+
 void lg_shape_answer(const lg_shape *s, long status, const char *body, size_t len,
                      lg_line *lines, int n, lg_answer *out)
 {
-    if (is_cart(s))
+    if (s->api)
+        api_answer(s, status, body, len, &lines[0], out);
+    else if (is_cart(s))
         cart_answer(s, status, body, len, lines, n, out);
     else
         single_answer(status, body, len, &lines[0], out);

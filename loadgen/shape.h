@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "loadgen/answer.h"
+#include "loadgen/profile.h"
 #include "loadgen/verdict.h"
 
 typedef struct lg_shape {
@@ -19,14 +20,31 @@ typedef struct lg_shape {
     int qmin, qmax;  /* quantity per line, uniform in [qmin, qmax] */
     int lmin, lmax;  /* lines per cart, uniform in [lmin, lmax]; 0 = POST /reduceStock */
     int work_ms;     /* workMs sent with each request; 0 = not sent */
+    /* --api: requests as the profile's buy says (one line each), answers by its
+     * rules; api_ids[k] is item k's id as the service has it. NULL: stockd. */
+    const lg_profile *api;
+    const lg_profile_id *api_ids;
 } lg_shape;
 
 /* Room for the body of a cart of LG_ORDER_LINES_MAX lines with the largest
  * ids, quantities and workMs loadgen accepts. */
 #define LG_BODY_MAX 2048
 
-/* "/orders" for carts, "/reduceStock" otherwise. */
+/* "/orders" for carts, "/reduceStock" otherwise; with a profile its buy
+ * path as written ("/items/{item}/buy"). */
 const char *lg_shape_path(const lg_shape *s);
+
+/* Formats the head of a request for host into buf, up to "Content-Length: "
+ * (lg_http_head_end completes it). lines and request_id may be NULL when
+ * !lg_shape_head_varies(s): the head is then the same for every request.
+ * Returns its length, or -1 when it does not fit (or a placeholder has no
+ * value). */
+int lg_shape_head(const lg_shape *s, const lg_line *lines, const char *request_id,
+                  const char *host, char *buf, size_t size);
+
+/* Whether each request needs a head of its own (a profile's path or headers
+ * name a placeholder). */
+int lg_shape_head_varies(const lg_shape *s);
 
 /* 1 when s can draw requests: items, 1 <= qmin <= qmax, and for carts
  * 1 <= lmin <= lmax <= min(nitems, LG_ORDER_LINES_MAX) (a cart's items are

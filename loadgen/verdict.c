@@ -42,7 +42,8 @@ static void tally_line(lg_item_check *c, int outcome, const lg_line *l)
     if (outcome == LG_OUT_OK) {
         c->acked_qty += l->quantity;
         c->acked_n++;
-        if (c->min_ok_remaining < 0 || l->remaining < c->min_ok_remaining)
+        /* an --api profile's ok may say no remaining stock (-1): nothing to check */
+        if (l->remaining >= 0 && (c->min_ok_remaining < 0 || l->remaining < c->min_ok_remaining))
             c->min_ok_remaining = l->remaining;
     } else if (LG_OUT_UNDETERMINED(outcome)) {
         c->undetermined_qty += l->quantity;
@@ -109,7 +110,7 @@ static void tally_one(void *arg, const lg_rec *r, lg_line *l)
 static void collect_remaining(void *arg, const lg_rec *r, lg_line *l)
 {
     remaining_sets *s = arg;
-    if (r->outcome == LG_OUT_OK)
+    if (r->outcome == LG_OUT_OK && l->remaining >= 0) /* -1: the answer said none */
         s->vals[l->item][s->fill[l->item]++] = l->remaining;
 }
 
@@ -382,10 +383,53 @@ static int judge_refusals(const lg_item_check *c, lg_finding *out, int n, int ma
     return n;
 }
 
+/* The outside verdict (an --api profile whose read has no sold count): the
+ * stock's fall is all there is to hold the answers against. Every unit
+ * acknowledged must show in it; every unit of it must be acknowledged or at
+ * least undetermined. */
+static int judge_outside(const lg_item_check *c, lg_finding *out, int n, int max)
+{
+    long long drop = c->stock0 - c->stock1;
+    long long over = c->acked_qty - c->stock0 > -c->stock1 ? c->acked_qty - c->stock0
+                                                           : -c->stock1;
+    if (over > 0)
+        n = add(out, n, max, LG_V_OVERSOLD, over,
+                "item %lld: oversold by %lld: initial stock %lld, final stock %lld, "
+                "acknowledged %lld",
+                c->id, over, c->stock0, c->stock1, c->acked_qty);
+    long long lost = c->acked_qty - drop;
+    int raised = c->min_ok_remaining >= 0 && c->stock1 > c->min_ok_remaining;
+    if (lost > 0 || c->dup_remaining > 0 || raised)
+        n = add(out, n, max, LG_V_LOST_UPDATES,
+                lost > 0 ? lost : c->dup_remaining > 0 ? c->dup_remaining : 1,
+                "item %lld: lost updates: %lld units acknowledged but the stock fell by %lld "
+                "(%lld -> %lld); %lld answers repeated a remaining stock another answer "
+                "reported; lowest remaining acknowledged %lld vs final stock %lld",
+                c->id, c->acked_qty, drop, c->stock0, c->stock1, c->dup_remaining,
+                c->min_ok_remaining, c->stock1);
+    long long unexplained = drop - c->acked_qty - c->undetermined_qty;
+    if (unexplained > 0)
+        n = add(out, n, max, LG_V_UNEXPLAINED, unexplained,
+                "item %lld: unexplained deductions %lld units: the stock fell by %lld, "
+                "%lld units were acknowledged and at most %lld undetermined",
+                c->id, unexplained, drop, c->acked_qty, c->undetermined_qty);
+    else if (drop > c->acked_qty)
+        n = add(out, n, max, LG_N_UNDETERMINED, drop - c->acked_qty,
+                "item %lld: note: up to %lld units may be deductions whose answer was lost "
+                "(%lld requests undetermined); not a violation, --retry settles them",
+                c->id, drop - c->acked_qty, c->undetermined_n);
+    return n;
+}
+
 int lg_verdict_judge(const lg_item_check *c, lg_finding *out, int max, int *violations)
 {
-    int n = judge_stock(c, out, 0, max);
-    n = c->ledger_checked ? judge_ledger(c, out, n, max) : judge_totals(c, out, n, max);
+    int n;
+    if (c->sold0 < 0 || c->sold1 < 0)
+        n = judge_outside(c, out, 0, max);
+    else if (c->ledger_checked)
+        n = judge_ledger(c, out, judge_stock(c, out, 0, max), max);
+    else
+        n = judge_totals(c, out, judge_stock(c, out, 0, max), max);
     n = judge_refusals(c, out, n, max);
     if (violations) {
         *violations = 0;

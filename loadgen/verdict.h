@@ -16,6 +16,12 @@
  *                                                               UNRECORDED)
  *   every line an insufficient_stock answer named short was short
  *                                                  (else FALSE_REFUSAL)
+ * Without a sold count (sold0 or sold1 -1: an --api profile that reads the stock
+ * alone), the outside verdict, with drop = stock0 - stock1:
+ *   stock1 >= 0 and acked <= stock0               (else OVERSOLD)
+ *   acked <= drop, remaining values distinct and none below the final stock
+ *                                                  (else LOST_UPDATES)
+ *   drop <= acked + undetermined units             (else UNEXPLAINED)
  * and per order, over the items whose ledger was read (lg_verdict_orders):
  *   all of its lines are in the ledger or none, whatever the answer
  *                                                  (else PARTIAL_ORDERS)
@@ -59,6 +65,10 @@ typedef struct lg_batch {
     size_t nrecs;
     lg_line *lines;
     size_t nlines;
+    /* [nrecs] each, or NULL when the run kept no times (a flash sale): ns
+     * since the load's start (lg_result.start_ns) of the request's first send
+     * and of its final answer (or of giving up on it), for the history check */
+    int64_t *sent_ns, *done_ns;
 } lg_batch;
 
 /* The lines of record r of batch b. */
@@ -77,7 +87,7 @@ typedef struct lg_ledger_row {
  * are counts of this item's lines in them. */
 typedef struct lg_item_check {
     long long id;                   /* the item's id on the server */
-    long long stock0, sold0, orders0; /* before the run */
+    long long stock0, sold0, orders0; /* before the run (sold, orders -1: not read) */
     long long stock1, sold1, orders1; /* after the run */
 
     /* from this run's answers (lg_verdict_answers) */

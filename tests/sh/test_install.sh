@@ -42,13 +42,14 @@ major=${version%%.*}
 headers=(dlock.h dlock_base.h dlock_async.h dlock_sem.h dlock_rw.h) # libdlock's public headers
 for f in lib/libdlock.a lib/libdlock.so lib/libdlock.so.$major lib/libdlock.so.$version \
     "${headers[@]/#/include/}" lib/pkgconfig/dlock.pc share/man/man1/loadgen.1 share/man/man3/libdlock.3 \
-    share/man/man3/dlock_acquire.3 share/man/man8/stockd.8; do
+    share/man/man3/dlock_acquire.3 share/man/man8/stockd.8 share/loadgen/profiles/stockd.json; do
     [ -e "$prefix/$f" ] || { rc=1; out+=$'\n'"missing: $f"; }
 done
 soname=$(readelf -d "$lib/libdlock.so.$version" 2>&1 | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
 [ "$soname" = "libdlock.so.$major" ] || { rc=1; out+=$'\n'"soname: '$soname'"; }
 [ "$(pkg-config --modversion dlock 2>&1)" = "$version" ] || { rc=1; out+=$'\n'"dlock.pc version"; }
-report "make install lays out the library, headers, dlock.pc and man pages" "$rc" "$out"
+report "make install lays out the library, headers, dlock.pc, man pages and loadgen's profiles" \
+    "$rc" "$out"
 
 # The pages as man finds them there: by program, by library, by function
 # (a page of one .so line that opens libdlock's).

@@ -92,6 +92,13 @@ static void test_closed_loop_spreads_connections_over_targets(void **state)
     assert_null(lg_result_find(&res, "lgtest-9-0", NULL));
     assert_null(lg_result_find(&res, "other-0-0", NULL));
     assert_null(lg_result_find(&res, "lgtest-0-0x", NULL));
+    /* each request's invoke and completion, on the run's clock, in order */
+    int64_t end = (int64_t)(res.elapsed_s * 1e9) + 1000;
+    for (int b = 0; b < res.nbatch; b++)
+        for (size_t i = 0; i < res.batches[b].nrecs; i++) {
+            int64_t sent = res.batches[b].sent_ns[i], done = res.batches[b].done_ns[i];
+            assert_true(0 <= sent && sent <= done && done <= end);
+        }
     lg_result_free(&res);
     th_fake_stop(f[0]);
     th_fake_stop(f[1]);

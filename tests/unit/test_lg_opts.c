@@ -254,6 +254,45 @@ static void test_bad_values_are_usage_errors_naming_the_flag(void **state)
     }
 }
 
+/* --api drives one-line buys: string item ids are its own, and the modes that
+ * speak stockd's other routes are refused with a usage error. */
+static void test_api_takes_string_items_and_refuses_what_it_cannot_send(void **state)
+{
+    (void)state;
+    lg_opts o;
+    lg_err err;
+    assert_int_equal(PARSE(&o, &err, T1, "--api", "p.json", "--item", "sku-7", "--stock", "5"),
+                     LG_OK);
+    assert_string_equal(o.api_path, "p.json");
+    assert_string_equal(o.item_arg, "sku-7");
+    assert_true(o.item_id != 0 && o.stock_set);
+    assert_int_equal(PARSE(&o, &err, T1, "--api", "p.json", "--item", "42"), LG_OK);
+    assert_int_equal(o.item_id, 42);
+    assert_false(o.stock_set);
+    /* without --api an id is an integer, as before */
+    assert_int_equal(PARSE(&o, &err, T1, "--item", "sku-7"), LG_ERR_USAGE);
+    assert_says(&err, "--item", "sku-7", "--item: expected an integer");
+    const char *const refused[][4] = {
+        {"--buyers", "10", NULL, NULL}, {"-s", "flash", NULL, NULL},
+        {"--cart-lines", "2", "--items", "3"}, {"-s", "cart", NULL, NULL},
+        {"-s", "reserve", NULL, NULL}, {"--get", "/health", NULL, NULL},
+        {"--work-ms", "5", NULL, NULL}, {"-s", "hot", "--work-ms", "5"},
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        const char *args[12] = {T1, "--api", "p.json"};
+        int n = 4;
+        for (int k = 0; k < 4 && refused[i][k]; k++)
+            args[n++] = refused[i][k];
+        args[n] = NULL;
+        assert_int_equal(parse_list(&o, &err, args), LG_ERR_USAGE);
+        assert_says(&err, refused[i][0], refused[i][1], "--api");
+    }
+    /* a scenario's workMs is stockd's: with --api it is not sent */
+    assert_int_equal(PARSE(&o, &err, T1, "--api", "p.json", "-s", "renew"), LG_OK);
+    assert_int_equal(o.work_ms, 0);
+    assert_true(usage_mentions("--api FILE"));
+}
+
 static void test_inconsistent_combinations_are_refused(void **state)
 {
     (void)state;
@@ -458,6 +497,7 @@ int main(void)
         cmocka_unit_test(test_flash_scenario_has_buyers_that_flags_override),
         cmocka_unit_test(test_flash_flags_are_checked),
         cmocka_unit_test(test_reserve_scenario_takes_its_flags_and_refuses_what_it_cannot_send),
+        cmocka_unit_test(test_api_takes_string_items_and_refuses_what_it_cannot_send),
         cmocka_unit_test(test_token_from_a_flag_or_a_file_is_checked_and_never_shown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

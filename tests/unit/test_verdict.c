@@ -97,7 +97,7 @@ static lg_rec *lookup(void *arg, const char *rid, lg_line **lines)
 
 static lg_batch batch_of(fake *f)
 {
-    lg_batch b = {f->recs, f->n, f->lines, f->nlines};
+    lg_batch b = {f->recs, f->n, f->lines, f->nlines, NULL, NULL};
     return b;
 }
 
@@ -364,6 +364,92 @@ static void test_totals_alone_allow_only_undetermined_extra_sales(void **state)
     free(f);
 }
 
+/* The outside verdict: item 0 read without a sold count (an --api profile). */
+static int check_outside(fake *f, long long stock1, lg_finding *out, int *nfind)
+{
+    f->items[0].sold0 = -1;
+    return check(f, stock1, -1, 0, out, nfind);
+}
+
+static void test_outside_clean_sale_passes(void **state)
+{
+    (void)state;
+    lg_finding out[LG_FINDING_COUNT];
+    int n;
+    fake *f = clean_sale();
+    assert_int_equal(check_outside(f, 0, out, &n), 0);
+    assert_int_equal(n, 0);
+    free(f);
+    /* a service that says no remaining stock (-1 each) is no repeated remaining */
+    f = fake_new(10);
+    for (int i = 0; i < 4; i++)
+        add_rec(f, LG_OUT_OK, 1, -1);
+    assert_int_equal(check_outside(f, 6, out, &n), 0);
+    assert_int_equal(n, 0);
+    free(f);
+}
+
+static void test_outside_acknowledged_beyond_the_stock_is_oversold(void **state)
+{
+    (void)state;
+    lg_finding out[LG_FINDING_COUNT];
+    int n;
+    fake *f = fake_new(10);
+    for (int i = 0; i < 12; i++)
+        add_rec(f, LG_OUT_OK, 1, -1);
+    assert_true(check_outside(f, 0, out, &n) >= 1);
+    assert_int_equal(find(out, n, LG_V_OVERSOLD)->amount, 2);
+    assert_int_equal(find(out, n, LG_V_LOST_UPDATES)->amount, 2); /* 12 told, 10 taken */
+    free(f);
+    f = fake_new(10);
+    add_rec(f, LG_OUT_TRANSPORT, 12, -1);
+    assert_int_equal(check_outside(f, -2, out, &n), 1); /* stock below zero */
+    assert_int_equal(find(out, n, LG_V_OVERSOLD)->amount, 2);
+    free(f);
+}
+
+static void test_outside_acknowledged_units_the_stock_does_not_show_are_lost(void **state)
+{
+    (void)state;
+    lg_finding out[LG_FINDING_COUNT];
+    int n;
+    fake *f = fake_new(10);
+    for (int i = 0; i < 5; i++)
+        add_rec(f, LG_OUT_OK, 1, -1);
+    assert_int_equal(check_outside(f, 7, out, &n), 1); /* 5 acknowledged, stock fell 3 */
+    assert_int_equal(n, 1);
+    assert_int_equal(find(out, n, LG_V_LOST_UPDATES)->amount, 2);
+    assert_non_null(strstr(out[0].text, "5 units acknowledged but the stock fell by 3"));
+    free(f);
+    /* a remaining stock two answers repeated is a lost update too */
+    f = fake_new(10);
+    add_rec(f, LG_OUT_OK, 1, 9);
+    add_rec(f, LG_OUT_OK, 1, 9);
+    assert_int_equal(check_outside(f, 8, out, &n), 1);
+    assert_int_equal(find(out, n, LG_V_LOST_UPDATES)->amount, 1);
+    free(f);
+}
+
+static void test_outside_a_fall_nobody_was_told_of_is_unexplained(void **state)
+{
+    (void)state;
+    lg_finding out[LG_FINDING_COUNT];
+    int n;
+    fake *f = fake_new(10);
+    add_rec(f, LG_OUT_OK, 2, -1);
+    add_rec(f, LG_OUT_UNKNOWN, 1, -1);
+    add_rec(f, LG_OUT_REFUSED, 3, -1);
+    assert_int_equal(check_outside(f, 5, out, &n), 1); /* fell 5: 2 told, 1 may be */
+    assert_int_equal(find(out, n, LG_V_UNEXPLAINED)->amount, 2);
+    free(f);
+    f = fake_new(10);
+    add_rec(f, LG_OUT_OK, 2, -1);
+    add_rec(f, LG_OUT_UNKNOWN, 1, -1);
+    assert_int_equal(check_outside(f, 7, out, &n), 0); /* the unknown answer explains 1 */
+    assert_int_equal(find(out, n, LG_N_UNDETERMINED)->amount, 1);
+    free(f);
+}
+
 static void test_refusal_while_stock_remained_is_false(void **state)
 {
     (void)state;
@@ -398,7 +484,7 @@ static void test_records_are_tallied_per_item_and_strays_ignored(void **state)
     lg_rec a[] = {{0, 1, LG_OUT_OK}, {1, 1, LG_OUT_OK}, {2, 1, LG_OUT_OK}};
     lg_line lb[] = {{4, 3, 1, 0}, {-1, 1, 0, 0}};
     lg_rec b[] = {{0, 1, LG_OUT_OK}, {1, 1, LG_OUT_LOCK_TIMEOUT}};
-    lg_batch batches[] = {{a, 3, la, 3}, {b, 2, lb, 2}};
+    lg_batch batches[] = {{a, 3, la, 3, NULL, NULL}, {b, 2, lb, 2, NULL, NULL}};
     assert_int_equal(lg_verdict_answers(items, 2, batches, 2), 0);
     assert_int_equal(items[0].acked_qty, 1);
     assert_int_equal(items[0].refused_n, 1);
@@ -645,6 +731,10 @@ int main(void)
         cmocka_unit_test(test_acknowledged_deduction_missing_from_the_ledger),
         cmocka_unit_test(test_committed_request_whose_answer_was_lost_is_only_a_note),
         cmocka_unit_test(test_totals_alone_allow_only_undetermined_extra_sales),
+        cmocka_unit_test(test_outside_clean_sale_passes),
+        cmocka_unit_test(test_outside_acknowledged_beyond_the_stock_is_oversold),
+        cmocka_unit_test(test_outside_acknowledged_units_the_stock_does_not_show_are_lost),
+        cmocka_unit_test(test_outside_a_fall_nobody_was_told_of_is_unexplained),
         cmocka_unit_test(test_refusal_while_stock_remained_is_false),
         cmocka_unit_test(test_records_are_tallied_per_item_and_strays_ignored),
         cmocka_unit_test(test_carts_applied_all_or_nothing_pass),
