@@ -329,6 +329,7 @@ int lg_history_check(const lg_history_in *in, lg_history *out)
         return LG_ERR_NOMEM;
     }
     out->bucket_ns = w.bucket_ns;
+    out->reads_at = in->reads;
     sum_requests(&w);
     check_reads(&w, out);
     check_sales(&w, out);

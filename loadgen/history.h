@@ -100,6 +100,7 @@ typedef struct lg_history {
     lg_history_example stale, impossible;     /* the worst of each (valid when _n > 0) */
     lg_history_sale sale;                     /* the first (valid when sold_after_n > 0) */
     long long *lo, *hi;     /* [reads]: the band at each read, for the chart; NULL unchecked */
+    const lg_read *reads_at; /* in->reads (borrowed: valid while they are) */
 } lg_history;
 
 /* Checks in->reads against the records' times into *out (zeroed first; free

@@ -237,6 +237,8 @@ static void charts(FILE *f, const lg_html_run *runs, int n)
     lg_html_throughput(f, runs, n);
     lg_html_latency(f, runs, n);
     lg_html_stock(f, runs, n);
+    if (n == 1 && lg_json_at(runs[0].run, "history.series"))
+        lg_html_history(f, runs[0].run);
     /* a reserve run's units held over time; any stockd now reports reserved,
      * which a sale of orders alone keeps at 0: no chart for it */
     if (n == 1 && json_object_get(runs[0].run, "reservations") &&
@@ -345,6 +347,7 @@ static void page_single(FILE *f, const json_t *run)
     facts(f, run);
     lg_html_run one = {run, "", lg_html_color(0, "")};
     charts(f, &one, 1);
+    lg_html_faults(f, run);
     flash_section(f, run);
     tables(f, run);
     page_end(f);

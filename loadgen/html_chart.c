@@ -197,7 +197,7 @@ static void rate_axes(lg_chart *c, FILE *f, double end_ms, double ymax)
 }
 
 /* One run: each bin's answers per second, stacked by outcome. */
-static void stacked_rates(FILE *f, const bin *b, int nb, double end_ms)
+static void stacked_rates(FILE *f, const json_t *run, const bin *b, int nb, double end_ms)
 {
     double ymax = 1, seen[LG_OUT_COUNT] = {0};
     const char *xt;
@@ -206,6 +206,7 @@ static void stacked_rates(FILE *f, const bin *b, int nb, double end_ms)
         ymax = fmax(ymax, bin_rate(&b[i], -1));
     lg_chart c;
     rate_axes(&c, f, end_ms, ymax);
+    lg_html_fault_spans(&c, run, u);
     for (int i = 0; i < nb; i++) {
         double y = 0, gap = (b[i].t1 - b[i].t0) * 0.08;
         for (int o = 0; o < LG_OUT_COUNT; o++) {
@@ -265,7 +266,7 @@ void lg_html_throughput(FILE *f, const lg_html_run *runs, int n)
         return;
     }
     if (n == 1)
-        stacked_rates(f, b, nb, lg_json_num(runs[0].run, "elapsedSec") * 1e3);
+        stacked_rates(f, runs[0].run, b, nb, lg_json_num(runs[0].run, "elapsedSec") * 1e3);
     else
         rate_lines(f, runs, n, b);
 }
@@ -434,6 +435,7 @@ void lg_html_stock(FILE *f, const lg_html_run *runs, int n)
     lg_chart_begin(&c, f, W, H, 0, end / u, lo, hi, "stock over time");
     y_ticks(&c, t, nt);
     x_ticks(&c, 0, end / u);
+    lg_html_fault_spans(&c, runs[0].run, u);
     for (int r = 0; r < n; r++) {
         for (int i = 0; i < sc[r].n; i++)
             sc[r].t[i] /= u;
@@ -445,6 +447,73 @@ void lg_html_stock(FILE *f, const lg_html_run *runs, int n)
     lg_chart_end(&c);
     free(sc);
     stock_legend(f, runs, n);
+}
+
+/* The i-th number of the array key of s, NAN when it is not a number. */
+static double sample_num(const json_t *s, const char *key, size_t i)
+{
+    const json_t *v = json_array_get(json_object_get(s, key), i);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+/* The history check's reads ("history.series": thinned for drawing, the
+ * reads outside the band all kept up to a bound) against the band their
+ * requests allow: above its top is a stale read, below its bottom an
+ * impossible one, each marked. */
+void lg_html_history(FILE *f, const json_t *run)
+{
+    const json_t *h = json_object_get(run, "history"), *s = json_object_get(h, "series");
+    size_t n = json_array_size(json_object_get(s, "t0Ms"));
+    char sub[320];
+    snprintf(sub, sizeof(sub), "item %.0f read every %.0f ms while the load ran (%.0f reads, "
+             "%zu drawn): each read must lie between initial - units invoked before it ended "
+             "(bottom) and initial - units acknowledged before it began (top); %.0f above, "
+             "%.0f below", lg_json_num(h, "itemId"), lg_json_num(h, "intervalMs"),
+             lg_json_num(h, "reads"), n, lg_json_num(h, "stale"), lg_json_num(h, "impossible"));
+    figure_begin(f, "Reads against the history's band", sub);
+    double *t = malloc((n ? n : 1) * 4 * sizeof(*t));
+    if (n == 0 || t == NULL) {
+        free(t);
+        nothing(f, "No history check ran: nothing to draw.");
+        return;
+    }
+    double *v = t + n, *lo = v + n, *hi = lo + n, end = 1, ymin = 0, ymax = 1, ticks[TICKS_MAX];
+    for (size_t i = 0; i < n; i++) {
+        t[i] = (sample_num(s, "t0Ms", i) + sample_num(s, "t1Ms", i)) / 2;
+        v[i] = sample_num(s, "stock", i);
+        lo[i] = sample_num(s, "low", i);
+        hi[i] = sample_num(s, "high", i);
+        end = fmax(end, t[i]);
+        ymin = fmin(ymin, fmin(v[i], lo[i]));
+        ymax = fmax(ymax, fmax(v[i], hi[i]));
+    }
+    const char *xt;
+    double u = time_unit(end, &xt), dy = (ymax - ymin) / 80;
+    int nt = lg_svg_ticks(&ymin, &ymax, 6, ticks, TICKS_MAX);
+    lg_chart c;
+    lg_chart_begin(&c, f, W, H, 0, end / u, ymin, ymax, "reads against the band");
+    y_ticks(&c, ticks, nt);
+    x_ticks(&c, 0, end / u);
+    lg_html_fault_spans(&c, run, u);
+    for (size_t i = 0; i < n; i++)
+        t[i] /= u;
+    lg_chart_line(&c, t, hi, (int)n, "#2c9a5a", 1.4, "5 4", 1);
+    lg_chart_line(&c, t, lo, (int)n, "#9aa5b8", 1.4, "5 4", 1);
+    lg_chart_line(&c, t, v, (int)n, "#2f6fbf", 2, NULL, 0);
+    for (size_t i = 0; i < n; i++)
+        if (v[i] > hi[i] || v[i] < lo[i])
+            lg_chart_rect(&c, t[i] - end / u / 300, t[i] + end / u / 300, v[i] - dy, v[i] + dy,
+                          v[i] > hi[i] ? "#d43d51" : "#8e44ad");
+    lg_chart_axes(&c, xt, "units");
+    lg_chart_end(&c);
+    free(t);
+    fputs("<div class=\"legend\">", f);
+    legend_item(f, "#2f6fbf", "stock read", 0);
+    legend_item(f, "#2c9a5a", "initial - acknowledged before the read", 1);
+    legend_item(f, "#9aa5b8", "initial - invoked before its end", 1);
+    legend_item(f, "#d43d51", "stale read", 0);
+    legend_item(f, "#8e44ad", "impossible read", 0);
+    fputs("</div></figure>\n", f);
 }
 
 /* The i-th number of the stock samples' array key, NAN when it is null. */

@@ -33,6 +33,10 @@ void lg_html_latency(FILE *f, const lg_html_run *runs, int n);
 /* The sampled stock of each run's first item, with initial stock - sold. */
 void lg_html_stock(FILE *f, const lg_html_run *runs, int n);
 
+/* The history check's reads against their band over time (the run's
+ * "history.series"); says so when no check ran. */
+void lg_html_history(FILE *f, const json_t *run);
+
 /* A reserve run's item (its "stock" samples with "reserved"): available,
  * reserved and sold over time, one line each. */
 void lg_html_held(FILE *f, const json_t *run);
@@ -53,5 +57,13 @@ double lg_json_num(const json_t *o, const char *path);
 
 /* The string at path, "" when missing or not a string. */
 const char *lg_json_str(const json_t *o, const char *path);
+
+/* The --fault spans (html_fault.c): over chart c, whose x axis is time in
+ * units of unit_ms, a shaded band per fault of run's "faults" array. */
+struct lg_chart;
+void lg_html_fault_spans(const struct lg_chart *c, const json_t *run, double unit_ms);
+
+/* What each fault's commands did, as a section of the page (none without). */
+void lg_html_faults(FILE *f, const json_t *run);
 
 #endif

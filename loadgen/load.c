@@ -564,6 +564,11 @@ void lg_load_progress(lg_load *l, lg_progress *p)
     p->elapsed_s = (double)(lg_now_ns() - l->start_ns) / 1e9;
 }
 
+int lg_load_exhausted(lg_load *l)
+{
+    return exhausted(l, lg_now_ns());
+}
+
 int lg_load_finished(lg_load *l)
 {
     for (int i = 0; i < l->nworkers; i++)

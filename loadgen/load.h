@@ -52,6 +52,10 @@ int lg_load_start(const lg_load_cfg *cfg, lg_load **out, lg_err *err);
 /* Snapshot of the counters; callable while the threads run. */
 void lg_load_progress(lg_load *l, lg_progress *p);
 
+/* 1 when no more requests will start (stopped, past --duration, or every
+ * request claimed): what remains is in flight. Thread-safe. */
+int lg_load_exhausted(lg_load *l);
+
 /* 1 when every thread has finished. */
 int lg_load_finished(lg_load *l);
 

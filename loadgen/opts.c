@@ -54,7 +54,7 @@ enum { OPT_TARGET = 256, OPT_LIST, OPT_TIMEOUT, OPT_RETRY, OPT_STOCK, OPT_ITEMS,
        OPT_QUANTITY, OPT_CART_LINES, OPT_WORK, OPT_JSON, OPT_HTML,
        OPT_GET, OPT_SETTLE, OPT_BUYERS, OPT_PROCS, OPT_TOKEN, OPT_TOKEN_FILE,
        OPT_CACERT, OPT_INSECURE, OPT_HOLD, OPT_SHARES, OPT_BUYER_IDS, OPT_BUYER_LIMIT,
-       OPT_API };
+       OPT_API, OPT_FAULT, OPT_FAULT_END, OPT_HISTORY };
 
 /* Every flag, in --help's order. Help lines are broken where --help breaks
  * them (26 columns in); the man page joins them. */
@@ -110,6 +110,14 @@ static const lg_flag flags[] = {
      "answer the read-back when none can be reached or each\n"
      "answers 503 with Retry-After (a database restarting); the\n"
      "report says how long it waited"},
+    {"history-ms", OPT_HISTORY, LG_ARG_REQUIRED, "MS", NULL,
+     "the history check: while the load runs, read the first\n"
+     "item's stock every MS ms (default 5) and fail a read no\n"
+     "request history explains: above initial - units acknowledged\n"
+     "before the read began (stale), below initial - units invoked\n"
+     "before it ended (impossible); and an ok after a sold-out\n"
+     "answer for as much with the stock never read back. 0 = no\n"
+     "reads, no check. Not for a flash sale or reservations"},
     {"buyers", OPT_BUYERS, LG_ARG_REQUIRED, "N", "Flash sale",
      "a flash sale (--scenario flash: 1000): N buyers, each on a\n"
      "keep-alive connection of its own from its own 127.x.y.z, all\n"
@@ -156,6 +164,21 @@ static const lg_flag flags[] = {
      "reserve; other flags override its values"},
     {"list", OPT_LIST, LG_ARG_NONE, "", NULL,
      "list the scenarios and the stockd flags each one needs"},
+    {"fault", OPT_FAULT, LG_ARG_REQUIRED, "AT:COMMAND", "Faults",
+     "run COMMAND with /bin/sh -c at AT into the load (2s, 1500ms,\n"
+     "or seconds: 2.5), e.g. 2s:'kill -STOP 1234' or\n"
+     "1s:'docker pause stockd-2'; repeatable (at most 8). It runs\n"
+     "in a process group of its own beside the load, is killed\n"
+     "after 30 s, and must exit 0 or the verdict is FAIL. The\n"
+     "report says when each ran, how long it took, its exit\n"
+     "status and first line of output; the verdict adds a note of\n"
+     "the answers before, during and after it. Not with --buyers\n"
+     "or --scenario compare"},
+    {"fault-end", OPT_FAULT_END, LG_ARG_REQUIRED, "AT:COMMAND", NULL,
+     "undo the fault of the same rank (the 2nd --fault-end ends\n"
+     "the 2nd --fault), e.g. 4s:'kill -CONT 1234'. When the run\n"
+     "ends (or Ctrl-C stops it) first, it runs at once then: a\n"
+     "fault never outlives its run"},
     {"json", OPT_JSON, LG_ARG_REQUIRED, "FILE", "Output",
      "also write the report as JSON to FILE: the counts and\n"
      "latencies above, outcomes per time bucket, percentile curves,\n"
@@ -258,6 +281,7 @@ void lg_opts_defaults(lg_opts *o)
     o->qmin = o->qmax = 1;
     o->timeout_ms = 30000;
     o->settle_s = 30;
+    o->history_ms = 5;
     o->procs = 1;
     o->hold_ms = 2000;
     o->share[0] = 60, o->share[1] = 20, o->share[2] = 20;
@@ -462,6 +486,8 @@ static int apply_load_flag(lg_opts *o, int c, const char *arg, seen_flags *seen,
         return arg ? parse_int("--retry", arg, 0, 100, &o->retries, err) : LG_OK;
     case OPT_SETTLE:
         return parse_int("--settle-s", arg, 0, 3600, &o->settle_s, err);
+    case OPT_HISTORY:
+        return parse_int("--history-ms", arg, 0, 60000, &o->history_ms, err);
     case OPT_BUYERS:
         return parse_int("--buyers", arg, 1, LG_BUYERS_MAX, &o->buyers, err);
     case OPT_PROCS:
@@ -519,6 +545,9 @@ static int apply_flag(lg_opts *o, int c, const char *arg, seen_flags *seen, lg_e
     case OPT_INSECURE:
         o->insecure = 1;
         return LG_OK;
+    case OPT_FAULT: case OPT_FAULT_END:
+        return lg_fault_add(o->faults, &o->nfaults, &o->nfault_ends, c == OPT_FAULT_END, arg,
+                            err);
     case OPT_GET:
         if (arg[0] != '/')
             return lg_errf(err, LG_ERR_USAGE, "--get: expected a path starting with '/', got '%s'",
@@ -690,6 +719,16 @@ static int validate_api(lg_opts *o, lg_err *err)
     return LG_OK;
 }
 
+/* Faults run beside one load; a flash sale's moment of firing and compare's
+ * runs (one per mode) have no single load for them to run beside. */
+static int validate_faults(const lg_opts *o, int compare, lg_err *err)
+{
+    if (o->nfaults && (o->buyers || compare))
+        return lg_errf(err, LG_ERR_USAGE, "--fault runs beside one load: not with %s",
+                       o->buyers ? "--buyers (a flash sale)" : "--scenario compare");
+    return lg_fault_check(o->faults, o->nfaults, o->nfault_ends, err);
+}
+
 static int validate(lg_opts *o, lg_err *err)
 {
     int compare = strcmp(o->scenario, "compare") == 0;
@@ -713,7 +752,8 @@ static int validate(lg_opts *o, lg_err *err)
         return lg_errf(err, LG_ERR_USAGE,
                        "--cart-lines: a cart of %d lines needs %d distinct items, the run has %d "
                        "(raise --items)", o->lmax, o->lmax, nitems);
-    if ((rc = validate_flash(o, err)) != LG_OK || (rc = validate_reserve(o, err)) != LG_OK)
+    if ((rc = validate_flash(o, err)) != LG_OK || (rc = validate_reserve(o, err)) != LG_OK ||
+        (rc = validate_faults(o, compare, err)) != LG_OK)
         return rc;
     if (o->threads > o->concurrency)
         o->threads = o->concurrency; /* a thread without a connection would idle */

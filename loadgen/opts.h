@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "loadgen/err.h"
+#include "loadgen/fault.h"
 
 #define LG_MAX_TARGETS 64
 #define LG_URL_MAX 200
@@ -49,6 +50,7 @@ typedef struct lg_opts {
     int retries;         /* resends of a request that timed out (same requestId) */
     int timeout_ms;      /* per request attempt */
     int settle_s;        /* how long the read-back waits for a target to answer */
+    int history_ms;      /* the history check's read interval; 0 = no reads, no check */
     char json_path[LG_PATH_MAX]; /* --json FILE, "" when not asked */
     char html_path[LG_PATH_MAX]; /* --html FILE, "" when not asked */
     char get_path[LG_PATH_MAX];  /* --get PATH: raw mode, "" for /reduceStock */
@@ -68,6 +70,9 @@ typedef struct lg_opts {
     /* --api FILE: someone else's inventory API (profile.h) */
     char api_path[LG_PATH_MAX]; /* "" for stockd's own */
     const struct lg_profile *api; /* loaded by main from api_path; NULL for stockd's */
+    /* --fault and --fault-end (fault.h): the i-th end undoes the i-th fault */
+    lg_fault_spec faults[LG_FAULT_MAX];
+    int nfaults, nfault_ends;
 } lg_opts;
 
 /* Whether any target is an https:// URL. */

@@ -266,6 +266,9 @@ void lg_report_text(FILE *f, const lg_opts *o, const lg_run *r)
         items(f, r);
     if (r->carts && r->verdict != LG_NO_VERDICT)
         orders(f, &r->orders);
+    lg_report_faults_text(f, r);
+    if (r->verdict != LG_NO_VERDICT)
+        lg_report_history_text(f, o, r);
     if (r->verdict != LG_NO_VERDICT)
         verdict(f, r);
 }
@@ -601,6 +604,10 @@ json_t *lg_report_json(const lg_opts *o, const lg_run *r)
         json_object_set_new(j, "flash", sale_json(r));
     if (r->rsv)
         json_object_set_new(j, "reservations", lg_report_rsv_json(o, r));
+    if (r->nfaults)
+        json_object_set_new(j, "faults", lg_report_faults_json(r));
+    if (r->verdict != LG_NO_VERDICT && r->nitems > 0)
+        json_object_set_new(j, "history", lg_report_history_json(o, r));
     if (r->verdict == LG_NO_VERDICT)
         json_object_set_new(j, "verdict", json_null());
     else

@@ -39,4 +39,15 @@ json_t *lg_report_compare_json(const lg_opts *o, const lg_run *runs, int n, int 
 void lg_report_rsv_text(FILE *f, const lg_opts *o, const lg_run *r);
 json_t *lg_report_rsv_json(const lg_opts *o, const lg_run *r);
 
+/* The faults' part (report_fault.c): each --fault's command and end command,
+ * when they ran, how long they took, exit status, first line of output; as
+ * text (nothing without faults) and as the "faults" array. */
+void lg_report_faults_text(FILE *f, const lg_run *r);
+json_t *lg_report_faults_json(const lg_run *r);
+
+/* The history check's part (report_history.c): a line before the verdict
+ * (whether it ran, its reads and what it found) and the "history" object. */
+void lg_report_history_text(FILE *f, const lg_opts *o, const lg_run *r);
+json_t *lg_report_history_json(const lg_opts *o, const lg_run *r);
+
 #endif

@@ -173,20 +173,40 @@ static int read_api(void *arg, const char *base, int timeout_ms, lg_item_state *
     return lg_profile_read(a->api, base, a->id, timeout_ms, st, err);
 }
 
+/* The load's start on lg_now_ns()'s clock, which the faults' times count from. */
+static int64_t load_start_ns(lg_load *l)
+{
+    lg_progress p;
+    lg_load_progress(l, &p);
+    return lg_now_ns() - (int64_t)(p.elapsed_s * 1e9);
+}
+
+/* Starts the --fault commands beside the load (none: *f NULL). */
+static int faults_start(const lg_opts *o, int64_t start_ns, lg_faults **f, lg_err *err)
+{
+    return lg_faults_start(o->faults, o->nfaults, start_ns, 0, f, err);
+}
+
 /* Runs the load to its end, ticking the caller a few times a second, with the
- * first item's stock sampled meanwhile when a report will show it (sample;
- * not in raw mode: no item). Unasked, its reads would only add load. */
-static int drive(const lg_load_cfg *c, int sample, lg_tick_fn tick, void *arg, lg_run *r,
-                 lg_err *err)
+ * first item's stock sampled meanwhile when a report will show it (sample)
+ * or the history check reads it (every history_ms ms); not in raw mode: no
+ * item. Unasked, its reads would only add load. */
+static int drive(const lg_opts *o, const lg_load_cfg *c, int sample, int history_ms,
+                 lg_tick_fn tick, void *arg, lg_run *r, lg_err *err)
 {
     lg_load *l;
     lg_sampler *sampler = NULL;
+    lg_faults *faults = NULL;
     int rc = lg_load_start(c, &l, err);
     if (rc != LG_OK)
         return rc;
+    int faulting = faults_start(o, load_start_ns(l), &faults, err);
+    if (faulting != LG_OK)
+        lg_load_stop(l, 2); /* the run fails with the faults' error, after the join */
     lg_sampler_cfg sc = {.targets = r->targets, .ntargets = r->ntargets,
                          .item = r->nitems > 0 ? r->items[0].id : 0, .clock = load_clock,
-                         .clock_arg = l};
+                         .clock_arg = l, .every_ms = history_ms};
+    sample |= history_ms > 0;
     api_read ar = {c->shape.api, r->api_ids};
     if (ar.api && r->nitems > 0)
         sc.read = read_api, sc.read_arg = &ar;
@@ -196,6 +216,8 @@ static int drive(const lg_load_cfg *c, int sample, lg_tick_fn tick, void *arg, l
     int stop = 0, waited = 0;
     while (!lg_load_finished(l)) {
         sleep_ms(10);
+        if (faults && lg_load_exhausted(l))
+            lg_faults_stop(faults); /* ends due now: the last requests may wait on them */
         if ((waited += 10) < TICK_MS)
             continue;
         waited = 0;
@@ -206,6 +228,7 @@ static int drive(const lg_load_cfg *c, int sample, lg_tick_fn tick, void *arg, l
             stop = want;
             r->stopped = 1;
             lg_load_stop(l, stop == 2);
+            lg_faults_stop(faults); /* Ctrl-C: undo the faults at once */
         }
     }
     if (tick) {
@@ -213,10 +236,11 @@ static int drive(const lg_load_cfg *c, int sample, lg_tick_fn tick, void *arg, l
         lg_load_progress(l, &p);
         tick(&p, arg);
     }
-    lg_sampler_stop(sampler, &r->stock);
+    lg_sampler_stop(sampler, &r->stock, &r->reads);
+    lg_faults_join(faults, &r->faults, &r->nfaults);
     lg_err join_err;
-    rc = lg_load_join(l, &r->load, sampling == LG_OK ? err : &join_err);
-    return sampling != LG_OK ? sampling : rc;
+    rc = lg_load_join(l, &r->load, sampling == LG_OK && faulting == LG_OK ? err : &join_err);
+    return faulting != LG_OK ? faulting : sampling != LG_OK ? sampling : rc;
 }
 
 /* A flash sale instead of the load: the buyers' records become the load's. */
@@ -434,13 +458,17 @@ static int reserve(const lg_opts *o, lg_run *r, const char *run_id, lg_tick_fn t
                                                 .item = r->items[0].id, .clock = reserve_clock,
                                                 .clock_arg = &c.start_ns},
                               &sampler, err);
+    lg_faults *faults = NULL;
+    if (rc == LG_OK)
+        rc = faults_start(o, c.start_ns, &faults, err);
     if (rc == LG_OK)
         rc = lg_reserve_run(&c, r->rsv, &r->load, &r->stopped, err);
+    lg_faults_join(faults, &r->faults, &r->nfaults); /* the buyers are done: undo the faults */
     if (rc == LG_OK)
         rc = reserve_settle(o, &c, r, err);
     lg_samples tail;
     lg_samples_init(&tail, r->items[0].id);
-    lg_sampler_stop(sampler, &tail);
+    lg_sampler_stop(sampler, &tail, NULL);
     lg_samples *last = &r->stock; /* the settle's read goes after the sampler's */
     if (rc == LG_OK && last->n > 1) {
         lg_sample fin = last->s[--last->n];
@@ -449,6 +477,31 @@ static int reserve(const lg_opts *o, lg_run *r, const char *run_id, lg_tick_fn t
         lg_samples_push(last, &fin);
     }
     return rc == LG_OK ? lg_reserve_read(&c, r->rsv, err) : rc;
+}
+
+/* A note per fault that ran, from the answers around it; each fault command
+ * that failed is an unmet expectation: the run did not test what it meant to
+ * (a replica that was never paused), or left the service as it should not. */
+static int judge_faults(lg_run *r, lg_err *err)
+{
+    if (r->nfaults == 0)
+        return LG_OK;
+    lg_finding *more = realloc(r->findings, (size_t)(r->nfindings + r->nfaults) * sizeof(*more));
+    if (more == NULL)
+        return lg_errf(err, LG_ERR_NOMEM, "out of memory for the faults' notes");
+    r->findings = more;
+    for (int i = 0; i < r->nfaults; i++) {
+        const lg_fault_result *f = &r->faults[i];
+        double t0, t1;
+        long long in_history = lg_fault_span(f, r->load.start_ns, &t0, &t1) == 0
+                                   ? lg_fault_history_in(&r->history, t0, t1) : -1;
+        if (lg_fault_note(f, i, &r->load.total.series, r->load.start_ns, r->load.elapsed_s,
+                          in_history, &r->findings[r->nfindings]) == 0)
+            r->nfindings++;
+        for (int end = 0; end < 2 && r->nexpect < LG_EXPECT_MAX; end++)
+            r->nexpect += lg_fault_failure(f, i, end, r->expect[r->nexpect], LG_EXPECT_TEXT);
+    }
+    return LG_OK;
 }
 
 static int judge_reserve(const lg_opts *o, lg_run *r, lg_err *err)
@@ -466,11 +519,41 @@ static int judge_reserve(const lg_opts *o, lg_run *r, lg_err *err)
     if (r->nfindings < 0)
         return lg_errf(err, LG_ERR_NOMEM, "out of memory checking the reservations");
     r->violations = v;
+    if (o->history_ms > 0) /* no check: cancels and lapses give units back */
+        snprintf(r->history.skipped, sizeof(r->history.skipped),
+                 "reservations give units back (cancels, lapses): the stock may rise");
     lg_item_check *c = &r->items[0];
     c->stock1 = r->rsv_after.available;
     c->sold1 = r->rsv_after.sold;
     expectations(o, r);
+    int rc = judge_faults(r, err);
+    if (rc != LG_OK)
+        return rc;
     r->verdict = r->violations || r->nexpect ? LG_FAIL : LG_PASS;
+    return LG_OK;
+}
+
+/* The history check of the first item's reads (history.h); its findings join
+ * the verdict's. Skipped, saying why, where the stock may rise (reservations
+ * give units back) or no request times were kept (a flash sale's buyers). */
+static int judge_history(const lg_opts *o, lg_run *r, lg_err *err)
+{
+    if (o->history_ms == 0 || r->nitems == 0)
+        return LG_OK;
+    const char *skip = o->buyers ? "a flash sale's buyers keep no request times" : NULL;
+    lg_history_in in = {.batches = r->load.batches, .nbatch = r->load.nbatch, .item = 0,
+                        .id = r->items[0].id, .initial = r->items[0].stock0,
+                        .reads = r->reads.r, .nreads = r->reads.n, .failed = r->reads.failed,
+                        .interval_ms = o->history_ms, .run_id = r->load.run_id, .skip = skip};
+    if (lg_history_check(&in, &r->history) != LG_OK)
+        return lg_errf(err, LG_ERR_NOMEM, "out of memory for the history check");
+    lg_finding *grown = realloc(r->findings, (size_t)(r->nfindings + 3) * sizeof(*grown));
+    if (grown == NULL)
+        return lg_errf(err, LG_ERR_NOMEM, "out of memory for findings");
+    r->findings = grown;
+    int v;
+    r->nfindings += lg_history_judge(&r->history, r->findings + r->nfindings, 3, &v);
+    r->violations += v;
     return LG_OK;
 }
 
@@ -496,10 +579,14 @@ static int judge(const lg_opts *o, lg_run *r, lg_err *err)
         lg_verdict_orders(r->items, r->nitems, res->batches, res->nbatch, res->run_id,
                           &r->orders);
     int rc = judge_all(r, err);
+    if (rc == LG_OK)
+        rc = judge_history(o, r, err);
     if (rc != LG_OK)
         return rc;
     if (strcmp(r->label, "none") != 0) /* the race defeats any scenario premise */
         expectations(o, r);
+    if ((rc = judge_faults(r, err)) != LG_OK)
+        return rc;
     r->verdict = r->violations || r->nexpect ? LG_FAIL : LG_PASS;
     return LG_OK;
 }
@@ -537,7 +624,8 @@ int lg_run_exec(const lg_opts *o, const lg_target *targets, int ntargets, const 
     else if (rc == LG_OK && o->reserve)
         rc = reserve(o, out, run_id, tick, arg, err);
     else if (rc == LG_OK)
-        rc = drive(&cfg, o->json_path[0] || o->html_path[0], tick, arg, out, err);
+        rc = drive(o, &cfg, o->json_path[0] || o->html_path[0], o->history_ms, tick, arg, out,
+                   err);
     free(ids);
     if (rc == LG_OK && !raw)
         rc = judge(o, out, err);
@@ -549,6 +637,8 @@ int lg_run_exec(const lg_opts *o, const lg_target *targets, int ntargets, const 
 void lg_run_free(lg_run *r)
 {
     lg_result_free(&r->load);
+    lg_reads_free(&r->reads);
+    lg_history_free(&r->history);
     free(r->items);
     for (int k = 0; r->api_ids && k < r->nitems; k++)
         lg_profile_id_free(&r->api_ids[k]);
@@ -557,6 +647,9 @@ void lg_run_free(lg_run *r)
     free(r->findings);
     free(r->rsv);
     r->rsv = NULL;
+    free(r->faults);
+    r->faults = NULL;
+    r->nfaults = 0;
     if (r->sale)
         lg_sale_free(r->sale);
     free(r->sale);

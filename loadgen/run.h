@@ -7,6 +7,8 @@
 
 #include "loadgen/api.h"
 #include "loadgen/err.h"
+#include "loadgen/fault.h"
+#include "loadgen/history.h"
 #include "loadgen/load.h"
 #include "loadgen/opts.h"
 #include "loadgen/profile.h"
@@ -39,6 +41,8 @@ typedef struct lg_run {
     int stopped;               /* the user stopped the load early (verdict still valid) */
     lg_samples stock;          /* the first item's stock and sold over the run, as the
                                   service answered: before, during (sample.h), after */
+    lg_reads reads;            /* every read of the first item while the load ran, for */
+    lg_history history;        /* the history check (--history-ms; checked 0: skipped) */
     double read_waited_s;      /* how long the read-back waited for an answer */
     char read_waited_for[LG_ERR_MSG_MAX]; /* the first answer (or failure) it waited on */
     int64_t settle_until_ns;   /* when the read-back stops waiting; 0 until it first must */
@@ -49,6 +53,8 @@ typedef struct lg_run {
     lg_rsv_totals rsv_before, rsv_after;
     lg_rsv_summary rsv_sum;
     double rsv_waited_s;       /* after the buyers, waiting for the last holds to run out */
+    lg_fault_result *faults;   /* [nfaults]: what each --fault did (fault.h), else NULL */
+    int nfaults;
 } lg_run;
 
 /* Called about four times a second while the load runs (from the calling

@@ -14,6 +14,8 @@
 struct lg_sampler {
     lg_sampler_cfg c;
     lg_samples got;
+    lg_reads reads;     /* every read, with c.every_ms */
+    double chart_t0_s;  /* the last read the chart got */
     atomic_int stop;
     pthread_t tid;
 };
@@ -62,6 +64,14 @@ static int take(lg_sampler *p)
             LG_OK) {
             double t1 = p->c.clock(p->c.clock_arg);
             lg_sample x = {(t0 + t1) / 2, st.stock, st.sold, st.reserved, st.returned, t0, t1};
+            if (p->c.every_ms > 0) {
+                lg_read rd = {(int64_t)(t0 * 1e9), (int64_t)(t1 * 1e9), st.stock};
+                lg_reads_add(&p->reads, &rd); /* out of memory: counted failed */
+                /* the chart keeps its own pace, or thinning would leave it uneven */
+                if (p->got.n > 0 && t0 - p->chart_t0_s < p->got.interval_ms / 1000.0)
+                    return 1;
+                p->chart_t0_s = t0;
+            }
             lg_samples_push(&p->got, &x);
             return 1;
         }
@@ -82,7 +92,7 @@ static void *sampler_main(void *arg)
             continue;
         }
         take(p);
-        next = now + p->got.interval_ms / 1000.0;
+        next = now + (p->c.every_ms > 0 ? p->c.every_ms : p->got.interval_ms) / 1000.0;
     }
     return NULL;
 }
@@ -115,12 +125,18 @@ int lg_sampler_start(const lg_sampler_cfg *c, lg_sampler **out, lg_err *err)
     return LG_OK;
 }
 
-void lg_sampler_stop(lg_sampler *p, lg_samples *into)
+void lg_sampler_stop(lg_sampler *p, lg_samples *into, lg_reads *reads)
 {
     if (p == NULL)
         return;
     atomic_store(&p->stop, 1);
     pthread_join(p->tid, NULL);
+    p->reads.failed += p->got.failed;
+    p->reads.interval_ms = p->c.every_ms;
+    if (reads)
+        *reads = p->reads;
+    else
+        lg_reads_free(&p->reads);
     into->failed += p->got.failed;
     for (int i = 0; i < p->got.n; i++)
         lg_samples_push(into, &p->got.s[i]);

@@ -11,6 +11,7 @@
 
 #include "loadgen/api.h"
 #include "loadgen/err.h"
+#include "loadgen/history.h"
 #include "loadgen/opts.h"
 
 #define LG_SAMPLES_MAX 512
@@ -72,6 +73,9 @@ typedef struct lg_sampler_cfg {
     void *read_arg;           /* read's arg; outlives the sampler */
     lg_clock_fn clock;        /* the load's clock */
     void *clock_arg;          /* likewise */
+    int every_ms;             /* > 0: read every so many ms and keep every read for the
+                                 history check (the chart still gets its thinned, evenly
+                                 spaced samples); 0: read at the chart's pace only */
 } lg_sampler_cfg;
 
 typedef struct lg_sampler lg_sampler;
@@ -83,8 +87,9 @@ int lg_sampler_start(const lg_sampler_cfg *c, lg_sampler **out, lg_err *err);
 
 /* Stops and joins the thread (after its GET in flight, if any: at most
  * LG_SAMPLE_TIMEOUT_MS, no further target is asked), appends its
- * samples to *into (after what *into holds) and frees the sampler. NULL is a
- * no-op. */
-void lg_sampler_stop(lg_sampler *s, lg_samples *into);
+ * samples to *into (after what *into holds), hands every read it kept (with
+ * every_ms) to *reads when reads is not NULL (which must be empty; the caller
+ * frees it with lg_reads_free) and frees the sampler. NULL is a no-op. */
+void lg_sampler_stop(lg_sampler *s, lg_samples *into, lg_reads *reads);
 
 #endif

@@ -161,6 +161,9 @@ static void test_quantity_range_retry_and_rate(void **state)
     assert_int_equal(o.settle_s, 30);
     assert_int_equal(PARSE(&o, &err, T1, "--settle-s", "0"), LG_OK);
     assert_int_equal(o.settle_s, 0);
+    assert_int_equal(o.history_ms, 5);
+    assert_int_equal(PARSE(&o, &err, T1, "--history-ms", "0"), LG_OK);
+    assert_int_equal(o.history_ms, 0);
 }
 
 static void test_cart_scenario_sends_carts_that_flags_reshape(void **state)
@@ -241,7 +244,7 @@ static void test_bad_values_are_usage_errors_naming_the_flag(void **state)
         {"--target", "localhost:8080", "http://host:port"},
         {"--target", "http://a:1/items", "no path"}, {"-s", "cold", "unknown scenario"},
         {"--timeout-ms", "0", "--timeout-ms"}, {"--retry=x", NULL, "--retry"},
-        {"--settle-s", "-1", "--settle-s"},
+        {"--settle-s", "-1", "--settle-s"}, {"--history-ms", "-5", "--history-ms"},
         {"--nope", NULL, "unknown option"}, {"-c", NULL, "needs a value"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

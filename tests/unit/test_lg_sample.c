@@ -70,7 +70,7 @@ static void test_a_sampler_on_hung_replicas_stops_within_one_read_timeout(void *
     assert_non_null(got);
     lg_samples_init(got, 7);
     int64_t t0 = lg_now_ns();
-    lg_sampler_stop(s, got);
+    lg_sampler_stop(s, got, NULL);
     double took_s = (double)(lg_now_ns() - t0) / 1e9;
     /* hang detection only: one read's deadline plus slack, not 60 s per replica */
     if (took_s > 3.0 * LG_SAMPLE_TIMEOUT_MS / 1000)
@@ -122,7 +122,7 @@ static void test_a_sampler_reads_through_the_read_function_it_is_given(void **st
     lg_samples *got = malloc(sizeof(*got));
     assert_non_null(got);
     lg_samples_init(got, 9);
-    lg_sampler_stop(s, got);
+    lg_sampler_stop(s, got, NULL);
     assert_true(got->n >= 1); /* hang detection only: a busy machine may read once */
     assert_int_equal(got->failed, 0); /* the second target answered each time */
     assert_true(f.calls >= 2 * got->n);
@@ -135,11 +135,46 @@ static void test_a_sampler_reads_through_the_read_function_it_is_given(void **st
     free(got);
 }
 
+/* With every_ms, every read is kept for the history check, in order, while
+ * the chart keeps its own pace. */
+static void test_a_history_sampler_keeps_every_read(void **state)
+{
+    (void)state;
+    lg_target targets[1] = {{.url = "http://up"}};
+    fake_read f = {0, 100000};
+    int64_t start = lg_now_ns();
+    lg_sampler_cfg cfg = {.targets = targets, .ntargets = 1, .item = 9, .read = read_fake,
+                          .read_arg = &f, .clock = clock_since, .clock_arg = &start,
+                          .every_ms = 1};
+    lg_sampler *s;
+    lg_err err;
+    assert_int_equal(lg_sampler_start(&cfg, &s, &err), 0);
+    sleep_ms(60);
+    lg_samples *got = malloc(sizeof(*got));
+    assert_non_null(got);
+    lg_samples_init(got, 9);
+    lg_reads reads = {0};
+    lg_sampler_stop(s, got, &reads);
+    assert_true(reads.n >= 1);
+    assert_int_equal(reads.n, f.calls); /* every read answered, every one kept */
+    assert_true((size_t)got->n <= reads.n);
+    assert_int_equal(reads.interval_ms, 1);
+    for (size_t i = 0; i < reads.n; i++) {
+        assert_true(reads.r[i].t0_ns <= reads.r[i].t1_ns);
+        assert_int_equal(reads.r[i].stock, 100000 - (long long)i);
+        if (i > 0)
+            assert_true(reads.r[i - 1].t1_ns <= reads.r[i].t0_ns);
+    }
+    lg_reads_free(&reads);
+    free(got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_sampler_on_hung_replicas_stops_within_one_read_timeout),
         cmocka_unit_test(test_a_sampler_reads_through_the_read_function_it_is_given),
+        cmocka_unit_test(test_a_history_sampler_keeps_every_read),
     };
     return cmocka_run_group_tests_name("lg_sample", tests, NULL, NULL);
 }
