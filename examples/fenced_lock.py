@@ -9,16 +9,21 @@ What it does differently:
      our token and that the stock suffices, then decrements, all at once in
      Redis. A holder paused past its lease (kill -STOP) finds on resuming that
      its token is gone and writes nothing; it answers 503 lock_lost;
-  3. the lease (--lease-ms, 2000) is longer than the work (--work-ms, 20), so
-     only a holder that stalls loses its lock, and waiting for the lock is
-     bounded (--wait-ms): a 503 lock_timeout, never a thread stuck for good;
+  3. the lease (--lease-ms, 1000) is longer than the work (--work-ms, 20), so
+     only a holder that stalls loses its lock; waiting for the lock is
+     bounded (--wait-ms, 3000: a 503 lock_timeout, never a thread stuck for
+     good) and longer than the lease, so a buyer outwaits a stalled holder;
   4. a request id already served is answered as before, not sold twice.
-The lock alone is not what keeps the stock right: the fence is. The lock
-keeps buyers from doing the work for a sale that can't happen.
+What keeps the stock right is that the check and the decrement are one
+script, where no other client's command can come between them. The token in
+the same script is what makes the lock mean something: a holder that lost it
+writes nothing, so whatever it decided during its work is refused with it.
+The lock spares the others that work for a sale that could not happen.
 
-Run: python3 examples/fenced_lock.py --port 8092 --redis-port 6379
+Run: python3 examples/fenced_lock.py --port 8093 --redis-port 6379
 """
 
+import os
 import secrets
 import time
 
@@ -67,7 +72,9 @@ def buy(r, args, item, quantity, request_id):
         return 200, {"remaining": int(done)}
     if not r.exists(key):
         raise shop.Refusal(404, "not_found", "no item %d" % item)
-    token = secrets.token_hex(16)
+    # unguessable, so no other holder can match it; the pid in front says
+    # who holds the lock to whoever reads it (redis-cli GET shop:lock:1)
+    token = "%d:%s" % (os.getpid(), secrets.token_hex(16))
     acquire(r, lock, token, args)
     try:
         # a sold-out answer without the work; only the script's check counts
@@ -81,6 +88,7 @@ def buy(r, args, item, quantity, request_id):
             # the script may have run and its answer been lost
             raise shop.Refusal(503, "outcome_unknown")
         if left == -1:
+            shop.log("warn", "lock_lost", item=item, requestId=request_id)
             raise shop.Refusal(503, "lock_lost")
         if left == -2:
             raise shop.Refusal(409, "sold_out")
@@ -93,4 +101,4 @@ def buy(r, args, item, quantity, request_id):
 
 
 if __name__ == "__main__":
-    shop.serve("fenced_lock", shop.parse_args("fenced_lock", lease_ms=2000, work_ms=20), buy)
+    shop.serve("fenced_lock", shop.parse_args("fenced_lock", lease_ms=1000, work_ms=20), buy)

@@ -18,6 +18,7 @@ import redis
 
 MAX_BODY = 64 * 1024
 ITEM_PATH = re.compile(r"^/items/([0-9]{1,18})$")
+SAFE_VALUE = re.compile(r"[\w.:/-]+\Z")
 
 
 def item_key(item):
@@ -46,7 +47,9 @@ class Refusal(Exception):
 
 def log(level, msg, **fields):
     # One line per event on stderr, as the project's own programs log.
-    extra = "".join(" %s=%s" % kv for kv in fields.items())
+    # a value from a request is quoted, so that it can't forge a field or a line
+    extra = "".join(" %s=%s" % (k, v if SAFE_VALUE.match(str(v)) else json.dumps(str(v)))
+                    for k, v in fields.items())
     print("level=%s msg=%s%s" % (level, msg, extra), file=sys.stderr, flush=True)
 
 
@@ -60,7 +63,7 @@ def parse_args(prog, lease_ms, work_ms):
                    help="how long the lock is held before Redis lets it go")
     p.add_argument("--work-ms", type=int, default=work_ms,
                    help="how long a purchase works while it holds the lock")
-    p.add_argument("--wait-ms", type=int, default=2000,
+    p.add_argument("--wait-ms", type=int, default=3000,
                    help="how long a purchase waits for the lock before answering 503")
     p.add_argument("--redis-timeout-ms", type=int, default=2000)
     a = p.parse_args()
@@ -122,6 +125,12 @@ def make_handler(r, args, buy):
         # head and body go out in two writes: without this the client's
         # delayed ACK would hold the body for 40 ms
         disable_nagle_algorithm = True
+
+        def handle(self):
+            try:
+                super().handle()
+            except ConnectionError:
+                pass  # the client left (timed out on a paused server): nobody to answer
 
         def log_message(self, fmt, *a):
             pass  # one line per request would drown the events that matter
