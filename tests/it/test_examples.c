@@ -4,7 +4,7 @@
  * oversold and lost updates under contention while one replica is paused with
  * kill -STOP; the fenced lock PASSes under the same load and pause. Both
  * answer bad input with clear errors and leave the stock alone, and exit 0 on
- * SIGTERM. */
+ * SIGTERM; docs/loadgen.md's walkthrough shows the profile as it is. */
 #include <jansson.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -303,12 +303,28 @@ static void test_both_refuse_bad_input_with_a_clear_error_and_sell_nothing(void 
     bad_input_is_refused_and_sells_nothing(&fenced[1]);
 }
 
+/* The walkthrough shows the profile as it is, not as it was. */
+static void test_the_walkthrough_shows_the_profile_the_test_runs(void **state)
+{
+    (void)state;
+    char *profile = th_read_file(PROFILE), *page = th_read_file("docs/loadgen.md");
+    assert_non_null(profile);
+    assert_non_null(page);
+    if (strstr(page, profile) == NULL)
+        fprintf(stderr, "docs/loadgen.md's walkthrough lacks %s as it is:\n%s", PROFILE,
+                profile);
+    assert_non_null(strstr(page, profile));
+    free(profile);
+    free(page);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_both_refuse_bad_input_with_a_clear_error_and_sell_nothing),
         cmocka_unit_test(test_the_naive_lock_oversells_under_contention_and_a_pause),
         cmocka_unit_test(test_the_fenced_lock_passes_the_same_load_and_pause),
+        cmocka_unit_test(test_the_walkthrough_shows_the_profile_the_test_runs),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
