@@ -25,11 +25,13 @@ Run: python3 examples/fenced_lock.py --port 8093 --redis-port 6379
 
 import os
 import secrets
+import sys
 import time
 
 import redis
 
-import shop
+sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
+import shop  # noqa: E402
 
 # KEYS: lock, item, requests. ARGV: token, quantity, request id.
 # Returns the stock left, -1 when the lock is no longer ours, -2 sold out.

@@ -17,9 +17,11 @@ three at once when it resumes. fenced_lock.py is the same service done right.
 Run: python3 examples/naive_lock.py --port 8091 --redis-port 6379
 """
 
+import sys
 import time
 
-import shop
+sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
+import shop  # noqa: E402
 
 
 def buy(r, args, item, quantity, request_id):

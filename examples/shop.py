@@ -33,7 +33,8 @@ def lock_key(item):
 
 def requests_key(item):
     """requestId -> stock left after it: a resend of a request that deducted
-    is answered from here instead of deducting twice."""
+    is answered from here instead of deducting twice. Kept for good in this
+    example; a real service would let each expire after its clients' retries."""
     return "shop:item:%d:requests" % item
 
 
