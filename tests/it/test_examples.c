@@ -151,6 +151,9 @@ static outcome run_loadgen(int expect, const example pair[2])
     assert_non_null(o.text);
     assert_non_null(o.json);
     assert_int_equal(o.status, expect);
+    /* under ASan a report exits 1 too: the naive run's FAIL must not hide one */
+    assert_null(strstr(o.text, "Sanitizer"));
+    assert_null(strstr(o.text, "runtime error:"));
     return o;
 }
 
