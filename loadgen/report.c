@@ -134,16 +134,20 @@ static void per_target(FILE *f, const lg_run *r)
 }
 
 /* what acked_n counts: answers of /reduceStock, lines of carts */
-static void item_line(FILE *f, const lg_item_check *c, const char *acked_unit)
+static void item_line(FILE *f, const lg_item_check *c, const char *acked_unit, const char *sid)
 {
+    char id[LG_PROFILE_ID_MAX + 1]; /* an --api service's string id, as it names the item */
+    snprintf(id, sizeof(id), "%s", sid ? sid : "");
+    if (!sid)
+        snprintf(id, sizeof(id), "%lld", c->id);
     if (c->sold0 < 0 || c->sold1 < 0) { /* an --api profile that reads the stock alone */
-        fprintf(f, "  item %lld: stock %lld -> %lld, acknowledged %lld units in %lld %s, no "
-                   "sold count (the outside verdict)\n", c->id, c->stock0, c->stock1,
+        fprintf(f, "  item %s: stock %lld -> %lld, acknowledged %lld units in %lld %s, no "
+                   "sold count (the outside verdict)\n", id, c->stock0, c->stock1,
                 c->acked_qty, c->acked_n, acked_unit);
         return;
     }
-    fprintf(f, "  item %lld: stock %lld -> %lld, sold %lld, acknowledged %lld units in %lld %s",
-            c->id, c->stock0, c->stock1, c->sold1 - c->sold0, c->acked_qty, c->acked_n,
+    fprintf(f, "  item %s: stock %lld -> %lld, sold %lld, acknowledged %lld units in %lld %s",
+            id, c->stock0, c->stock1, c->sold1 - c->sold0, c->acked_qty, c->acked_n,
             acked_unit);
     if (c->ledger_checked)
         fprintf(f, ", ledger rows %lld (%lld units matched)\n", c->rows, c->matched_qty);
@@ -158,7 +162,7 @@ static void items(FILE *f, const lg_run *r)
     fprintf(f, "\nitems\n");
     if (r->nitems <= 5) {
         for (int k = 0; k < r->nitems; k++)
-            item_line(f, &r->items[k], acked_unit);
+            item_line(f, &r->items[k], acked_unit, r->api_ids ? r->api_ids[k].str : NULL);
         return;
     }
     lg_item_check sum;
@@ -525,6 +529,10 @@ static json_t *verdict_json(const lg_run *r, json_t *j)
            *exp = json_array();
     for (int k = 0; k < r->nitems; k++)
         json_array_append_new(items_j, item_json(&r->items[k]));
+    for (int k = 0; r->api_ids && k < r->nitems; k++) /* a string id: "id" is k + 1 */
+        if (r->api_ids[k].str)
+            json_object_set_new(json_array_get(items_j, (size_t)k), "apiId",
+                                json_string(r->api_ids[k].str));
     for (int i = 0; i < r->nfindings; i++) {
         const lg_finding *x = &r->findings[i];
         json_array_append_new(x->violation ? viol : notes,

@@ -4,7 +4,9 @@
  * replicas without a lock must FAIL (the checker can fail); compare says so
  * side by side; set-up mistakes exit 2 with a message; and reservations
  * (confirmed, cancelled, left to lapse, a buyer's limit) PASS across three
- * replicas, one of them killed mid-run. */
+ * replicas, one of them killed mid-run. The history check reads the item
+ * while the load runs: nothing outside the band on the passing runs, stale
+ * reads on the replicas without a lock. */
 #include <jansson.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -177,6 +179,27 @@ static long long busy_answers(json_t *report, int with_other)
     return busy;
 }
 
+/* Why the history check did not run ("history.skipped"). */
+static json_t *history_skipped(json_t *report)
+{
+    json_t *s = json_object_get(json_object_get(report, "history"), "skipped");
+    assert_true(json_is_string(s));
+    return s;
+}
+
+/* The history check ran on reads taken while the load ran and found none
+ * outside the band, and no sale after a sold-out answer. */
+static void assert_history_passed(json_t *report)
+{
+    json_t *h = json_object_get(report, "history");
+    assert_non_null(h);
+    assert_true(json_is_true(json_object_get(h, "checked")));
+    assert_true(jint(report, "history.reads") > 0);
+    assert_int_equal(jint(report, "history.bandChecks"), jint(report, "history.reads"));
+    assert_int_equal(jint(report, "history.withinBand"), jint(report, "history.reads"));
+    assert_int_equal(jint(report, "history.violations"), 0);
+}
+
 static void hot_sells_exactly_the_stock(const th_stockd *replicas)
 {
     char t[512];
@@ -196,6 +219,7 @@ static void hot_sells_exactly_the_stock(const th_stockd *replicas)
     assert_int_equal(json_array_size(targets), 3);
     for (size_t i = 0; i < 3; i++) /* every replica took part */
         assert_true(jint(json_array_get(targets, i), "requests") > 0);
+    assert_history_passed(o.json);
     outcome_free(&o);
 }
 
@@ -302,6 +326,15 @@ static void test_checker_fails_replicas_without_a_lock(void **state)
     json_t *v = json_object_get(o.json, "violations");
     assert_true(json_array_size(v) >= 2);
     assert_true(jint(first_item(o.json), "acknowledged") > 100); /* more 200s than stock */
+    /* once more than the stock was acknowledged, every read (never below 0) is
+     * above initial - acknowledged: reads no request history explains */
+    assert_true(jint(o.json, "history.stale") > 0);
+    assert_non_null(strstr(o.text, "reads above the band"));
+    int stale = 0;
+    for (size_t i = 0; i < json_array_size(v); i++)
+        stale += strcmp(json_string_value(json_object_get(json_array_get(v, i), "kind")),
+                        "stale_reads") == 0;
+    assert_int_equal(stale, 1);
     outcome_free(&o);
 }
 
@@ -327,6 +360,7 @@ static void assert_carts_pass(const outcome *o)
         assert_int_equal(jint(it, "soldAfter") - jint(it, "soldBefore"), jint(it, "acknowledged"));
         assert_true(json_is_true(json_object_get(it, "ledgerChecked")));
     }
+    assert_history_passed(o->json);
 }
 
 static void test_cart_scenario_passes_across_three_replicas(void **state)
@@ -353,8 +387,9 @@ static double item_reads(const th_stockd *s)
     return th_metric(s->url, "stockd_http_requests_total{route=\"item\",status=\"200\"}");
 }
 
-/* The stock sampler reads the item only for a report that shows it: a run
- * without --json or --html reads it just before and after the load. */
+/* The stock sampler reads the item only for a report that shows it or for
+ * the history check: a run without --json or --html and with --history-ms 0
+ * reads it just before and after the load. */
 static void test_the_stock_is_sampled_only_for_a_report(void **state)
 {
     (void)state;
@@ -366,8 +401,8 @@ static void test_the_stock_is_sampled_only_for_a_report(void **state)
     double sampled = item_reads(&atomic_srv) - before;
     char out[160];
     snprintf(out, sizeof(out), "%s/loadgen-unsampled.out", dir);
-    const char *argv[] = {loadgen, "-n", "300", "--rate", "1000", "--items", "1", "--target",
-                          atomic_srv.url, NULL};
+    const char *argv[] = {loadgen, "-n", "300", "--rate", "1000", "--items", "1",
+                          "--history-ms", "0", "--target", atomic_srv.url, NULL};
     before = item_reads(&atomic_srv);
     assert_int_equal(th_run(argv, out, RUN_TIMEOUT_MS), 0);
     double unsampled = item_reads(&atomic_srv) - before;
@@ -571,6 +606,8 @@ static void test_reserve_scenario_passes_across_three_replicas(void **state)
     assert_non_null(strstr(o.text, "VERDICT: PASS"));
     reservations_add_up(o.json, 30);
     assert_true(jint(o.json, "reservations.refused.buyerLimit") > 0);
+    /* cancels and lapses give units back: no history check, and the report says why */
+    assert_non_null(strstr(json_string_value(history_skipped(o.json)), "give units back"));
     outcome_free(&o);
 }
 

@@ -201,6 +201,23 @@ static void test_the_worst_read_is_the_example(void **state)
     fake_free(f);
 }
 
+/* Only an ok acknowledges: a refused or undetermined answer before the read
+ * leaves the top of the band where it was, and lowers only the bottom. */
+static void test_only_an_ok_is_acknowledged(void **state)
+{
+    (void)state;
+    fake *f = fake_new(8);
+    req(f, LG_OUT_TRANSPORT, 2, 1 * MS, 2 * MS);
+    req(f, LG_OUT_INSUFFICIENT, 1, 1 * MS, 2 * MS);
+    req(f, LG_OUT_REFUSED, 1, 1 * MS, 2 * MS);
+    rd(f, 5 * MS, 6 * MS, 10);
+    check(f, 10);
+    assert_int_equal(f->h.lo[0], 6);
+    assert_int_equal(f->h.hi[0], 10);
+    assert_int_equal(f->nf, 0);
+    fake_free(f);
+}
+
 /* Only the item's lines count: a cart's line on another item adds nothing. */
 static void test_only_the_sampled_items_lines_count(void **state)
 {
@@ -400,6 +417,7 @@ int main(void)
         cmocka_unit_test(test_one_unit_above_the_band_is_a_stale_read),
         cmocka_unit_test(test_one_unit_below_the_band_is_an_impossible_read),
         cmocka_unit_test(test_the_worst_read_is_the_example),
+        cmocka_unit_test(test_only_an_ok_is_acknowledged),
         cmocka_unit_test(test_only_the_sampled_items_lines_count),
         cmocka_unit_test(test_bounds_are_rounded_outward_to_a_bucket),
         cmocka_unit_test(test_a_long_run_widens_the_buckets),

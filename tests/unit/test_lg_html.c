@@ -1,8 +1,9 @@
 /* test_lg_html.c - the pieces of loadgen's HTML report that need nothing
  * running: axis ticks, HdrHistogram's percentile axis, labels, escaping,
  * finite-only coordinates, the time series and the stock samples, a page
- * drawn from a hand-made report whose strings try to break out of it, and a
- * latency curve as long as the longest report.c writes. */
+ * drawn from a hand-made report whose strings try to break out of it, a
+ * latency curve as long as the longest report.c writes, and the history
+ * check's reads against their band. */
 #include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
@@ -347,6 +348,37 @@ static void test_a_reserve_run_draws_available_reserved_and_sold(void **state)
     json_decref(doc);
 }
 
+/* The history check's reads against their band, the read above it marked
+ * stale, the one below impossible; no chart when the check did not run. */
+static void test_a_history_draws_the_reads_against_their_band(void **state)
+{
+    (void)state;
+    json_t *doc = hostile_report();
+    char *page = page_of(doc);
+    assert_null(strstr(page, "Reads against the history"));
+    free(page);
+    json_object_set_new(
+        doc, "history",
+        json_pack("{s:b, s:i, s:i, s:i, s:i, s:i, s:{s:[f,f,f,f], s:[f,f,f,f], s:[i,i,i,i], "
+                  "s:[i,i,i,i], s:[i,i,i,i]}}",
+                  "checked", 1, "itemId", 7, "intervalMs", 5, "reads", 4, "stale", 1,
+                  "impossible", 1, "series", "t0Ms", 1.0, 6.0, 11.0, 16.0, "t1Ms", 2.0, 7.0,
+                  12.0, 17.0, "stock", 100, 99, 90, 70, "low", 95, 90, 85, 80, "high", 100, 96,
+                  92, 88));
+    page = page_of(doc);
+    char *fig = strstr(page, "Reads against the history");
+    assert_non_null(fig);
+    char *end = strstr(fig, "</figure>");
+    assert_non_null(end);
+    *end = '\0'; /* this figure only: the outcome bars share the colours */
+    assert_non_null(strstr(fig, "1 above, 1 below"));
+    assert_non_null(strstr(fig, "fill=\"#d43d51\"")); /* the stale read's mark */
+    assert_non_null(strstr(fig, "fill=\"#8e44ad\"")); /* the impossible one's */
+    assert_null(strstr(page, "NaN"));
+    free(page);
+    json_decref(doc);
+}
+
 static void test_an_error_document_becomes_a_page_that_says_so(void **state)
 {
     (void)state;
@@ -374,6 +406,7 @@ int main(void)
         cmocka_unit_test(test_the_latency_curve_keeps_every_point_up_to_the_max),
         cmocka_unit_test(test_a_flash_sale_draws_its_section),
         cmocka_unit_test(test_a_reserve_run_draws_available_reserved_and_sold),
+        cmocka_unit_test(test_a_history_draws_the_reads_against_their_band),
         cmocka_unit_test(test_an_error_document_becomes_a_page_that_says_so),
     };
     return cmocka_run_group_tests_name("lg_html", tests, NULL, NULL);

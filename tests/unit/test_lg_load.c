@@ -4,7 +4,8 @@
  * dribbled and close-delimited answers, connections the server closes, garbage,
  * answers slower than the timeout, a fixed service time for checking that
  * open-loop latency counts from the intended send time, and POST /orders carts
- * answered with their lines (or with the wrong ones). */
+ * answered with their lines (or with the wrong ones); and the requests of an
+ * --api profile, each with a head of its own. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -117,6 +118,54 @@ static void assert_retries_commit_once(th_fake *f, lg_load_cfg *c)
     for (int i = 0; i < f->nids; i++)
         assert_int_equal(f->commits[i], 1);
     lg_result_free(&res);
+}
+
+/* An --api profile whose head is each request's own: the item (a string id,
+ * URL-escaped) in the path, the request id in a header and the body. */
+static const char api_profile[] =
+    "{\"headers\": {\"X-Run\": \"t\"},"
+    " \"buy\": {\"path\": \"/p/{item}/buy\", \"headers\": {\"Idempotency-Key\": \"{request}\"},"
+    "   \"body\": {\"requestId\": \"{request}\", \"quantity\": \"{quantity}\","
+    "            \"sku\": \"{item}\"}},"
+    " \"answers\": [{\"status\": [200], \"class\": \"ok\", \"remaining\": \"/remaining\"}],"
+    " \"read\": {\"path\": \"/p/{item}\", \"stock\": \"/stock\"}}";
+
+static lg_profile *api_cfg(lg_load_cfg *c, const lg_profile_id *ids)
+{
+    lg_profile *p = NULL;
+    lg_err err;
+    assert_int_equal(lg_profile_parse("t.json", api_profile, strlen(api_profile), &p, &err),
+                     LG_OK);
+    c->shape.api = p;
+    c->shape.api_ids = ids;
+    return p;
+}
+
+static void test_an_api_profile_renders_each_request_and_reads_its_answers(void **state)
+{
+    (void)state;
+    th_fake *f = th_fake_start(TH_FAKE_OK, 0);
+    lg_target t[1];
+    lg_load_cfg c = cfg_for(t, &f, 1, 300, 4);
+    const lg_profile_id ids[3] = {{1, (char *)"sku 1/a"}, {2, (char *)"sku-2"}, {3, NULL}};
+    lg_profile *p = api_cfg(&c, ids);
+    lg_result res;
+    run_load(&c, &res);
+    assert_int_equal(res.total.counts[LG_OUT_OK], 300);
+    assert_int_equal(f->nids, 300);
+    for (int b = 0; b < res.nbatch; b++)
+        for (size_t i = 0; i < res.batches[b].nrecs; i++)
+            assert_true(lg_rec_lines(&res.batches[b], &res.batches[b].recs[i])->remaining >= 0);
+    lg_result_free(&res);
+    th_fake_stop(f);
+    /* a resend after a lost answer carries the same request id: committed once */
+    f = th_fake_start(TH_FAKE_DROP_FIRST, 0);
+    c = cfg_for(t, &f, 1, 40, 4);
+    c.shape.api = p;
+    c.shape.api_ids = ids;
+    assert_retries_commit_once(f, &c);
+    th_fake_stop(f);
+    lg_profile_free(p);
 }
 
 static void test_retry_resends_the_same_request_id_and_counts_it_once(void **state)
@@ -493,6 +542,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_closed_loop_spreads_connections_over_targets),
+        cmocka_unit_test(test_an_api_profile_renders_each_request_and_reads_its_answers),
         cmocka_unit_test(test_retry_resends_the_same_request_id_and_counts_it_once),
         cmocka_unit_test(test_without_retry_a_dropped_answer_is_a_transport_error),
         cmocka_unit_test(test_garbage_answers_are_counted_not_fatal),
