@@ -144,6 +144,36 @@ static void x_ticks(const lg_chart *c, double lo, double hi)
         }
 }
 
+#define FAULT_COLOR "#d43d51"
+#define FAULT_MIN_PX 2.0
+
+/* Over chart c, whose x axis is time in units of unit_ms, a shaded band per
+ * --fault of run's "faults" array, from its command's start to its end
+ * command's end (a fault without an end still shows as a thin one). */
+static void fault_spans(const lg_chart *c, const json_t *run, double unit_ms)
+{
+    const json_t *faults = json_object_get(run, "faults"), *x;
+    size_t i;
+    json_array_foreach(faults, i, x) {
+        const json_t *span = json_object_get(x, "spanSec");
+        if (json_array_size(span) != 2)
+            continue;
+        double t0 = json_number_value(json_array_get(span, 0)) * 1e3 / unit_ms;
+        double t1 = json_number_value(json_array_get(span, 1)) * 1e3 / unit_ms;
+        double px0 = lg_chart_x(c, fmin(t0, c->x1)), px1 = lg_chart_x(c, fmin(t1, c->x1));
+        double top = lg_chart_y(c, c->y1), bottom = lg_chart_y(c, c->y0);
+        if (!isfinite(px0) || !isfinite(px1) || !isfinite(top) || !isfinite(bottom))
+            continue;
+        fprintf(c->f, "<rect class=\"fault\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+                "fill=\"%s\" fill-opacity=\"0.14\" stroke=\"%s\" stroke-opacity=\"0.5\"/>\n",
+                px0, top, fmax(px1 - px0, FAULT_MIN_PX), bottom - top, FAULT_COLOR, FAULT_COLOR);
+        char label[32];
+        snprintf(label, sizeof(label), "fault %zu", i + 1);
+        fprintf(c->f, "<text class=\"label\" x=\"%.1f\" y=\"%.1f\" fill=\"%s\">%s</text>\n",
+                px0 + 3, top + 12, FAULT_COLOR, label);
+    }
+}
+
 /* The run's timeline regrouped into at most BINS_MAX bins: start and end
  * (ms) and the count of each outcome. The last bin ends with the run. */
 typedef struct bin {
@@ -206,7 +236,7 @@ static void stacked_rates(FILE *f, const json_t *run, const bin *b, int nb, doub
         ymax = fmax(ymax, bin_rate(&b[i], -1));
     lg_chart c;
     rate_axes(&c, f, end_ms, ymax);
-    lg_html_fault_spans(&c, run, u);
+    fault_spans(&c, run, u);
     for (int i = 0; i < nb; i++) {
         double y = 0, gap = (b[i].t1 - b[i].t0) * 0.08;
         for (int o = 0; o < LG_OUT_COUNT; o++) {
@@ -435,7 +465,7 @@ void lg_html_stock(FILE *f, const lg_html_run *runs, int n)
     lg_chart_begin(&c, f, W, H, 0, end / u, lo, hi, "stock over time");
     y_ticks(&c, t, nt);
     x_ticks(&c, 0, end / u);
-    lg_html_fault_spans(&c, runs[0].run, u);
+    fault_spans(&c, runs[0].run, u);
     for (int r = 0; r < n; r++) {
         for (int i = 0; i < sc[r].n; i++)
             sc[r].t[i] /= u;
@@ -494,7 +524,7 @@ void lg_html_history(FILE *f, const json_t *run)
     lg_chart_begin(&c, f, W, H, 0, end / u, ymin, ymax, "reads against the band");
     y_ticks(&c, ticks, nt);
     x_ticks(&c, 0, end / u);
-    lg_html_fault_spans(&c, run, u);
+    fault_spans(&c, run, u);
     for (size_t i = 0; i < n; i++)
         t[i] /= u;
     lg_chart_line(&c, t, hi, (int)n, "#2c9a5a", 1.4, "5 4", 1);

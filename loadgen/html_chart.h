@@ -58,12 +58,8 @@ double lg_json_num(const json_t *o, const char *path);
 /* The string at path, "" when missing or not a string. */
 const char *lg_json_str(const json_t *o, const char *path);
 
-/* The --fault spans (html_fault.c): over chart c, whose x axis is time in
- * units of unit_ms, a shaded band per fault of run's "faults" array. */
-struct lg_chart;
-void lg_html_fault_spans(const struct lg_chart *c, const json_t *run, double unit_ms);
-
-/* What each fault's commands did, as a section of the page (none without). */
+/* What each fault's commands did, as a section of the page (none without):
+ * html_fault.c. */
 void lg_html_faults(FILE *f, const json_t *run);
 
 #endif

@@ -1,41 +1,12 @@
-/* html_fault.c - the --fault commands on the report's page: a shaded span
- * per fault over the time-series charts (from its command's start to its end
- * command's end) and a list of what each command did. Drawn from the JSON
- * report's "faults" array. Part of the html module (html.h). */
+/* html_fault.c - the --fault commands on the report's page: a section saying
+ * what each command did, drawn from the JSON report's "faults" array (the
+ * charts shade each fault's span themselves: html_chart.c). Part of the html
+ * module (html.h). */
 #include "loadgen/html_chart.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "loadgen/svg.h"
-
-#define FAULT_COLOR "#d43d51"
-#define FAULT_MIN_PX 2.0 /* a fault without an end (kill -9) still shows */
-
-void lg_html_fault_spans(const lg_chart *c, const json_t *run, double unit_ms)
-{
-    const json_t *faults = json_object_get(run, "faults"), *x;
-    size_t i;
-    json_array_foreach(faults, i, x) {
-        const json_t *span = json_object_get(x, "spanSec");
-        if (json_array_size(span) != 2)
-            continue;
-        double t0 = json_number_value(json_array_get(span, 0)) * 1e3 / unit_ms;
-        double t1 = json_number_value(json_array_get(span, 1)) * 1e3 / unit_ms;
-        double px0 = lg_chart_x(c, fmin(t0, c->x1)), px1 = lg_chart_x(c, fmin(t1, c->x1));
-        double top = lg_chart_y(c, c->y1), bottom = lg_chart_y(c, c->y0);
-        if (!isfinite(px0) || !isfinite(px1) || !isfinite(top) || !isfinite(bottom))
-            continue;
-        fprintf(c->f, "<rect class=\"fault\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
-                "fill=\"%s\" fill-opacity=\"0.14\" stroke=\"%s\" stroke-opacity=\"0.5\"/>\n",
-                px0, top, fmax(px1 - px0, FAULT_MIN_PX), bottom - top, FAULT_COLOR, FAULT_COLOR);
-        char label[32];
-        snprintf(label, sizeof(label), "fault %zu", i + 1);
-        fprintf(c->f, "<text class=\"label\" x=\"%.1f\" y=\"%.1f\" fill=\"%s\">%s</text>\n",
-                px0 + 3, top + 12, FAULT_COLOR, label);
-    }
-}
 
 /* One command of a fault: "kill -STOP 42: 2.00 s -> 2.01 s, exit 0: first line". */
 static void cmd_item(FILE *f, const char *what, const json_t *cmd)
