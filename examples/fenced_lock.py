@@ -9,7 +9,7 @@ What it does differently:
      our token and that the stock suffices, then decrements, all at once in
      Redis. A holder paused past its lease (kill -STOP) finds on resuming that
      its token is gone and writes nothing; it answers 503 lock_lost;
-  3. the lease (--lease-ms, 1000) is longer than the work (--work-ms, 20), so
+  3. the lease (--lease-ms, 1000) is longer than the work (--work-ms, 50), so
      only a holder that stalls loses its lock; waiting for the lock is
      bounded (--wait-ms, 3000: a 503 lock_timeout, never a thread stuck for
      good) and longer than the lease, so a buyer outwaits a stalled holder;
@@ -103,4 +103,4 @@ def buy(r, args, item, quantity, request_id):
 
 
 if __name__ == "__main__":
-    shop.serve("fenced_lock", shop.parse_args("fenced_lock", lease_ms=1000, work_ms=20), buy)
+    shop.serve("fenced_lock", shop.parse_args("fenced_lock", lease_ms=1000, work_ms=50), buy)

@@ -3,7 +3,7 @@
 posts, kept here because it oversells: loadgen must say so.
 
 Its three mistakes, each common and each enough alone:
-  1. the lease (--lease-ms, 50) is shorter than the work (--work-ms, 200), so
+  1. the lease (--lease-ms, 50) is shorter than the work (--work-ms, 250), so
      Redis lets the lock go while its holder still works, and the next buyer
      takes it and reads the same stock;
   2. the stock is read, checked and written back (GET, check, SET) instead of
@@ -49,4 +49,4 @@ def buy(r, args, item, quantity, request_id):
 
 
 if __name__ == "__main__":
-    shop.serve("naive_lock", shop.parse_args("naive_lock", lease_ms=50, work_ms=200), buy)
+    shop.serve("naive_lock", shop.parse_args("naive_lock", lease_ms=50, work_ms=250), buy)

@@ -31,8 +31,8 @@ python3 examples/naive_lock.py --port 8091 & naive1=$!
 python3 examples/naive_lock.py --port 8092 & naive2=$!
 python3 examples/fenced_lock.py --port 8093 & fenced1=$!
 python3 examples/fenced_lock.py --port 8094 & fenced2=$!
-build/loadgen --api examples/shop.json -n 120 -c 8 --stock 20 --target http://127.0.0.1:8091,http://127.0.0.1:8092 --fault "300ms:kill -STOP $naive1" --fault-end "1800ms:kill -CONT $naive1"
-build/loadgen --api examples/shop.json -n 120 -c 8 --stock 20 --target http://127.0.0.1:8093,http://127.0.0.1:8094 --fault "300ms:kill -STOP $fenced1" --fault-end "1800ms:kill -CONT $fenced1"
+build/loadgen --api examples/shop.json -d 4s -c 8 --stock 20 --target http://127.0.0.1:8091,http://127.0.0.1:8092 --fault "200ms:kill -STOP $naive1" --fault-end "1700ms:kill -CONT $naive1"
+build/loadgen --api examples/shop.json -d 4s -c 8 --stock 20 --target http://127.0.0.1:8093,http://127.0.0.1:8094 --fault "200ms:kill -STOP $fenced1" --fault-end "1700ms:kill -CONT $fenced1"
 kill $naive1 $naive2 $fenced1 $fenced2
 redis-cli -p 6379 shutdown nosave
 EOF
