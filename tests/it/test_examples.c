@@ -9,6 +9,7 @@
  * and exit 0 on SIGTERM; docs/loadgen.md's walkthrough shows the profile as
  * it is. */
 #include <jansson.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -20,7 +21,6 @@
 #include <unistd.h>
 
 #include <cmocka.h>
-#include <pthread.h>
 
 #include "tests/support/harness.h"
 
@@ -52,7 +52,10 @@ static const char *const fenced_flags[] = {"--lease-ms", "1000", "--work-ms", "5
 /* The work outlasts a test descheduled between seeing the lock taken and
  * pausing its holder; the lease is short, so the others need not wait long. */
 #define SLOW_WORK_MS 4000
-static const char *const slow_flags[] = {"--lease-ms", "300", "--work-ms", "4000", NULL};
+#define STR_(x) #x
+#define STR(x) STR_(x)
+static const char *const slow_flags[] = {"--lease-ms", "300", "--work-ms", STR(SLOW_WORK_MS),
+                                         NULL};
 
 /* Starts script on a free port against redis and waits until it answers
  * (a 404 for an item that is not there). 0, or -1 with its log printed. */
