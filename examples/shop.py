@@ -47,8 +47,8 @@ class Refusal(Exception):
 
 
 def log(level, msg, **fields):
-    # One line per event on stderr, as the project's own programs log.
-    # a value from a request is quoted, so that it can't forge a field or a line
+    # One line per event on stderr, as the project's own programs log; a value
+    # from a request is quoted, so that it can't forge a field or a line.
     extra = "".join(" %s=%s" % (k, v if SAFE_VALUE.match(str(v)) else json.dumps(str(v)))
                     for k, v in fields.items())
     print("level=%s msg=%s%s" % (level, msg, extra), file=sys.stderr, flush=True)
@@ -68,9 +68,9 @@ def parse_args(prog, lease_ms, work_ms):
                    help="how long a purchase waits for the lock before answering 503")
     p.add_argument("--redis-timeout-ms", type=int, default=2000)
     a = p.parse_args()
-    for name in ("lease_ms", "work_ms", "wait_ms", "redis_timeout_ms"):
-        if getattr(a, name) < (1 if name != "work_ms" else 0):
-            p.error("--%s must be positive" % name.replace("_", "-"))
+    for name, least in (("lease_ms", 1), ("work_ms", 0), ("wait_ms", 1), ("redis_timeout_ms", 1)):
+        if getattr(a, name) < least:
+            p.error("--%s must be at least %d" % (name.replace("_", "-"), least))
     return a
 
 
@@ -207,7 +207,12 @@ def make_handler(r, args, buy):
 def serve(prog, args, buy):
     """Serves until SIGTERM or SIGINT, then stops taking requests and exits 0."""
     r = connect(args)
-    server = ThreadingHTTPServer((args.host, args.port), make_handler(r, args, buy))
+    try:
+        server = ThreadingHTTPServer((args.host, args.port), make_handler(r, args, buy))
+    except OSError as e:  # the port taken, an address not ours: say which, not a traceback
+        log("error", "cannot_listen", prog=prog, host=args.host, port=args.port,
+            error=e.strerror or str(e))
+        sys.exit(1)
     server.daemon_threads = True
     stop = threading.Event()
     # the handler only sets a flag; the main thread does the stopping
