@@ -106,7 +106,8 @@ test: deps
 # the report's screenshot in Chromium.
 # Suites that mostly wait (for a fault, a clock, a database, a handshake) run
 # under one sanitizer, not both: the store's, the HTTP faults', the TLS
-# suite's and the Prometheus server's under ASan (their SQL and buffers; the
+# suite's, the Prometheus server's and the Python examples' under ASan (their SQL
+# and buffers, loadgen's --api and --fault beside services that sleep; the
 # drain's threads run under TSan at every stockd stop of every suite), Redis's
 # faults and the lock over several servers under TSan (the lock's threads
 # while a server goes away or a claim is voted on); every other suite runs
@@ -116,7 +117,7 @@ TEST_SKIP ?=
 SAN_SKIP := test_docker_run test_docker test_report
 ASAN_ONLY := test_postgres test_item_totals test_pg_outage test_disk_full test_whole_orders \
              test_store test_reservations test_faults test_tls test_prometheus test_pg_hosts \
-             test_pg_catalog test_pg_failover
+             test_pg_catalog test_pg_failover test_examples
 TSAN_ONLY := test_failover test_clock_step test_lock_orphans test_sentinel test_cluster \
              test_lock_rw test_lock_sem
 check: all $(TESTS)

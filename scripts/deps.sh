@@ -58,6 +58,10 @@ want_base() {
     # every groff warning on; a minbase root has neither.
     want_cmd man man-db
     want_cmd groff groff-base
+    # tests/it/test_examples.c runs the Python services of examples/ with
+    # Debian's interpreter and its redis module; stockd and loadgen need neither.
+    want_file /usr/bin/python3 python3
+    want_file /usr/lib/python3/dist-packages/redis/__init__.py python3-redis
 }
 
 case "${1:-}" in
