@@ -39,6 +39,10 @@ static void header(FILE *f, const lg_opts *o, const lg_run *r)
 {
     if (o->get_path[0])
         fprintf(f, "loadgen: raw GET %s", o->get_path);
+    else if (o->api) /* someone else's API: its buy, and no workMs (the profile's body) */
+        fprintf(f, "loadgen: --api %s, %s %s%s%s", o->api_path,
+                lg_profile_method(o->api, LG_PROFILE_BUY), lg_profile_path(o->api, LG_PROFILE_BUY),
+                o->scenario[0] ? ", scenario " : "", o->scenario);
     else
         fprintf(f, "loadgen: %s%s", o->scenario[0] ? "scenario "
                                     : o->lmax     ? "POST /orders"
@@ -62,9 +66,10 @@ static void header(FILE *f, const lg_opts *o, const lg_run *r)
     if (!o->get_path[0]) {
         char shape[96];
         shape_text(o, shape, sizeof(shape));
-        fprintf(f, ", %d item%s of stock %lld, %s, workMs %d", r->nitems,
-                r->nitems == 1 ? "" : "s", o->item_id ? r->items[0].stock0 : o->stock, shape,
-                o->work_ms);
+        fprintf(f, ", %d item%s of stock %lld, %s", r->nitems, r->nitems == 1 ? "" : "s",
+                o->item_id || o->api ? r->items[0].stock0 : o->stock, shape);
+        if (!o->api)
+            fprintf(f, ", workMs %d", o->work_ms);
     }
     fprintf(f, "\n");
     if (lg_opts_tls(o)) {

@@ -152,6 +152,9 @@ static void test_stockd_profile_passes_where_the_builtin_client_passes(void **st
                      json_integer_value(json_object_get(bo, "ok")));
     assert_int_equal(json_integer_value(json_object_get(ao, "insufficient_stock")), 100);
     assert_non_null(strstr(api.text, "VERDICT: PASS"));
+    /* the header names the profile's buy, and no workMs (stockd's field) */
+    assert_non_null(strstr(api.text, "stockd.json, POST /reduceStock,"));
+    assert_null(strstr(api.text, "workMs"));
     assert_same_kinds(&builtin, &api);
     th_lg_outcome_free(&builtin);
     th_lg_outcome_free(&api);
