@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "tests/support/harness.h"
+#include "tests/support/lgrun.h"
 
 /* Debian's interpreter, where python3-redis is installed (scripts/deps.sh):
  * a python3 first on PATH (pyenv, a venv) may lack the module. */
@@ -137,35 +138,24 @@ static int group_teardown(void **state)
     return rc;
 }
 
-typedef struct outcome {
-    int status;   /* loadgen's exit status */
-    char *text;   /* its stdout + stderr */
-    json_t *json; /* its --json report */
-} outcome;
+typedef th_lg_outcome outcome;
 
 /* loadgen --api examples/shop.json against both replicas of pair, with 8
  * connections on one item of stock 20 (four buyers racing on each replica)
  * for 4 s, and replica 0 paused from 0.2 s to 1.7 s into the load: while the
  * stock lasts, and for longer than either service's lease. A duration, not a
  * count of requests: once the stock is gone the other replica's sold-out
- * answers are quick, and a load out of requests would end the pause at once. */
+ * answers are quick, and a load out of requests would end the pause at once.
+ * Run by th_lg_run (tests/support/lgrun.h), which adds --json. */
 static outcome run_loadgen(int expect, const example pair[2])
 {
-    static int seq;
-    char out[160], json_path[160], targets[160], stop[64], cont[64];
-    snprintf(out, sizeof(out), "%s/loadgen-%d.out", dir, seq);
-    snprintf(json_path, sizeof(json_path), "%s/loadgen-%d.json", dir, seq++);
+    char targets[160], stop[64], cont[64];
     snprintf(targets, sizeof(targets), "%s,%s", pair[0].url, pair[1].url);
     snprintf(stop, sizeof(stop), "200ms:kill -STOP %d", (int)pair[0].pid);
     snprintf(cont, sizeof(cont), "1700ms:kill -CONT %d", (int)pair[0].pid);
-    const char *argv[] = {loadgen, "--api", PROFILE, "--json", json_path, "--target", targets,
-                          "-d", "4s", "-c", "8", "--stock", "20", "--fault", stop,
-                          "--fault-end", cont, NULL};
-    outcome o = {th_run(argv, out, RUN_TIMEOUT_MS), th_read_file(out), NULL};
-    o.json = json_load_file(json_path, 0, NULL);
-    if (o.status != expect)
-        fprintf(stderr, "loadgen exited %d, expected %d; its output:\n%s\n", o.status, expect,
-                o.text ? o.text : "(none)");
+    const char *args[] = {"--api", PROFILE, "--target", targets, "-d", "4s", "-c", "8",
+                          "--stock", "20", "--fault", stop, "--fault-end", cont, NULL};
+    outcome o = th_lg_run(loadgen, dir, expect, NULL, args, RUN_TIMEOUT_MS);
     assert_non_null(o.text);
     assert_non_null(o.json);
     assert_int_equal(o.status, expect);
@@ -173,22 +163,6 @@ static outcome run_loadgen(int expect, const example pair[2])
     assert_null(strstr(o.text, "Sanitizer"));
     assert_null(strstr(o.text, "runtime error:"));
     return o;
-}
-
-static void outcome_free(outcome *o)
-{
-    free(o->text);
-    json_decref(o->json);
-}
-
-static int has_violation(const outcome *o, const char *kind)
-{
-    size_t i;
-    json_t *v;
-    json_array_foreach(json_object_get(o->json, "violations"), i, v)
-        if (strcmp(json_string_value(json_object_get(v, "kind")), kind) == 0)
-            return 1;
-    return 0;
 }
 
 static long long outcome_count(const outcome *o, const char *name)
@@ -217,11 +191,11 @@ static void test_the_naive_lock_oversells_under_contention_and_a_pause(void **st
     assert_non_null(strstr(o.text, "VERDICT: FAIL"));
     assert_non_null(strstr(o.text, "oversold by"));
     assert_string_equal(json_string_value(json_object_get(o.json, "verdict")), "FAIL");
-    assert_true(has_violation(&o, "oversold"));
-    assert_true(has_violation(&o, "lost_updates"));
+    assert_true(th_lg_has_violation(&o, "oversold"));
+    assert_true(th_lg_has_violation(&o, "lost_updates"));
     assert_true(outcome_count(&o, "ok") > 20); /* more sales acknowledged than there was stock */
     the_pause_ran(&o);
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
 }
 
 static void test_the_fenced_lock_passes_the_same_load_and_pause(void **state)
@@ -241,7 +215,7 @@ static void test_the_fenced_lock_passes_the_same_load_and_pause(void **state)
      * certain. */
     int lost = th_count_in_file(fenced[0].log, "msg=lock_lost");
     print_message("the paused fenced replica found its lock lost %d time(s)\n", lost);
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
 }
 
 /* method path body -> status and the error the answer names. */

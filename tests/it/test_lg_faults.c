@@ -21,6 +21,7 @@
 
 #include "tests/support/calls.h"
 #include "tests/support/harness.h"
+#include "tests/support/lgrun.h"
 
 static th_redis redis;
 static th_stockd replicas[3];
@@ -59,40 +60,19 @@ static int group_teardown(void **state)
     return rc;
 }
 
-typedef struct outcome {
-    int status;   /* loadgen's exit status */
-    char *text;   /* its stdout + stderr */
-    json_t *json; /* its --json report, NULL when none was written */
-} outcome;
+typedef th_lg_outcome outcome;
 
-/* Runs loadgen against the three replicas with args (NULL-terminated) and
- * --json; prints its output when the exit status is not the expected one. */
+/* Runs loadgen against the three replicas with args (NULL-terminated) plus
+ * --json (tests/support/lgrun.h); the run must have exited expect and written
+ * its report. */
 static outcome run_loadgen(int expect, const char *const args[])
 {
-    static int seq;
-    char out[160], json_path[160];
-    snprintf(out, sizeof(out), "%s/loadgen-%d.out", dir, seq);
-    snprintf(json_path, sizeof(json_path), "%s/loadgen-%d.json", dir, seq++);
-    const char *argv[48] = {loadgen, "--json", json_path, "--target", targets};
-    int n = 5;
-    while (*args && n < 47)
-        argv[n++] = *args++;
-    argv[n] = NULL;
-    outcome o = {th_run(argv, out, RUN_TIMEOUT_MS), th_read_file(out), NULL};
-    o.json = json_load_file(json_path, 0, NULL);
-    if (o.status != expect)
-        fprintf(stderr, "loadgen exited %d, expected %d; its output:\n%s\n", o.status, expect,
-                o.text ? o.text : "(none)");
+    outcome o = th_lg_run(loadgen, dir, expect, (const char *[]){"--target", targets, NULL},
+                          args, RUN_TIMEOUT_MS);
     assert_non_null(o.text);
     assert_non_null(o.json);
     assert_int_equal(o.status, expect);
     return o;
-}
-
-static void outcome_free(outcome *o)
-{
-    free(o->text);
-    json_decref(o->json);
 }
 
 static const json_t *fault_cmd(const outcome *o, size_t i, const char *which)
@@ -165,7 +145,7 @@ static void test_a_replica_paused_and_continued_mid_run_passes_with_the_fault_re
     /* the history check reads by default: none of its reads in the fault broke the band */
     assert_non_null(strstr(note, "history violations in it: 0"));
     assert_non_null(strstr(o.text, "faults (times since the load started):"));
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
     answers(&replicas[1]);
 }
 
@@ -186,7 +166,7 @@ static void test_a_fault_command_that_fails_fails_the_run_saying_so(void **state
     assert_int_equal((int)num(run, "exitStatus"), 3);
     assert_true(json_is_true(json_object_get(run, "failed")));
     assert_non_null(strstr(o.text, "expectation not met: fault 1's command"));
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
 }
 
 /* The end is due a minute after a run of a few hundred requests: it runs
@@ -226,7 +206,7 @@ static void test_a_run_that_ends_first_still_runs_the_end(void **state)
     assert_non_null(strstr(o.text, "expectation not met: fault 2 never ran: the load ended at "));
     assert_non_null(strstr(o.text, "before its time 50 s"));
     assert_null(strstr(o.text, "fault 1 never ran"));
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
     answers(&replicas[2]);
 }
 
@@ -261,7 +241,7 @@ static void stop_runs_the_end_at_once(int sig, th_stockd *replica)
     const json_t *end = fault_cmd(&o, 0, "end");
     assert_int_equal((int)num(end, "exitStatus"), 0);
     assert_true(json_is_true(json_object_get(end, "early")));
-    outcome_free(&o);
+    th_lg_outcome_free(&o);
     answers(replica);
 }
 

@@ -89,17 +89,6 @@ static outcome run_loadgen(int expect, const th_stockd *s, const char *const arg
     return o;
 }
 
-/* Whether the report's violations hold one of kind. */
-static int has_violation(const outcome *o, const char *kind)
-{
-    size_t i;
-    json_t *v;
-    json_array_foreach(json_object_get(o->json, "violations"), i, v)
-        if (strcmp(json_string_value(json_object_get(v, "kind")), kind) == 0)
-            return 1;
-    return 0;
-}
-
 static int by_name(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -170,8 +159,10 @@ static void test_stockd_profile_fails_where_the_builtin_client_fails(void **stat
                                                             "--stock", "300", "-c", "16", NULL});
     assert_int_equal(builtin.status, 1);
     assert_int_equal(api.status, 1);
-    assert_true(has_violation(&builtin, "oversold") && has_violation(&builtin, "lost_updates"));
-    assert_true(has_violation(&api, "oversold") && has_violation(&api, "lost_updates"));
+    assert_true(th_lg_has_violation(&builtin, "oversold") &&
+                th_lg_has_violation(&builtin, "lost_updates"));
+    assert_true(th_lg_has_violation(&api, "oversold") &&
+                th_lg_has_violation(&api, "lost_updates"));
     assert_same_kinds(&builtin, &api);
     th_lg_outcome_free(&builtin);
     th_lg_outcome_free(&api);
@@ -184,7 +175,8 @@ static void test_a_profile_without_sold_fails_the_race_from_the_outside(void **s
                                                             "--stock", "300", "-c", "16", NULL});
     assert_int_equal(api.status, 1);
     assert_non_null(strstr(api.text, "no sold count (the outside verdict)"));
-    assert_true(has_violation(&api, "oversold") || has_violation(&api, "lost_updates"));
+    assert_true(th_lg_has_violation(&api, "oversold") ||
+                th_lg_has_violation(&api, "lost_updates"));
     th_lg_outcome_free(&api);
     /* and passes a service that holds its lock */
     api = run_loadgen(0, locked, (const char *[]){"--api", outside, "-n", "200", "--stock",

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tests/support/harness.h"
 
@@ -36,4 +37,14 @@ void th_lg_outcome_free(th_lg_outcome *o)
     json_decref(o->json);
     o->text = NULL;
     o->json = NULL;
+}
+
+int th_lg_has_violation(const th_lg_outcome *o, const char *kind)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(o->json, "violations"), i, v)
+        if (strcmp(json_string_value(json_object_get(v, "kind")), kind) == 0)
+            return 1;
+    return 0;
 }
