@@ -491,12 +491,17 @@ static void cluster_stack(th_stack *s, const char *name)
     th_stack_start(s, dir, NULL, name, all, NULL, 100000);
 }
 
-/* cluster_stack, with waits for the lock of wait_ms. */
+/* cluster_stack, with waits for the lock of wait_ms, and each Redis command
+ * given 500 ms: the stack's 150 once ran out during a migration on a busy
+ * machine (make test-fresh beside make mutants), an answer redis_unavailable
+ * that this test counts as a failure. The lease grows with it (a command may
+ * take a sixth of it at most). */
 static void cluster_stack_waiting(th_stack *s, const char *name, int wait_ms)
 {
     char wait[16];
     snprintf(wait, sizeof(wait), "%d", wait_ms);
-    const char *all[] = {"--redis-cluster", cluster.seeds, "--wait-ms", wait, NULL};
+    const char *all[] = {"--redis-cluster", cluster.seeds, "--wait-ms", wait, "--lease-ms",
+                         "3000", "--redis-timeout-ms", "500", NULL};
     th_stack_start(s, dir, NULL, name, all, NULL, 100000);
 }
 
