@@ -174,13 +174,6 @@ static int read_api(void *arg, const char *base, int timeout_ms, lg_item_state *
     return lg_profile_read(a->api, base, a->id, timeout_ms, st, err);
 }
 
-/* The load's start on lg_now_ns()'s clock, which the faults' times count
- * from: the load's own, not one rebuilt from its elapsed seconds. */
-static int64_t load_start_ns(lg_load *l)
-{
-    return lg_load_start_ns(l);
-}
-
 /* Starts the --fault commands beside the load (none: *f NULL). */
 static int faults_start(const lg_opts *o, int64_t start_ns, lg_faults **f, lg_err *err)
 {
@@ -200,7 +193,7 @@ static int drive(const lg_opts *o, const lg_load_cfg *c, int sample, int history
     int rc = lg_load_start(c, &l, err);
     if (rc != LG_OK)
         return rc;
-    int faulting = faults_start(o, load_start_ns(l), &faults, err);
+    int faulting = faults_start(o, lg_load_start_ns(l), &faults, err); /* the load's clock */
     if (faulting != LG_OK)
         lg_load_stop(l, 2); /* the run fails with the faults' error, after the join */
     lg_sampler_cfg sc = {.targets = r->targets, .ntargets = r->ntargets,
