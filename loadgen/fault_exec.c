@@ -166,7 +166,8 @@ static void reap(lg_faults *f, int k, int64_t now)
                 : WIFEXITED(status) ? WEXITSTATUS(status)
                 : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
     if (gone)
-        snprintf(c->why, sizeof(c->why), "%s", "its exit status is unknown: it was reaped elsewhere");
+        snprintf(c->why, sizeof(c->why), "%s",
+                 "its exit status is unknown: it was reaped elsewhere");
     f->step[k] = LG_FAULT_OVER;
 }
 

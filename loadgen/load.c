@@ -297,8 +297,8 @@ static void start_idle(struct slot *s, int64_t now)
     int rc = l->cfg.raw ? LG_OK : prepare(s, ticket);
     if (rc != LG_OK) {
         fail(w, rc, rc == LG_ERR_NOMEM ? "out of memory for request records"
-                                       : "a request outgrew its buffer (its body, or the head an --api "
-                                         "profile renders)");
+                                       : "a request outgrew its buffer (its body, or the head "
+                                         "an --api profile renders)");
         return;
     }
     if (!l->cfg.raw) /* the invoke: the first send; a resend keeps it */
