@@ -409,12 +409,12 @@ static void test_the_check_is_skipped_and_says_why(void **state)
 }
 
 /* No memory for the check (a history too large to band): skipped, saying
- * so, and no error: the run keeps its verdict. ASan refuses such a request
- * outright rather than answering NULL, so it is left out there. */
+ * so, and no error: the run keeps its verdict. ASan and TSan refuse such a
+ * request outright rather than answering NULL, so it is left out there. */
 static void test_no_memory_skips_the_check_saying_so(void **state)
 {
     (void)state;
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     skip();
 #else
     fake *f = fake_new(4);
