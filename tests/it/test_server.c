@@ -691,6 +691,32 @@ static void test_storage_fault_gives_500_and_writes_nothing(void **state)
     json_decref(reduce(&a, id, 777, NULL, 0, 200));
 }
 
+/* One unit of item from s after Redis came back. A connection to the old
+ * server that the replica has not used since may still meet its close: that
+ * order is answered 503 redis_unavailable and writes nothing, and the
+ * connection is made anew. So a few such answers may come first (as many as
+ * the replica had connections idle), then the 200, which is returned. */
+static json_t *reduce_once_redis_is_back(const th_stockd *s, long long item)
+{
+    char url[96], body[96];
+    snprintf(url, sizeof(url), "%s/reduceStock", s->url);
+    snprintf(body, sizeof(body), "{\"itemId\":%lld,\"quantity\":1}", item);
+    for (int attempt = 0; attempt < 32; attempt++) {
+        th_resp r;
+        assert_int_equal(th_http("POST", url, body, &r), 0);
+        json_t *j = json_loads(r.body ? r.body : "", 0, NULL);
+        long status = r.status;
+        th_resp_free(&r);
+        if (status == 200)
+            return j;
+        assert_int_equal(status, 503);
+        assert_string_equal(th_jstr(j, "error"), "redis_unavailable");
+        json_decref(j);
+    }
+    fail_msg("no order went through in 32 tries after Redis came back");
+    return NULL;
+}
+
 static void test_redis_down_gives_503_then_recovers(void **state)
 {
     (void)state;
@@ -711,10 +737,10 @@ static void test_redis_down_gives_503_then_recovers(void **state)
 
     assert_int_equal(th_redis_start(&redis), 0);
     json_decref(th_call(&a, "GET", "/health", NULL, 200));
-    j = reduce(&a, id, 1, NULL, 0, 200); /* fences restart above the stored ones */
+    j = reduce_once_redis_is_back(&a, id); /* fences restart above the stored ones */
     assert_int_equal(th_jint(j, "remaining"), 4);
     json_decref(j);
-    json_decref(reduce(&b, id, 1, NULL, 0, 200));
+    json_decref(reduce_once_redis_is_back(&b, id));
 }
 
 /* SIGTERM while an order holds its item's lock for 700 ms; `resp` gets what a
