@@ -127,6 +127,7 @@ static int parse_order(http_request *rq, int reduce, const char *who, req_order 
                     : req_parse_order(rq->body, rq->len, order, err, sizeof(err));
     if (!reply_bad_body(&r, rc, err)) {
         snprintf(order->token_name, sizeof(order->token_name), "%s", who);
+        snprintf(order->client, sizeof(order->client), "%s", http_client(rq));
         return 0;
     }
     http_answer(rq, &r);
