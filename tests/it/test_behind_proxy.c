@@ -3,7 +3,8 @@
  * when the peer is trusted (127.0.0.1; 127.0.0.2 is a stranger); the
  * per-address limit counts a forwarded client's requests in flight (the
  * third of one address is answered 429, nothing done) and not the proxy's
- * connections, while a stranger's connections stay limited. */
+ * connections, while a stranger's connections stay limited; an order's log
+ * line names its client. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -77,6 +78,25 @@ static const char *client_logged(const th_stockd *s, const char *path, char *out
     }
     free(log);
     return out;
+}
+
+/* Whether s's log has a line msg with client=client. */
+static int logged_with_client(const th_stockd *s, const char *msg, const char *client)
+{
+    char *log = th_read_file(s->log), line[4096];
+    const char *next = log;
+    int found = 0;
+    while (log && !found && th_next_line(&next, line, sizeof(line))) {
+        th_logfmt l;
+        int has_msg = 0, has_client = 0;
+        if (th_logfmt_parse(line, &l) != 0)
+            continue;
+        const char *m = th_logfmt_get(&l, "msg", &has_msg);
+        const char *c = th_logfmt_get(&l, "client", &has_client);
+        found = has_msg && has_client && m && c && strcmp(m, msg) == 0 && strcmp(c, client) == 0;
+    }
+    free(log);
+    return found;
 }
 
 static double metric(const th_stockd *s, const char *name)
@@ -204,6 +224,7 @@ static void test_the_limit_counts_forwarded_clients_not_the_proxys_connections(v
     int found = 0;
     assert_string_equal(th_logfmt_get(&line, "client", &found), "203.0.113.5");
     free(log);
+    assert_true(logged_with_client(&s, "order placed", "203.0.113.6")); /* the order's own line */
     assert_int_equal(th_stockd_stop_clean(&s), 0);
 }
 
