@@ -12,7 +12,8 @@
 
 #include "server/log.h"
 
-enum opt_type { OPT_INT, OPT_STR, OPT_BOOL, OPT_CHOICE };
+enum opt_type { OPT_INT, OPT_STR, OPT_BOOL, OPT_CHOICE, OPT_LIST }; /* OPT_LIST: a string,
+                                                                   * "" allowed (empty list) */
 
 struct opt {
     const char *flag; /* without the leading "--" */
@@ -160,8 +161,15 @@ static const struct opt opts[] = {
      "event threads reading requests and sending answers; 0: one per core"},
     {"max-connections-per-ip", "STOCKD_MAX_CONNECTIONS_PER_IP", OPT_INT, F(http.max_per_ip), 0,
      100000, NULL, "concurrent HTTP connections from one client address; more are refused, so "
-     "one client can't take them all (behind a proxy every client has its address); 0 = no "
-     "limit"},
+     "one client can't take them all; 0 = no limit. Connections from --trusted-proxies don't "
+     "count: each client they forward may have this many requests in flight instead (429 "
+     "too_many_requests past them)"},
+    {"trusted-proxies", "STOCKD_TRUSTED_PROXIES", OPT_LIST, F(trusted_proxies), 0, 0, NULL,
+     "proxies (a load balancer) whose X-Forwarded-For is believed, as IPv4 addresses or "
+     "networks a.b.c.d/n, comma-separated: from a peer inside them, the client is the "
+     "rightmost address of X-Forwarded-For that is not itself trusted, for the log "
+     "(client=), --max-connections-per-ip and the metrics; from any other peer the header "
+     "is ignored. Empty: trust nobody"},
     {"request-timeout-ms", "STOCKD_REQUEST_TIMEOUT_MS", OPT_INT, F(http.request_timeout_ms), 100,
      3600000, NULL, "a request's headers and body must arrive within this of its request line, "
      "however steadily they trickle; the connection is closed otherwise"},
@@ -239,6 +247,9 @@ static int set_opt(stockd_config *c, const struct opt *o, const char *value, con
     case OPT_STR:
         if (*value == '\0')
             break;
+        *(const char **)field = value;
+        return 0;
+    case OPT_LIST:
         *(const char **)field = value;
         return 0;
     case OPT_BOOL:
@@ -476,6 +487,9 @@ int cfg_load(stockd_config *c, int argc, char **argv, char *err, size_t errlen)
     }
     if (read_redis_password(c, err, errlen) != 0)
         return -1;
+    if (proxies_parse(&c->proxies, c->trusted_proxies, err, errlen) != 0)
+        return -1;
+    c->http.trusted = c->proxies.n ? &c->proxies : NULL;
     return load_tls(c, err, errlen);
 }
 
@@ -485,7 +499,8 @@ static void default_text(const stockd_config *d, const struct opt *o, char *buf,
     const char *field = (const char *)d + o->offset;
     int v = *(const int *)field;
     switch (o->type) {
-    case OPT_STR: {
+    case OPT_STR:
+    case OPT_LIST: {
         const char *s = *(const char *const *)field;
         snprintf(buf, size, "%s", s ? s : "(unset)");
         break;

@@ -31,6 +31,9 @@ typedef struct stockd_config {
     const char *redis_sentinels;     /* --redis-sentinel host:port[,...] */
     const char *sentinel_password_file; /* the Sentinels' own password's file */
     const char *api_tokens_file;     /* who may do what (auth.h); NULL: every route open */
+    const char *trusted_proxies;     /* --trusted-proxies' text; cfg_load parses it into
+                                      * proxies (http.trusted then points at it) */
+    proxies proxies;
     char instance_buf[300];          /* storage for the default instance id */
     char redis_password[CFG_SECRET_MAX + 1]; /* "" when none; never logged or shown */
     char db_password[CFG_SECRET_MAX + 1];    /* likewise */

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "server/auth.h"
+#include "server/log.h"
 #include "server/request.h"
 #include "server/route.h"
 #include "server/service.h"
@@ -126,6 +127,7 @@ static int parse_order(http_request *rq, int reduce, const char *who, req_order 
                     : req_parse_order(rq->body, rq->len, order, err, sizeof(err));
     if (!reply_bad_body(&r, rc, err)) {
         snprintf(order->token_name, sizeof(order->token_name), "%s", who);
+        snprintf(order->client, sizeof(order->client), "%s", http_client(rq));
         return 0;
     }
     http_answer(rq, &r);
@@ -598,6 +600,11 @@ static int refuse_caller(http_request *rq, struct who *who)
                          who->name, need, rq->method, rq->url);
         break;
     }
+    /* who knocks without the right token: behind a proxy, the client it names */
+    log_kv(LOG_INFO, "request not authorized", LOG_STR("method", rq->method),
+           LOG_STR("path", rq->url), LOG_INT("status", r.status),
+           LOG_STR("tokenName", who->name[0] ? who->name : NULL),
+           LOG_STR("client", http_client(rq)));
     http_answer(rq, &r);
     return 1;
 }

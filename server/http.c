@@ -18,15 +18,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "server/log.h"
+#include "server/proxies.h"
 #include "server/reaper.h"
 #include "server/request.h"
 #include "server/route.h"
 #include "server/service.h"
+#include "server/tally.h"
 
 #define DISCARD_MAX (1024 * 1024) /* past the limit, drop this much before closing */
 /* libmicrohttpd's memory per connection, for a request's head (RULE_HEAD_MAX
@@ -63,6 +66,10 @@ struct http_server {
     _Atomic int unsent;  /* requests let in whose answer is not sent yet (nor their connection gone) */
     _Atomic unsigned closes; /* connections closed, for malloc_trim */
     tls_tickets *tickets; /* HTTPS: resumed sessions; NULL for plain HTTP */
+    /* --max-connections-per-ip (NULL without one): connections open by
+     * each untrusted peer; requests in flight by each forwarded client */
+    tally *conns, *in_flight;
+    _Atomic long refusal_logged; /* second of the last connection refusal's log line */
 };
 
 /* Where a handed request's answer stands. The handler runs on the
@@ -98,6 +105,11 @@ struct req_state {
     http_reply reply;     /* ANSWERED: its answer, the body made already */
     char *reply_body;
     size_t reply_len;
+    int client_known;     /* client and source set (once, before refuse) */
+    enum proxies_source source;
+    proxies_addr client;  /* who asked: the peer or, behind a trusted proxy, its client */
+    char client_text[PROXIES_TEXT_MAX];
+    int in_flight;        /* counted in s->in_flight until NOTIFY_COMPLETED */
 };
 
 /* Length of the well-formed UTF-8 sequence at s (n bytes left): 1..4, or 0
@@ -198,6 +210,10 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, const http_reply 
 struct conn_state {
     reaper_conn *deadlines; /* see reaper.h */
     int over;               /* accepted past max_connections: answered 503, then closed */
+    int has_peer, trusted;  /* its peer's address is known; inside --trusted-proxies */
+    proxies_addr peer;
+    int counted;            /* in s->conns until closed */
+    int over_peer;          /* past max_per_ip for its peer (accepted in a race): 503 */
 };
 
 static struct conn_state *conn_of(struct MHD_Connection *conn)
@@ -213,10 +229,29 @@ static reaper_conn *deadlines_of(struct MHD_Connection *conn)
     return c ? c->deadlines : NULL;
 }
 
+/* Whether rq may go on under the per-address limit: 0 when its client,
+ * forwarded by a trusted proxy, has max_per_ip requests in flight already
+ * (the proxy's connections are not counted: this is the limit that sees
+ * through it). Counted until NOTIFY_COMPLETED. */
+static int in_flight_ok(http_server *s, struct req_state *rq)
+{
+    if (s->in_flight == NULL || rq->source != PROXIES_FORWARDED || rq->in_flight)
+        return 1;
+    int rc = tally_take(s->in_flight, &rq->client, s->cfg.max_per_ip);
+    rq->in_flight = rc == 1;
+    if (rc != 0)
+        return 1; /* out of memory: let it through, uncounted */
+    metrics_per_address_refusal(service_metrics(s->svc), METRICS_PER_ADDRESS_IN_FLIGHT);
+    log_kv(LOG_INFO, "request refused: too many in flight from one address",
+           LOG_STR("client", rq->client_text), LOG_INT("limit", s->cfg.max_per_ip),
+           LOG_STR("method", rq->req.method), LOG_STR("path", rq->req.url));
+    return 0;
+}
+
 /* What no handler gets to see: a drain, more connections than the server
- * takes, a body framed two ways or too large, a path or method no route
- * takes. 1 with the refusal in r (and rq->close set when the connection is
- * to close after it), else 0. */
+ * takes, a body framed two ways or too large, a client over its limit, a
+ * path or method no route takes. 1 with the refusal in r (and rq->close set
+ * when the connection is to close after it), else 0. */
 static int refuse(http_server *s, struct req_state *rq, const char *method, const char *url,
                   http_reply *r)
 {
@@ -230,6 +265,10 @@ static int refuse(http_server *s, struct req_state *rq, const char *method, cons
         http_reply_error(r, 503, "too_many_connections", "over the %d connections this server "
                          "takes; retry soon", s->cfg.max_connections);
         r->retry_after = 1;
+    } else if (c && c->over_peer && !route_is_probe(rt->id)) {
+        http_reply_error(r, 503, "too_many_connections", "over the %d connections one address "
+                         "may open; retry soon", s->cfg.max_per_ip);
+        r->retry_after = 1;
     } else if (rq->head == REQ_ERR_HEAD) {
         http_reply_error(r, 431, "headers_too_large", "%s", why);
     } else if (rq->head == REQ_ERR_CODING) {
@@ -238,7 +277,12 @@ static int refuse(http_server *s, struct req_state *rq, const char *method, cons
         http_reply_error(r, 400, "bad_framing", "%s", why);
     } else {
         rq->close = 0;
-        if (rt->id == ROUTE_NOT_FOUND)
+        if (!in_flight_ok(s, rq)) {
+            http_reply_error(r, 429, "too_many_requests", "%d requests from %s are in flight "
+                             "already, the most one address may have; retry when one is "
+                             "answered", s->cfg.max_per_ip, rq->client_text);
+            r->retry_after = 1;
+        } else if (rt->id == ROUTE_NOT_FOUND)
             http_reply_error(r, 404, "not_found", "no route %s %s", method, url);
         else if (s->cfg.probes_only && !route_is_probe(rt->id))
             http_reply_error(r, 404, "not_found", "this port answers GET /health and /metrics "
@@ -270,7 +314,8 @@ static void account(http_server *s, const struct req_state *rq, http_reply *r)
                  (t1.tv_nsec - rq->t0.tv_nsec) / 1000;
     metrics_request(service_metrics(s->svc), rq->rt.id, r->status, us);
     log_kv(LOG_DEBUG, "request", LOG_STR("method", rq->req.method), LOG_STR("path", rq->req.url),
-           LOG_INT("status", r->status), LOG_MS("ms", (double)us / 1e3));
+           LOG_INT("status", r->status), LOG_MS("ms", (double)us / 1e3),
+           LOG_STR("client", rq->client_text));
 }
 
 /* Sends rq's answer (on the connection's event thread), closing the
@@ -337,6 +382,48 @@ static enum MHD_Result await_answer(http_server *s, struct MHD_Connection *conn,
     return send_answer(s, rq, &rq->reply, rq->reply_body, rq->reply_len);
 }
 
+/* X-Forwarded-For's lines, in order: the last PROXIES_LINES_MAX of them. */
+struct forwarded {
+    const char *lines[PROXIES_LINES_MAX];
+    int n, dropped;
+};
+
+static enum MHD_Result look_at_forwarded(void *cls, enum MHD_ValueKind kind, const char *name,
+                                         const char *value)
+{
+    struct forwarded *f = cls;
+    (void)kind;
+    if (name == NULL || strcasecmp(name, "X-Forwarded-For") != 0)
+        return MHD_YES;
+    if (f->n == PROXIES_LINES_MAX) { /* the walk starts at the right: keep the last ones */
+        memmove(f->lines, f->lines + 1, sizeof(f->lines) - sizeof(f->lines[0]));
+        f->n--, f->dropped++;
+    }
+    f->lines[f->n++] = value ? value : "";
+    return MHD_YES;
+}
+
+/* rq's client (proxies.h), from its connection's peer and, from a trusted
+ * one, X-Forwarded-For; counted by where it came from. */
+static void find_client(http_server *s, struct MHD_Connection *conn, struct req_state *rq)
+{
+    const struct conn_state *c = conn_of(conn);
+    proxies_addr peer = {0};
+    const union MHD_ConnectionInfo *info;
+    if (c && c->has_peer)
+        peer = c->peer;
+    else if ((info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS)))
+        proxies_addr_of(&peer, info->client_addr);
+    struct forwarded f = {{0}, 0, 0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, look_at_forwarded, &f);
+    static const proxies nobody = {0};
+    rq->source = proxies_client(s->cfg.trusted ? s->cfg.trusted : &nobody, &peer, f.lines, f.n,
+                                f.dropped, &rq->client);
+    proxies_addr_text(&rq->client, rq->client_text);
+    rq->client_known = 1;
+    metrics_client_source(service_metrics(s->svc), (int)rq->source);
+}
+
 /* A request read whole: refused here, or handed to its handler, which runs
  * on this event thread and answers now or later (its slow part on a
  * service thread, its waits as memory). */
@@ -358,6 +445,8 @@ static enum MHD_Result respond(http_server *s, struct MHD_Connection *conn, cons
     }
     clock_gettime(CLOCK_MONOTONIC, &rq->t0);
     rq->req.conn = conn, rq->req.method = method, rq->req.url = url; /* for the log */
+    if (!rq->client_known)
+        find_client(s, conn, rq);
     /* counted before draining is read: http_stop sees this request, or it
      * sees the drain and is refused */
     atomic_fetch_add(&s->pending, 1);
@@ -452,13 +541,64 @@ static int check_head(struct MHD_Connection *conn, const char *version, struct r
     return rc;
 }
 
+/* Whether s trusts a (--trusted-proxies). */
+static int trusted(const http_server *s, const proxies_addr *a)
+{
+    return s->cfg.trusted && proxies_trusts(s->cfg.trusted, a);
+}
+
+/* A connection refused for its peer's limit: counted, and logged once a
+ * second at most (a flood from one address would fill the log). */
+static void refused_peer(http_server *s, const proxies_addr *peer)
+{
+    char text[PROXIES_TEXT_MAX];
+    metrics_per_address_refusal(service_metrics(s->svc), METRICS_PER_ADDRESS_CONNECTIONS);
+    long now = (long)time(NULL), last = atomic_load(&s->refusal_logged);
+    if (now != last && atomic_compare_exchange_strong(&s->refusal_logged, &last, now))
+        log_kv(LOG_WARN, "connection refused: over --max-connections-per-ip from one address "
+               "(logged once a second at most)", LOG_STR("client", proxies_addr_text(peer, text)),
+               LOG_INT("limit", s->cfg.max_per_ip));
+}
+
 /* A new connection is taken until the drain begins, then closed at once,
- * unanswered (http_quiesce). */
+ * unanswered (http_quiesce); likewise one from a peer (not a trusted proxy)
+ * that has max_per_ip open already. on_connection counts it (an accept
+ * libmicrohttpd then drops never gets there, so nothing is counted here). */
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
 {
     http_server *s = cls;
-    (void)addr, (void)addrlen;
-    return atomic_load(&s->draining) ? MHD_NO : MHD_YES;
+    proxies_addr peer;
+    (void)addrlen;
+    if (atomic_load(&s->draining))
+        return MHD_NO;
+    if (s->conns && proxies_addr_of(&peer, addr) == 0 && !trusted(s, &peer) &&
+        tally_count(s->conns, &peer) >= s->cfg.max_per_ip) {
+        refused_peer(s, &peer);
+        return MHD_NO;
+    }
+    return MHD_YES;
+}
+
+/* Counts c's peer against max_per_ip, unless it is a trusted proxy (whose
+ * clients are limited one by one, in_flight_ok). Past the limit (accepts on
+ * several event threads at once passed on_accept together) its requests are
+ * refused. */
+static void count_peer(http_server *s, struct MHD_Connection *conn, struct conn_state *c)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (info == NULL || proxies_addr_of(&c->peer, info->client_addr) != 0)
+        return;
+    c->has_peer = 1;
+    c->trusted = trusted(s, &c->peer);
+    if (s->conns == NULL || c->trusted)
+        return;
+    int rc = tally_take(s->conns, &c->peer, s->cfg.max_per_ip);
+    c->counted = rc == 1;
+    if (rc == 0) {
+        c->over_peer = 1;
+        refused_peer(s, &c->peer);
+    }
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -511,6 +651,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         if ((c = *socket_context = calloc(1, sizeof(*c))) == NULL)
             return; /* out of memory: no deadlines, no refusal */
         c->over = open > s->cfg.max_connections;
+        count_peer(s, conn, c);
         c->deadlines = info ? reaper_conn_started(s->reaper, info->connect_fd) : NULL;
         /* HTTPS: its handshake is still to come */
         if (s->tickets && (info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION)))
@@ -521,6 +662,8 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
             malloc_trim(0); /* what the closes before this one freed: 1.4 ms (at
                              * most 12) on this event thread in a 10,000-buyer
                              * sale, 10 us a connection */
+        if (c && c->counted)
+            tally_give(s->conns, &c->peer);
         if (c)
             reaper_conn_closed(s->reaper, c->deadlines);
         free(c);
@@ -544,6 +687,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
             service_leave(s->svc);
             atomic_fetch_sub(&s->unsent, 1);
         }
+        if (rq->in_flight)
+            tally_give(s->in_flight, &rq->client);
         if (rq->phase == HANDED) /* the answer never went: the connection did first */
             free(rq->reply_body);
         free(rq->body);
@@ -600,6 +745,8 @@ static void discard(http_server *s)
     if (s->cfg.shares == NULL)
         reaper_stop(s->reaper);
     tls_tickets_free(s->tickets);
+    tally_free(s->conns);
+    tally_free(s->in_flight);
     free(s);
 }
 
@@ -624,7 +771,12 @@ int http_start(const http_config *cfg, service *svc, http_handler *handle, http_
                             : reaper_start(cfg->idle_timeout_s * 1000, cfg->request_timeout_ms);
     if (cfg->tls)
         s->tickets = tls_tickets_new();
-    if (s->reaper == NULL || (cfg->tls && s->tickets == NULL)) {
+    if (cfg->max_per_ip > 0) { /* libmicrohttpd's own limit would count a proxy as one client */
+        s->conns = tally_new();
+        s->in_flight = tally_new();
+    }
+    if (s->reaper == NULL || (cfg->tls && s->tickets == NULL) ||
+        (cfg->max_per_ip > 0 && (s->conns == NULL || s->in_flight == NULL))) {
         snprintf(err, errlen, "out of memory or threads");
         discard(s);
         return -1;
@@ -646,7 +798,6 @@ int http_start(const http_config *cfg, service *svc, http_handler *handle, http_
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_THREAD_POOL_SIZE, threads,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)http_connections_taken(max),
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)cfg->max_per_ip,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->idle_timeout_s,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
         MHD_OPTION_URI_LOG_CALLBACK, on_request_line, s,
@@ -673,6 +824,11 @@ const char *http_query(const http_request *rq, const char *name)
 const char *http_header(const http_request *rq, const char *name)
 {
     return MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, name);
+}
+
+const char *http_client(const http_request *rq)
+{
+    return ((const struct req_state *)rq)->client_text; /* rq is its first member */
 }
 
 uint64_t http_reaped(const http_server *s) { return reaper_reaped(s->reaper); }

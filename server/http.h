@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "server/proxies.h"
 #include "server/route.h"
 #include "server/service.h"
 #include "server/tls.h"
@@ -28,7 +29,11 @@ typedef struct http_config {
     int port;
     int max_connections;    /* concurrent connections; those past it get 503 and are closed
                              * (0 in the defaults: the caller sizes it to its descriptors) */
-    int max_per_ip;         /* of which from one client address; 0 = no limit */
+    int max_per_ip;         /* of which from one client address; 0 = no limit. Connections
+                             * from a trusted proxy don't count: a forwarded client may have
+                             * this many requests in flight instead (429 past them) */
+    const proxies *trusted; /* --trusted-proxies (the caller's, alive while the server
+                             * runs); NULL: trust nobody, X-Forwarded-For is ignored */
     int idle_timeout_s;     /* a connection idle this long, or whose next request line takes
                              * longer, is closed */
     int request_timeout_ms; /* a request's headers and body must arrive within this */
@@ -99,6 +104,11 @@ const char *http_query(const http_request *rq, const char *name);
 
 /* The value of request header name (any case) of rq, or NULL. */
 const char *http_header(const http_request *rq, const char *name);
+
+/* rq's client address as text: X-Forwarded-For's from a trusted proxy,
+ * else the connection's peer (proxies.h); for the log's client=. Valid
+ * until http_answer is called for rq. */
+const char *http_client(const http_request *rq);
 
 /* Connections closed at their deadlines so far (reaper.h), for /metrics. */
 uint64_t http_reaped(const http_server *s);

@@ -8,7 +8,7 @@
 
 #include "server/procinfo.h"
 
-static const int tracked_status[] = {200, 201, 400, 404, 405, 409, 413, 500, 503, 0};
+static const int tracked_status[] = {200, 201, 400, 404, 405, 409, 413, 429, 500, 503, 0};
 #define NSTATUS (sizeof(tracked_status) / sizeof(tracked_status[0])) /* last: any other */
 #define OUTCOMES_MAX 32
 
@@ -51,6 +51,8 @@ struct metrics {
     _Atomic uint64_t orders_cancelled, buyer_limit_refusals;
     _Atomic uint64_t sweep_passes, expired;                        /* the expiry sweep */
     _Atomic uint64_t sweep_lag[SWEEP_LAG_BUCKETS], sweep_lag_ms;
+    _Atomic uint64_t client_sources[METRICS_CLIENT_SOURCES];      /* behind a proxy */
+    _Atomic uint64_t per_address_refusals[METRICS_PER_ADDRESS_COUNT];
 };
 
 /* Counts value into the first bucket whose bound holds it (bounds end with -1: +Inf). */
@@ -369,6 +371,17 @@ void metrics_reservation(metrics *m, enum metrics_reservation result)
 
 void metrics_order_cancelled(metrics *m) { atomic_fetch_add(&m->orders_cancelled, 1); }
 
+void metrics_client_source(metrics *m, int source)
+{
+    if (source >= 0 && source < METRICS_CLIENT_SOURCES)
+        atomic_fetch_add(&m->client_sources[source], 1);
+}
+
+void metrics_per_address_refusal(metrics *m, enum metrics_per_address limit)
+{
+    atomic_fetch_add(&m->per_address_refusals[limit], 1);
+}
+
 void metrics_buyer_limit_refusal(metrics *m) { atomic_fetch_add(&m->buyer_limit_refusals, 1); }
 
 /* The reservations' series: one family of transitions by result (held,
@@ -402,6 +415,26 @@ static void render_reservations(struct buf *b, metrics *m, int64_t held)
                          (int)SWEEP_LAG_BUCKETS, SCALE_MILLI, &m->sweep_lag_ms);
 }
 
+/* Behind a proxy: where client addresses came from, and the per-address limits. */
+static void render_clients(struct buf *b, metrics *m)
+{
+    static const char *const sources[METRICS_CLIENT_SOURCES] = {"peer", "forwarded", "ignored"};
+    static const char *const limits[METRICS_PER_ADDRESS_COUNT] = {"connections", "in_flight"};
+    put_family(b, "stockd_http_client_address_total", "counter",
+               "Requests by where their client's address came from: the connection's peer, "
+               "X-Forwarded-For from a --trusted-proxies peer, or the peer because it sent "
+               "X-Forwarded-For untrusted (ignored).");
+    for (int i = 0; i < METRICS_CLIENT_SOURCES; i++)
+        put(b, "stockd_http_client_address_total{source=\"%s\"} %llu\n", sources[i],
+            (unsigned long long)atomic_load(&m->client_sources[i]));
+    put_family(b, "stockd_http_per_address_refusals_total", "counter",
+               "Refusals for --max-connections-per-ip, by limit: a peer's connections, or a "
+               "forwarded client's requests in flight (429).");
+    for (int i = 0; i < METRICS_PER_ADDRESS_COUNT; i++)
+        put(b, "stockd_http_per_address_refusals_total{limit=\"%s\"} %llu\n", limits[i],
+            (unsigned long long)atomic_load(&m->per_address_refusals[i]));
+}
+
 static void render_http(struct buf *b, metrics *m)
 {
     put_family(b, "stockd_http_requests_total", "counter",
@@ -425,6 +458,7 @@ static void render_http(struct buf *b, metrics *m)
                           latency_bounds, (int)LATENCY_BUCKETS, SCALE_MICRO,
                           &m->latency_sum_us[r]);
     }
+    render_clients(b, m);
 }
 
 /* The process_* series every Prometheus client library exports. */

@@ -55,6 +55,24 @@ void metrics_reservation(metrics *m, enum metrics_reservation result);
 /* Counts one order cancelled (its returns written; a replay is not). */
 void metrics_order_cancelled(metrics *m);
 
+/* Where requests' client addresses came from (enum proxies_source's order),
+ * the results of stockd_http_client_address_total. */
+#define METRICS_CLIENT_SOURCES 3
+
+/* Counts one request whose client address came from source (an enum
+ * proxies_source: peer, forwarded, ignored). */
+void metrics_client_source(metrics *m, int source);
+
+/* The per-address limits, the results of stockd_http_per_address_refusals_total. */
+enum metrics_per_address {
+    METRICS_PER_ADDRESS_CONNECTIONS, /* a connection past --max-connections-per-ip */
+    METRICS_PER_ADDRESS_IN_FLIGHT,   /* a forwarded client's request past it (429) */
+    METRICS_PER_ADDRESS_COUNT
+};
+
+/* Counts one refusal for a per-address limit. */
+void metrics_per_address_refusal(metrics *m, enum metrics_per_address limit);
+
 /* Counts one request refused for a buyer's limit (409 buyer_limit_reached). */
 void metrics_buyer_limit_refusal(metrics *m);
 

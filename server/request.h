@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "server/proxies.h"
 #include "server/rules.h"
 
 enum req_code {
@@ -31,6 +32,7 @@ typedef struct req_order {
     int64_t work_ms; /* 0 when absent */
     char token_name[RULE_TOKEN_NAME_MAX + 1]; /* the caller's API token's name, "" for none
                                                * (set by the handler, for the log) */
+    char client[PROXIES_TEXT_MAX]; /* who asked (http_client), for the log; "" unknown */
     int nlines;
     req_line lines[RULE_ORDER_LINES_MAX];
 } req_order;

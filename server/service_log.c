@@ -114,6 +114,8 @@ void service_log_order(const service *s, const req_order *r, const service_resul
         lf.f[lf.nf++] = LOG_STR("tokenName", r->token_name);
     if (!done)
         lf.f[lf.nf++] = LOG_STR("detail", out->message);
+    if (r->client[0]) /* behind a proxy, the client it names */
+        lf.f[lf.nf++] = LOG_STR("client", r->client);
     add_lock_fields(s, &lf, n, NULL, tok);
     log_event(level, out->outcome == SERVICE_OK         ? "order placed"
                      : out->outcome == SERVICE_REPLAYED ? "order replayed"

@@ -85,10 +85,11 @@ expect_none "lock/'s symbols that no public header declares are named dlock__" \
         !($2 in ok) && $2 !~ /^dlock__/')"
 # http.c and its handlers parse, ask the service, answer: they never reach the
 # store, the lock, the group-commit queues or the configuration (tls.c is the
-# plumbing's own: HTTPS's session tickets).
+# plumbing's own: HTTPS's session tickets; so are proxies.c and tally.c: who
+# the client is behind a proxy, and the per-address counts).
 expect_none "http.c and handlers.c call the service, not what lies beneath it" \
     "$(awk '$1 ~ /^server\/(http|handlers)\.c$/ &&
-        $2 !~ /^server\/(service|service_result|http|reaper|request|route|metrics|log|rules|tls)\.c$/' \
+        $2 !~ /^server\/(service|service_result|http|reaper|request|route|metrics|log|rules|tls|proxies|tally)\.c$/' \
         <<<"$edges")"
 # The lock's API files are side by side: what two of them need lies beneath.
 expect_none "lock/'s API files (dlock, dlock_async, sem, rw, fence) call none of each other" \
