@@ -86,6 +86,7 @@ help:
 	@echo "make valgrind   a replica under valgrind through a short load; fails on a definite leak"
 	@echo "make demo       three stockd replicas + redis-server, loadgen scenarios, verdicts"
 	@echo "make demo-up    start the demo stack and leave it running; make demo-down stops it"
+	@echo "                (FRONT=haproxy: haproxy in front, HTTPS on 8443)"
 	@echo "make bench      every benchmark, about 6 minutes (see bench/README.md)"
 	@echo "make test-fresh (root) make demo and make test in a fresh bookworm chroot"
 	@echo "make docker-demo (root) the compose demo in Docker: replicas, loadgen, a killed replica"
@@ -117,7 +118,7 @@ TEST_SKIP ?=
 SAN_SKIP := test_docker_run test_docker test_report
 ASAN_ONLY := test_postgres test_item_totals test_pg_outage test_disk_full test_whole_orders \
              test_store test_reservations test_faults test_tls test_prometheus test_pg_hosts \
-             test_pg_catalog test_pg_failover test_examples
+             test_pg_catalog test_pg_failover test_examples test_front_door
 TSAN_ONLY := test_failover test_clock_step test_lock_orphans test_sentinel test_cluster \
              test_lock_rw test_lock_sem
 check: all $(TESTS)
@@ -151,7 +152,7 @@ demo: deps
 
 demo-up: deps
 	@$(MAKE) --no-print-directory all
-	@scripts/demo.sh up
+	@$(if $(FRONT),DEMO_FRONT=$(FRONT) )scripts/demo.sh up
 
 demo-down:
 	@scripts/demo.sh down

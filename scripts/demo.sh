@@ -9,7 +9,11 @@
 #                          with loadgen's status: non-zero if a verdict failed
 #   scripts/demo.sh up     start the stack on ports 8081-8083 and leave it running
 #   scripts/demo.sh down   stop what "up" started
-# DEMO_PORT (default 8081) moves the three HTTP ports. The replicas take an
+# DEMO_PORT (default 8081) moves the three HTTP ports. DEMO_FRONT=haproxy
+# (make demo-up FRONT=haproxy) puts haproxy in front of "up"'s replicas
+# (scripts/front-door.sh): HTTPS on DEMO_PORT + 362 (8443), its CA in
+# var/demo/front/ca.pem; the replicas then trust its X-Forwarded-For and give a
+# drain notice on SIGTERM, so that haproxy drops them first. The replicas take an
 # operator token made at start ($STACK_DIR/operator.token; the tokens file
 # holds only its sha256): the catalog needs it, buying is open.
 set -euo pipefail
@@ -17,6 +21,8 @@ cd "$(dirname "$0")/.."
 . scripts/stack.sh
 
 base=${DEMO_PORT:-8081}
+front=${DEMO_FRONT:-}
+front_port=$((base + 362))
 replica_flags=(--allow-work-ms --lease-ms 500 --redis-timeout-ms 80)
 
 # An operator token for this stack, and the tokens file of its sha256
@@ -39,6 +45,49 @@ start_stack() {
         urls+=("http://127.0.0.1:${ports[$i]}")
     done
     targets=$(IFS=,; echo "${urls[*]}")
+}
+
+# Replica flags for haproxy in front (docs/operations.md, "The front door"):
+# a drain notice longer than its checks' 2 x 500 ms, and its X-Forwarded-For
+# believed from loopback (when this stockd has --trusted-proxies).
+front_flags() {
+    replica_flags+=(--drain-notice-ms 2000)
+    if "$BUILD/stockd" --help 2>/dev/null | grep -q -- --trusted-proxies; then
+        replica_flags+=(--trusted-proxies 127.0.0.1/32)
+    fi
+}
+
+# haproxy on $front_port over the three replicas, its PID in the stack's
+# pids (make demo-down stops it with them); waits until a sale's route answers
+# through it.
+start_front() {
+    FRONT_BIND=127.0.0.1:$front_port FRONT_S1=127.0.0.1:${ports[0]} \
+        FRONT_S2=127.0.0.1:${ports[1]} FRONT_S3=127.0.0.1:${ports[2]} \
+        scripts/front-door.sh "$STACK_DIR/front" </dev/null >"$STACK_DIR/haproxy.log" 2>&1 &
+    echo $! >>"$STACK_DIR/pids"
+    local i
+    for i in $(seq 100); do
+        curl -sf -o /dev/null --cacert "$STACK_DIR/front/ca.pem" \
+            "https://localhost:$front_port/health" && return 0
+        sleep 0.1
+    done
+    echo "demo-up: haproxy does not answer on $front_port (see $STACK_DIR/haproxy.log)" >&2
+    return 1
+}
+
+# The same lines through haproxy: HTTPS with its CA.
+try_it_through_front() {
+    local token=$1 ca=var/demo/front/ca.pem url=https://localhost:$front_port
+    cat <<TXT
+
+Through the front door (haproxy: TLS, round robin over the three, limits per
+source address), https://localhost:$front_port with its CA in $ca:
+
+  curl -s --cacert $ca -X POST $url/items -H "Authorization: Bearer $token" -d '{"name":"gadget","stock":42}'
+  curl -s --cacert $ca -X POST $url/reduceStock -d '{"itemId":1,"quantity":1,"requestId":"order-2"}'
+  curl -s --cacert $ca $url/health
+  build/loadgen --scenario hot --token-file var/demo/operator.token --cacert $ca --target $url
+TXT
 }
 
 # $1: the operator token of the stack that stays up, or "" (make demo's
@@ -109,6 +158,14 @@ up)
         exit 1
     fi
     ports=("$base" "$((base + 1))" "$((base + 2))")
+    case $front in
+    "") ;;
+    haproxy) front_flags && ports+=("$front_port") ;;
+    *)
+        echo "demo-up: unknown front door '$front' (FRONT=haproxy, or none)" >&2
+        exit 2
+        ;;
+    esac
     for p in "${ports[@]}"; do
         if port_in_use "$p"; then
             echo "demo-up: port $p is in use; pick others with DEMO_PORT=N" >&2
@@ -118,10 +175,13 @@ up)
     rm -f "$STACK_DIR"/stock.db* "$STACK_DIR"/*.log # a fresh stack: item 1 is yours, a new token
     trap 'stack_stop' ERR
     start_stack
+    [ -z "$front" ] || start_front
     echo "demo-up: running (logs and database in $STACK_DIR/):"
     printf '  %s\n' "${urls[@]}"
+    [ -z "$front" ] || echo "  https://localhost:$front_port (haproxy, CA var/demo/front/ca.pem)"
     echo "operator token (var/demo/operator.token): $(cat "$STACK_DIR/operator.token")"
     try_it_yourself "$(cat "$STACK_DIR/operator.token")"
+    [ -z "$front" ] || try_it_through_front "$(cat "$STACK_DIR/operator.token")"
     ;;
 down)
     STACK_DIR=$PWD/var/demo

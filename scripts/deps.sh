@@ -47,6 +47,7 @@ want_base() {
     want_cmd redis-cli redis-tools
     want_cmd curl curl
     want_cmd openssl openssl # tests/it/test_tls.c makes its CA and certificates at run time
+    want_cmd haproxy haproxy # the front door: make demo-up FRONT=haproxy, test_front_door
     # promtool lints /metrics and the alert rules; prometheus scrapes replicas
     # in a test. One package ships both.
     want_cmd promtool prometheus

@@ -178,6 +178,10 @@ static const struct opt opts[] = {
      "longer than this to arrive"},
     {"drain-ms", "STOCKD_DRAIN_MS", OPT_INT, F(drain_ms), 0, 3600000, NULL,
      "on SIGTERM/SIGINT, how long to let in-flight requests finish"},
+    {"drain-notice-ms", "STOCKD_DRAIN_NOTICE_MS", OPT_INT, F(drain_notice_ms), 0, 600000, NULL,
+     "on SIGTERM/SIGINT, first serve as usual this long while GET /health answers 503 "
+     "\"draining\", so that a load balancer's check takes the replica out of its pool before "
+     "it refuses anything; then the drain (--drain-ms). 0: no notice"},
     /* issue 27: who may ask what */
     {"api-tokens-file", "STOCKD_API_TOKENS_FILE", OPT_STR, F(api_tokens_file), 0, 0, NULL,
      "the API tokens, one \"ROLE NAME TOKEN\" a line (ROLE buyer, operator or scrape; TOKEN "

@@ -20,6 +20,7 @@ typedef struct stockd_config {
     http_config http;
     int probe_port;                  /* a listener of its own for /health and /metrics; 0: none */
     int drain_ms;                    /* on SIGTERM, wait this long for in-flight requests */
+    int drain_notice_ms;             /* ...after serving this long with /health at 503 */
     int db_wait_s;                   /* at start-up, wait this long for a database server */
     int log_level;                   /* enum log_level */
     int log_format;                  /* enum log_format */

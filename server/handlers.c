@@ -539,9 +539,10 @@ static void handle_health(const http_request *rq, http_reply *r)
     service_check_health(rq->svc, &h);
     /* a full disk is not 200: nothing can be sold here (nor on the replicas
      * that share that disk), though reads still answer */
-    r->status = h.ok && !h.storage_full ? 200 : 503;
+    r->status = h.ok && !h.storage_full && !h.draining ? 200 : 503;
     r->json = json_pack("{s:s, s:o, s:s, s:b, s:o, s:s, s:o}", "status",
-                        !h.ok ? "unavailable" : h.degraded || h.storage_full ? "degraded" : "ok",
+                        h.draining ? "draining" : !h.ok ? "unavailable"
+                        : h.degraded || h.storage_full ? "degraded" : "ok",
                         "storage", http_json_text(h.storage), "storageBackend", h.backend,
                         "storageFull", h.storage_full, "redis", http_json_text(h.redis), "lockMode",
                         h.lock_mode, "instance", http_json_text(h.instance));

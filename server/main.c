@@ -1,6 +1,7 @@
 /* main.c - stockd: loads the configuration and the API tokens, opens the
  * service (the store and the lock client), serves HTTP, reads the tokens
- * again on SIGHUP, and on SIGTERM/SIGINT stops accepting, lets in-flight
+ * again on SIGHUP, and on SIGTERM/SIGINT (after --drain-notice-ms with
+ * /health at 503, when set) stops accepting, lets in-flight
  * requests finish (releasing their locks), closes the database and exits 0. */
 #include <signal.h>
 #include <stdio.h>
@@ -137,6 +138,37 @@ static int wait_for_stop(const sigset_t *set, auth *tokens)
     }
 }
 
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The stop's notice: for notice_ms every route serves as usual while
+ * /health answers 503 "draining", so that a load balancer's checks take
+ * the replica out of its pool before the drain refuses anything. SIGHUP
+ * still reloads the tokens; a second stop signal cuts the notice short. */
+static void give_notice(service *svc, int notice_ms, const sigset_t *set, auth *tokens)
+{
+    if (notice_ms <= 0)
+        return;
+    service_notice_drain(svc);
+    log_kv(LOG_INFO, "drain notice: /health answers 503 while requests are served as usual",
+           LOG_INT("drainNoticeMs", notice_ms));
+    int64_t end = now_ms() + notice_ms;
+    for (int64_t left; (left = end - now_ms()) > 0;) {
+        struct timespec ts = {left / 1000, (long)(left % 1000) * 1000000L};
+        int sig = sigtimedwait(set, NULL, &ts);
+        if (sig == SIGHUP) {
+            reload_tokens(tokens);
+        } else if (sig > 0) {
+            log_event(LOG_WARN, "second stop signal: the drain notice is cut short", NULL, 0);
+            return;
+        }
+    }
+}
+
 /* The probe port's server: one event thread, /health and /metrics only, a
  * few connections; main's thread of deadlines (one thread more in all). */
 static int start_probes(const stockd_config *c, service *svc, http_server *main_srv,
@@ -173,13 +205,6 @@ static void log_listening(const stockd_config *c, const service_config *s)
 #define DB_WAIT_FIRST_MS 500 /* the first pause before trying the database again... */
 #define DB_WAIT_MAX_MS 5000  /* ...doubling up to this */
 #define STOPPED_WAITING 1    /* open_service: a stop signal came first */
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Opens the service, trying again for up to --db-wait-s while the database
  * server can't be reached, a warning per attempt (the store's errors name
@@ -275,7 +300,8 @@ int main(int argc, char **argv)
 
     int sig = wait_for_stop(&signals, tokens);
     log_kv(LOG_INFO, "stopping", LOG_STR("signal", sig == SIGINT ? "INT" : "TERM"),
-           LOG_INT("drainMs", c.drain_ms));
+           LOG_INT("drainMs", c.drain_ms), LOG_INT("drainNoticeMs", c.drain_notice_ms));
+    give_notice(svc, c.drain_notice_ms, &signals, tokens);
     http_quiesce(srv);
     if (probes)
         http_quiesce(probes); /* /health says 503 from now on: balancers drop the replica */

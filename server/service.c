@@ -585,11 +585,14 @@ void service_check_health(service *s, service_health *h)
     else
         redis_ok = check_redis(s, h);
     h->ok = storage_ok && redis_ok;
+    h->draining = atomic_load(&s->drain_notice);
 }
 
 /* ---- shutdown ---- */
 
 void service_enter(service *s) { atomic_fetch_add(&s->inflight, 1); }
+
+void service_notice_drain(service *s) { atomic_store(&s->drain_notice, 1); }
 
 void service_leave(service *s)
 {

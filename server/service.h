@@ -280,6 +280,7 @@ typedef struct service_health {
         int up;
     } node[DLOCK_NODES_MAX];
     const char *lock_mode, *instance;
+    int draining;               /* the stop's notice is running (service_notice_drain) */
 } service_health;
 
 /* Pings the store and Redis. Once a write failed for lack of space, also
@@ -292,6 +293,11 @@ void service_check_health(service *s, service_health *out);
 /* Brackets every request, so that draining knows what is still running. */
 void service_enter(service *s);
 void service_leave(service *s);
+
+/* The stop's notice: from now on service_check_health says draining, so
+ * that a load balancer takes this replica out of its pool, while every
+ * request is served as usual. There is no way back. */
+void service_notice_drain(service *s);
 
 /* Waits up to timeout_ms for the requests in flight to end. Returns how
  * many are still running (0 when drained). */

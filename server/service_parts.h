@@ -67,6 +67,7 @@ struct service {
     _Atomic int inflight;   /* requests between service_enter and service_leave */
     _Atomic int draining;   /* service_drain waits: the last leave signals idle */
     _Atomic int commits_refused;
+    _Atomic int drain_notice;   /* stopping soon: /health says "draining", the rest serves */
     /* Redis's state as the log tells it, so that each change is one line:
      * credentials refused; each node that stopped answering (dlock_node_info's
      * up), as many as are so; when a failure no node is down for was last

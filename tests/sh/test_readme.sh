@@ -53,11 +53,15 @@ done)
 report "every page with shell blocks is run here" $? \
     "pages with \`\`\`sh blocks missing from pages=() in $0: $unlisted"
 
-# The stack: the demo's own script, on ports nobody uses.
+# The stack: the demo's own script, on ports nobody uses, with haproxy in
+# front (DEMO_PORT + 362) for the README's lines through it.
 base=$(free_port 30000)
-while port_in_use $((base + 1)) || port_in_use $((base + 2)); do base=$(free_port $((base + 3))); done
+while port_in_use $((base + 1)) || port_in_use $((base + 2)) || port_in_use $((base + 362)); do
+    base=$(free_port $((base + 3)))
+done
 export DEMO_PORT=$base
-up() { if [ "$BUILD" = build ]; then make --no-print-directory demo-up; else scripts/demo.sh up; fi; }
+up() { if [ "$BUILD" = build ]; then make --no-print-directory demo-up FRONT=haproxy
+       else DEMO_FRONT=haproxy scripts/demo.sh up; fi; }
 down() { if [ "$BUILD" = build ]; then make --no-print-directory demo-down; else scripts/demo.sh down; fi; }
 trap down EXIT
 if ! out=$(up 2>&1); then
@@ -70,6 +74,7 @@ report "make demo-up" 0
 # token (docker.md's is the compose stack's secret).
 localize() {
     sed -e "s/:8081/:$base/g" -e "s/:8082/:$((base + 1))/g" -e "s/:8083/:$((base + 2))/g" \
+        -e "s/:8443/:$((base + 362))/g" \
         -e "s#^build/#$BUILD/#" -e "s#docker/secrets/operator-token#var/demo/operator.token#g"
 }
 
@@ -81,7 +86,7 @@ check_command() {
         return
     fi
     case "$cmd" in
-    "make demo-up" | "make demo-down") ;; # the stack around this test
+    "make demo-up" | "make demo-up FRONT=haproxy" | "make demo-down") ;; # the stack around this test
     "make demo")
         if [ "$BUILD" = build ]; then out=$(DEMO_PORT= make --no-print-directory demo 2>&1)
         else out=$(DEMO_PORT= scripts/demo.sh run 2>&1); fi
