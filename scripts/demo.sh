@@ -49,12 +49,9 @@ start_stack() {
 
 # Replica flags for haproxy in front (docs/operations.md, "The front door"):
 # a drain notice longer than its checks' 2 x 500 ms, and its X-Forwarded-For
-# believed from loopback (when this stockd has --trusted-proxies).
+# believed from loopback.
 front_flags() {
-    replica_flags+=(--drain-notice-ms 2000)
-    if "$BUILD/stockd" --help 2>/dev/null | grep -q -- --trusted-proxies; then
-        replica_flags+=(--trusted-proxies 127.0.0.1/32)
-    fi
+    replica_flags+=(--drain-notice-ms 2000 --trusted-proxies 127.0.0.1/32)
 }
 
 # haproxy on $front_port over the three replicas, its PID in the stack's
