@@ -92,30 +92,54 @@ static void assert_replicas_write_to(const th_stockd *s, int i)
     }
 }
 
-/* The outage loadgen saw around the fault that ran at t0 (seconds into the
- * load), from its timeline: seconds from t0 to the first bucket that starts
- * after t0 and holds an ok answer (to a bucket's width), and the error
- * answers in between (every outcome but ok and sold out), commit_unknown
- * among them. -1 when no ok came after. */
-static double outage(const json_t *report, double t0, long long *errors, long long *unknown)
+/* For outage: the answers of one outcome from t0's bucket to the first
+ * bucket after t0 with an ok one, into *n; the seconds to that bucket, or
+ * -1 when none. */
+static double outcome_until_ok(const json_t *report, double t0, const char *outcome,
+                               long long *n)
 {
     const json_t *tl = json_object_get(report, "timeline");
     const json_t *outs = json_object_get(tl, "outcomes");
     double w = json_number_value(json_object_get(tl, "bucketMs")) / 1000;
-    const json_t *ok = json_object_get(outs, "ok");
-    *errors = *unknown = 0;
+    const json_t *ok = json_object_get(outs, "ok"), *mine = json_object_get(outs, outcome);
+    *n = 0;
     for (size_t i = (size_t)(t0 / w); w > 0 && i < json_array_size(ok); i++) {
         if ((double)i * w >= t0 && json_integer_value(json_array_get(ok, i)) > 0)
             return (double)i * w - t0;
-        const char *name;
-        const json_t *counts;
-        json_object_foreach((json_t *)outs, name, counts)
-            if (strcmp(name, "ok") != 0 && strcmp(name, "insufficient_stock") != 0)
-                *errors += json_integer_value(json_array_get(counts, i));
-        *unknown += json_integer_value(json_array_get(json_object_get(outs, "commit_unknown"),
-                                                      i));
+        *n += json_integer_value(json_array_get(mine, i));
     }
     return -1;
+}
+
+/* The outage loadgen saw around the fault that ran at t0 (seconds into the
+ * load), from its timeline: seconds from t0 to the first bucket that starts
+ * after t0 and holds an ok answer (to a bucket's width), and the error
+ * answers in between (every outcome but ok and sold out), commit_unknown
+ * among them, and by outcome in by ("12 other_5xx, 1 transport_error").
+ * -1 when no ok came after. */
+static double outage(const json_t *report, double t0, long long *errors, long long *unknown,
+                     char *by, size_t size)
+{
+    double took = -1;
+    size_t used = 0;
+    const char *name;
+    const json_t *counts;
+    *errors = *unknown = 0;
+    by[0] = '\0';
+    const json_t *outs = json_object_get(json_object_get(report, "timeline"), "outcomes");
+    json_object_foreach((json_t *)outs, name, counts) {
+        long long n = 0;
+        took = outcome_until_ok(report, t0, name, &n);
+        if (strcmp(name, "ok") == 0 || strcmp(name, "insufficient_stock") == 0 || n == 0)
+            continue;
+        *errors += n;
+        if (strcmp(name, "commit_unknown") == 0)
+            *unknown = n;
+        if (used < size)
+            used += (size_t)snprintf(by + used, size - used, "%s%lld %s", used ? ", " : "", n,
+                                     name);
+    }
+    return took;
 }
 
 /* The new leader's own ledger for item: stock and sold add up to the
@@ -168,13 +192,19 @@ static void test_a_sale_rides_through_the_loss_of_the_leader(void **state)
                                         "run");
     double t0 = json_number_value(json_object_get(run, "startSec"));
     long long errors = 0, unknown = 0;
-    double took = o.json ? outage(o.json, t0, &errors, &unknown) : -1;
+    char by[256] = "";
+    double took = o.json ? outage(o.json, t0, &errors, &unknown, by, sizeof(by)) : -1;
     print_message("leader node %d killed at %.2f s into the sale; node %d leads now; first "
                   "order served %.2f s after the kill (to a %.0f ms bucket), %lld answered "
-                  "errors meanwhile (%lld commit_unknown); ttl %d s\n", leader + 1, t0, now + 1,
-                  took, json_number_value(json_object_get(json_object_get(o.json, "timeline"),
-                                                          "bucketMs")),
-                  errors, unknown, TH_PATRONI_TTL);
+                  "errors meanwhile (%lld commit_unknown; %s); ttl %d s\n", leader + 1, t0,
+                  now + 1, took,
+                  json_number_value(json_object_get(json_object_get(o.json, "timeline"),
+                                                    "bucketMs")),
+                  errors, unknown, by[0] ? by : "none", TH_PATRONI_TTL);
+    const char *example = json_string_value(
+        json_object_get(json_object_get(o.json, "examples"), "other_5xx"));
+    if (example)
+        print_message("an other_5xx answer: %.300s\n", example);
     assert_int_equal(o.status, 0);
     assert_string_equal(json_string_value(json_object_get(o.json, "verdict")), "PASS");
     assert_int_equal(json_array_size(json_object_get(o.json, "violations")), 0);

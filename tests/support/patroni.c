@@ -82,31 +82,46 @@ static void show_log(const char *why, const char *path)
 
 /* ---- processes ---- */
 
-/* Processes whose cwd is node i's data dir (a postmaster and its children
- * run there); each is sent sig (0: only counted). */
+/* Whether process pid (a /proc entry's name) belongs to node i: its cwd is
+ * the data dir (a postmaster and its backends run there), or its command
+ * line names the node's dir (Patroni's own forks, initdb, pg_basebackup, and
+ * a postmaster forked but not yet in its data dir). */
+static int of_node(const char *pid, const char *data, const char *dir)
+{
+    char path[300], cwd[PATH_MAX];
+    snprintf(path, sizeof(path), "/proc/%s/cwd", pid);
+    ssize_t len = readlink(path, cwd, sizeof(cwd) - 1);
+    if (len > 0) {
+        cwd[len] = '\0';
+        if (strcmp(cwd, data) == 0)
+            return 1;
+    }
+    /* read here, not by th_proc_has: a process may be gone by now */
+    char buf[4096];
+    snprintf(path, sizeof(path), "/proc/%s/cmdline", pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof(buf), f) : 0;
+    if (f)
+        fclose(f);
+    return memmem(buf, n, dir, strlen(dir)) != NULL;
+}
+
+/* Processes of node i (of_node); each is sent sig (0: only counted). */
 static int in_data_dir(const th_patroni *c, int i, int sig)
 {
     char data[128], real[PATH_MAX];
     snprintf(data, sizeof(data), "%s/data", c->node[i].dir);
     if (realpath(data, real) == NULL)
-        return 0;
+        snprintf(real, sizeof(real), "%s", data);
     DIR *proc = opendir("/proc");
     struct dirent *e;
     int n = 0;
     while (proc && (e = readdir(proc)) != NULL) {
-        char path[300], cwd[PATH_MAX];
-        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+        if (e->d_name[0] < '1' || e->d_name[0] > '9' || !of_node(e->d_name, real, c->node[i].dir))
             continue;
-        snprintf(path, sizeof(path), "/proc/%s/cwd", e->d_name);
-        ssize_t len = readlink(path, cwd, sizeof(cwd) - 1);
-        if (len <= 0)
-            continue;
-        cwd[len] = '\0';
-        if (strcmp(cwd, real) == 0) {
-            n++;
-            if (sig)
-                kill((pid_t)atoi(e->d_name), sig);
-        }
+        n++;
+        if (sig)
+            kill((pid_t)atoi(e->d_name), sig);
     }
     if (proc)
         closedir(proc);
@@ -155,11 +170,13 @@ static void stop_postgres(th_patroni *c, int i, int first_sig)
 {
     int shm = shm_id_of(c, i);
     struct shmid_ds ds;
-    pid_t pm = th_patroni_postmaster(c, i);
-    if (pm > 0 && first_sig)
-        kill(pm, first_sig);
+    pid_t signalled = 0;
     int64_t end = th_now_ms() + STOP_MS;
     while (in_data_dir(c, i, 0) > 0) {
+        pid_t pm = th_patroni_postmaster(c, i); /* one starting may write its file late */
+        if (pm > 0 && pm != signalled && first_sig)
+            kill(pm, first_sig);
+        signalled = pm;
         if (th_now_ms() >= end) {
             fprintf(stderr, "harness: patroni node %d: killing PostgreSQL's processes left\n",
                     i + 1);
@@ -203,6 +220,22 @@ static void stop_at_exit(void)
 {
     if (running)
         th_patroni_stop(running);
+}
+
+/* SIGINT and SIGTERM: the harness's handler cleans up and dies without
+ * running atexit, so the cluster is stopped first, then that handler runs. */
+static void (*harness_on_int)(int), (*harness_on_term)(int);
+
+static void stop_on_signal(int sig)
+{
+    stop_at_exit();
+    void (*next)(int) = sig == SIGINT ? harness_on_int : harness_on_term;
+    if (next != SIG_DFL && next != SIG_IGN && next != SIG_ERR) {
+        next(sig);
+        return;
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
 }
 
 static long long ask(const th_patroni *c, int i, const char *sql);
@@ -310,8 +343,11 @@ int th_patroni_start(th_patroni *c)
         return -1;
     running = c;
     static int registered;
-    if (!registered++)
+    if (!registered++) { /* after th_tempdir: the harness's clean-up is registered */
         atexit(stop_at_exit);
+        harness_on_int = signal(SIGINT, stop_on_signal);
+        harness_on_term = signal(SIGTERM, stop_on_signal);
+    }
     if (start_etcd(c) != 0)
         return -1;
     for (int i = 0; i < TH_PATRONI_NODES; i++)
