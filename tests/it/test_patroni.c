@@ -6,8 +6,8 @@
  * leader's ledger, none applied twice, no failure answered for an order that
  * committed: a COMMIT in doubt across the failover is resolved on the new
  * leader or answered commit_unknown), orders resume, and /health and
- * /metrics name the new node. The outage is measured and printed
- * (bench/patroni.sh records it). One server's failover under a proxy:
+ * /metrics name the new node (and, on SQLite, none). The outage is measured
+ * and printed (bench/patroni.sh records it). One server's failover under a proxy:
  * test_pg_failover.c. */
 #include <setjmp.h>
 #include <signal.h>
@@ -219,6 +219,26 @@ static void test_a_sale_rides_through_the_loss_of_the_leader(void **state)
         assert_int_equal(th_stockd_stop_clean(&s[k]), 0);
 }
 
+/* SQLite has no server to name: neither /health nor /metrics says one. */
+static void test_a_replica_on_sqlite_names_no_storage_node(void **state)
+{
+    (void)state;
+    char db[96], url[96];
+    th_stockd s;
+    th_resp r;
+    snprintf(db, sizeof(db), "%s/sqlite.db", dir);
+    assert_int_equal(th_stockd_start(&s, &redis, db, dir, NULL), 0);
+    json_t *h = th_call(&s, "GET", "/health", NULL, 200);
+    assert_null(json_object_get(h, "storageNode"));
+    json_decref(h);
+    snprintf(url, sizeof(url), "%s/metrics", s.url);
+    assert_int_equal(th_http("GET", url, NULL, &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_null(strstr(r.body, "stockd_storage_node_info"));
+    th_resp_free(&r);
+    assert_int_equal(th_stockd_stop_clean(&s), 0);
+}
+
 int main(void)
 {
     if (!th_patroni_available()) { /* scripts/deps.sh installs them */
@@ -227,6 +247,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_sale_rides_through_the_loss_of_the_leader),
+        cmocka_unit_test(test_a_replica_on_sqlite_names_no_storage_node),
     };
     return cmocka_run_group_tests_name("patroni", tests, group_setup, group_teardown);
 }
