@@ -118,7 +118,7 @@ TEST_SKIP ?=
 SAN_SKIP := test_docker_run test_docker test_report
 ASAN_ONLY := test_postgres test_item_totals test_pg_outage test_disk_full test_whole_orders \
              test_store test_reservations test_faults test_tls test_prometheus test_pg_hosts \
-             test_pg_catalog test_pg_failover test_examples test_front_door
+             test_pg_catalog test_pg_failover test_examples test_front_door test_patroni
 TSAN_ONLY := test_failover test_clock_step test_lock_orphans test_sentinel test_cluster \
              test_lock_rw test_lock_sem
 check: all $(TESTS)

@@ -63,6 +63,10 @@ want_base() {
     # Debian's interpreter and its redis module; stockd and loadgen need neither.
     want_file /usr/bin/python3 python3
     want_file /usr/lib/python3/dist-packages/redis/__init__.py python3-redis
+    # tests/it/test_patroni.c: three Patroni-managed PostgreSQL nodes on one etcd;
+    # Patroni's etcd3 client is built on python3-etcd (its first alternative).
+    want_cmd patroni patroni; want_cmd etcd etcd-server
+    want_file /usr/lib/python3/dist-packages/etcd/__init__.py python3-etcd
 }
 
 case "${1:-}" in

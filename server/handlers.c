@@ -546,6 +546,8 @@ static void handle_health(const http_request *rq, http_reply *r)
                         "storage", http_json_text(h.storage), "storageBackend", h.backend,
                         "storageFull", h.storage_full, "redis", http_json_text(h.redis), "lockMode",
                         h.lock_mode, "instance", http_json_text(h.instance));
+    if (h.storage_node[0]) /* a database server's: which one, after a failover */
+        json_object_set_new(r->json, "storageNode", json_string(h.storage_node));
     if (h.nodes > 0) { /* each Redis server, for the operator */
         json_t *nodes = json_array();
         for (int i = 0; i < h.nodes; i++)

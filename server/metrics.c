@@ -506,6 +506,10 @@ char *metrics_render(metrics *m, const metrics_extra *x, size_t *len)
     put(&b, "# HELP stockd_inflight_requests Requests being handled or answered.\n"
             "# TYPE stockd_inflight_requests gauge\nstockd_inflight_requests %lld\n",
         (long long)x->inflight);
+    if (x->storage_node && x->storage_node[0])
+        put(&b, "# HELP stockd_storage_node_info The database server this replica writes to "
+                "(host:port).\n# TYPE stockd_storage_node_info gauge\n"
+                "stockd_storage_node_info{node=\"%s\"} 1\n", x->storage_node);
     if (x->locks) {
         render_lock(&b, x->locks);
         render_nodes(&b, x->locks);

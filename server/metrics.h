@@ -90,6 +90,7 @@ typedef struct metrics_extra {
     uint64_t reaped;     /* connections closed at their deadline */
     uint64_t tasks;      /* tasks posted to the service threads */
     int64_t reservations_held; /* held now, as the store says; -1: it could not say */
+    const char *storage_node;  /* store_node's "host:port", "" for none */
 } metrics_extra;
 
 /* Renders every metric. Returns a malloc'd NUL-terminated buffer (caller

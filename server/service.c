@@ -191,8 +191,9 @@ static int64_t reservations_held(service *s)
 
 char *service_metrics_text(service *s, uint64_t reaped, size_t *len)
 {
+    char node[80];
     metrics_extra x = {s->locks, atomic_load(&s->inflight), reaped, exec_posts(s->work),
-                       reservations_held(s)};
+                       reservations_held(s), store_node(s->store, node, sizeof(node))};
     return metrics_render(s->metrics, &x, len);
 }
 
@@ -579,6 +580,7 @@ void service_check_health(service *s, service_health *h)
         check_space(s, c, h);
     if (c)
         store_put(s->store, c);
+    store_node(s->store, h->storage_node, sizeof(h->storage_node)); /* after this use */
     int redis_ok = 1;
     if (s->locks == NULL)
         snprintf(h->redis, sizeof(h->redis), "unused (lock mode %s)", h->lock_mode);

@@ -271,6 +271,7 @@ typedef struct service_health {
     int degraded;               /* ok, but some of several Redis servers are down */
     int storage_full;           /* ok for reads, but writes fail for lack of space */
     const char *backend;        /* the storage backend's name */
+    char storage_node[80];      /* where it writes, "host:port" (store_node); "" for none */
     char storage[256];          /* "ok" or what went wrong */
     char redis[600];            /* "ok", "degraded: ...", what went wrong, or "unused (lock
                                  * mode ...)" */

@@ -256,6 +256,15 @@ void store_close(store *s)
 
 const char *store_backend_name(const store *s) { return s->be->name; }
 int store_has_row_locks(const store *s) { return s->be->tx_lock_stock != NULL; }
+
+const char *store_node(store *s, char *buf, size_t size)
+{
+    if (size > 0)
+        buf[0] = '\0';
+    if (s->be->node && size > 0)
+        s->be->node(s, buf, size);
+    return buf;
+}
 int store_savepoints_max(const store *s) { return s->be->savepoints_max; }
 
 int store_get(store *s, store_conn **out, char *err, size_t errlen)

@@ -154,6 +154,15 @@ void store_close(store *s);
 /* The backend's name ("sqlite", "postgres"), for /health and logs. */
 const char *store_backend_name(const store *s);
 
+/* Where the store writes, for /health and /metrics: "host:port" of the
+ * server of the session the store last gave back alive (PostgreSQL's
+ * sessions all ask for a writable server, so after a failover this is the
+ * new primary once a session there was used), into buf; "" for a backend
+ * with no server (SQLite) or before any session was used. A host named
+ * with '"', '\\' or a control character has those shown as '_'.
+ * Thread-safe. Returns buf. */
+const char *store_node(store *s, char *buf, size_t size);
+
 /* 1 when the backend has row locks a transaction can wait for
  * (store_tx_lock_stock): PostgreSQL's, not SQLite's. */
 int store_has_row_locks(const store *s);

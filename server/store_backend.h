@@ -32,6 +32,7 @@ struct store_backend {
     int (*get)(store *s, store_conn **out, char *err, size_t errlen);
     void (*put)(store *s, store_conn *c);
     const char *(*errstr)(const store_conn *c);
+    void (*node)(store *s, char *buf, size_t size); /* store_node's; NULL: no server */
     int (*ping)(store_conn *c);
     int (*probe_write)(store_conn *c);
     int (*item_create)(store_conn *c, const char *name, int64_t stock, const char *request_id,

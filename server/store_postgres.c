@@ -320,6 +320,7 @@ const store_backend store_postgres = {
     .get = pg_get,
     .put = pg_put,
     .errstr = pg_errstr,
+    .node = pg_node,
     .ping = pg_ping,
     .probe_write = pg_probe_write,
     .item_create = pg_item_create,

@@ -6,6 +6,7 @@
  * reconnector) tries again with backoff - not one connect per request,
  * each waiting out its timeout, against a server that is down. */
 #include <ctype.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -274,19 +275,43 @@ int pg_get(store *st, store_conn **out, char *err, size_t errlen)
     return STORE_OK;
 }
 
+/* "host:port" of the server pg is connected to, safe to show in a JSON
+ * string or a Prometheus label. */
+static void node_of(PGconn *pg, char *buf, size_t size)
+{
+    const char *host = PQhost(pg), *port = PQport(pg);
+    snprintf(buf, size, "%s:%s", host ? host : "", port ? port : "");
+    for (char *p = buf; *p; p++)
+        if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
+            *p = '_';
+}
+
 /* Back to the pool, out of any transaction; a broken session is closed
  * here (the next get opens a new one). */
 void pg_put(store *st, store_conn *conn)
 {
     pg_store *s = (pg_store *)st;
     pg_conn *c = CONN(conn);
+    char node[sizeof(s->node)] = "";
     pg_rollback(&c->ses);
     if (c->ses.pg && PQstatus(c->ses.pg) != CONNECTION_OK)
         pg_session_close(&c->ses);
+    else if (c->ses.pg)
+        node_of(c->ses.pg, node, sizeof(node));
     pthread_mutex_lock(&s->mu);
+    if (node[0])
+        memcpy(s->node, node, sizeof(node));
     s->idle[s->nidle++] = c; /* nidle <= open <= pool_size <= POOL_MAX */
     pthread_cond_signal(&s->freed);
     pthread_mutex_unlock(&s->mu);
 }
 
 const char *pg_errstr(const store_conn *c) { return CONN(c)->ses.err; }
+
+void pg_node(store *st, char *buf, size_t size)
+{
+    pg_store *s = (pg_store *)st;
+    pthread_mutex_lock(&s->mu);
+    snprintf(buf, size, "%s", s->node);
+    pthread_mutex_unlock(&s->mu);
+}

@@ -32,6 +32,7 @@ typedef struct pg_store {
      * one are answered at once while one thread (reconnector) tries again */
     int64_t down_since;   /* pg_now_ms(), 0 while up */
     char down_err[256];   /* the last attempt's failure */
+    char node[80];        /* store_node's: the server of the session last given back */
     int reconnecting, closing, started; /* started: reconnector is to be joined */
     int asked;            /* a request came during the reconnector's pause */
     pthread_t reconnector;
@@ -57,5 +58,6 @@ void pg_close(store *st);
 int pg_get(store *st, store_conn **out, char *err, size_t errlen);
 void pg_put(store *st, store_conn *conn);
 const char *pg_errstr(const store_conn *c);
+void pg_node(store *st, char *buf, size_t size);
 
 #endif
