@@ -272,6 +272,34 @@ static void test_replicas_wait_for_every_redis_and_sentinel_to_be_healthy(void *
     }
 }
 
+/* A Patroni node: in hosts (",name:5432,..." of STOCKD_DB), running as its
+ * own service name, taking the replicas' password secret (the bootstrapping
+ * node gives it to role stock), waiting for an etcd service to be healthy. */
+static void check_patroni_node(const th_service *node, const char *hosts, const char *secret)
+{
+    char want[96];
+    snprintf(want, sizeof(want), ",%.63s:%s,", node->name, TH_COMPOSE_PG_PORT);
+    if (strstr(hosts, want) == NULL)
+        fail_msg("STOCKD_DB's hosts %s leave out the Patroni node %s", hosts, node->name);
+    const char *name = json_string_value(json_array_get(node->command, 0));
+    if (!name || strcmp(name, node->name) != 0)
+        fail_msg("service %s runs Patroni node %s, not its own name (the others and the "
+                 "replicas resolve that)", node->name, name ? name : "unnamed");
+    if (!list_has(node->secrets, secret))
+        fail_msg("service %s does not take the secret %s (secrets: %s)", node->name, secret,
+                 node->secrets);
+    int etcd = 0;
+    for (int d = 0; d < compose.nservices; d++)
+        if (th_compose_is_etcd(&compose.services[d])) {
+            char dep[80];
+            snprintf(dep, sizeof(dep), ",%.63s,", compose.services[d].name);
+            etcd += strstr(node->healthy, dep) != NULL;
+        }
+    if (etcd == 0)
+        fail_msg("service %s does not wait for an etcd service to be healthy (healthy: %s)",
+                 node->name, node->healthy);
+}
+
 /* The replicas keep stock and ledger in PostgreSQL under Patroni: their
  * STOCKD_DB names every Patroni node (at least three, each its own service
  * name, each waiting for etcd) and asks for a read-write session, so that
@@ -297,33 +325,11 @@ static void test_replicas_write_to_whichever_patroni_node_leads_and_share_no_vol
     int nodes = 0, listed = 1;
     for (const char *p = hosts + 1; p[1]; p++)
         listed += *p == ',';
-    for (int i = 0; i < compose.nservices; i++) {
-        const th_service *node = &compose.services[i];
-        if (!th_compose_is_patroni(node))
-            continue;
-        nodes++;
-        char want[96];
-        snprintf(want, sizeof(want), ",%.63s:%s,", node->name, TH_COMPOSE_PG_PORT);
-        if (strstr(hosts, want) == NULL)
-            fail_msg("STOCKD_DB %s leaves out the Patroni node %s", db, node->name);
-        const char *name = json_string_value(json_array_get(node->command, 0));
-        if (!name || strcmp(name, node->name) != 0)
-            fail_msg("service %s runs Patroni node %s, not its own name (the others and the "
-                     "replicas resolve that)", node->name, name ? name : "unnamed");
-        if (!list_has(node->secrets, secret))
-            fail_msg("service %s does not take the secret %s (secrets: %s)", node->name, secret,
-                     node->secrets);
-        int etcd = 0;
-        for (int d = 0; d < compose.nservices; d++)
-            if (th_compose_is_etcd(&compose.services[d])) {
-                char dep[80];
-                snprintf(dep, sizeof(dep), ",%.63s,", compose.services[d].name);
-                etcd += strstr(node->healthy, dep) != NULL;
-            }
-        if (etcd == 0)
-            fail_msg("service %s does not wait for an etcd service to be healthy (healthy: %s)",
-                     node->name, node->healthy);
-    }
+    for (int i = 0; i < compose.nservices; i++)
+        if (th_compose_is_patroni(&compose.services[i])) {
+            check_patroni_node(&compose.services[i], hosts, secret);
+            nodes++;
+        }
     assert_true(nodes >= 3);
     assert_int_equal(listed, nodes); /* and nothing else */
     int nreplicas = 0;

@@ -333,13 +333,70 @@ static void test_primary_killed_sentinels_promote_a_replica_the_replicas_follow(
     th_stack_stop_redis(&s);
 }
 
-/* The haproxy service as its image runs it: scripts/front-door.sh on a
- * directory of its own (the CA and the certificate made there) and
- * docker/haproxy/haproxy.cfg, with the service's environment, but its
- * FRONT_BIND a free loopback port and FRONT_S1..3 the local replicas (in the
- * compose file, their published ports). The buyer service's command, its CA
- * the one front-door.sh made (the secret make docker-demo copies it to), must
- * PASS through it over HTTPS. haproxy is stopped by its PID. */
+/* Starts the haproxy service as its image runs it: scripts/front-door.sh on
+ * dir (the CA and the certificate made there) and docker/haproxy/haproxy.cfg,
+ * with the service's environment but its FRONT_BIND here (a free loopback
+ * port) and FRONT_S1..3 the local replicas (in the compose file, their
+ * published ports). Waits (bounded) until it listens; its PID, killed at exit
+ * if the test fails first. */
+static pid_t start_front_door(const th_local_stack *s, const struct local_replicas *rs,
+                              const th_service *front, const char *here, int port,
+                              const char *dir)
+{
+    char log[128], var[16], value[32];
+    for (int e = 0; e < front->nenv; e++)
+        setenv(front->env[e][0], front->env[e][1], 1);
+    setenv("FRONT_BIND", here, 1);
+    for (int r = 0; r < rs->n; r++) {
+        snprintf(var, sizeof(var), "FRONT_S%d", r + 1);
+        snprintf(value, sizeof(value), "127.0.0.1:%d", rs->replica[r].port);
+        setenv(var, value, 1);
+    }
+    snprintf(log, sizeof(log), "%s/haproxy.log", s->dir);
+    const char *argv[] = {"scripts/front-door.sh", dir, "docker/haproxy/haproxy.cfg", NULL};
+    pid_t pid = th_spawn(argv, log);
+    assert_true(pid > 0);
+    th_exit_signal(pid, SIGKILL);
+    for (int e = 0; e < front->nenv; e++)
+        unsetenv(front->env[e][0]);
+    int fd = -1;
+    for (int64_t end = th_now_ms() + 30000 * TH_SLOWER; th_now_ms() < end && fd < 0;
+         th_sleep_ms(100))
+        fd = th_connect(port);
+    if (fd < 0) {
+        char *text = th_read_file(log);
+        fail_msg("haproxy never listened on %s:\n%s", here, text ? text : "");
+    }
+    close(fd);
+    return pid;
+}
+
+/* Copies the CA front-door.sh made in dir to where the service's --cacert
+ * secret is in the stack's dir, as make docker-demo copies it out of haproxy's
+ * volume. */
+static void give_ca_to(const th_local_stack *s, const th_service *svc, const char *dir)
+{
+    char ca[128], file[128], name[64] = "";
+    snprintf(ca, sizeof(ca), "%s/ca.pem", dir);
+    char *pem = th_read_file(ca);
+    assert_non_null(pem);
+    char *entry = json_dumps(svc->entrypoint, 0);
+    const char *flag = "\"--cacert\", \"" TH_COMPOSE_SECRETS;
+    const char *secret = entry ? strstr(entry, flag) : NULL;
+    assert_non_null(secret);
+    sscanf(secret + strlen(flag), "%63[^\"]", name);
+    snprintf(file, sizeof(file), "%s/%s", s->dir, name);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fputs(pem, f);
+    fclose(f);
+    free(pem);
+    free(entry);
+}
+
+/* The haproxy service in front of the replicas (start_front_door): the buyer
+ * service's command, trusting the CA front-door.sh made, must PASS through it
+ * over HTTPS. haproxy is stopped by its PID. */
 static void test_buyer_service_passes_through_haproxy_with_its_environment(void **state)
 {
     (void)state;
@@ -358,56 +415,12 @@ static void test_buyer_service_passes_through_haproxy_with_its_environment(void 
     th_stack_start_pg(&s);
     start_replicas(&s, &rs);
 
-    char here[32], dir[96], log[128], ca[128], value[32];
+    char here[32], dir[96], out[128];
     int port = th_free_port();
     snprintf(here, sizeof(here), "127.0.0.1:%d", port);
-    for (int e = 0; e < front->nenv; e++)
-        setenv(front->env[e][0], front->env[e][1], 1);
-    setenv("FRONT_BIND", here, 1);
-    for (int r = 0; r < rs.n; r++) {
-        char var[16];
-        snprintf(var, sizeof(var), "FRONT_S%d", r + 1);
-        snprintf(value, sizeof(value), "127.0.0.1:%d", rs.replica[r].port);
-        setenv(var, value, 1);
-    }
     snprintf(dir, sizeof(dir), "%s/front", s.dir);
-    snprintf(log, sizeof(log), "%s/haproxy.log", s.dir);
-    const char *argv[] = {"scripts/front-door.sh", dir, "docker/haproxy/haproxy.cfg", NULL};
-    pid_t pid = th_spawn(argv, log);
-    assert_true(pid > 0);
-    th_exit_signal(pid, SIGKILL);
-    for (int e = 0; e < front->nenv; e++)
-        unsetenv(front->env[e][0]);
-    int fd = -1;
-    for (int64_t end = th_now_ms() + 30000 * TH_SLOWER; th_now_ms() < end && fd < 0;
-         th_sleep_ms(100))
-        fd = th_connect(port);
-    if (fd < 0) {
-        char *text = th_read_file(log);
-        fail_msg("haproxy never listened on %s:\n%s", here, text ? text : "");
-    }
-    close(fd);
-
-    /* the buyer's CA: front-door.sh's, where the buyer service's secret is */
-    char *pem = NULL;
-    snprintf(ca, sizeof(ca), "%s/ca.pem", dir);
-    pem = th_read_file(ca);
-    assert_non_null(pem);
-    char *entry = json_dumps(buyer->entrypoint, 0);
-    const char *flag = "\"--cacert\", \"" TH_COMPOSE_SECRETS;
-    const char *secret = strstr(entry, flag);
-    assert_non_null(secret);
-    char file[128], name[64] = "";
-    sscanf(secret + strlen(flag), "%63[^\"]", name);
-    snprintf(file, sizeof(file), "%s/%s", s.dir, name);
-    FILE *f = fopen(file, "w");
-    assert_non_null(f);
-    fputs(pem, f);
-    fclose(f);
-    free(pem);
-    free(entry);
-
-    char out[128];
+    pid_t pid = start_front_door(&s, &rs, front, here, port, dir);
+    give_ca_to(&s, buyer, dir);
     snprintf(out, sizeof(out), "%s/loadgen-front.out", s.dir);
     int status = run_loadgen_service_via(&s, buyer, rs.names, rs.replica, rs.n, bind, here, out);
     char *text = th_read_file(out);
