@@ -16,9 +16,10 @@
 # REST API names; the synchronous standby must take over, 503
 # storage_unavailable answers expected and counted, how long orders stopped
 # printed; the old leader must rejoin as a replica), then hot while one
-# replica is killed; every verdict must PASS. Prometheus (127.0.0.1:9090) must scrape the three replicas and
-# evaluate its recording rules on them, and see the killed replica down and
-# fire its alert. Containers, network and volume are removed on every exit,
+# replica is killed; every verdict must PASS. Prometheus (127.0.0.1:9090)
+# must scrape the three replicas and the three Patroni nodes, evaluate its
+# recording rules on the replicas, and see the killed replica down and fire
+# its alert. Containers, network and volume are removed on every exit,
 # also on failure and Ctrl-C.
 # Starts dockerd when no engine answers, and then stops that one by PID.
 # Needs nothing but Debian's packages: a missing debian:bookworm-slim that
