@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
 # docker-demo.sh - make docker-demo: the compose demo for real. Builds the
-# images, starts a Redis primary, two replicas and three Sentinels, one
-# PostgreSQL server and three stockd replicas (each asking the Sentinels for
-# the primary, all keeping stock in the one database), waits for every health
-# check, runs loadgen's hot and renew scenarios across the replicas, a flash
-# sale of 3000 buyers over them (the compose file's flash service), then hot
-# while the Redis primary is killed (docker kill; the Sentinels must promote a
-# replica, the time deductions answered 503 is printed, the old primary must
-# rejoin as a replica), then hot while PostgreSQL is stopped and started again
-# (503 storage_unavailable answers expected and counted, /health must say
-# unavailable meanwhile; the sale runs until sold out, however long the
-# restart takes), then hot while one replica is killed; every verdict must
-# PASS. Prometheus (127.0.0.1:9090) must scrape the three replicas and
-# evaluate its recording rules on them, and see the killed replica down and
-# fire its alert. Containers, network and volume are removed on every exit,
+# images, starts a Redis primary, two replicas and three Sentinels, etcd and
+# three PostgreSQL nodes under Patroni, three stockd replicas (each asking the
+# Sentinels for the primary, all writing to whichever Patroni node leads) and
+# haproxy in front of them (HTTPS on 127.0.0.1:8443, its CA copied out to
+# docker/secrets/front-ca.pem), waits for every health check, runs loadgen's
+# hot and renew scenarios across the replicas, a buyer's sale through haproxy
+# over HTTPS, the same while stockd-2 is stopped (docker stop: it answers
+# /health 503 for its drain notice, haproxy takes it out of the pool, and no
+# buyer may see an error), a flash sale of 3000 buyers through haproxy (the
+# compose file's flash service), then hot while the Redis primary is killed
+# (docker kill; the Sentinels must promote a replica, the time deductions
+# answered 503 is printed, the old primary must rejoin as a replica), then hot
+# while the PostgreSQL leader is killed (docker kill of the node Patroni's
+# REST API names; the synchronous standby must take over, 503
+# storage_unavailable answers expected and counted, how long orders stopped
+# printed; the old leader must rejoin as a replica), then hot while one
+# replica is killed; every verdict must PASS. Prometheus (127.0.0.1:9090)
+# must scrape the three replicas and the three Patroni nodes, evaluate its
+# recording rules on the replicas, and see the killed replica down and fire
+# its alert. Containers, network and volume are removed on every exit,
 # also on failure and Ctrl-C.
 # Starts dockerd when no engine answers, and then stops that one by PID.
 # Needs nothing but Debian's packages: a missing debian:bookworm-slim that
@@ -24,7 +30,7 @@ cd "$(dirname "$0")/.."
 
 state=var/docker-demo # logs: the image builds, and dockerd when started here
 secrets=(docker/secrets/redis-password docker/secrets/postgres-password
-    docker/secrets/operator-token)
+    docker/secrets/patroni-password docker/secrets/operator-token)
 targets=http://stockd-1:8080,http://stockd-2:8080,http://stockd-3:8080
 project=stocklock # also COMPOSE_PROJECT_NAME in docker/.env, for commands by hand
 status=0
@@ -129,6 +135,10 @@ make_secrets() {
         "$(tr -d '\n' <docker/secrets/operator-token | sha256sum | cut -d' ' -f1)" \
         >docker/secrets/api-tokens
     chmod 644 docker/secrets/api-tokens
+    # haproxy's CA, made at its start: the buyers' loadgens read it here
+    # (copied out of its volume once it is up); a placeholder until then
+    [ -e docker/secrets/front-ca.pem ] || : >docker/secrets/front-ca.pem
+    chmod 644 docker/secrets/front-ca.pem
 }
 
 # Prometheus, as the compose file publishes it on the host.
@@ -213,11 +223,39 @@ new_item() {
     return 1
 }
 
-# stock_of ID: the item's stock, read through stockd-2 at its published port
-# (a docker exec takes seconds on a loaded host); "" when unanswered.
+# The front door, as the compose file binds it on the host, and its CA.
+front=https://127.0.0.1:8443
+front_ca=docker/secrets/front-ca.pem
+
+# stock_of ID: the item's stock, read through haproxy (a docker exec takes
+# seconds on a loaded host); "" when unanswered.
 stock_of() {
-    curl -s --max-time 5 "http://127.0.0.1:8082/items/$1?limit=0" |
+    curl -s --max-time 5 --cacert "$front_ca" "$front/items/$1?limit=0" |
         sed -n 's/.*"stock":\([0-9]*\).*/\1/p'
+}
+
+# patroni_leader: the Patroni node that leads, as a node's REST API says
+# (GET /cluster, asked of each node until one answers); "" when none does.
+patroni_leader() {
+    local svc
+    for svc in patroni-1 patroni-2 patroni-3; do
+        docker exec "$(compose ps -q "$svc")" curl -s --max-time 3 http://127.0.0.1:8008/cluster \
+            2>/dev/null | grep -o '"name": "[^"]*", "role": "leader"' | cut -d'"' -f4 | grep . &&
+            return 0
+    done
+    return 0
+}
+
+# patroni_members: "name role state" of each node, one a line, from the leader's view.
+patroni_members() {
+    docker exec "$(compose ps -q "$1")" curl -s --max-time 3 http://127.0.0.1:8008/cluster |
+        grep -o '"name": "[^"]*", "role": "[^"]*", "state": "[^"]*"' | cut -d'"' -f4,8,12 | tr '"' ' '
+}
+
+# buyer_errors OUT: the rows of a loadgen report that count an answer a buyer
+# would see as an error (all but ok and insufficient_stock), when not 0.
+buyer_errors() {
+    awk '$1 ~ /^(lock_timeout|lock_interrupted|lock_lost|redis_unavailable|other_4xx|other_5xx|commit_unknown|transport_error|malformed|retry_later|refused|unknown)$/ && $2 + 0 > 0 { print $1, $2 }' "$1"
 }
 
 # wait_stock ID WHAT TEST: waits (bounded) until the item's stock passes
@@ -316,7 +354,14 @@ start=$SECONDS
     { tail -n 40 "$state/up.log" >&2; exit 1; }
 wait_healthy
 echo "docker-demo: up and healthy in $((SECONDS - start)) s"
+# haproxy made its CA at start, in its volume: the buyers' loadgens trust it.
+docker cp "$(compose ps -q haproxy):/var/lib/front/ca.pem" "$front_ca"
+chmod 644 "$front_ca"
+echo "docker-demo: haproxy's CA copied to $front_ca; $front/health:" \
+    "$(curl -s --max-time 5 --cacert "$front_ca" "$front/health")"
+echo "docker-demo: Patroni: $(patroni_members patroni-1 | paste -sd , - | sed 's/,/, /g')"
 wait_prom "every replica scraped" 3 'up{job="stockd"} == 1' || status=1
+wait_prom "every Patroni node scraped" 3 'patroni_postgres_running == 1' || status=1
 health=$(wait_health stockd-1 ok) || status=1
 echo "$health"
 case $health in
@@ -340,9 +385,38 @@ wait_prom "lock wait p99 over 1 min (s)" 3 'instance:stockd_lock_wait_seconds:p9
 wait_prom "acknowledged deductions/s over 1 min" 3 'instance:stockd_orders_ok:rate1m' ||
     status=1
 echo
-echo "=== loadgen --scenario flash: 3000 buyers over the three replicas, all fired at once"
+echo "=== loadgen --scenario hot through haproxy over HTTPS (the compose file's buyer)"
+compose --profile loadgen run --rm --no-deps buyer </dev/null || status=1
+
+echo
+echo "=== loadgen --scenario hot through haproxy at 500 requests/s for 6 s; stockd-2 is stopped once the sale has begun"
+# docker stop sends SIGTERM: stockd-2 answers /health 503 for its drain notice
+# (2 s) while it serves on, haproxy's checks (500 ms, fall 2) take it out of
+# the pool, and only then does it stop. No retry: a buyer must see no error.
+item=$(new_item replica-stop 1500)
+out=$state/replica-stop.out
+compose --profile loadgen run --rm --no-deps buyer --scenario hot -n 3000 --rate 500 --item "$item" \
+    --target "$front" </dev/null >"$out" &
+run=$!
+wait_stock "$item" "on sale" "stock < 1500" || status=1
+stop_start=$SECONDS
+compose stop stockd-2 >/dev/null 2>&1
+echo "docker-demo: stopped stockd-2 (docker stop) in $((SECONDS - stop_start)) s"
+wait "$run" || status=1
+cat "$out"
+errors=$(buyer_errors "$out")
+if [ -n "$errors" ]; then
+    echo "docker-demo: FAILED: buyers saw errors while stockd-2 stopped: $(echo "$errors" | paste -sd , -)" >&2
+    status=1
+fi
+compose start stockd-2 >/dev/null 2>&1
+wait_health stockd-2 ok || status=1
+
+echo
+echo "=== loadgen --scenario flash: 3000 buyers through haproxy, all fired at once"
 # The flash service runs in the host's network namespace: each buyer's own
-# 127.x.y.z reaches the replicas only there, through their published ports.
+# 127.x.y.z reaches haproxy only there, which names it to the replicas in
+# X-Forwarded-For.
 flash_start=$SECONDS
 compose --profile loadgen run --rm --no-deps flash </dev/null || status=1
 echo "docker-demo: flash sale done in $((SECONDS - flash_start)) s"
@@ -388,38 +462,46 @@ echo "docker-demo: started $primary again (empty: no persistence; the Sentinels 
 wait_healthy
 
 echo
-echo "=== loadgen --scenario hot at 500 requests/s until sold out; postgres is stopped once the sale has begun, then started again"
-# docker stop sends the image's STOPSIGNAL, SIGINT: a fast shutdown that ends
-# the replicas' sessions. While it is down, deductions answer 503
-# storage_unavailable at once (nothing deducted: the verdict checks the
-# ledger) and /health says unavailable; once it is back the same replicas
-# reconnect. However long that takes, the sale goes on until its stock of
-# 5000 is sold out: the run has no request count, and is stopped (SIGINT: it
-# finishes what is in flight and judges it) once every replica's /health is
-# ok again and the item's stock is 0. DOCKER_DEMO_PG_DOWN_S keeps postgres down
-# that much longer, to show it.
-pg=$(compose ps -q postgres)
-item=$(new_item pg-restart 5000)
+echo "=== loadgen --scenario hot at 500 requests/s until sold out; the PostgreSQL leader is killed once the sale has begun"
+# docker kill of the node Patroni names the leader: its PostgreSQL and its
+# Patroni die at once, the leader key expires (ttl 10 s), and the synchronous
+# standby, which has every acknowledged commit, takes over. Meanwhile
+# deductions answer 503 storage_unavailable (nothing deducted: the verdict
+# checks the ledger) and /health says unavailable; the replicas' next
+# connection (the multi-host conninfo, target_session_attrs=read-write) finds
+# the new leader. The sale runs until sold out; the script prints how long
+# orders were refused (loadgen's timeline). Straight to the replicas, not
+# through haproxy: with the database away every replica fails its health
+# check, and haproxy would answer the 503s itself. The old leader is started
+# again and must rejoin as a replica.
+leader=$(patroni_leader)
+leader_id=$(compose ps -q "${leader:-patroni-1}")
+echo "docker-demo: Patroni names ${leader:-no node} the leader"
+[ -n "$leader" ] || status=1
+item=$(new_item pg-leader 5000)
 reduce_outcomes >"$state/outcomes-before"
-out=$state/postgres-down.out
-compose --profile loadgen run --rm --no-deps loadgen --scenario hot -n 0 -d 300s --rate 500 \
-    --item "$item" --retry --target "$targets" </dev/null >"$out" &
+out=$state/pg-leader.out
+json=$state/pg-leader.json
+: >"$json"
+chmod 666 "$json"
+compose --profile loadgen run --rm --no-deps -v "$PWD/$json:/tmp/pg-leader.json" loadgen \
+    --scenario hot -n 0 -d 300s --rate 500 --item "$item" --retry --json /tmp/pg-leader.json \
+    --target "$targets" </dev/null >"$out" &
 run=$!
 wait_stock "$item" "on sale" "stock < 5000" || status=1
-docker stop "$pg" >/dev/null
-echo "docker-demo: stopped postgres (docker stop)"
-health=$(wait_health stockd-2 unavailable) || status=1
-echo "$health"
-case $health in
-*PostgreSQL*) ;;
-*) echo "docker-demo: FAILED: stockd-2 /health does not report PostgreSQL down" >&2; status=1 ;;
-esac
-sleep "${DOCKER_DEMO_PG_DOWN_S:-0}"
-docker start "$pg" >/dev/null
-echo "docker-demo: started postgres again (its data kept in the volume)"
-for svc in stockd-1 stockd-2 stockd-3; do # not wait_healthy: loadgen's run is a container too
-    wait_health "$svc" ok || status=1
+docker kill "$leader_id" >/dev/null
+kill_at=$SECONDS
+echo "docker-demo: killed $leader (docker kill)"
+for _ in $(seq 120); do
+    new_leader=$(patroni_leader)
+    [ -n "$new_leader" ] && [ "$new_leader" != "$leader" ] && break
+    sleep 0.5
 done
+echo "docker-demo: Patroni promoted ${new_leader:-nothing} $((SECONDS - kill_at)) s after the kill"
+if [ -z "$new_leader" ] || [ "$new_leader" = "$leader" ]; then
+    echo "docker-demo: FAILED: no PostgreSQL node promoted after $leader was killed" >&2
+    status=1
+fi
 wait_stock "$item" "sold out" "stock == 0" || status=1
 sleep 1 # refusals, now that it is sold out: hot expects them
 stop_loadgen
@@ -427,14 +509,14 @@ wait "$run" || status=1
 cat "$out"
 reduce_outcomes >"$state/outcomes-after"
 answers=$(storage_answers "$state/outcomes-before" "$state/outcomes-after")
-echo "docker-demo: storage answers while postgres was down (the replicas' /metrics):" \
+echo "docker-demo: storage answers while the leader failed over (the replicas' /metrics):" \
     "$(echo "${answers:-none}" | paste -sd , - | sed 's/,/, /g')"
-unavailable=$(awk '$1 == "storage_unavailable" { print $2 }' <<<"$answers")
-if [ "${unavailable:-0}" -le 0 ]; then
-    echo "docker-demo: FAILED: no storage_unavailable answer: postgres was not down mid-run" >&2
-    status=1
-fi
+outage=$(unavailable_window "$json")
+echo "docker-demo: orders refused (503) while the PostgreSQL leader failed over: ${outage:-none}"
+docker start "$leader_id" >/dev/null
+echo "docker-demo: started $leader again (Patroni makes it a replica of $new_leader)"
 wait_healthy
+echo "docker-demo: Patroni: $(patroni_members "${new_leader:-patroni-1}" | paste -sd , - | sed 's/,/, /g')"
 
 echo
 echo "=== loadgen --scenario hot at 500 requests/s for 6 s; stockd-1 is killed once the sale has begun"

@@ -4,8 +4,12 @@
  * when installed); every image is ours and built FROM debian:bookworm-slim;
  * the replicas ask every Sentinel service for the primary the other Redis
  * services replicate, wait for them all to be healthy, and keep their stock
- * in the PostgreSQL service (its password a secret, waiting for its
- * health check, no shared volume); and each runtime image installs what its
+ * in PostgreSQL under Patroni (a multi-host conninfo naming every node,
+ * read-write only; its password a secret; waiting for every node's health
+ * check; no shared volume); haproxy fronts them on the host's loopback, the
+ * replicas believe X-Forwarded-For from haproxy's address alone, keep their
+ * per-address limit and give a drain notice, and the host's buyers go
+ * through haproxy over HTTPS; and each runtime image installs what its
  * binaries link and what its health check runs. */
 #include <jansson.h>
 #include <setjmp.h>
@@ -89,6 +93,7 @@ static void test_every_image_is_ours_and_built_from_debian_bookworm_slim(void **
         if (strncmp(compose.images[i], "stocklock", 9) != 0)
             fail_msg("image %s is not one the demo builds (stocklock*)", compose.images[i]);
     assert_from_bookworm_slim(DOCKERFILE);
+    assert_from_bookworm_slim("docker/haproxy/Dockerfile"); /* built from the repository's root */
     for (int i = 0; i < compose.nservices; i++)
         if (compose.services[i].build[0]) {
             char path[160];
@@ -223,24 +228,27 @@ static void test_replicas_ask_every_sentinel_for_a_primary_the_redis_services_re
     assert_true(nredis >= 2);
 }
 
-/* Every Redis and Sentinel service resolves names without AAAA queries:
- * Docker's DNS leaves one for a stopped container unanswered for 5 s, which a
- * Sentinel waits out in its only thread, and enters TILT mode instead of
- * failing the killed primary over (make docker-demo's failover). */
-static void test_redis_and_sentinel_services_resolve_names_without_aaaa_queries(void **state)
+/* Every Redis, Sentinel, Patroni and replica service resolves names without
+ * AAAA queries: Docker's DNS leaves one for a stopped container unanswered
+ * for 5 s, which a Sentinel waits out in its only thread, and enters TILT
+ * mode instead of failing the killed primary over (make docker-demo's
+ * failover); a replica's libpq would wait as long for the killed PostgreSQL
+ * leader's name on each new connection. */
+static void test_services_resolve_names_without_aaaa_queries(void **state)
 {
     (void)state;
     int n = 0;
     for (int i = 0; i < compose.nservices; i++) {
         const th_service *svc = &compose.services[i];
-        if (!th_compose_is_redis(svc) && !th_compose_is_sentinel(svc))
+        if (!th_compose_is_redis(svc) && !th_compose_is_sentinel(svc) &&
+            !th_compose_is_patroni(svc) && !th_compose_is_replica(svc))
             continue;
         n++;
         if (!list_has(svc->dns_opt, "no-aaaa"))
             fail_msg("service %s: dns_opt %s, want [no-aaaa]", svc->name,
                      svc->dns_opt[0] ? svc->dns_opt : "unset");
     }
-    assert_true(n >= 6);
+    assert_true(n >= 12);
 }
 
 /* The replicas start once every Redis and Sentinel service is healthy (a
@@ -264,30 +272,66 @@ static void test_replicas_wait_for_every_redis_and_sentinel_to_be_healthy(void *
     }
 }
 
-/* The replicas keep stock and ledger in the PostgreSQL service, as role
- * stock with the password from the secret the server takes too, start only
- * once its health check passes, and share no volume: the database is the one
- * thing they share. */
-static void test_replicas_keep_their_stock_in_the_postgres_service_and_share_no_volume(void **state)
+/* A Patroni node: in hosts (",name:5432,..." of STOCKD_DB), running as its
+ * own service name, taking the replicas' password secret (the bootstrapping
+ * node gives it to role stock), waiting for an etcd service to be healthy. */
+static void check_patroni_node(const th_service *node, const char *hosts, const char *secret)
+{
+    char want[96];
+    snprintf(want, sizeof(want), ",%.63s:%s,", node->name, TH_COMPOSE_PG_PORT);
+    if (strstr(hosts, want) == NULL)
+        fail_msg("STOCKD_DB's hosts %s leave out the Patroni node %s", hosts, node->name);
+    const char *name = json_string_value(json_array_get(node->command, 0));
+    if (!name || strcmp(name, node->name) != 0)
+        fail_msg("service %s runs Patroni node %s, not its own name (the others and the "
+                 "replicas resolve that)", node->name, name ? name : "unnamed");
+    if (!list_has(node->secrets, secret))
+        fail_msg("service %s does not take the secret %s (secrets: %s)", node->name, secret,
+                 node->secrets);
+    int etcd = 0;
+    for (int d = 0; d < compose.nservices; d++)
+        if (th_compose_is_etcd(&compose.services[d])) {
+            char dep[80];
+            snprintf(dep, sizeof(dep), ",%.63s,", compose.services[d].name);
+            etcd += strstr(node->healthy, dep) != NULL;
+        }
+    if (etcd == 0)
+        fail_msg("service %s does not wait for an etcd service to be healthy (healthy: %s)",
+                 node->name, node->healthy);
+}
+
+/* The replicas keep stock and ledger in PostgreSQL under Patroni: their
+ * STOCKD_DB names every Patroni node (at least three, each its own service
+ * name, each waiting for etcd) and asks for a read-write session, so that
+ * they write to whichever leads; as role stock with the password from the
+ * secret the nodes take too (the bootstrapping one sets it). They start once
+ * every node's health check passes, and share no volume: the database is the
+ * one thing they share. */
+static void test_replicas_write_to_whichever_patroni_node_leads_and_share_no_volume(void **state)
 {
     (void)state;
-    const th_service *pg = th_compose_postgres(&compose);
-    char want[160];
-    snprintf(want, sizeof(want), "postgresql://stock@%s:%s/stock", pg->name, TH_COMPOSE_PG_PORT);
     const char *db = th_compose_env(&compose, "STOCKD_DB");
     const char *file = th_compose_env(&compose, "STOCKD_DB_PASSWORD_FILE");
-    if (db == NULL || strcmp(db, want) != 0)
-        fail_msg("the x-stockd template's STOCKD_DB is %s, want %s", db ? db : "unset", want);
+    if (db == NULL || strncmp(db, "postgresql://stock@", 19) != 0 ||
+        strstr(db, "target_session_attrs=read-write") == NULL)
+        fail_msg("the x-stockd template's STOCKD_DB is %s, want postgresql://stock@<every "
+                 "node>/stock?target_session_attrs=read-write", db ? db : "unset");
     if (file == NULL || strncmp(file, TH_COMPOSE_SECRETS, strlen(TH_COMPOSE_SECRETS)) != 0)
         fail_msg("the x-stockd template's STOCKD_DB_PASSWORD_FILE is %s, want a secret in %s",
                  file ? file : "unset", TH_COMPOSE_SECRETS);
     const char *secret = file + strlen(TH_COMPOSE_SECRETS);
-    if (!list_has(pg->secrets, secret))
-        fail_msg("service %s does not take the secret %s (secrets: %s)", pg->name, secret,
-                 pg->secrets);
-    assert_true(pg->volumes); /* its data outlives the container */
-    char dep[80];
-    snprintf(dep, sizeof(dep), ",%s,", pg->name);
+    char hosts[256];
+    snprintf(hosts, sizeof(hosts), ",%.*s,", (int)strcspn(db + 19, "/"), db + 19);
+    int nodes = 0, listed = 1;
+    for (const char *p = hosts + 1; p[1]; p++)
+        listed += *p == ',';
+    for (int i = 0; i < compose.nservices; i++)
+        if (th_compose_is_patroni(&compose.services[i])) {
+            check_patroni_node(&compose.services[i], hosts, secret);
+            nodes++;
+        }
+    assert_true(nodes >= 3);
+    assert_int_equal(listed, nodes); /* and nothing else */
     int nreplicas = 0;
     for (int i = 0; i < compose.nservices; i++) {
         const th_service *svc = &compose.services[i];
@@ -297,14 +341,110 @@ static void test_replicas_keep_their_stock_in_the_postgres_service_and_share_no_
         if (!list_has(svc->secrets, secret))
             fail_msg("service %s does not take the secret %s (secrets: %s)", svc->name, secret,
                      svc->secrets);
-        if (strstr(svc->healthy, dep) == NULL)
-            fail_msg("service %s does not wait for %s to be healthy (healthy: %s)", svc->name,
-                     pg->name, svc->healthy);
+        for (int d = 0; d < compose.nservices; d++) {
+            char dep[80];
+            snprintf(dep, sizeof(dep), ",%.63s,", compose.services[d].name);
+            if (th_compose_is_patroni(&compose.services[d]) && strstr(svc->healthy, dep) == NULL)
+                fail_msg("service %s does not wait for %s to be healthy (healthy: %s)", svc->name,
+                         compose.services[d].name, svc->healthy);
+        }
         if (svc->volumes)
             fail_msg("service %s mounts a volume: the replicas share only the database",
                      svc->name);
     }
     assert_int_equal(nreplicas, 3);
+}
+
+/* The host port a replica publishes its port on, on the host's loopback only
+ * ("127.0.0.1:HOST:8080"); fails otherwise. */
+static int published_loopback_port(const th_service *svc)
+{
+    int port = 0;
+    char container[16] = "";
+    if (sscanf(svc->ports, "[\"127.0.0.1:%d:%15[0-9]\"]", &port, container) != 2 ||
+        strcmp(container, TH_COMPOSE_STOCKD_PORT) != 0)
+        fail_msg("service %s publishes %s, want its port %s on the host's loopback only",
+                 svc->name, svc->ports[0] ? svc->ports : "nothing", TH_COMPOSE_STOCKD_PORT);
+    return port;
+}
+
+/* haproxy, in the host's network (each buyer keeps its own address), serves
+ * HTTPS on the host's loopback in front of every replica's published port,
+ * once they are healthy. The replicas believe X-Forwarded-For from the
+ * network's gateway alone (where haproxy's connections through docker-proxy
+ * come from, the network's subnet fixed so that this address is known), keep
+ * the default per-address limit, and give a drain notice longer than
+ * haproxy's two failed checks 500 ms apart. */
+static void test_haproxy_fronts_every_replica_which_trusts_only_its_address(void **state)
+{
+    (void)state;
+    const th_service *front = th_compose_service(&compose, "haproxy");
+    assert_non_null(front);
+    assert_string_equal(front->network_mode, "host");
+    const char *bind = th_compose_svc_env(front, "FRONT_BIND");
+    if (!bind || strncmp(bind, "127.0.0.1:", 10) != 0)
+        fail_msg("haproxy's FRONT_BIND is %s, want the host's loopback", bind ? bind : "unset");
+    for (const char *v = "FRONT_CONN_MAX\0FRONT_RATE_MAX\0"; *v; v += strlen(v) + 1)
+        if (!th_compose_svc_env(front, v) || atoi(th_compose_svc_env(front, v)) <= 0)
+            fail_msg("haproxy sets no %s", v);
+    int n = 0;
+    for (int i = 0; i < compose.nservices; i++) {
+        const th_service *svc = &compose.services[i];
+        if (!th_compose_is_replica(svc))
+            continue;
+        char var[24], want[48], dep[80];
+        snprintf(var, sizeof(var), "FRONT_S%d", ++n);
+        snprintf(want, sizeof(want), "127.0.0.1:%d", published_loopback_port(svc));
+        const char *s = th_compose_svc_env(front, var);
+        if (!s || strcmp(s, want) != 0)
+            fail_msg("haproxy's %s is %s, want %s, service %s's published port", var,
+                     s ? s : "unset", want, svc->name);
+        snprintf(dep, sizeof(dep), ",%.63s,", svc->name);
+        if (strstr(front->healthy, dep) == NULL)
+            fail_msg("haproxy does not wait for %s to be healthy", svc->name);
+    }
+    assert_int_equal(n, 3);
+    if (!compose.subnet[0] || !compose.gateway[0])
+        fail_msg("the default network has no fixed subnet and gateway");
+    const char *trusted = th_compose_env(&compose, "STOCKD_TRUSTED_PROXIES");
+    if (!trusted || strcmp(trusted, compose.gateway) != 0)
+        fail_msg("the x-stockd template's STOCKD_TRUSTED_PROXIES is %s, want the gateway %s "
+                 "alone", trusted ? trusted : "unset", compose.gateway);
+    const char *per_ip = th_compose_env(&compose, "STOCKD_MAX_CONNECTIONS_PER_IP");
+    if (per_ip && atoi(per_ip) == 0)
+        fail_msg("the replicas' per-address limit is off (0): buyers have their addresses again");
+    const char *notice = th_compose_env(&compose, "STOCKD_DRAIN_NOTICE_MS");
+    if (!notice || atoi(notice) < 1000)
+        fail_msg("the replicas' STOCKD_DRAIN_NOTICE_MS is %s, want at least haproxy's two "
+                 "checks 500 ms apart", notice ? notice : "unset");
+}
+
+/* The services that buy from the host (flash, buyer) go through haproxy's
+ * HTTPS, trusting its CA from a secret. */
+static void test_the_host_buyers_go_through_haproxy_over_https(void **state)
+{
+    (void)state;
+    const char *bind = th_compose_svc_env(th_compose_service(&compose, "haproxy"), "FRONT_BIND");
+    assert_non_null(bind);
+    char want[64];
+    snprintf(want, sizeof(want), "https://%s", bind);
+    for (const char *name = "flash\0buyer\0"; *name; name += strlen(name) + 1) {
+        const th_service *svc = th_compose_service(&compose, name);
+        assert_non_null(svc);
+        assert_string_equal(svc->network_mode, "host");
+        const char *target = th_compose_arg(svc, "--target", 0);
+        if (!target || strcmp(target, want) != 0)
+            fail_msg("service %s buys at %s, want %s", name, target ? target : "nothing", want);
+        char *entry = json_dumps(svc->entrypoint, 0);
+        const char *ca = entry ? strstr(entry, "\"--cacert\", \"" TH_COMPOSE_SECRETS) : NULL;
+        if (!ca)
+            fail_msg("service %s trusts no CA from a secret: %s", name, entry ? entry : "");
+        char secret[64] = "";
+        sscanf(ca + strlen("\"--cacert\", \"" TH_COMPOSE_SECRETS), "%63[^\"]", secret);
+        if (!list_has(svc->secrets, secret))
+            fail_msg("service %s does not take the secret %s", name, secret);
+        free(entry);
+    }
 }
 
 /* The package that ships a shared library, e.g. libhiredis0.14, or "". */
@@ -399,12 +539,25 @@ static void test_runtime_images_install_their_libraries_and_health_check_tools(v
     assert_non_null(strstr(redis, "USER redis"));
     free(redis);
 
-    char *pg = th_read_file("docker/postgres/Dockerfile");
+    char *pg = th_read_file("docker/patroni/Dockerfile");
     assert_non_null(pg);
-    assert_non_null(strstr(pg, " postgresql-15 ")); /* initdb, postgres, pg_isready */
+    assert_non_null(strstr(pg, " postgresql-15 "));
+    assert_non_null(strstr(pg, " patroni "));
+    assert_non_null(strstr(pg, " python3-etcd ")); /* Patroni's etcd client */
+    assert_non_null(strstr(pg, " etcd-server ")); /* patroni.sh etcd */
+    assert_non_null(strstr(pg, " curl ")); /* patroni.sh --health, and who leads */
     assert_non_null(strstr(pg, "USER postgres"));
-    assert_non_null(strstr(pg, "STOPSIGNAL SIGINT")); /* docker stop: fast, not smart */
     free(pg);
+
+    char *front = th_read_file("docker/haproxy/Dockerfile");
+    assert_non_null(front);
+    assert_non_null(strstr(front, " haproxy "));
+    assert_non_null(strstr(front, " openssl ")); /* front-door.sh makes the CA */
+    assert_non_null(strstr(front, " curl ")); /* the HEALTHCHECK */
+    assert_non_null(strstr(front, "COPY scripts/front-door.sh "));
+    assert_non_null(strstr(front, "COPY docker/haproxy/haproxy.cfg "));
+    assert_non_null(strstr(front, "USER haproxy"));
+    free(front);
 }
 
 int main(void)
@@ -414,8 +567,10 @@ int main(void)
         cmocka_unit_test(test_every_image_is_ours_and_built_from_debian_bookworm_slim),
         cmocka_unit_test(test_replicas_ask_every_sentinel_for_a_primary_the_redis_services_replicate),
         cmocka_unit_test(test_replicas_wait_for_every_redis_and_sentinel_to_be_healthy),
-        cmocka_unit_test(test_redis_and_sentinel_services_resolve_names_without_aaaa_queries),
-        cmocka_unit_test(test_replicas_keep_their_stock_in_the_postgres_service_and_share_no_volume),
+        cmocka_unit_test(test_services_resolve_names_without_aaaa_queries),
+        cmocka_unit_test(test_replicas_write_to_whichever_patroni_node_leads_and_share_no_volume),
+        cmocka_unit_test(test_haproxy_fronts_every_replica_which_trusts_only_its_address),
+        cmocka_unit_test(test_the_host_buyers_go_through_haproxy_over_https),
         cmocka_unit_test(test_runtime_images_install_their_libraries_and_health_check_tools),
     };
     return cmocka_run_group_tests_name("docker", tests, load_compose, free_compose);

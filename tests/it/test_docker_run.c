@@ -3,14 +3,17 @@
  * (test_docker.c checks the files themselves): each Redis and Sentinel
  * through its image's entrypoint (password required, protected mode on, the
  * password on no command line, its health check passing; the replicas
- * replicate the primary the Sentinels name), PostgreSQL through its image's
- * (a cluster made on first start, role stock admitted only with the secret's
- * password by scram-sha-256, the superuser not over TCP, data kept across a
- * restart), the replicas healthy against all of them, the loadgen service's
- * command passing against them, also once the primary was killed and the
- * Sentinels promoted a replica (the replicas follow it without a restart). */
+ * replicate the primary the Sentinels name), the replicas healthy against
+ * them and a PostgreSQL server, the loadgen service's command passing against
+ * them, also once the primary was killed and the Sentinels promoted a replica
+ * (the replicas follow it without a restart), and haproxy through
+ * scripts/front-door.sh with its service's environment in front of them, the
+ * buyer service's command passing through it over HTTPS with its CA.
+ * The Patroni nodes and etcd are not run here: one PostgreSQL server stands
+ * in for them (every node's name in STOCKD_DB pointed at it), and
+ * test_patroni runs Debian's Patroni and etcd on loopback under three
+ * replicas, the leader killed mid-sale. */
 #include <jansson.h>
-#include <libpq-fe.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -102,83 +105,6 @@ static void test_redis_replicas_replicate_the_primary_the_sentinels_name(void **
     th_stack_stop_redis(&s);
 }
 
-/* A connection to the service's database stock as user, with password
- * (NULL: none; no password file either). The caller owns it, also when it
- * failed (PQstatus). */
-static PGconn *pg_connect(const th_local_stack *s, const char *user, const char *password)
-{
-    char port[16], passfile[96];
-    snprintf(port, sizeof(port), "%d", s->pg.port);
-    snprintf(passfile, sizeof(passfile), "%s/no-pgpass", s->dir); /* not ~/.pgpass */
-    const char *keys[] = {"host", "port", "dbname", "user", "passfile", "connect_timeout",
-                          "password", NULL};
-    const char *values[] = {"127.0.0.1", port, "stock", user, passfile, "10", password, NULL};
-    return PQconnectdbParams(keys, values, 0);
-}
-
-static void assert_pg_refuses(const th_local_stack *s, const char *user, const char *password,
-                              const char *why)
-{
-    PGconn *c = pg_connect(s, user, password);
-    if (PQstatus(c) == CONNECTION_OK || strstr(PQerrorMessage(c), why) == NULL)
-        fail_msg("user %s with %s password: %s, want a refusal saying \"%s\"", user,
-                 password ? "a wrong" : "no", PQstatus(c) == CONNECTION_OK ? "connected"
-                 : PQerrorMessage(c), why);
-    PQfinish(c);
-}
-
-/* The first column of sql's first row on the service as stock with the
- * secret's password, into buf; fails the test on an error. */
-static const char *pg_value(const th_local_stack *s, const char *sql, char *buf, size_t size)
-{
-    PGconn *c = pg_connect(s, "stock", s->pg_password);
-    if (PQstatus(c) != CONNECTION_OK)
-        fail_msg("stock with the secret's password: %s", PQerrorMessage(c));
-    PGresult *r = PQexec(c, sql);
-    ExecStatusType st = PQresultStatus(r);
-    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
-        fail_msg("%s: %s", sql, PQerrorMessage(c));
-    snprintf(buf, size, "%s", PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "");
-    PQclear(r);
-    PQfinish(c);
-    return buf;
-}
-
-/* The replicas' role needs the secret's password, sent by scram-sha-256; the
- * superuser has no way in over TCP; a restart keeps the data and the role's
- * password (postgres.sh sets it again); the password is on no command line
- * and in no environment of the server. */
-static void test_postgres_service_admits_stock_only_with_its_secret_password_by_scram(void **state)
-{
-    (void)state;
-    th_local_stack s;
-    char v[64];
-    th_stack_init(&s, &compose);
-    th_stack_start_pg(&s);
-    assert_pg_refuses(&s, "stock", NULL, "no password supplied");
-    assert_pg_refuses(&s, "stock", "wrong", "password authentication failed");
-    assert_pg_refuses(&s, "postgres", s.pg_password, "no pg_hba.conf entry");
-    assert_string_equal(pg_value(&s, "SELECT NOT rolsuper AND datdba = r.oid FROM pg_roles r, "
-                                     "pg_database WHERE rolname = current_user AND datname = "
-                                     "current_database() AND current_user = 'stock'",
-                                 v, sizeof(v)),
-                        "t"); /* owns its database, and nothing more */
-    pg_value(&s, "CREATE TABLE kept (n int); INSERT INTO kept VALUES (42)", v, sizeof(v));
-    char *log = th_read_file(s.pg.log);
-    assert_non_null(log);
-    if (strstr(log, "identity=\"stock\" method=scram-sha-256") == NULL)
-        fail_msg("no scram-sha-256 authentication of stock in the server's log:\n%s", log);
-    assert_null(strstr(log, s.pg_password));
-    free(log);
-    assert_false(th_proc_has(s.pg.pid, "cmdline", s.pg_password));
-    assert_false(th_proc_has(s.pg.pid, "environ", s.pg_password));
-
-    th_stack_stop_pg(&s);
-    th_stack_run_pg(&s);
-    assert_string_equal(pg_value(&s, "SELECT n FROM kept", v, sizeof(v)), "42");
-    th_stack_stop_pg(&s);
-}
-
 /* Starts one replica service: its command and the template's environment,
  * against the local Redis and PostgreSQL services. */
 static void start_replica(const th_local_stack *s, const th_service *svc, th_stockd *out)
@@ -251,10 +177,13 @@ static json_t *replica_health(const struct local_replicas *rs, int r, const char
 }
 
 /* The loadgen service's entrypoint (its secrets in s's dir) and command, its
- * targets (http://<service>:8080) pointed at the local replicas. */
-static int run_loadgen_service(const th_local_stack *s, const th_service *svc,
-                               th_service *const names[], const th_stockd *replicas,
-                               int nreplicas, const char *out)
+ * targets (http://<service>:8080) pointed at the local replicas, and the
+ * front door's address (front, "host:port" in the compose file) at
+ * front_here when given. */
+static int run_loadgen_service_via(const th_local_stack *s, const th_service *svc,
+                                   th_service *const names[], const th_stockd *replicas,
+                                   int nreplicas, const char *front, const char *front_here,
+                                   const char *out)
 {
     char bin[256], args[MAX_ARGS][512];
     const char *argv[MAX_ARGS + 1] = {bin};
@@ -282,10 +211,22 @@ static int run_loadgen_service(const th_local_stack *s, const th_service *svc,
                 snprintf(p, sizeof(args[0]) - (size_t)(p - a), "%s%s", replicas[r].url, rest);
             }
         }
+        char *p, rest[512];
+        if (front && (p = strstr(a, front)) != NULL) {
+            snprintf(rest, sizeof(rest), "%s", p + strlen(front));
+            snprintf(p, sizeof(args[0]) - (size_t)(p - a), "%s%s", front_here, rest);
+        }
         argv[++n] = a;
     }
     argv[n + 1] = NULL;
     return th_run(argv, out, 120000);
+}
+
+static int run_loadgen_service(const th_local_stack *s, const th_service *svc,
+                               th_service *const names[], const th_stockd *replicas,
+                               int nreplicas, const char *out)
+{
+    return run_loadgen_service_via(s, svc, names, replicas, nreplicas, NULL, NULL, out);
 }
 
 /* Runs the loadgen service's command against the replicas: it must end
@@ -392,14 +333,115 @@ static void test_primary_killed_sentinels_promote_a_replica_the_replicas_follow(
     th_stack_stop_redis(&s);
 }
 
+/* Starts the haproxy service as its image runs it: scripts/front-door.sh on
+ * dir (the CA and the certificate made there) and docker/haproxy/haproxy.cfg,
+ * with the service's environment but its FRONT_BIND here (a free loopback
+ * port) and FRONT_S1..3 the local replicas (in the compose file, their
+ * published ports). Waits (bounded) until it listens; its PID, killed at exit
+ * if the test fails first. */
+static pid_t start_front_door(const th_local_stack *s, const struct local_replicas *rs,
+                              const th_service *front, const char *here, int port,
+                              const char *dir)
+{
+    char log[128], var[16], value[32];
+    for (int e = 0; e < front->nenv; e++)
+        setenv(front->env[e][0], front->env[e][1], 1);
+    setenv("FRONT_BIND", here, 1);
+    for (int r = 0; r < rs->n; r++) {
+        snprintf(var, sizeof(var), "FRONT_S%d", r + 1);
+        snprintf(value, sizeof(value), "127.0.0.1:%d", rs->replica[r].port);
+        setenv(var, value, 1);
+    }
+    snprintf(log, sizeof(log), "%s/haproxy.log", s->dir);
+    const char *argv[] = {"scripts/front-door.sh", dir, "docker/haproxy/haproxy.cfg", NULL};
+    pid_t pid = th_spawn(argv, log);
+    assert_true(pid > 0);
+    th_exit_signal(pid, SIGKILL);
+    for (int e = 0; e < front->nenv; e++)
+        unsetenv(front->env[e][0]);
+    int fd = -1;
+    for (int64_t end = th_now_ms() + 30000 * TH_SLOWER; th_now_ms() < end && fd < 0;
+         th_sleep_ms(100))
+        fd = th_connect(port);
+    if (fd < 0) {
+        char *text = th_read_file(log);
+        fail_msg("haproxy never listened on %s:\n%s", here, text ? text : "");
+    }
+    close(fd);
+    return pid;
+}
+
+/* Copies the CA front-door.sh made in dir to where the service's --cacert
+ * secret is in the stack's dir, as make docker-demo copies it out of haproxy's
+ * volume. */
+static void give_ca_to(const th_local_stack *s, const th_service *svc, const char *dir)
+{
+    char ca[128], file[128], name[64] = "";
+    snprintf(ca, sizeof(ca), "%s/ca.pem", dir);
+    char *pem = th_read_file(ca);
+    assert_non_null(pem);
+    char *entry = json_dumps(svc->entrypoint, 0);
+    const char *flag = "\"--cacert\", \"" TH_COMPOSE_SECRETS;
+    const char *secret = entry ? strstr(entry, flag) : NULL;
+    assert_non_null(secret);
+    sscanf(secret + strlen(flag), "%63[^\"]", name);
+    snprintf(file, sizeof(file), "%s/%s", s->dir, name);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fputs(pem, f);
+    fclose(f);
+    free(pem);
+    free(entry);
+}
+
+/* The haproxy service in front of the replicas (start_front_door): the buyer
+ * service's command, trusting the CA front-door.sh made, must PASS through it
+ * over HTTPS. haproxy is stopped by its PID. */
+static void test_buyer_service_passes_through_haproxy_with_its_environment(void **state)
+{
+    (void)state;
+    if (!th_have("haproxy") || !th_have("openssl"))
+        th_skip("needs haproxy and openssl (make deps installs them)");
+    const th_service *front = th_compose_service(&compose, "haproxy");
+    const th_service *buyer = th_compose_service(&compose, "buyer");
+    assert_non_null(front);
+    assert_non_null(buyer);
+    const char *bind = th_compose_svc_env(front, "FRONT_BIND");
+    assert_non_null(bind);
+    th_local_stack s;
+    struct local_replicas rs = {0};
+    th_stack_init(&s, &compose);
+    th_stack_start_redis(&s);
+    th_stack_start_pg(&s);
+    start_replicas(&s, &rs);
+
+    char here[32], dir[96], out[128];
+    int port = th_free_port();
+    snprintf(here, sizeof(here), "127.0.0.1:%d", port);
+    snprintf(dir, sizeof(dir), "%s/front", s.dir);
+    pid_t pid = start_front_door(&s, &rs, front, here, port, dir);
+    give_ca_to(&s, buyer, dir);
+    snprintf(out, sizeof(out), "%s/loadgen-front.out", s.dir);
+    int status = run_loadgen_service_via(&s, buyer, rs.names, rs.replica, rs.n, bind, here, out);
+    char *text = th_read_file(out);
+    if (status != 0 || !text || !strstr(text, "VERDICT: PASS") ||
+        !strstr(text, "https://127.0.0.1:"))
+        fail_msg("the buyer service through haproxy exited %d:\n%s", status, text ? text : "");
+    free(text);
+    assert_int_equal(th_signal(pid, SIGTERM, 15000), 0);
+    stop_replicas(&rs);
+    th_stack_stop_pg(&s);
+    th_stack_stop_redis(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_redis_services_require_their_secret_password_with_protected_mode_on),
         cmocka_unit_test(test_redis_replicas_replicate_the_primary_the_sentinels_name),
-        cmocka_unit_test(test_postgres_service_admits_stock_only_with_its_secret_password_by_scram),
         cmocka_unit_test(test_replicas_and_loadgen_pass_with_the_compose_commands_and_secret),
         cmocka_unit_test(test_primary_killed_sentinels_promote_a_replica_the_replicas_follow),
+        cmocka_unit_test(test_buyer_service_passes_through_haproxy_with_its_environment),
     };
     return cmocka_run_group_tests_name("docker_run", tests, load_compose, free_compose);
 }

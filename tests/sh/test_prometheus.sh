@@ -26,18 +26,19 @@ run() {
 }
 
 # The replica services (they merge the x-stockd template) as "name:port", the
-# port they listen on in their container (after the colon of "ports").
+# port they listen on in their container (after the last colon of "ports").
 replica_targets() {
     awk '/^services:/ { on = 1; next } on && /^[^ #]/ { on = 0 }
         on && /^  [a-z0-9-]+:$/ { svc = substr($1, 1, length($1) - 1); replica = 0 }
         on && $0 ~ /^    <<: \*stockd$/ { replica = 1 }
-        on && replica && /^    ports: / { split($0, p, "[\":]+"); print svc ":" p[4] }' \
+        on && replica && /^    ports: / { n = split($0, p, "[\":]+"); print svc ":" p[n - 1] }' \
         "$compose" | sort
 }
 
-# The targets prometheus.yml's job stockd scrapes, one a line.
+# The targets prometheus.yml's job stockd scrapes, one a line (not the other jobs').
 scraped_targets() {
-    sed -n 's/^ *- targets: \[\(.*\)\]$/\1/p' "$config" | tr ',' '\n' | tr -d ' ' | sort
+    sed -n '/job_name: stockd$/,/job_name:/ s/^ *- targets: \[\(.*\)\]$/\1/p' "$config" |
+        tr ',' '\n' | tr -d ' ' | sort
 }
 
 # broken SED_EXPR: the unit tests run against rules.yml edited by SED_EXPR in a

@@ -16,7 +16,11 @@
 /* A line below a key: an entry of depends_on ("  name:") and its condition. */
 static void parse_nested(th_service *cur, const char *key)
 {
-    char name[64];
+    char name[64], value[64];
+    if (cur->in_env && sscanf(key, "  %63[A-Z0-9_]: %63s", name, value) == 2 && cur->nenv < 8) {
+        snprintf(cur->env[cur->nenv][0], sizeof(cur->env[0][0]), "%s", name);
+        snprintf(cur->env[cur->nenv++][1], sizeof(cur->env[0][1]), "%s", value);
+    }
     if (!cur->in_depends)
         return;
     if (key[2] != ' ' && sscanf(key, "  %63[a-z0-9-]:", name) == 1)
@@ -39,10 +43,15 @@ static void parse_key(th_service *cur, const char *line, int indent)
         return;
     }
     cur->in_depends = strncmp(key, "depends_on:", 11) == 0;
+    cur->in_env = strncmp(key, "environment:", 12) == 0;
     if (strncmp(key, "volumes:", 8) == 0)
         cur->volumes = 1;
     else if (strncmp(key, "secrets: ", 9) == 0)
         sscanf(key + 9, "%127[^\n]", cur->secrets);
+    else if (strncmp(key, "network_mode: ", 14) == 0)
+        sscanf(key + 14, "%15s", cur->network_mode);
+    else if (strncmp(key, "ports: ", 7) == 0)
+        sscanf(key + 7, "%63[^\n#]", cur->ports);
     else if (strncmp(key, "dns_opt: ", 9) == 0)
         sscanf(key + 9, "%63[^\n#]", cur->dns_opt);
     else if (strncmp(key, "<<: *", 5) == 0)
@@ -111,6 +120,11 @@ int th_compose_load(th_compose *c)
             snprintf(c->env[c->nenv][0], sizeof(c->env[0][0]), "%s", name);
             snprintf(c->env[c->nenv++][1], sizeof(c->env[0][1]), "%s", value);
         }
+        /* the default network's "- subnet: X" and "gateway: X", under networks: */
+        if (!in_services && !cur) {
+            sscanf(line, " - subnet: %31s", c->subnet);
+            sscanf(line, " gateway: %31s", c->gateway);
+        }
         if (strstr(line, " image: ") && c->nimages <= TH_COMPOSE_MAX_SERVICES)
             sscanf(strstr(line, " image: "), " image: %63s", c->images[c->nimages++]);
         if (cur)
@@ -136,7 +150,34 @@ void th_compose_free(th_compose *c)
 
 int th_compose_is_replica(const th_service *svc) { return strcmp(svc->uses, "stockd") == 0; }
 int th_compose_is_redis(const th_service *svc) { return strcmp(svc->build, "redis") == 0; }
-int th_compose_is_postgres(const th_service *svc) { return strcmp(svc->build, "postgres") == 0; }
+
+int th_compose_is_patroni(const th_service *svc)
+{
+    const char *mode = json_string_value(json_array_get(svc->command, 0));
+    return strcmp(svc->build, "patroni") == 0 && mode && strcmp(mode, "etcd") != 0;
+}
+
+int th_compose_is_etcd(const th_service *svc)
+{
+    const char *mode = json_string_value(json_array_get(svc->command, 0));
+    return strcmp(svc->build, "patroni") == 0 && mode && strcmp(mode, "etcd") == 0;
+}
+
+const th_service *th_compose_service(const th_compose *c, const char *name)
+{
+    for (int i = 0; i < c->nservices; i++)
+        if (strcmp(c->services[i].name, name) == 0)
+            return &c->services[i];
+    return NULL;
+}
+
+const char *th_compose_svc_env(const th_service *svc, const char *name)
+{
+    for (int e = 0; e < svc->nenv; e++)
+        if (strcmp(svc->env[e][0], name) == 0)
+            return svc->env[e][1];
+    return NULL;
+}
 
 int th_compose_is_sentinel(const th_service *svc)
 {
@@ -151,21 +192,6 @@ const char *th_compose_arg(const th_service *svc, const char *flag, int next)
         if (strcmp(json_string_value(json_array_get(svc->command, i)), flag) == 0)
             return json_string_value(json_array_get(svc->command, i + 1 + (size_t)next));
     return NULL;
-}
-
-const th_service *th_compose_postgres(const th_compose *c)
-{
-    const th_service *found = NULL;
-    for (int i = 0; i < c->nservices; i++)
-        if (th_compose_is_postgres(&c->services[i])) {
-            if (found)
-                fail_msg("services %s and %s both build docker/postgres", found->name,
-                         c->services[i].name);
-            found = &c->services[i];
-        }
-    if (found == NULL)
-        fail_msg("no service builds docker/postgres");
-    return found;
 }
 
 const char *th_compose_env(const th_compose *c, const char *name)

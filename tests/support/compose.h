@@ -14,8 +14,8 @@
 #define TH_COMPOSE_STOCKD_PORT "8080"      /* the replicas' port inside their containers */
 #define TH_COMPOSE_REDIS_PORT "6379"       /* redis.sh's port inside the Redis containers */
 #define TH_COMPOSE_SENTINEL_PORT "26379"   /* redis.sh sentinel's, inside the Sentinels' */
-#define TH_COMPOSE_PG_PORT "5432" /* postgres.sh's port inside the PostgreSQL container */
-#define TH_COMPOSE_MAX_SERVICES 16
+#define TH_COMPOSE_PG_PORT "5432" /* PostgreSQL's port inside a Patroni node's container */
+#define TH_COMPOSE_MAX_SERVICES 24
 #define TH_COMPOSE_MAX_TEMPLATES 4
 #define TH_COMPOSE_MAX_ENV 12
 
@@ -30,6 +30,11 @@ typedef struct th_service {
     char dns_opt[64];             /* "dns_opt: [a]" as written, or "" */
     char healthy[256];            /* ",dep,": depends_on dep with condition service_healthy */
     int volumes;                  /* has a "volumes:" key */
+    char network_mode[16];        /* "network_mode: host", or "" */
+    char ports[64];               /* "ports: [...]" as written, or "" */
+    char env[8][2][64];           /* name, value of its own "environment:" (not a template's) */
+    int nenv;
+    int in_env;                   /* parsing: inside its environment block */
     int in_depends;               /* parsing: inside its depends_on block */
     char dep[64];                 /* parsing: the depends_on entry being read */
 } th_service;
@@ -41,6 +46,7 @@ typedef struct th_compose {
     int nenv;
     char images[TH_COMPOSE_MAX_SERVICES + 1][64]; /* every "image:" value */
     int nimages;
+    char subnet[32], gateway[32]; /* the default network's ipam config, or "" */
 } th_compose;
 
 /* Reads the compose file (from the repository's root) into c, each service
@@ -51,16 +57,20 @@ int th_compose_load(th_compose *c);
 void th_compose_free(th_compose *c);
 
 /* The replicas merge the x-stockd template (its environment); the Redis
- * servers are built from docker/redis, PostgreSQL from docker/postgres; the
- * Sentinels run that Redis image as "redis.sh sentinel". */
+ * servers are built from docker/redis; the Sentinels run that Redis image as
+ * "redis.sh sentinel"; the Patroni nodes are built from docker/patroni, whose
+ * image runs etcd too ("patroni.sh etcd"). */
 int th_compose_is_replica(const th_service *svc);
 int th_compose_is_redis(const th_service *svc);
 int th_compose_is_sentinel(const th_service *svc);
-int th_compose_is_postgres(const th_service *svc);
+int th_compose_is_patroni(const th_service *svc);
+int th_compose_is_etcd(const th_service *svc);
 
-/* The one PostgreSQL service; fails the running cmocka test unless there is
- * exactly one. */
-const th_service *th_compose_postgres(const th_compose *c);
+/* The service called name, or NULL. */
+const th_service *th_compose_service(const th_compose *c, const char *name);
+
+/* The value of name in a service's own environment, or NULL. */
+const char *th_compose_svc_env(const th_service *svc, const char *name);
 
 /* The value after flag in a service's command ("--replicaof" gives
  * "redis-1"), the next of them with next > 0 ("--replicaof", 1 gives "6379"),

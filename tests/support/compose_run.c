@@ -1,12 +1,12 @@
-/* compose_run.c - the compose file's Redis, Sentinel and PostgreSQL services
- * run here as plain processes, through their images' entrypoints and health
- * checks, with their own commands and secrets (see compose_run.h). */
+/* compose_run.c - the compose file's Redis and Sentinel services run here
+ * as plain processes, through their images' entrypoints and health checks,
+ * with their own commands and secrets, and a PostgreSQL server in place of
+ * the Patroni nodes (see compose_run.h). */
 #include "tests/support/compose_run.h"
 #include "tests/support/harness.h"
 #include "tests/support/pg.h"
 
 #include <limits.h>
-#include <pwd.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -40,8 +40,10 @@ const char *th_stack_value(const th_local_stack *s, const char *value, char *buf
     for (int i = 0; i < s->nredis; i++)
         th_compose_local_addr(buf, size, s->redis[i].svc->name, container_port(s->redis[i].svc),
                               s->redis[i].redis.port);
-    if (s->pg.svc)
-        th_compose_local_addr(buf, size, s->pg.svc->name, TH_COMPOSE_PG_PORT, s->pg.port);
+    for (int i = 0; s->pg.pg.port && i < s->c->nservices; i++)
+        if (th_compose_is_patroni(&s->c->services[i]))
+            th_compose_local_addr(buf, size, s->c->services[i].name, TH_COMPOSE_PG_PORT,
+                                  s->pg.pg.port);
     return buf;
 }
 
@@ -267,105 +269,15 @@ const char *th_stack_sentinel_names(const th_local_stack *s, const th_local_redi
     return th_stack_redis_ask(r, buf, size, "SENTINEL get-master-addr-by-name %s", s->master);
 }
 
-/* The user the PostgreSQL service runs as here: postgres when we are root
- * (the server refuses root, as in its image), else the caller. */
-const char *th_stack_pg_user(void) { return getuid() == 0 ? "postgres" : NULL; }
-
-/* The PostgreSQL image's ENTRYPOINT and HEALTHCHECK, as the files in
- * docker/postgres/ they are copied from (absolute: the server starts in "/"). */
-static void postgres_image_commands(th_local_pg *p)
-{
-    const char *file = "docker/postgres/Dockerfile";
-    json_t *entry = th_dockerfile_array(file, "\nENTRYPOINT", "ENTRYPOINT [");
-    json_t *health = th_dockerfile_array(file, "\nHEALTHCHECK", "CMD [");
-    assert_non_null(entry);
-    assert_non_null(health);
-    assert_int_equal(json_array_size(health), 2);
-    char rel[PATH_MAX];
-    snprintf(rel, sizeof(rel), "docker/postgres/%s", json_string_value(json_array_get(entry, 0)));
-    assert_non_null(realpath(rel, p->script));
-    snprintf(rel, sizeof(rel), "docker/postgres/%s", json_string_value(json_array_get(health, 0)));
-    assert_non_null(realpath(rel, p->health[0]));
-    snprintf(p->health[1], sizeof(p->health[1]), "%s",
-             json_string_value(json_array_get(health, 1)));
-    json_decref(entry);
-    json_decref(health);
-}
-
-/* The image's health check (it reads PGPORT, set by run_postgres). */
-static int postgres_healthy(const th_local_pg *p)
-{
-    const char *argv[] = {p->health[0], p->health[1], NULL};
-    return th_run(argv, "/dev/null", 5000) == 0;
-}
-
-/* Starts the service's command through the image's entrypoint on its data
- * (made on the first start) and waits for the image's health check. Only the
- * address, the socket's dir, where dynamic shared memory lives (nothing left
- * in /dev/shm if killed) and connection logging are ours. */
-void th_stack_run_pg(th_local_stack *s)
-{
-    th_local_pg *p = &s->pg;
-    char data[128], port[16];
-    snprintf(data, sizeof(data), "%s/data", p->dir);
-    snprintf(port, sizeof(port), "%d", p->port);
-    setenv("PGDATA", data, 1);
-    setenv("PGPORT", port, 1);
-    setenv("POSTGRES_PASSWORD_FILE", s->pg_secret, 1);
-    const char *argv[TH_STACK_MAX_ARGS + 10] = {p->script};
-    int n = 1;
-    json_t *v;
-    size_t i;
-    json_array_foreach(p->svc->command, i, v)
-        if (n < TH_STACK_MAX_ARGS)
-            argv[n++] = json_string_value(v);
-    const char *local[] = {"-c", "listen_addresses=127.0.0.1", "-k", p->dir,
-                           "-c", "dynamic_shared_memory_type=mmap", "-c", "log_connections=on"};
-    for (size_t k = 0; k < sizeof(local) / sizeof(local[0]); k++)
-        argv[n++] = local[k];
-    argv[n] = NULL;
-    p->pid = th_spawn_as(argv, p->log, th_stack_pg_user());
-    assert_true(p->pid > 0);
-    th_exit_signal(p->pid, SIGQUIT); /* frees its shared memory, unlike SIGKILL */
-    for (int64_t end = th_now_ms() + TH_STACK_PG_START_MS; th_now_ms() < end; th_sleep_ms(100)) {
-        char state = th_proc_state(p->pid);
-        if (state == 0 || state == 'Z' || postgres_healthy(p))
-            break;
-    }
-    if (th_proc_state(p->pid) == 'Z' || !postgres_healthy(p)) {
-        char *text = th_read_file(p->log);
-        fail_msg("service %s never passed its health check:\n%s", p->svc->name, text ? text : "");
-    }
-}
-
-/* The PostgreSQL service in <stack dir>/pg, owned by the server's user. */
 void th_stack_start_pg(th_local_stack *s)
 {
-    th_local_pg *p = &s->pg;
     if (!th_pg_available())
         fail_msg("no PostgreSQL server installed (make deps installs postgresql-15)");
-    p->svc = th_compose_postgres(s->c);
-    p->port = th_free_port();
-    snprintf(p->dir, sizeof(p->dir), "%s/pg", s->dir);
-    snprintf(p->log, sizeof(p->log), "%s/%.40s.log", s->dir, p->svc->name);
-    assert_int_equal(mkdir(p->dir, 0700), 0);
-    if (th_stack_pg_user()) {
-        struct passwd *pw = getpwnam(th_stack_pg_user());
-        assert_non_null(pw);
-        assert_int_equal(chown(p->dir, pw->pw_uid, pw->pw_gid), 0);
-    }
-    postgres_image_commands(p);
-    th_stack_run_pg(s);
+    if (th_pg_start(&s->pg.pg) != 0)
+        fail_msg("the PostgreSQL server standing in for the Patroni nodes did not start");
 }
 
-/* SIGINT: the fast shutdown the image's STOPSIGNAL asks for. Keeps the data. */
 void th_stack_stop_pg(th_local_stack *s)
 {
-    if (s->pg.pid > 0)
-        assert_int_equal(th_signal(s->pg.pid, SIGINT, 15000), 0);
-    s->pg.pid = 0;
-    unsetenv("PGDATA");
-    unsetenv("PGPORT");
-    unsetenv("POSTGRES_PASSWORD_FILE");
+    th_pg_stop(&s->pg.pg, SIGINT);
 }
-

@@ -1,8 +1,8 @@
-/* compose_run.h - the compose file's Redis, Sentinel and PostgreSQL services
- * run here as plain processes (test_docker_run.c): each through its image's
- * entrypoint and health check, with the command and secrets of the compose
- * file, a service's name and in-container port turned into 127.0.0.1 and a
- * free port of its own. Test helpers only: they fail the running cmocka test
+/* compose_run.h - the compose file's Redis and Sentinel services run here as
+ * plain processes (test_docker_run.c): each through its image's entrypoint
+ * and health check, with the command and secrets of the compose file, a
+ * service's name and in-container port turned into 127.0.0.1 and a free port
+ * of its own; and one PostgreSQL server standing in for the Patroni nodes. Test helpers only: they fail the running cmocka test
  * on an error. Not thread-safe (they set the environment the scripts read). */
 #ifndef TEST_COMPOSE_RUN_H
 #define TEST_COMPOSE_RUN_H
@@ -15,8 +15,8 @@
 
 #include "tests/support/compose.h"
 #include "tests/support/harness.h"
+#include "tests/support/pg.h"
 
-#define TH_STACK_PG_START_MS 60000 /* initdb included, on a busy machine: only a hang bound */
 #define TH_STACK_MAX_REDIS 8       /* Redis and Sentinel services */
 #define TH_STACK_MAX_ARGS 32
 
@@ -29,15 +29,12 @@ typedef struct th_local_redis {
     char conf[192];      /* SENTINEL_CONF: a Sentinel's config (never made for a server) */
 } th_local_redis;
 
-/* The PostgreSQL service, started through postgres.sh as the server's user. */
+/* A PostgreSQL server standing in for the Patroni nodes: the replicas'
+ * STOCKD_DB names every node, each pointed at it (one server, which takes
+ * writes, as a leader does). Patroni itself is not run here: test_patroni
+ * runs Debian's Patroni and etcd on loopback under three replicas. */
 typedef struct th_local_pg {
-    const th_service *svc;
-    int port;
-    pid_t pid;                /* the postmaster (postgres.sh execs it); 0 once stopped */
-    char dir[96];             /* the server user's: data/ and the socket */
-    char log[128];
-    char script[PATH_MAX];    /* the image's ENTRYPOINT, absolute: it starts in "/" */
-    char health[2][PATH_MAX]; /* the image's HEALTHCHECK, as a local command */
+    th_pg pg; /* tests/support/pg.h: role stock, database stock */
 } th_local_pg;
 
 typedef struct th_local_stack {
@@ -81,16 +78,10 @@ const char *th_stack_redis_ask(const th_local_redis *r, char *buf, size_t size,
 const char *th_stack_sentinel_names(const th_local_stack *s, const th_local_redis *r, char *buf,
                                     size_t size);
 
-/* The user the PostgreSQL service runs as here: postgres when we are root
- * (the server refuses root, as in its image), else NULL (the caller). */
-const char *th_stack_pg_user(void);
-
-/* The PostgreSQL service in <stack dir>/pg, owned by the server's user:
- * started (its cluster made on the first start), then started again on the
- * same data by th_stack_run_pg after th_stack_stop_pg (SIGINT: the fast
- * shutdown the image's STOPSIGNAL asks for). */
+/* The PostgreSQL server standing in for the Patroni nodes (th_local_pg):
+ * started, each node's "name:5432" in th_stack_value then its port; stopped
+ * (SIGINT, fast) by its PID. */
 void th_stack_start_pg(th_local_stack *s);
-void th_stack_run_pg(th_local_stack *s);
 void th_stack_stop_pg(th_local_stack *s);
 
 #endif
