@@ -99,13 +99,13 @@ static int release_all(dlock_quorum *q, const struct dlock_lease *l, int *ours, 
 }
 
 /* Each server's answer to an attempt, tallied. */
-struct tally {
+struct vote_tally {
     int granted, busy, failed, agree;
     int64_t top, soonest;
     char why[400]; /* the first failure's text */
 };
 
-static void tally_all(dlock_quorum *q, redisReply **r, struct tally *t)
+static void tally_all(dlock_quorum *q, redisReply **r, struct vote_tally *t)
 {
     int64_t fence[DLOCK_NODES_MAX];
     int ok[DLOCK_NODES_MAX];
@@ -133,7 +133,7 @@ static int quorum_try(dlock_quorum *q, struct dlock_lease *l, enum dlock_script 
 {
     int n = dlock__quorum_size(q), need = need_of(q, l), majority = dlock__quorum_majority(q);
     redisReply *r[DLOCK_NODES_MAX];
-    struct tally t = {.soonest = -1};
+    struct vote_tally t = {.soonest = -1};
     int64_t started = dlock__now_ms();
     if (dlock__quorum_script_all(q, s, nkeys, nargs, argv, need, r, &l->sent) < need)
         snprintf(t.why, sizeof(t.why), "%s", dlock_errstr());
