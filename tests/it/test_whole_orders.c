@@ -211,13 +211,13 @@ static void shared_transaction(const struct setup *t, const long long ids[3],
         th_bg_order_queued(&t->redis, &bg[i], bodies[i], i - 1);
     struct hold h = hold_writes(t);
     th_bg_order_queued(&t->redis, &bg[0], bodies[0], n);
-    assert_int_equal(th_wait_item_locked(&redis, plug, 5000), 0);
-    th_sleep_ms(300); /* from its lock into its transaction: microseconds */
+    assert_int_equal(th_wait_item_locked(&redis, plug, 5000 * TH_SLOWER), 0);
+    th_sleep_ms(300 * TH_SLOWER); /* from its lock into its transaction: microseconds */
     release_lock(item);
-    assert_int_equal(th_wait_item_locked(&redis, item, 5000), 0);
+    assert_int_equal(th_wait_item_locked(&redis, item, 5000 * TH_SLOWER), 0);
     th_bg_order_queued(&t->redis, &bg[n + 1], bodies[n + 1], n + 1);
-    assert_int_equal(th_wait_item_locked(&redis, other, 5000), 0);
-    th_sleep_ms(300); /* both batches queued for the transaction */
+    assert_int_equal(th_wait_item_locked(&redis, other, 5000 * TH_SLOWER), 0);
+    th_sleep_ms(300 * TH_SLOWER); /* both batches queued for the transaction */
     release_writes(&h);
     for (int i = 0; i < n + 2; i++)
         th_bg_reduce_join(&bg[i]);
@@ -235,10 +235,10 @@ static void cart_batch(const struct setup *t, long long held, char bodies[][BODY
 {
     hold_lock(held);
     th_bg_order_queued(&t->redis, &bg[0], bodies[0], 0);
-    th_sleep_ms(300); /* it has taken its batch of one */
+    th_sleep_ms(300 * TH_SLOWER); /* it has taken its batch of one */
     for (int i = 1; i < n; i++)
         th_bg_order_queued(&t->redis, &bg[i], bodies[i], i);
-    th_sleep_ms(300);
+    th_sleep_ms(300 * TH_SLOWER);
     release_lock(held);
     for (int i = 0; i < n; i++)
         th_bg_reduce_join(&bg[i]);
@@ -476,16 +476,16 @@ static void test_postgres_a_transaction_holds_at_most_64_orders(void **state)
         }
     }
     wait_in_flight(&t.redis, n);
-    th_sleep_ms(300); /* from a session into its item's queue: microseconds */
+    th_sleep_ms(300 * TH_SLOWER); /* from a session into its item's queue: microseconds */
     struct hold h = hold_writes(&t);
     th_order_body(bodies[n], BODY_MAX, &plug, (int[]){1}, 1, NULL, 0);
     th_bg_order_queued(&t.redis, &bg[n], bodies[n], n);
-    assert_int_equal(th_wait_item_locked(&redis, plug, 5000), 0);
+    assert_int_equal(th_wait_item_locked(&redis, plug, 5000 * TH_SLOWER), 0);
     for (int k = 0; k < CAP_ITEMS; k++) {
         release_lock(items[k]);
-        assert_int_equal(th_wait_item_locked(&redis, items[k], 5000), 0);
+        assert_int_equal(th_wait_item_locked(&redis, items[k], 5000 * TH_SLOWER), 0);
     }
-    th_sleep_ms(300); /* every batch queued for the transaction */
+    th_sleep_ms(300 * TH_SLOWER); /* every batch queued for the transaction */
     release_writes(&h);
     for (int i = 0; i <= n; i++) {
         th_bg_reduce_join(&bg[i]);
