@@ -160,8 +160,8 @@ const char *store_backend_name(const store *s);
  * new primary once a session there was used), into buf; "" for a backend
  * with no server (SQLite), before any session was used, and during an
  * outage (from a connect that failed until one succeeds, whose server it
- * names then: a dead primary is not named while none can be reached). A host named
- * with '"', '\\' or a control character has those shown as '_'.
+ * names then: a dead primary is not named while none can be reached). A
+ * host named with '"', '\\' or a control character has those shown as '_'.
  * Thread-safe. Returns buf. */
 const char *store_node(store *s, char *buf, size_t size);
 
