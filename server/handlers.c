@@ -603,11 +603,14 @@ static int refuse_caller(http_request *rq, struct who *who)
                          who->name, need, rq->method, rq->url);
         break;
     }
-    /* who knocks without the right token: behind a proxy, the client it names */
-    log_kv(LOG_INFO, "request not authorized", LOG_STR("method", rq->method),
-           LOG_STR("path", rq->url), LOG_INT("status", r.status),
-           LOG_STR("tokenName", who->name[0] ? who->name : NULL),
-           LOG_STR("client", http_client(rq)));
+    /* who knocks without the right token: behind a proxy, the client it
+     * names; once a second at most (one who hammers without a token would
+     * fill the log; /metrics counts every 401 and 403 by route) */
+    if (http_log_due(rq->server, HTTP_LOG_NOT_AUTHORIZED))
+        log_kv(LOG_INFO, "request not authorized (logged once a second at most)",
+               LOG_STR("method", rq->method), LOG_STR("path", rq->url),
+               LOG_INT("status", r.status), LOG_STR("tokenName", who->name[0] ? who->name : NULL),
+               LOG_STR("client", http_client(rq)));
     http_answer(rq, &r);
     return 1;
 }

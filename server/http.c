@@ -69,7 +69,7 @@ struct http_server {
     /* --max-connections-per-ip (NULL without one): connections open by
      * each untrusted peer; requests in flight by each forwarded client */
     tally *conns, *in_flight;
-    _Atomic long refusal_logged; /* second of the last connection refusal's log line */
+    _Atomic long logged[HTTP_LOG_KINDS]; /* second of each kind's last line (http_log_due) */
 };
 
 /* Where a handed request's answer stands. The handler runs on the
@@ -242,9 +242,11 @@ static int in_flight_ok(http_server *s, struct req_state *rq)
     if (rc != 0)
         return 1; /* out of memory: let it through, uncounted */
     metrics_per_address_refusal(service_metrics(s->svc), METRICS_PER_ADDRESS_IN_FLIGHT);
-    log_kv(LOG_INFO, "request refused: too many in flight from one address",
-           LOG_STR("client", rq->client_text), LOG_INT("limit", s->cfg.max_per_ip),
-           LOG_STR("method", rq->req.method), LOG_STR("path", rq->req.url));
+    if (http_log_due(s, HTTP_LOG_IN_FLIGHT))
+        log_kv(LOG_INFO, "request refused: too many in flight from one address (logged once "
+               "a second at most)", LOG_STR("client", rq->client_text),
+               LOG_INT("limit", s->cfg.max_per_ip), LOG_STR("method", rq->req.method),
+               LOG_STR("path", rq->req.url));
     return 0;
 }
 
@@ -547,14 +549,19 @@ static int trusted(const http_server *s, const proxies_addr *a)
     return s->cfg.trusted && proxies_trusts(s->cfg.trusted, a);
 }
 
+int http_log_due(http_server *s, enum http_log_kind kind)
+{
+    long now = (long)time(NULL), last = atomic_load(&s->logged[kind]);
+    return now != last && atomic_compare_exchange_strong(&s->logged[kind], &last, now);
+}
+
 /* A connection refused for its peer's limit: counted, and logged once a
  * second at most (a flood from one address would fill the log). */
 static void refused_peer(http_server *s, const proxies_addr *peer)
 {
     char text[PROXIES_TEXT_MAX];
     metrics_per_address_refusal(service_metrics(s->svc), METRICS_PER_ADDRESS_CONNECTIONS);
-    long now = (long)time(NULL), last = atomic_load(&s->refusal_logged);
-    if (now != last && atomic_compare_exchange_strong(&s->refusal_logged, &last, now))
+    if (http_log_due(s, HTTP_LOG_REFUSED_PEER))
         log_kv(LOG_WARN, "connection refused: over --max-connections-per-ip from one address "
                "(logged once a second at most)", LOG_STR("client", proxies_addr_text(peer, text)),
                LOG_INT("limit", s->cfg.max_per_ip));

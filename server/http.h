@@ -110,6 +110,20 @@ const char *http_header(const http_request *rq, const char *name);
  * until http_answer is called for rq. */
 const char *http_client(const http_request *rq);
 
+/* The log lines a flood would repeat once a request: a refusal of the
+ * per-address limits, a request without the right token. */
+enum http_log_kind {
+    HTTP_LOG_REFUSED_PEER,    /* a connection over --max-connections-per-ip */
+    HTTP_LOG_IN_FLIGHT,       /* a request over a forwarded client's in-flight limit */
+    HTTP_LOG_NOT_AUTHORIZED,  /* a 401 or 403 */
+    HTTP_LOG_KINDS
+};
+
+/* Whether a line of kind may be logged now: 1 at most once a second per
+ * kind and server (the first caller in that second), else 0; what was not
+ * logged is still counted in /metrics. Thread-safe. */
+int http_log_due(http_server *s, enum http_log_kind kind);
+
 /* Connections closed at their deadlines so far (reaper.h), for /metrics. */
 uint64_t http_reaped(const http_server *s);
 

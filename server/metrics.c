@@ -8,7 +8,7 @@
 
 #include "server/procinfo.h"
 
-static const int tracked_status[] = {200, 201, 400, 404, 405, 409, 413, 429, 500, 503, 0};
+static const int tracked_status[] = {200, 201, 400, 401, 403, 404, 405, 409, 413, 429, 500, 503, 0};
 #define NSTATUS (sizeof(tracked_status) / sizeof(tracked_status[0])) /* last: any other */
 #define OUTCOMES_MAX 32
 

@@ -580,7 +580,8 @@ void service_check_health(service *s, service_health *h)
         check_space(s, c, h);
     if (c)
         store_put(s->store, c);
-    store_node(s->store, h->storage_node, sizeof(h->storage_node)); /* after this use */
+    if (storage_ok) /* after this use; none named while storage is down (a lost server) */
+        store_node(s->store, h->storage_node, sizeof(h->storage_node));
     int redis_ok = 1;
     if (s->locks == NULL)
         snprintf(h->redis, sizeof(h->redis), "unused (lock mode %s)", h->lock_mode);

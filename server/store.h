@@ -158,8 +158,10 @@ const char *store_backend_name(const store *s);
  * server of the session the store last gave back alive (PostgreSQL's
  * sessions all ask for a writable server, so after a failover this is the
  * new primary once a session there was used), into buf; "" for a backend
- * with no server (SQLite) or before any session was used. A host named
- * with '"', '\\' or a control character has those shown as '_'.
+ * with no server (SQLite), before any session was used, and during an
+ * outage (from a connect that failed until one succeeds, whose server it
+ * names then: a dead primary is not named while none can be reached). A
+ * host named with '"', '\\' or a control character has those shown as '_'.
  * Thread-safe. Returns buf. */
 const char *store_node(store *s, char *buf, size_t size);
 

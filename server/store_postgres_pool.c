@@ -153,6 +153,17 @@ static void reconnect_pause(pg_store *s, int pause)
     }
 }
 
+/* "host:port" of the server pg is connected to, safe to show in a JSON
+ * string or a Prometheus label. */
+static void node_of(PGconn *pg, char *buf, size_t size)
+{
+    const char *host = PQhost(pg), *port = PQport(pg);
+    snprintf(buf, size, "%s:%s", host ? host : "", port ? port : "");
+    for (char *p = buf; *p; p++)
+        if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
+            *p = '_';
+}
+
 /* The reconnector: one session opened again and again, pausing between
  * attempts (doubling up to RECONNECT_MAX_MS), until the server takes it;
  * it then joins the pool and the outage ends. */
@@ -170,6 +181,7 @@ static void *reconnect(void *arg)
         pthread_mutex_lock(&s->mu);
         if (rc == STORE_OK) {
             s->down_since = 0;
+            node_of(c->ses.pg, s->node, sizeof(s->node)); /* after a failover: the new one */
             if (s->open < s->cfg.pool_size) {
                 s->idle[s->nidle++] = c;
                 s->open++;
@@ -195,6 +207,7 @@ static void outage_begin(pg_store *s, const char *why)
     pthread_mutex_lock(&s->mu);
     if (s->down_since == 0)
         s->down_since = pg_now_ms();
+    s->node[0] = '\0'; /* no server is written to now: don't name the lost one */
     snprintf(s->down_err, sizeof(s->down_err), "%s", why);
     if (!s->reconnecting && !s->closing) {
         if (s->started) /* the last one, which has ended (reconnecting 0) */
@@ -275,17 +288,6 @@ int pg_get(store *st, store_conn **out, char *err, size_t errlen)
     return STORE_OK;
 }
 
-/* "host:port" of the server pg is connected to, safe to show in a JSON
- * string or a Prometheus label. */
-static void node_of(PGconn *pg, char *buf, size_t size)
-{
-    const char *host = PQhost(pg), *port = PQport(pg);
-    snprintf(buf, size, "%s:%s", host ? host : "", port ? port : "");
-    for (char *p = buf; *p; p++)
-        if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
-            *p = '_';
-}
-
 /* Back to the pool, out of any transaction; a broken session is closed
  * here (the next get opens a new one). */
 void pg_put(store *st, store_conn *conn)
@@ -299,6 +301,8 @@ void pg_put(store *st, store_conn *conn)
     else if (c->ses.pg)
         node_of(c->ses.pg, node, sizeof(node));
     pthread_mutex_lock(&s->mu);
+    if (s->down_since) /* a session on the lost server may still look alive */
+        node[0] = '\0';
     if (node[0])
         memcpy(s->node, node, sizeof(node));
     s->idle[s->nidle++] = c; /* nidle <= open <= pool_size <= POOL_MAX */

@@ -32,7 +32,7 @@ typedef struct pg_store {
      * one are answered at once while one thread (reconnector) tries again */
     int64_t down_since;   /* pg_now_ms(), 0 while up */
     char down_err[256];   /* the last attempt's failure */
-    char node[80];        /* store_node's: the server of the session last given back */
+    char node[80];        /* store_node's: the last session given back's; "" while down */
     int reconnecting, closing, started; /* started: reconnector is to be joined */
     int asked;            /* a request came during the reconnector's pause */
     pthread_t reconnector;

@@ -3,8 +3,9 @@
  * when the peer is trusted (127.0.0.1; 127.0.0.2 is a stranger); the
  * per-address limit counts a forwarded client's requests in flight (the
  * third of one address is answered 429, nothing done) and not the proxy's
- * connections, while a stranger's connections stay limited; an order's log
- * line names its client. */
+ * connections, while a stranger's connections stay limited (and come back
+ * when closed); an order's log line names its client; a flood of refusals
+ * is logged once a second at most. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -104,6 +105,36 @@ static double metric(const th_stockd *s, const char *name)
     return th_metric(s->url, name);
 }
 
+/* Waits (10 s x TH_SLOWER at most: a hang) until s's metric name is at least n. */
+static void wait_metric(const th_stockd *s, const char *name, double n)
+{
+    int64_t end = th_now_ms() + 10000 * TH_SLOWER;
+    double now;
+    while ((now = metric(s, name)) < n) {
+        if (th_now_ms() > end)
+            fail_msg("%s is %g after 10 s x %d, want %g", name, now, TH_SLOWER, n);
+        th_sleep_ms(5);
+    }
+}
+
+/* Whether a connection from STRANGER to s is served; waits (5 s x
+ * TH_SLOWER at most) for one, as connections closed a moment ago are
+ * counted until libmicrohttpd has seen them close. */
+static int stranger_served_again(const th_stockd *s)
+{
+    char out[4096];
+    int status = 0;
+    for (int64_t end = th_now_ms() + 5000 * TH_SLOWER; status != 200 && th_now_ms() < end;) {
+        int fd = th_connect_from(STRANGER, s->port);
+        status = fd >= 0 ? get_on(fd, "/health", "", out, sizeof(out)) : 0;
+        if (fd >= 0)
+            close(fd);
+        if (status != 200)
+            th_sleep_ms(20);
+    }
+    return status == 200;
+}
+
 /* 1. From the trusted peer, the client is X-Forwarded-For's rightmost
  *    untrusted hop (a spoofed leftmost one is not believed; several lines
  *    are joined); from a stranger, the header is ignored and the stranger
@@ -165,7 +196,8 @@ static int answer_on(int fd, char *out, size_t size)
  *    served); one forwarded client with 2 orders in flight has its third
  *    answered 429 too_many_requests with Retry-After, nothing deducted,
  *    while another client's order passes; once answered, the first client
- *    may order again. A stranger still gets 2 connections, not 3. */
+ *    may order again. A stranger still gets 2 connections, not 3, and once
+ *    it has closed them it gets one again. */
 static void test_the_limit_counts_forwarded_clients_not_the_proxys_connections(void **state)
 {
     (void)state;
@@ -182,7 +214,9 @@ static void test_the_limit_counts_forwarded_clients_not_the_proxys_connections(v
         assert_true((fds[i] = th_connect(s.port)) >= 0);
     send_order(fds[0], "203.0.113.5", items[0], work);
     send_order(fds[1], "6.6.6.6, 203.0.113.5", items[1], work); /* the same client */
-    th_wait_inflight(&s, 2);
+    /* both hold their item's lock: counted in flight (before their handler
+     * ran) already, so the third can't pass ahead of the second */
+    wait_metric(&s, "stockd_lock_acquired_total", 2);
     send_order(fds[2], "203.0.113.5", items[2], 0);
     assert_int_equal(answer_on(fds[2], out, sizeof(out)), 429);
     assert_non_null(strstr(out, "\"error\":\"too_many_requests\""));
@@ -213,14 +247,15 @@ static void test_the_limit_counts_forwarded_clients_not_the_proxys_connections(v
     for (int i = 0; i < 3; i++)
         if (strangers[i] >= 0)
             close(strangers[i]);
+    assert_true(stranger_served_again(&s)); /* closed: their counts came back */
 
     assert_int_equal(metric(&s, "stockd_http_per_address_refusals_total{limit=\"in_flight\"}"), 1);
     assert_true(metric(&s, "stockd_http_per_address_refusals_total{limit=\"connections\"}") >= 1);
     assert_true(metric(&s, "stockd_http_requests_total{route=\"reduceStock\",status=\"429\"}") >= 1);
     char *log = th_read_file(s.log);
     th_logfmt line;
-    assert_true(th_log_find(log, "msg", "request refused: too many in flight from one address",
-                            &line));
+    assert_true(th_log_find(log, "msg", "request refused: too many in flight from one address "
+                            "(logged once a second at most)", &line));
     int found = 0;
     assert_string_equal(th_logfmt_get(&line, "client", &found), "203.0.113.5");
     free(log);
@@ -228,7 +263,85 @@ static void test_the_limit_counts_forwarded_clients_not_the_proxys_connections(v
     assert_int_equal(th_stockd_stop_clean(&s), 0);
 }
 
-/* 3. Without --trusted-proxies, a header from 127.0.0.1 is ignored too. */
+#define FLOOD 50
+
+/* The requests of a flood on fd from client xff: FLOOD of req_fmt (a
+ * request with %s for the X-Forwarded-For value) that must each be
+ * answered status. Returns the seconds they took, rounded up. */
+static int flood(int fd, const char *req_fmt, const char *xff, int status)
+{
+    char req[512], out[4096];
+    snprintf(req, sizeof(req), req_fmt, xff);
+    int64_t t0 = th_now_ms();
+    for (int i = 0; i < FLOOD; i++) {
+        int got = th_exchange(fd, req, out, sizeof(out), 10000 * TH_SLOWER) > 0 ? atoi(out + 9) : 0;
+        if (got != status)
+            fail_msg("request %d of the flood from %s: %d, want %d: %s", i, xff, got, status, out);
+    }
+    return (int)((th_now_ms() - t0 + 999) / 1000);
+}
+
+/* 3. A forwarded client over its in-flight limit, and one without a token,
+ *    hammering: every refusal is counted in /metrics, but each kind is
+ *    logged once a second at most (one who hammers can't fill the log). */
+static void test_refusals_of_a_flood_are_logged_once_a_second_at_most(void **state)
+{
+    (void)state;
+    char tokens[128];
+    snprintf(tokens, sizeof(tokens), "%s/tokens", dir);
+    FILE *f = fopen(tokens, "w");
+    assert_non_null(f);
+    fputs("buyer shop flood-buyer-token\noperator ops flood-operator-token\n", f);
+    fclose(f);
+    const char *flags[] = {"--max-connections-per-ip", "1", "--allow-work-ms",
+                           "--api-tokens-file", tokens, NULL};
+    th_stockd s;
+    start(&s, "flood", flags);
+    int holder = th_connect(s.port), fd = th_connect(s.port);
+    assert_true(holder >= 0 && fd >= 0);
+    char body[128], req[512], out[4096];
+    const char *item = "{\"name\":\"flood\",\"stock\":10}";
+    snprintf(req, sizeof(req), "POST /items HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+             "flood-operator-token\r\nContent-Type: application/json\r\nContent-Length: %zu"
+             "\r\n\r\n%s", strlen(item), item);
+    assert_true(th_exchange(holder, req, out, sizeof(out), 10000 * TH_SLOWER) > 0);
+    const char *id = strstr(out, "\"id\":");
+    assert_non_null(id);
+    int len = snprintf(body, sizeof(body), "{\"itemId\":%lld,\"quantity\":1,\"workMs\":%d}",
+                       atoll(id + 5), 3000 * TH_SLOWER);
+    snprintf(req, sizeof(req), "POST /reduceStock HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: "
+             "203.0.113.5\r\nAuthorization: Bearer flood-buyer-token\r\nContent-Type: "
+             "application/json\r\nContent-Length: %d\r\n\r\n%s", len, body);
+    th_send_all(holder, req, strlen(req));
+    wait_metric(&s, "stockd_lock_acquired_total", 1); /* in flight: its one */
+
+    int secs = flood(fd, "GET /health HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: %s\r\n\r\n",
+                     "203.0.113.5", 429);
+    secs += flood(fd, "POST /reduceStock HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: %s\r\n"
+                  "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+                  "203.0.113.6", 401);
+    assert_int_equal(answer_on(holder, out, sizeof(out)), 200);
+    close(holder);
+    close(fd);
+
+    assert_int_equal(metric(&s, "stockd_http_per_address_refusals_total{limit=\"in_flight\"}"),
+                     FLOOD);
+    assert_int_equal(metric(&s, "stockd_http_requests_total{route=\"health\",status=\"429\"}"),
+                     FLOOD);
+    assert_int_equal(metric(&s, "stockd_http_requests_total{route=\"reduceStock\",status=\"401\"}"),
+                     FLOOD);
+    int in_flight = th_count_in_file(s.log, "msg=\"request refused: too many in flight");
+    int unauthorized = th_count_in_file(s.log, "msg=\"request not authorized");
+    print_message("a flood of %d each in %d s: %d lines of 429, %d of 401\n", FLOOD, secs,
+                  in_flight, unauthorized);
+    assert_true(in_flight >= 1 && in_flight <= secs + 1); /* one per second begun */
+    assert_true(unauthorized >= 1 && unauthorized <= secs + 1);
+    assert_true(logged_with_client(&s, "request not authorized (logged once a second at most)",
+                                   "203.0.113.6"));
+    assert_int_equal(th_stockd_stop_clean(&s), 0);
+}
+
+/* 4. Without --trusted-proxies, a header from 127.0.0.1 is ignored too. */
 static void test_without_trusted_proxies_every_header_is_ignored(void **state)
 {
     (void)state;
@@ -252,6 +365,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_the_log_names_the_forwarded_client_only_from_a_trusted_peer),
         cmocka_unit_test(test_the_limit_counts_forwarded_clients_not_the_proxys_connections),
+        cmocka_unit_test(test_refusals_of_a_flood_are_logged_once_a_second_at_most),
         cmocka_unit_test(test_without_trusted_proxies_every_header_is_ignored),
     };
     return cmocka_run_group_tests_name("behind a proxy", tests, group_setup, group_teardown);

@@ -117,11 +117,30 @@ static int cmp_ms(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Whether s's /health names a storageNode and its /metrics the node's
+ * gauge (1 each), for a server that was lost must not be named. */
+static int names_storage_node(const th_stockd *s)
+{
+    char url[96];
+    th_resp r;
+    int n = 0;
+    snprintf(url, sizeof(url), "%s/health", s->url);
+    if (th_http("GET", url, NULL, &r) == 0 && r.body && strstr(r.body, "\"storageNode\""))
+        n++;
+    th_resp_free(&r);
+    snprintf(url, sizeof(url), "%s/metrics", s->url);
+    if (th_http("GET", url, NULL, &r) == 0 && r.body && strstr(r.body, "stockd_storage_node_info{"))
+        n++;
+    th_resp_free(&r);
+    return n;
+}
+
 /* Once a session could not be opened (the server accepts connections and
  * then says nothing), every request that needs one is answered 503 at
  * once, with Retry-After and the reason, while one thread reconnects: the
- * proxy sees a few connections, not one per request. The answers' p99 is
- * printed (the target is 100 ms; no wall-clock assert). */
+ * proxy sees a few connections, not one per request; /health and /metrics
+ * name no storage node meanwhile (not the one it can't reach). The answers'
+ * p99 is printed (the target is 100 ms; no wall-clock assert). */
 static void test_while_no_session_opens_requests_are_answered_at_once(void **state)
 {
     (void)state;
@@ -129,6 +148,7 @@ static void test_while_no_session_opens_requests_are_answered_at_once(void **sta
     th_stockd s;
     start_behind_proxy("unreachable", &proxy, &s);
     long long item = th_new_item(&s, "unreachable", 100);
+    assert_int_equal(names_storage_node(&s), 2);
     assert_true(th_pg_int(pg.url, "SELECT count(pg_terminate_backend(pid)) FROM "
                                   "pg_stat_activity WHERE datname = 'unreachable' AND "
                                   "application_name = 'stockd'") > 0);
@@ -158,6 +178,7 @@ static void test_while_no_session_opens_requests_are_answered_at_once(void **sta
         th_resp_free(&r);
         connects = th_proxy_accepted(proxy) - before;
     }
+    assert_int_equal(names_storage_node(&s), 0); /* not the server it can't reach */
     th_proxy_stall(proxy, 0);
     qsort(ms, (size_t)n, sizeof(ms[0]), cmp_ms);
     print_message("%d answers while down: p50 %lld ms, p99 %lld ms, max %lld ms; %d connects "
@@ -167,6 +188,7 @@ static void test_while_no_session_opens_requests_are_answered_at_once(void **sta
     assert_true(connects <= CONNECTS_MAX);
     assert_int_equal(th_reduce_until_served(s.url, item, RECOVER_MS), 200);
     assert_ledger_adds_up(&s, item, 100);
+    assert_int_equal(names_storage_node(&s), 2); /* named again once a session was used */
     assert_int_equal(th_stockd_stop_clean(&s), 0);
     th_proxy_stop(proxy);
 }

@@ -2,7 +2,8 @@
  * sharing one SQLite file, driven over HTTP. Every status code of the API,
  * a table of malformed requests that must leave stock alone, renewal,
  * interruption, lock waits that don't stall other items, Redis going away
- * and coming back, and a graceful SIGTERM. */
+ * and coming back, and a graceful SIGTERM (with a drain notice, SIGHUP
+ * during it, and a second SIGTERM that cuts it short). */
 #include <errno.h>
 #include <jansson.h>
 #include <poll.h>
@@ -917,6 +918,92 @@ static void test_a_drain_notice_sells_while_health_says_draining(void **state)
     assert_int_equal(th_item_stock(&a, id), 4);
 }
 
+/* Writes one buyer token, token, as the tokens file path (whole: a temp
+ * file renamed over it). */
+static void write_buyer_token(const char *path, const char *token)
+{
+    char tmp[192];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    assert_non_null(f);
+    fprintf(f, "buyer shop %s\n", token);
+    fclose(f);
+    assert_int_equal(rename(tmp, path), 0);
+}
+
+/* The status of GET /items on s with token as a bearer token. */
+static int items_status_with(const th_stockd *s, const char *token)
+{
+    char req[256], out[8192];
+    snprintf(req, sizeof(req), "GET /items?limit=1 HTTP/1.1\r\nHost: t\r\nAuthorization: "
+             "Bearer %s\r\nConnection: close\r\n\r\n", token);
+    int fd = th_connect(s->port);
+    assert_true(fd >= 0);
+    int got = th_exchange(fd, req, out, sizeof(out), 10000 * TH_SLOWER);
+    close(fd);
+    return got > 0 ? atoi(out + 9) : 0;
+}
+
+/* Where msg first is in log after from (a pointer into log), or NULL. */
+static const char *logged_after(const char *log, const char *from, const char *msg)
+{
+    char needle[160];
+    snprintf(needle, sizeof(needle), "msg=\"%s", msg);
+    const char *at = log ? strstr(from ? from : log, needle) : NULL;
+    if (at == NULL)
+        print_message("not in the log%s: %s\n", from ? " after the line before" : "", msg);
+    return at;
+}
+
+/* During a drain notice SIGHUP still reloads the tokens (the new one is
+ * taken, the old refused: every route is served meanwhile), and a second
+ * SIGTERM cuts the notice short: stockd exits 0 long before the notice's
+ * end. The log shows the order: the notice, the reload, the second signal,
+ * the stop. (Each signal is sent once the one before has been seen to
+ * act, so two can't merge into one.) */
+static void test_a_second_sigterm_cuts_the_notice_short_and_sighup_reloads_in_it(void **state)
+{
+    (void)state;
+    const int notice_ms = 600000; /* never waited for: exiting before it is the point */
+    char tokens[160], notice[16];
+    snprintf(tokens, sizeof(tokens), "%s/notice-tokens", dir);
+    snprintf(notice, sizeof(notice), "%d", notice_ms);
+    write_buyer_token(tokens, "notice-token-one");
+    const char *flags[] = {LOCK_FLAGS, "--drain-notice-ms", notice, "--api-tokens-file", tokens,
+                           NULL};
+    th_stockd d;
+    assert_int_equal(th_stockd_start(&d, &redis, db, dir, flags), 0);
+    assert_int_equal(items_status_with(&d, "notice-token-one"), 200);
+    int64_t t0 = th_now_ms();
+    kill(d.pid, SIGTERM);
+    assert_true(wait_health_draining(d.url, 10000 * TH_SLOWER));
+
+    write_buyer_token(tokens, "notice-token-two");
+    kill(d.pid, SIGHUP);
+    for (int64_t end = th_now_ms() + 10000 * TH_SLOWER;
+         th_count_in_file(d.log, "msg=\"api tokens reloaded") < 1;) {
+        if (th_now_ms() > end)
+            fail_msg("no \"api tokens reloaded\" in %s after SIGHUP", d.log);
+        th_sleep_ms(20);
+    }
+    assert_int_equal(items_status_with(&d, "notice-token-two"), 200); /* still served */
+    assert_int_equal(items_status_with(&d, "notice-token-one"), 401);
+
+    kill(d.pid, SIGTERM);
+    assert_int_equal(th_wait(d.pid, 30000 * TH_SLOWER), 0); /* a hang: the notice not cut */
+    int64_t took = th_now_ms() - t0;
+    print_message("stopped %lld ms after the first SIGTERM, of a %d ms notice\n",
+                  (long long)took, notice_ms);
+    assert_true(took < notice_ms);
+    char *log = th_read_file(d.log);
+    const char *at = logged_after(log, NULL, "drain notice: /health answers 503");
+    at = at ? logged_after(log, at, "api tokens reloaded") : NULL;
+    at = at ? logged_after(log, at, "second stop signal: the drain notice is cut short") : NULL;
+    at = at ? logged_after(log, at, "stopped") : NULL;
+    free(log);
+    assert_non_null(at);
+}
+
 /* A request still running when the drain deadline passes must not commit:
  * its answer could no longer be sent. */
 static void test_requests_past_the_drain_deadline_do_not_commit(void **state)
@@ -1245,6 +1332,7 @@ int main(void)
         cmocka_unit_test(test_lock_waits_end_at_the_drain_deadline),
         cmocka_unit_test(test_requests_past_the_drain_deadline_do_not_commit),
         cmocka_unit_test(test_a_drain_notice_sells_while_health_says_draining),
+        cmocka_unit_test(test_a_second_sigterm_cuts_the_notice_short_and_sighup_reloads_in_it),
         cmocka_unit_test(test_every_order_committed_at_the_drain_deadline_is_answered),
         cmocka_unit_test(test_a_write_that_waits_past_the_drain_deadline_does_not_commit),
         cmocka_unit_test(test_a_redis_timeout_too_long_for_the_lease_stops_start_up),

@@ -1,6 +1,6 @@
 /* test_proxies.c - --trusted-proxies' list and the X-Forwarded-For walk
- * (server/proxies.h), and the per-address counts (server/tally.h): spoofed
- * hops, chains of proxies, blanks, malformed hops, many header lines. */
+ * (server/proxies.h): spoofed hops, chains of proxies, blanks, malformed
+ * hops, many header lines. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,7 +11,6 @@
 #include <cmocka.h>
 
 #include "server/proxies.h"
-#include "server/tally.h"
 
 /* Parses list, which must be good. */
 static proxies trust(const char *list)
@@ -255,28 +254,6 @@ static void test_addresses_parse_only_whole_addresses(void **state)
     assert_int_equal(proxies_addr_parse(&a, longer, sizeof(longer)), -1);
 }
 
-static void test_tally_counts_each_address_under_its_limit(void **state)
-{
-    (void)state;
-    tally *t = tally_new();
-    assert_non_null(t);
-    proxies_addr a = addr("203.0.113.5"), b = addr("2001:db8::5");
-    assert_int_equal(tally_take(t, &a, 2), 1);
-    assert_int_equal(tally_take(t, &a, 2), 1);
-    assert_int_equal(tally_take(t, &a, 2), 0); /* the third */
-    assert_int_equal(tally_count(t, &a), 2);
-    assert_int_equal(tally_take(t, &b, 2), 1); /* another address: its own count */
-    tally_give(t, &a);
-    assert_int_equal(tally_take(t, &a, 2), 1); /* one given back: room again */
-    tally_give(t, &a), tally_give(t, &a), tally_give(t, &b);
-    assert_int_equal(tally_count(t, &a), 0);
-    assert_int_equal(tally_count(t, &b), 0);
-    for (int i = 0; i < 1000; i++) /* 0: no limit */
-        assert_int_equal(tally_take(t, &a, 0), 1);
-    assert_int_equal(tally_count(t, &a), 1000);
-    tally_free(t);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -297,7 +274,6 @@ int main(void)
         cmocka_unit_test(test_dropped_lines_stop_the_walk_like_a_malformed_hop),
         cmocka_unit_test(test_many_lines_each_with_many_hops),
         cmocka_unit_test(test_addresses_parse_only_whole_addresses),
-        cmocka_unit_test(test_tally_counts_each_address_under_its_limit),
     };
     return cmocka_run_group_tests_name("proxies", tests, NULL, NULL);
 }
