@@ -7,6 +7,7 @@
 #include "tests/support/harness.h"
 #include "tests/support/pg.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <glob.h>
 #include <limits.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/shm.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -251,11 +253,47 @@ static int write_owned(const char *path, const char *text)
     return fclose(f) == 0 && ok ? own(path) : -1;
 }
 
+/* A port for a listener that binds it seconds later (a standby's, after
+ * its pg_basebackup): below the kernel's ephemeral range
+ * (ip_local_port_range), which it hands out for every outgoing connection
+ * on the host (libpq's, curl's, other tests') and th_free_port's with
+ * them - one taken meanwhile would cost a node. Free now, and never one
+ * handed out before by this process. */
+static int listener_port(void)
+{
+    static int given[4 * TH_PATRONI_NODES + 8], n_given;
+    int low = 32768, high = 0;
+    char *range = th_read_file("/proc/sys/net/ipv4/ip_local_port_range");
+    if (range && sscanf(range, "%d %d", &low, &high) < 1)
+        low = 32768;
+    free(range);
+    int span = low - 10000 > 1024 ? 10000 : low - 1024;
+    if (span < 64 || n_given >= (int)(sizeof(given) / sizeof(given[0])))
+        return th_free_port(); /* no room below: the ephemeral range it is */
+    int start = (int)((unsigned)getpid() * 7919u + (unsigned)th_now_ms()) % span;
+    for (int k = 0; k < span; k++) {
+        int port = low - span + (start + k) % span, taken = 0;
+        for (int j = 0; j < n_given; j++)
+            taken |= given[j] == port;
+        int fd = taken ? -1 : socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+        if (fd >= 0)
+            close(fd);
+        if (ok) {
+            given[n_given++] = port;
+            return port;
+        }
+    }
+    return th_free_port();
+}
+
 static int start_etcd(th_patroni *c)
 {
     char bin[] = "etcd", data[96], client[64], peer[64], initial[80], log[96];
-    c->etcd_port = th_free_port();
-    c->etcd_peer_port = th_free_port();
+    c->etcd_port = listener_port();
+    c->etcd_peer_port = listener_port();
     snprintf(data, sizeof(data), "%s/etcd", c->dir);
     snprintf(client, sizeof(client), "http://127.0.0.1:%d", c->etcd_port);
     snprintf(peer, sizeof(peer), "http://127.0.0.1:%d", c->etcd_peer_port);
@@ -316,8 +354,8 @@ static int write_config(const th_patroni *c, int i, const char *bindir)
 static int start_node(th_patroni *c, int i, const char *bindir)
 {
     th_patroni_node *n = &c->node[i];
-    n->port = th_free_port();
-    n->api = th_free_port();
+    n->port = listener_port();
+    n->api = listener_port();
     snprintf(n->dir, sizeof(n->dir), "%s/n%d", c->dir, i + 1);
     if (mkdir(n->dir, 0700) != 0 || own(n->dir) != 0 || write_config(c, i, bindir) != 0) {
         fprintf(stderr, "harness: cannot prepare %s\n", n->dir);

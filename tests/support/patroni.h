@@ -1,7 +1,8 @@
 /* patroni.h - a PostgreSQL cluster run as operators run one, for tests: one
  * etcd and three Patroni-managed PostgreSQL nodes (Debian's patroni and
- * etcd-server) with synchronous_mode, all on free loopback ports in a temp
- * dir; each Patroni and each postmaster stopped by its PID, also at exit. */
+ * etcd-server) with synchronous_mode, all on free loopback ports below the
+ * ephemeral range in a temp dir; each Patroni and each postmaster stopped
+ * by its PID, also at exit. */
 #ifndef TEST_PATRONI_H
 #define TEST_PATRONI_H
 
