@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <libpq-fe.h>
 
 #define START_MS (60000 * TH_SLOWER)
@@ -108,8 +109,10 @@ static int of_node(const char *pid, const char *data, const char *dir)
     return memmem(buf, n, dir, strlen(dir)) != NULL;
 }
 
-/* Processes of node i (of_node); each is sent sig (0: only counted). */
-static int in_data_dir(const th_patroni *c, int i, int sig)
+/* Processes of node i (of_node) whose command line holds what (NULL: any);
+ * each is sent sig (0: only counted). The last one's PID into *pid, if
+ * given. */
+static int of_node_named(const th_patroni *c, int i, const char *what, int sig, pid_t *pid)
 {
     char data[128], real[PATH_MAX];
     snprintf(data, sizeof(data), "%s/data", c->node[i].dir);
@@ -121,13 +124,28 @@ static int in_data_dir(const th_patroni *c, int i, int sig)
     while (proc && (e = readdir(proc)) != NULL) {
         if (e->d_name[0] < '1' || e->d_name[0] > '9' || !of_node(e->d_name, real, c->node[i].dir))
             continue;
+        if (what && !th_proc_has((pid_t)atoi(e->d_name), "cmdline", what))
+            continue;
         n++;
+        if (pid)
+            *pid = (pid_t)atoi(e->d_name);
         if (sig)
             kill((pid_t)atoi(e->d_name), sig);
     }
     if (proc)
         closedir(proc);
     return n;
+}
+
+static int in_data_dir(const th_patroni *c, int i, int sig)
+{
+    return of_node_named(c, i, NULL, sig, NULL);
+}
+
+pid_t th_patroni_walreceiver(const th_patroni *c, int i)
+{
+    pid_t pid = 0;
+    return of_node_named(c, i, "walreceiver", 0, &pid) == 1 ? pid : 0;
 }
 
 pid_t th_patroni_postmaster(const th_patroni *c, int i)
@@ -472,4 +490,42 @@ int th_patroni_wait_streaming(const th_patroni *c, int i, int n, int wait_ms)
         if (ask(c, i, sql) == 1)
             return 0;
     return -1;
+}
+
+/* One POST to etcd's v3 JSON gateway: the answer, or NULL. */
+static json_t *etcd_post(const th_patroni *c, const char *path, const char *body)
+{
+    char url[96];
+    th_resp r;
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", c->etcd_port, path);
+    json_t *j = th_http("POST", url, body, &r) == 0 && r.status == 200 && r.body
+                    ? json_loads(r.body, 0, NULL) : NULL;
+    th_resp_free(&r);
+    return j;
+}
+
+/* An int64 of etcd's JSON (written as a string of digits), or -1. */
+static long long etcd_int(const json_t *j, const char *key)
+{
+    const json_t *v = json_object_get(j, key);
+    return json_is_string(v) ? atoll(json_string_value(v))
+           : json_is_integer(v) ? json_integer_value(v) : -1;
+}
+
+int th_patroni_leader_ttl(const th_patroni *c)
+{
+    /* "/service/stockd/leader": Patroni's namespace, then the scope */
+    json_t *kv = etcd_post(c, "/v3/kv/range", "{\"key\":\"L3NlcnZpY2Uvc3RvY2tkL2xlYWRlcg==\"}");
+    if (kv == NULL)
+        return -2;
+    long long lease = etcd_int(json_array_get(json_object_get(kv, "kvs"), 0), "lease");
+    json_decref(kv);
+    if (lease <= 0)
+        return -1;
+    char body[64];
+    snprintf(body, sizeof(body), "{\"ID\":%lld}", lease);
+    json_t *t = etcd_post(c, "/v3/lease/timetolive", body);
+    long long ttl = t ? etcd_int(t, "TTL") : -2;
+    json_decref(t);
+    return ttl < -1 ? -2 : ttl < 0 ? -1 : (int)ttl;
 }
