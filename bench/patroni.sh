@@ -8,9 +8,11 @@
 # verdict. Prints per run how long after the kill the first order was served
 # (loadgen's timeline, to a bucket's width), the error answers meanwhile and
 # their outcomes (other_5xx: 503 storage_unavailable; commit_unknown; a
-# transport_error retried), and whether orders resumed within
-# Patroni's ttl + 5 s. Usage: bench/patroni.sh (RUNS=n, BUILD=dir); about
-# 45 s a run; not part of make bench.
+# transport_error retried), whether orders resumed within Patroni's
+# ttl + 5 s, and how the test's orders held in doubt at the next leader's
+# loss were answered (written, not written, commit_unknown). Usage:
+# bench/patroni.sh (RUNS=n, BUILD=dir); about 60 s a run; not part of make
+# bench.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
@@ -19,14 +21,14 @@ make -s BUILD="$BUILD" "$BUILD/stockd" "$BUILD/loadgen" "$BUILD/tests/it/test_pa
 out=$(mktemp -d "${TMPDIR:-/tmp}/patroni-bench.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 
-echo "| run | first order after the kill (s) | error answers meanwhile | by outcome | ttl + 5 s | verdict |"
-echo "|---|---|---|---|---|---|"
+echo "| run | first order after the kill (s) | error answers meanwhile | by outcome | ttl + 5 s | in doubt: written / not / unknown | verdict |"
+echo "|---|---|---|---|---|---|---|"
 for i in $(seq 1 "$RUNS"); do
     verdict=PASS
     TEST_BUILD_DIR=$BUILD "$BUILD/tests/it/test_patroni" >"$out/run$i" 2>&1 || verdict=FAIL
     line=$(grep -m1 'first order served' "$out/run$i" || true)
     if [ -z "$line" ]; then
-        echo "| $i | - | - | - | - | $verdict (no measure; see below) |"
+        echo "| $i | - | - | - | - | - | $verdict (no measure; see below) |"
         tail -30 "$out/run$i" >&2
         continue
     fi
@@ -35,5 +37,6 @@ for i in $(seq 1 "$RUNS"); do
     by=$(sed 's/.* commit_unknown; \(.*\)); ttl.*/\1/' <<<"$line")
     ttl=$(sed 's/.*ttl \([0-9]*\) s.*/\1/' <<<"$line")
     within=$(awk -v s="$secs" -v t="$ttl" 'BEGIN { print (s >= 0 && s <= t + 5) ? "within" : "NOT within" }')
-    echo "| $i | $secs | $errs | $by | $within | $verdict |"
+    doubt=$(sed -n 's/^\([0-9]*\) resolved as written, \([0-9]*\) as not written, \([0-9]*\) commit_unknown$/\1 \/ \2 \/ \3/p' "$out/run$i" | head -1)
+    echo "| $i | $secs | $errs | $by | $within | ${doubt:--} | $verdict |"
 done

@@ -7,6 +7,7 @@
 #include "tests/support/harness.h"
 #include "tests/support/pg.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <glob.h>
 #include <limits.h>
@@ -16,9 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/shm.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <libpq-fe.h>
 
 #define START_MS (60000 * TH_SLOWER)
@@ -106,8 +109,10 @@ static int of_node(const char *pid, const char *data, const char *dir)
     return memmem(buf, n, dir, strlen(dir)) != NULL;
 }
 
-/* Processes of node i (of_node); each is sent sig (0: only counted). */
-static int in_data_dir(const th_patroni *c, int i, int sig)
+/* Processes of node i (of_node) whose command line holds what (NULL: any);
+ * each is sent sig (0: only counted). The last one's PID into *pid, if
+ * given. */
+static int of_node_named(const th_patroni *c, int i, const char *what, int sig, pid_t *pid)
 {
     char data[128], real[PATH_MAX];
     snprintf(data, sizeof(data), "%s/data", c->node[i].dir);
@@ -119,13 +124,28 @@ static int in_data_dir(const th_patroni *c, int i, int sig)
     while (proc && (e = readdir(proc)) != NULL) {
         if (e->d_name[0] < '1' || e->d_name[0] > '9' || !of_node(e->d_name, real, c->node[i].dir))
             continue;
+        if (what && !th_proc_has((pid_t)atoi(e->d_name), "cmdline", what))
+            continue;
         n++;
+        if (pid)
+            *pid = (pid_t)atoi(e->d_name);
         if (sig)
             kill((pid_t)atoi(e->d_name), sig);
     }
     if (proc)
         closedir(proc);
     return n;
+}
+
+static int in_data_dir(const th_patroni *c, int i, int sig)
+{
+    return of_node_named(c, i, NULL, sig, NULL);
+}
+
+pid_t th_patroni_walreceiver(const th_patroni *c, int i)
+{
+    pid_t pid = 0;
+    return of_node_named(c, i, "walreceiver", 0, &pid) == 1 ? pid : 0;
 }
 
 pid_t th_patroni_postmaster(const th_patroni *c, int i)
@@ -251,11 +271,47 @@ static int write_owned(const char *path, const char *text)
     return fclose(f) == 0 && ok ? own(path) : -1;
 }
 
+/* A port for a listener that binds it seconds later (a standby's, after
+ * its pg_basebackup): below the kernel's ephemeral range
+ * (ip_local_port_range), which it hands out for every outgoing connection
+ * on the host (libpq's, curl's, other tests') and th_free_port's with
+ * them - one taken meanwhile would cost a node. Free now, and never one
+ * handed out before by this process. */
+static int listener_port(void)
+{
+    static int given[4 * TH_PATRONI_NODES + 8], n_given;
+    int low = 32768, high = 0;
+    char *range = th_read_file("/proc/sys/net/ipv4/ip_local_port_range");
+    if (range && sscanf(range, "%d %d", &low, &high) < 1)
+        low = 32768;
+    free(range);
+    int span = low - 10000 > 1024 ? 10000 : low - 1024;
+    if (span < 64 || n_given >= (int)(sizeof(given) / sizeof(given[0])))
+        return th_free_port(); /* no room below: the ephemeral range it is */
+    int start = (int)((unsigned)getpid() * 7919u + (unsigned)th_now_ms()) % span;
+    for (int k = 0; k < span; k++) {
+        int port = low - span + (start + k) % span, taken = 0;
+        for (int j = 0; j < n_given; j++)
+            taken |= given[j] == port;
+        int fd = taken ? -1 : socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+        if (fd >= 0)
+            close(fd);
+        if (ok) {
+            given[n_given++] = port;
+            return port;
+        }
+    }
+    return th_free_port();
+}
+
 static int start_etcd(th_patroni *c)
 {
     char bin[] = "etcd", data[96], client[64], peer[64], initial[80], log[96];
-    c->etcd_port = th_free_port();
-    c->etcd_peer_port = th_free_port();
+    c->etcd_port = listener_port();
+    c->etcd_peer_port = listener_port();
     snprintf(data, sizeof(data), "%s/etcd", c->dir);
     snprintf(client, sizeof(client), "http://127.0.0.1:%d", c->etcd_port);
     snprintf(peer, sizeof(peer), "http://127.0.0.1:%d", c->etcd_peer_port);
@@ -316,8 +372,8 @@ static int write_config(const th_patroni *c, int i, const char *bindir)
 static int start_node(th_patroni *c, int i, const char *bindir)
 {
     th_patroni_node *n = &c->node[i];
-    n->port = th_free_port();
-    n->api = th_free_port();
+    n->port = listener_port();
+    n->api = listener_port();
     snprintf(n->dir, sizeof(n->dir), "%s/n%d", c->dir, i + 1);
     if (mkdir(n->dir, 0700) != 0 || own(n->dir) != 0 || write_config(c, i, bindir) != 0) {
         fprintf(stderr, "harness: cannot prepare %s\n", n->dir);
@@ -434,4 +490,42 @@ int th_patroni_wait_streaming(const th_patroni *c, int i, int n, int wait_ms)
         if (ask(c, i, sql) == 1)
             return 0;
     return -1;
+}
+
+/* One POST to etcd's v3 JSON gateway: the answer, or NULL. */
+static json_t *etcd_post(const th_patroni *c, const char *path, const char *body)
+{
+    char url[96];
+    th_resp r;
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", c->etcd_port, path);
+    json_t *j = th_http("POST", url, body, &r) == 0 && r.status == 200 && r.body
+                    ? json_loads(r.body, 0, NULL) : NULL;
+    th_resp_free(&r);
+    return j;
+}
+
+/* An int64 of etcd's JSON (written as a string of digits), or -1. */
+static long long etcd_int(const json_t *j, const char *key)
+{
+    const json_t *v = json_object_get(j, key);
+    return json_is_string(v) ? atoll(json_string_value(v))
+           : json_is_integer(v) ? json_integer_value(v) : -1;
+}
+
+int th_patroni_leader_ttl(const th_patroni *c)
+{
+    /* "/service/stockd/leader": Patroni's namespace, then the scope */
+    json_t *kv = etcd_post(c, "/v3/kv/range", "{\"key\":\"L3NlcnZpY2Uvc3RvY2tkL2xlYWRlcg==\"}");
+    if (kv == NULL)
+        return -2;
+    long long lease = etcd_int(json_array_get(json_object_get(kv, "kvs"), 0), "lease");
+    json_decref(kv);
+    if (lease <= 0)
+        return -1;
+    char body[64];
+    snprintf(body, sizeof(body), "{\"ID\":%lld}", lease);
+    json_t *t = etcd_post(c, "/v3/lease/timetolive", body);
+    long long ttl = t ? etcd_int(t, "TTL") : -2;
+    json_decref(t);
+    return ttl < -1 ? -2 : ttl < 0 ? -1 : (int)ttl;
 }

@@ -1,7 +1,8 @@
 /* patroni.h - a PostgreSQL cluster run as operators run one, for tests: one
  * etcd and three Patroni-managed PostgreSQL nodes (Debian's patroni and
- * etcd-server) with synchronous_mode, all on free loopback ports in a temp
- * dir; each Patroni and each postmaster stopped by its PID, also at exit. */
+ * etcd-server) with synchronous_mode, all on free loopback ports below the
+ * ephemeral range in a temp dir; each Patroni and each postmaster stopped
+ * by its PID, also at exit. */
 #ifndef TEST_PATRONI_H
 #define TEST_PATRONI_H
 
@@ -57,6 +58,14 @@ int th_patroni_wait_streaming(const th_patroni *c, int i, int n, int wait_ms);
 /* Node i's postmaster as its data dir's postmaster.pid names it, when that
  * process runs there; else 0. Patroni starts it detached: it is not ours. */
 pid_t th_patroni_postmaster(const th_patroni *c, int i);
+
+/* Node i's walreceiver (a standby's), or 0 when it runs none. */
+pid_t th_patroni_walreceiver(const th_patroni *c, int i);
+
+/* The seconds left before the leader key in etcd lapses unless renewed (its
+ * lease's TTL, whole seconds), -1 when there is no leader key, -2 when etcd
+ * could not be asked. */
+int th_patroni_leader_ttl(const th_patroni *c);
 
 /* "postgresql://stock@127.0.0.1:<node i's port>/stock" into buf. */
 const char *th_patroni_url(const th_patroni *c, int i, char *buf, size_t size);
