@@ -990,7 +990,7 @@ static void test_a_second_sigterm_cuts_the_notice_short_and_sighup_reloads_in_it
     assert_int_equal(items_status_with(&d, "notice-token-one"), 401);
 
     kill(d.pid, SIGTERM);
-    assert_int_equal(th_wait(d.pid, 30000 * TH_SLOWER), 0); /* a hang: the notice not cut */
+    assert_int_equal(th_wait(d.pid, 10000 * TH_SLOWER), 0); /* a hang: the notice not cut */
     int64_t took = th_now_ms() - t0;
     print_message("stopped %lld ms after the first SIGTERM, of a %d ms notice\n",
                   (long long)took, notice_ms);
