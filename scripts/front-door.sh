@@ -56,7 +56,7 @@ export FRONT_CERT="$dir/front.pem"
 # the hard cap leaves room for a small overshoot that is answered, not reset
 : "${FRONT_CONN_HARD:=$((2 * FRONT_CONN_MAX))}"
 # below a replica's --max-connections, even one that a 1024 open-files limit
-# sized (about 850): docs/operations.md, "The front door"
+# sized (760): docs/operations.md, "The front door"
 : "${FRONT_SERVER_MAXCONN:=512}"
 # 0.0.0.0: the system picks the address, as with no source line at all
 : "${FRONT_SOURCE:=0.0.0.0}"
