@@ -5,7 +5,8 @@
  * every replica; a replica stopped with a drain notice leaves the pool before
  * it refuses anyone; the stick table refuses per source, closing what it
  * refuses; the replicas name the buyer's real address, whatever
- * X-Forwarded-For it forged. */
+ * X-Forwarded-For it forged; a burst past a replica's connections waits in
+ * haproxy's queue (per-server maxconn). */
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -655,6 +656,46 @@ static void test_a_forged_x_forwarded_for_changes_nothing_at_the_replica(void **
     assert_int_equal(named, 1);
 }
 
+/* (e) A burst larger than a replica's --max-connections: haproxy's
+ * per-server maxconn (FRONT_SERVER_MAXCONN, 2 on each of three server lines
+ * naming the one replica, so 6 at once, within its 20 with room for the
+ * checks' and idle connections) keeps the excess in its queue, and no buyer
+ * meets the replica's 503 too_many_connections. Without the maxconn, 40
+ * orders at once open 40 connections, and most are refused. */
+static void test_a_burst_waits_in_haproxys_queue_not_past_max_connections(void **state)
+{
+    (void)state;
+    char mdb[160];
+    snprintf(mdb, sizeof(mdb), "%s/maxconn.db", dir);
+    th_stockd one;
+    const char *flags[] = {"--instance-id", "small", "--max-connections", "20",
+                           "--allow-work-ms", NULL};
+    assert_int_equal(th_stockd_start(&one, &redis, mdb, dir, flags), 0);
+    char s[3][32];
+    for (int i = 0; i < 3; i++)
+        replica_addr(&one, s[i]);
+    setenv("FRONT_SERVER_MAXCONN", "2", 1);
+    front f;
+    int started = front_start(&f, "maxconn", s, "256", "1000000");
+    unsetenv("FRONT_SERVER_MAXCONN");
+    th_lg_outcome o = {0};
+    if (started == 0)
+        o = th_lg_run(loadgen, dir, 0, NULL,
+                      (const char *[]){"--target", f.url, "--cacert", ca, "-n", "200", "-c", "40",
+                                       "--items", "40", "--work-ms", "100", NULL},
+                      120000 * TH_SLOWER);
+    front_stop(&f);
+    int stopped = th_stockd_stop_clean(&one);
+    assert_int_equal(started, 0);
+    assert_int_equal(o.status, 0);
+    long long failed = failures(&o);
+    if (failed != 0 || o.json == NULL)
+        fail_msg("%lld orders failed in a burst past the replica's connections:\n%s", failed,
+                 o.text ? o.text : "");
+    th_lg_outcome_free(&o);
+    assert_int_equal(stopped, 0);
+}
+
 /* With no replica up, haproxy's own refusal is in stockd's format too: 503
  * no_replica in JSON with Retry-After, not its HTML page. */
 static void test_no_replica_up_gets_a_json_503(void **state)
@@ -689,6 +730,7 @@ int main(void)
         cmocka_unit_test(test_too_many_requests_from_one_source_get_429),
         cmocka_unit_test(test_a_request_carries_the_buyers_address_alone_in_x_forwarded_for),
         cmocka_unit_test(test_a_forged_x_forwarded_for_changes_nothing_at_the_replica),
+        cmocka_unit_test(test_a_burst_waits_in_haproxys_queue_not_past_max_connections),
         cmocka_unit_test(test_no_replica_up_gets_a_json_503),
         cmocka_unit_test(test_a_replica_drained_mid_sale_costs_no_buyer_an_error),
     };
