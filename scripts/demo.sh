@@ -12,7 +12,8 @@
 # DEMO_PORT (default 8081) moves the three HTTP ports. DEMO_FRONT=haproxy
 # (make demo-up FRONT=haproxy) puts haproxy in front of "up"'s replicas
 # (scripts/front-door.sh): HTTPS on DEMO_PORT + 362 (8443), its CA in
-# var/demo/front/ca.pem; the replicas then trust its X-Forwarded-For and give a
+# var/demo/front/ca.pem; the replicas then trust its X-Forwarded-For (from
+# 127.0.0.2, haproxy's own source address, and no other) and give a
 # drain notice on SIGTERM, so that haproxy drops them first. The replicas take an
 # operator token made at start ($STACK_DIR/operator.token; the tokens file
 # holds only its sha256): the catalog needs it, buying is open.
@@ -49,16 +50,19 @@ start_stack() {
 
 # Replica flags for haproxy in front (docs/operations.md, "The front door"):
 # a drain notice longer than its checks' 2 x 500 ms, and its X-Forwarded-For
-# believed from loopback.
+# believed from haproxy's own source address, 127.0.0.2 (front_source): not
+# from 127.0.0.1, where buyers are, which would let any of them name its own
+# address, through haproxy or straight to a replica.
+front_source=127.0.0.2
 front_flags() {
-    replica_flags+=(--drain-notice-ms 2000 --trusted-proxies 127.0.0.1/32)
+    replica_flags+=(--drain-notice-ms 2000 --trusted-proxies "$front_source/32")
 }
 
 # haproxy on $front_port over the three replicas, its PID in the stack's
 # pids (make demo-down stops it with them); waits until a sale's route answers
 # through it.
 start_front() {
-    FRONT_BIND=127.0.0.1:$front_port FRONT_S1=127.0.0.1:${ports[0]} \
+    FRONT_BIND=127.0.0.1:$front_port FRONT_SOURCE=$front_source FRONT_S1=127.0.0.1:${ports[0]} \
         FRONT_S2=127.0.0.1:${ports[1]} FRONT_S3=127.0.0.1:${ports[2]} \
         scripts/front-door.sh "$STACK_DIR/front" </dev/null >"$STACK_DIR/haproxy.log" 2>&1 &
     echo $! >>"$STACK_DIR/pids"
