@@ -21,7 +21,7 @@ FRONT_CONFIG=${FRONT_CONFIG:-docker/haproxy/haproxy.cfg}
 STACK_DIR=$(mktemp -d "${TMPDIR:-/tmp}/front-bench.XXXXXX")
 trap 'stack_stop; rm -rf "$STACK_DIR"' EXIT
 trap 'exit 130' INT TERM
-for tool in haproxy openssl bc /usr/bin/time; do
+for tool in /usr/sbin/haproxy openssl bc /usr/bin/time; do
     command -v "$tool" >/dev/null || { echo "front_door.sh: needs $tool (make deps)" >&2; exit 2; }
 done
 
@@ -106,7 +106,7 @@ plain=http://127.0.0.1:$port
 hap_plain=$(start_haproxy haproxy-plain "$port" "$plain" "$STACK_DIR/plain.cfg")
 
 echo "e2e-hot through haproxy (TLS), and through it without TLS, against direct HTTP: the same 3 replicas, 64 keep-alive connections, $DURATION s a run, $ROUNDS rounds"
-echo "$(haproxy -v | head -n 1 | cut -d' ' -f1-3), $(openssl version | cut -d' ' -f1-2), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "$(/usr/sbin/haproxy -v | head -n 1 | cut -d' ' -f1-3), $(openssl version | cut -d' ' -f1-2), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 status=0
 : >"$STACK_DIR/ratios"
 : >"$STACK_DIR/plain_ratios"

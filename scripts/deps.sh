@@ -47,7 +47,9 @@ want_base() {
     want_cmd redis-cli redis-tools
     want_cmd curl curl
     want_cmd openssl openssl # tests/it/test_tls.c makes its CA and certificates at run time
-    want_cmd haproxy haproxy # the front door: make demo-up FRONT=haproxy, test_front_door
+    # the front door: make demo-up FRONT=haproxy, test_front_door (in /usr/sbin,
+    # off a user's PATH: scripts/front-door.sh looks there)
+    want_file /usr/sbin/haproxy haproxy
     # promtool lints /metrics and the alert rules; prometheus scrapes replicas
     # in a test. One package ships both.
     want_cmd promtool prometheus

@@ -11,6 +11,8 @@
 # DIR/front.pem. The certificate is made once: to change FRONT_NAMES, delete
 # DIR/front.pem. openssl's messages go to DIR/openssl.log, shown if it fails.
 set -eu
+# Debian installs haproxy in /usr/sbin, which is not on a user's PATH.
+PATH=$PATH:/usr/sbin
 dir=${1:?usage: front-door.sh DIR [CONFIG]}
 config=${2:-$(dirname "$0")/../docker/haproxy/haproxy.cfg}
 names=${FRONT_NAMES:-localhost,127.0.0.1}
