@@ -299,8 +299,8 @@ static int64_t top_fence(const dlock_quorum *q, const int *ok, const int64_t *go
 
 /* Server i's acquire answer, counted: ok (with its fence in got[i]), held
  * by another (the soonest TTL kept in *soonest), or failed. */
-static void tally(dlock_quorum *q, int i, int rc, const dlock_acquired *got, int *ok, int *nok,
-                  int *held, int64_t *soonest, struct failures *fl)
+static void count_answer(dlock_quorum *q, int i, int rc, const dlock_acquired *got, int *ok,
+                         int *nok, int *held, int64_t *soonest, struct failures *fl)
 {
     if (rc == DLOCK_OK) {
         ok[i] = 1, (*nok)++;
@@ -341,7 +341,7 @@ int dlock__quorum_acquire(dlock_quorum *q, const dlock_node_acquire_args *args,
             int rc = dlock__node_acquire_end(&f.calls[i], &got[i]);
             note_answer(q, i, &f.calls[i]);
             out->sent |= got[i].sent;
-            tally(q, i, rc, &got[i], ok, &nok, &held, &soonest, &fl);
+            count_answer(q, i, rc, &got[i], ok, &nok, &held, &soonest, &fl);
         }
     } while (nok + held < quorum && ask_the_rest(&f));
     if (q->n == 1 && nok == 1) {

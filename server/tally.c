@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BUCKETS 1024 /* a power of 2 */
+#define TALLY_BUCKETS 1024 /* a power of 2 */
 
 struct entry {
     struct entry *next;
@@ -18,7 +18,7 @@ struct entry {
 
 struct tally {
     pthread_mutex_t mu;
-    struct entry *bucket[BUCKETS];
+    struct entry *bucket[TALLY_BUCKETS];
 };
 
 tally *tally_new(void)
@@ -33,7 +33,7 @@ void tally_free(tally *t)
 {
     if (t == NULL)
         return;
-    for (int i = 0; i < BUCKETS; i++)
+    for (int i = 0; i < TALLY_BUCKETS; i++)
         for (struct entry *e = t->bucket[i], *next; e; e = next) {
             next = e->next;
             free(e);
@@ -49,7 +49,7 @@ static size_t slot(const proxies_addr *a)
     const unsigned char *b = (const unsigned char *)a;
     for (size_t i = 0; i < sizeof(*a); i++)
         h = (h ^ b[i]) * 16777619u;
-    return h & (BUCKETS - 1);
+    return h & (TALLY_BUCKETS - 1);
 }
 
 /* a's entry in its bucket (t->mu held), and where it is linked from. */
