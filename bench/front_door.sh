@@ -25,34 +25,6 @@ for tool in /usr/sbin/haproxy openssl bc /usr/bin/time; do
     command -v "$tool" >/dev/null || { echo "front_door.sh: needs $tool (make deps)" >&2; exit 2; }
 done
 
-# e2e_hot NAME TARGET CACERT PIDS...: one loadgen run; prints "rate p99_us
-# verdict cpu_us lg_us": the CPU a request cost PIDS (the replicas, and
-# haproxy through it) and loadgen.
-e2e_hot() {
-    local name=$1 target=$2 ca=$3 json=$STACK_DIR/$1.json tls=() c0 c1 lg
-    shift 3
-    rm -f "$json"
-    [ -n "$ca" ] && tls=(--cacert "$ca")
-    c0=$(proc_ticks "$@")
-    # --history-ms 0: the history check's reads every 5 ms, each on a new
-    # connection (a full handshake through haproxy), would be load the direct
-    # runs hardly pay
-    /usr/bin/time -f '%U %S' -o "$STACK_DIR/time" "$BUILD/loadgen" -d "$DURATION" -n 0 -c 64 \
-        --stock 100000000 --history-ms 0 --target "$target" "${tls[@]}" --json "$json" \
-        >"$STACK_DIR/out" 2>&1 || true
-    c1=$(proc_ticks "$@")
-    lg=$(awk 'END { print $1 + $2 }' "$STACK_DIR/time")
-    cp "$STACK_DIR/out" "$STACK_DIR/$name.out"
-    local verdict rate
-    verdict=$(grep -o 'VERDICT: [A-Z]*' "$STACK_DIR/out" || echo "VERDICT: ERROR")
-    [ "$verdict" = "VERDICT: PASS" ] || tail -n 5 "$STACK_DIR/out" | sed "s/^/  $name loadgen: /" >&2
-    rate=$(json_number throughput "$json" || true)
-    echo "${rate:-0} $(json_number p99 "$json" || true) ${verdict#VERDICT: }" |
-        awk -v hz="$(getconf CLK_TCK)" -v s=$((c1 - c0)) -v l="$lg" -v d="$DURATION" '
-            { if (NF < 3) { print 0, 0, $NF, 0, 0; next }
-              n = $1 * d; print $1, $2, $3, (n > 0 ? s / hz * 1e6 / n : 0), (n > 0 ? l * 1e6 / n : 0) }'
-}
-
 # hap_us PIDS... -- NAME: e2e_hot's line for NAME with the CPU a request cost
 # haproxy's workers (PIDS) appended.
 hap_us() {

@@ -55,33 +55,6 @@ tls_stockd() {
     return 1
 }
 
-# e2e_hot SCHEME TARGETS PIDS...: one loadgen run; prints "rate p99_us verdict
-# replica_us loadgen_us": the last two the CPU a request cost the replicas
-# (PIDS) and loadgen, which moves less than the rate on a shared machine.
-e2e_hot() {
-    local json=$STACK_DIR/$1.json tls=() targets=$2 c0 c1 lg scheme=$1
-    shift 2
-    rm -f "$json"
-    [ -n "${tls_on:-}" ] && tls=(--cacert "$STACK_DIR/ca.pem")
-    c0=$(proc_ticks "$@")
-    # --history-ms 0: the history check's reads every 5 ms (on by default) would add load
-    # that the earlier figures did not have
-    /usr/bin/time -f '%U %S' -o "$STACK_DIR/time" "$BUILD/loadgen" -d "$DURATION" -n 0 -c 64 \
-        --stock 100000000 --history-ms 0 --target "$targets" "${tls[@]}" --json "$json" \
-        >"$STACK_DIR/out" 2>&1 || true
-    c1=$(proc_ticks "$@")
-    lg=$(awk 'END { print $1 + $2 }' "$STACK_DIR/time")
-    cp "$STACK_DIR/out" "$STACK_DIR/$scheme.out"
-    local verdict rate
-    verdict=$(grep -o 'VERDICT: [A-Z]*' "$STACK_DIR/out" || echo "VERDICT: ERROR")
-    [ "$verdict" = "VERDICT: PASS" ] || tail -n 5 "$STACK_DIR/out" | sed "s/^/  $scheme loadgen: /" >&2
-    rate=$(json_number throughput "$json" || true)
-    echo "${rate:-0} $(json_number p99 "$json" || true) ${verdict#VERDICT: }" |
-        awk -v hz="$(getconf CLK_TCK)" -v s=$((c1 - c0)) -v l="$lg" -v d="$DURATION" '
-            { if (NF < 3) { print 0, 0, $NF, 0, 0; next }
-              n = $1 * d; print $1, $2, $3, (n > 0 ? s / hz * 1e6 / n : 0), (n > 0 ? l * 1e6 / n : 0) }'
-}
-
 median() { sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 make_certs
@@ -109,9 +82,9 @@ for round in $(seq "$ROUNDS"); do
     declare -A got=()
     for scheme in "${order[@]}"; do
         if [ "$scheme" = https ]; then
-            got[$scheme]=$(tls_on=1 e2e_hot "$scheme" "$https_targets" "${https_pids[@]}")
+            got[$scheme]=$(e2e_hot "$scheme" "$https_targets" "$STACK_DIR/ca.pem" "${https_pids[@]}")
         else
-            got[$scheme]=$(tls_on="" e2e_hot "$scheme" "$http_targets" "${http_pids[@]}")
+            got[$scheme]=$(e2e_hot "$scheme" "$http_targets" "" "${http_pids[@]}")
         fi
     done
     read -r r_http p_http v_http s_http l_http <<<"${got[http]}"
