@@ -61,6 +61,7 @@ struct http_server {
     struct MHD_Daemon *daemon;
     reaper *reaper;    /* deadlines for slow senders: its own, or cfg.shares' */
     _Atomic int draining;
+    _Atomic int closing; /* http_stop is past its waits: no answer is made now */
     _Atomic int open;  /* connections open now */
     _Atomic int pending; /* requests handed to the handler and not yet answered */
     _Atomic int unsent;  /* requests let in whose answer is not sent yet (nor their connection gone) */
@@ -445,6 +446,14 @@ static enum MHD_Result respond(http_server *s, struct MHD_Connection *conn, cons
         atomic_fetch_add(&s->unsent, 1);
         rq->entered = 1;
     }
+    /* A request read once http_stop has waited out the answers made (it
+     * sat unread in its socket through the drain): an answer made now
+     * would be cut off by MHD_stop_daemon, and logged as sent. Its
+     * connection closes unanswered, nothing done, like one never read.
+     * Read after unsent is raised: either the stop sees this request in
+     * unsent and waits for it, or this sees closing. */
+    if (atomic_load(&s->closing))
+        return MHD_NO;
     clock_gettime(CLOCK_MONOTONIC, &rq->t0);
     rq->req.conn = conn, rq->req.method = method, rq->req.url = url; /* for the log */
     if (!rq->client_known)
@@ -869,6 +878,7 @@ void http_stop(http_server *s)
      * still in its handler answers first (its lock's wait and the store's
      * timeouts bound that; past the drain, commits are refused) */
     wait_for_none(&s->pending, 0);
+    atomic_store(&s->closing, 1); /* before the wait on unsent: see respond */
     /* An answer made is not yet sent: its event thread has still to write it
      * (it may have been resumed an instant ago), and MHD_stop_daemon shuts
      * every socket down, a committed order's answer with it. They get, all

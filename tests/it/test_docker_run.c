@@ -400,7 +400,7 @@ static void give_ca_to(const th_local_stack *s, const th_service *svc, const cha
 static void test_buyer_service_passes_through_haproxy_with_its_environment(void **state)
 {
     (void)state;
-    if (!th_have("haproxy") || !th_have("openssl"))
+    if (access("/usr/sbin/haproxy", X_OK) != 0 || !th_have("openssl")) /* off a user's PATH */
         th_skip("needs haproxy and openssl (make deps installs them)");
     const th_service *front = th_compose_service(&compose, "haproxy");
     const th_service *buyer = th_compose_service(&compose, "buyer");
