@@ -13,14 +13,16 @@ WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wwrite-strings \
 # the report test's screenshots), so a plain
 # `make` (the Docker build) works without them. GnuTLS is stockd's HTTPS
 # (through libmicrohttpd, which links it already) and its API tokens'
-# SHA-256 (server/auth.c), and loadgen's https:// client.
-PKGS := hiredis libmicrohttpd gnutls sqlite3 libpq jansson
+# SHA-256 (server/auth.c), and loadgen's https:// client. libsystemd is
+# stockd's sd_notify (server/notify.c): readiness under a Type=notify unit.
+PKGS := hiredis libmicrohttpd gnutls sqlite3 libpq jansson libsystemd
 TEST_PKGS := cmocka libcurl zlib
 ALL_CFLAGS = -std=c11 $(CFLAGS) $(WARN) -pthread -D_GNU_SOURCE -MMD -MP $(SANFLAGS) \
              -I. $(shell $(PKG_CONFIG) --cflags $(PKGS))
 LDFLAGS += -pthread $(SANFLAGS)
 LIBS_LOCK = $(shell $(PKG_CONFIG) --libs hiredis)
-LIBS_SERVER = $(LIBS_LOCK) $(shell $(PKG_CONFIG) --libs libmicrohttpd gnutls sqlite3 libpq jansson) -lm
+LIBS_SERVER = $(LIBS_LOCK) $(shell $(PKG_CONFIG) --libs libmicrohttpd gnutls sqlite3 libpq jansson \
+              libsystemd) -lm
 # loadgen's HTTP client parses answers with Debian's libhttp-parser-dev, which
 # ships no pkg-config file: its header is in /usr/include, the library is
 # linked by name.

@@ -39,6 +39,7 @@ want_base() {
     want_pc libpq libpq-dev
     want_pg_server
     want_pc jansson libjansson-dev
+    want_pc libsystemd libsystemd-dev # stockd's sd_notify: readiness under systemd
     want_pc cmocka libcmocka-dev
     want_pc libcurl libcurl4-openssl-dev # the tests' own HTTP calls; loadgen does without
     want_file /usr/include/http_parser.h libhttp-parser-dev # loadgen's HTTP answers
