@@ -2,7 +2,9 @@
  * service (the store and the lock client), serves HTTP, reads the tokens
  * again on SIGHUP, and on SIGTERM/SIGINT (after --drain-notice-ms with
  * /health at 503, when set) stops accepting, lets in-flight
- * requests finish (releasing their locks), closes the database and exits 0. */
+ * requests finish (releasing their locks), closes the database and exits 0.
+ * Under systemd it says so as it goes (notify.h): ready once the database
+ * and Redis answer, reloading, stopping. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 #include "server/handlers.h"
 #include "server/http.h"
 #include "server/log.h"
+#include "server/notify.h"
 #include "server/service.h"
 
 /* Connections the probe port takes (a load balancer's and a scraper's checks). */
@@ -112,29 +115,93 @@ static int open_tokens(const stockd_config *c, auth **out)
     return 0;
 }
 
-/* SIGHUP: the file again; a file that does not parse leaves the old tokens. */
-static void reload_tokens(auth *a)
+/* What main serves, as the signals' handling needs it. */
+struct served {
+    service *svc;
+    auth *tokens;
+    int port;
+    int ready;    /* READY=1 told, or no service manager to tell */
+    int stopping; /* STOPPING=1 told */
+};
+
+/* SIGHUP: the file again; a file that does not parse leaves the old tokens.
+ * A service manager hears RELOADING=1 before and READY=1 after, with how it
+ * went, once it was told READY and until the stop (before, it waits for
+ * READY still; after, for the exit): else a STATUS= alone. */
+static void reload_tokens(struct served *sv)
 {
-    char err[512];
-    if (a == NULL)
+    char err[512], said[600];
+    int told = sv->ready && !sv->stopping;
+    if (told)
+        notify_reloading("reloading the api tokens");
+    if (sv->tokens == NULL) {
         log_event(LOG_WARN, "SIGHUP: no --api-tokens-file to read again", NULL, 0);
-    else if (auth_reload(a, err, sizeof(err)) != 0)
+        snprintf(said, sizeof(said), "no --api-tokens-file to reload");
+    } else if (auth_reload(sv->tokens, err, sizeof(err)) != 0) {
         log_kv(LOG_ERROR, "api tokens not reloaded; the old ones stay", LOG_STR("detail", err));
+        snprintf(said, sizeof(said), "api tokens NOT reloaded, the old ones stay: %s", err);
+    } else {
+        log_tokens(LOG_INFO, "api tokens reloaded", sv->tokens);
+        snprintf(said, sizeof(said), "api tokens reloaded");
+    }
+    if (told)
+        notify_ready("serving on port %d; %s", sv->port, said);
     else
-        log_tokens(LOG_INFO, "api tokens reloaded", a);
+        notify_status("%s; %s", sv->stopping ? "stopping" : "not ready yet", said);
+}
+
+/* How often, until READY=1, main asks the check /health makes whether the
+ * database and Redis answer (only when a service manager listens). */
+#define READY_CHECK_MS 1000
+
+/* READY=1 once the database and (in redis mode) Redis answer, as /health's
+ * check says: a unit ordered after stockd starts only when it can sell,
+ * while stockd serves meanwhile (its answers say what is down). Until then
+ * a STATUS= says what it waits for. Sets sv->ready. */
+static void check_ready(struct served *sv)
+{
+    service_health h;
+    service_check_health(sv->svc, &h);
+    if (!h.ok) {
+        notify_status("waiting for the database and Redis: storage %s; redis %s", h.storage,
+                      h.redis);
+        return;
+    }
+    sv->ready = 1;
+    int rc = notify_ready("serving on port %d; storage %s; redis %s", sv->port, h.storage,
+                          h.redis);
+    if (rc < 0)
+        log_kv(LOG_WARN, "cannot tell systemd that stockd is ready",
+               LOG_STR("detail", strerror(-rc)));
+    else
+        log_event(LOG_INFO, "ready: told systemd (the database and Redis answer as /health "
+                  "asks them)", NULL, 0);
 }
 
 /* Waits for SIGTERM or SIGINT, which every thread blocks (as SIGHUP, which
- * reloads the tokens meanwhile). */
-static int wait_for_stop(const sigset_t *set, auth *tokens)
+ * reloads the tokens meanwhile); until READY=1, checking readiness every
+ * READY_CHECK_MS. */
+static int wait_for_stop(const sigset_t *set, struct served *sv)
 {
-    int sig = 0;
+    sv->ready = !notify_wanted();
+    if (!sv->ready)
+        check_ready(sv);
     for (;;) {
-        if (sigwait(set, &sig) != 0)
-            continue;
+        int sig = 0;
+        if (sv->ready) {
+            if (sigwait(set, &sig) != 0)
+                continue;
+        } else {
+            struct timespec ts = {READY_CHECK_MS / 1000, (READY_CHECK_MS % 1000) * 1000000L};
+            sig = sigtimedwait(set, NULL, &ts);
+            if (sig < 0) {
+                check_ready(sv);
+                continue;
+            }
+        }
         if (sig != SIGHUP)
             return sig;
-        reload_tokens(tokens);
+        reload_tokens(sv);
     }
 }
 
@@ -149,11 +216,13 @@ static int64_t now_ms(void)
  * /health answers 503 "draining", so that a load balancer's checks take
  * the replica out of its pool before the drain refuses anything. SIGHUP
  * still reloads the tokens; a second stop signal cuts the notice short. */
-static void give_notice(service *svc, int notice_ms, const sigset_t *set, auth *tokens)
+static void give_notice(struct served *sv, int notice_ms, const sigset_t *set)
 {
     if (notice_ms <= 0)
         return;
-    service_notice_drain(svc);
+    service_notice_drain(sv->svc);
+    notify_status("stopping: drain notice for %d ms, /health answers 503 \"draining\"",
+                  notice_ms);
     log_kv(LOG_INFO, "drain notice: /health answers 503 while requests are served as usual",
            LOG_INT("drainNoticeMs", notice_ms));
     int64_t end = now_ms() + notice_ms;
@@ -161,7 +230,7 @@ static void give_notice(service *svc, int notice_ms, const sigset_t *set, auth *
         struct timespec ts = {left / 1000, (long)(left % 1000) * 1000000L};
         int sig = sigtimedwait(set, NULL, &ts);
         if (sig == SIGHUP) {
-            reload_tokens(tokens);
+            reload_tokens(sv);
         } else if (sig > 0) {
             log_event(LOG_WARN, "second stop signal: the drain notice is cut short", NULL, 0);
             return;
@@ -227,6 +296,7 @@ static int open_service(stockd_config *c, const sigset_t *stop, service **svc, c
         log_kv(LOG_WARN, "database not reachable yet; trying again", LOG_STR("db", db),
                LOG_INT("attempt", attempt), LOG_INT("retryInMs", pause),
                LOG_INT("waitLeftS", (left + 999) / 1000), LOG_STR("detail", err));
+        notify_status("waiting for the database %s (attempt %d): %s", db, attempt, err);
         struct timespec ts = {pause / 1000, (long)(pause % 1000) * 1000000L};
         if (sigtimedwait(stop, NULL, &ts) > 0)
             return STOPPED_WAITING;
@@ -272,6 +342,7 @@ int main(int argc, char **argv)
     explicit_bzero(c.db_password, sizeof(c.db_password));       /* and the store its own */
     explicit_bzero(c.sentinel_password, sizeof(c.sentinel_password));
     if (rc == STOPPED_WAITING) {
+        notify_stopping("stopped while waiting for the database");
         log_event(LOG_INFO, "stopped while waiting for the database", NULL, 0);
         auth_free(tokens);
         return 0;
@@ -284,6 +355,7 @@ int main(int argc, char **argv)
                               : "cannot start the service",
                LOG_STR("db", store_db_shown(c.service.store.db, db, sizeof(db))),
                LOG_INT("dbWaitS", c.db_wait_s), LOG_STR("detail", err));
+        notify_status("cannot start the service: %s", err);
         auth_free(tokens);
         return 1;
     }
@@ -291,6 +363,7 @@ int main(int argc, char **argv)
     if (http_start(&c.http, svc, handlers_answer, &srv, err, sizeof(err)) != 0 ||
         (c.probe_port && start_probes(&c, svc, srv, &probes, err, sizeof(err)) != 0)) {
         log_kv(LOG_ERROR, "cannot start HTTP server", LOG_STR("detail", err));
+        notify_status("cannot start the HTTP server: %s", err);
         http_stop(srv);
         service_close(svc);
         auth_free(tokens);
@@ -298,19 +371,30 @@ int main(int argc, char **argv)
     }
     log_listening(&c, &c.service);
 
-    int sig = wait_for_stop(&signals, tokens);
-    log_kv(LOG_INFO, "stopping", LOG_STR("signal", sig == SIGINT ? "INT" : "TERM"),
+    struct served sv = {svc, tokens, c.http.port, 0, 0};
+    int sig = wait_for_stop(&signals, &sv);
+    const char *signame = sig == SIGINT ? "INT" : "TERM";
+    log_kv(LOG_INFO, "stopping", LOG_STR("signal", signame),
            LOG_INT("drainMs", c.drain_ms), LOG_INT("drainNoticeMs", c.drain_notice_ms));
-    give_notice(svc, c.drain_notice_ms, &signals, tokens);
+    sv.stopping = 1;
+    notify_stopping("stopping on SIG%s: draining (notice %d ms, then up to %d ms for requests "
+                    "in flight)", signame, c.drain_notice_ms, c.drain_ms);
+    give_notice(&sv, c.drain_notice_ms, &signals);
     http_quiesce(srv);
     if (probes)
         http_quiesce(probes); /* /health says 503 from now on: balancers drop the replica */
+    notify_status("stopping: no new requests; draining those in flight for up to %d ms",
+                  c.drain_ms);
     int left = service_drain(svc, c.drain_ms);
     if (left > 0) { /* their answers can't be sent any more: don't let them commit */
         service_refuse_commits(svc);
         log_kv(LOG_WARN, "requests still running or being answered at the drain deadline; "
                "those not yet committed will not commit", LOG_INT("count", left));
     }
+    if (left > 0)
+        notify_status("stopping: %d requests left at the drain's end; closing", left);
+    else
+        notify_status("stopping: drained; closing");
     http_stop(probes); /* first: it uses srv's thread of deadlines */
     http_stop(srv);
     tls_pem_free(&c.tls);
