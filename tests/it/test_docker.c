@@ -465,7 +465,7 @@ static void package_of(const char *lib, char *pkg, size_t size)
 static int named_library(const char *pkg)
 {
     static const char *const ours[] = {"libhiredis", "libmicrohttpd", "libsqlite3", "libpq",
-                                       "libjansson", "libhttp-parser", NULL};
+                                       "libjansson", "libhttp-parser", "libsystemd", NULL};
     for (int i = 0; ours[i]; i++)
         if (strncmp(pkg, ours[i], strlen(ours[i])) == 0)
             return 1;
