@@ -100,6 +100,7 @@ deb)
     want_cmd dpkg-buildpackage dpkg-dev
     want_cmd dh debhelper
     want_cmd lintian lintian
+    want_cmd systemd-analyze systemd # the units' exposure
     want_cmd pkg-config pkg-config
     want_pc hiredis libhiredis-dev
     want_pc libmicrohttpd libmicrohttpd-dev
