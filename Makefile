@@ -17,7 +17,9 @@ WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wwrite-strings \
 # stockd's sd_notify (server/notify.c): readiness under a Type=notify unit.
 PKGS := hiredis libmicrohttpd gnutls sqlite3 libpq jansson libsystemd
 TEST_PKGS := cmocka libcurl zlib
-ALL_CFLAGS = -std=c11 $(CFLAGS) $(WARN) -pthread -D_GNU_SOURCE -MMD -MP $(SANFLAGS) \
+# CPPFLAGS, CFLAGS and LDFLAGS are the caller's too: the Debian build passes
+# dpkg-buildflags' hardening (_FORTIFY_SOURCE, the stack protector, RELRO).
+ALL_CFLAGS = -std=c11 $(CPPFLAGS) $(CFLAGS) $(WARN) -pthread -D_GNU_SOURCE -MMD -MP $(SANFLAGS) \
              -I. $(shell $(PKG_CONFIG) --cflags $(PKGS))
 LDFLAGS += -pthread $(SANFLAGS)
 LIBS_LOCK = $(shell $(PKG_CONFIG) --libs hiredis)
@@ -73,7 +75,7 @@ endif
 
 .SECONDARY:
 .PHONY: all deps test check asan tsan fuzz valgrind demo demo-up demo-down bench clean help \
-        test-fresh docker-demo install uninstall mutants
+        test-fresh docker-demo install uninstall mutants deb
 
 all: $(BINS)
 
@@ -92,7 +94,9 @@ help:
 	@echo "make bench      every benchmark, about 6 minutes (see bench/README.md)"
 	@echo "make test-fresh (root) make demo and make test in a fresh bookworm chroot"
 	@echo "make docker-demo (root) the compose demo in Docker: replicas, loadgen, a killed replica"
-	@echo "make install    libdlock (.a, .so, its headers, dlock.pc), man pages under PREFIX (/usr/local)"
+	@echo "make install    stockd, loadgen, libdlock (.a, .so, headers, dlock.pc), man pages"
+	@echo "                under PREFIX (/usr/local)"
+	@echo "make deb        the Debian packages in build/deb/, checked by lintian"
 
 deps:
 	@scripts/deps.sh
@@ -166,6 +170,11 @@ test-fresh:
 docker-demo:
 	@scripts/docker-demo.sh
 
+# From a copy of the tracked files in build/deb/src (dpkg-buildpackage writes
+# beside the tree it builds); installs the packaging tools itself.
+deb:
+	@scripts/deb.sh
+
 # libFuzzer targets (clang): new inputs go to build/fuzz/corpus-*, the seeds in
 # tests/fuzz/corpus/ are only read; a crash leaves build/fuzz/crash-* and fails.
 FUZZ_SECONDS ?= 60
@@ -224,20 +233,27 @@ $(BUILD)/dlock.pc: lock/dlock.pc.in $(DLOCK_HEADERS)
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	    -e 's|@VERSION@|$(DLOCK_VERSION)|' $< > $@
 
-# make install PREFIX=... [DESTDIR=...]: libdlock (static and shared), its
+# make install PREFIX=... [DESTDIR=...]: stockd (SBINDIR: a daemon), loadgen,
+# libdlock (static and shared), its
 # headers, dlock.pc, the man pages and loadgen's --api profiles (stockd's own
 # API as a profile, a start for one's own). dlock.pc holds PREFIX, so it is made again for
 # each install. tests/sh/test_install.sh installs into a private prefix and
 # builds lock/README.md's example against it.
 PREFIX ?= /usr/local
+SBINDIR ?= $(PREFIX)/sbin
+BINDIR ?= $(PREFIX)/bin
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 MANDIR ?= $(PREFIX)/share/man
 PROFILEDIR ?= $(PREFIX)/share/loadgen/profiles
 
-install: $(BUILD)/libdlock.a $(BUILD)/$(DLOCK_SO) $(MAN_PAGES) $(MAN_LINKS)
+install: $(BUILD)/stockd $(BUILD)/loadgen $(BUILD)/libdlock.a $(BUILD)/$(DLOCK_SO) $(MAN_PAGES) \
+         $(MAN_LINKS)
 	@rm -f $(BUILD)/dlock.pc
 	@$(MAKE) --no-print-directory $(BUILD)/dlock.pc
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR)
+	install -m 755 $(BUILD)/stockd $(DESTDIR)$(SBINDIR)/
+	install -m 755 $(BUILD)/loadgen $(DESTDIR)$(BINDIR)/
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
 	install -m 644 $(BUILD)/libdlock.a $(DESTDIR)$(LIBDIR)/
 	install -m 755 $(BUILD)/$(DLOCK_SO) $(DESTDIR)$(LIBDIR)/
@@ -253,7 +269,8 @@ install: $(BUILD)/libdlock.a $(BUILD)/$(DLOCK_SO) $(MAN_PAGES) $(MAN_LINKS)
 	install -m 644 loadgen/profiles/*.json $(DESTDIR)$(PROFILEDIR)/
 
 uninstall:
-	rm -f $(DESTDIR)$(LIBDIR)/libdlock.a $(DESTDIR)$(LIBDIR)/$(DLOCK_SO) \
+	rm -f $(DESTDIR)$(SBINDIR)/stockd $(DESTDIR)$(BINDIR)/loadgen \
+	    $(DESTDIR)$(LIBDIR)/libdlock.a $(DESTDIR)$(LIBDIR)/$(DLOCK_SO) \
 	    $(DESTDIR)$(LIBDIR)/$(DLOCK_SONAME) $(DESTDIR)$(LIBDIR)/libdlock.so \
 	    $(DLOCK_HEADERS:lock/%=$(DESTDIR)$(INCLUDEDIR)/%) $(DESTDIR)$(LIBDIR)/pkgconfig/dlock.pc \
 	    $(DESTDIR)$(MANDIR)/man1/loadgen.1 $(DESTDIR)$(MANDIR)/man8/stockd.8 \

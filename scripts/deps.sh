@@ -1,9 +1,10 @@
 #!/bin/sh
 # deps.sh - installs the Debian packages that building, testing and the demo
 # need (plus clang with "fuzz", valgrind with "valgrind", the benchmark tools
-# with "bench"); does nothing when all are there. Two purposes build nothing
+# with "bench"); does nothing when all are there. Three purposes build nothing
 # here and need only their own: "docker" (make docker-demo: the engine, Debian's
-# docker-compose, debootstrap for a base image) and "fresh" (make test-fresh).
+# docker-compose, debootstrap for a base image), "fresh" (make test-fresh) and
+# "deb" (make deb: the packaging tools and debian/control's Build-Depends).
 set -eu
 
 need=""
@@ -93,8 +94,30 @@ docker)
     want_cmd curl curl # the demo asks Prometheus's API on its published port
     ;;
 fresh) want_cmd debootstrap debootstrap ;;
+deb)
+    # What dpkg-buildpackage checks against debian/control's Build-Depends
+    # (it refuses to start when one is missing, so a list that drifts from
+    # the control file shows at once), and lintian after it.
+    want_cmd dpkg-buildpackage dpkg-dev
+    want_cmd dh debhelper
+    want_cmd lintian lintian
+    want_cmd systemd-analyze systemd # the units' exposure
+    want_cmd pkg-config pkg-config
+    want_pc hiredis libhiredis-dev
+    want_pc libmicrohttpd libmicrohttpd-dev
+    want_pc gnutls libgnutls28-dev
+    want_pc sqlite3 libsqlite3-dev
+    want_pc libpq libpq-dev
+    want_pc jansson libjansson-dev
+    want_pc libsystemd libsystemd-dev # stockd's sd_notify (Type=notify)
+    want_file /usr/include/http_parser.h libhttp-parser-dev
+    # the unit tests dh_auto_test runs (<!nocheck> in the control file)
+    want_pc cmocka libcmocka-dev
+    want_pc libcurl libcurl4-openssl-dev
+    want_pc zlib zlib1g-dev
+    ;;
 *)
-    echo "usage: scripts/deps.sh [fuzz|valgrind|bench|docker|fresh]" >&2
+    echo "usage: scripts/deps.sh [fuzz|valgrind|bench|docker|fresh|deb]" >&2
     exit 2
     ;;
 esac

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_install.sh - libdlock as somebody else's program gets it: make install
 # into a private prefix (its own build directory, whatever make test built),
+# stockd in sbin and loadgen in bin,
 # the man pages where man finds them, then the example programs of
 # lock/README.md and README.md compiled against the installed files only
 # (pkg-config; shared, then static) and run against a private redis-server,
@@ -40,15 +41,15 @@ rc=$?
 version=$(sed -n 's/^#define DLOCK_VERSION "\(.*\)"/\1/p' lock/dlock.h)
 major=${version%%.*}
 headers=(dlock.h dlock_base.h dlock_async.h dlock_sem.h dlock_rw.h) # libdlock's public headers
-for f in lib/libdlock.a lib/libdlock.so lib/libdlock.so.$major lib/libdlock.so.$version \
-    "${headers[@]/#/include/}" lib/pkgconfig/dlock.pc share/man/man1/loadgen.1 share/man/man3/libdlock.3 \
-    share/man/man3/dlock_acquire.3 share/man/man8/stockd.8 share/loadgen/profiles/stockd.json; do
+for f in sbin/stockd bin/loadgen lib/libdlock.a lib/libdlock.so lib/libdlock.so.$major \
+    lib/libdlock.so.$version "${headers[@]/#/include/}" lib/pkgconfig/dlock.pc \
+    share/man/man1/loadgen.1 share/man/man3/libdlock.3 share/man/man3/dlock_acquire.3 share/man/man8/stockd.8 share/loadgen/profiles/stockd.json; do
     [ -e "$prefix/$f" ] || { rc=1; out+=$'\n'"missing: $f"; }
 done
 soname=$(readelf -d "$lib/libdlock.so.$version" 2>&1 | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
 [ "$soname" = "libdlock.so.$major" ] || { rc=1; out+=$'\n'"soname: '$soname'"; }
 [ "$(pkg-config --modversion dlock 2>&1)" = "$version" ] || { rc=1; out+=$'\n'"dlock.pc version"; }
-report "make install lays out the library, headers, dlock.pc, man pages and loadgen's profiles" \
+report "make install lays out stockd, loadgen, the library, headers, dlock.pc, man pages, profiles" \
     "$rc" "$out"
 
 # The pages as man finds them there: by program, by library, by function

@@ -21,6 +21,19 @@ declare -A elsewhere=(
     ["./dlock-example 127.0.0.1:6379"]="tests/sh/test_install.sh runs it against a private redis-server"
 )
 
+# The README's packages: installed, started, asked and reloaded as root under
+# a systemd as PID 1, which make test-deb (CI) gives them in a container.
+while IFS= read -r c; do
+    elsewhere["$c"]="make test-deb installs the packages and runs the unit under systemd in a container"
+done <<'EOF'
+sudo apt install ./build/deb/stockd_*.deb
+sudo apt install ./build/deb/libdlock{3,-dev}_*.deb
+sudo systemctl start stockd
+curl -s localhost:8080/health
+sudo systemctl reload stockd
+journalctl -u stockd
+EOF
+
 # docs/loadgen.md's walkthrough and examples/README.md: test_examples.c starts
 # the same services and runs the same loads, on free ports.
 while IFS= read -r c; do
