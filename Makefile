@@ -75,7 +75,7 @@ endif
 
 .SECONDARY:
 .PHONY: all deps test check asan tsan fuzz valgrind demo demo-up demo-down bench clean help \
-        test-fresh docker-demo install uninstall mutants deb
+        test-fresh docker-demo install uninstall mutants deb test-deb
 
 all: $(BINS)
 
@@ -97,6 +97,7 @@ help:
 	@echo "make install    stockd, loadgen, libdlock (.a, .so, headers, dlock.pc), man pages"
 	@echo "                under PREFIX (/usr/local)"
 	@echo "make deb        the Debian packages in build/deb/, checked by lintian"
+	@echo "make test-deb   (root) those packages installed and run under systemd, in Docker"
 
 deps:
 	@scripts/deps.sh
@@ -174,6 +175,11 @@ docker-demo:
 # beside the tree it builds); installs the packaging tools itself.
 deb:
 	@scripts/deb.sh
+
+# The packages installed with apt in a fresh bookworm root and run under a
+# real systemd, in a container (scripts/test-deb.sh; needs a Docker engine).
+test-deb: deb
+	@scripts/test-deb.sh
 
 # libFuzzer targets (clang): new inputs go to build/fuzz/corpus-*, the seeds in
 # tests/fuzz/corpus/ are only read; a crash leaves build/fuzz/crash-* and fails.

@@ -27,8 +27,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/debian-root.sh
+. scripts/docker-engine.sh
 
 state=var/docker-demo # logs: the image builds, and dockerd when started here
+ENGINE_WHO=docker-demo ENGINE_LOG=$state/dockerd.log
 secrets=(docker/secrets/redis-password docker/secrets/postgres-password
     docker/secrets/patroni-password docker/secrets/operator-token)
 targets=http://stockd-1:8080,http://stockd-2:8080,http://stockd-3:8080
@@ -42,40 +44,6 @@ if docker compose version >/dev/null 2>&1; then compose_cmd=(docker compose)
 else compose_cmd=(docker-compose); fi
 # -p as in docker/.env, so that the leftovers check below can't miss the stack.
 compose() { "${compose_cmd[@]}" -p "$project" -f docker/docker-compose.yml "$@"; }
-
-need_root() {
-    [ "$(id -u)" -eq 0 ] && return 0
-    echo "docker-demo: $1 needs root: sudo make docker-demo" >&2
-    exit 1
-}
-
-dockerd_pid=""
-start_dockerd() {
-    docker info >/dev/null 2>&1 && return 0
-    need_root "starting dockerd"
-    echo "docker-demo: no Docker engine answers; starting dockerd (log: $state/dockerd.log)"
-    # Its own session: a Ctrl-C must not stop it before the clean-up below ran.
-    setsid dockerd >"$state/dockerd.log" 2>&1 </dev/null &
-    dockerd_pid=$!
-    for _ in $(seq 120); do
-        docker info >/dev/null 2>&1 && return 0
-        kill -0 "$dockerd_pid" 2>/dev/null || break
-        sleep 0.5
-    done
-    tail -n 20 "$state/dockerd.log" >&2
-    echo "docker-demo: dockerd did not start (see $state/dockerd.log)" >&2
-    return 1
-}
-
-stop_dockerd() {
-    [ -n "$dockerd_pid" ] || return 0
-    kill -TERM "$dockerd_pid" 2>/dev/null || return 0
-    for _ in $(seq 60); do
-        kill -0 "$dockerd_pid" 2>/dev/null || return 0
-        sleep 0.5
-    done
-    kill -KILL "$dockerd_pid" 2>/dev/null || true
-}
 
 # Whatever of the project is left: containers (one-off runs too), network, volume.
 leftovers() {
