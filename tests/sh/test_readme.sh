@@ -16,6 +16,7 @@ export BUILD
 declare -A elsewhere=(
     ["make test"]="CI runs it, in make test-fresh (and this test is part of it)"
     ["make bench"]="takes minutes; its figures are recorded in bench/RESULTS.md"
+    ["make deb"]="CI's make test-deb runs it first, then installs what it built"
     ["scripts/screenshot.sh build/report-compare.html docs/loadgen-report.png"]="it writes the committed picture; tests/it/test_report.c runs the script on pages of its own"
     ['cc -o dlock-example dlock-example.c $(pkg-config --cflags --libs dlock)']="tests/sh/test_install.sh builds the example so, against an installed libdlock"
     ["./dlock-example 127.0.0.1:6379"]="tests/sh/test_install.sh runs it against a private redis-server"
