@@ -61,7 +61,7 @@ struct http_server {
     struct MHD_Daemon *daemon;
     reaper *reaper;    /* deadlines for slow senders: its own, or cfg.shares' */
     _Atomic int draining;
-    _Atomic int closing; /* http_stop is past its waits: no answer is made now */
+    _Atomic int closing; /* http_stop has waited for the answers made: none is made now */
     _Atomic int open;  /* connections open now */
     _Atomic int pending; /* requests handed to the handler and not yet answered */
     _Atomic int unsent;  /* requests let in whose answer is not sent yet (nor their connection gone) */
@@ -449,9 +449,11 @@ static enum MHD_Result respond(http_server *s, struct MHD_Connection *conn, cons
     /* A request read once http_stop has waited out the answers made (it
      * sat unread in its socket through the drain): an answer made now
      * would be cut off by MHD_stop_daemon, and logged as sent. Its
-     * connection closes unanswered, nothing done, like one never read.
-     * Read after unsent is raised: either the stop sees this request in
-     * unsent and waits for it, or this sees closing. */
+     * connection closes unanswered, nothing done, like one never read
+     * (libmicrohttpd logs it as the application's error). Read after
+     * unsent is raised, both sequentially consistent: either the stop's
+     * second wait sees this request in unsent and waits for it, or this
+     * sees closing. */
     if (atomic_load(&s->closing))
         return MHD_NO;
     clock_gettime(CLOCK_MONOTONIC, &rq->t0);
@@ -878,15 +880,19 @@ void http_stop(http_server *s)
      * still in its handler answers first (its lock's wait and the store's
      * timeouts bound that; past the drain, commits are refused) */
     wait_for_none(&s->pending, 0);
-    atomic_store(&s->closing, 1); /* before the wait on unsent: see respond */
     /* An answer made is not yet sent: its event thread has still to write it
      * (it may have been resumed an instant ago), and MHD_stop_daemon shuts
      * every socket down, a committed order's answer with it. They get, all
-     * together, what a slow sender gets for its request: --request-timeout-ms. */
+     * together, what a slow sender gets for its request: --request-timeout-ms.
+     * Meanwhile a request still read is refused (503), and waited for too.
+     * Then no answer is made any more (closing, see respond); the second
+     * wait takes those made in between. */
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    wait_for_none(&s->unsent,
-                  (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 + s->cfg.request_timeout_ms);
+    int64_t until = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 + s->cfg.request_timeout_ms;
+    wait_for_none(&s->unsent, until);
+    atomic_store(&s->closing, 1);
+    wait_for_none(&s->unsent, until);
     if (atomic_load(&s->unsent) > 0)
         log_kv(LOG_WARN, "answers not taken by their clients within --request-timeout-ms of "
                "the stop; their connections are closed", LOG_INT("count", atomic_load(&s->unsent)));

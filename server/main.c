@@ -390,11 +390,10 @@ int main(int argc, char **argv)
         service_refuse_commits(svc);
         log_kv(LOG_WARN, "requests still running or being answered at the drain deadline; "
                "those not yet committed will not commit", LOG_INT("count", left));
-    }
-    if (left > 0)
         notify_status("stopping: %d requests left at the drain's end; closing", left);
-    else
+    } else {
         notify_status("stopping: drained; closing");
+    }
     http_stop(probes); /* first: it uses srv's thread of deadlines */
     http_stop(srv);
     tls_pem_free(&c.tls);
