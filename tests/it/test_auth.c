@@ -57,14 +57,8 @@ static const char *sha256_line(const char *token, char *buf)
 static const char *write_file(const char *name, const char *text)
 {
     static char path[160];
-    char tmp[180];
     snprintf(path, sizeof(path), "%s/%s", dir, name);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-    assert_int_equal(rename(tmp, path), 0);
+    assert_int_equal(th_replace_file(path, text), 0);
     return path;
 }
 

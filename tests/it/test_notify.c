@@ -130,14 +130,8 @@ static long health(const th_stockd *s, char *body, size_t size)
 static const char *write_tokens(const char *text)
 {
     static char path[160];
-    char tmp[180];
     snprintf(path, sizeof(path), "%s/tokens", dir);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-    assert_int_equal(rename(tmp, path), 0);
+    assert_int_equal(th_replace_file(path, text), 0);
     return path;
 }
 

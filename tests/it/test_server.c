@@ -922,13 +922,9 @@ static void test_a_drain_notice_sells_while_health_says_draining(void **state)
  * file renamed over it). */
 static void write_buyer_token(const char *path, const char *token)
 {
-    char tmp[192];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    assert_non_null(f);
-    fprintf(f, "buyer shop %s\n", token);
-    fclose(f);
-    assert_int_equal(rename(tmp, path), 0);
+    char line[192];
+    snprintf(line, sizeof(line), "buyer shop %s\n", token);
+    assert_int_equal(th_replace_file(path, line), 0);
 }
 
 /* The status of GET /items on s with token as a bearer token. */

@@ -15,6 +15,7 @@
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -418,6 +419,18 @@ int th_have(const char *cmd)
     char probe[160];
     snprintf(probe, sizeof(probe), "command -v '%s' >/dev/null 2>&1", cmd);
     return system(probe) == 0;
+}
+
+int th_replace_file(const char *path, const char *text)
+{
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL)
+        return -1;
+    int ok = fputs(text, f) >= 0;
+    ok = fclose(f) == 0 && ok;
+    return ok && rename(tmp, path) == 0 ? 0 : -1;
 }
 
 char *th_read_file(const char *path)

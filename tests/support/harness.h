@@ -100,6 +100,10 @@ int th_have(const char *cmd);
 /* Reads a whole file (NUL-terminated, caller frees) or NULL. */
 char *th_read_file(const char *path);
 
+/* Writes text as path, whole: a temp file beside it renamed over it, as an
+ * operator's tools would, so a reader never sees half of it. 0, or -1. */
+int th_replace_file(const char *path, const char *text);
+
 /* How many times needle occurs in the file at path (0 when it can't be read). */
 int th_count_in_file(const char *path, const char *needle);
 
